@@ -1,0 +1,308 @@
+/* liballoc_shm.h — the shared-memory segment ABI between liballoc and its readers.
+ *
+ * The only liballoc header allocctld and allocctl may include. Every list (counters,
+ * tunables, commands) is defined once here as an X-macro; the segment structs, the
+ * aggregation, the Prometheus names and HELP text and the CLI tables are generated from it.
+ *
+ * Lifecycle of a segment:
+ *   1. A process running liballoc creates "<run_dir>/liballoc.<pid>.tmp" with mode 0600,
+ *      sizes it, fills the header and renames it to "<run_dir>/liballoc.<pid>.seg".
+ *      run_dir is $LIBALLOC_RUN_DIR, else LA_SHM_DEFAULT_RUN_DIR-<uid> (made 0700).
+ *      The process keeps a shared flock(2) on the file for its whole life, through an
+ *      O_CLOEXEC descriptor: a reader that can take LOCK_EX|LOCK_NB knows the owner is
+ *      gone (exited, crashed, or exec'd into a program without liballoc): stale.
+ *   2. While the process lives, allocator threads update the per-arena counter blocks
+ *      (each under its arena lock, bracketed by the block's seqlock) and the control thread
+ *      refreshes the tunables block; readers copy a block under its seqlock, retrying a
+ *      bounded number of times, and never write anything but the mailbox.
+ *   3. A client (allocctld) takes the mailbox lock, writes a request, rings the doorbell
+ *      (a shared futex); the control thread claims the request by CAS, runs it and writes
+ *      the result. See struct la_mailbox for the state machine.
+ *   4. At normal exit the process unlinks its segment. A segment whose pid is gone, or
+ *      whose pid now belongs to a process with another start time, is stale; the daemon
+ *      removes it. After fork() the child creates its own segment; after exec() the new
+ *      image creates one under the same name (the rename replaces the old file).
+ *
+ * Bump LA_SHM_ABI_VERSION on any incompatible change; readers refuse other versions.
+ * Adding a counter, tunable or command at the end of its list is compatible only if the
+ * header's counts are used by readers (they are): readers take names from their own
+ * copy of this header and read only the fields both sides know.
+ */
+#ifndef LIBALLOC_SHM_H
+#define LIBALLOC_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LA_SHM_MAGIC           0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
+#define LA_SHM_ABI_VERSION     1u
+#define LA_SHM_PREFIX          "liballoc."
+#define LA_SHM_SUFFIX          ".seg"
+#define LA_SHM_DEFAULT_RUN_DIR "/dev/shm/liballoc"
+#define LA_SHM_PAGE            4096u
+
+/* ---- Counters -------------------------------------------------------------------------
+ * X(name, kind, unit, help). kind: LA_GAUGE (a level) or LA_COUNTER (monotonic).
+ * One block of these exists per arena and one for the process (direct mappings, the
+ * control thread); the process total is their sum (la_counters_add). */
+#define LA_GAUGE   0
+#define LA_COUNTER 1
+
+#define LA_COUNTERS(X)                                                                            \
+	X(bytes_in_use, LA_GAUGE, "bytes",                                                        \
+	  "Bytes in blocks handed out (thread caches count as in use)")                           \
+	X(bytes_cached, LA_GAUGE, "bytes", "Bytes of free blocks held in thread caches")          \
+	X(bytes_mapped, LA_GAUGE, "bytes", "Bytes of address space mapped from the kernel")       \
+	X(bytes_retained, LA_GAUGE, "bytes", "Free bytes kept resident (not yet returned)")       \
+	X(heaps, LA_GAUGE, "", "Heaps currently mapped")                                          \
+	X(direct_mappings, LA_GAUGE, "", "Direct mappings currently live")                        \
+	X(direct_bytes, LA_GAUGE, "bytes", "Bytes in live direct mappings")                       \
+	X(direct_cache_bytes, LA_GAUGE, "bytes", "Bytes of freed direct mappings kept for reuse") \
+	X(direct_cache_hits, LA_COUNTER, "",                                                      \
+	  "Large allocations served from the direct-mapping cache")                               \
+	X(mmap_calls, LA_COUNTER, "", "mmap system calls")                                        \
+	X(mmap_bytes, LA_COUNTER, "bytes", "Bytes covered by mmap calls")                         \
+	X(munmap_calls, LA_COUNTER, "", "munmap system calls")                                    \
+	X(munmap_bytes, LA_COUNTER, "bytes", "Bytes covered by munmap calls")                     \
+	X(madvise_calls, LA_COUNTER, "", "madvise system calls")                                  \
+	X(madvise_bytes, LA_COUNTER, "bytes", "Bytes covered by madvise calls")                   \
+	X(mprotect_calls, LA_COUNTER, "", "mprotect system calls")                                \
+	X(mprotect_bytes, LA_COUNTER, "bytes", "Bytes covered by mprotect calls")                 \
+	X(madvise_deferred, LA_COUNTER, "", "Page returns deferred by the madvise throttle")      \
+	X(heaps_released, LA_COUNTER, "", "Idle heaps unmapped")                                  \
+	X(threshold_raises, LA_COUNTER, "", "Dynamic mmap threshold adjustments")                 \
+	X(remote_frees_queued, LA_COUNTER, "", "Frees enqueued on this arena by other threads")   \
+	X(remote_frees_drained, LA_COUNTER, "", "Remote frees drained by this arena's users")     \
+	X(cache_refills, LA_COUNTER, "", "Thread-cache refills from the arena")                   \
+	X(cache_flushes, LA_COUNTER, "", "Thread-cache flushes to the arena")                     \
+	X(lock_contended, LA_COUNTER, "", "Arena lock acquisitions that had to wait")             \
+	X(commands_executed, LA_COUNTER, "", "Mailbox commands executed")
+
+#define LA_X_COUNT(name, ...) +1
+enum { LA_NCOUNTERS = 0 LA_COUNTERS(LA_X_COUNT) };
+
+struct la_counters {
+#define LA_X_FIELD(name, kind, unit, help) uint64_t name;
+	LA_COUNTERS(LA_X_FIELD)
+#undef LA_X_FIELD
+};
+
+/* ---- Tunables -------------------------------------------------------------------------
+ * X(name, type, default, min, max, live, mallopt, help)
+ * type: LA_T_SIZE (bytes; human units accepted), LA_T_BOOL (0/1), LA_T_INT, LA_T_MS.
+ * default LA_DEFAULT_AUTO (-1) means "computed at start" (arena_max: 8 x cores).
+ * live: 1 if a change through the mailbox takes effect while the process runs.
+ * mallopt: glibc's M_* number, or 0 where glibc has none. */
+#define LA_T_SIZE       0
+#define LA_T_BOOL       1
+#define LA_T_INT        2
+#define LA_T_MS         3
+#define LA_DEFAULT_AUTO (-1)
+#define LA_MIB          (1024LL * 1024LL)
+
+#define LA_TUNABLES(X)                                                                             \
+	X(mmap_threshold, LA_T_SIZE, 128 * 1024, 0, 32 * LA_MIB, 1, -3,                            \
+	  "Requests at or above this size get their own mapping")                                  \
+	X(mmap_threshold_max, LA_T_SIZE, 32 * LA_MIB, 4096, 32 * LA_MIB, 1, 0,                     \
+	  "Ceiling of the dynamic mmap threshold")                                                 \
+	X(mmap_dynamic, LA_T_BOOL, 1, 0, 1, 1, 0,                                                  \
+	  "Raise the mmap threshold when direct mappings are freed (off once a threshold is set)") \
+	X(trim_threshold, LA_T_SIZE, 128 * 1024, 0, 1LL << 50, 1, -1,                              \
+	  "Free resident bytes a heap may keep before returning them to the system")               \
+	X(top_pad, LA_T_SIZE, 128 * 1024, 0, 1LL << 40, 1, -2,                                     \
+	  "Free bytes kept resident in each heap when it is trimmed")                              \
+	X(mmap_max, LA_T_INT, 65536, 0, 2147483647, 1, -4,                                         \
+	  "Maximum number of live direct mappings (0: serve from heaps when the size fits)")       \
+	X(arena_max, LA_T_INT, LA_DEFAULT_AUTO, 1, 1024, 1, -8,                                    \
+	  "Maximum number of arenas (default 8 x cores)")                                          \
+	X(arena_test, LA_T_INT, 8, 1, 1024, 1, -7,                                                 \
+	  "Accepted for glibc compatibility (mallopt M_ARENA_TEST)")                               \
+	X(tcache_max_bytes, LA_T_SIZE, 1 * LA_MIB, 0, 64 * LA_MIB, 1, 0,                           \
+	  "Bytes of free blocks one thread cache may hold (0 disables thread caches)")             \
+	X(madvise_throttle, LA_T_BOOL, 1, 0, 1, 1, 0,                                              \
+	  "Defer returning pages while a heap is steady or growing")                               \
+	X(idle_heap_release, LA_T_BOOL, 1, 0, 1, 1, 0,                                             \
+	  "Unmap any heap of an arena that holds no live block")                                   \
+	X(decay_ms, LA_T_MS, 10000, 0, 3600000, 1, 0,                                              \
+	  "Free memory unused this long is returned by the control thread (0: never)")             \
+	X(direct_cache_bytes, LA_T_SIZE, 256 * LA_MIB, 0, 1LL << 40, 1, 0,                         \
+	  "Bytes of freed direct mappings kept for reuse")                                         \
+	X(check_free_lists, LA_T_BOOL, 0, 0, 1, 1, 0,                                              \
+	  "Validate every free-list link on allocation (slower; cheap checks are always on)")
+
+enum la_tunable_id {
+#define LA_X_ENUM(name, ...) LA_TUNABLE_##name,
+	LA_TUNABLES(LA_X_ENUM)
+#undef LA_X_ENUM
+	        LA_NTUNABLES
+};
+
+/* One published tunable: the effective value, as the process uses it now. */
+struct la_shm_tunable {
+	int64_t value;
+	uint32_t explicitly_set; /* set by env, mallopt or a command (not the default) */
+	uint32_t reserved;
+};
+
+/* ---- Commands -------------------------------------------------------------------------
+ * X(name, id, help). Ids are wire values: never renumber. */
+#define LA_COMMANDS(X)                                                                      \
+	X(get, 1, "Read a tunable (name) into value_out")                                   \
+	X(set, 2, "Set a tunable (name, value)")                                            \
+	X(trim, 3, "Return free memory to the system, bypassing the throttle (arg: pad)")   \
+	X(release_idle_heaps, 4, "Unmap every heap that holds no live block")               \
+	X(flush_caches, 5, "Return every thread cache to its arena, idle threads included") \
+	X(refresh, 6, "Republish all statistics now")
+
+enum la_command_id {
+#define LA_X_CMD(name, id, help) LA_CMD_##name = id,
+	LA_COMMANDS(LA_X_CMD)
+#undef LA_X_CMD
+	        LA_CMD_MAX
+};
+
+/* Result status of a command (negative errno style kept out: these are wire values). */
+#define LA_STATUSES(X)                                \
+	X(OK, 0, "ok")                                \
+	X(EINVAL_NAME, 1, "unknown tunable")          \
+	X(ERANGE, 2, "value out of range")            \
+	X(EREADONLY, 3, "tunable cannot change live") \
+	X(EBADCMD, 4, "unknown command")              \
+	X(EFAILED, 5, "command failed")               \
+	X(ECANCELLED, 6, "request cancelled by the client")
+
+enum la_status {
+#define LA_X_ST(name, v, text) LA_ST_##name = v,
+	LA_STATUSES(LA_X_ST)
+#undef LA_X_ST
+};
+
+#define LA_NAME_MAX   64
+#define LA_REASON_MAX 160
+
+/* Mailbox state machine (field `state`, a futex word):
+ *   IDLE/DONE/CANCELLED --client holding `lock` writes request, then--> REQUESTED
+ *   REQUESTED --control thread CAS--> RUNNING --writes result--> DONE
+ *   REQUESTED --client CAS on timeout--> CANCELLED (the command will not run)
+ * A command therefore runs at most once: only the CAS from REQUESTED claims it.
+ * `lock` holds the owning client's token (its pid) and `lock_expires_ns`
+ * (CLOCK_REALTIME); a holder past its expiry may be displaced, so a client killed with
+ * the lock held cannot wedge the mailbox. */
+enum la_mailbox_state {
+	LA_MB_IDLE = 0,
+	LA_MB_REQUESTED = 1,
+	LA_MB_RUNNING = 2,
+	LA_MB_DONE = 3,
+	LA_MB_CANCELLED = 4,
+};
+
+struct la_mailbox {
+	uint32_t state;           /* la_mailbox_state; futex word the control thread waits on */
+	uint32_t lock;            /* 0 free, else the token of the client that owns the request */
+	uint64_t lock_expires_ns; /* CLOCK_REALTIME after which `lock` may be taken over */
+	uint64_t seq;             /* client-chosen request number, echoed in result_seq */
+	/* request: written by the lock holder before state := REQUESTED */
+	uint32_t command; /* la_command_id */
+	uint32_t flags;
+	char name[LA_NAME_MAX]; /* tunable name for get/set */
+	int64_t value;          /* set: new value */
+	uint64_t arg;           /* trim: pad bytes */
+	/* result: written by the control thread before state := DONE */
+	uint64_t result_seq;
+	int32_t status; /* la_status */
+	uint32_t reserved0;
+	char reason[LA_REASON_MAX]; /* human text on failure (names the valid range) */
+	int64_t value_out;          /* get/set: the (new) effective value */
+	uint64_t bytes_released;
+	uint64_t syscalls_mmap, syscalls_munmap, syscalls_madvise, syscalls_mprotect;
+	uint64_t duration_ns;
+	uint64_t reserved[16];
+};
+
+/* ---- Per-size-class statistics --------------------------------------------------------- */
+#define LA_CLASS_STATS(X)                                                 \
+	X(blocks_in_use, LA_GAUGE, "", "Blocks of this class handed out") \
+	X(spans, LA_GAUGE, "", "Spans carved into blocks of this class")  \
+	X(refills, LA_COUNTER, "", "Thread-cache refills of this class")  \
+	X(flushes, LA_COUNTER, "", "Thread-cache flushes of this class")
+
+struct la_class_stats {
+#define LA_X_FIELD(name, kind, unit, help) uint64_t name;
+	LA_CLASS_STATS(LA_X_FIELD)
+#undef LA_X_FIELD
+};
+
+/* A block of statistics guarded by a seqlock: the writer makes `seq` odd, writes, makes
+ * it even (release). A reader copies the block between two equal, even reads of `seq`. */
+struct la_shm_arena {
+	uint64_t seq;
+	uint32_t index;
+	uint32_t threads; /* threads currently attached */
+	struct la_counters c;
+	uint64_t reserved[8];
+};
+
+/* ---- The header ------------------------------------------------------------------------ */
+#define LA_EXE_MAX 256
+
+struct la_shm_header {
+	uint64_t magic;       /* LA_SHM_MAGIC */
+	uint32_t abi_version; /* LA_SHM_ABI_VERSION */
+	uint32_t header_size; /* sizeof(struct la_shm_header) */
+	uint64_t total_size;  /* size of the whole file */
+	uint64_t generation;  /* bumped when the layout below moves (readers remap) */
+	int32_t pid;
+	uint32_t uid;
+	uint64_t start_time;    /* /proc/<pid>/stat field 22 (clock ticks since boot) */
+	uint64_t created_ns;    /* CLOCK_REALTIME at creation */
+	char exe[LA_EXE_MAX];   /* /proc/self/exe at creation, NUL-terminated */
+	uint32_t counter_count; /* LA_NCOUNTERS of the writer */
+	uint32_t tunable_count; /* LA_NTUNABLES of the writer */
+	uint32_t class_count;   /* size classes published */
+	uint32_t arena_slots;   /* arena blocks reserved */
+	uint32_t arena_count;   /* arena blocks in use (atomic, grows only) */
+	uint32_t control_state; /* la_control_state */
+	uint64_t off_process;   /* struct la_shm_arena: process-level counters */
+	uint64_t off_arenas;    /* struct la_shm_arena[arena_slots] */
+	uint64_t arena_stride;
+	uint64_t off_tunables; /* struct la_shm_tunable[tunable_count], guarded by tunables_seq */
+	uint64_t off_classes;  /* struct la_shm_class[class_count]; each field atomic */
+	uint64_t class_stride; /* sizeof(struct la_shm_class) of the writer */
+	uint64_t off_mailbox;  /* struct la_mailbox, page aligned, its own page */
+	uint64_t threads;      /* threads using the allocator now */
+	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the last control-thread pass */
+	uint64_t tunables_seq; /* seqlock of the tunables block */
+	uint64_t reserved[31];
+};
+
+enum la_control_state {
+	LA_CONTROL_OFF = 0, /* LIBALLOC_CONTROL=0 */
+	LA_CONTROL_RUNNING = 1,
+	LA_CONTROL_FAILED = 2, /* the thread could not start; commands time out */
+};
+
+/* A class entry in the classes block. */
+struct la_shm_class {
+	uint64_t size;
+	struct la_class_stats s;
+};
+
+_Static_assert(sizeof(struct la_counters) == 8 * LA_NCOUNTERS, "counters are packed u64");
+_Static_assert(sizeof(struct la_mailbox) % 8 == 0, "mailbox is 8-aligned");
+_Static_assert(sizeof(struct la_mailbox) <= LA_SHM_PAGE, "mailbox fits its page");
+_Static_assert(offsetof(struct la_mailbox, state) == 0, "doorbell first");
+_Static_assert(offsetof(struct la_shm_header, magic) == 0, "magic first");
+_Static_assert(offsetof(struct la_shm_header, abi_version) == 8, "version at 8");
+_Static_assert(offsetof(struct la_shm_header, total_size) == 16, "size at 16");
+_Static_assert(sizeof(struct la_shm_header) <= LA_SHM_PAGE, "header fits one page");
+_Static_assert(sizeof(struct la_shm_tunable) == 16, "tunable entry");
+
+/* Sum one counter block into another (process total = process block + every arena). */
+static inline void la_counters_add(struct la_counters *dst, const struct la_counters *src)
+{
+#define LA_X_ADD(name, ...) dst->name += src->name;
+	LA_COUNTERS(LA_X_ADD)
+#undef LA_X_ADD
+}
+
+#endif

@@ -1,0 +1,30 @@
+# liballoc/: the allocator. Built -fvisibility=hidden with explicit exports (LA_EXPORT),
+# initial-exec TLS, and without malloc builtins so the compiler never turns our own code
+# into calls to the allocator it implements.
+#
+# Sanitizer builds (SAN=asan|tsan) compile the allocator with LA_PREFIX=la_: its entry
+# points become la_malloc, la_free, ... so the sanitizer keeps its own malloc while the
+# allocator's code is checked; tests reach it through tests/api/api.h.
+LIBALLOC_SRCS := $(sort $(wildcard $(ROOT)/liballoc/src/*.c))
+LIBALLOC_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(LIBALLOC_SRCS))
+LIBALLOC_CFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-builtin-malloc \
+	-fno-builtin-calloc -fno-builtin-free -fno-builtin-realloc -fno-tree-loop-distribute-patterns \
+	-D_LGPL_SOURCE $(URCU_CFLAGS) -I$(ROOT)/liballoc/src
+ifneq ($(SAN),)
+LIBALLOC_CFLAGS += -DLA_PREFIX=la_
+endif
+# LA_NO_STATS=1 compiles statistics and the control thread out (for the overhead bench).
+ifeq ($(LA_NO_STATS),1)
+LIBALLOC_CFLAGS += -DLA_NO_STATS=1
+endif
+$(LIBALLOC_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS)
+
+$(BUILD)/liballoc.so: $(LIBALLOC_OBJS)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -lpthread
+
+$(BUILD)/liballoc.a: $(LIBALLOC_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+ALL_TARGETS += $(BUILD)/liballoc.so $(BUILD)/liballoc.a

@@ -1,0 +1,577 @@
+/* arena.c — small spans and blocks, large blocks, remote-free draining, idle heap release,
+ * the madvise throttle's decisions and trims. Locking: every function that touches an
+ * arena's spans or heaps holds its lock; the remote queue is the only way another thread
+ * gives memory back without that lock. */
+#include "arena.h"
+
+#include <string.h>
+
+#include "os.h"
+#include "shm.h"
+#include "tunables.h"
+
+struct arena arenas[LA_ARENAS_MAX];
+uint32_t arena_count;
+static struct la_lock arenas_lock = LA_LOCK_INIT; /* attaching threads, creating arenas */
+
+static void arena_init(struct arena *a, uint32_t i)
+{
+	a->index = i;
+	a->pub = shm_arena_block(i);
+	a->c = &a->pub->c;
+	a->pub->index = i;
+	__cds_wfcq_init(&a->rq_head, &a->rq_tail);
+}
+
+void arena_boot(void)
+{
+	arena_init(&arenas[0], 0);
+	__atomic_store_n(&arena_count, 1, __ATOMIC_RELEASE);
+	shm_set_arena_count(1);
+}
+
+struct arena *arena_attach(void)
+{
+	la_lock(&arenas_lock);
+	uint32_t n = arena_count, best = 0;
+	uint32_t max = (uint32_t)TUN(arena_max);
+	struct arena *a = NULL;
+	/* an arena no thread uses (a thread exited) is reused first */
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&arenas[i].threads, __ATOMIC_RELAXED) == 0) {
+			a = &arenas[i];
+			break;
+		}
+	if (!a && n < max && n < LA_ARENAS_MAX) {
+		a = &arenas[n];
+		arena_init(a, n);
+		__atomic_store_n(&arena_count, n + 1, __ATOMIC_RELEASE);
+		shm_set_arena_count(n + 1);
+	}
+	if (!a) {
+		for (uint32_t i = 1; i < n; i++)
+			if (arenas[i].threads < arenas[best].threads)
+				best = i;
+		a = &arenas[best];
+	}
+	__atomic_fetch_add(&a->threads, 1, __ATOMIC_RELAXED);
+	a->pub->threads = a->threads;
+	la_unlock(&arenas_lock);
+	return a;
+}
+
+void arena_detach(struct arena *a)
+{
+	__atomic_fetch_sub(&a->threads, 1, __ATOMIC_RELAXED);
+	a->pub->threads = a->threads;
+}
+
+struct span *span_lookup(struct heap *h, const void *p)
+{
+	uint32_t pg = heap_page_of(h, p);
+	if (pg < h->first_page)
+		return NULL;
+	uint32_t head = h->pagemap[pg];
+	if (head < h->first_page || head > pg)
+		return NULL;
+	struct span *s = &h->spans[head];
+	if (pg - head >= s->npages)
+		return NULL;
+	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
+	if (s->kind == SPAN_SMALL) {
+		uint32_t idx = sc_index(off, s->cls);
+		if (idx * sc_size[s->cls] != off || idx >= s->bump)
+			return NULL;
+		return s;
+	}
+	if (s->kind == SPAN_LARGE && off == s->offset)
+		return s;
+	return NULL;
+}
+
+size_t arena_usable(struct heap *h, struct span *s, void *p)
+{
+	if (s->kind == SPAN_SMALL)
+		return sc_size[s->cls];
+	return ((size_t)s->npages << LA_PAGE_SHIFT) - s->offset;
+}
+
+/* ---- pages ------------------------------------------------------------------------ */
+
+static void release_heap(struct arena *a, struct heap *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		a->heaps = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	a->nheaps--;
+	STAT_SUB(a->c, bytes_retained, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
+	STAT_SUB(a->c, bytes_mapped, LA_HEAP_SIZE);
+	STAT_SUB(a->c, heaps, 1);
+	STAT_ADD(a->c, heaps_released, 1);
+	heap_destroy(h, a->c);
+}
+
+/* n pages from any heap of the arena, mapping a new heap if none has room. */
+static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
+{
+	uint32_t dirty;
+	if (n > heap_data_pages())
+		return NULL;
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		struct span *s = heap_alloc_pages(h, n, &dirty);
+		if (s) {
+			STAT_SUB(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
+			*hp = h;
+			return s;
+		}
+	}
+	struct heap *h = heap_create(a, a->c);
+	if (!h)
+		return NULL;
+	h->next = a->heaps;
+	if (h->next)
+		h->next->prev = h;
+	a->heaps = h;
+	a->nheaps++;
+	STAT_ADD(a->c, bytes_mapped, LA_HEAP_SIZE);
+	STAT_ADD(a->c, heaps, 1);
+	struct span *s = heap_alloc_pages(h, n, &dirty);
+	*hp = h;
+	return s;
+}
+
+/* After pages went back to heap h: idle heap release and the madvise throttle. */
+static void after_free_pages(struct arena *a, struct heap *h)
+{
+	if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
+		release_heap(a, h);
+		return;
+	}
+	shm_note_retained(); /* the decay pass returns what stays retained */
+	uint64_t dirty = (uint64_t)h->dirty_pages << LA_PAGE_SHIFT;
+	uint64_t trim = (uint64_t)TUN(trim_threshold);
+	if (dirty <= trim)
+		return;
+	uint32_t keep = (uint32_t)((uint64_t)TUN(top_pad) >> LA_PAGE_SHIFT);
+	if (TUN(madvise_throttle)) {
+		/* steady or growing: keep the pages for reuse; shrinking: return them in
+		 * batches of at least the mmap threshold */
+		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
+		if (!heap_shrinking(h) || dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
+			STAT_ADD(a->c, madvise_deferred, 1);
+			return;
+		}
+	}
+	uint32_t purged = heap_purge(h, keep, a->c, NULL);
+	STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+}
+
+static void free_pages(struct arena *a, struct heap *h, struct span *s)
+{
+	STAT_ADD(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	heap_free_pages(h, s);
+	after_free_pages(a, h);
+}
+
+/* ---- small spans --------------------------------------------------------------------- */
+
+static void partial_push(struct arena *a, struct span *s)
+{
+	s->prev = NULL;
+	s->next = a->partial[s->cls];
+	if (s->next)
+		s->next->prev = s;
+	a->partial[s->cls] = s;
+	s->on_partial = 1;
+}
+
+static void partial_remove(struct arena *a, struct span *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		a->partial[s->cls] = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->on_partial = 0;
+	s->next = s->prev = NULL;
+}
+
+static struct span *new_small_span(struct arena *a, unsigned cls)
+{
+	struct heap *h;
+	struct span *s = alloc_pages(a, sc_pages[cls], &h);
+	if (!s)
+		return NULL;
+	s->kind = SPAN_SMALL;
+	s->cls = (uint8_t)cls;
+	s->used = 0;
+	s->bump = 0;
+	s->free = NULL;
+	s->offset = 0;
+	heap_map_span(h, s, true);
+	partial_push(a, s);
+	STAT_ADD(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
+	STAT_ADD(&shm_classes()[cls].s, spans, 1);
+	return s;
+}
+
+/* An empty span goes back to its heap unless it is the only one left for its class in
+ * the arena's newest heap (kept to avoid remapping a span per block; any other empty
+ * span must go, or it would pin an otherwise idle heap). */
+static void maybe_release_span(struct arena *a, struct heap *h, struct span *s)
+{
+	if (s->used != 0 || (h == a->heaps && a->partial[s->cls] == s && !s->next))
+		return;
+	unsigned cls = s->cls;
+	partial_remove(a, s);
+	STAT_SUB(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
+	STAT_SUB(&shm_classes()[cls].s, spans, 1);
+	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
+	free_pages(a, h, s);
+}
+
+LA_COLD static void corrupt_span_list(void)
+{
+	la_fatal("malloc()", "corrupted free list detected");
+}
+
+/* Pop one block from a span (lock held). */
+static inline void *span_pop(struct heap *h, struct span *s)
+{
+	void *p = s->free;
+	size_t size = sc_size[s->cls];
+	if (p) {
+		void *next = link_decode(*(void **)p, p);
+		if (next) {
+			uintptr_t base = (uintptr_t)span_base(h, s);
+			uintptr_t off = (uintptr_t)next - base;
+			if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
+			             sc_index((uint32_t)off, s->cls) * size != off))
+				corrupt_span_list();
+		}
+		s->free = next;
+	} else if (s->bump < sc_blocks[s->cls]) {
+		p = (char *)span_base(h, s) + (size_t)s->bump * size;
+		s->bump++;
+	} else {
+		return NULL;
+	}
+	s->used++;
+	return p;
+}
+
+uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want)
+{
+	arena_lock(a);
+	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
+		arena_drain(a);
+	void *head = *chain;
+	uint32_t got = 0;
+	while (got < want) {
+		struct span *s = a->partial[cls];
+		if (!s) {
+			s = new_small_span(a, cls);
+			if (!s)
+				break;
+		}
+		struct heap *h = heap_of(s);
+		void *p;
+		while (got < want && (p = span_pop(h, s)) != NULL) {
+			*(void **)p = link_encode(head, p);
+			head = p;
+			got++;
+		}
+		if (!s->free && s->bump >= sc_blocks[cls])
+			partial_remove(a, s);
+	}
+	uint64_t bytes = (uint64_t)got * sc_size[cls];
+	STAT_ADD(a->c, bytes_in_use, bytes);
+	STAT_SUB(a->c, bytes_retained, bytes);
+	STAT_ADD(a->c, cache_refills, 1);
+	arena_unlock(a);
+	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
+	STAT_ADD(&shm_classes()[cls].s, refills, 1);
+	*chain = head;
+	return got;
+}
+
+void *arena_alloc_small(struct arena *a, unsigned cls)
+{
+	void *chain = NULL;
+	if (arena_refill(a, cls, &chain, 1) != 1)
+		return NULL;
+	return chain;
+}
+
+/* Return one small block to its span (lock held). */
+static void span_push(struct arena *a, struct heap *h, struct span *s, void *p)
+{
+	*(void **)p = link_encode(s->free, p);
+	s->free = p;
+	s->used--;
+	if (!s->on_partial)
+		partial_push(a, s);
+	if (s->used == 0)
+		maybe_release_span(a, h, s);
+}
+
+static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
+{
+	uint64_t bytes = (uint64_t)s->npages << LA_PAGE_SHIFT;
+	STAT_SUB(a->c, bytes_in_use, bytes);
+	s->offset = 0;
+	free_pages(a, h, s);
+}
+
+/* Free one block of this arena, lock held. */
+static void free_block_locked(struct arena *a, void *p)
+{
+	struct heap *h = heap_of(p);
+	uint32_t pg = heap_page_of(h, p);
+	struct span *s = &h->spans[h->pagemap[pg]];
+	if (s->kind == SPAN_SMALL) {
+		unsigned cls = s->cls;
+		span_push(a, h, s, p);
+		STAT_SUB(a->c, bytes_in_use, sc_size[cls]);
+		STAT_ADD(a->c, bytes_retained, sc_size[cls]);
+		STAT_SUB(&shm_classes()[cls].s, blocks_in_use, 1);
+	} else {
+		free_large_locked(a, h, s);
+	}
+}
+
+void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
+{
+	arena_lock(a);
+	void *p = chain;
+	while (p) {
+		void *next = link_decode(*(void **)p, p);
+		struct heap *h = heap_of(p);
+		struct span *s = &h->spans[h->pagemap[heap_page_of(h, p)]];
+		span_push(a, h, s, p);
+		p = next;
+	}
+	uint64_t bytes = (uint64_t)n * sc_size[cls];
+	STAT_SUB(a->c, bytes_in_use, bytes);
+	STAT_ADD(a->c, bytes_retained, bytes);
+	STAT_ADD(a->c, cache_flushes, 1);
+	arena_unlock(a);
+	STAT_SUB(&shm_classes()[cls].s, blocks_in_use, n);
+	STAT_ADD(&shm_classes()[cls].s, flushes, 1);
+}
+
+void arena_free_local(struct arena *a, void *p)
+{
+	arena_lock(a);
+	free_block_locked(a, p);
+	arena_unlock(a);
+}
+
+void arena_free_remote(struct arena *a, void *p)
+{
+	struct cds_wfcq_node *node = p;
+	cds_wfcq_node_init(node);
+	cds_wfcq_enqueue(&a->rq_head, &a->rq_tail, node);
+	STAT_ADD(a->c, remote_frees_queued, 1);
+}
+
+void arena_drain(struct arena *a)
+{
+	struct __cds_wfcq_head head;
+	struct cds_wfcq_tail tail;
+	struct cds_wfcq_node *node, *n;
+	__cds_wfcq_init(&head, &tail);
+	if (__cds_wfcq_splice_blocking(&head, &tail, &a->rq_head, &a->rq_tail) ==
+	    CDS_WFCQ_RET_SRC_EMPTY)
+		return;
+	uint64_t count = 0;
+	__cds_wfcq_for_each_blocking_safe(&head, &tail, node, n)
+	{
+		free_block_locked(a, node);
+		count++;
+	}
+	STAT_ADD(a->c, remote_frees_drained, count);
+}
+
+/* ---- large blocks -------------------------------------------------------------------- */
+
+void *arena_alloc_large(struct arena *a, size_t size, size_t align)
+{
+	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
+	if (size > LA_LARGE_MAX || extra > LA_LARGE_MAX)
+		return NULL;
+	uint32_t n = (uint32_t)((la_align_up(size, LA_PAGE) + extra) >> LA_PAGE_SHIFT);
+	arena_lock(a);
+	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
+		arena_drain(a);
+	struct heap *h;
+	struct span *s = alloc_pages(a, n, &h);
+	if (!s) {
+		arena_unlock(a);
+		return NULL;
+	}
+	s->kind = SPAN_LARGE;
+	s->offset = 0;
+	char *base = span_base(h, s);
+	if (extra) {
+		/* give the pages before the aligned start and after the block back */
+		uintptr_t aligned = la_align_up((uintptr_t)base, align);
+		uint32_t lead = (uint32_t)((aligned - (uintptr_t)base) >> LA_PAGE_SHIFT);
+		uint32_t keep = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+		if (lead) {
+			struct span *t = &h->spans[span_index(h, s) + lead];
+			t->kind = SPAN_LARGE;
+			t->offset = 0;
+			t->npages = s->npages - lead;
+			s->npages = lead;
+			heap_map_span(h, s, false);
+			heap_map_span(h, t, false);
+			free_pages(a, h, s);
+			s = t;
+		}
+		heap_shrink_span(h, s, keep);
+		STAT_ADD(a->c, bytes_retained, (uint64_t)(n - lead - keep) << LA_PAGE_SHIFT);
+		base = span_base(h, s);
+	}
+	heap_map_span(h, s, false);
+	STAT_ADD(a->c, bytes_in_use, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	arena_unlock(a);
+	return base;
+}
+
+bool arena_resize_large(struct arena *a, void *p, size_t size)
+{
+	struct heap *h = heap_of(p);
+	uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+	if (size > LA_LARGE_MAX)
+		return false;
+	bool ok = false;
+	arena_lock(a);
+	struct span *s = &h->spans[h->pagemap[heap_page_of(h, p)]];
+	uint32_t have = s->npages;
+	if (s->offset == 0 && want <= have) {
+		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */
+			heap_shrink_span(h, s, want);
+			STAT_SUB(a->c, bytes_in_use, (uint64_t)(have - want) << LA_PAGE_SHIFT);
+			STAT_ADD(a->c, bytes_retained, (uint64_t)(have - want) << LA_PAGE_SHIFT);
+			after_free_pages(a, h);
+			ok = true;
+		} else {
+			ok = want == have;
+		}
+	} else if (s->offset == 0) {
+		uint32_t dirty;
+		if (heap_grow_span(h, s, want, &dirty)) {
+			STAT_SUB(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
+			STAT_ADD(a->c, bytes_in_use, (uint64_t)(want - have) << LA_PAGE_SHIFT);
+			ok = true;
+		}
+	}
+	arena_unlock(a);
+	return ok;
+}
+
+/* ---- maintenance --------------------------------------------------------------------- */
+
+size_t arena_trim(struct arena *a, size_t pad, bool measure)
+{
+	size_t resident = 0;
+	arena_lock(a);
+	arena_drain(a);
+	uint32_t keep = (uint32_t)(pad >> LA_PAGE_SHIFT);
+	for (struct heap *h = a->heaps, *next; h; h = next) {
+		next = h->next;
+		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
+			if (measure)
+				resident += os_resident(h, LA_HEAP_SIZE);
+			release_heap(a, h);
+			continue;
+		}
+		uint32_t purged = heap_purge(h, keep, a->c, measure ? &resident : NULL);
+		STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+		keep = 0; /* the pad is kept once per arena */
+	}
+	arena_unlock(a);
+	return resident;
+}
+
+size_t arena_release_idle(struct arena *a, bool all, bool measure)
+{
+	size_t resident = 0;
+	arena_lock(a);
+	arena_drain(a);
+	for (struct heap *h = a->heaps, *next; h; h = next) {
+		next = h->next;
+		if (h->used_pages != 0 || (!all && a->nheaps == 1))
+			continue;
+		if (measure)
+			resident += os_resident(h, LA_HEAP_SIZE);
+		release_heap(a, h);
+	}
+	arena_unlock(a);
+	return resident;
+}
+
+size_t arena_decay(struct arena *a)
+{
+	size_t released = 0;
+	if (!la_trylock(&a->lock))
+		return 0;
+	arena_drain(a);
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		/* no span allocated in this heap for a whole decay period: return its
+		 * retained pages */
+		if (h->dirty_pages && h->alloc_events == h->decay_seen) {
+			uint32_t purged = heap_purge(h, 0, a->c, NULL);
+			STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+			released += (size_t)purged << LA_PAGE_SHIFT;
+		}
+		h->decay_seen = h->alloc_events;
+	}
+	arena_unlock(a);
+	return released;
+}
+
+uint64_t arena_retained_total(void)
+{
+	uint64_t sum = 0;
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena *a = &arenas[i];
+		sum += __atomic_load_n(&a->c->bytes_retained, __ATOMIC_RELAXED);
+		if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
+			sum += 1;
+	}
+	return sum;
+}
+
+void arena_lock_all(void)
+{
+	la_lock(&arenas_lock);
+	uint32_t n = arena_count;
+	for (uint32_t i = 0; i < n; i++)
+		la_lock(&arenas[i].lock);
+}
+
+void arena_unlock_all(void)
+{
+	uint32_t n = arena_count;
+	for (uint32_t i = 0; i < n; i++)
+		la_unlock(&arenas[i].lock);
+	la_unlock(&arenas_lock);
+}
+
+void arena_reinit_child(struct arena *keep)
+{
+	uint32_t n = arena_count;
+	for (uint32_t i = 0; i < n; i++) {
+		la_lock_reinit(&arenas[i].lock);
+		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
+		arenas[i].pub->threads = arenas[i].threads;
+	}
+	la_lock_reinit(&arenas_lock);
+}

@@ -1,0 +1,94 @@
+/* arena.h — arenas: a lock, a list of heaps, per-class lists of small spans with free
+ * blocks, and a wait-free queue of frees made by threads that do not use the arena.
+ * Threads attach to one arena (at most arena_max exist; one with no threads is reused
+ * first). Everything is guarded by `lock` except: `threads` (atomic), the remote queue
+ * (any thread enqueues wait-free; dequeuing happens only under `lock`), and the published
+ * counters (individually atomic). */
+#ifndef LA_ARENA_H
+#define LA_ARENA_H
+
+#include <urcu/wfcqueue.h>
+
+#include "common.h"
+#include "heap.h"
+#include "lock.h"
+#include "sizeclass.h"
+
+struct arena {
+	struct la_lock lock;
+	uint32_t index;
+	uint32_t threads;                  /* attached threads (atomic) */
+	uint32_t nheaps;                   /* lock */
+	struct heap *heaps;                /* lock; most recently grown first */
+	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
+	struct la_counters *c;             /* published counters (segment); atomic fields */
+	struct la_shm_arena *pub;
+	/* remote frees: enqueued by anyone, drained under `lock` */
+	struct __cds_wfcq_head rq_head __attribute__((aligned(64)));
+	struct cds_wfcq_tail rq_tail __attribute__((aligned(64)));
+} __attribute__((aligned(64)));
+
+extern struct arena arenas[LA_ARENAS_MAX];
+extern uint32_t arena_count; /* arenas initialised (atomic, grows only) */
+
+/* Safe-linking of free-list links (like glibc's): the stored value is the next pointer
+ * xor the link's own address >> 12, so a stray overwrite rarely forms a valid pointer. */
+LA_INLINE void *link_decode(void *stored, const void *at)
+{
+	return (void *)((uintptr_t)stored ^ ((uintptr_t)at >> 12));
+}
+LA_INLINE void *link_encode(void *next, const void *at)
+{
+	return (void *)((uintptr_t)next ^ ((uintptr_t)at >> 12));
+}
+
+void arena_boot(void);
+struct arena *arena_attach(void);
+void arena_detach(struct arena *a);
+
+LA_INLINE bool arena_lock(struct arena *a)
+{
+	bool contended = la_lock(&a->lock);
+	if (unlikely(contended))
+		STAT_ADD(a->c, lock_contended, 1);
+	return contended;
+}
+LA_INLINE void arena_unlock(struct arena *a)
+{
+	la_unlock(&a->lock);
+}
+
+/* Take up to want blocks of class cls into a safe-linked chain; returns how many. */
+uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want);
+/* Return a chain of n blocks of class cls, all owned by a (caller: not holding the lock). */
+void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls);
+/* One block, no thread cache (dead or disabled caches). */
+void *arena_alloc_small(struct arena *a, unsigned cls);
+/* Free one block (small or large) of arena a, taking its lock. */
+void arena_free_local(struct arena *a, void *p);
+/* Large blocks: whole pages, optionally aligned (align > LA_PAGE). */
+void *arena_alloc_large(struct arena *a, size_t size, size_t align);
+/* Enqueue a free on the owning arena without taking its lock (wait-free). */
+void arena_free_remote(struct arena *a, void *p);
+/* In-place resize of a large block; false if it must move. */
+bool arena_resize_large(struct arena *a, void *p, size_t size);
+/* Usable bytes of a heap block (validated by the caller). */
+size_t arena_usable(struct heap *h, struct span *s, void *p);
+
+/* Maintenance (each takes the arena lock). bytes: what was really resident and released. */
+size_t arena_trim(struct arena *a, size_t pad, bool measure);
+size_t arena_release_idle(struct arena *a, bool all, bool measure);
+size_t arena_decay(struct arena *a);
+void arena_drain(struct arena *a);
+/* Sum of retained bytes over arenas (for the control thread's sleep decision). */
+uint64_t arena_retained_total(void);
+
+/* Lock and unlock every arena (fork). */
+void arena_lock_all(void);
+void arena_unlock_all(void);
+void arena_reinit_child(struct arena *keep);
+
+/* Find the span of p in its heap and check that p is a block start; NULL if not. */
+struct span *span_lookup(struct heap *h, const void *p);
+
+#endif

@@ -1,0 +1,68 @@
+/* common.h — limits, compiler helpers and the export macro shared by every liballoc module.
+ * Reading order of the allocator: common.h, lock.h, os.h, tunables.h, sizeclass.h, heap.h,
+ * arena.h, tcache.h, direct.h, shm.h, control.h; malloc.c holds the exported entry points. */
+#ifndef LA_COMMON_H
+#define LA_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "liballoc_shm.h"
+
+/* Exported symbols. Sanitizer builds compile with LA_PREFIX=la_ so the sanitizer keeps
+ * its own malloc and our entry points are la_malloc, la_free, ... */
+#define LA_EXPORT __attribute__((visibility("default")))
+#ifdef LA_PREFIX
+#define LA_CAT2(a, b) a##b
+#define LA_CAT(a, b)  LA_CAT2(a, b)
+#define LA_API(name)  LA_CAT(LA_PREFIX, name)
+#else
+#define LA_API(name) name
+#endif
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define LA_INLINE   static inline __attribute__((always_inline))
+#define LA_NOINLINE __attribute__((noinline))
+#define LA_COLD     __attribute__((cold, noinline))
+#define barrier()   __asm__ __volatile__("" ::: "memory")
+
+#define LA_PAGE_SHIFT 12
+#define LA_PAGE       ((size_t)1 << LA_PAGE_SHIFT)
+#define LA_ALIGN      16 /* every block is at least 16-byte aligned */
+
+/* Heaps: regions reserved at an alignment equal to their size, so the heap of any
+ * pointer is found by masking. */
+#define LA_HEAP_SHIFT 26
+#define LA_HEAP_SIZE  ((size_t)1 << LA_HEAP_SHIFT) /* 64 MiB */
+#define LA_HEAP_MASK  (LA_HEAP_SIZE - 1)
+#define LA_HEAP_PAGES (LA_HEAP_SIZE >> LA_PAGE_SHIFT)
+
+#define LA_ARENAS_MAX 1024 /* arena slots; arena_max is at most this */
+/* A request larger than this can never come from a heap (must be a direct mapping). */
+#define LA_LARGE_MAX  ((size_t)48 << 20)
+
+#define LA_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define LA_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline size_t la_align_up(size_t n, size_t a)
+{
+	return (n + a - 1) & ~(a - 1);
+}
+
+/* Relaxed atomic counter updates: statistics are read by other processes through the
+ * segment; each field is individually atomic (see liballoc_shm.h). */
+#define STAT_ADD(blk, field, n) __atomic_fetch_add(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define STAT_SUB(blk, field, n) __atomic_fetch_sub(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+/* Report heap corruption or misuse in one line (no allocation) and abort. */
+__attribute__((noreturn, cold)) void la_fatal(const char *func, const char *problem);
+/* One line on stderr, no allocation: "liballoc: " + the strings up to NULL + "\n". */
+void la_warn(const char *first, ...) __attribute__((sentinel));
+
+/* Small formatting helpers that never allocate. */
+size_t la_fmt_u64(char *buf, uint64_t v); /* returns length; buf >= 21 bytes */
+size_t la_strlcpy(char *dst, const char *src, size_t n);
+
+#endif

@@ -1,0 +1,301 @@
+/* control.c — the control thread and the maintenance operations it (and malloc_trim)
+ * runs. The thread claims a request only by CAS REQUESTED -> RUNNING, so a request runs at
+ * most once; a request the client cancelled (CANCELLED) is never run. */
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "arena.h"
+#include "direct.h"
+#include "lock.h"
+#include "os.h"
+#include "shm.h"
+#include "tcache.h"
+#include "tunables.h"
+
+static struct la_counters totals(void)
+{
+	struct la_counters c = shm_process_block()->c;
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		la_counters_add(&c, arenas[i].c);
+	return c;
+}
+
+static void op_begin(struct op_result *r, struct la_counters *before)
+{
+	memset(r, 0, sizeof(*r));
+	*before = totals();
+	r->duration_ns = os_now_ns();
+}
+
+static void op_end(struct op_result *r, const struct la_counters *before)
+{
+	struct la_counters after = totals();
+	r->mmap = after.mmap_calls - before->mmap_calls;
+	r->munmap = after.munmap_calls - before->munmap_calls;
+	r->madvise = after.madvise_calls - before->madvise_calls;
+	r->mprotect = after.mprotect_calls - before->mprotect_calls;
+	r->duration_ns = os_now_ns() - r->duration_ns;
+}
+
+void op_trim(size_t pad, struct op_result *r)
+{
+	struct la_counters before;
+	op_begin(r, &before);
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		r->bytes_released += arena_trim(&arenas[i], pad, true);
+		pad = 0;
+	}
+	r->bytes_released += direct_trim(true);
+	op_end(r, &before);
+}
+
+void op_release_idle(struct op_result *r)
+{
+	struct la_counters before;
+	op_begin(r, &before);
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		r->bytes_released += arena_release_idle(&arenas[i], true, true);
+	op_end(r, &before);
+}
+
+void op_flush_caches(struct op_result *r, uint32_t *skipped)
+{
+	struct la_counters before;
+	op_begin(r, &before);
+	tcache_flush_all(skipped);
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		arena_lock(&arenas[i]);
+		arena_drain(&arenas[i]);
+		arena_unlock(&arenas[i]);
+	}
+	op_end(r, &before);
+}
+
+void op_decay(void)
+{
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		arena_decay(&arenas[i]);
+	direct_decay();
+}
+
+/* ---- commands --------------------------------------------------------------------------- */
+
+static void set_reason(struct la_mailbox *mb, const char *a, const char *b)
+{
+	size_t n = la_strlcpy(mb->reason, a, sizeof(mb->reason));
+	if (b)
+		la_strlcpy(mb->reason + n, b, sizeof(mb->reason) - n);
+}
+
+void control_execute(struct la_mailbox *mb)
+{
+	char name[LA_NAME_MAX + 1];
+	memcpy(name, mb->name, LA_NAME_MAX);
+	name[LA_NAME_MAX] = 0;
+	mb->status = LA_ST_OK;
+	mb->reason[0] = 0;
+	mb->value_out = 0;
+	mb->bytes_released = 0;
+	mb->syscalls_mmap = mb->syscalls_munmap = mb->syscalls_madvise = mb->syscalls_mprotect = 0;
+	uint64_t t0 = os_now_ns();
+	struct op_result r = {0};
+	bool has_result = false;
+	switch (mb->command) {
+	case LA_CMD_get:
+	case LA_CMD_set: {
+		int id = tun_find(name);
+		if (id < 0) {
+			mb->status = LA_ST_EINVAL_NAME;
+			set_reason(mb, "unknown tunable: ", name);
+			break;
+		}
+		if (mb->command == LA_CMD_set) {
+			if (!tun_defs[id].live) {
+				mb->status = LA_ST_EREADONLY;
+				set_reason(mb, name, ": cannot change while the process runs");
+				break;
+			}
+			char reason[LA_REASON_MAX];
+			int st = tun_set(id, mb->value, true, reason, sizeof(reason));
+			if (st != LA_ST_OK) {
+				mb->status = st;
+				set_reason(mb, reason, NULL);
+				break;
+			}
+			if (id == LA_TUNABLE_tcache_max_bytes)
+				__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
+		}
+		mb->value_out = TUN_ID(id);
+		break;
+	}
+	case LA_CMD_trim:
+		op_trim(mb->arg, &r);
+		has_result = true;
+		break;
+	case LA_CMD_release_idle_heaps:
+		op_release_idle(&r);
+		has_result = true;
+		break;
+	case LA_CMD_flush_caches: {
+		uint32_t skipped = 0;
+		op_flush_caches(&r, &skipped);
+		has_result = true;
+		if (skipped) {
+			char num[24];
+			la_fmt_u64(num, skipped);
+			set_reason(mb, num, " thread caches stayed busy and were not flushed");
+		}
+		break;
+	}
+	case LA_CMD_refresh:
+		shm_publish_tunables();
+		break;
+	default:
+		mb->status = LA_ST_EBADCMD;
+		set_reason(mb, "unknown command", NULL);
+		break;
+	}
+	if (has_result) {
+		mb->bytes_released = r.bytes_released;
+		mb->syscalls_mmap = r.mmap;
+		mb->syscalls_munmap = r.munmap;
+		mb->syscalls_madvise = r.madvise;
+		mb->syscalls_mprotect = r.mprotect;
+	}
+	mb->duration_ns = os_now_ns() - t0;
+	STAT_ADD(&shm_process_block()->c, commands_executed, 1);
+}
+
+/* ---- the thread ------------------------------------------------------------------------- */
+
+static uint32_t control_stop; /* futex-free flag; the thread checks it on every wake */
+static uint32_t control_running;
+
+/* Threads of this process, from /proc/self/status (no allocation). */
+static long count_threads(void)
+{
+	char buf[2048];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strstr(buf, "\nThreads:");
+	return p ? strtol(p + 9, NULL, 10) : -1;
+}
+
+void control_thread_exiting(void)
+{
+	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE))
+		return;
+	if (count_threads() != 2) /* the exiting thread and the control thread */
+		return;
+	__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
+	la_futex(&shm_mailbox()->state, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+static void *control_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "liballoc-ctl", 0, 0, 0);
+	struct la_mailbox *mb = shm_mailbox();
+	uint64_t last_decay = os_now_ns();
+	for (;;) {
+		if (__atomic_load_n(&control_stop, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
+			shm_header()->control_state = LA_CONTROL_OFF;
+			return NULL;
+		}
+		uint32_t st = __atomic_load_n(&mb->state, __ATOMIC_ACQUIRE);
+		if (st == LA_MB_REQUESTED) {
+			uint32_t expect = LA_MB_REQUESTED;
+			if (__atomic_compare_exchange_n(&mb->state, &expect, LA_MB_RUNNING, false,
+			                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				control_execute(mb);
+				mb->result_seq = mb->seq;
+				__atomic_store_n(&mb->state, LA_MB_DONE, __ATOMIC_RELEASE);
+				la_futex(&mb->state, FUTEX_WAKE, INT32_MAX, NULL);
+			}
+			continue;
+		}
+		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * 1000000u;
+		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
+		struct timespec ts, *tp = NULL;
+		if (armed) {
+			uint64_t now = os_now_ns();
+			if (now - last_decay >= decay_ns) {
+				/* disarm first: a free racing with the pass re-arms */
+				__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
+				op_decay();
+				last_decay = now;
+				if (arena_retained_total() || direct_count())
+					__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
+				shm_header()->heartbeat_ns = now;
+				continue;
+			}
+			uint64_t left = decay_ns - (now - last_decay);
+			ts.tv_sec = (time_t)(left / 1000000000u);
+			ts.tv_nsec = (long)(left % 1000000000u);
+			tp = &ts;
+		}
+		la_futex(&mb->state, FUTEX_WAIT, st, tp);
+	}
+	return NULL;
+}
+
+static void start_thread(void)
+{
+	struct la_shm_header *h = shm_header();
+	const char *env = tun_getenv("LIBALLOC_CONTROL");
+	if (env && strcmp(env, "0") == 0) {
+		h->control_state = LA_CONTROL_OFF;
+		return;
+	}
+	control_stop = 0;
+	control_running = 0;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_t t;
+	int err = pthread_create(&t, &attr, control_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		h->control_state = LA_CONTROL_FAILED;
+		la_warn("control thread not started: ", strerror(err), (char *)NULL);
+		return;
+	}
+	h->control_state = LA_CONTROL_RUNNING;
+	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
+}
+
+void control_start(void)
+{
+	start_thread();
+}
+
+void control_fork_child(void)
+{
+	start_thread();
+}

@@ -1,0 +1,31 @@
+/* control.h — the in-process control thread: waits on the mailbox doorbell (a shared
+ * futex), runs commands, writes results; also runs the decay pass (time-based return of
+ * retained memory) when something was retained. Blocks every signal; no CPU while idle.
+ * LIBALLOC_CONTROL=0 disables it. The same operations back malloc_trim and liballoc.h. */
+#ifndef LA_CONTROL_H
+#define LA_CONTROL_H
+
+#include "common.h"
+
+void control_start(void);
+void control_fork_child(void);
+/* A thread is exiting: if it is the last one besides the control thread, stop the
+ * control thread so the process ends as it would without liballoc. */
+void control_thread_exiting(void);
+
+/* Result of a maintenance operation. */
+struct op_result {
+	uint64_t bytes_released;
+	uint64_t mmap, munmap, madvise, mprotect;
+	uint64_t duration_ns;
+};
+
+/* Each is callable from any thread. */
+void op_trim(size_t pad, struct op_result *r);
+void op_release_idle(struct op_result *r);
+void op_flush_caches(struct op_result *r, uint32_t *skipped);
+void op_decay(void);
+/* Run one mailbox request record (validated) into its result fields. */
+void control_execute(struct la_mailbox *mb);
+
+#endif

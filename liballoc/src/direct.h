@@ -1,0 +1,29 @@
+/* direct.h — direct mappings: requests at or above the mmap threshold get their own
+ * mapping, registered in an open-addressing table (so free can tell them from foreign
+ * pointers). Freed mappings go to a bounded cache with decay and are reused by later
+ * requests of a similar size; freeing one also raises the dynamic mmap threshold.
+ * All state is guarded by direct_lock; system calls are made outside it. */
+#ifndef LA_DIRECT_H
+#define LA_DIRECT_H
+
+#include "common.h"
+
+/* *fresh (if not NULL) tells whether the memory is a new mapping (known zero). */
+void *direct_alloc(size_t size, size_t align, bool *fresh);
+/* Returns 0 when p was a live direct mapping (now freed), 1 if p was freed already and is
+ * still in the cache (a double free), -1 if unknown. */
+int direct_free(void *p);
+/* Usable size of a live direct mapping, 0 if p is not one. */
+size_t direct_usable(const void *p);
+/* Resize in place or by mremap; NULL if p is not a direct mapping or on failure. */
+void *direct_realloc(void *p, size_t size, bool *was_direct);
+/* Unmap every cached mapping; returns resident bytes released when measure. */
+size_t direct_trim(bool measure);
+/* Unmap cached mappings not reused during the last decay period. */
+size_t direct_decay(void);
+uint64_t direct_count(void);
+void direct_fork_prepare(void);
+void direct_fork_parent(void);
+void direct_fork_child(void);
+
+#endif

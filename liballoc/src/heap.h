@@ -1,0 +1,107 @@
+/* heap.h — heaps: LA_HEAP_SIZE regions aligned to their size, carved into spans of pages.
+ * A span is a run of pages that is FREE (in a size bin of its heap), SMALL (blocks of one
+ * size class) or LARGE (one block). Span descriptors live in the heap header, one slot
+ * per page, meaningful only at a span's first page (kind != SPAN_NONE exactly there);
+ * pagemap[page] names the first page of the span covering it (all pages of SMALL spans,
+ * first and last page of the others). The heap also carries the grow/shrink trend that
+ * drives the madvise throttle. Everything here is guarded by the owning arena's lock,
+ * except the registration bitmap (atomic) and the read-only fields set at creation. */
+#ifndef LA_HEAP_H
+#define LA_HEAP_H
+
+#include "common.h"
+
+enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+
+struct span {
+	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
+	uint8_t cls;        /* SMALL: size class */
+	uint8_t on_partial; /* SMALL: linked on the arena's partial list of its class */
+	uint8_t reserved;
+	uint32_t npages;   /* pages in the span */
+	uint32_t used;     /* SMALL: blocks out (held by users or thread caches) */
+	uint32_t bump;     /* SMALL: blocks [bump, capacity) were never handed out */
+	uint32_t dirty;    /* FREE: pages that may be resident */
+	uint32_t offset;   /* LARGE: bytes from the span start to the block (aligned blocks) */
+	void *free;        /* SMALL: free blocks, safe-linked */
+	struct span *next; /* FREE: size bin; SMALL: partial list */
+	struct span *prev;
+};
+
+#define HEAP_NBINS 84
+#define HEAP_MAGIC 0x50414548434f4c4cULL /* "LLOCHEAP" */
+
+struct arena;
+
+struct heap {
+	uint64_t magic;
+	struct arena *arena; /* owner, fixed at creation */
+	struct heap *next;   /* arena's heap list (arena lock) */
+	struct heap *prev;
+	uint32_t first_page;   /* first data page (after this header) */
+	uint32_t used_pages;   /* pages in SMALL and LARGE spans */
+	uint32_t free_pages;   /* pages in FREE spans */
+	uint32_t dirty_pages;  /* FREE pages that may be resident */
+	uint32_t grow_rate;    /* trend: decaying rate of span allocations (x256) */
+	uint32_t shrink_rate;  /* trend: decaying rate of span frees (x256) */
+	uint64_t alloc_events; /* span allocations; the decay pass compares it with decay_seen */
+	uint64_t decay_seen;
+	uint64_t bin_mask[2]; /* non-empty bins */
+	struct span *bins[HEAP_NBINS];
+	uint16_t pagemap[LA_HEAP_PAGES];
+	struct span spans[LA_HEAP_PAGES];
+};
+
+/* Registration bitmap of every live heap, by address (lock-free lookups on free). */
+#define LA_ADDR_BITS 47
+extern uint64_t heap_bits[(1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT)) / 64];
+
+LA_INLINE struct heap *heap_of(const void *p)
+{
+	return (struct heap *)((uintptr_t)p & ~(uintptr_t)LA_HEAP_MASK);
+}
+
+LA_INLINE bool heap_registered(const void *p)
+{
+	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
+	if (unlikely(u >= (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))))
+		return false;
+	return (__atomic_load_n(&heap_bits[u >> 6], __ATOMIC_RELAXED) >> (u & 63)) & 1;
+}
+
+LA_INLINE uint32_t heap_page_of(const struct heap *h, const void *p)
+{
+	return (uint32_t)(((uintptr_t)p - (uintptr_t)h) >> LA_PAGE_SHIFT);
+}
+
+LA_INLINE void *span_base(struct heap *h, const struct span *s)
+{
+	return (char *)h + ((size_t)(s - h->spans) << LA_PAGE_SHIFT);
+}
+
+LA_INLINE uint32_t span_index(const struct heap *h, const struct span *s)
+{
+	return (uint32_t)(s - h->spans);
+}
+
+struct heap *heap_create(struct arena *a, struct la_counters *c);
+void heap_destroy(struct heap *h, struct la_counters *c);
+/* Take n pages; returns the span (kind still FREE's caller to set) or NULL.
+ * *dirty_used receives how many of them may have been resident. */
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
+/* Give a span back; coalesces; returns the resulting free span. */
+struct span *heap_free_pages(struct heap *h, struct span *s);
+/* Split the tail of a LARGE span off and free it (in-place shrink). */
+void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep_pages);
+/* Grow a LARGE span in place by taking the free span right after it; false if not possible. */
+bool heap_grow_span(struct heap *h, struct span *s, uint32_t want_pages, uint32_t *dirty_used);
+/* Set pagemap entries of a span (every page when all, else first and last). */
+void heap_map_span(struct heap *h, struct span *s, bool all);
+/* Return dirty free pages to the system until at most keep_pages remain dirty. Returns the
+ * pages purged; *resident (if not NULL) receives the bytes that were really resident. */
+uint32_t heap_purge(struct heap *h, uint32_t keep_pages, struct la_counters *c, size_t *resident);
+/* The throttle: may this heap return pages now? */
+bool heap_shrinking(const struct heap *h);
+uint32_t heap_data_pages(void);
+
+#endif

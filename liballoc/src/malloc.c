@@ -1,0 +1,673 @@
+/* malloc.c — the exported entry points. The small-block fast paths (malloc, free) are
+ * inline here: a class lookup and a thread-cache pop or push, no lock, no system call.
+ * Everything else goes to the slow paths, which also initialise the allocator on first
+ * use (safe before main, inside dlsym, in thread destructors). glibc's error semantics:
+ * ENOMEM, EINVAL, calloc overflow, realloc(p, 0) frees, free preserves errno. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "control.h"
+#include "direct.h"
+#include "exports.h"
+#include "heap.h"
+#include "liballoc.h"
+#include "lock.h"
+#include "os.h"
+#include "shm.h"
+#include "sizeclass.h"
+#include "tcache.h"
+#include "tunables.h"
+
+static uint32_t la_ready;
+static struct la_lock init_lock = LA_LOCK_INIT;
+
+LA_COLD static void la_init(void)
+{
+	la_lock(&init_lock);
+	if (!la_ready) {
+		sc_init();
+		shm_boot();
+		tun_init_from_env();
+		shm_publish_tunables();
+		tcache_boot();
+		arena_boot();
+		__atomic_store_n(&la_ready, 1, __ATOMIC_RELEASE);
+	}
+	la_unlock(&init_lock);
+}
+
+#define ENSURE_INIT()                                                        \
+	do {                                                                 \
+		if (unlikely(!__atomic_load_n(&la_ready, __ATOMIC_ACQUIRE))) \
+			la_init();                                           \
+	} while (0)
+
+/* ---- allocation ------------------------------------------------------------------------ */
+
+LA_COLD static void corrupt_cache(void)
+{
+	la_fatal("malloc()", "corrupted thread cache detected");
+}
+
+/* Large (or cache-bypassing) allocation of size bytes aligned to align (>= 16). */
+static void *alloc_large(size_t size, size_t align, bool *fresh)
+{
+	if (unlikely(size > PTRDIFF_MAX - 2 * LA_PAGE || align > PTRDIFF_MAX / 2 ||
+	             size + align > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ENSURE_INIT();
+	struct tcache *tc = &la_tcache;
+	bool direct_ok = direct_count() < (uint64_t)TUN(mmap_max);
+	void *p = NULL;
+	if (fresh)
+		*fresh = false;
+	if (direct_ok && (int64_t)size >= TUN(mmap_threshold)) {
+		p = direct_alloc(size, align, fresh);
+	} else {
+		p = arena_alloc_large(tcache_arena(tc), size, align);
+		if (!p)
+			p = direct_alloc(size, align, fresh);
+	}
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+LA_NOINLINE static void *malloc_slow(size_t n)
+{
+	ENSURE_INIT();
+	if (n <= LA_SMALL_MAX) {
+		void *p = tcache_alloc_slow(&la_tcache, sc_class_of(n));
+		if (unlikely(!p))
+			errno = ENOMEM;
+		return p;
+	}
+	return alloc_large(n, LA_ALIGN, NULL);
+}
+
+LA_EXPORT void *LA_API(malloc)(size_t n)
+{
+	if (likely(n <= LA_SMALL_MAX)) {
+		unsigned cls = sc_class_of(n);
+		struct tcache *tc = &la_tcache;
+		struct tbin *b = &tc->bins[cls];
+		tc->busy = 1;
+		barrier();
+		void *p = b->head;
+		if (likely(p != NULL && !tc->steal)) {
+			void *next = link_decode(*(void **)p, p);
+			if (unlikely((uintptr_t)next & (LA_ALIGN - 1)))
+				corrupt_cache();
+			b->head = next;
+			b->count--;
+			((void **)p)[1] = NULL;
+			barrier();
+			tc->busy = 0;
+			return p;
+		}
+		tc->busy = 0;
+	}
+	return malloc_slow(n);
+}
+
+/* ---- free ------------------------------------------------------------------------------ */
+
+LA_COLD static void invalid_pointer(const char *func)
+{
+	la_fatal(func, "invalid pointer");
+}
+
+LA_COLD static void double_free(const char *func)
+{
+	la_fatal(func, "double free detected");
+}
+
+/* p carries the free-block key: look for it where this thread can see free blocks (its
+ * cache; the span's free list under the owner's lock). A user word that merely equals
+ * the key (probability 2^-64 per free) is not an error. */
+LA_COLD static void check_double_free(const char *func, struct heap *h, struct span *s, void *p)
+{
+	struct tcache *tc = &la_tcache;
+	unsigned cls = s->cls;
+	uint32_t n = 0;
+	for (void *q = tc->bins[cls].head; q && n < tc->bins[cls].count + 1; n++) {
+		if (q == p)
+			double_free(func);
+		q = link_decode(*(void **)q, q);
+	}
+	struct arena *a = h->arena;
+	arena_lock(a);
+	arena_drain(a);
+	bool found = false;
+	if (s->kind == SPAN_SMALL) {
+		n = 0;
+		for (void *q = s->free; q && n <= sc_blocks[cls]; n++) {
+			if (q == p) {
+				found = true;
+				break;
+			}
+			q = link_decode(*(void **)q, q);
+		}
+	}
+	arena_unlock(a);
+	if (found)
+		double_free(func);
+}
+
+/* Free p, validated; func names the caller in error messages. */
+LA_NOINLINE static void free_slow(void *p, const char *func)
+{
+	int saved = errno;
+	if (unlikely(!__atomic_load_n(&la_ready, __ATOMIC_ACQUIRE)))
+		invalid_pointer(func);
+	if (unlikely((uintptr_t)p & (LA_ALIGN - 1)))
+		invalid_pointer(func);
+	if (!heap_registered(p)) {
+		int r = direct_free(p);
+		if (r == 1)
+			double_free(func);
+		if (r < 0)
+			invalid_pointer(func);
+		errno = saved;
+		return;
+	}
+	struct heap *h = heap_of(p);
+	struct span *s = span_lookup(h, p);
+	if (!s) {
+		/* a large block freed before: its span is FREE and starts right here */
+		uint32_t pg = heap_page_of(h, p);
+		if (pg >= h->first_page && h->spans[pg].kind == SPAN_FREE &&
+		    ((uintptr_t)p & (LA_PAGE - 1)) == 0)
+			double_free(func);
+		invalid_pointer(func);
+	}
+	struct tcache *tc = &la_tcache;
+	if (s->kind == SPAN_SMALL) {
+		if (((void **)p)[1] == (void *)la_key)
+			check_double_free(func, h, s, p);
+		tcache_free_slow(tc, p, s->cls);
+	} else {
+		struct arena *owner = h->arena;
+		struct arena *mine = tc->state == TC_NONE ? NULL : tc->arena;
+		if (owner == mine || !mine ||
+		    __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+			arena_free_local(owner, p);
+		else
+			arena_free_remote(owner, p);
+	}
+	errno = saved;
+}
+
+LA_EXPORT void LA_API(free)(void *p)
+{
+	if (unlikely(!p))
+		return;
+	if (likely(heap_registered(p))) {
+		struct heap *h = heap_of(p);
+		uint32_t pg = heap_page_of(h, p);
+		uint32_t head = h->pagemap[pg];
+		struct span *s = &h->spans[head];
+		if (likely(s->kind == SPAN_SMALL)) {
+			unsigned cls = s->cls;
+			uint32_t off =
+			        (uint32_t)((uintptr_t)p - (uintptr_t)h) - (head << LA_PAGE_SHIFT);
+			uint32_t idx = sc_index(off, cls);
+			if (likely(pg - head < s->npages && idx * sc_size[cls] == off &&
+			           idx < s->bump && ((void **)p)[1] != (void *)la_key)) {
+				struct tcache *tc = &la_tcache;
+				struct tbin *b = &tc->bins[cls];
+				tc->busy = 1;
+				barrier();
+				if (likely(b->count < b->limit && !tc->steal)) {
+					*(void **)p = link_encode(b->head, p);
+					((void **)p)[1] = (void *)la_key;
+					b->head = p;
+					b->count++;
+					barrier();
+					tc->busy = 0;
+					return;
+				}
+				tc->busy = 0;
+			}
+		}
+	}
+	free_slow(p, "free()");
+}
+
+LA_EXPORT void LA_API(cfree)(void *p)
+{
+	LA_API(free)(p);
+}
+
+LA_EXPORT void LA_API(free_sized)(void *p, size_t size)
+{
+	(void)size;
+	LA_API(free)(p);
+}
+
+LA_EXPORT void LA_API(free_aligned_sized)(void *p, size_t align, size_t size)
+{
+	(void)align;
+	(void)size;
+	LA_API(free)(p);
+}
+
+/* ---- usable size, calloc, realloc ------------------------------------------------------- */
+
+/* Usable size of a live block, validated; aborts on a pointer we never returned. */
+static size_t usable_size(void *p, const char *func)
+{
+	if ((uintptr_t)p & (LA_ALIGN - 1))
+		invalid_pointer(func);
+	if (heap_registered(p)) {
+		struct heap *h = heap_of(p);
+		struct span *s = span_lookup(h, p);
+		if (!s)
+			invalid_pointer(func);
+		return arena_usable(h, s, p);
+	}
+	size_t n = direct_usable(p);
+	if (!n)
+		invalid_pointer(func);
+	return n;
+}
+
+LA_EXPORT size_t LA_API(malloc_usable_size)(void *p)
+{
+	if (!p)
+		return 0;
+	ENSURE_INIT();
+	return usable_size(p, "malloc_usable_size()");
+}
+
+LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
+{
+	size_t total;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &total))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (total <= LA_SMALL_MAX) {
+		void *p = LA_API(malloc)(total);
+		if (p)
+			memset(p, 0, total);
+		return p;
+	}
+	bool fresh = false;
+	void *p = alloc_large(total, LA_ALIGN, &fresh);
+	if (p && !fresh)
+		memset(p, 0, total);
+	return p;
+}
+
+LA_EXPORT void *LA_API(realloc)(void *p, size_t n)
+{
+	if (!p)
+		return LA_API(malloc)(n);
+	if (n == 0) {
+		LA_API(free)(p);
+		return NULL;
+	}
+	ENSURE_INIT();
+	if (unlikely(n > PTRDIFF_MAX)) {
+		(void)usable_size(p, "realloc()");
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t have;
+	if (heap_registered(p)) {
+		struct heap *h = heap_of(p);
+		struct span *s = (uintptr_t)p & (LA_ALIGN - 1) ? NULL : span_lookup(h, p);
+		if (!s)
+			invalid_pointer("realloc()");
+		have = arena_usable(h, s, p);
+		if (s->kind == SPAN_SMALL) {
+			if (n <= have && (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls))
+				return p; /* fits, and not much smaller */
+		} else if (n > LA_SMALL_MAX && (int64_t)n < TUN(mmap_threshold) &&
+		           arena_resize_large(h->arena, p, n)) {
+			return p;
+		}
+	} else {
+		bool was_direct = false;
+		if ((uintptr_t)p & (LA_ALIGN - 1))
+			invalid_pointer("realloc()");
+		if ((int64_t)n >= TUN(mmap_threshold)) {
+			void *q = direct_realloc(p, n, &was_direct);
+			if (q)
+				return q;
+		}
+		have = direct_usable(p);
+		if (!have)
+			invalid_pointer("realloc()");
+	}
+	void *q = LA_API(malloc)(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, LA_MIN(have, n));
+	LA_API(free)(p);
+	return q;
+}
+
+LA_EXPORT void *LA_API(reallocarray)(void *p, size_t nmemb, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(nmemb, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return LA_API(realloc)(p, total);
+}
+
+/* ---- aligned allocation ----------------------------------------------------------------- */
+
+static void *aligned(size_t align, size_t size)
+{
+	if (align <= LA_ALIGN)
+		return LA_API(malloc)(size);
+	if (size <= LA_SMALL_MAX && align <= LA_PAGE) {
+		/* a class whose size is a multiple of align: its blocks are aligned (spans
+		 * start on a page) */
+		for (unsigned c = sc_class_of(size ? size : 1); c < LA_NCLASSES; c++)
+			if (sc_size[c] % align == 0)
+				return LA_API(malloc)(sc_size[c]);
+	}
+	return alloc_large(LA_MAX(size, LA_SMALL_MAX + 1), align, NULL);
+}
+
+LA_EXPORT void *LA_API(memalign)(size_t align, size_t size)
+{
+	if (align > PTRDIFF_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (align & (align - 1)) { /* glibc rounds a non-power of two up */
+		size_t a = 1;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	return aligned(align, size);
+}
+
+LA_EXPORT int LA_API(posix_memalign)(void **out, size_t align, size_t size)
+{
+	if (align < sizeof(void *) || (align & (align - 1)) || align > PTRDIFF_MAX / 2 + 1)
+		return EINVAL;
+	int saved = errno;
+	void *p = aligned(align, size);
+	if (!p) {
+		errno = saved;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+LA_EXPORT void *LA_API(aligned_alloc)(size_t align, size_t size)
+{
+	if (align == 0 || (align & (align - 1)) || align > PTRDIFF_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return aligned(align, size);
+}
+
+LA_EXPORT void *LA_API(valloc)(size_t size)
+{
+	return aligned(LA_PAGE, size);
+}
+
+LA_EXPORT void *LA_API(pvalloc)(size_t size)
+{
+	if (size > PTRDIFF_MAX - LA_PAGE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return aligned(LA_PAGE, la_align_up(size ? size : 1, LA_PAGE));
+}
+
+/* ---- glibc extras ----------------------------------------------------------------------- */
+
+LA_EXPORT int LA_API(malloc_trim)(size_t pad)
+{
+	ENSURE_INIT();
+	struct op_result r;
+	op_trim(pad, &r);
+	return r.madvise + r.munmap > 0;
+}
+
+LA_EXPORT int LA_API(mallopt)(int param, int value)
+{
+	ENSURE_INIT();
+	for (int i = 0; i < LA_NTUNABLES; i++) {
+		if (tun_defs[i].mallopt != param || param == 0)
+			continue;
+		int st = tun_set(i, value, true, NULL, 0);
+		if (st == LA_ST_OK && i == LA_TUNABLE_tcache_max_bytes)
+			__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
+		return st == LA_ST_OK;
+	}
+	/* parameters glibc knows that have no meaning here (M_CHECK_ACTION, M_PERTURB...) */
+	return 1;
+}
+
+static void sum_counters(struct la_counters *heaps, struct la_counters *process)
+{
+	memset(heaps, 0, sizeof(*heaps));
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		la_counters_add(heaps, arenas[i].c);
+	*process = shm_process_block()->c;
+}
+
+LA_EXPORT struct mallinfo2 LA_API(mallinfo2)(void)
+{
+	ENSURE_INIT();
+	struct la_counters h, p;
+	sum_counters(&h, &p);
+	struct mallinfo2 mi = {0};
+	mi.arena = h.bytes_mapped;
+	mi.ordblks = 1;
+	mi.hblks = p.direct_mappings;
+	mi.hblkhd = p.direct_bytes;
+	mi.uordblks = h.bytes_in_use - h.bytes_cached;
+	mi.fsmblks = h.bytes_cached;
+	mi.fordblks = h.bytes_mapped - mi.uordblks;
+	mi.keepcost = h.bytes_retained;
+	return mi;
+}
+
+LA_EXPORT struct mallinfo LA_API(mallinfo)(void)
+{
+	struct mallinfo2 m2 = LA_API(mallinfo2)();
+	struct mallinfo mi = {0};
+#define LA_CLAMP_INT(v) ((int)((v) > 0x7fffffff ? 0x7fffffff : (v)))
+	mi.arena = LA_CLAMP_INT(m2.arena);
+	mi.ordblks = LA_CLAMP_INT(m2.ordblks);
+	mi.hblks = LA_CLAMP_INT(m2.hblks);
+	mi.hblkhd = LA_CLAMP_INT(m2.hblkhd);
+	mi.uordblks = LA_CLAMP_INT(m2.uordblks);
+	mi.fsmblks = LA_CLAMP_INT(m2.fsmblks);
+	mi.fordblks = LA_CLAMP_INT(m2.fordblks);
+	mi.keepcost = LA_CLAMP_INT(m2.keepcost);
+#undef LA_CLAMP_INT
+	return mi;
+}
+
+LA_EXPORT int LA_API(malloc_info)(int options, FILE *fp)
+{
+	if (options != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	ENSURE_INIT();
+	/* gather first: fprintf may allocate */
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	struct la_counters tot = {0}, p = shm_process_block()->c;
+	fputs("<malloc version=\"1\">\n", fp);
+	for (uint32_t i = 0; i < n; i++) {
+		struct la_counters c = *arenas[i].c;
+		la_counters_add(&tot, &c);
+		fprintf(fp, "<heap nr=\"%u\">\n<sizes>\n</sizes>\n", i);
+		fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
+		        (unsigned long long)c.bytes_cached);
+		fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
+		        (unsigned long long)c.bytes_retained);
+		fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n",
+		        (unsigned long long)c.bytes_mapped);
+		fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n",
+		        (unsigned long long)c.bytes_mapped);
+		fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n",
+		        (unsigned long long)c.bytes_mapped);
+		fprintf(fp, "<aspace type=\"mprotect\" size=\"%llu\"/>\n</heap>\n",
+		        (unsigned long long)c.bytes_mapped);
+	}
+	fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
+	        (unsigned long long)tot.bytes_cached);
+	fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
+	        (unsigned long long)tot.bytes_retained);
+	fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
+	        (unsigned long long)p.direct_mappings, (unsigned long long)p.direct_bytes);
+	fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n",
+	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
+	fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n",
+	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
+	fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n",
+	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
+	fprintf(fp, "<aspace type=\"mprotect\" size=\"%llu\"/>\n",
+	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
+	fputs("</malloc>\n", fp);
+	return 0;
+}
+
+LA_EXPORT void LA_API(malloc_stats)(void)
+{
+	ENSURE_INIT();
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	struct la_counters tot = {0}, p = shm_process_block()->c;
+	for (uint32_t i = 0; i < n; i++) {
+		struct la_counters c = *arenas[i].c;
+		la_counters_add(&tot, &c);
+		fprintf(stderr, "Arena %u:\nsystem bytes     = %10llu\nin use bytes     = %10llu\n",
+		        i, (unsigned long long)c.bytes_mapped, (unsigned long long)c.bytes_in_use);
+	}
+	fprintf(stderr,
+	        "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
+	        "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
+	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped),
+	        (unsigned long long)(tot.bytes_in_use + p.bytes_in_use),
+	        (unsigned long long)p.direct_mappings, (unsigned long long)p.direct_bytes);
+}
+
+/* ---- liballoc.h ------------------------------------------------------------------------- */
+
+LA_EXPORT int liballoc_get(const char *name, int64_t *value)
+{
+	ENSURE_INIT();
+	int id = tun_find(name);
+	if (id < 0)
+		return -1;
+	*value = TUN_ID(id);
+	return 0;
+}
+
+LA_EXPORT int liballoc_set(const char *name, int64_t value, char *reason, size_t len)
+{
+	ENSURE_INIT();
+	int id = tun_find(name);
+	if (id < 0) {
+		if (reason && len)
+			la_strlcpy(reason, "unknown tunable", len);
+		return -1;
+	}
+	int st = tun_set(id, value, true, reason, len);
+	if (st == LA_ST_OK && id == LA_TUNABLE_tcache_max_bytes)
+		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
+	return st == LA_ST_OK ? 0 : -1;
+}
+
+LA_EXPORT size_t liballoc_trim(size_t pad)
+{
+	ENSURE_INIT();
+	struct op_result r;
+	op_trim(pad, &r);
+	return r.bytes_released;
+}
+
+LA_EXPORT size_t liballoc_release_idle_heaps(void)
+{
+	ENSURE_INIT();
+	struct op_result r;
+	op_release_idle(&r);
+	return r.bytes_released;
+}
+
+LA_EXPORT void liballoc_flush_caches(void)
+{
+	ENSURE_INIT();
+	struct op_result r;
+	op_flush_caches(&r, NULL);
+}
+
+LA_EXPORT int liballoc_stats(struct la_counters *out)
+{
+	ENSURE_INIT();
+	struct la_counters h, p;
+	sum_counters(&h, &p);
+	la_counters_add(&h, &p);
+	*out = h;
+	return 0;
+}
+
+LA_EXPORT const char *liballoc_segment_path(void)
+{
+	return shm_path();
+}
+
+/* ---- process lifecycle ------------------------------------------------------------------ */
+
+static void fork_prepare(void)
+{
+	direct_fork_prepare();
+	tcache_fork_prepare();
+	arena_lock_all();
+}
+
+static void fork_parent(void)
+{
+	arena_unlock_all();
+	tcache_fork_parent();
+	direct_fork_parent();
+}
+
+static void fork_child(void)
+{
+	struct tcache *tc = &la_tcache;
+	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
+	direct_fork_child();
+	tcache_fork_child();
+	shm_fork_child();
+	shm_header()->threads = tc->state == TC_LIVE ? 1 : 0;
+	control_fork_child();
+}
+
+__attribute__((constructor)) static void liballoc_ctor(void)
+{
+	ENSURE_INIT();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	shm_publish_file();
+	control_start();
+}
+
+__attribute__((destructor)) static void liballoc_dtor(void)
+{
+	shm_unpublish();
+}

@@ -1,0 +1,140 @@
+/* os.c — the allocator's only door to the kernel's memory calls; each call is counted
+ * (calls and bytes) into the counter block the caller names. Never allocates. */
+#include "os.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
+void *os_map(size_t size, struct la_counters *c)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	STAT_ADD(c, mmap_calls, 1);
+	if (p == MAP_FAILED) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	STAT_ADD(c, mmap_bytes, size);
+	return p;
+}
+
+int os_unmap(void *p, size_t size, struct la_counters *c)
+{
+	STAT_ADD(c, munmap_calls, 1);
+	STAT_ADD(c, munmap_bytes, size);
+	return munmap(p, size) == 0 ? 0 : errno;
+}
+
+/* Address hint: heaps are placed next to each other, so that aligned reservations mostly
+ * succeed in one mmap without over-reserving. */
+static uintptr_t aligned_hint;
+
+void *os_map_aligned(size_t size, size_t align, struct la_counters *c)
+{
+	uintptr_t hint = __atomic_load_n(&aligned_hint, __ATOMIC_RELAXED);
+	if (hint) {
+		void *p = mmap((void *)hint, size, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		STAT_ADD(c, mmap_calls, 1);
+		if (p != MAP_FAILED) {
+			STAT_ADD(c, mmap_bytes, size);
+			if (((uintptr_t)p & (align - 1)) == 0) {
+				__atomic_store_n(&aligned_hint, (uintptr_t)p - size,
+				                 __ATOMIC_RELAXED);
+				return p;
+			}
+			os_unmap(p, size, c);
+		}
+	}
+	/* over-reserve and trim both ends */
+	char *p = os_map(size + align, c);
+	if (!p)
+		return NULL;
+	uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+	size_t lead = start - (uintptr_t)p, tail = align - lead;
+	if (lead)
+		os_unmap(p, lead, c);
+	if (tail)
+		os_unmap((char *)start + size, tail, c);
+	STAT_SUB(c, mmap_bytes, align);
+	STAT_SUB(c, munmap_bytes, align);
+	__atomic_store_n(&aligned_hint, start - size, __ATOMIC_RELAXED);
+	return (void *)start;
+}
+
+int os_purge(void *p, size_t size, struct la_counters *c)
+{
+	STAT_ADD(c, madvise_calls, 1);
+	STAT_ADD(c, madvise_bytes, size);
+	return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
+{
+	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q == MAP_FAILED) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (new_size > old_size)
+		STAT_ADD(c, mmap_bytes, new_size - old_size);
+	else
+		STAT_ADD(c, munmap_bytes, old_size - new_size);
+	return q;
+}
+
+size_t os_resident(void *p, size_t size)
+{
+	unsigned char vec[1024];
+	size_t total = 0;
+	char *at = p;
+	while (size) {
+		size_t chunk = LA_MIN(size, sizeof(vec) << LA_PAGE_SHIFT);
+		size_t pages = chunk >> LA_PAGE_SHIFT;
+		if (mincore(at, chunk, vec) == 0)
+			for (size_t i = 0; i < pages; i++)
+				total += (size_t)(vec[i] & 1) << LA_PAGE_SHIFT;
+		at += chunk;
+		size -= chunk;
+	}
+	return total;
+}
+
+uint64_t os_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t os_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int os_ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+uint64_t os_random(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+		v = os_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&v;
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdULL;
+	v ^= v >> 33;
+	return v;
+}

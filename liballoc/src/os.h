@@ -1,0 +1,29 @@
+/* os.h — every system call the allocator makes on memory goes through here, and is
+ * counted into a counter block of the segment (the caller names which one).
+ * Contract (like mimalloc's prim.h): functions return 0 on success or an errno value;
+ * mappings are MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, read-write, never PROT_NONE —
+ * heap growth therefore never costs an mprotect per page. */
+#ifndef LA_OS_H
+#define LA_OS_H
+
+#include "common.h"
+
+/* Map size bytes (page multiple). Returns NULL on failure (errno kept). */
+void *os_map(size_t size, struct la_counters *c);
+/* Map size bytes aligned to align (a power of two >= page). */
+void *os_map_aligned(size_t size, size_t align, struct la_counters *c);
+int os_unmap(void *p, size_t size, struct la_counters *c);
+/* Return pages to the system (MADV_DONTNEED); contents read back as zero. */
+int os_purge(void *p, size_t size, struct la_counters *c);
+/* Bytes of [p, p+size) that are resident, via mincore (for reporting what a command
+ * really released). */
+size_t os_resident(void *p, size_t size);
+void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
+
+uint64_t os_now_ns(void);  /* CLOCK_MONOTONIC */
+uint64_t os_wall_ns(void); /* CLOCK_REALTIME */
+int os_ncpus(void);
+/* Cheap per-process random 64-bit value (getrandom, or time/pid mixed). */
+uint64_t os_random(void);
+
+#endif

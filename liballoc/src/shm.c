@@ -1,0 +1,288 @@
+/* shm.c — builds, publishes and removes the segment. The file lives in the run directory
+ * ($LIBALLOC_RUN_DIR, else /dev/shm/liballoc-<uid>, which must be ours and mode 0700),
+ * is created 0600 under a temporary name and renamed into place, and stays flock(LOCK_SH)ed
+ * through an O_CLOEXEC descriptor for the life of the image (readers detect staleness by
+ * taking LOCK_EX). Nothing here allocates. */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lock.h"
+#include "os.h"
+#include "sizeclass.h"
+#include "tunables.h"
+
+/* Fixed layout (offsets in the header are what readers use). */
+#define OFF_MAILBOX  LA_SHM_PAGE
+#define OFF_TUNABLES (2 * LA_SHM_PAGE)
+#define OFF_CLASSES  (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
+#define OFF_PROCESS  (3 * LA_SHM_PAGE)
+#define OFF_ARENAS   (OFF_PROCESS + sizeof(struct la_shm_arena))
+#define SEG_SIZE     la_align_up(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_PAGE)
+
+_Static_assert(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class) <= OFF_PROCESS,
+               "tunables and classes fit their page");
+
+static char *seg; /* the segment (anonymous, then the file mapped over it) */
+static int seg_fd = -1;
+static pid_t seg_pid;
+static char seg_path[256];
+uint32_t shm_decay_armed;
+
+/* counters written before shm_boot (never: shm_boot runs first in la_init) go here */
+static struct la_shm_arena fallback_block;
+
+struct la_shm_header *shm_header(void)
+{
+	return (struct la_shm_header *)seg;
+}
+struct la_mailbox *shm_mailbox(void)
+{
+	return (struct la_mailbox *)(seg + OFF_MAILBOX);
+}
+struct la_shm_arena *shm_process_block(void)
+{
+	return seg ? (struct la_shm_arena *)(seg + OFF_PROCESS) : &fallback_block;
+}
+struct la_shm_arena *shm_arena_block(uint32_t i)
+{
+	return (struct la_shm_arena *)(seg + OFF_ARENAS) + i;
+}
+struct la_shm_class *shm_classes(void)
+{
+	return (struct la_shm_class *)(seg + OFF_CLASSES);
+}
+
+void shm_boot(void)
+{
+	seg = os_map(SEG_SIZE, &fallback_block.c);
+	if (!seg)
+		la_fatal("malloc()", "cannot map the statistics segment");
+	struct la_shm_header *h = shm_header();
+	h->magic = LA_SHM_MAGIC;
+	h->abi_version = LA_SHM_ABI_VERSION;
+	h->header_size = sizeof(*h);
+	h->total_size = SEG_SIZE;
+	h->generation = 1;
+	h->counter_count = LA_NCOUNTERS;
+	h->tunable_count = LA_NTUNABLES;
+	h->class_count = LA_NCLASSES;
+	h->arena_slots = LA_ARENAS_MAX;
+	h->off_process = OFF_PROCESS;
+	h->off_arenas = OFF_ARENAS;
+	h->arena_stride = sizeof(struct la_shm_arena);
+	h->off_tunables = OFF_TUNABLES;
+	h->off_classes = OFF_CLASSES;
+	h->class_stride = sizeof(struct la_shm_class);
+	h->off_mailbox = OFF_MAILBOX;
+	h->control_state = LA_CONTROL_OFF;
+	la_counters_add(&shm_process_block()->c, &fallback_block.c);
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		shm_classes()[c].size = sc_size[c];
+	shm_publish_tunables();
+}
+
+void shm_set_arena_count(uint32_t n)
+{
+	__atomic_store_n(&shm_header()->arena_count, n, __ATOMIC_RELEASE);
+}
+
+void shm_thread_count(int delta)
+{
+	if (seg)
+		__atomic_fetch_add(&shm_header()->threads, (uint64_t)(int64_t)delta,
+		                   __ATOMIC_RELAXED);
+}
+
+void shm_publish_tunables(void)
+{
+	if (!seg)
+		return;
+	struct la_shm_header *h = shm_header();
+	struct la_shm_tunable *t = (struct la_shm_tunable *)(seg + OFF_TUNABLES);
+	/* single writer at a time in practice (init, mallopt, control thread); the seqlock
+	 * makes a torn read visible to readers, who retry */
+	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_ACQ_REL);
+	for (int i = 0; i < LA_NTUNABLES; i++) {
+		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);
+		t[i].explicitly_set = tun_explicit[i];
+	}
+	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
+}
+
+void shm_note_retained(void)
+{
+	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
+		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
+		/* wake the control thread (it waits on the mailbox state word) */
+		syscall(SYS_futex, &shm_mailbox()->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+	}
+}
+
+/* ---- the file ----------------------------------------------------------------------- */
+
+static size_t append(char *buf, size_t n, size_t cap, const char *s)
+{
+	return n + la_strlcpy(buf + n, s, cap - n);
+}
+
+static bool run_dir(char *dir, size_t cap)
+{
+	const char *env = tun_getenv("LIBALLOC_RUN_DIR");
+	uid_t uid = getuid();
+	size_t n;
+	if (env && *env) {
+		n = la_strlcpy(dir, env, cap);
+	} else {
+		char num[24];
+		la_fmt_u64(num, uid);
+		n = la_strlcpy(dir, LA_SHM_DEFAULT_RUN_DIR "-", cap);
+		n = append(dir, n, cap, num);
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+			return false;
+	}
+	(void)n;
+	struct stat st;
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		la_warn("statistics not published: run directory ", dir,
+		        " is missing or not a directory", (char *)NULL);
+		return false;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+		la_warn("statistics not published: run directory ", dir,
+		        " must be owned by this user with mode 0700", (char *)NULL);
+		return false;
+	}
+	return true;
+}
+
+static uint64_t proc_start_time(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* fields after ")": 3 state ... 22 starttime */
+	int field = 2;
+	for (p++; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v;
+}
+
+void shm_publish_file(void)
+{
+	char dir[200], tmp[256], num[24];
+	if (!seg || !run_dir(dir, sizeof(dir)))
+		return;
+	pid_t pid = getpid();
+	la_fmt_u64(num, (uint64_t)pid);
+	size_t n = la_strlcpy(seg_path, dir, sizeof(seg_path));
+	n = append(seg_path, n, sizeof(seg_path), "/" LA_SHM_PREFIX);
+	n = append(seg_path, n, sizeof(seg_path), num);
+	la_strlcpy(tmp, seg_path, sizeof(tmp));
+	append(seg_path, n, sizeof(seg_path), LA_SHM_SUFFIX);
+	append(tmp, n, sizeof(tmp), ".tmp");
+
+	struct la_shm_header *h = shm_header();
+	h->pid = pid;
+	h->uid = (uint32_t)getuid();
+	h->start_time = proc_start_time();
+	h->created_ns = os_wall_ns();
+	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
+	h->exe[el > 0 ? el : 0] = 0;
+
+	unlink(tmp);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		la_warn("statistics not published: cannot create ", tmp, ": ", strerror(errno),
+		        (char *)NULL);
+		return;
+	}
+	/* write what is in use now (header .. live arena blocks); the rest stays sparse */
+	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
+	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0;
+	for (size_t off = 0; ok && off < used;) {
+		ssize_t w = pwrite(fd, seg + off, used - off, (off_t)off);
+		if (w <= 0)
+			ok = false;
+		else
+			off += (size_t)w;
+	}
+	if (ok)
+		ok = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		     seg;
+	if (ok)
+		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
+	if (ok)
+		ok = rename(tmp, seg_path) == 0;
+	if (!ok) {
+		la_warn("statistics not published: ", tmp, ": ", strerror(errno), (char *)NULL);
+		unlink(tmp);
+		close(fd);
+		seg_path[0] = 0;
+		return;
+	}
+	if (seg_fd >= 0)
+		close(seg_fd);
+	seg_fd = fd;
+	seg_pid = pid;
+}
+
+const char *shm_path(void)
+{
+	return seg_path;
+}
+
+void shm_unpublish(void)
+{
+	if (seg_path[0] && seg_pid == getpid()) {
+		unlink(seg_path);
+		seg_path[0] = 0;
+	}
+}
+
+void shm_fork_child(void)
+{
+	/* The mapping is the parent's file: move to our own before anything is written.
+	 * Copy into private anonymous memory at the same address first. */
+	char *copy = os_map(SEG_SIZE, &fallback_block.c);
+	if (copy) {
+		memcpy(copy, seg, SEG_SIZE);
+		if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg)
+			memcpy(seg, copy, SEG_SIZE);
+		munmap(copy, SEG_SIZE);
+	}
+	if (seg_fd >= 0) {
+		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
+		seg_fd = -1;
+	}
+	seg_path[0] = 0;
+	struct la_mailbox *mb = shm_mailbox();
+	memset(mb, 0, sizeof(*mb));
+	shm_header()->threads = 1;
+	shm_header()->control_state = LA_CONTROL_OFF;
+	/* the parent's arena blocks may have been mid-update: make every seqlock even */
+	for (uint32_t i = 0; i < LA_ARENAS_MAX; i++)
+		shm_arena_block(i)->seq &= ~1ULL;
+	shm_publish_file();
+}

@@ -1,0 +1,29 @@
+/* shm.h — the process's statistics segment (layout in liballoc_shm.h). At the first
+ * allocation it exists as anonymous memory; shm_publish_file (from the library
+ * constructor) gives it a file in the run directory by copying it into the file and
+ * mapping the file over the same addresses, so every pointer into it stays valid. The
+ * same happens in a forked child, under the child's pid. */
+#ifndef LA_SHM_H
+#define LA_SHM_H
+
+#include "common.h"
+
+void shm_boot(void);
+struct la_shm_header *shm_header(void);
+struct la_shm_arena *shm_arena_block(uint32_t i);
+struct la_shm_arena *shm_process_block(void);
+struct la_shm_class *shm_classes(void);
+struct la_mailbox *shm_mailbox(void);
+void shm_set_arena_count(uint32_t n);
+void shm_publish_tunables(void);
+void shm_thread_count(int delta);
+/* Create the file (constructor, or child after fork). Failure is reported once. */
+void shm_publish_file(void);
+void shm_unpublish(void);
+const char *shm_path(void);
+void shm_fork_child(void);
+/* Free memory was retained: make sure the control thread will run a decay pass. */
+void shm_note_retained(void);
+extern uint32_t shm_decay_armed;
+
+#endif

@@ -1,0 +1,36 @@
+/* sizeclass.h — small size classes: 16-byte steps to 128, then four per doubling up to
+ * LA_SMALL_MAX. Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c]
+ * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init. */
+#ifndef LA_SIZECLASS_H
+#define LA_SIZECLASS_H
+
+#include "common.h"
+
+#define LA_SMALL_MAX 16384
+#define LA_NCLASSES  36
+
+extern uint32_t sc_size[LA_NCLASSES];
+extern uint32_t sc_pages[LA_NCLASSES];
+extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
+extern uint32_t sc_recip[LA_NCLASSES];  /* ceil(2^32 / size): offset / size by multiply */
+extern uint8_t sc_lookup[65];           /* (n+15)>>4 -> class, for n <= 1024 */
+
+void sc_init(void);
+
+LA_INLINE unsigned sc_class_of(size_t n)
+{
+	if (likely(n <= 1024))
+		return sc_lookup[(n + 15) >> 4];
+	/* four classes per doubling above 1024 */
+	unsigned lg = 63u - (unsigned)__builtin_clzl(n - 1); /* n-1 in [2^lg, 2^(lg+1)) */
+	unsigned quarter = (unsigned)((n - 1) >> (lg - 2)) & 3u;
+	return 20u + (lg - 10u) * 4u + quarter;
+}
+
+/* Index of a block in its span from its byte offset; exact for offsets < 2^20. */
+LA_INLINE uint32_t sc_index(uint32_t off, unsigned cls)
+{
+	return (uint32_t)(((uint64_t)off * sc_recip[cls]) >> 32);
+}
+
+#endif

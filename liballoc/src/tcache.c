@@ -1,0 +1,311 @@
+/* tcache.c — thread-cache slow paths: creation (arena attach, limits), refill, flush to
+ * the owning arenas (remote frees for blocks of other arenas), thread exit, the flush of
+ * every cache by another thread, and fork handling of the cache list. */
+#include "tcache.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "os.h"
+#include "shm.h"
+#include "tunables.h"
+
+__thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
+uint64_t la_key;
+uint32_t tcache_gen = 1;
+
+static struct la_lock tc_list_lock = LA_LOCK_INIT;
+static struct tcache *tc_list;
+static pthread_key_t tc_key;
+static bool membarrier_ok;
+
+void tcache_boot(void)
+{
+	la_key = os_random() | 1;
+	pthread_key_create(&tc_key, tcache_thread_exit);
+	membarrier_ok =
+	        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+static void set_limits(struct tcache *tc)
+{
+	uint64_t max = (uint64_t)TUN(tcache_max_bytes);
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		/* an equal share of the byte budget per class, at most 255 blocks */
+		uint64_t n = max / ((uint64_t)LA_NCLASSES * sc_size[c]);
+		if (max && n < 2)
+			n = max >= (uint64_t)sc_size[c] * 2 ? 2 : 0;
+		tc->bins[c].limit = (uint32_t)LA_MIN(n, 255u);
+	}
+	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
+}
+
+/* Exact bytes held, published to the arena's bytes_cached (at refill/flush time). */
+static void publish(struct tcache *tc)
+{
+	int64_t bytes = 0;
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		bytes += (int64_t)tc->bins[c].count * sc_size[c];
+	if (bytes != tc->published && tc->arena) {
+		STAT_ADD(tc->arena->c, bytes_cached, (uint64_t)(bytes - tc->published));
+		tc->published = bytes;
+	}
+}
+
+static void tcache_init(struct tcache *tc)
+{
+	tc->arena = arena_attach();
+	set_limits(tc);
+	la_lock(&tc_list_lock);
+	tc->prev = NULL;
+	tc->next = tc_list;
+	if (tc_list)
+		tc_list->prev = tc;
+	tc_list = tc;
+	tc->state = TC_LIVE;
+	la_unlock(&tc_list_lock);
+	pthread_setspecific(tc_key, tc);
+	shm_thread_count(1);
+}
+
+struct arena *tcache_arena(struct tcache *tc)
+{
+	if (unlikely(tc->state == TC_NONE))
+		tcache_init(tc);
+	return tc->arena;
+}
+
+/* The owner found `steal` set: wait until the flusher is done with this cache. */
+LA_COLD static void wait_steal(struct tcache *tc)
+{
+	tc->busy = 0;
+	while (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+/* Flush blocks from bin cls until `keep` remain. Caller owns the cache (busy or flusher). */
+static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
+{
+	struct tbin *b = &tc->bins[cls];
+	struct arena *own = tc->arena;
+	void *mine = NULL;
+	uint32_t nmine = 0, n = 0;
+	while (b->count > keep) {
+		void *p = b->head;
+		b->head = link_decode(*(void **)p, p);
+		b->count--;
+		n++;
+		struct arena *owner = heap_of(p)->arena;
+		if (owner == own || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0) {
+			if (owner != own) {
+				arena_free_local(owner, p);
+				continue;
+			}
+			*(void **)p = link_encode(mine, p);
+			mine = p;
+			nmine++;
+		} else {
+			arena_free_remote(owner, p);
+		}
+	}
+	if (nmine)
+		arena_free_chain(own, mine, nmine, cls);
+	return n;
+}
+
+static void check_gen(struct tcache *tc)
+{
+	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED))) {
+		set_limits(tc);
+		for (unsigned c = 0; c < LA_NCLASSES; c++)
+			if (tc->bins[c].count > tc->bins[c].limit)
+				flush_bin(tc, c, tc->bins[c].limit);
+	}
+}
+
+void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
+{
+	if (unlikely(tc->state == TC_NONE))
+		tcache_init(tc);
+	if (unlikely(tc->state == TC_DEAD))
+		return arena_alloc_small(tc->arena, cls);
+	for (;;) {
+		tc->busy = 1;
+		barrier();
+		if (likely(!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED)))
+			break;
+		wait_steal(tc);
+	}
+	check_gen(tc);
+	struct tbin *b = &tc->bins[cls];
+	void *p;
+	if (b->head) { /* the fast path bailed out only because of a flush in progress */
+		p = b->head;
+		b->head = link_decode(*(void **)p, p);
+		b->count--;
+	} else if (b->limit == 0) {
+		p = arena_alloc_small(tc->arena, cls);
+	} else {
+		uint32_t want = b->limit / 2 + 1;
+		void *chain = NULL;
+		uint32_t got = arena_refill(tc->arena, cls, &chain, want);
+		if (got == 0) {
+			p = NULL;
+		} else {
+			p = chain;
+			b->head = link_decode(*(void **)p, p);
+			b->count = got - 1;
+			publish(tc);
+		}
+	}
+	if (p)
+		((void **)p)[1] = NULL;
+	barrier();
+	tc->busy = 0;
+	return p;
+}
+
+void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
+{
+	if (unlikely(tc->state == TC_NONE))
+		tcache_init(tc);
+	struct arena *owner = heap_of(p)->arena;
+	if (unlikely(tc->state == TC_DEAD)) {
+		if (owner == tc->arena || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+			arena_free_local(owner, p);
+		else
+			arena_free_remote(owner, p);
+		return;
+	}
+	for (;;) {
+		tc->busy = 1;
+		barrier();
+		if (likely(!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED)))
+			break;
+		wait_steal(tc);
+	}
+	check_gen(tc);
+	struct tbin *b = &tc->bins[cls];
+	if (b->limit == 0) {
+		barrier();
+		tc->busy = 0;
+		if (owner == tc->arena || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+			arena_free_local(owner, p);
+		else
+			arena_free_remote(owner, p);
+		return;
+	}
+	if (b->count >= b->limit)
+		flush_bin(tc, cls, b->limit / 2);
+	*(void **)p = link_encode(b->head, p);
+	((void **)p)[1] = (void *)la_key;
+	b->head = p;
+	b->count++;
+	publish(tc);
+	barrier();
+	tc->busy = 0;
+}
+
+static uint64_t flush_all_bins(struct tcache *tc)
+{
+	uint64_t n = 0;
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		if (tc->bins[c].count)
+			n += flush_bin(tc, c, 0);
+	publish(tc);
+	return n;
+}
+
+void tcache_thread_exit(void *arg)
+{
+	struct tcache *tc = arg;
+	if (!tc || tc->state != TC_LIVE)
+		return;
+	la_lock(&tc_list_lock);
+	if (tc->prev)
+		tc->prev->next = tc->next;
+	else
+		tc_list = tc->next;
+	if (tc->next)
+		tc->next->prev = tc->prev;
+	la_unlock(&tc_list_lock);
+	/* no flusher can reach this cache now */
+	flush_all_bins(tc);
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		tc->bins[c].limit = 0;
+	tc->state = TC_DEAD;
+	arena_detach(tc->arena);
+	shm_thread_count(-1);
+	control_thread_exiting();
+}
+
+uint64_t tcache_flush_all(uint32_t *skipped)
+{
+	uint64_t n = 0;
+	uint32_t busy_left = 0;
+	struct tcache *self = &la_tcache;
+	la_lock(&tc_list_lock);
+	for (int round = 0; round < 50; round++) {
+		busy_left = 0;
+		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+			bool any = false;
+			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
+				any = tc->bins[c].count != 0;
+			if (!any)
+				continue;
+			if (tc == self) {
+				n += flush_all_bins(tc);
+				continue;
+			}
+			__atomic_store_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
+			if (membarrier_ok)
+				syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+			else
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			if (!__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST) && membarrier_ok)
+				n += flush_all_bins(tc);
+			else
+				busy_left++;
+			__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
+		}
+		if (!busy_left)
+			break;
+		la_unlock(&tc_list_lock);
+		usleep(1000);
+		la_lock(&tc_list_lock);
+	}
+	la_unlock(&tc_list_lock);
+	if (skipped)
+		*skipped = busy_left;
+	return n;
+}
+
+void tcache_fork_prepare(void)
+{
+	la_lock(&tc_list_lock);
+}
+
+void tcache_fork_parent(void)
+{
+	la_unlock(&tc_list_lock);
+}
+
+void tcache_fork_child(void)
+{
+	/* only the forking thread survives; the other caches' blocks are lost, as in glibc */
+	la_lock_reinit(&tc_list_lock);
+	struct tcache *self = &la_tcache;
+	tc_list = NULL;
+	if (self->state == TC_LIVE) {
+		self->next = self->prev = NULL;
+		self->busy = self->steal = 0;
+		tc_list = self;
+	}
+	if (membarrier_ok)
+		membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+		                        0, 0) == 0;
+}

@@ -1,0 +1,53 @@
+/* tcache.h — per-thread caches of small blocks in front of the arenas. The owner thread
+ * pushes and pops without a lock or system call. Another thread (the control thread's
+ * flush-caches) may empty a cache while its owner is blocked elsewhere: the owner brackets
+ * every cache operation with `busy` and checks `steal`; the flusher sets `steal`, issues
+ * membarrier(PRIVATE_EXPEDITED) (a full barrier on every running thread) and flushes only
+ * if `busy` is clear — an asymmetric Dekker handshake, so the fast path pays two plain
+ * stores and one load. */
+#ifndef LA_TCACHE_H
+#define LA_TCACHE_H
+
+#include "arena.h"
+#include "common.h"
+#include "sizeclass.h"
+
+struct tbin {
+	void *head; /* safe-linked chain of free blocks (owner only, or the flusher) */
+	uint32_t count;
+	uint32_t limit;
+};
+
+enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
+
+struct tcache {
+	struct tbin bins[LA_NCLASSES];
+	uint8_t busy;  /* owner: inside a cache operation */
+	uint8_t steal; /* flusher: wants this cache (atomic) */
+	uint8_t state; /* TC_*; owner only */
+	uint8_t reserved;
+	uint32_t gen;        /* tcache_gen the limits were computed for */
+	struct arena *arena; /* the arena this thread allocates from */
+	int64_t published;   /* bytes_cached last added to the arena counters */
+	struct tcache *next; /* list of live caches (tcache_list_lock) */
+	struct tcache *prev;
+};
+
+extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
+extern uint64_t la_key;     /* marks blocks sitting free in a cache or span */
+extern uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
+
+void tcache_boot(void);
+/* Slow paths of the owner. */
+void *tcache_alloc_slow(struct tcache *tc, unsigned cls);
+void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
+struct arena *tcache_arena(struct tcache *tc);
+/* Flush every cache of the process, idle threads included. Returns blocks flushed;
+ * *skipped receives caches that stayed busy (retried a few times first). */
+uint64_t tcache_flush_all(uint32_t *skipped);
+void tcache_thread_exit(void *arg);
+void tcache_fork_prepare(void);
+void tcache_fork_parent(void);
+void tcache_fork_child(void);
+
+#endif

@@ -1,0 +1,42 @@
+/* tunables.h — the single table of tunables (LA_TUNABLES in liballoc_shm.h) and their
+ * current values. Values are read lock-free (relaxed) on allocation paths and written
+ * only through tun_set, which validates: an out-of-range value is refused with a reason,
+ * never clamped. Every change is republished into the segment. */
+#ifndef LA_TUNABLES_H
+#define LA_TUNABLES_H
+
+#include "common.h"
+
+struct tun_def {
+	const char *name;
+	int type; /* LA_T_* */
+	int64_t def, min, max;
+	int live;
+	int mallopt;
+	const char *help;
+};
+
+extern const struct tun_def tun_defs[LA_NTUNABLES];
+extern int64_t tun_values[LA_NTUNABLES];
+extern uint8_t tun_explicit[LA_NTUNABLES];
+
+#define TUN(name)  __atomic_load_n(&tun_values[LA_TUNABLE_##name], __ATOMIC_RELAXED)
+#define TUN_ID(id) __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED)
+
+/* Look a tunable up by name; -1 if unknown. */
+int tun_find(const char *name);
+/* Validate and set. Returns LA_ST_OK or a status with a human reason in reason[len].
+ * from_user: an explicit setting (env, mallopt, command), which turns off the dynamic
+ * mmap threshold when it sets a threshold, like glibc. */
+int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len);
+/* Parse a value for tunable id from text (human units for sizes, true/false for bools). */
+int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
+/* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
+ * An invalid value prints one line to stderr and is ignored. */
+void tun_init_from_env(void);
+/* Set an effective value without marking it explicit (the dynamic threshold). */
+void tun_set_effective(int id, int64_t value);
+/* Value of environment variable name, or NULL, without allocating. */
+const char *tun_getenv(const char *name);
+
+#endif

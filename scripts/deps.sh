@@ -1,0 +1,44 @@
+#!/bin/sh
+# deps.sh GROUP... — install the Debian packages a make target needs, only when missing.
+# Groups: build (liballoc, allocctld, allocctl), test (make test), bench (make bench),
+# fuzz (clang + libFuzzer runtime). One clearly printed apt-get step; nothing else.
+set -eu
+
+pkgs_build="gcc make pkg-config clang-format libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler liburcu-dev"
+pkgs_test="libcriterion-dev bats perl procps util-linux curl tmux python3 libpython3.11-testsuite git sqlite3 bash clang libclang-rt-14-dev llvm"
+pkgs_bench="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox redis-server redis-tools sqlite3 valgrind strace time"
+pkgs_fuzz="clang libclang-rt-14-dev llvm"
+
+want=""
+for g in "$@"; do
+	case "$g" in
+	build) want="$want $pkgs_build" ;;
+	test) want="$want $pkgs_test" ;;
+	bench) want="$want $pkgs_bench" ;;
+	fuzz) want="$want $pkgs_fuzz" ;;
+	*) echo "deps.sh: unknown group '$g' (build, test, bench, fuzz)" >&2; exit 2 ;;
+	esac
+done
+
+missing=""
+for p in $want; do
+	case " $missing " in *" $p "*) continue ;; esac
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "==> installing missing Debian packages:$missing"
+if [ "$(id -u)" != 0 ]; then
+	echo "deps.sh: need root to install:$missing (run: sudo apt-get install$missing)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists once if they are absent or older than a day.
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+	apt-get update -q >/dev/null
+fi
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing >/dev/null
+echo "==> installed:$missing"

@@ -1,0 +1,31 @@
+#!/bin/bash
+# run-tests.sh — run every test suite through prove; its summary line closes `make test`.
+# Environment: ROOT (source tree), BUILD (absolute build dir), SAN (asan|tsan|empty),
+# TESTS (optional: a space-separated subset of test paths to run).
+set -euo pipefail
+: "${ROOT:?}" "${BUILD:?}"
+export ROOT BUILD SAN="${SAN:-}"
+export LIBALLOC_SO="$BUILD/liballoc.so"
+export TESTS_BIN="$BUILD/tests"
+# Segments of processes started by the tests go to a private run directory.
+export LIBALLOC_RUN_DIR="${LIBALLOC_RUN_DIR:-$BUILD/run/segments}"
+mkdir -p "$LIBALLOC_RUN_DIR" && chmod 700 "$LIBALLOC_RUN_DIR"
+
+list=()
+if [ -n "${TESTS:-}" ]; then
+	read -r -a list <<<"$TESTS"
+else
+	for f in "$BUILD"/tests/criterion/*; do
+		[ -x "$f" ] || continue
+		list+=("$f")
+	done
+	for f in "$ROOT"/tests/*/*.bats; do
+		[ -e "$f" ] || continue
+		# Suites marked "# san: skip" do not run in sanitizer builds (they preload
+		# liballoc.so into real programs, which a sanitized build does not produce).
+		if [ -n "$SAN" ] && grep -q '^# san: skip' "$f"; then continue; fi
+		list+=("$f")
+	done
+fi
+echo "running ${#list[@]} suites${SAN:+ ($SAN)}"
+exec prove --exec "$ROOT/scripts/tap-exec.sh" --timer "${list[@]}"

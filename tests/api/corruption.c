@@ -1,0 +1,143 @@
+/* corruption.c — misuse is detected and reported in one exact line, then SIGABRT. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/child.h"
+
+static void expect_abort(void (*fn)(void), const char *message)
+{
+	struct child_result r = run_child(fn);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
+	          "expected SIGABRT, status %#x, stderr: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, message), "expected \"%s\", got \"%s\"", message, r.err);
+	cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+}
+
+static void *volatile sink;
+
+static void small_double_free(void)
+{
+	void *p = A(malloc)(40);
+	A(free)(p);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_small_block)
+{
+	expect_abort(small_double_free, "liballoc: free(): double free detected");
+}
+
+static void double_free_after_flush(void)
+{
+	void *p[2000];
+	for (int i = 0; i < 2000; i++)
+		p[i] = A(malloc)(64);
+	for (int i = 0; i < 2000; i++)
+		A(free)(p[i]); /* the cache overflows: most go back to their spans */
+	A(free)(p[3]);
+}
+Test(corruption, double_free_after_the_cache_returned_the_block)
+{
+	expect_abort(double_free_after_flush, "liballoc: free(): double free detected");
+}
+
+static void large_double_free(void)
+{
+	void *p = A(malloc)(100000);
+	sink = A(malloc)(100000); /* keeps the heap from going idle */
+	A(free)(p);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_large_block)
+{
+	expect_abort(large_double_free, "liballoc: free(): double free detected");
+}
+
+static void direct_double_free(void)
+{
+	void *p = A(malloc)(8 << 20);
+	A(free)(p);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_direct_mapping)
+{
+	expect_abort(direct_double_free, "liballoc: free(): double free detected");
+}
+
+static void stack_pointer(void)
+{
+	char buf[64];
+	sink = buf;
+	A(free)(sink);
+}
+Test(corruption, free_of_a_stack_pointer)
+{
+	expect_abort(stack_pointer, "liballoc: free(): invalid pointer");
+}
+
+static void interior_small(void)
+{
+	char *p = A(malloc)(100);
+	A(free)(p + 16);
+}
+Test(corruption, free_of_an_interior_pointer)
+{
+	expect_abort(interior_small, "liballoc: free(): invalid pointer");
+}
+
+static void interior_large(void)
+{
+	char *p = A(malloc)(200000);
+	A(free)(p + 8192);
+}
+Test(corruption, free_of_an_interior_pointer_into_a_large_block)
+{
+	expect_abort(interior_large, "liballoc: free(): invalid pointer");
+}
+
+static void unaligned(void)
+{
+	char *p = A(malloc)(100);
+	A(free)(p + 3);
+}
+Test(corruption, free_of_an_unaligned_pointer)
+{
+	expect_abort(unaligned, "liballoc: free(): invalid pointer");
+}
+
+static char static_area[256] __attribute__((aligned(64)));
+static void static_pointer(void)
+{
+	A(free)(static_area + 64);
+}
+Test(corruption, free_of_a_pointer_never_allocated)
+{
+	expect_abort(static_pointer, "liballoc: free(): invalid pointer");
+}
+
+static void realloc_invalid(void)
+{
+	char buf[32];
+	sink = buf;
+	sink = A(realloc)(sink, 100);
+}
+Test(corruption, realloc_of_an_invalid_pointer)
+{
+	expect_abort(realloc_invalid, "liballoc: realloc(): invalid pointer");
+}
+
+static void corrupt_link(void)
+{
+	char *p = A(malloc)(48);
+	sink = A(malloc)(48);
+	A(free)(p);
+	memset(p, 0x41, 8); /* use after free: overwrite the free-list link */
+	sink = A(malloc)(48);
+	sink = A(malloc)(48);
+}
+Test(corruption, corrupted_free_list_link)
+{
+	expect_abort(corrupt_link, "liballoc: malloc(): corrupted thread cache detected");
+}
