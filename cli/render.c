@@ -1,0 +1,631 @@
+/* render.c — human and JSON renderings of daemon replies (render.h). Counter names and
+ * units come from the LA_COUNTERS list, so a counter the daemon adds later still shows
+ * (raw, under "other") without a change here. */
+#include "render.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "json.h"
+#include "liballoc_shm.h"
+#include "tunable.h"
+#include "wire.h"
+
+#ifndef ALLOCCTL_VERSION
+#define ALLOCCTL_VERSION "0.1.0"
+#endif
+
+static const struct counter_unit {
+	const char *name;
+	bool bytes;
+} counter_units[] = {
+#define X_UNIT(name, kind, unit, help) {#name, sizeof(unit) > 1},
+        LA_COUNTERS(X_UNIT)
+#undef X_UNIT
+};
+
+static bool counter_is_bytes(const char *name)
+{
+	for (size_t i = 0; i < sizeof(counter_units) / sizeof(counter_units[0]); i++)
+		if (strcmp(counter_units[i].name, name) == 0)
+			return counter_units[i].bytes;
+	size_t l = strlen(name);
+	return l > 6 && strcmp(name + l - 6, "_bytes") == 0;
+}
+
+static const Ctl__Counter *counter_find(Ctl__Counter *const *c, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(c[i]->name, name) == 0)
+			return c[i];
+	return NULL;
+}
+
+static uint64_t counter_value(Ctl__Counter *const *c, size_t n, const char *name)
+{
+	const Ctl__Counter *k = counter_find(c, n, name);
+	return k ? k->value : 0;
+}
+
+const char *render_exe_name(const char *exe)
+{
+	if (!exe || !*exe)
+		return "?";
+	const char *s = strrchr(exe, '/');
+	return s && s[1] ? s + 1 : exe;
+}
+
+const char *render_code_name(int code)
+{
+	const ProtobufCEnumValue *v =
+	        protobuf_c_enum_descriptor_get_value(&ctl__error_code__descriptor, code);
+	return v ? v->name : "UNKNOWN";
+}
+
+static uint64_t uptime_s(const Ctl__ProcessInfo *p, const struct render_opts *o)
+{
+	return o->now_ns > p->start_time_ns ? (o->now_ns - p->start_time_ns) / 1000000000ULL : 0;
+}
+
+/* ---- ps ----------------------------------------------------------------------------- */
+
+static int cmp_pid(const void *a, const void *b)
+{
+	const Ctl__ProcessInfo *x = *(Ctl__ProcessInfo *const *)a,
+	                       *y = *(Ctl__ProcessInfo *const *)b;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo *p,
+                         const struct render_opts *o)
+{
+	json_object_begin(j, key);
+	json_i64(j, "pid", p->pid);
+	json_string(j, "exe", p->exe);
+	json_u64(j, "uid", p->uid);
+	json_u64(j, "start_time_ns", p->start_time_ns);
+	json_u64(j, "uptime_s", uptime_s(p, o));
+	json_u64(j, "arenas", p->arenas);
+	json_u64(j, "threads", p->threads);
+	json_u64(j, "bytes_in_use", p->bytes_in_use);
+	json_u64(j, "bytes_mapped", p->bytes_mapped);
+	json_u64(j, "bytes_retained", p->bytes_retained);
+	json_u64(j, "rss_bytes", p->has_rss_bytes ? p->rss_bytes : 0);
+	json_string(j, "control", p->control ? p->control : "unknown");
+	json_object_end(j);
+}
+
+void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
+                          const struct render_opts *o)
+{
+	fprintf(f, "%8s  %-16s %11s %11s %11s %6s %7s %8s %11s\n", "PID", "EXE", "IN USE", "MAPPED",
+	        "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS");
+	for (size_t i = 0; i < n && (max_rows == 0 || i < max_rows); i++) {
+		const Ctl__ProcessInfo *p = procs[i];
+		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF];
+		fprintf(f,
+		        "%8" PRId32 "  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
+		        " %8s %11s\n",
+		        p->pid, render_exe_name(p->exe),
+		        fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
+		        fmt_size(b, sizeof(b), p->bytes_mapped, o->raw),
+		        fmt_size(c, sizeof(c), p->bytes_retained, o->raw), p->arenas, p->threads,
+		        fmt_uptime(u, sizeof(u), uptime_s(p, o)),
+		        p->has_rss_bytes && p->rss_bytes
+		                ? fmt_size(d, sizeof(d), p->rss_bytes, o->raw)
+		                : "-");
+	}
+}
+
+void render_ps(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, const struct render_opts *o)
+{
+	Ctl__ProcessInfo **sorted = NULL;
+	if (n) {
+		sorted = malloc(n * sizeof(*sorted));
+		if (!sorted)
+			return;
+		memcpy(sorted, procs, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), cmp_pid);
+	}
+	if (o->json) {
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_array_begin(&j, "processes");
+		for (size_t i = 0; i < n; i++)
+			process_json(&j, NULL, sorted[i], o);
+		json_array_end(&j);
+		json_object_end(&j);
+		json_finish(&j);
+	} else if (n == 0) {
+		fprintf(f, "no processes: the daemon sees no liballoc process you may read\n");
+	} else {
+		render_process_table(f, sorted, n, 0, o);
+	}
+	free(sorted);
+}
+
+/* ---- tunables ----------------------------------------------------------------------- */
+
+/* A reply tunable completed from the local table where the daemon left fields out. */
+struct tunable_view {
+	const char *name;
+	int64_t value, min, max;
+	int type;
+	bool set, set_known, live, known_range;
+};
+
+static struct tunable_view tunable_view(const Ctl__Tunable *t)
+{
+	const struct tunable_info *info = tunable_find(t->name);
+	struct tunable_view v = {.name = t->name, .value = t->value};
+	int type = tunable_type_from_name(t->type);
+	v.type = type >= 0 ? type : info ? info->type : LA_T_INT;
+	v.set_known = t->has_explicitly_set;
+	v.set = t->has_explicitly_set && t->explicitly_set;
+	v.live = t->has_live ? t->live : info ? info->live : true;
+	v.known_range = (t->has_min && t->has_max) || info;
+	v.min = t->has_min ? t->min : info ? info->min : 0;
+	v.max = t->has_max ? t->max : info ? info->max : 0;
+	return v;
+}
+
+static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
+{
+	json_object_begin(j, "tunables");
+	for (size_t i = 0; i < n; i++) {
+		struct tunable_view v = tunable_view(t[i]);
+		json_object_begin(j, v.name);
+		json_i64(j, "value", v.value);
+		if (v.set_known)
+			json_bool(j, "explicitly_set", v.set);
+		else
+			json_string(j, "explicitly_set", NULL);
+		json_string(j, "type", tunable_type_name(v.type));
+		json_i64(j, "min", v.min);
+		json_i64(j, "max", v.max);
+		json_bool(j, "live", v.live);
+		json_object_end(j);
+	}
+	json_object_end(j);
+}
+
+static void tunables_table(FILE *f, const char *indent, Ctl__Tunable *const *t, size_t n,
+                           const struct render_opts *o)
+{
+	fprintf(f, "%s%-20s %12s  %-7s  %-26s %s\n", indent, "NAME", "VALUE", "SOURCE", "RANGE",
+	        "LIVE");
+	for (size_t i = 0; i < n; i++) {
+		struct tunable_view v = tunable_view(t[i]);
+		char val[FMT_BUF], range[2 * FMT_BUF + 16];
+		if (v.known_range)
+			tunable_format_range(range, sizeof(range), v.type, v.min, v.max, o->raw);
+		else
+			snprintf(range, sizeof(range), "?");
+		fprintf(f, "%s%-20s %12s  %-7s  %-26s %s\n", indent, v.name,
+		        tunable_format(val, sizeof(val), v.type, v.value, o->raw),
+		        v.set_known ? (v.set ? "set" : "default") : "-", range,
+		        v.live ? "yes" : "no");
+	}
+}
+
+/* ---- stats -------------------------------------------------------------------------- */
+
+static const char *const group_memory[] = {"bytes_in_use",
+                                           "bytes_cached",
+                                           "bytes_mapped",
+                                           "bytes_retained",
+                                           "heaps",
+                                           "heaps_released",
+                                           "direct_mappings",
+                                           "direct_bytes",
+                                           "direct_cache_bytes",
+                                           "direct_cache_hits",
+                                           "threshold_raises",
+                                           NULL};
+static const char *const group_syscalls[] = {"mmap", "munmap", "madvise", "mprotect", NULL};
+static const char *const group_remote[] = {"remote_frees_queued", "remote_frees_drained", NULL};
+static const char *const group_other[] = {"madvise_deferred", "cache_refills",     "cache_flushes",
+                                          "lock_contended",   "commands_executed", NULL};
+
+static bool in_group(const char *const *g, const char *name)
+{
+	for (; *g; g++)
+		if (strcmp(*g, name) == 0)
+			return true;
+	return false;
+}
+
+static bool is_syscall_counter(const char *name)
+{
+	for (const char *const *k = group_syscalls; *k; k++) {
+		size_t l = strlen(*k);
+		if (strncmp(name, *k, l) == 0 &&
+		    (strcmp(name + l, "_calls") == 0 || strcmp(name + l, "_bytes") == 0))
+			return true;
+	}
+	return false;
+}
+
+static void counter_line(FILE *f, const char *name, uint64_t v, const struct render_opts *o)
+{
+	char b[FMT_BUF];
+	fprintf(f, "  %-22s %14s\n", name,
+	        counter_is_bytes(name) ? fmt_size(b, sizeof(b), v, o->raw)
+	                               : fmt_u64(b, sizeof(b), v));
+}
+
+static void counter_group(FILE *f, const char *title, const char *const *g, Ctl__Counter *const *c,
+                          size_t n, const struct render_opts *o)
+{
+	fprintf(f, "\n%s\n", title);
+	for (; *g; g++) {
+		const Ctl__Counter *k = counter_find(c, n, *g);
+		if (k)
+			counter_line(f, k->name, k->value, o);
+	}
+}
+
+static void counters_json(struct json *j, const char *key, Ctl__Counter *const *c, size_t n)
+{
+	json_object_begin(j, key);
+	for (size_t i = 0; i < n; i++)
+		json_u64(j, c[i]->name, c[i]->value);
+	json_object_end(j);
+}
+
+static void stats_json(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o)
+{
+	struct json j;
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	process_json(&j, "process", s->process, o);
+	counters_json(&j, "totals", s->totals, s->n_totals);
+	json_array_begin(&j, "arenas");
+	for (size_t i = 0; i < s->n_arenas; i++) {
+		json_object_begin(&j, NULL);
+		json_u64(&j, "index", s->arenas[i]->index);
+		json_u64(&j, "threads", s->arenas[i]->threads);
+		counters_json(&j, "counters", s->arenas[i]->counters, s->arenas[i]->n_counters);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array_begin(&j, "classes");
+	for (size_t i = 0; i < s->n_classes; i++) {
+		json_object_begin(&j, NULL);
+		json_u64(&j, "size", s->classes[i]->size);
+		counters_json(&j, "counters", s->classes[i]->counters, s->classes[i]->n_counters);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	tunables_json(&j, s->tunables, s->n_tunables);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o)
+{
+	if (o->json) {
+		stats_json(f, s, o);
+		return;
+	}
+	const Ctl__ProcessInfo *p = s->process;
+	char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF];
+	fprintf(f, "process %" PRId32 " (%s)\n", p->pid, p->exe);
+	fprintf(f,
+	        "  uid %" PRIu32 ", up %s, %" PRIu64 " thread%s, %" PRIu32
+	        " arena%s, control thread %s, rss %s\n",
+	        p->uid, fmt_uptime(a, sizeof(a), uptime_s(p, o)), p->threads,
+	        p->threads == 1 ? "" : "s", p->arenas, p->arenas == 1 ? "" : "s",
+	        p->control ? p->control : "unknown",
+	        p->has_rss_bytes && p->rss_bytes ? fmt_size(b, sizeof(b), p->rss_bytes, o->raw)
+	                                         : "unknown");
+
+	counter_group(f, "memory", group_memory, s->totals, s->n_totals, o);
+
+	fprintf(f, "\nsystem calls\n  %-10s %12s %14s\n", "KIND", "CALLS", "BYTES");
+	for (const char *const *k = group_syscalls; *k; k++) {
+		char cn[40], bn[40];
+		snprintf(cn, sizeof(cn), "%s_calls", *k);
+		snprintf(bn, sizeof(bn), "%s_bytes", *k);
+		if (!counter_find(s->totals, s->n_totals, cn))
+			continue;
+		fprintf(f, "  %-10s %12" PRIu64 " %14s\n", *k,
+		        counter_value(s->totals, s->n_totals, cn),
+		        fmt_size(a, sizeof(a), counter_value(s->totals, s->n_totals, bn), o->raw));
+	}
+
+	counter_group(f, "remote frees", group_remote, s->totals, s->n_totals, o);
+	counter_group(f, "caches, locks, commands", group_other, s->totals, s->n_totals, o);
+	bool other = false;
+	for (size_t i = 0; i < s->n_totals; i++) {
+		const char *nm = s->totals[i]->name;
+		if (in_group(group_memory, nm) || in_group(group_remote, nm) ||
+		    in_group(group_other, nm) || is_syscall_counter(nm))
+			continue;
+		if (!other)
+			fprintf(f, "\nother\n");
+		other = true;
+		counter_line(f, nm, s->totals[i]->value, o);
+	}
+
+	fprintf(f, "\narenas\n  %5s %7s %11s %11s %11s %6s %9s %9s %9s\n", "ARENA", "THREADS",
+	        "IN USE", "MAPPED", "RETAINED", "HEAPS", "REMOTE-Q", "REMOTE-D", "CONTENDED");
+	for (size_t i = 0; i < s->n_arenas; i++) {
+		const Ctl__ArenaStats *ar = s->arenas[i];
+		Ctl__Counter *const *k = ar->counters;
+		size_t kn = ar->n_counters;
+		fprintf(f,
+		        "  %5" PRIu32 " %7" PRIu32 " %11s %11s %11s %6" PRIu64 " %9" PRIu64
+		        " %9" PRIu64 " %9" PRIu64 "\n",
+		        ar->index, ar->threads,
+		        fmt_size(a, sizeof(a), counter_value(k, kn, "bytes_in_use"), o->raw),
+		        fmt_size(b, sizeof(b), counter_value(k, kn, "bytes_mapped"), o->raw),
+		        fmt_size(c, sizeof(c), counter_value(k, kn, "bytes_retained"), o->raw),
+		        counter_value(k, kn, "heaps"), counter_value(k, kn, "remote_frees_queued"),
+		        counter_value(k, kn, "remote_frees_drained"),
+		        counter_value(k, kn, "lock_contended"));
+	}
+
+	size_t hidden = 0;
+	fprintf(f, "\nsize classes\n  %11s %10s %8s %10s %10s\n", "SIZE", "BLOCKS", "SPANS",
+	        "REFILLS", "FLUSHES");
+	for (size_t i = 0; i < s->n_classes; i++) {
+		const Ctl__ClassStats *cl = s->classes[i];
+		bool any = false;
+		for (size_t k = 0; k < cl->n_counters; k++)
+			any |= cl->counters[k]->value != 0;
+		if (!any) {
+			hidden++;
+			continue;
+		}
+		Ctl__Counter *const *k = cl->counters;
+		size_t kn = cl->n_counters;
+		fprintf(f, "  %11s %10" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
+		        fmt_size(d, sizeof(d), cl->size, o->raw),
+		        counter_value(k, kn, "blocks_in_use"), counter_value(k, kn, "spans"),
+		        counter_value(k, kn, "refills"), counter_value(k, kn, "flushes"));
+	}
+	if (hidden)
+		fprintf(f, "  (%zu class%s without activity not shown; --json lists all)\n", hidden,
+		        hidden == 1 ? "" : "es");
+
+	fprintf(f, "\ntunables\n");
+	tunables_table(f, "  ", s->tunables, s->n_tunables, o);
+}
+
+/* ---- per-process command results ---------------------------------------------------- */
+
+static void result_json(struct json *j, const Ctl__CommandResult *r)
+{
+	json_object_begin(j, NULL);
+	json_i64(j, "pid", r->pid);
+	json_string(j, "exe", r->exe ? r->exe : "");
+	json_bool(j, "ok", r->code == CTL__ERROR_CODE__OK);
+	json_string(j, "code", render_code_name(r->code));
+	json_string(j, "message", r->message ? r->message : "");
+	json_u64(j, "bytes_released", r->has_bytes_released ? r->bytes_released : 0);
+	json_u64(j, "duration_ns", r->has_duration_ns ? r->duration_ns : 0);
+	json_object_begin(j, "syscalls");
+	json_u64(j, "mmap", r->has_mmap_calls ? r->mmap_calls : 0);
+	json_u64(j, "munmap", r->has_munmap_calls ? r->munmap_calls : 0);
+	json_u64(j, "madvise", r->has_madvise_calls ? r->madvise_calls : 0);
+	json_u64(j, "mprotect", r->has_mprotect_calls ? r->mprotect_calls : 0);
+	json_object_end(j);
+	tunables_json(j, r->tunables, r->n_tunables);
+	json_object_end(j);
+}
+
+void render_results_json(FILE *f, const char *verb, Ctl__CommandResult *const *res, size_t n)
+{
+	struct json j;
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_string(&j, "command", verb);
+	json_array_begin(&j, "results");
+	for (size_t i = 0; i < n; i++)
+		result_json(&j, res[i]);
+	json_array_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+static void result_subject(FILE *f, const char *verb, const Ctl__CommandResult *r,
+                           const struct render_opts *o)
+{
+	fprintf(f, "%s %" PRId32, verb, r->pid);
+	if (o->show_exe)
+		fprintf(f, " (%s)", render_exe_name(r->exe));
+	fputs(": ", f);
+}
+
+void render_get(FILE *f, Ctl__CommandResult *const *res, size_t n, const struct render_opts *o)
+{
+	if (o->json) {
+		render_results_json(f, "get", res, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const Ctl__CommandResult *r = res[i];
+		if (r->code != CTL__ERROR_CODE__OK)
+			continue;
+		if (n > 1)
+			fprintf(f, "%s%" PRId32 " (%s)\n", i ? "\n" : "", r->pid,
+			        render_exe_name(r->exe));
+		tunables_table(f, "", r->tunables, r->n_tunables, o);
+	}
+}
+
+static const Ctl__Tunable *tunable_in(const Ctl__CommandResult *r, const char *name)
+{
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < r->n_tunables; i++)
+		if (strcmp(r->tunables[i]->name, name) == 0)
+			return r->tunables[i];
+	return NULL;
+}
+
+void render_set(FILE *f, Ctl__CommandResult *const *res, size_t n, const Ctl__CommandResult *before,
+                const struct render_opts *o)
+{
+	if (o->json) {
+		render_results_json(f, "set", res, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const Ctl__CommandResult *r = res[i];
+		if (r->code != CTL__ERROR_CODE__OK)
+			continue;
+		result_subject(f, "set", r, o);
+		for (size_t k = 0; k < r->n_tunables; k++) {
+			struct tunable_view v = tunable_view(r->tunables[k]);
+			char now[FMT_BUF], was[FMT_BUF];
+			fprintf(f, "%s%s = %s", k ? ", " : "", v.name,
+			        tunable_format(now, sizeof(now), v.type, v.value, o->raw));
+			const Ctl__Tunable *b =
+			        before && before->pid == r->pid ? tunable_in(before, v.name) : NULL;
+			if (b)
+				fprintf(f, " (was %s)",
+				        tunable_format(was, sizeof(was), v.type, b->value, o->raw));
+		}
+		char d[FMT_BUF];
+		fprintf(f, " in %s\n",
+		        fmt_duration_ns(d, sizeof(d), r->has_duration_ns ? r->duration_ns : 0));
+	}
+}
+
+void render_action(FILE *f, const char *verb, Ctl__CommandResult *const *res, size_t n,
+                   const struct render_opts *o)
+{
+	if (o->json) {
+		render_results_json(f, verb, res, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const Ctl__CommandResult *r = res[i];
+		if (r->code != CTL__ERROR_CODE__OK)
+			continue;
+		char b[FMT_BUF], d[FMT_BUF];
+		result_subject(f, verb, r, o);
+		fprintf(f, "released %s in %s (",
+		        fmt_size(b, sizeof(b), r->has_bytes_released ? r->bytes_released : 0,
+		                 o->raw),
+		        fmt_duration_ns(d, sizeof(d), r->has_duration_ns ? r->duration_ns : 0));
+		const struct {
+			const char *name;
+			uint64_t calls;
+		} k[] = {{"madvise", r->has_madvise_calls ? r->madvise_calls : 0},
+		         {"munmap", r->has_munmap_calls ? r->munmap_calls : 0},
+		         {"mmap", r->has_mmap_calls ? r->mmap_calls : 0},
+		         {"mprotect", r->has_mprotect_calls ? r->mprotect_calls : 0}};
+		int shown = 0;
+		for (size_t x = 0; x < sizeof(k) / sizeof(k[0]); x++) {
+			if (!k[x].calls)
+				continue;
+			fprintf(f, "%s%" PRIu64 " %s", shown++ ? ", " : "", k[x].calls, k[x].name);
+		}
+		fprintf(f, "%s)\n", shown ? "" : "no system calls");
+	}
+}
+
+/* ---- version ------------------------------------------------------------------------ */
+
+void render_version(FILE *f, const Ctl__VersionReply *d, const char *socket,
+                    const struct render_opts *o)
+{
+	if (o->json) {
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_object_begin(&j, "client");
+		json_string(&j, "version", ALLOCCTL_VERSION);
+		json_u64(&j, "protocol_version", CTL_PROTOCOL_VERSION);
+		json_u64(&j, "segment_abi_version", LA_SHM_ABI_VERSION);
+		json_object_end(&j);
+		if (d) {
+			json_object_begin(&j, "daemon");
+			json_string(&j, "version", d->daemon_version);
+			json_u64(&j, "protocol_version", d->protocol_version);
+			json_u64(&j, "segment_abi_version", d->segment_abi_version);
+			json_string(&j, "socket", socket);
+			json_object_end(&j);
+		}
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	fprintf(f, "allocctl %s (protocol %u, segment ABI %u)\n", ALLOCCTL_VERSION,
+	        CTL_PROTOCOL_VERSION, LA_SHM_ABI_VERSION);
+	if (d)
+		fprintf(f, "allocctld %s (protocol %" PRIu32 ", segment ABI %" PRIu32 ") at %s\n",
+		        d->daemon_version, d->protocol_version, d->segment_abi_version, socket);
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+char *render_error(char *buf, size_t n, int code, const char *message, int32_t pid, unsigned uid)
+{
+	const char *m = message && *message ? message : NULL;
+	char names[1024];
+	switch (code) {
+	case CTL__ERROR_CODE__ERR_NO_PROCESS:
+		snprintf(buf, n,
+		         "no such process: %" PRId32
+		         " is not running under liballoc (see `allocctl "
+		         "ps` for the processes the daemon sees)",
+		         pid);
+		break;
+	case CTL__ERROR_CODE__ERR_PERMISSION:
+		if (pid)
+			snprintf(buf, n,
+			         "permission denied: process %" PRId32
+			         " belongs to another user; uid "
+			         "%u may act only on its own processes (root on all)",
+			         pid, uid);
+		else
+			snprintf(buf, n, "permission denied: %s", m ? m : "refused by the daemon");
+		break;
+	case CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE:
+		snprintf(buf, n, "unknown tunable%s%s; valid tunables: %s", m ? ": " : "",
+		         m ? m : "", tunable_names(names, sizeof(names)));
+		break;
+	case CTL__ERROR_CODE__ERR_RANGE:
+		snprintf(buf, n, "value out of range: %s", m ? m : "refused by the process");
+		break;
+	case CTL__ERROR_CODE__ERR_READONLY:
+		snprintf(buf, n,
+		         "cannot change live: %s (set it at start with LIBALLOC_<NAME> in the "
+		         "environment)",
+		         m ? m : "the tunable is read-only while the process runs");
+		break;
+	case CTL__ERROR_CODE__ERR_TIMEOUT:
+		snprintf(buf, n,
+		         "process %" PRId32
+		         " did not answer in time%s%s (is its control thread off, "
+		         "LIBALLOC_CONTROL=0, or is the process stopped?)",
+		         pid, m ? ": " : "", m ? m : "");
+		break;
+	case CTL__ERROR_CODE__ERR_BUSY:
+		snprintf(buf, n, "daemon busy%s%s; try again", m ? ": " : "", m ? m : "");
+		break;
+	case CTL__ERROR_CODE__ERR_VERSION:
+		snprintf(buf, n,
+		         "protocol version mismatch: allocctl speaks protocol %u%s%s; use the "
+		         "allocctl "
+		         "built with this daemon",
+		         CTL_PROTOCOL_VERSION, m ? ", daemon says: " : "", m ? m : "");
+		break;
+	case CTL__ERROR_CODE__ERR_FAILED:
+		snprintf(buf, n, "command failed in process %" PRId32 ": %s", pid,
+		         m ? m : "no reason given");
+		break;
+	default:
+		snprintf(buf, n, "daemon error %s: %s", render_code_name(code),
+		         m ? m : "no message");
+		break;
+	}
+	return buf;
+}
