@@ -1,0 +1,50 @@
+/* config.h — allocctld settings: defaults, then the config file (key = value), then the
+ * command-line overrides, in that order, at start and again on SIGHUP. Plain values, no
+ * allocation: a config can be copied and compared. */
+#ifndef CTLD_CONFIG_H
+#define CTLD_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CFG_MAX_DIRS       32
+#define CFG_MAX_OVERRIDES  64
+#define CFG_DEFAULT_LISTEN "127.0.0.1:9467"
+
+struct config {
+	char socket[108];                      /* control socket path */
+	unsigned socket_mode;                  /* mode of the socket file (default 0600) */
+	char listen[128];                      /* "host:port" for HTTP, or "off" */
+	char run_dirs[CFG_MAX_DIRS][PATH_MAX]; /* explicit run directories */
+	int nrun_dirs;
+	bool default_dirs;       /* also watch every /dev/shm/liballoc-<uid>/ */
+	char shm_root[PATH_MAX]; /* where the default dirs live (/dev/shm) */
+	int rescan_ms;           /* periodic rescan + liveness check */
+	int command_timeout_ms;  /* per process, all steps of one command */
+	int read_timeout_ms;     /* a started frame must complete within this */
+	int idle_timeout_ms;     /* an idle connection is closed after this */
+	int max_connections;
+	int log_level;
+	bool metrics_arenas;       /* per-arena families on /metrics */
+	bool metrics_classes;      /* per-size-class families on /metrics (many series) */
+	bool remove_stale;         /* unlink stale segments we may remove */
+	char ready_file[PATH_MAX]; /* written once listening (tests, supervisors) */
+};
+
+/* One "key = value" setting, as given on the command line. */
+struct config_override {
+	const char *key;
+	const char *value;
+};
+
+void config_defaults(struct config *c);
+/* Apply one setting; returns 0, or -1 with a message in err. */
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
+/* Read a file of "key = value" lines ('#' comments); -1 with "file:line: message" in err. */
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+/* defaults + file (if any) + overrides, into c (left untouched on error). */
+int config_build(struct config *c, const char *file, const struct config_override *ov, int nov,
+                 char *err, size_t errlen);
+
+#endif

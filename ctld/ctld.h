@@ -1,0 +1,167 @@
+/* ctld.h — the daemon's shared state and the interfaces between its modules.
+ * Everything here is owned by the one event-loop thread: no locks, no atomics (the only
+ * shared memory is the segments, handled by segment.c). Processes (struct proc) are
+ * reference-counted because an in-flight command may outlive their discovery entry. */
+#ifndef CTLD_CTLD_H
+#define CTLD_CTLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "segment.h"
+
+#define CTLD_VERSION "0.1.0"
+
+#ifndef TAILQ_FOREACH_SAFE /* glibc's sys/queue.h lacks it */
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)                                     \
+	for ((var) = TAILQ_FIRST(head); (var) && ((tvar) = TAILQ_NEXT(var, field), 1); \
+	     (var) = (tvar))
+#endif
+
+struct ctld;
+
+/* A run directory being watched. */
+struct rundir {
+	TAILQ_ENTRY(rundir) link;
+	char path[PATH_MAX];
+	uid_t uid;       /* owner: every segment inside must be owned by it */
+	int wd;          /* inotify watch, -1 if none */
+	bool is_default; /* found under shm_root as liballoc-<uid> */
+	bool seen;       /* mark for the rescan sweep */
+	bool refused;    /* unsafe (logged once) */
+};
+
+/* A discovered, validated segment and the process it describes. */
+struct proc {
+	TAILQ_ENTRY(proc) link;
+	char path[PATH_MAX];
+	char exe_base[LA_EXE_MAX]; /* basename of hdr.exe: the "exe" label and Target.exe */
+	struct seg seg;
+	int refs;  /* the list holds one; each command target holds one */
+	bool gone; /* removed from the list (exited or stale) */
+	bool busy; /* a command of ours holds its mailbox */
+	bool seen; /* mark for the rescan sweep */
+};
+
+/* A file that was refused, remembered so it is logged once until it changes. */
+struct rejected {
+	TAILQ_ENTRY(rejected) link;
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	bool seen;
+};
+
+TAILQ_HEAD(proc_list, proc);
+TAILQ_HEAD(rundir_list, rundir);
+TAILQ_HEAD(rejected_list, rejected);
+TAILQ_HEAD(conn_list, conn);
+TAILQ_HEAD(job_list, job);
+
+struct ctld_stats {
+	uint64_t segments_rejected, segments_stale_removed, requests, requests_denied,
+	        requests_malformed, commands, command_timeouts, connections_refused, scrapes;
+};
+
+struct ctld {
+	struct event_base *base;
+	struct config cfg;
+	const char *config_file;
+	const struct config_override *overrides;
+	int noverrides;
+	uint32_t token; /* our mailbox lock token: the daemon's pid */
+	uint64_t next_seq;
+	struct ctld_stats st;
+
+	/* discover.c */
+	struct proc_list procs;
+	int nprocs;
+	struct rundir_list dirs;
+	struct rejected_list rejected;
+	int inotify_fd;
+	int shm_root_wd;
+	struct event *inotify_ev, *rescan_ev;
+
+	/* control.c */
+	struct evconnlistener *listener;
+	struct conn_list conns;
+	int nconns;
+	char socket_path[108];
+
+	/* commands.c */
+	struct job_list jobs;
+	struct event *job_timer;
+
+	/* metrics.c */
+	struct evhttp *http;
+	char http_addr[160];
+};
+
+/* discover.c */
+int discover_init(struct ctld *d);
+void discover_reconfigure(struct ctld *d); /* run dirs or intervals changed */
+void discover_rescan(struct ctld *d);
+void discover_shutdown(struct ctld *d);
+struct proc *discover_find(struct ctld *d, pid_t pid);
+void proc_ref(struct proc *p);
+void proc_unref(struct proc *p);
+
+/* A consistent copy of one process's statistics. */
+struct proc_snap {
+	struct proc *p;
+	bool ok;
+	struct la_counters total;
+	uint32_t narenas;
+	struct seg_block *arenas; /* malloc'd, narenas entries */
+	struct la_shm_tunable tun[LA_NTUNABLES];
+	uint32_t ntun;
+	uint64_t rss_bytes;
+};
+/* Refresh the header and read everything (arenas too when with_arenas); false on error,
+ * logged; a segment whose layout changed is dropped and rediscovered. */
+bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas);
+void proc_snap_free(struct proc_snap *s);
+uint64_t proc_rss_bytes(pid_t pid);
+const char *proc_control_name(uint32_t state);
+
+/* control.c */
+int control_init(struct ctld *d);
+void control_shutdown(struct ctld *d);
+struct conn;
+uid_t conn_uid(const struct conn *c);
+pid_t conn_pid(const struct conn *c);
+/* Called by commands.c when a job finishes: send the packed reply and resume reading. */
+struct Ctl__Reply;
+void conn_send_reply(struct conn *c, const struct Ctl__Reply *r);
+void conn_job_done(struct conn *c);
+
+/* requests.c: handle one decoded request; returns true if a job now owns the reply. */
+struct Ctl__Envelope;
+bool requests_handle(struct ctld *d, struct conn *c, const struct Ctl__Envelope *env);
+bool may_see(uid_t client, const struct proc *p);
+
+/* commands.c */
+enum job_kind { JOB_GET, JOB_SET, JOB_TRIM, JOB_RELEASE, JOB_FLUSH };
+struct job_step {
+	struct seg_cmd cmd;
+	int tunable; /* index into tunable_table for get/set, else -1 */
+};
+/* Start a command on every target (references are taken); the reply goes to conn (which
+ * may disconnect meanwhile). steps are copied. */
+void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_kind kind,
+                    struct proc **targets, int ntargets, const struct job_step *steps, int nsteps);
+void commands_conn_closed(struct ctld *d, struct conn *c);
+void commands_shutdown(struct ctld *d);
+
+/* metrics.c */
+int metrics_init(struct ctld *d);
+void metrics_shutdown(struct ctld *d);
+
+#endif

@@ -1,0 +1,424 @@
+/* requests.c — one handler per ctl.proto request type. Visibility is by uid: a client sees
+ * and acts on the processes whose segment its uid owns (root: all); naming another's
+ * process gets ERR_PERMISSION and a log line. Reads answer at once from the segments;
+ * commands become jobs (commands.c) whose reply comes later. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.pb-c.h"
+#include "ctld.h"
+#include "log.h"
+#include "pool.h"
+#include "units.h"
+#include "wire.h"
+
+bool may_see(uid_t client, const struct proc *p)
+{
+	return client == 0 || client == p->seg.uid;
+}
+
+static void reply_init(Ctl__Reply *r, const Ctl__Envelope *env)
+{
+	ctl__reply__init(r);
+	r->protocol_version = CTL_PROTOCOL_VERSION;
+	r->has_id = env->has_id;
+	r->id = env->id;
+	r->code = CTL__ERROR_CODE__OK;
+}
+
+static void reply_error(struct conn *c, const Ctl__Envelope *env, Ctl__ErrorCode code,
+                        const char *msg)
+{
+	Ctl__Reply r;
+	reply_init(&r, env);
+	r.code = code;
+	r.message = (char *)msg;
+	conn_send_reply(c, &r);
+}
+
+static void deny(struct ctld *d, struct conn *c, const Ctl__Envelope *env, const char *what,
+                 int pid)
+{
+	char msg[128];
+	snprintf(msg, sizeof(msg), "permission denied: pid %d belongs to another user", pid);
+	log_warn("denied %s on pid %d to client pid %d uid %u", what, pid, (int)conn_pid(c),
+	         conn_uid(c));
+	d->st.requests_denied++;
+	reply_error(c, env, CTL__ERROR_CODE__ERR_PERMISSION, msg);
+}
+
+static Ctl__Counter **counters_msg(struct pool *pl, const struct la_counters *v, size_t *n)
+{
+	Ctl__Counter **arr = pool_alloc(pl, sizeof(*arr) * LA_NCOUNTERS);
+	if (!arr)
+		return NULL;
+	size_t i = 0;
+#define REQ_X_COUNTER(cname, kind, unit, help)                 \
+	if ((arr[i] = pool_alloc(pl, sizeof(Ctl__Counter)))) { \
+		ctl__counter__init(arr[i]);                    \
+		arr[i]->name = #cname;                         \
+		arr[i]->value = v->cname;                      \
+		i++;                                           \
+	}
+	LA_COUNTERS(REQ_X_COUNTER)
+#undef REQ_X_COUNTER
+	*n = i;
+	return arr;
+}
+
+static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s)
+{
+	Ctl__ProcessInfo *pi = pool_alloc(pl, sizeof(*pi));
+	if (!pi)
+		return NULL;
+	const struct la_shm_header *h = &s->p->seg.hdr;
+	ctl__process_info__init(pi);
+	pi->pid = h->pid;
+	pi->exe = pool_strdup(pl, h->exe);
+	if (!pi->exe)
+		return NULL;
+	pi->uid = s->p->seg.uid;
+	pi->start_time_ns = h->created_ns;
+	pi->arenas = h->arena_count;
+	pi->threads = h->threads;
+	pi->bytes_in_use = s->total.bytes_in_use;
+	pi->bytes_mapped = s->total.bytes_mapped;
+	pi->bytes_retained = s->total.bytes_retained;
+	pi->has_rss_bytes = true;
+	pi->rss_bytes = s->rss_bytes;
+	pi->control = (char *)proc_control_name(h->control_state);
+	return pi;
+}
+
+static void handle_version(struct conn *c, const Ctl__Envelope *env)
+{
+	Ctl__Reply r;
+	Ctl__VersionReply v = CTL__VERSION_REPLY__INIT;
+	reply_init(&r, env);
+	v.daemon_version = CTLD_VERSION;
+	v.protocol_version = CTL_PROTOCOL_VERSION;
+	v.segment_abi_version = LA_SHM_ABI_VERSION;
+	r.version = &v;
+	conn_send_reply(c, &r);
+}
+
+static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	struct pool pl;
+	pool_init(&pl);
+	Ctl__Reply r;
+	Ctl__ListReply lr = CTL__LIST_REPLY__INIT;
+	reply_init(&r, env);
+	r.list = &lr;
+	lr.processes = pool_alloc(&pl, sizeof(*lr.processes) * ((size_t)d->nprocs + 1));
+	struct proc *p, *tmp;
+	TAILQ_FOREACH_SAFE(p, &d->procs, link, tmp)
+	{
+		if (!lr.processes || !may_see(conn_uid(c), p))
+			continue;
+		struct proc_snap s;
+		if (!proc_snapshot(d, p, &s, false))
+			continue;
+		Ctl__ProcessInfo *pi = process_info(&pl, &s);
+		if (pi)
+			lr.processes[lr.n_processes++] = pi;
+	}
+	if (!lr.processes) {
+		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
+		r.message = "out of memory";
+	}
+	conn_send_reply(c, &r);
+	pool_free(&pl);
+}
+
+/* Find the process pid for this client: NULL after replying with the reason. */
+static struct proc *lookup(struct ctld *d, struct conn *c, const Ctl__Envelope *env, int pid,
+                           const char *what)
+{
+	struct proc *p = discover_find(d, pid);
+	if (!p) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "no such process: pid %d has no liballoc segment", pid);
+		reply_error(c, env, CTL__ERROR_CODE__ERR_NO_PROCESS, msg);
+		return NULL;
+	}
+	if (!may_see(conn_uid(c), p)) {
+		deny(d, c, env, what, pid);
+		return NULL;
+	}
+	return p;
+}
+
+static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	struct proc *p = lookup(d, c, env, env->stats->pid, "stats");
+	if (!p)
+		return;
+	struct proc_snap s;
+	if (!proc_snapshot(d, p, &s, true)) {
+		reply_error(c, env, CTL__ERROR_CODE__ERR_FAILED,
+		            "the segment could not be read consistently (see the daemon log)");
+		return;
+	}
+	struct pool pl;
+	pool_init(&pl);
+	Ctl__Reply r;
+	Ctl__StatsReply sr = CTL__STATS_REPLY__INIT;
+	reply_init(&r, env);
+	r.stats = &sr;
+	bool ok = (sr.process = process_info(&pl, &s)) &&
+	          (sr.totals = counters_msg(&pl, &s.total, &sr.n_totals));
+	sr.arenas = pool_alloc(&pl, sizeof(*sr.arenas) * (s.narenas + 1));
+	ok = ok && sr.arenas;
+	for (uint32_t i = 0; ok && i < s.narenas; i++) {
+		Ctl__ArenaStats *a = pool_alloc(&pl, sizeof(*a));
+		if (!(ok = a != NULL))
+			break;
+		ctl__arena_stats__init(a);
+		a->index = s.arenas[i].index;
+		a->threads = s.arenas[i].threads;
+		ok = (a->counters = counters_msg(&pl, &s.arenas[i].c, &a->n_counters)) != NULL;
+		sr.arenas[sr.n_arenas++] = a;
+	}
+	uint32_t ncls = 0;
+	struct la_shm_class *cls = NULL;
+	if (ok && p->seg.hdr.class_count) {
+		cls = calloc(p->seg.hdr.class_count, sizeof(*cls));
+		if (!cls || seg_read_classes(&p->seg, cls, p->seg.hdr.class_count, &ncls))
+			ncls = 0;
+	}
+	sr.classes = pool_alloc(&pl, sizeof(*sr.classes) * (ncls + 1));
+	ok = ok && sr.classes;
+	for (uint32_t i = 0; ok && i < ncls; i++) {
+		Ctl__ClassStats *cs = pool_alloc(&pl, sizeof(*cs));
+		Ctl__Counter **arr = pool_alloc(&pl, sizeof(*arr) * 8);
+		if (!(ok = cs && arr))
+			break;
+		ctl__class_stats__init(cs);
+		cs->size = cls[i].size;
+		cs->counters = arr;
+#define REQ_X_CLASS(cname, kind, unit, help)                                 \
+	if ((arr[cs->n_counters] = pool_alloc(&pl, sizeof(Ctl__Counter)))) { \
+		ctl__counter__init(arr[cs->n_counters]);                     \
+		arr[cs->n_counters]->name = #cname;                          \
+		arr[cs->n_counters]->value = cls[i].s.cname;                 \
+		cs->n_counters++;                                            \
+	}
+		LA_CLASS_STATS(REQ_X_CLASS)
+#undef REQ_X_CLASS
+		sr.classes[sr.n_classes++] = cs;
+	}
+	free(cls);
+	sr.tunables = pool_alloc(&pl, sizeof(*sr.tunables) * (s.ntun + 1));
+	ok = ok && sr.tunables;
+	for (uint32_t i = 0; ok && i < s.ntun; i++) {
+		const struct tunable_info *ti = &tunable_table[i];
+		Ctl__Tunable *tu = pool_alloc(&pl, sizeof(*tu));
+		if (!(ok = tu != NULL))
+			break;
+		ctl__tunable__init(tu);
+		tu->name = (char *)ti->name;
+		tu->value = s.tun[i].value;
+		tu->has_explicitly_set = tu->has_min = tu->has_max = tu->has_live = true;
+		tu->explicitly_set = s.tun[i].explicitly_set != 0;
+		tu->min = ti->min;
+		tu->max = ti->max;
+		tu->live = ti->live;
+		tu->type = (char *)units_type_name(ti->type);
+		tu->help = (char *)ti->help;
+		sr.tunables[sr.n_tunables++] = tu;
+	}
+	if (!ok) {
+		reply_init(&r, env);
+		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
+		r.message = "out of memory";
+	}
+	conn_send_reply(c, &r);
+	pool_free(&pl);
+	proc_snap_free(&s);
+}
+
+/* Resolve a Target to the processes this client may act on. Returns the count (targets
+ * malloc'd into *out), or -1 after replying with the reason. */
+static int resolve(struct ctld *d, struct conn *c, const Ctl__Envelope *env, const Ctl__Target *t,
+                   const char *what, struct proc ***out)
+{
+	*out = calloc((size_t)d->nprocs + 1, sizeof(**out));
+	if (!*out) {
+		reply_error(c, env, CTL__ERROR_CODE__ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	int n = 0;
+	if (!t || (!t->has_pid && !t->exe && !(t->has_all && t->all))) {
+		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST,
+		            "the target names no process (give pid, exe or all)");
+		goto fail;
+	}
+	if (t->has_pid) {
+		struct proc *p = lookup(d, c, env, t->pid, what);
+		if (!p)
+			goto fail;
+		(*out)[n++] = p;
+		return n;
+	}
+	int hidden = 0;
+	struct proc *p;
+	TAILQ_FOREACH(p, &d->procs, link)
+	{
+		if (t->exe && strcmp(t->exe, p->exe_base) != 0)
+			continue;
+		if (!may_see(conn_uid(c), p)) {
+			hidden++;
+			continue;
+		}
+		(*out)[n++] = p;
+	}
+	if (t->exe && n == 0) {
+		char msg[LA_EXE_MAX + 64];
+		if (hidden) {
+			snprintf(msg, sizeof(msg),
+			         "permission denied: every process of %.200s "
+			         "belongs to another user",
+			         t->exe);
+			log_warn("denied %s on exe %.200s to client pid %d uid %u", what, t->exe,
+			         (int)conn_pid(c), conn_uid(c));
+			d->st.requests_denied++;
+			reply_error(c, env, CTL__ERROR_CODE__ERR_PERMISSION, msg);
+		} else {
+			snprintf(msg, sizeof(msg), "no such process: no %.200s runs with liballoc",
+			         t->exe);
+			reply_error(c, env, CTL__ERROR_CODE__ERR_NO_PROCESS, msg);
+		}
+		goto fail;
+	}
+	return n;
+fail:
+	free(*out);
+	*out = NULL;
+	return -1;
+}
+
+static bool start(struct ctld *d, struct conn *c, const Ctl__Envelope *env, enum job_kind kind,
+                  const Ctl__Target *target, const char *what, const struct job_step *steps,
+                  int nsteps)
+{
+	struct proc **targets;
+	int n = resolve(d, c, env, target, what, &targets);
+	if (n < 0)
+		return false;
+	log_debug("%s on %d process(es) for client pid %d uid %u", what, n, (int)conn_pid(c),
+	          conn_uid(c));
+	commands_start(d, c, env->has_id ? env->id : 0, kind, targets, n, steps, nsteps);
+	free(targets);
+	return true;
+}
+
+static bool handle_get(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	struct job_step steps[LA_NTUNABLES];
+	int n = 0;
+	const Ctl__GetRequest *g = env->get;
+	if (g->n_names > LA_NTUNABLES) {
+		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE, "too many names");
+		return false;
+	}
+	for (size_t i = 0; i < (g->n_names ? g->n_names : LA_NTUNABLES); i++) {
+		const struct tunable_info *ti =
+		        g->n_names ? tunable_find(g->names[i]) : &tunable_table[i];
+		if (!ti) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "unknown tunable '%.64s'", g->names[i]);
+			reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE, msg);
+			return false;
+		}
+		memset(&steps[n], 0, sizeof(steps[n]));
+		steps[n].cmd.command = LA_CMD_get;
+		snprintf(steps[n].cmd.name, sizeof(steps[n].cmd.name), "%s", ti->name);
+		steps[n].tunable = (int)(ti - tunable_table);
+		n++;
+	}
+	Ctl__Target t = CTL__TARGET__INIT;
+	t.has_pid = true;
+	t.pid = g->pid;
+	return start(d, c, env, JOB_GET, &t, "get", steps, n);
+}
+
+static bool handle_set(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	struct job_step steps[LA_NTUNABLES];
+	const Ctl__SetRequest *s = env->set;
+	if (s->n_assignments == 0 || s->n_assignments > LA_NTUNABLES) {
+		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE,
+		            s->n_assignments ? "too many assignments" : "no assignment given");
+		return false;
+	}
+	for (size_t i = 0; i < s->n_assignments; i++) {
+		const Ctl__SetRequest__Assignment *a = s->assignments[i];
+		const struct tunable_info *ti = tunable_find(a->name);
+		char msg[256];
+		if (!ti) {
+			snprintf(msg, sizeof(msg), "unknown tunable '%.64s'", a->name);
+			reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE, msg);
+			return false;
+		}
+		if (!ti->live) {
+			snprintf(msg, sizeof(msg), "%s cannot change while the process runs",
+			         ti->name);
+			reply_error(c, env, CTL__ERROR_CODE__ERR_READONLY, msg);
+			return false;
+		}
+		memset(&steps[i], 0, sizeof(steps[i]));
+		if (units_parse_tunable(ti, a->value, &steps[i].cmd.value, msg, sizeof(msg))) {
+			reply_error(c, env, CTL__ERROR_CODE__ERR_RANGE, msg);
+			return false;
+		}
+		steps[i].cmd.command = LA_CMD_set;
+		snprintf(steps[i].cmd.name, sizeof(steps[i].cmd.name), "%s", ti->name);
+		steps[i].tunable = (int)(ti - tunable_table);
+	}
+	return start(d, c, env, JOB_SET, s->target, "set", steps, (int)s->n_assignments);
+}
+
+static bool handle_simple(struct ctld *d, struct conn *c, const Ctl__Envelope *env,
+                          enum job_kind kind, uint32_t cmd, const Ctl__Target *t, uint64_t arg)
+{
+	struct job_step step;
+	memset(&step, 0, sizeof(step));
+	step.cmd.command = cmd;
+	step.cmd.arg = arg;
+	step.tunable = -1;
+	return start(d, c, env, kind, t, seg_command_name(cmd), &step, 1);
+}
+
+bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	switch (env->payload_case) {
+	case CTL__ENVELOPE__PAYLOAD_VERSION:
+		handle_version(c, env);
+		return false;
+	case CTL__ENVELOPE__PAYLOAD_LIST:
+		handle_list(d, c, env);
+		return false;
+	case CTL__ENVELOPE__PAYLOAD_STATS:
+		handle_stats(d, c, env);
+		return false;
+	case CTL__ENVELOPE__PAYLOAD_GET:
+		return handle_get(d, c, env);
+	case CTL__ENVELOPE__PAYLOAD_SET:
+		return handle_set(d, c, env);
+	case CTL__ENVELOPE__PAYLOAD_TRIM:
+		return handle_simple(d, c, env, JOB_TRIM, LA_CMD_trim, env->trim->target,
+		                     env->trim->has_pad ? env->trim->pad : 0);
+	case CTL__ENVELOPE__PAYLOAD_RELEASE:
+		return handle_simple(d, c, env, JOB_RELEASE, LA_CMD_release_idle_heaps,
+		                     env->release->target, 0);
+	case CTL__ENVELOPE__PAYLOAD_FLUSH:
+		return handle_simple(d, c, env, JOB_FLUSH, LA_CMD_flush_caches, env->flush->target,
+		                     0);
+	default:
+		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST,
+		            "unknown or missing request type");
+		return false;
+	}
+}

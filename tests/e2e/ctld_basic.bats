@@ -1,0 +1,325 @@
+#!/usr/bin/env bats
+# ctld_basic.bats — allocctld against fake segments (tests/helpers/fakeseg.c): discovery,
+# every request type, /metrics format, per-process results of commands, exit and SIGKILL
+# cleanup, timeouts of stopped or silent processes, reload and restart.
+
+setup() {
+	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
+	ctld_setup
+}
+
+teardown() {
+	ctld_teardown
+}
+
+@test "daemon starts owner-only: socket 0600 in a 0700 directory, answers version" {
+	start_daemon
+	[ "$(stat -c %a "$SOCK")" = 600 ]
+	[ "$(stat -c %a "$(dirname "$SOCK")")" = 700 ]
+	run ctl version
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"code=OK"* ]]
+	[[ "$output" == *"protocol_version=1 abi=1"* ]]
+}
+
+@test "a fake process is discovered and listed with its exe and counters" {
+	start_daemon
+	start_fake --exe /usr/bin/fakesvc --arenas 3
+	wait_listed "$FPID"
+	run ctl list
+	[[ "$output" == *"process pid=$FPID exe=/usr/bin/fakesvc uid=0 arenas=3 threads=3"* ]]
+	[[ "$output" == *"control=running"* ]]
+}
+
+@test "segments present before the daemon starts are found at once" {
+	start_fake
+	start_daemon
+	run ctl list
+	[[ "$output" == *"process pid=$FPID "* ]]
+}
+
+@test "stats returns totals, every arena, classes and tunables" {
+	start_daemon
+	start_fake --arenas 2
+	wait_listed "$FPID"
+	run ctl stats "$FPID"
+	[[ "$output" == *"code=OK"* ]]
+	# mapped: process block 4M*1 + arena 0 4M*2 + arena 1 4M*3
+	[[ "$output" == *"total bytes_mapped=25165824"* ]]
+	[[ "$output" == *"arena 1 bytes_mapped=12582912"* ]]
+	[[ "$output" == *"class 16 blocks_in_use=100"* ]]
+	[[ "$output" == *"tunable pid=$FPID name=mmap_threshold value=131072 min=0 max=33554432 explicit=0"* ]]
+	# one line per counter of the X-macro list
+	n=$(grep -c '^total ' <<<"$output")
+	want=$(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" | grep -c 'X(')
+	[ "$n" -eq "$want" ]
+}
+
+@test "/metrics passes the exposition format check and carries the process" {
+	start_daemon
+	start_fake --exe /opt/svc/fake-exe --arenas 2
+	wait_listed "$FPID"
+	metrics >"$T/m"
+	run "$PROMCHECK" "$T/m"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q "^liballoc_bytes_in_use{pid=\"$FPID\",exe=\"fake-exe\"} " "$T/m"
+	grep -q "^liballoc_mmap_calls_total{pid=\"$FPID\",exe=\"fake-exe\"} 30$" "$T/m"
+	grep -q "^liballoc_arena_bytes_mapped{pid=\"$FPID\",exe=\"fake-exe\",arena=\"1\"} 12582912$" "$T/m"
+	grep -q "^liballoc_tunable{pid=\"$FPID\",exe=\"fake-exe\",name=\"decay_ms\"} 10000$" "$T/m"
+	grep -q '^# TYPE liballoc_commands_executed_total counter$' "$T/m"
+}
+
+@test "per-size-class series are exported when metrics_classes is set" {
+	printf 'metrics_classes = true\nmetrics_arenas = false\n' >"$T/conf"
+	start_daemon --config "$T/conf"
+	start_fake
+	wait_listed "$FPID"
+	metrics >"$T/m"
+	"$PROMCHECK" "$T/m"
+	grep -q "^liballoc_class_blocks_in_use{pid=\"$FPID\",exe=\"fakeseg\",size=\"64\"} 300$" "$T/m"
+	grep -q '^# TYPE liballoc_class_refills_total counter$' "$T/m"
+	! grep -q '^liballoc_arena_' "$T/m"
+}
+
+@test "/healthz answers and / is a self-contained page" {
+	start_daemon
+	run curl -sf "http://$HTTP/healthz"
+	[[ "$output" == "ok 0 processes" ]]
+	curl -sf "http://$HTTP/" >"$T/page"
+	grep -q '<canvas' "$T/page"
+	grep -q "fetch('/api/processes')" "$T/page"
+	! grep -Eq '(src|href)="https?://' "$T/page"
+	start_fake --exe '/bin/we"ird'
+	wait_listed "$FPID"
+	run curl -sf "http://$HTTP/api/processes"
+	[[ "$output" == *"\"pid\":$FPID"* ]]
+	[[ "$output" == *'"exe":"we\"ird"'* ]]
+	run curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/nope"
+	[ "$output" = 404 ]
+}
+
+@test "set round-trips: human units in, the effective value back, visible in stats" {
+	start_daemon
+	start_fake
+	wait_listed "$FPID"
+	run ctl set "$FPID" mmap_threshold=64K decay_ms=2s madvise_throttle=false
+	echo "$output"
+	[[ "$output" == *"result pid=$FPID exe=fakeseg code=OK"* ]]
+	[[ "$output" == *"value pid=$FPID name=mmap_threshold value=65536"* ]]
+	[[ "$output" == *"value pid=$FPID name=decay_ms value=2000"* ]]
+	[[ "$output" == *"value pid=$FPID name=madvise_throttle value=0"* ]]
+	run ctl stats "$FPID"
+	[[ "$output" == *"name=mmap_threshold value=65536 min=0 max=33554432 explicit=1"* ]]
+	run ctl get "$FPID" mmap_threshold
+	[[ "$output" == *"value pid=$FPID name=mmap_threshold value=65536"* ]]
+}
+
+@test "set refuses bad values with the valid range, unknown names, and no target" {
+	start_daemon
+	start_fake
+	wait_listed "$FPID"
+	run ctl set "$FPID" mmap_threshold=64G
+	[[ "$output" == *"code=ERR_RANGE"* ]]
+	[[ "$output" == *"message=mmap_threshold = 64G is out of range [0, 32M]"* ]]
+	run ctl set "$FPID" mmap_threshold=lots
+	[[ "$output" == *"code=ERR_RANGE"* ]]
+	[[ "$output" == *"bad value 'lots'"* ]]
+	run ctl set "$FPID" no_such_knob=1
+	[[ "$output" == *"code=ERR_UNKNOWN_TUNABLE"* ]]
+	run ctl get "$FPID" no_such_knob
+	[[ "$output" == *"code=ERR_UNKNOWN_TUNABLE"* ]]
+	run ctl set 999999 mmap_threshold=1M
+	[[ "$output" == *"code=ERR_NO_PROCESS"* ]]
+	run ctl stats 999999
+	[[ "$output" == *"code=ERR_NO_PROCESS"* ]]
+}
+
+@test "trim, release and flush pass the process's counts through" {
+	start_daemon
+	start_fake --trim-bytes 123456
+	wait_listed "$FPID"
+	run ctl trim "$FPID" 4096
+	[[ "$output" == *"result pid=$FPID exe=fakeseg code=OK released=123456 mmap=0 munmap=0 madvise=3"* ]]
+	run ctl release "$FPID"
+	[[ "$output" == *"result pid=$FPID exe=fakeseg code=OK released=123456 mmap=0 munmap=1 madvise=3"* ]]
+	run ctl flush "$FPID"
+	[[ "$output" == *"code=OK released=123456"* ]]
+	run ctl stats "$FPID"
+	[[ "$output" == *"total commands_executed=3"* ]]
+}
+
+@test "targets: exe= reaches only that executable, all reaches every process" {
+	start_daemon
+	start_fake --exe /usr/bin/alpha; A=$FPID
+	start_fake --exe /usr/bin/alpha; A2=$FPID
+	start_fake --exe /usr/sbin/beta; B=$FPID
+	wait_listed "$B"; wait_listed "$A"; wait_listed "$A2"
+	run ctl set exe=alpha top_pad=1M
+	[ "$(grep -c '^result .*code=OK' <<<"$output")" -eq 2 ]
+	[[ "$output" == *"result pid=$A exe=alpha code=OK"* ]]
+	[[ "$output" == *"result pid=$A2 exe=alpha code=OK"* ]]
+	[[ "$output" != *"pid=$B "* ]]
+	run ctl trim all
+	[ "$(grep -c '^result .*code=OK released=1048576' <<<"$output")" -eq 3 ]
+	run ctl set exe=gamma top_pad=1M
+	[[ "$output" == *"code=ERR_NO_PROCESS"* ]]
+}
+
+@test "a process that exits disappears" {
+	start_daemon
+	start_fake
+	wait_listed "$FPID"
+	kill -TERM "$FPID"
+	wait_listed "$FPID" absent 3
+	run metrics
+	[[ "$output" != *"pid=\"$FPID\""* ]]
+}
+
+@test "a SIGKILLed process's segment is removed and the process forgotten" {
+	start_daemon --rescan-ms 200
+	start_fake
+	wait_listed "$FPID"
+	seg="$T/segs/liballoc.$FPID.seg"
+	[ -e "$seg" ]
+	kill -9 "$FPID"
+	wait_listed "$FPID" absent 5
+	for _ in $(seq 50); do [ -e "$seg" ] || break; sleep 0.05; done
+	[ ! -e "$seg" ]
+	grep -q "removed stale segment $seg" "$T/log"
+}
+
+@test "a silent process times out and the request is cancelled, others still answer" {
+	start_daemon --command-timeout-ms 300
+	start_fake --no-answer; S=$FPID
+	start_fake; A=$FPID
+	wait_listed "$S"; wait_listed "$A"
+	start=$(date +%s%N)
+	run ctl set all top_pad=2M
+	elapsed=$((($(date +%s%N) - start) / 1000000))
+	echo "$output"
+	[[ "$output" == *"result pid=$S exe=fakeseg code=ERR_TIMEOUT"* ]]
+	[[ "$output" == *"no answer within 300 ms (cancelled)"* ]]
+	[[ "$output" == *"result pid=$A exe=fakeseg code=OK"* ]]
+	[ "$elapsed" -lt 2000 ]
+}
+
+@test "a stopped process times out and does not run the command when continued" {
+	start_daemon --command-timeout-ms 300
+	start_fake
+	wait_listed "$FPID"
+	kill -STOP "$FPID"
+	run ctl set "$FPID" top_pad=3M
+	[[ "$output" == *"code=ERR_TIMEOUT"* ]]
+	kill -CONT "$FPID"
+	sleep 0.3
+	run ctl stats "$FPID"
+	[[ "$output" == *"name=top_pad value=131072 "* ]]
+	[[ "$output" == *"total commands_executed=0"* ]]
+	# and the mailbox works again
+	run ctl set "$FPID" top_pad=3M
+	[[ "$output" == *"name=top_pad value=3145728"* ]]
+}
+
+@test "a daemon killed mid-command leaves a mailbox the next daemon recovers" {
+	start_daemon --command-timeout-ms 500
+	start_fake --delay-ms 800
+	wait_listed "$FPID"
+	ctl --timeout 3000 trim "$FPID" >/dev/null 2>&1 3>&- &
+	client=$!
+	sleep 0.2
+	kill -9 "$DPID"
+	wait "$client" || true
+	wait "$DPID" 2>/dev/null || true
+	rm -f "$SOCK"
+	# the service kept running; a new daemon (another lock token) takes the mailbox over
+	# once the dead one's lock expires (timeout + 1 s) and its command has finished
+	start_daemon --command-timeout-ms 4000
+	run ctl set "$FPID" top_pad=5M
+	echo "$output"
+	[[ "$output" == *"result pid=$FPID exe=fakeseg code=OK"* ]]
+	[[ "$output" == *"name=top_pad value=5242880"* ]]
+	kill -0 "$FPID"
+}
+
+@test "a process without its control thread is reported, not waited for" {
+	start_daemon
+	start_fake --control off
+	wait_listed "$FPID"
+	run ctl trim "$FPID"
+	[[ "$output" == *"code=ERR_FAILED"* ]]
+	[[ "$output" == *"LIBALLOC_CONTROL=0"* ]]
+}
+
+@test "concurrent commands from several clients are serialized per mailbox and all succeed" {
+	start_daemon
+	start_fake; A=$FPID
+	start_fake; B=$FPID
+	wait_listed "$A"; wait_listed "$B"
+	pids=()
+	for i in 1 2 3 4; do
+		( for j in $(seq 10); do ctl set all top_pad=$((i * 4096 + j)) >>"$T/c.$i" || exit 1; done ) 3>&- &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	[ "$(cat "$T"/c.* | grep -c '^result .*code=OK')" -eq 80 ]
+}
+
+@test "SIGHUP reloads the config file: a new run directory is watched" {
+	mkdir -m 700 "$T/more"
+	echo "log_level = debug" >"$T/conf"
+	start_daemon --config "$T/conf"
+	FAKE_DIR="$T/more" start_fake
+	sleep 0.3
+	run ctl list
+	[[ "$output" != *"pid=$FPID "* ]]
+	printf 'log_level = info\nrun_dir = %s\n' "$T/more" >"$T/conf"
+	kill -HUP "$DPID"
+	wait_listed "$FPID"
+	grep -q "configuration reloaded" "$T/log"
+	echo "bogus_key = 1" >"$T/conf"
+	kill -HUP "$DPID"
+	sleep 0.2
+	grep -q "reload failed, keeping the current settings: .*unknown setting 'bogus_key'" "$T/log"
+	run ctl list
+	[[ "$output" == *"pid=$FPID "* ]]
+}
+
+@test "SIGTERM removes the socket; a restarted daemon has every process again" {
+	start_daemon
+	start_fake
+	wait_listed "$FPID"
+	kill -TERM "$DPID"
+	for _ in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.02; done
+	! kill -0 "$DPID" 2>/dev/null
+	[ ! -e "$SOCK" ]
+	grep -q "shutting down" "$T/log"
+	start_daemon
+	run ctl list
+	[[ "$output" == *"process pid=$FPID "* ]]
+}
+
+@test "a second daemon on the same socket refuses to start" {
+	start_daemon
+	run "$CTLD" --socket "$SOCK" --listen off --no-default-dirs
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"another allocctld is serving"* ]]
+	run ctl version
+	[[ "$output" == *"code=OK"* ]]
+}
+
+@test "--help documents the options; bad options and config values are refused" {
+	run "$CTLD" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"--run-dir DIR"* ]]
+	run "$CTLD" --rescan-ms 5
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"rescan_ms: bad value '5'"* ]]
+	echo "listen = nowhere" >"$T/conf"
+	run "$CTLD" --config "$T/conf"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"conf:1: listen: 'nowhere' is not host:port or off"* ]]
+	run "$CTLD" --config "$ROOT/ctld/allocctld.conf.example" --check-config
+	[ "$status" -eq 0 ]
+	[[ "$output" == "configuration ok: socket /run/allocctld/ctl.sock, listen 127.0.0.1:9467"* ]]
+}
