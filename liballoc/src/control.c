@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "arena.h"
@@ -185,6 +187,8 @@ void control_execute(struct la_mailbox *mb)
 static uint32_t control_stop; /* futex-free flag; the thread checks it on every wake */
 static uint32_t control_running;
 
+static pid_t control_tid;
+
 /* Threads of this process, from /proc/self/status (no allocation). */
 static long count_threads(void)
 {
@@ -201,11 +205,59 @@ static long count_threads(void)
 	return p ? strtol(p + 9, NULL, 10) : -1;
 }
 
+/* Is a thread other than the caller and the control thread still running? A zombie
+ * thread-group leader (main returned through pthread_exit) still counts in "Threads:",
+ * so the tasks are read one by one (getdents64 and read: no allocation). */
+static bool others_alive(void)
+{
+	long n = count_threads();
+	if (n < 0 || n > 3)
+		return true;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	/* a control thread that was just created may not have recorded its tid yet */
+	for (int i = 0; i < 100000 && !__atomic_load_n(&control_tid, __ATOMIC_ACQUIRE); i++)
+		sched_yield();
+	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return true;
+	char buf[2048];
+	bool alive = false;
+	long got;
+	while (!alive && (got = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < got && !alive;) {
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			const char *name = buf + off + 19;
+			off += reclen;
+			if (name[0] < '0' || name[0] > '9')
+				continue;
+			pid_t tid = (pid_t)strtol(name, NULL, 10);
+			if (tid == self || tid == control_tid)
+				continue;
+			char path[64], stat[512];
+			size_t k = la_strlcpy(path, "/proc/self/task/", sizeof(path));
+			k += la_strlcpy(path + k, name, sizeof(path) - k);
+			la_strlcpy(path + k, "/stat", sizeof(path) - k);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			ssize_t r = read(fd, stat, sizeof(stat) - 1);
+			close(fd);
+			if (r <= 0)
+				continue;
+			stat[r] = 0;
+			char *p = strrchr(stat, ')');
+			if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
+				alive = true;
+		}
+	}
+	close(dir);
+	return alive;
+}
+
 void control_thread_exiting(void)
 {
-	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE))
-		return;
-	if (count_threads() != 2) /* the exiting thread and the control thread */
+	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE) || others_alive())
 		return;
 	__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
 	la_futex(&shm_mailbox()->state, FUTEX_WAKE, INT32_MAX, NULL);
@@ -215,6 +267,7 @@ static void *control_main(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "liballoc-ctl", 0, 0, 0);
+	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
 	for (;;) {
@@ -270,6 +323,7 @@ static void start_thread(void)
 	}
 	control_stop = 0;
 	control_running = 0;
+	control_tid = 0;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
