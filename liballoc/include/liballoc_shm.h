@@ -73,6 +73,8 @@
 	X(threshold_raises, LA_COUNTER, "", "Dynamic mmap threshold adjustments")                 \
 	X(remote_frees_queued, LA_COUNTER, "", "Frees enqueued on this arena by other threads")   \
 	X(remote_frees_drained, LA_COUNTER, "", "Remote frees drained by this arena's users")     \
+	X(remote_frees_locked, LA_COUNTER, "",                                                    \
+	  "Frees by other threads that took this arena's lock (only when no thread uses it)")     \
 	X(cache_refills, LA_COUNTER, "", "Thread-cache refills from the arena")                   \
 	X(cache_flushes, LA_COUNTER, "", "Thread-cache flushes to the arena")                     \
 	X(lock_contended, LA_COUNTER, "", "Arena lock acquisitions that had to wait")             \

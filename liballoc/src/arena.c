@@ -379,6 +379,18 @@ void arena_free_remote(struct arena *a, void *p)
 	STAT_ADD(a->c, remote_frees_queued, 1);
 }
 
+void arena_free_any(struct arena *owner, struct arena *mine, void *p)
+{
+	if (owner == mine) {
+		arena_free_local(owner, p);
+	} else if (__atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0) {
+		STAT_ADD(owner->c, remote_frees_locked, 1);
+		arena_free_local(owner, p);
+	} else {
+		arena_free_remote(owner, p);
+	}
+}
+
 void arena_drain(struct arena *a)
 {
 	struct __cds_wfcq_head head;

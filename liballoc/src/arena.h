@@ -70,6 +70,10 @@ void arena_free_local(struct arena *a, void *p);
 void *arena_alloc_large(struct arena *a, size_t size, size_t align);
 /* Enqueue a free on the owning arena without taking its lock (wait-free). */
 void arena_free_remote(struct arena *a, void *p);
+/* Free p of arena owner from a thread using arena mine (NULL: none): locally when they
+ * are the same or no thread uses owner (counted in remote_frees_locked; nobody would
+ * drain a queue there but the control thread), else through the remote queue. */
+void arena_free_any(struct arena *owner, struct arena *mine, void *p);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);
 /* Usable bytes of a heap block (validated by the caller). */

@@ -102,6 +102,7 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 		struct arena *owner = heap_of(p)->arena;
 		if (owner == own || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0) {
 			if (owner != own) {
+				STAT_ADD(owner->c, remote_frees_locked, 1);
 				arena_free_local(owner, p);
 				continue;
 			}
@@ -175,10 +176,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		tcache_init(tc);
 	struct arena *owner = heap_of(p)->arena;
 	if (unlikely(tc->state == TC_DEAD)) {
-		if (owner == tc->arena || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
-			arena_free_local(owner, p);
-		else
-			arena_free_remote(owner, p);
+		arena_free_any(owner, tc->arena, p);
 		return;
 	}
 	for (;;) {
@@ -193,10 +191,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	if (b->limit == 0) {
 		barrier();
 		tc->busy = 0;
-		if (owner == tc->arena || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
-			arena_free_local(owner, p);
-		else
-			arena_free_remote(owner, p);
+		arena_free_any(owner, tc->arena, p);
 		return;
 	}
 	if (b->count >= b->limit)

@@ -1,0 +1,348 @@
+/* mechanisms.c — the four memory-return mechanisms, each on its scenario of issue 4,
+ * asserted on the allocator's own counters (system calls, heaps, remote frees) and on
+ * /proc, never on timing. Linked with liballoc.a; every test runs in its own process. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "liballoc.h"
+
+static struct la_counters stats(void)
+{
+	struct la_counters c;
+	liballoc_stats(&c);
+	return c;
+}
+
+static long status_kib(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	size_t n = strlen(key);
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, n) == 0)
+			v = atol(line + n);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void set(const char *name, int64_t v)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
+}
+
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, fn, arg);
+	pthread_join(t, NULL);
+}
+
+/* ---- 1. madvise throttling ------------------------------------------------------------ */
+
+static void *grow_shrink_48_pages(void *arg)
+{
+	for (int i = 0; i < 1024; i++) {
+		char *p = A(malloc)(48 * 4096);
+		memset(p, i, 48 * 4096);
+		A(free)(p);
+	}
+	return arg;
+}
+
+Test(throttle, alternating_grow_and_shrink_makes_at_most_two_madvise_calls)
+{
+	set("mmap_threshold", 1 << 20); /* pinned: nothing dynamic rescues it */
+	set("trim_threshold", 128 * 1024);
+	struct la_counters before = stats();
+	run_thread(grow_shrink_48_pages, NULL);
+	struct la_counters after = stats();
+	uint64_t madv = after.madvise_calls - before.madvise_calls;
+	cr_assert_leq(madv, 2, "madvise calls: %llu", (unsigned long long)madv);
+	cr_assert_gt(after.madvise_deferred, before.madvise_deferred,
+	             "the throttle deferred returns");
+}
+
+Test(throttle, turned_off_it_returns_pages_on_every_shrink)
+{
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 128 * 1024);
+	set("madvise_throttle", 0);
+	struct la_counters before = stats();
+	run_thread(grow_shrink_48_pages, NULL);
+	struct la_counters after = stats();
+	cr_assert_geq(after.madvise_calls - before.madvise_calls, 1000, "madvise calls: %llu",
+	              (unsigned long long)(after.madvise_calls - before.madvise_calls));
+}
+
+Test(throttle, a_shrinking_heap_returns_pages_in_batches)
+{
+	set("mmap_threshold", 1 << 20);
+	enum { N = 2000 };
+	static char *blocks[N];
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
+	struct la_counters before = stats();
+	for (int i = 0; i < N - 1; i++)
+		A(free)(blocks[i]);
+	struct la_counters after = stats();
+	uint64_t madv = after.madvise_calls - before.madvise_calls;
+	uint64_t bytes = after.madvise_bytes - before.madvise_bytes;
+	cr_assert_gt(madv, 0, "a shrinking heap gives pages back without a trim");
+	cr_assert_geq(bytes / madv, 1 << 20,
+	              "batches of at least the mmap threshold: %llu calls, %llu bytes",
+	              (unsigned long long)madv, (unsigned long long)bytes);
+	A(free)(blocks[N - 1]);
+}
+
+Test(throttle, an_explicit_trim_bypasses_it)
+{
+	set("mmap_threshold", 1 << 20);
+	run_thread(grow_shrink_48_pages, NULL);
+	struct la_counters before = stats();
+	cr_assert_eq(A(malloc_trim)(0), 1);
+	struct la_counters after = stats();
+	cr_assert_gt(after.madvise_calls + after.munmap_calls,
+	             before.madvise_calls + before.munmap_calls);
+	cr_assert_lt(after.bytes_retained, before.bytes_retained);
+}
+
+/* ---- 2. dynamic mmap threshold and the mapping cache --------------------------------- */
+
+struct loop {
+	size_t size;
+	int iterations;
+	long faults_after_warmup;
+};
+
+static void *alloc_touch_free(void *arg)
+{
+	struct loop *l = arg;
+	struct rusage r0, r1;
+	for (int i = 0; i < l->iterations; i++) {
+		if (i == 4)
+			getrusage(RUSAGE_THREAD, &r0);
+		char *p = A(malloc)(l->size);
+		for (size_t o = 0; o < l->size; o += 4096)
+			p[o] = (char)i;
+		A(free)(p);
+	}
+	getrusage(RUSAGE_THREAD, &r1);
+	l->faults_after_warmup = r1.ru_minflt - r0.ru_minflt;
+	return NULL;
+}
+
+static void two_threads(struct loop *a, struct loop *b)
+{
+	pthread_t t1, t2;
+	pthread_create(&t1, NULL, alloc_touch_free, a);
+	pthread_create(&t2, NULL, alloc_touch_free, b);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+}
+
+Test(dynamic_threshold, freeing_a_4mb_mapping_raises_the_threshold_and_faults_stop)
+{
+	struct loop a = {4 << 20, 200, 0}, b = {4 << 20, 200, 0};
+	two_threads(&a, &b);
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, 4 << 20, "threshold raised past 4 MiB: %lld", (long long)t);
+	struct la_counters c = stats();
+	cr_assert_geq(c.threshold_raises, 1);
+	long pages = 196L * (4 << 20) / 4096;
+	cr_assert_lt(a.faults_after_warmup + b.faults_after_warmup, pages / 100,
+	             "page faults after warm-up: %ld + %ld for %ld pages touched",
+	             a.faults_after_warmup, b.faults_after_warmup, 2 * pages);
+}
+
+Test(dynamic_threshold, an_explicit_threshold_turns_it_off)
+{
+	cr_assert_eq(A(mallopt)(M_MMAP_THRESHOLD, 256 * 1024), 1);
+	void *p = A(malloc)(4 << 20);
+	A(free)(p);
+	int64_t t = 0, dyn = 1;
+	liballoc_get("mmap_threshold", &t);
+	liballoc_get("mmap_dynamic", &dyn);
+	cr_assert_eq(t, 256 * 1024);
+	cr_assert_eq(dyn, 0);
+	set("mmap_dynamic", 1);
+	p = A(malloc)(4 << 20);
+	A(free)(p);
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, 4 << 20, "re-enabled: %lld", (long long)t);
+}
+
+Test(mapping_cache, blocks_above_the_ceiling_are_recycled_without_faults)
+{
+	struct loop a = {40 << 20, 40, 0}, b = {40 << 20, 40, 0};
+	struct la_counters before = stats();
+	two_threads(&a, &b);
+	struct la_counters after = stats();
+	uint64_t maps = after.mmap_calls - before.mmap_calls;
+	cr_assert_leq(maps, 8, "mmap calls for 80 x 40 MiB: %llu", (unsigned long long)maps);
+	cr_assert_geq(after.direct_cache_hits - before.direct_cache_hits, 70);
+	long pages = 36L * (40 << 20) / 4096;
+	cr_assert_lt(a.faults_after_warmup + b.faults_after_warmup, pages / 100,
+	             "faults after warm-up: %ld + %ld", a.faults_after_warmup,
+	             b.faults_after_warmup);
+	cr_assert_leq(after.direct_cache_bytes, 256u << 20, "bounded by direct_cache_bytes");
+}
+
+Test(mapping_cache, trim_empties_it)
+{
+	void *p = A(malloc)(40 << 20);
+	memset(p, 1, 40 << 20);
+	A(free)(p);
+	cr_assert_geq(stats().direct_cache_bytes, 40u << 20);
+	A(malloc_trim)(0);
+	cr_assert_eq(stats().direct_cache_bytes, 0);
+}
+
+/* ---- 3. idle heap release --------------------------------------------------------------- */
+
+static void *fill_and_free_all_but_last(void *arg)
+{
+	size_t n = (256u << 20) / 4000;
+	char **blocks = A(malloc)(n * sizeof(*blocks));
+	for (size_t i = 0; i < n; i++)
+		memset(blocks[i] = A(malloc)(4000), 1, 4000);
+	for (size_t i = 0; i + 1 < n; i++)
+		A(free)(blocks[i]);
+	*(void **)arg = blocks[n - 1];
+	A(free)(blocks);
+	return NULL;
+}
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+Test(idle_heaps, emptied_heaps_anywhere_in_an_arena_are_unmapped)
+{
+	void *last[2];
+	pthread_t t1, t2;
+	/* glibc keeps the stacks of joined threads for reuse: count them in the start */
+	pthread_create(&t1, NULL, nothing, NULL);
+	pthread_create(&t2, NULL, nothing, NULL);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	long vsz0 = status_kib("VmSize:");
+	pthread_create(&t1, NULL, fill_and_free_all_but_last, &last[0]);
+	pthread_create(&t2, NULL, fill_and_free_all_but_last, &last[1]);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	long peak = status_kib("VmHWM:"), rss = status_kib("VmRSS:");
+	struct la_counters c = stats();
+	cr_assert_geq(c.heaps_released, 6, "heaps released: %llu",
+	              (unsigned long long)c.heaps_released);
+	cr_assert_leq(rss * 4, peak, "after the frees, no trim: RSS %ld KiB, peak %ld KiB", rss,
+	              peak);
+	A(malloc_trim)(0);
+	rss = status_kib("VmRSS:");
+	long vsz = status_kib("VmSize:");
+	cr_assert_leq(rss * 20, peak, "after malloc_trim(0): RSS %ld KiB, peak %ld KiB", rss, peak);
+	cr_assert_leq(vsz - vsz0, 2 * 65536, "VSZ %ld KiB, at start %ld KiB", vsz, vsz0);
+	A(free)(last[0]);
+	A(free)(last[1]);
+}
+
+Test(idle_heaps, turned_off_they_stay_mapped)
+{
+	set("idle_heap_release", 0);
+	void *last;
+	run_thread(fill_and_free_all_but_last, &last);
+	cr_assert_eq(stats().heaps_released, 0);
+	A(free)(last);
+}
+
+/* ---- 4. remote frees --------------------------------------------------------------------- */
+
+#define BATCH 256
+struct batchq {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	void **items[4096];
+	int head, tail, producers_done;
+};
+
+static struct batchq q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, 0};
+/* producers stay alive until the consumer is done, so their arenas stay owned */
+static pthread_barrier_t all_done;
+static long per_producer = 200000;
+
+static void *producer(void *arg)
+{
+	unsigned s = (unsigned)(size_t)arg;
+	for (long done = 0; done < per_producer; done += BATCH) {
+		void **b = A(malloc)(BATCH * sizeof(void *));
+		for (int i = 0; i < BATCH; i++) {
+			b[i] = A(malloc)(16 + rand_r(&s) % 497);
+			memset(b[i], 7, 16);
+		}
+		pthread_mutex_lock(&q.lock);
+		while ((q.tail + 1) % 4096 == q.head)
+			pthread_cond_wait(&q.cond, &q.lock);
+		q.items[q.tail] = b;
+		q.tail = (q.tail + 1) % 4096;
+		pthread_cond_broadcast(&q.cond);
+		pthread_mutex_unlock(&q.lock);
+	}
+	pthread_mutex_lock(&q.lock);
+	q.producers_done++;
+	pthread_cond_broadcast(&q.cond);
+	pthread_mutex_unlock(&q.lock);
+	pthread_barrier_wait(&all_done);
+	return NULL;
+}
+
+static void *consumer(void *arg)
+{
+	for (;;) {
+		pthread_mutex_lock(&q.lock);
+		while (q.head == q.tail && q.producers_done < 2)
+			pthread_cond_wait(&q.cond, &q.lock);
+		if (q.head == q.tail) {
+			pthread_mutex_unlock(&q.lock);
+			pthread_barrier_wait(&all_done);
+			return arg;
+		}
+		void **b = q.items[q.head];
+		q.head = (q.head + 1) % 4096;
+		pthread_cond_broadcast(&q.cond);
+		pthread_mutex_unlock(&q.lock);
+		for (int i = 0; i < BATCH; i++)
+			A(free)(b[i]);
+		A(free)(b);
+	}
+}
+
+Test(remote_frees, cross_thread_frees_are_queued_and_all_drained)
+{
+	pthread_t p1, p2, c;
+	pthread_barrier_init(&all_done, NULL, 3);
+	pthread_create(&c, NULL, consumer, NULL);
+	pthread_create(&p1, NULL, producer, (void *)1);
+	pthread_create(&p2, NULL, producer, (void *)2);
+	pthread_join(p1, NULL);
+	pthread_join(p2, NULL);
+	pthread_join(c, NULL);
+	liballoc_flush_caches(); /* drains every queue */
+	struct la_counters s = stats();
+	cr_assert_gt(s.remote_frees_queued, (uint64_t)per_producer, "queued: %llu",
+	             (unsigned long long)s.remote_frees_queued);
+	cr_assert_eq(s.remote_frees_queued, s.remote_frees_drained, "queued %llu, drained %llu",
+	             (unsigned long long)s.remote_frees_queued,
+	             (unsigned long long)s.remote_frees_drained);
+	cr_assert_eq(s.remote_frees_locked, 0, "a foreign thread took an owned arena's lock");
+	cr_assert_eq(s.mprotect_calls, 0, "heap growth costs no mprotect");
+}
