@@ -11,12 +11,19 @@ export TESTS_BIN="$BUILD/tests"
 export LIBALLOC_RUN_DIR="${LIBALLOC_RUN_DIR:-$BUILD/run/segments}"
 mkdir -p "$LIBALLOC_RUN_DIR" && chmod 700 "$LIBALLOC_RUN_DIR"
 
+# TSan: known non-races are suppressed with their reasons (tests/tsan.supp); any report
+# fails the program. Criterion cannot start its workers under TSan ("Could not initialize
+# inheritable arena"), so TSan runs the shell-driven suites only (stress, daemon, CLI).
+export TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp halt_on_error=1 ${TSAN_OPTIONS:-}"
+export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
+
 list=()
 if [ -n "${TESTS:-}" ]; then
 	read -r -a list <<<"$TESTS"
 else
 	for f in "$BUILD"/tests/criterion/*; do
 		[ -x "$f" ] || continue
+		[ "$SAN" = tsan ] && continue
 		list+=("$f")
 	done
 	for f in "$ROOT"/tests/*/*.bats; do

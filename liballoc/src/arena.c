@@ -10,6 +10,17 @@
 #include "shm.h"
 #include "tunables.h"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+/* liburcu's queue orders with volatile accesses TSan does not see: tell it the enqueue
+ * releases the block and the drain acquires it. */
+#define TSAN_RELEASE(p) __tsan_release(p)
+#define TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define TSAN_RELEASE(p) ((void)(p))
+#define TSAN_ACQUIRE(p) ((void)(p))
+#endif
+
 struct arena arenas[LA_ARENAS_MAX];
 uint32_t arena_count;
 static struct la_lock arenas_lock = LA_LOCK_INIT; /* attaching threads, creating arenas */
@@ -66,7 +77,7 @@ void arena_detach(struct arena *a)
 	a->pub->threads = a->threads;
 }
 
-struct span *span_lookup(struct heap *h, const void *p)
+LA_RACY_METADATA struct span *span_lookup(struct heap *h, const void *p)
 {
 	uint32_t pg = heap_page_of(h, p);
 	if (pg < h->first_page)
@@ -89,7 +100,7 @@ struct span *span_lookup(struct heap *h, const void *p)
 	return NULL;
 }
 
-size_t arena_usable(struct heap *h, struct span *s, void *p)
+LA_RACY_METADATA size_t arena_usable(struct heap *h, struct span *s, void *p)
 {
 	if (s->kind == SPAN_SMALL)
 		return sc_size[s->cls];
@@ -159,7 +170,11 @@ static void after_free_pages(struct arena *a, struct heap *h)
 	if (TUN(madvise_throttle)) {
 		/* steady or growing: keep the pages for reuse; shrinking: return them in
 		 * batches of at least the mmap threshold */
+		/* a batch is at least the mmap threshold, and at least a quarter of what the
+		 * heap still holds: a heap that shrinks in bursts and regrows is not made to
+		 * fault its pages back in after every burst */
 		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
+		batch = LA_MAX(batch, ((uint64_t)h->used_pages << LA_PAGE_SHIFT) / 4);
 		if (!heap_shrinking(h) || dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
 			STAT_ADD(a->c, madvise_deferred, 1);
 			return;
@@ -374,6 +389,7 @@ void arena_free_local(struct arena *a, void *p)
 void arena_free_remote(struct arena *a, void *p)
 {
 	struct cds_wfcq_node *node = p;
+	TSAN_RELEASE(p);
 	cds_wfcq_node_init(node);
 	cds_wfcq_enqueue(&a->rq_head, &a->rq_tail, node);
 	STAT_ADD(a->c, remote_frees_queued, 1);
@@ -391,6 +407,26 @@ void arena_free_any(struct arena *owner, struct arena *mine, void *p)
 	}
 }
 
+void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __cds_wfcq_head *head,
+                             struct cds_wfcq_tail *tail, uint64_t n)
+{
+	struct cds_wfcq_node *node, *next;
+	if (owner == mine || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0) {
+		if (owner != mine)
+			STAT_ADD(owner->c, remote_frees_locked, n);
+		arena_lock(owner);
+		__cds_wfcq_for_each_blocking_safe(head, tail, node, next)
+		        free_block_locked(owner, node);
+		arena_unlock(owner);
+		return;
+	}
+#if defined(__SANITIZE_THREAD__)
+	__cds_wfcq_for_each_blocking(head, tail, node) TSAN_RELEASE(node);
+#endif
+	__cds_wfcq_splice_blocking(&owner->rq_head, &owner->rq_tail, head, tail);
+	STAT_ADD(owner->c, remote_frees_queued, n);
+}
+
 void arena_drain(struct arena *a)
 {
 	struct __cds_wfcq_head head;
@@ -403,6 +439,7 @@ void arena_drain(struct arena *a)
 	uint64_t count = 0;
 	__cds_wfcq_for_each_blocking_safe(&head, &tail, node, n)
 	{
+		TSAN_ACQUIRE(node);
 		free_block_locked(a, node);
 		count++;
 	}

@@ -74,6 +74,10 @@ void arena_free_remote(struct arena *a, void *p);
  * are the same or no thread uses owner (counted in remote_frees_locked; nobody would
  * drain a queue there but the control thread), else through the remote queue. */
 void arena_free_any(struct arena *owner, struct arena *mine, void *p);
+/* Give owner a whole local queue of its blocks (n of them) in one splice; when no thread
+ * uses owner, free them under its lock instead (like arena_free_any). */
+void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __cds_wfcq_head *head,
+                             struct cds_wfcq_tail *tail, uint64_t n);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);
 /* Usable bytes of a heap block (validated by the caller). */

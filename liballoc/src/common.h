@@ -27,6 +27,14 @@
 #define LA_NOINLINE __attribute__((noinline))
 #define LA_COLD     __attribute__((cold, noinline))
 #define barrier()   __asm__ __volatile__("" ::: "memory")
+/* Functions that read span metadata of another arena without its lock. The fields they
+ * read (kind, cls, npages; bump only grows) do not change while a block of the span is
+ * live, so a valid pointer always reads them right; for an invalid pointer the reads are
+ * best-effort validation. TSan is told not to instrument them. */
+#if !defined(LA_NO_STATS)
+#define LA_NO_STATS 0
+#endif
+#define LA_RACY_METADATA __attribute__((no_sanitize_thread))
 
 #define LA_PAGE_SHIFT 12
 #define LA_PAGE       ((size_t)1 << LA_PAGE_SHIFT)
@@ -53,8 +61,14 @@ static inline size_t la_align_up(size_t n, size_t a)
 
 /* Relaxed atomic counter updates: statistics are read by other processes through the
  * segment; each field is individually atomic (see liballoc_shm.h). */
+#if defined(LA_NO_STATS) && \
+        LA_NO_STATS /* the build that measures what statistics cost (make bench) */
+#define STAT_ADD(blk, field, n) ((void)(blk), (void)(n))
+#define STAT_SUB(blk, field, n) ((void)(blk), (void)(n))
+#else
 #define STAT_ADD(blk, field, n) __atomic_fetch_add(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_SUB(blk, field, n) __atomic_fetch_sub(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
+#endif
 
 /* Report heap corruption or misuse in one line (no allocation) and abort. */
 __attribute__((noreturn, cold)) void la_fatal(const char *func, const char *problem);

@@ -344,6 +344,13 @@ static void start_thread(void)
 	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
 }
 
+void control_announce(void)
+{
+	const char *env = tun_getenv("LIBALLOC_CONTROL");
+	shm_header()->control_state =
+	        env && strcmp(env, "0") == 0 ? LA_CONTROL_OFF : LA_CONTROL_RUNNING;
+}
+
 void control_start(void)
 {
 	start_thread();

@@ -7,6 +7,9 @@
 
 #include "common.h"
 
+/* Mark the segment as controlled before it is published (unless LIBALLOC_CONTROL=0),
+ * so readers never see a starting process as uncontrolled. */
+void control_announce(void);
 void control_start(void);
 void control_fork_child(void);
 /* A thread is exiting: if it is the last one besides the control thread, stop the

@@ -89,7 +89,7 @@ static bool insert(uintptr_t user, void *base, size_t len)
 	dtab[j].user = user;
 	dtab[j].base = base;
 	dtab[j].len = len;
-	dlive++;
+	__atomic_store_n(&dlive, dlive + 1, __ATOMIC_RELAXED);
 	return true;
 }
 
@@ -185,7 +185,7 @@ int direct_free(void *p)
 	void *base = m->base;
 	size_t len = m->len;
 	m->user = 1; /* tombstone */
-	dlive--;
+	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	raise_threshold(len);
 	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
 	bool cached = false;
@@ -243,7 +243,7 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 	}
 	size_t old = m->len, len = la_align_up(size, LA_PAGE);
 	m->user = 1;
-	dlive--;
+	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
 	void *q = len == old ? p : os_remap(p, old, len, pc());
 	la_lock(&direct_lock);
@@ -299,7 +299,7 @@ size_t direct_decay(void)
 
 uint64_t direct_count(void)
 {
-	return dlive;
+	return __atomic_load_n(&dlive, __ATOMIC_RELAXED); /* written under direct_lock */
 }
 
 void direct_fork_prepare(void)

@@ -98,11 +98,12 @@ void heap_destroy(struct heap *h, struct la_counters *c)
 	os_unmap(h, LA_HEAP_SIZE, c);
 }
 
-/* Trend: both rates decay by 1/8 per span event; an event adds 256 to its own rate. */
+/* Trend: both rates decay by 1/32 per span event; an event adds 256 to its own rate, so
+ * each rate is a moving count of its events among the last ~32. */
 static void trend(struct heap *h, bool grow)
 {
-	h->grow_rate -= h->grow_rate >> 3;
-	h->shrink_rate -= h->shrink_rate >> 3;
+	h->grow_rate -= h->grow_rate >> 5;
+	h->shrink_rate -= h->shrink_rate >> 5;
 	if (grow)
 		h->grow_rate += 256;
 	else
@@ -111,7 +112,8 @@ static void trend(struct heap *h, bool grow)
 
 bool heap_shrinking(const struct heap *h)
 {
-	return h->shrink_rate > 2 * h->grow_rate + 256;
+	/* clearly more frees than allocations lately: at least 4 to 1 */
+	return h->shrink_rate > 4 * h->grow_rate + 1024;
 }
 
 /* Find the first free span of at least n pages, smallest bin first. */

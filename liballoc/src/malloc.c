@@ -98,21 +98,20 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 		unsigned cls = sc_class_of(n);
 		struct tcache *tc = &la_tcache;
 		struct tbin *b = &tc->bins[cls];
-		tc->busy = 1;
-		barrier();
-		void *p = b->head;
-		if (likely(p != NULL && !tc->steal)) {
-			void *next = link_decode(*(void **)p, p);
-			if (unlikely((uintptr_t)next & (LA_ALIGN - 1)))
-				corrupt_cache();
-			b->head = next;
-			b->count--;
-			((void **)p)[1] = NULL;
-			barrier();
-			tc->busy = 0;
-			return p;
+		if (likely(tc_enter(tc))) {
+			void *p = b->head;
+			if (likely(p != NULL)) {
+				void *next = link_decode(*(void **)p, p);
+				if (unlikely((uintptr_t)next & (LA_ALIGN - 1)))
+					corrupt_cache();
+				b->head = next;
+				b->count--;
+				((void **)p)[1] = NULL;
+				tc_leave(tc);
+				return p;
+			}
 		}
-		tc->busy = 0;
+		tc_leave(tc);
 	}
 	return malloc_slow(n);
 }
@@ -162,7 +161,7 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 }
 
 /* Free p, validated; func names the caller in error messages. */
-LA_NOINLINE static void free_slow(void *p, const char *func)
+LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 {
 	int saved = errno;
 	if (unlikely(!__atomic_load_n(&la_ready, __ATOMIC_ACQUIRE)))
@@ -205,7 +204,7 @@ LA_NOINLINE static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
-LA_EXPORT void LA_API(free)(void *p)
+LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	if (unlikely(!p))
 		return;
@@ -223,18 +222,15 @@ LA_EXPORT void LA_API(free)(void *p)
 			           idx < s->bump && ((void **)p)[1] != (void *)la_key)) {
 				struct tcache *tc = &la_tcache;
 				struct tbin *b = &tc->bins[cls];
-				tc->busy = 1;
-				barrier();
-				if (likely(b->count < b->limit && !tc->steal)) {
+				if (likely(tc_enter(tc)) && likely(b->count < b->limit)) {
 					*(void **)p = link_encode(b->head, p);
 					((void **)p)[1] = (void *)la_key;
 					b->head = p;
 					b->count++;
-					barrier();
-					tc->busy = 0;
+					tc_leave(tc);
 					return;
 				}
-				tc->busy = 0;
+				tc_leave(tc);
 			}
 		}
 	}
@@ -262,7 +258,7 @@ LA_EXPORT void LA_API(free_aligned_sized)(void *p, size_t align, size_t size)
 /* ---- usable size, calloc, realloc ------------------------------------------------------- */
 
 /* Usable size of a live block, validated; aborts on a pointer we never returned. */
-static size_t usable_size(void *p, const char *func)
+LA_RACY_METADATA static size_t usable_size(void *p, const char *func)
 {
 	if ((uintptr_t)p & (LA_ALIGN - 1))
 		invalid_pointer(func);
@@ -307,7 +303,7 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 	return p;
 }
 
-LA_EXPORT void *LA_API(realloc)(void *p, size_t n)
+LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 {
 	if (!p)
 		return LA_API(malloc)(n);
@@ -654,6 +650,9 @@ static void fork_child(void)
 	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
 	tcache_fork_child();
+	if (LA_NO_STATS)
+		return;
+	control_announce();
 	shm_fork_child();
 	shm_header()->threads = tc->state == TC_LIVE ? 1 : 0;
 	control_fork_child();
@@ -663,6 +662,9 @@ __attribute__((constructor)) static void liballoc_ctor(void)
 {
 	ENSURE_INIT();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	if (LA_NO_STATS)
+		return; /* statistics compiled out: no segment, no control thread */
+	control_announce();
 	shm_publish_file();
 	control_start();
 }

@@ -280,7 +280,6 @@ void shm_fork_child(void)
 	struct la_mailbox *mb = shm_mailbox();
 	memset(mb, 0, sizeof(*mb));
 	shm_header()->threads = 1;
-	shm_header()->control_state = LA_CONTROL_OFF;
 	/* the parent's arena blocks may have been mid-update: make every seqlock even */
 	for (uint32_t i = 0; i < LA_ARENAS_MAX; i++)
 		shm_arena_block(i)->seq &= ~1ULL;

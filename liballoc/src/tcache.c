@@ -35,11 +35,9 @@ static void set_limits(struct tcache *tc)
 {
 	uint64_t max = (uint64_t)TUN(tcache_max_bytes);
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		/* an equal share of the byte budget per class, at most 255 blocks */
-		uint64_t n = max / ((uint64_t)LA_NCLASSES * sc_size[c]);
-		if (max && n < 2)
-			n = max >= (uint64_t)sc_size[c] * 2 ? 2 : 0;
-		tc->bins[c].limit = (uint32_t)LA_MIN(n, 255u);
+		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
+		uint64_t n = max / sc_size[c];
+		tc->bins[c].limit = (uint32_t)LA_MIN(n, TC_MAX_BLOCKS);
 	}
 	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
 }
@@ -82,16 +80,28 @@ struct arena *tcache_arena(struct tcache *tc)
 /* The owner found `steal` set: wait until the flusher is done with this cache. */
 LA_COLD static void wait_steal(struct tcache *tc)
 {
-	tc->busy = 0;
+	tc_leave(tc);
 	while (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE))
 		sched_yield();
 }
+
+/* Blocks of other arenas leave a flush in one chain per owner, spliced into the owner's
+ * queue with a single wait-free operation. */
+#define FLUSH_OWNERS 4
+struct remote_batch {
+	struct arena *owner;
+	struct __cds_wfcq_head head;
+	struct cds_wfcq_tail tail;
+	uint64_t n;
+};
 
 /* Flush blocks from bin cls until `keep` remain. Caller owns the cache (busy or flusher). */
 static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 {
 	struct tbin *b = &tc->bins[cls];
 	struct arena *own = tc->arena;
+	struct remote_batch rb[FLUSH_OWNERS];
+	unsigned nrb = 0;
 	void *mine = NULL;
 	uint32_t nmine = 0, n = 0;
 	while (b->count > keep) {
@@ -100,19 +110,32 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 		b->count--;
 		n++;
 		struct arena *owner = heap_of(p)->arena;
-		if (owner == own || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0) {
-			if (owner != own) {
-				STAT_ADD(owner->c, remote_frees_locked, 1);
-				arena_free_local(owner, p);
-				continue;
-			}
+		if (owner == own) {
 			*(void **)p = link_encode(mine, p);
 			mine = p;
 			nmine++;
+			continue;
+		}
+		unsigned k = 0;
+		while (k < nrb && rb[k].owner != owner)
+			k++;
+		if (k == nrb && nrb < FLUSH_OWNERS) {
+			rb[k].owner = owner;
+			rb[k].n = 0;
+			__cds_wfcq_init(&rb[k].head, &rb[k].tail);
+			nrb++;
+		}
+		if (k < nrb) {
+			struct cds_wfcq_node *node = p;
+			cds_wfcq_node_init(node);
+			cds_wfcq_enqueue(&rb[k].head, &rb[k].tail, node);
+			rb[k].n++;
 		} else {
-			arena_free_remote(owner, p);
+			arena_free_any(owner, own, p);
 		}
 	}
+	for (unsigned k = 0; k < nrb; k++)
+		arena_free_remote_batch(rb[k].owner, own, &rb[k].head, &rb[k].tail, rb[k].n);
 	if (nmine)
 		arena_free_chain(own, mine, nmine, cls);
 	return n;
@@ -134,13 +157,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		tcache_init(tc);
 	if (unlikely(tc->state == TC_DEAD))
 		return arena_alloc_small(tc->arena, cls);
-	for (;;) {
-		tc->busy = 1;
-		barrier();
-		if (likely(!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED)))
-			break;
+	while (unlikely(!tc_enter(tc)))
 		wait_steal(tc);
-	}
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	void *p;
@@ -165,8 +183,7 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	}
 	if (p)
 		((void **)p)[1] = NULL;
-	barrier();
-	tc->busy = 0;
+	tc_leave(tc);
 	return p;
 }
 
@@ -179,18 +196,12 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
-	for (;;) {
-		tc->busy = 1;
-		barrier();
-		if (likely(!__atomic_load_n(&tc->steal, __ATOMIC_RELAXED)))
-			break;
+	while (unlikely(!tc_enter(tc)))
 		wait_steal(tc);
-	}
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	if (b->limit == 0) {
-		barrier();
-		tc->busy = 0;
+		tc_leave(tc);
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
@@ -201,8 +212,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	b->head = p;
 	b->count++;
 	publish(tc);
-	barrier();
-	tc->busy = 0;
+	tc_leave(tc);
 }
 
 static uint64_t flush_all_bins(struct tcache *tc)
@@ -256,16 +266,22 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 				n += flush_all_bins(tc);
 				continue;
 			}
-			__atomic_store_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
+#if LA_TSAN
+			la_lock(&tc->lock);
+			n += flush_all_bins(tc);
+			la_unlock(&tc->lock);
+#else
+			/* asymmetric Dekker: our store, a barrier on every running thread, their
+			 * flag (see tcache.h) */
+			__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
 			if (membarrier_ok)
 				syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-			else
-				__atomic_thread_fence(__ATOMIC_SEQ_CST);
-			if (!__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST) && membarrier_ok)
+			if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
 				n += flush_all_bins(tc);
 			else
 				busy_left++;
 			__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
+#endif
 		}
 		if (!busy_left)
 			break;

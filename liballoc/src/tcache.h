@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "common.h"
+#include "lock.h"
 #include "sizeclass.h"
 
 struct tbin {
@@ -19,9 +20,19 @@ struct tbin {
 };
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
+#define TC_MAX_BLOCKS 256u /* blocks one bin may hold */
+
+#if defined(__SANITIZE_THREAD__)
+#define LA_TSAN 1 /* TSan cannot see the membarrier handshake: use a lock instead */
+#else
+#define LA_TSAN 0
+#endif
 
 struct tcache {
 	struct tbin bins[LA_NCLASSES];
+#if LA_TSAN
+	struct la_lock lock;
+#endif
 	uint8_t busy;  /* owner: inside a cache operation */
 	uint8_t steal; /* flusher: wants this cache (atomic) */
 	uint8_t state; /* TC_*; owner only */
@@ -32,6 +43,30 @@ struct tcache {
 	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 };
+
+/* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave, wait
+ * for the flush to end (tcache slow paths do) and retry. */
+LA_INLINE bool tc_enter(struct tcache *tc)
+{
+#if LA_TSAN
+	la_lock(&tc->lock);
+	return true;
+#else
+	tc->busy = 1;
+	barrier();
+	return !__atomic_load_n(&tc->steal, __ATOMIC_RELAXED);
+#endif
+}
+
+LA_INLINE void tc_leave(struct tcache *tc)
+{
+#if LA_TSAN
+	la_unlock(&tc->lock);
+#else
+	barrier();
+	tc->busy = 0;
+#endif
+}
 
 extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
 extern uint64_t la_key;     /* marks blocks sitting free in a cache or span */

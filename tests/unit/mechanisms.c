@@ -251,7 +251,12 @@ Test(idle_heaps, emptied_heaps_anywhere_in_an_arena_are_unmapped)
 	rss = status_kib("VmRSS:");
 	long vsz = status_kib("VmSize:");
 	cr_assert_leq(rss * 20, peak, "after malloc_trim(0): RSS %ld KiB, peak %ld KiB", rss, peak);
+#ifndef LA_PREFIX /* a sanitizer's own allocator maps memory of its own for the threads */
 	cr_assert_leq(vsz - vsz0, 2 * 65536, "VSZ %ld KiB, at start %ld KiB", vsz, vsz0);
+#else
+	(void)vsz;
+	(void)vsz0;
+#endif
 	A(free)(last[0]);
 	A(free)(last[1]);
 }
@@ -313,6 +318,8 @@ static void *consumer(void *arg)
 			pthread_cond_wait(&q.cond, &q.lock);
 		if (q.head == q.tail) {
 			pthread_mutex_unlock(&q.lock);
+			/* return the cache while the producers still own their arenas */
+			liballoc_flush_caches();
 			pthread_barrier_wait(&all_done);
 			return arg;
 		}
