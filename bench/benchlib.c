@@ -1,0 +1,106 @@
+/* benchlib.c — see benchlib.h. Nothing here allocates through malloc except stdio's
+ * fopen buffer in bench_status_kb, which is freed before returning. */
+#include "benchlib.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+void bench_rng_seed(struct bench_rng *rng, uint64_t seed)
+{
+	/* splitmix64 scrambles small seeds into a well-mixed non-zero state */
+	uint64_t z = seed + 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	rng->state = z ? z : 0x2545f4914f6cdd1dULL;
+}
+
+uint64_t bench_rng_next(struct bench_rng *rng)
+{
+	uint64_t x = rng->state;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	rng->state = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+size_t bench_rng_range(struct bench_rng *rng, size_t lo, size_t hi)
+{
+	return lo + (size_t)(bench_rng_next(rng) % (uint64_t)(hi - lo + 1));
+}
+
+double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long bench_status_kb(const char *field)
+{
+	char line[256];
+	size_t flen = strlen(field);
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+			kb = strtol(line + flen + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return kb;
+}
+
+long bench_minflt(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return ru.ru_minflt;
+}
+
+long bench_arg(int argc, char **argv, int index, long def, const char *usage)
+{
+	char *end;
+	long v;
+	if (index >= argc)
+		return def;
+	errno = 0;
+	v = strtol(argv[index], &end, 10);
+	if (*end == 'k' || *end == 'K')
+		v *= 1000, end++;
+	else if (*end == 'm' || *end == 'M')
+		v *= 1000000, end++;
+	else if (*end == 'g' || *end == 'G')
+		v *= 1000000000, end++;
+	if (errno || end == argv[index] || *end != '\0' || v <= 0) {
+		fprintf(stderr, "%s: bad argument '%s'\nusage: %s %s\n", argv[0], argv[index],
+		        argv[0], usage);
+		exit(2);
+	}
+	return v;
+}
+
+void bench_touch(void *p, size_t len, unsigned char value)
+{
+	volatile unsigned char *b = p;
+	for (size_t off = 0; off < len; off += 4096)
+		b[off] = value;
+	if (len)
+		b[len - 1] = value;
+}
+
+void bench_die(const char *what)
+{
+	fprintf(stderr, "bench: %s failed\n", what);
+	abort();
+}

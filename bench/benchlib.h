@@ -1,0 +1,38 @@
+/* benchlib.h — helpers shared by the benchmark workloads in bench/: a deterministic PRNG,
+ * a monotonic clock, /proc/self/status readers and argument parsing. Workloads use only
+ * the plain malloc API so that any preloaded allocator can be measured the same way. */
+#ifndef BENCHLIB_H
+#define BENCHLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* xorshift64* generator: deterministic for a given seed, one per thread. */
+struct bench_rng {
+	uint64_t state; /* never 0 */
+};
+
+void bench_rng_seed(struct bench_rng *rng, uint64_t seed);
+uint64_t bench_rng_next(struct bench_rng *rng);
+/* Uniform in [lo, hi] (inclusive); hi >= lo. */
+size_t bench_rng_range(struct bench_rng *rng, size_t lo, size_t hi);
+
+/* Seconds on CLOCK_MONOTONIC. */
+double bench_now(void);
+
+/* A field of /proc/self/status in kB ("VmHWM", "VmRSS", "VmSize"), or -1. */
+long bench_status_kb(const char *field);
+/* Minor page faults of the whole process so far (getrusage RUSAGE_SELF). */
+long bench_minflt(void);
+
+/* Parse argv[index] as a positive integer (k/m/g suffixes allowed), or return def when the
+ * argument is absent. Prints the usage line and exits with status 2 on bad input. */
+long bench_arg(int argc, char **argv, int index, long def, const char *usage);
+
+/* Touch one byte per page of [p, p + len) so the memory is really resident. */
+void bench_touch(void *p, size_t len, unsigned char value);
+
+/* Abort with a one-line message (workloads treat allocation failure as a failed run). */
+void bench_die(const char *what) __attribute__((noreturn));
+
+#endif
