@@ -175,6 +175,7 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		 * fault its pages back in after every burst */
 		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
 		batch = LA_MAX(batch, ((uint64_t)h->used_pages << LA_PAGE_SHIFT) / 4);
+		batch <<= h->purge_shift;
 		if (!heap_shrinking(h) || dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
 			STAT_ADD(a->c, madvise_deferred, 1);
 			return;
@@ -182,6 +183,7 @@ static void after_free_pages(struct arena *a, struct heap *h)
 	}
 	uint32_t purged = heap_purge(h, keep, a->c, NULL);
 	STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+	h->purged_recently = TUN(madvise_throttle) != 0;
 }
 
 static void free_pages(struct arena *a, struct heap *h, struct span *s)
@@ -234,6 +236,8 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 	return s;
 }
 
+static void release_span(struct arena *a, struct heap *h, struct span *s);
+
 /* An empty span goes back to its heap unless it is the only one left for its class in
  * the arena's newest heap (kept to avoid remapping a span per block; any other empty
  * span must go, or it would pin an otherwise idle heap). */
@@ -241,6 +245,11 @@ static void maybe_release_span(struct arena *a, struct heap *h, struct span *s)
 {
 	if (s->used != 0 || (h == a->heaps && a->partial[s->cls] == s && !s->next))
 		return;
+	release_span(a, h, s);
+}
+
+static void release_span(struct arena *a, struct heap *h, struct span *s)
+{
 	unsigned cls = s->cls;
 	partial_remove(a, s);
 	STAT_SUB(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
@@ -526,11 +535,24 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 
 /* ---- maintenance --------------------------------------------------------------------- */
 
+/* Give back the empty spans kept for reuse (lock held): trims, releases and the decay pass
+ * must not find a heap pinned by a span nobody uses. */
+static void release_empty_spans(struct arena *a)
+{
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		for (struct span *s = a->partial[c], *next; s; s = next) {
+			next = s->next;
+			if (s->used == 0)
+				release_span(a, heap_of(s), s);
+		}
+}
+
 size_t arena_trim(struct arena *a, size_t pad, bool measure)
 {
 	size_t resident = 0;
 	arena_lock(a);
 	arena_drain(a);
+	release_empty_spans(a);
 	uint32_t keep = (uint32_t)(pad >> LA_PAGE_SHIFT);
 	for (struct heap *h = a->heaps, *next; h; h = next) {
 		next = h->next;
@@ -553,6 +575,7 @@ size_t arena_release_idle(struct arena *a, bool all, bool measure)
 	size_t resident = 0;
 	arena_lock(a);
 	arena_drain(a);
+	release_empty_spans(a);
 	for (struct heap *h = a->heaps, *next; h; h = next) {
 		next = h->next;
 		if (h->used_pages != 0 || (!all && a->nheaps == 1))
@@ -571,6 +594,7 @@ size_t arena_decay(struct arena *a)
 	if (!la_trylock(&a->lock))
 		return 0;
 	arena_drain(a);
+	release_empty_spans(a);
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		/* no span allocated in this heap for a whole decay period: return its
 		 * retained pages */
@@ -580,6 +604,8 @@ size_t arena_decay(struct arena *a)
 			released += (size_t)purged << LA_PAGE_SHIFT;
 		}
 		h->decay_seen = h->alloc_events;
+		if (h->purge_shift)
+			h->purge_shift--;
 	}
 	arena_unlock(a);
 	return released;

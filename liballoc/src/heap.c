@@ -163,6 +163,13 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	h->dirty_pages -= take_dirty;
 	h->alloc_events++;
 	trend(h, true);
+	if (take_dirty < n && h->purged_recently) {
+		/* the heap grows back into pages the throttle just returned: return less
+		 * eagerly from now on (the decay pass lowers this again) */
+		if (h->purge_shift < 8)
+			h->purge_shift++;
+		h->purged_recently = 0;
+	}
 	*dirty_used = take_dirty;
 	return s;
 }

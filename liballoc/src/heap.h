@@ -38,12 +38,16 @@ struct heap {
 	struct arena *arena; /* owner, fixed at creation */
 	struct heap *next;   /* arena's heap list (arena lock) */
 	struct heap *prev;
-	uint32_t first_page;   /* first data page (after this header) */
-	uint32_t used_pages;   /* pages in SMALL and LARGE spans */
-	uint32_t free_pages;   /* pages in FREE spans */
-	uint32_t dirty_pages;  /* FREE pages that may be resident */
-	uint32_t grow_rate;    /* trend: decaying rate of span allocations (x256) */
-	uint32_t shrink_rate;  /* trend: decaying rate of span frees (x256) */
+	uint32_t first_page;     /* first data page (after this header) */
+	uint32_t used_pages;     /* pages in SMALL and LARGE spans */
+	uint32_t free_pages;     /* pages in FREE spans */
+	uint32_t dirty_pages;    /* FREE pages that may be resident */
+	uint32_t grow_rate;      /* trend: decaying rate of span allocations (x256) */
+	uint32_t shrink_rate;    /* trend: decaying rate of span frees (x256) */
+	uint8_t purge_shift;     /* throttle back-off: batches are << this (pages the throttle
+	                          * returned were soon faulted back in) */
+	uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
+	uint16_t reserved;
 	uint64_t alloc_events; /* span allocations; the decay pass compares it with decay_seen */
 	uint64_t decay_seen;
 	uint64_t bin_mask[2]; /* non-empty bins */

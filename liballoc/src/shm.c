@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lock.h"
@@ -188,6 +189,47 @@ static uint64_t proc_start_time(void)
 	return v;
 }
 
+/* Remove a few stale segments of this user (owner gone: their flock is free), so that
+ * processes ending with _exit do not litter the run directory when no daemon runs.
+ * Bounded work: at most REAP_MAX files are examined per publication. */
+#define REAP_MAX 16
+static void reap_stale(const char *dir, pid_t self)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	char buf[4096];
+	long got;
+	int examined = 0;
+	char own[32];
+	size_t n = la_strlcpy(own, LA_SHM_PREFIX, sizeof(own));
+	n += la_fmt_u64(own + n, (uint64_t)self);
+	la_strlcpy(own + n, LA_SHM_SUFFIX, sizeof(own) - n);
+	while (examined < REAP_MAX && (got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < got && examined < REAP_MAX;) {
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			const char *name = buf + off + 19;
+			off += reclen;
+			size_t len = strlen(name), pl = strlen(LA_SHM_PREFIX),
+			       sl = strlen(LA_SHM_SUFFIX);
+			if (len <= pl + sl || strncmp(name, LA_SHM_PREFIX, pl) != 0 ||
+			    strcmp(name + len - sl, LA_SHM_SUFFIX) != 0 || strcmp(name, own) == 0)
+				continue;
+			examined++;
+			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+			if (fd < 0)
+				continue;
+			struct stat st;
+			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+			    flock(fd, LOCK_EX | LOCK_NB) == 0)
+				unlinkat(dfd, name, 0);
+			close(fd);
+		}
+	}
+	close(dfd);
+}
+
 void shm_publish_file(void)
 {
 	char dir[200], tmp[256], num[24];
@@ -245,6 +287,7 @@ void shm_publish_file(void)
 		close(seg_fd);
 	seg_fd = fd;
 	seg_pid = pid;
+	reap_stale(dir, pid);
 }
 
 const char *shm_path(void)
