@@ -16,7 +16,7 @@
  * doorbell (a control thread usually answers within tens of microseconds), then the period
  * doubles up to POLL_MAX_US, so a slow process costs little CPU. */
 #define POLL_MIN_US 40
-#define POLL_MAX_US 1000
+#define POLL_MAX_US 250
 static long poll_us = POLL_MIN_US;
 
 enum target_state { T_LOCK, T_SUBMIT, T_WAIT, T_DONE };

@@ -37,7 +37,8 @@ static void set_limits(struct tcache *tc)
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
 		uint64_t n = max / sc_size[c];
-		tc->bins[c].limit = (uint32_t)LA_MIN(n, TC_MAX_BLOCKS);
+		tc->bins[c].limit = (uint16_t)LA_MIN(n, TC_MAX_BLOCKS);
+		tc->bins[c].batch = (uint16_t)LA_MIN(4u, tc->bins[c].limit);
 	}
 	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
 }
@@ -169,7 +170,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
-		uint32_t want = b->limit / 2 + 1;
+		uint32_t want = LA_MAX(b->batch, 4u);
+		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
 		void *chain = NULL;
 		uint32_t got = arena_refill(tc->arena, cls, &chain, want);
 		if (got == 0) {
