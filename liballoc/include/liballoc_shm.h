@@ -131,7 +131,7 @@ struct la_counters {
 	X(direct_cache_bytes, LA_T_SIZE, 256 * LA_MIB, 0, 1LL << 40, 1, 0,                         \
 	  "Bytes of freed direct mappings kept for reuse")                                         \
 	X(check_free_lists, LA_T_BOOL, 0, 0, 1, 1, 0,                                              \
-	  "Validate every free-list link on allocation (slower; cheap checks are always on)")
+	  "Validate every free-list link: thread caches are bypassed (slower)")
 
 enum la_tunable_id {
 #define LA_X_ENUM(name, ...) LA_TUNABLE_##name,

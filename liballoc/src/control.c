@@ -138,8 +138,6 @@ void control_execute(struct la_mailbox *mb)
 				set_reason(mb, reason, NULL);
 				break;
 			}
-			if (id == LA_TUNABLE_tcache_max_bytes)
-				__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
 		}
 		mb->value_out = TUN_ID(id);
 		break;

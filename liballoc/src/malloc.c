@@ -447,8 +447,6 @@ LA_EXPORT int LA_API(mallopt)(int param, int value)
 		if (tun_defs[i].mallopt != param || param == 0)
 			continue;
 		int st = tun_set(i, value, true, NULL, 0);
-		if (st == LA_ST_OK && i == LA_TUNABLE_tcache_max_bytes)
-			__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
 		return st == LA_ST_OK;
 	}
 	/* parameters glibc knows that have no meaning here (M_CHECK_ACTION, M_PERTURB...) */
@@ -585,8 +583,6 @@ LA_EXPORT int liballoc_set(const char *name, int64_t value, char *reason, size_t
 		return -1;
 	}
 	int st = tun_set(id, value, true, reason, len);
-	if (st == LA_ST_OK && id == LA_TUNABLE_tcache_max_bytes)
-		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED);
 	return st == LA_ST_OK ? 0 : -1;
 }
 

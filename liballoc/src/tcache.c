@@ -33,7 +33,9 @@ void tcache_boot(void)
 
 static void set_limits(struct tcache *tc)
 {
-	uint64_t max = (uint64_t)TUN(tcache_max_bytes);
+	/* check_free_lists: no cache, so every block comes from a span list whose links are
+	 * all validated */
+	uint64_t max = TUN(check_free_lists) ? 0 : (uint64_t)TUN(tcache_max_bytes);
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
 		uint64_t n = max / sc_size[c];
@@ -150,6 +152,18 @@ static void check_gen(struct tcache *tc)
 			if (tc->bins[c].count > tc->bins[c].limit)
 				flush_bin(tc, c, tc->bins[c].limit);
 	}
+}
+
+void tcache_check_self(void)
+{
+	struct tcache *tc = &la_tcache;
+	if (tc->state != TC_LIVE)
+		return;
+	while (unlikely(!tc_enter(tc)))
+		wait_steal(tc);
+	check_gen(tc);
+	publish(tc);
+	tc_leave(tc);
 }
 
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls)

@@ -83,6 +83,9 @@ struct arena *tcache_arena(struct tcache *tc);
  * *skipped receives caches that stayed busy (retried a few times first). */
 uint64_t tcache_flush_all(uint32_t *skipped);
 void tcache_thread_exit(void *arg);
+/* Apply changed cache tunables to the calling thread's cache now (others: at their next
+ * refill or flush). */
+void tcache_check_self(void);
 void tcache_fork_prepare(void);
 void tcache_fork_parent(void);
 void tcache_fork_child(void);

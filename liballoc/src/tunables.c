@@ -8,6 +8,7 @@
 
 #include "os.h"
 #include "shm.h"
+#include "tcache.h"
 
 const struct tun_def tun_defs[LA_NTUNABLES] = {
 #define TUN_X_DEF(name, type, def, min, max, live, mallopt, help) \
@@ -198,6 +199,10 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 		return LA_ST_ERANGE;
 	}
 	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
+	if (id == LA_TUNABLE_tcache_max_bytes || id == LA_TUNABLE_check_free_lists) {
+		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED); /* caches recompute limits */
+		tcache_check_self();
+	}
 	if (from_user) {
 		tun_explicit[id] = 1;
 		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until

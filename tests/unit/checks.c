@@ -1,0 +1,47 @@
+/* checks.c — the heavier validation behind check_free_lists. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/child.h"
+#include "liballoc.h"
+
+static void *volatile sink;
+
+static void overwrite_a_span_link(void)
+{
+	char reason[160];
+	liballoc_set("check_free_lists", 1, reason, sizeof(reason));
+	char *a = A(malloc)(96), *b = A(malloc)(96);
+	A(free)(a);
+	A(free)(b);         /* no thread cache: both go back to their span's list */
+	memset(b, 0x41, 8); /* a use after free overwrites the list link */
+	sink = A(malloc)(96);
+	sink = A(malloc)(96);
+}
+
+Test(check_free_lists, a_corrupted_span_link_is_detected)
+{
+	struct child_result r = run_child(overwrite_a_span_link);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
+	                   "got: %s", r.err);
+}
+
+Test(check_free_lists, blocks_still_work_without_caches)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set("check_free_lists", 1, reason, sizeof(reason)), 0);
+	struct la_counters c0, c;
+	liballoc_stats(&c0);
+	void *p[1000];
+	for (int i = 0; i < 1000; i++)
+		memset(p[i] = A(malloc)(16 + i), i & 0xff, 16 + (size_t)i);
+	for (int i = 0; i < 1000; i++)
+		A(free)(p[i]);
+	liballoc_stats(&c);
+	cr_assert_eq(c.bytes_cached, c0.bytes_cached, "nothing more cached: %llu -> %llu",
+	             (unsigned long long)c0.bytes_cached, (unsigned long long)c.bytes_cached);
+}
