@@ -1,6 +1,8 @@
 /* conformance.c — the malloc API's behaviour, one test per behaviour, through the public
  * entry points only. Built twice: linked with liballoc.a, and plain under LD_PRELOAD. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -310,4 +312,64 @@ Test(malloc_trim, returns_freed_memory)
 	for (int i = 0; i < 64; i++)
 		A(free)(blocks[i]);
 	cr_assert_eq(A(malloc_trim)(0), 1);
+}
+
+/* ---- where a preloaded allocator runs ------------------------------------------------ */
+
+static char *early_block;
+__attribute__((constructor)) static void allocate_before_main(void)
+{
+	early_block = A(malloc)(1000);
+	if (early_block)
+		strcpy(early_block, "made in a constructor");
+}
+
+Test(lifecycle, blocks_made_before_main_are_valid)
+{
+	cr_assert_not_null(early_block);
+	cr_assert_str_eq(early_block, "made in a constructor");
+	cr_assert_geq(A(malloc_usable_size)(early_block), 1000);
+	A(free)(early_block);
+}
+
+Test(lifecycle, dlopen_and_dlsym_allocate_through_it)
+{
+	void *h = dlopen("libm.so.6", RTLD_NOW);
+	cr_assert_not_null(h, "%s", dlerror());
+	double (*cosine)(double) = (double (*)(double))dlsym(h, "cos");
+	cr_assert_not_null(cosine);
+	cr_assert_null(dlsym(h, "no_such_symbol_here"));
+	cr_assert_not_null(dlerror()); /* glibc formats the message with malloc */
+	cr_assert_float_eq(cosine(0.0), 1.0, 1e-12);
+	dlclose(h);
+}
+
+static pthread_key_t late_key;
+static void *volatile from_destructor;
+static void late_destructor(void *arg)
+{
+	/* runs after liballoc's own thread-exit handler: the cache is gone */
+	void *p = A(malloc)(64);
+	memset(p, 1, 64);
+	A(free)(arg);
+	from_destructor = p;
+}
+
+static void *thread_with_late_destructor(void *arg)
+{
+	pthread_setspecific(late_key, A(malloc)(200));
+	return arg;
+}
+
+Test(lifecycle, thread_exit_destructors_can_allocate_and_free)
+{
+	pthread_key_create(&late_key, late_destructor);
+	for (int i = 0; i < 20; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, thread_with_late_destructor, NULL);
+		pthread_join(t, NULL);
+		cr_assert_not_null(from_destructor);
+		A(free)(from_destructor);
+		from_destructor = NULL;
+	}
 }
