@@ -82,7 +82,7 @@ LA_RACY_METADATA struct span *span_lookup(struct heap *h, const void *p)
 	uint32_t pg = heap_page_of(h, p);
 	if (pg < h->first_page)
 		return NULL;
-	uint32_t head = h->pagemap[pg];
+	uint32_t head = pm_head(h->pagemap[pg]);
 	if (head < h->first_page || head > pg)
 		return NULL;
 	struct span *s = &h->spans[head];
@@ -254,6 +254,7 @@ static void release_span(struct arena *a, struct heap *h, struct span *s)
 	partial_remove(a, s);
 	STAT_SUB(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
 	STAT_SUB(&shm_classes()[cls].s, spans, 1);
+	heap_unmap_small(h, s);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
 	free_pages(a, h, s);
 }
@@ -356,7 +357,7 @@ static void free_block_locked(struct arena *a, void *p)
 {
 	struct heap *h = heap_of(p);
 	uint32_t pg = heap_page_of(h, p);
-	struct span *s = &h->spans[h->pagemap[pg]];
+	struct span *s = &h->spans[pm_head(h->pagemap[pg])];
 	if (s->kind == SPAN_SMALL) {
 		unsigned cls = s->cls;
 		span_push(a, h, s, p);
@@ -375,7 +376,7 @@ void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
 	while (p) {
 		void *next = link_decode(*(void **)p, p);
 		struct heap *h = heap_of(p);
-		struct span *s = &h->spans[h->pagemap[heap_page_of(h, p)]];
+		struct span *s = &h->spans[pm_head(h->pagemap[heap_page_of(h, p)])];
 		span_push(a, h, s, p);
 		p = next;
 	}
@@ -509,7 +510,7 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 		return false;
 	bool ok = false;
 	arena_lock(a);
-	struct span *s = &h->spans[h->pagemap[heap_page_of(h, p)]];
+	struct span *s = &h->spans[pm_head(h->pagemap[heap_page_of(h, p)])];
 	uint32_t have = s->npages;
 	if (s->offset == 0 && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */

@@ -54,12 +54,20 @@ void heap_map_span(struct heap *h, struct span *s, bool all)
 {
 	uint32_t first = span_index(h, s), last = first + s->npages - 1;
 	if (all) {
+		uint32_t e = first | PM_SMALL | (uint32_t)s->cls << 24;
 		for (uint32_t i = first; i <= last; i++)
-			h->pagemap[i] = (uint16_t)first;
+			h->pagemap[i] = e;
 	} else {
-		h->pagemap[first] = (uint16_t)first;
-		h->pagemap[last] = (uint16_t)first;
+		h->pagemap[first] = first;
+		h->pagemap[last] = first;
 	}
+}
+
+void heap_unmap_small(struct heap *h, struct span *s)
+{
+	uint32_t first = span_index(h, s), last = first + s->npages - 1;
+	for (uint32_t i = first; i <= last; i++)
+		h->pagemap[i] = first;
 }
 
 /* Make pages [first, first+n) one FREE span with d dirty pages, in its bin. */
@@ -192,7 +200,7 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	}
 	/* coalesce with the left neighbour (its last page maps to its first) */
 	if (first > h->first_page) {
-		uint32_t l = h->pagemap[first - 1];
+		uint32_t l = pm_head(h->pagemap[first - 1]);
 		struct span *ls = &h->spans[l];
 		if (l < first && ls->kind == SPAN_FREE && l + ls->npages == first) {
 			bin_remove(h, ls);

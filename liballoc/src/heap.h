@@ -3,7 +3,8 @@
  * size class) or LARGE (one block). Span descriptors live in the heap header, one slot
  * per page, meaningful only at a span's first page (kind != SPAN_NONE exactly there);
  * pagemap[page] names the first page of the span covering it (all pages of SMALL spans,
- * first and last page of the others). The heap also carries the grow/shrink trend that
+ * first and last page of the others); on every page of a live SMALL span it also carries
+ * PM_SMALL and the class, so free's fast path needs no span descriptor. The heap also carries the grow/shrink trend that
  * drives the madvise throttle. Everything here is guarded by the owning arena's lock,
  * except the registration bitmap (atomic) and the read-only fields set at creation. */
 #ifndef LA_HEAP_H
@@ -52,9 +53,21 @@ struct heap {
 	uint64_t decay_seen;
 	uint64_t bin_mask[2]; /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
-	uint16_t pagemap[LA_HEAP_PAGES];
+	uint32_t pagemap[LA_HEAP_PAGES]; /* see PM_* */
 	struct span spans[LA_HEAP_PAGES];
 };
+
+/* pagemap entries: bits 0-15 the first page of the covering span; PM_SMALL on every page
+ * of a live small span (cleared when the span is given back), the class in bits 24-31. */
+#define PM_SMALL (1u << 16)
+LA_INLINE uint32_t pm_head(uint32_t e)
+{
+	return e & 0xffffu;
+}
+LA_INLINE unsigned pm_class(uint32_t e)
+{
+	return e >> 24;
+}
 
 /* Registration bitmap of every live heap, by address (lock-free lookups on free). */
 #define LA_ADDR_BITS 47
@@ -99,8 +112,11 @@ struct span *heap_free_pages(struct heap *h, struct span *s);
 void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep_pages);
 /* Grow a LARGE span in place by taking the free span right after it; false if not possible. */
 bool heap_grow_span(struct heap *h, struct span *s, uint32_t want_pages, uint32_t *dirty_used);
-/* Set pagemap entries of a span (every page when all, else first and last). */
+/* Set pagemap entries of a span (every page, with PM_SMALL and the class, when all; else
+ * first and last). */
 void heap_map_span(struct heap *h, struct span *s, bool all);
+/* A small span is given back: clear PM_SMALL from all its pages. */
+void heap_unmap_small(struct heap *h, struct span *s);
 /* Return dirty free pages to the system until at most keep_pages remain dirty. Returns the
  * pages purged; *resident (if not NULL) receives the bytes that were really resident. */
 uint32_t heap_purge(struct heap *h, uint32_t keep_pages, struct la_counters *c, size_t *resident);

@@ -108,6 +108,7 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 				b->count--;
 				((void **)p)[1] = NULL;
 				tc_leave(tc);
+				__builtin_prefetch(next, 1); /* the next pop reads its link */
 				return p;
 			}
 		}
@@ -210,16 +211,16 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		return;
 	if (likely(heap_registered(p))) {
 		struct heap *h = heap_of(p);
-		uint32_t pg = heap_page_of(h, p);
-		uint32_t head = h->pagemap[pg];
-		struct span *s = &h->spans[head];
-		if (likely(s->kind == SPAN_SMALL)) {
-			unsigned cls = s->cls;
-			uint32_t off =
-			        (uint32_t)((uintptr_t)p - (uintptr_t)h) - (head << LA_PAGE_SHIFT);
+		uint32_t e = h->pagemap[heap_page_of(h, p)];
+		if (likely(e & PM_SMALL)) {
+			/* every page of a live small span maps to it: no descriptor needed; a
+			 * block of the class starts exactly here or the pointer is not ours */
+			unsigned cls = pm_class(e);
+			uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) -
+			               (pm_head(e) << LA_PAGE_SHIFT);
 			uint32_t idx = sc_index(off, cls);
-			if (likely(pg - head < s->npages && idx * sc_size[cls] == off &&
-			           idx < s->bump && ((void **)p)[1] != (void *)la_key)) {
+			if (likely(idx * sc_size[cls] == off &&
+			           ((void **)p)[1] != (void *)la_key)) {
 				struct tcache *tc = &la_tcache;
 				struct tbin *b = &tc->bins[cls];
 				if (likely(tc_enter(tc)) && likely(b->count < b->limit)) {
