@@ -142,6 +142,11 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 			double_free(func);
 		q = link_decode(*(void **)q, q);
 	}
+	if (tc->rb_n) {
+		struct cds_wfcq_node *node;
+		__cds_wfcq_for_each_blocking(&tc->rb_head, &tc->rb_tail,
+		                             node) if ((void *)node == p) double_free(func);
+	}
 	struct arena *a = h->arena;
 	arena_lock(a);
 	arena_drain(a);
@@ -218,12 +223,12 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			unsigned cls = pm_class(e);
 			uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) -
 			               (pm_head(e) << LA_PAGE_SHIFT);
-			uint32_t idx = sc_index(off, cls);
-			if (likely(idx * sc_size[cls] == off &&
-			           ((void **)p)[1] != (void *)la_key)) {
+			if (likely(sc_divisible(off, cls) && ((void **)p)[1] != (void *)la_key)) {
 				struct tcache *tc = &la_tcache;
 				struct tbin *b = &tc->bins[cls];
-				if (likely(tc_enter(tc)) && likely(b->count < b->limit)) {
+				/* only blocks of this thread's arena are cached (see tcache.h) */
+				if (likely(tc_enter(tc)) && likely(b->count < b->limit) &&
+				    likely(h->arena == tc->arena)) {
 					*(void **)p = link_encode(b->head, p);
 					((void **)p)[1] = (void *)la_key;
 					b->head = p;

@@ -59,6 +59,9 @@ static void publish(struct tcache *tc)
 
 static void tcache_init(struct tcache *tc)
 {
+	__cds_wfcq_init(&tc->rb_head, &tc->rb_tail);
+	tc->rb_n = 0;
+	tc->rb_owner = NULL;
 	tc->arena = arena_attach();
 	set_limits(tc);
 	la_lock(&tc_list_lock);
@@ -203,6 +206,17 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	return p;
 }
 
+/* Hand the collected foreign frees to their owner (cache entered or owned). */
+static void flush_remote(struct tcache *tc)
+{
+	if (!tc->rb_n)
+		return;
+	arena_free_remote_batch(tc->rb_owner, tc->arena, &tc->rb_head, &tc->rb_tail, tc->rb_n);
+	tc->rb_n = 0;
+	tc->rb_owner = NULL;
+	__cds_wfcq_init(&tc->rb_head, &tc->rb_tail);
+}
+
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 {
 	if (unlikely(tc->state == TC_NONE))
@@ -215,6 +229,18 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	while (unlikely(!tc_enter(tc)))
 		wait_steal(tc);
 	check_gen(tc);
+	if (owner != tc->arena) {
+		if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)
+			flush_remote(tc);
+		tc->rb_owner = owner;
+		((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
+		struct cds_wfcq_node *node = p;
+		cds_wfcq_node_init(node);
+		cds_wfcq_enqueue(&tc->rb_head, &tc->rb_tail, node);
+		tc->rb_n++;
+		tc_leave(tc);
+		return;
+	}
 	struct tbin *b = &tc->bins[cls];
 	if (b->limit == 0) {
 		tc_leave(tc);
@@ -233,7 +259,8 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 
 static uint64_t flush_all_bins(struct tcache *tc)
 {
-	uint64_t n = 0;
+	uint64_t n = tc->rb_n;
+	flush_remote(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (tc->bins[c].count)
 			n += flush_bin(tc, c, 0);
@@ -273,7 +300,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 	for (int round = 0; round < 50; round++) {
 		busy_left = 0;
 		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
-			bool any = false;
+			bool any = tc->rb_n != 0;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tc->bins[c].count != 0;
 			if (!any)

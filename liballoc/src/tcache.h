@@ -44,7 +44,15 @@ struct tcache {
 	int64_t published;   /* bytes_cached last added to the arena counters */
 	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
+	/* Frees of blocks of another arena collect here (one owner at a time) and go to
+	 * the owner's remote queue in one splice: blocks return to the arena whose threads
+	 * allocate from their spans, so two threads never share a span's cache lines. */
+	struct arena *rb_owner;
+	uint32_t rb_n;
+	struct __cds_wfcq_head rb_head;
+	struct cds_wfcq_tail rb_tail;
 };
+#define TC_REMOTE_BATCH 64u
 
 /* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave, wait
  * for the flush to end (tcache slow paths do) and retry. */
