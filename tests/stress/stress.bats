@@ -32,7 +32,8 @@ setup() {
 
 @test "forks: 1,000 forks from a process with 4 allocating threads, no hang" {
 	n=1000
-	[ -n "$SAN" ] && n=100
+	# sanitizers: fewer forks; no leak check in children whose parent's threads are gone
+	[ -n "$SAN" ] && n=50 && export ASAN_OPTIONS="detect_leaks=0 $ASAN_OPTIONS"
 	run "${PRE[@]}" "$TESTS_BIN/forks" "$n" 4
 	echo "$output"
 	[ "$status" -eq 0 ]
