@@ -12,13 +12,13 @@
 
 #include "api/api.h"
 
-static volatile int stop;
+static int stop; /* atomic */
 
 static void *churn(void *arg)
 {
 	unsigned s = (unsigned)(size_t)arg;
 	void *keep[64] = {0};
-	while (!stop) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		int i = (int)(rand_r(&s) % 64);
 		A(free)(keep[i]);
 		keep[i] = A(malloc)(rand_r(&s) % 3 ? rand_r(&s) % 2048 : rand_r(&s) % 300000);
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 		else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			bad++;
 	}
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < nthreads && i < 64; i++)
 		pthread_join(t[i], NULL);
 	A(free)(parent_block);
