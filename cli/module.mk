@@ -4,11 +4,12 @@
 #   $(BUILD)/tests/cli/fake-ctld        a scripted stand-in daemon for tests/e2e/cli_*.bats
 ALLOCCTL_VERSION ?= 0.1.0
 CLI_LIB_SRCS := $(addprefix $(ROOT)/cli/,fmt.c tunable.c json.c render.c client.c top.c)
-CLI_LIB_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CLI_LIB_SRCS))
+# the tunable table is the daemon's (ctld/units.o: no libevent)
+CLI_LIB_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CLI_LIB_SRCS)) $(BUILD)/obj/ctld/units.o
 CLI_OBJS := $(CLI_LIB_OBJS) $(BUILD)/obj/cli/allocctl.o
-CLI_CFLAGS := $(PROTOBUF_CFLAGS) -DALLOCCTL_VERSION='"$(ALLOCCTL_VERSION)"'
+CLI_CFLAGS := $(PROTOBUF_CFLAGS) -I$(ROOT)/ctld -DALLOCCTL_VERSION='"$(ALLOCCTL_VERSION)"'
 
-$(CLI_OBJS): EXTRA_CFLAGS := $(CLI_CFLAGS)
+$(filter-out $(BUILD)/obj/ctld/%,$(CLI_OBJS)): EXTRA_CFLAGS := $(CLI_CFLAGS)
 $(CLI_OBJS): $(PROTO_GEN_H)
 
 $(BUILD)/allocctl: $(CLI_OBJS) $(BUILD)/libctlproto.a
@@ -35,9 +36,9 @@ $(CLI_TEST_BINS): $(BUILD)/tests/criterion/cli_%: $(BUILD)/obj/tests/cli/%.o $(C
 # The stand-in daemon the CLI suites use for replies a real process cannot be made to give
 # on demand (permission denied, timeouts, version mismatch, many processes).
 CLI_FAKE_OBJ := $(BUILD)/obj/tests/cli/fake/fake_ctld.o
-$(CLI_FAKE_OBJ): EXTRA_CFLAGS := $(PROTOBUF_CFLAGS) -I$(ROOT)/cli
+$(CLI_FAKE_OBJ): EXTRA_CFLAGS := $(PROTOBUF_CFLAGS) -I$(ROOT)/cli -I$(ROOT)/ctld
 $(CLI_FAKE_OBJ): $(PROTO_GEN_H)
-$(BUILD)/tests/cli/fake-ctld: $(CLI_FAKE_OBJ) $(BUILD)/obj/cli/tunable.o $(BUILD)/obj/cli/fmt.o \
+$(BUILD)/tests/cli/fake-ctld: $(CLI_FAKE_OBJ) $(BUILD)/obj/cli/tunable.o $(BUILD)/obj/cli/fmt.o $(BUILD)/obj/ctld/units.o \
 		$(BUILD)/libctlproto.a
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)

@@ -9,37 +9,17 @@
 #include "fmt.h"
 #include "liballoc_shm.h"
 
-const struct tunable_info tunable_table[] = {
-#define X_INFO(name, type, def, min, max, live, mallopt, help) \
-	{#name, type, (int64_t)(def), (int64_t)(min), (int64_t)(max), (live) != 0, help},
-        LA_TUNABLES(X_INFO)
-#undef X_INFO
-};
-const size_t tunable_count = sizeof(tunable_table) / sizeof(tunable_table[0]);
-
-const struct tunable_info *tunable_find(const char *name)
-{
-	for (size_t i = 0; i < tunable_count; i++)
-		if (strcmp(tunable_table[i].name, name) == 0)
-			return &tunable_table[i];
-	return NULL;
-}
-
-static const char *const type_names[] = {
-        [LA_T_SIZE] = "size", [LA_T_BOOL] = "bool", [LA_T_INT] = "int", [LA_T_MS] = "ms"};
-
 const char *tunable_type_name(int type)
 {
-	if (type < 0 || type >= (int)(sizeof(type_names) / sizeof(type_names[0])))
-		return "int";
-	return type_names[type];
+	return units_type_name(type);
 }
 
 int tunable_type_from_name(const char *name)
 {
-	for (int i = 0; i < (int)(sizeof(type_names) / sizeof(type_names[0])); i++)
-		if (name && strcmp(name, type_names[i]) == 0)
-			return i;
+	static const int types[] = {LA_T_SIZE, LA_T_BOOL, LA_T_INT, LA_T_MS};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (name && strcmp(name, units_type_name(types[i])) == 0)
+			return types[i];
 	return -1;
 }
 

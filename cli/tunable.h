@@ -1,6 +1,6 @@
-/* tunable.h — allocctl's copy of the tunable table (generated from LA_TUNABLES in
- * liballoc_shm.h): lookup by name, value parsing by type with the range check, and
- * formatting of values and ranges for people. The process stays the authority: values the
+/* tunable.h — the tunable table (ctld/units.h, generated from LA_TUNABLES in
+ * liballoc_shm.h, shared with the daemon), value parsing by type with the range check,
+ * and formatting of values and ranges for people. The process stays the authority: values the
  * daemon reports (and its min/max/type when present) win over this table. */
 #ifndef ALLOCCTL_TUNABLE_H
 #define ALLOCCTL_TUNABLE_H
@@ -9,18 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct tunable_info {
-	const char *name;
-	int type; /* LA_T_SIZE, LA_T_BOOL, LA_T_INT, LA_T_MS */
-	int64_t def, min, max;
-	bool live;
-	const char *help;
-};
+#include "units.h" /* struct tunable_info, tunable_table[], tunable_find() */
 
-extern const struct tunable_info tunable_table[];
-extern const size_t tunable_count;
+#define tunable_count ((size_t)LA_NTUNABLES)
 
-const struct tunable_info *tunable_find(const char *name);
 /* "size", "bool", "int", "ms" (the strings of ctl.proto's Tunable.type); -1 if unknown. */
 const char *tunable_type_name(int type);
 int tunable_type_from_name(const char *name);
