@@ -203,6 +203,39 @@ static long count_threads(void)
 	return p ? strtol(p + 9, NULL, 10) : -1;
 }
 
+struct alive_scan {
+	pid_t self;
+	bool alive;
+};
+
+/* One entry of /proc/self/task: a running thread other than self and the control thread? */
+static bool task_alive(void *ctx, int dfd, const char *name)
+{
+	struct alive_scan *scan = ctx;
+	(void)dfd;
+	if (name[0] < '0' || name[0] > '9')
+		return true;
+	pid_t tid = (pid_t)strtol(name, NULL, 10);
+	if (tid == scan->self || tid == control_tid)
+		return true;
+	char path[64], stat[512];
+	size_t k = la_strlcpy(path, "/proc/self/task/", sizeof(path));
+	k += la_strlcpy(path + k, name, sizeof(path) - k);
+	la_strlcpy(path + k, "/stat", sizeof(path) - k);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t r = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (r <= 0)
+		return true;
+	stat[r] = 0;
+	char *p = strrchr(stat, ')');
+	if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
+		scan->alive = true;
+	return !scan->alive;
+}
+
 /* Is a thread other than the caller and the control thread still running? A zombie
  * thread-group leader (main returned through pthread_exit) still counts in "Threads:",
  * so the tasks are read one by one (getdents64 and read: no allocation). */
@@ -218,39 +251,10 @@ static bool others_alive(void)
 	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return true;
-	char buf[2048];
-	bool alive = false;
-	long got;
-	while (!alive && (got = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < got && !alive;) {
-			unsigned short reclen;
-			memcpy(&reclen, buf + off + 16, sizeof(reclen));
-			const char *name = buf + off + 19;
-			off += reclen;
-			if (name[0] < '0' || name[0] > '9')
-				continue;
-			pid_t tid = (pid_t)strtol(name, NULL, 10);
-			if (tid == self || tid == control_tid)
-				continue;
-			char path[64], stat[512];
-			size_t k = la_strlcpy(path, "/proc/self/task/", sizeof(path));
-			k += la_strlcpy(path + k, name, sizeof(path) - k);
-			la_strlcpy(path + k, "/stat", sizeof(path) - k);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			ssize_t r = read(fd, stat, sizeof(stat) - 1);
-			close(fd);
-			if (r <= 0)
-				continue;
-			stat[r] = 0;
-			char *p = strrchr(stat, ')');
-			if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
-				alive = true;
-		}
-	}
+	struct alive_scan scan = {self, false};
+	os_dir_each(dir, task_alive, &scan);
 	close(dir);
-	return alive;
+	return scan.alive;
 }
 
 void control_thread_exiting(void)

@@ -502,6 +502,25 @@ LA_EXPORT struct mallinfo LA_API(mallinfo)(void)
 	return mi;
 }
 
+/* The figures glibc's malloc_info prints for a heap and for the whole (direct: the direct
+ * mappings, for the totals only). */
+static void info_figures(FILE *fp, const struct la_counters *c, const struct la_counters *direct)
+{
+	unsigned long long mapped = c->bytes_mapped + (direct ? direct->bytes_mapped : 0);
+	fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
+	        (unsigned long long)c->bytes_cached);
+	fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
+	        (unsigned long long)c->bytes_retained);
+	if (direct)
+		fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
+		        (unsigned long long)direct->direct_mappings,
+		        (unsigned long long)direct->direct_bytes);
+	static const char *const rows[] = {"system type=\"current\"", "system type=\"max\"",
+	                                   "aspace type=\"total\"", "aspace type=\"mprotect\""};
+	for (unsigned i = 0; i < 4; i++)
+		fprintf(fp, "<%s size=\"%llu\"/>\n", rows[i], mapped);
+}
+
 LA_EXPORT int LA_API(malloc_info)(int options, FILE *fp)
 {
 	if (options != 0) {
@@ -509,41 +528,17 @@ LA_EXPORT int LA_API(malloc_info)(int options, FILE *fp)
 		return -1;
 	}
 	ENSURE_INIT();
-	/* gather first: fprintf may allocate */
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	struct la_counters tot = {0}, p = shm_process_block()->c;
 	fputs("<malloc version=\"1\">\n", fp);
 	for (uint32_t i = 0; i < n; i++) {
-		struct la_counters c = *arenas[i].c;
+		struct la_counters c = *arenas[i].c; /* a copy: fprintf may allocate */
 		la_counters_add(&tot, &c);
 		fprintf(fp, "<heap nr=\"%u\">\n<sizes>\n</sizes>\n", i);
-		fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
-		        (unsigned long long)c.bytes_cached);
-		fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
-		        (unsigned long long)c.bytes_retained);
-		fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n",
-		        (unsigned long long)c.bytes_mapped);
-		fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n",
-		        (unsigned long long)c.bytes_mapped);
-		fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n",
-		        (unsigned long long)c.bytes_mapped);
-		fprintf(fp, "<aspace type=\"mprotect\" size=\"%llu\"/>\n</heap>\n",
-		        (unsigned long long)c.bytes_mapped);
+		info_figures(fp, &c, NULL);
+		fputs("</heap>\n", fp);
 	}
-	fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
-	        (unsigned long long)tot.bytes_cached);
-	fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
-	        (unsigned long long)tot.bytes_retained);
-	fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
-	        (unsigned long long)p.direct_mappings, (unsigned long long)p.direct_bytes);
-	fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n",
-	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
-	fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n",
-	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
-	fprintf(fp, "<aspace type=\"total\" size=\"%llu\"/>\n",
-	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
-	fprintf(fp, "<aspace type=\"mprotect\" size=\"%llu\"/>\n",
-	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped));
+	info_figures(fp, &tot, &p);
 	fputs("</malloc>\n", fp);
 	return 0;
 }

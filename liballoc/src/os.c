@@ -3,6 +3,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
@@ -106,6 +108,23 @@ size_t os_resident(void *p, size_t size)
 		size -= chunk;
 	}
 	return total;
+}
+
+void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void *ctx)
+{
+	char buf[2048];
+	long got;
+	while ((got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < got;) {
+			unsigned short
+			        reclen; /* struct linux_dirent64: d_reclen at 16, d_name at 19 */
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			const char *name = buf + off + 19;
+			off += reclen;
+			if (!fn(ctx, dfd, name))
+				return;
+		}
+	}
 }
 
 uint64_t os_now_ns(void)

@@ -20,6 +20,10 @@ int os_purge(void *p, size_t size, struct la_counters *c);
 size_t os_resident(void *p, size_t size);
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 
+/* Call fn(ctx, dfd, name) for each entry of the open directory dfd (getdents64: no
+ * allocation) until fn returns false. */
+void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void *ctx);
+
 uint64_t os_now_ns(void);  /* CLOCK_MONOTONIC */
 uint64_t os_wall_ns(void); /* CLOCK_REALTIME */
 int os_ncpus(void);

@@ -193,40 +193,39 @@ static uint64_t proc_start_time(void)
  * processes ending with _exit do not litter the run directory when no daemon runs.
  * Bounded work: at most REAP_MAX files are examined per publication. */
 #define REAP_MAX 16
+struct reap {
+	char own[32]; /* our own segment's name */
+	int examined;
+};
+
+static bool reap_one(void *ctx, int dfd, const char *name)
+{
+	struct reap *r = ctx;
+	size_t len = strlen(name), pl = strlen(LA_SHM_PREFIX), sl = strlen(LA_SHM_SUFFIX);
+	if (len <= pl + sl || strncmp(name, LA_SHM_PREFIX, pl) != 0 ||
+	    strcmp(name + len - sl, LA_SHM_SUFFIX) != 0 || strcmp(name, r->own) == 0)
+		return true;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		struct stat st;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		    flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(dfd, name, 0);
+		close(fd);
+	}
+	return ++r->examined < REAP_MAX;
+}
+
 static void reap_stale(const char *dir, pid_t self)
 {
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return;
-	char buf[4096];
-	long got;
-	int examined = 0;
-	char own[32];
-	size_t n = la_strlcpy(own, LA_SHM_PREFIX, sizeof(own));
-	n += la_fmt_u64(own + n, (uint64_t)self);
-	la_strlcpy(own + n, LA_SHM_SUFFIX, sizeof(own) - n);
-	while (examined < REAP_MAX && (got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < got && examined < REAP_MAX;) {
-			unsigned short reclen;
-			memcpy(&reclen, buf + off + 16, sizeof(reclen));
-			const char *name = buf + off + 19;
-			off += reclen;
-			size_t len = strlen(name), pl = strlen(LA_SHM_PREFIX),
-			       sl = strlen(LA_SHM_SUFFIX);
-			if (len <= pl + sl || strncmp(name, LA_SHM_PREFIX, pl) != 0 ||
-			    strcmp(name + len - sl, LA_SHM_SUFFIX) != 0 || strcmp(name, own) == 0)
-				continue;
-			examined++;
-			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-			if (fd < 0)
-				continue;
-			struct stat st;
-			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-			    flock(fd, LOCK_EX | LOCK_NB) == 0)
-				unlinkat(dfd, name, 0);
-			close(fd);
-		}
-	}
+	struct reap r = {.examined = 0};
+	size_t n = la_strlcpy(r.own, LA_SHM_PREFIX, sizeof(r.own));
+	n += la_fmt_u64(r.own + n, (uint64_t)self);
+	la_strlcpy(r.own + n, LA_SHM_SUFFIX, sizeof(r.own) - n);
+	os_dir_each(dfd, reap_one, &r);
 	close(dfd);
 }
 
