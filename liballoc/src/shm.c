@@ -26,7 +26,8 @@
 #define OFF_CLASSES  (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
 #define OFF_PROCESS  (3 * LA_SHM_PAGE)
 #define OFF_ARENAS   (OFF_PROCESS + sizeof(struct la_shm_arena))
-#define SEG_SIZE     la_align_up(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_PAGE)
+#define SEG_SIZE \
+	((OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena) + LA_PAGE - 1) & ~(LA_PAGE - 1))
 
 _Static_assert(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class) <= OFF_PROCESS,
                "tunables and classes fit their page");
@@ -63,9 +64,10 @@ struct la_shm_class *shm_classes(void)
 
 void shm_boot(void)
 {
-	seg = os_map(SEG_SIZE, &fallback_block.c);
-	if (!seg)
-		la_fatal("malloc()", "cannot map the statistics segment");
+	/* zero-filled memory of the library itself: no system call, so nothing can fail
+	 * here, before main or under a tight RLIMIT_AS (untouched pages cost nothing) */
+	static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+	seg = seg_area;
 	struct la_shm_header *h = shm_header();
 	h->magic = LA_SHM_MAGIC;
 	h->abi_version = LA_SHM_ABI_VERSION;
