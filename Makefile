@@ -94,6 +94,8 @@ include $(ROOT)/liballoc/module.mk
 -include $(ROOT)/ctld/module.mk
 -include $(ROOT)/cli/module.mk
 include $(ROOT)/tests/module.mk
+-include $(ROOT)/tests/reliability/module.mk
+-include $(ROOT)/tests/fuzz/module.mk
 -include $(ROOT)/bench/module.mk
 
 .PHONY: all test asan tsan bench demo format format-check install clean help

@@ -167,9 +167,14 @@ static void process_input(struct conn *c)
 			         env->protocol_version, CTL_PROTOCOL_VERSION);
 			log_info("client pid %d uid %u: %s", (int)c->pid, c->uid, msg);
 			conn_error(c, env->id, CTL__ERROR_CODE__ERR_VERSION, msg, false);
-		} else if (requests_handle(d, c, env)) {
+		} else {
+			/* a command owns the next reply; it may also finish at once, from inside
+			 * requests_handle (conn_job_done then already cleared in_job) */
 			c->in_job = true;
-			bufferevent_disable(c->bev, EV_READ);
+			if (!requests_handle(d, c, env))
+				c->in_job = false; /* answered synchronously */
+			else if (c->in_job)
+				bufferevent_disable(c->bev, EV_READ);
 		}
 		ctl__envelope__free_unpacked(env, NULL);
 	}

@@ -243,7 +243,7 @@ void units_format(int type, int64_t v, char *buf, size_t len)
 			unit *= 1024;
 		if (v % unit == 0)
 			snprintf(buf, len, "%lld%c", (long long)(v / unit), units[u]);
-		else if ((v * 10) % unit == 0 && v < INT64_MAX / 10)
+		else if (v < INT64_MAX / 10 && (v * 10) % unit == 0)
 			snprintf(buf, len, "%.1f%c", d, units[u]);
 		else
 			snprintf(buf, len, "%lld", (long long)v);
