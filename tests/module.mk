@@ -57,3 +57,11 @@ TEST_BINS += $(UNIT_BINS) $(API_LINKED_BINS) $(if $(SAN),,$(API_PRELOAD_BINS)) $
 # Suites registered by other fragments go into TEST_BINS / TEST_DEPS as well.
 test: all $(TEST_BINS) $(TEST_DEPS)
 	$(Q)ROOT=$(ROOT) BUILD=$(abspath $(BUILD)) SAN=$(SAN) $(ROOT)/scripts/run-tests.sh
+
+# segtool reads segments through the daemon's reader API (ctld/segment.o, no libevent).
+$(BUILD)/obj/tests/helpers/segtool.o: EXTRA_CFLAGS += -I$(ROOT)/ctld
+$(TESTS_BIN)/segtool: $(BUILD)/obj/tests/helpers/segtool.o $(BUILD)/obj/ctld/segment.o \
+		$(BUILD)/obj/ctld/units.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -207,11 +209,18 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	if (len <= pl + sl || strncmp(name, LA_SHM_PREFIX, pl) != 0 ||
 	    strcmp(name + len - sl, LA_SHM_SUFFIX) != 0 || strcmp(name, r->own) == 0)
 		return true;
+	/* only segments of processes that are gone: a live pid may be exec'ing and about
+	 * to rename its new segment over this name (allocctld judges those) */
+	long pid = strtol(name + pl, NULL, 10);
+	if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return ++r->examined < REAP_MAX;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0) {
-		struct stat st;
+		struct stat st, now;
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-		    flock(fd, LOCK_EX | LOCK_NB) == 0)
+		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+		    now.st_dev == st.st_dev)
 			unlinkat(dfd, name, 0);
 		close(fd);
 	}
@@ -303,6 +312,23 @@ void shm_unpublish(void)
 		seg_path[0] = 0;
 	}
 }
+
+#ifndef LA_PREFIX
+/* Programs that end with _exit (dash always does) skip destructors: remove the segment
+ * here too. Only the process that published it does (a vfork child has another pid);
+ * everything used is async-signal-safe. */
+LA_EXPORT void _exit(int status)
+{
+	shm_unpublish();
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+LA_EXPORT void _Exit(int status)
+{
+	_exit(status);
+}
+#endif
 
 void shm_fork_child(void)
 {

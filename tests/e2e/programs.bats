@@ -1,0 +1,285 @@
+#!/usr/bin/env bats
+# programs.bats — real programs under LD_PRELOAD=$LIBALLOC_SO give the same output as
+# without it (issue 3): Debian's python3 running a slice of CPython's own test suite, git,
+# sqlite3, perl, bash, and a parallel build of this project by preloaded make/gcc/ld whose
+# result must work. Every preloaded process publishes its segment in a private run
+# directory; what is left there afterwards is checked with the reader (tests/helpers/segtool).
+# san: skip
+
+setup() {
+	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
+	SEGTOOL="$TESTS_BIN/segtool"
+	mkdir -p "$BUILD/run"
+	T=$(mktemp -d "$BUILD/run/programs.XXXXXX")
+	SEGS="$T/segs"
+	mkdir -m 700 "$SEGS"
+	# the same fixed identity and clock for both runs, so that outputs can be compared
+	export GIT_AUTHOR_NAME=liballoc GIT_AUTHOR_EMAIL=tests@liballoc.invalid
+	export GIT_COMMITTER_NAME=liballoc GIT_COMMITTER_EMAIL=tests@liballoc.invalid
+	export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null LC_ALL=C TZ=UTC
+}
+
+teardown() {
+	[ -n "${T:-}" ] && rm -rf "$T"
+}
+
+# pre CMD...: CMD with liballoc preloaded, its segments (and its children's) in $SEGS.
+pre() {
+	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$@"
+}
+
+# no_segments_left [dash]: every preloaded process has exited normally, so nothing may
+# remain. With "dash", stale segments whose executable is /usr/bin/dash are tolerated:
+# Debian's /bin/sh always ends with _exit(2), which runs no exit handler (see the test
+# "a preloaded /bin/sh removes its segment at exit" for that case on its own).
+no_segments_left() {
+	local f info bad=0
+	for f in "$SEGS"/* "$SEGS"/.[!.]*; do
+		[ -e "$f" ] || continue
+		info=$("$SEGTOOL" info "$f" 2>&1 | grep -E '^(exe|liveness|threads)=' | tr '\n' ' ')
+		if [ "${1:-}" = dash ] && [ "$info" = "exe=/usr/bin/dash threads=1 liveness=stale " ]; then
+			continue
+		fi
+		echo "left behind: ${f##*/}: $info" >&2
+		bad=1
+	done
+	return $bad
+}
+
+# only_stale_segments_left PID: the top process's segment is gone, and what remains (from
+# children that ended with _exit or were killed: no exit handler runs there) is stale.
+only_stale_segments_left() {
+	[ ! -e "$SEGS/liballoc.$1.seg" ] || {
+		echo "the segment of $1, which exited normally, is still there" >&2
+		return 1
+	}
+	local f
+	for f in "$SEGS"/liballoc.*; do
+		[ -e "$f" ] || continue
+		case "$f" in
+		*.seg) ;;
+		*)
+			echo "temporary file left behind: $f" >&2
+			return 1
+			;;
+		esac
+		"$SEGTOOL" live "$f" >/dev/null && {
+			echo "$f belongs to a live process" >&2
+			return 1
+		}
+	done
+	echo "# $(ls -A "$SEGS" | wc -l) stale segments of _exit-ed children" >&3
+}
+
+@test "python3: a slice of CPython's test suite passes with and without the preload" {
+	local py=/usr/bin/python3 mods
+	[ -x "$py" ] && [ -d /usr/lib/python3.11/test ] ||
+		skip "Debian's python3 and libpython3.11-testsuite are needed"
+	mods="test_threading test_set test_dict test_list test_json test_re test_gc test_deque
+		test_bytes test_unicode test_array"
+	# one after the other: test_threading has timing-sensitive cases
+	# shellcheck disable=SC2086
+	(cd "$T" && PYTHONMALLOC=malloc exec "$py" -m test $mods >"$T/py.plain" 2>&1) ||
+		{ tail -30 "$T/py.plain"; return 1; }
+	(
+		cd "$T" || exit 1
+		export PYTHONMALLOC=malloc LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
+		# shellcheck disable=SC2086
+		exec "$py" -m test $mods >"$T/py.pre" 2>&1
+	) &
+	local preloaded=$! # the subshell execs the interpreter: this is its pid
+	wait "$preloaded" || { tail -50 "$T/py.pre"; return 1; }
+	grep -qx 'Tests result: SUCCESS' "$T/py.plain"
+	grep -qx 'Tests result: SUCCESS' "$T/py.pre"
+	grep -qx 'All 11 tests OK.' "$T/py.plain"
+	grep -qx 'All 11 tests OK.' "$T/py.pre"
+	only_stale_segments_left "$preloaded"
+}
+
+# The git workload: many commits on a generated tree, then history, gc and fsck.
+git_workload() {
+	local dir=$1 i
+	git init -q -b main "$dir"
+	cd "$dir"
+	for i in $(seq 1 90); do
+		export GIT_AUTHOR_DATE="@$((1700000000 + i * 60)) +0000"
+		export GIT_COMMITTER_DATE="$GIT_AUTHOR_DATE"
+		mkdir -p "d$((i % 7))"
+		seq "$i" $((i * 37)) | sed "s/^/line $i: /" >"d$((i % 7))/f$((i % 13)).txt"
+		printf '%s\n' "$(seq -s ' ' "$i")" >>log.txt
+		[ $((i % 10)) -eq 0 ] && git rm -q --cached "d$((i % 7))/f$((i % 13)).txt" &&
+			rm "d$((i % 7))/f$((i % 13)).txt"
+		git add -A
+		git commit -q -m "commit $i" -m "$(seq -s, "$i")"
+		[ $((i % 30)) -eq 0 ] && git tag "v$i"
+	done
+	git log --stat --format='%H %an %ad %s' --date=raw
+	git log --graph --oneline --decorate >"$dir.graph" # not into head: no SIGPIPE
+	head -50 "$dir.graph"
+	git show --stat v60
+	git diff v30 v90 --stat
+	git gc -q --aggressive
+	git count-objects -v | grep -v -e size -e prune
+	git fsck --full --strict 2>&1
+	git rev-list --all --objects | sort | sha256sum
+	git archive v90 | sha256sum
+	git grep -c "line 7" v90 -- | sort
+}
+
+@test "git: init, many commits, log, gc and fsck print the same with the preload" {
+	(git_workload "$T/plain" >"$T/git.plain" 2>&1)
+	# bash, git and every git sub-process (pack-objects, repack, ...) preloaded
+	export -f git_workload
+	pre bash -c 'git_workload "$1"' git "$T/pre" >"$T/git.pre" 2>&1
+	[ "$(wc -l <"$T/git.plain")" -gt 500 ]
+	diff -u "$T/git.plain" "$T/git.pre"
+	no_segments_left
+}
+
+@test "sqlite3: a generated workload prints the same with the preload" {
+	command -v sqlite3 >/dev/null || skip "no sqlite3"
+	cat >"$T/work.sql" <<'EOF'
+PRAGMA journal_mode=DELETE;
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INTEGER, price REAL, note BLOB);
+CREATE TABLE tag(item INTEGER REFERENCES item(id), tag TEXT);
+BEGIN;
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000)
+INSERT INTO item SELECT i, 'item-' || i || '-' || hex(i * 7919), i % 97, (i * 37 % 1000) / 10.0,
+       zeroblob(i % 300) FROM n;
+INSERT INTO tag SELECT id, 't' || (id % 13) FROM item WHERE id % 3 = 0;
+COMMIT;
+CREATE INDEX item_grp ON item(grp, price);
+CREATE INDEX tag_tag ON tag(tag);
+UPDATE item SET price = price * 1.5, name = upper(name) WHERE grp % 5 = 1;
+UPDATE item SET note = zeroblob(2000) WHERE id % 101 = 0;
+DELETE FROM item WHERE id % 11 = 0;
+DELETE FROM tag WHERE item NOT IN (SELECT id FROM item);
+SELECT count(*), sum(price), min(name), max(name), sum(length(note)) FROM item;
+SELECT grp, count(*), round(avg(price), 3), group_concat(id % 10, '') FROM item
+ GROUP BY grp ORDER BY grp LIMIT 20;
+SELECT t.tag, count(*), round(sum(i.price), 2) FROM tag t JOIN item i ON i.id = t.item
+ GROUP BY t.tag ORDER BY 2 DESC, 1;
+SELECT id, name FROM item WHERE grp = 42 AND price > 50 ORDER BY price DESC, id LIMIT 15;
+SELECT substr(group_concat(name, ','), 1, 200) FROM (SELECT name FROM item ORDER BY name DESC LIMIT 500);
+VACUUM;
+PRAGMA integrity_check;
+SELECT count(*) FROM item;
+DROP INDEX item_grp;
+SELECT count(*), sum(grp) FROM item WHERE price BETWEEN 10 AND 20;
+EOF
+	sqlite3 "$T/plain.db" <"$T/work.sql" >"$T/sql.plain" 2>&1
+	pre sqlite3 "$T/pre.db" <"$T/work.sql" >"$T/sql.pre" 2>&1
+	grep -qx ok "$T/sql.plain"
+	[ "$(wc -l <"$T/sql.plain")" -gt 40 ]
+	diff -u "$T/sql.plain" "$T/sql.pre"
+	cmp <(sqlite3 "$T/plain.db" .dump) <(sqlite3 "$T/pre.db" .dump)
+	no_segments_left
+}
+
+@test "perl: big hashes, strings and regexes print the same with the preload" {
+	cat >"$T/work.pl" <<'EOF'
+use strict;
+use warnings;
+use Digest::MD5 qw(md5_hex);
+my %h;
+for my $i (1 .. 200000) {
+	$h{"key$i"} = join('-', $i, $i * 3, scalar reverse("$i"));
+}
+delete $h{"key$_"} for grep { $_ % 7 == 0 } 1 .. 200000;
+my @keys = sort keys %h;
+print scalar(@keys), " ", md5_hex(join(',', @keys[0 .. 999])), "\n";
+my $s = '';
+$s .= sprintf("%08x:%s;", $_, 'x' x ($_ % 50)) for 1 .. 100000;
+print length($s), " ", md5_hex($s), "\n";
+my @m = ($s =~ /([0-9a-f]{6}1f):(x{40,})/g);
+print scalar(@m), " ", md5_hex(join('', @m)), "\n";
+(my $t = $s) =~ s/(x+)/length($1)/ge;
+print length($t), " ", md5_hex($t), "\n";
+my %count;
+$count{length $_}++ for split /;/, $s;
+print join(' ', map { "$_=$count{$_}" } (sort { $a <=> $b } keys %count)[0 .. 9]), "\n";
+my @big = map { [$_, "v" x ($_ % 100)] } 1 .. 50000;
+@big = sort { length($b->[1]) <=> length($a->[1]) or $a->[0] <=> $b->[0] } @big;
+print join(',', map { $_->[0] } @big[0 .. 9]), "\n";
+my $re = join('|', map { "w$_" } 1 .. 500);
+my $n = () = join(' ', map { "w$_" } 1 .. 20000) =~ /\b(?:$re)\b/g;
+print "$n\n";
+EOF
+	perl "$T/work.pl" >"$T/pl.plain" 2>&1
+	pre perl "$T/work.pl" >"$T/pl.pre" 2>&1
+	[ "$(wc -l <"$T/pl.plain")" -eq 7 ]
+	diff -u "$T/pl.plain" "$T/pl.pre"
+	no_segments_left
+}
+
+@test "bash: arrays, strings, subshells and pipelines print the same with the preload" {
+	cat >"$T/work.sh" <<'EOF'
+declare -a arr
+declare -A map
+for ((i = 0; i < 20000; i++)); do
+	arr+=("item$i")
+	map["k$((i % 997))"]+="$i,"
+done
+echo "${#arr[@]} ${#map[@]} ${arr[12345]} ${#map[k5]}"
+s=""
+for ((i = 0; i < 3000; i++)); do s+="${arr[i]}:"; done
+echo "${#s} ${s:100:40} ${s//item/I}" | cut -c1-200
+x=${s^^}; y=${x,,}; z=${y//:/ }
+echo "${#x} ${x:0:30} ${#z}"
+words=($z)
+echo "${#words[@]} ${words[-1]} ${words[@]:10:3}"
+echo "$(for i in {1..200}; do (echo "$((i * i))"); done | sort -n | tail -3 | tr '\n' ' ')"
+printf '%s\n' "${arr[@]}" | grep -c '7' | (read -r n; echo "sevens $n")
+result=$( (for k in "${!map[@]}"; do echo "$k ${#map[$k]}"; done) | sort -k2,2n -k1,1 | head -5)
+echo "$result"
+f() { local -a a=("$@"); echo "${#a[@]}:${a[*]: -2}"; }
+f "${arr[@]:0:5000}"
+echo "$(seq 1 5000 | paste -sd+ | bc 2>/dev/null || seq 1 5000 | awk '{s+=$1} END {print s}')"
+mapfile -t lines < <(printf 'l%d\n' {1..3000})
+echo "${#lines[@]} ${lines[2999]}"
+unset 'arr[5]' 'map[k3]'
+echo "${#arr[@]} ${#map[@]}"
+EOF
+	bash "$T/work.sh" >"$T/sh.plain" 2>&1
+	pre bash "$T/work.sh" >"$T/sh.pre" 2>&1
+	[ "$(wc -l <"$T/sh.plain")" -ge 15 ]
+	diff -u "$T/sh.plain" "$T/sh.pre"
+	no_segments_left
+}
+
+@test "a parallel build of this project by preloaded make, gcc and ld works" {
+	local b="$T/build"
+	pre make -C "$ROOT" -j2 BUILD="$b" DEPS=0 "$b/liballoc.so" "$b/liballoc.a" \
+		"$b/allocctl" "$b/allocctld" >"$T/make.log" 2>&1 || {
+		tail -30 "$T/make.log"
+		return 1
+	}
+	[ -f "$b/liballoc.so" ] && [ -x "$b/allocctl" ] && [ -x "$b/allocctld" ]
+	# make runs its $(shell ...) through /bin/sh
+	no_segments_left dash
+	# the library built that way works as a preload: a segment appears and goes
+	SEGS="$T/segs.built"
+	mkdir -m 700 "$SEGS"
+	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$b/liballoc.so" true
+	no_segments_left
+	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$b/liballoc.so" bash -c \
+		'ls "$LIBALLOC_RUN_DIR"; echo hello | sort'
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"liballoc."*".seg"* ]]
+	[[ "${lines[-1]}" == hello ]]
+	no_segments_left
+	# and the programs built by the preloaded toolchain run
+	run "$b/allocctl" version
+	[[ "$output" == *"protocol"* ]]
+	run "$b/allocctld" --help
+	[ "$status" -eq 0 ]
+}
+
+@test "a preloaded /bin/sh removes its segment at exit" {
+	# Debian's /bin/sh (dash) ends with _exit(2) even on a normal exit; system(3) and
+	# popen(3) of every preloaded service run it
+	run pre /bin/sh -c 'echo hello'
+	[ "$status" -eq 0 ]
+	[ "$output" = hello ]
+	no_segments_left
+}

@@ -1,0 +1,523 @@
+#!/usr/bin/env bats
+# segment.bats — the segment and the control thread of a preloaded process (issue 5), seen
+# through the ctld reader API (tests/helpers/segtool): file owner and mode, removal at exit,
+# stale after SIGKILL and after exec of a program without liballoc, fork (own segment, own
+# counters, own control thread), every mailbox command's effect on the statistics and on
+# the allocator, refused command records, LIBALLOC_CONTROL=0, invalid LIBALLOC_<NAME>, and
+# the reaping of stale segments by newly published processes (never of a live one).
+# The process under test is tests/helpers/segwork, driven line by line through a FIFO.
+# Needs the preloadable liballoc.so, which sanitizer builds do not produce.
+# san: skip
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
+	SEGTOOL="$TESTS_BIN/segtool"
+	SEGWORK="$TESTS_BIN/segwork"
+	mkdir -p "$BUILD/run"
+	T=$(mktemp -d "$BUILD/run/segment.XXXXXX")
+	SEGS="$T/segs"
+	mkdir -m 700 "$SEGS"
+	: >"$T/pids"
+	: >"$T/out"
+	: >"$T/err"
+}
+
+teardown() {
+	local fd p
+	for fd in ${FDS:-}; do eval "exec $fd>&-"; done
+	if [ -f "$T/pids" ]; then
+		while read -r p; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null || true; done <"$T/pids"
+		while read -r p; do
+			for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
+			kill -9 "$p" 2>/dev/null || true
+		done <"$T/pids"
+	fi
+	rm -rf "$T"
+}
+
+# start_work [VAR=VALUE...]: a preloaded segwork reading a FIFO of its own; sets WPID and WFD
+# (the descriptor its commands are written to; closing it makes segwork exit normally).
+start_work() {
+	local fifo="$T/in.$RANDOM$RANDOM"
+	mkfifo "$fifo"
+	(
+		for kv in "$@"; do export "${kv?}"; done
+		export LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
+		exec "$SEGWORK"
+	) <"$fifo" >>"$T/out" 2>>"$T/err" 3>&- &
+	WPID=$!
+	echo "$WPID" >>"$T/pids"
+	exec {WFD}>"$fifo"
+	FDS="${FDS:-} $WFD"
+	wait_line "^$WPID ready$"
+}
+
+# wait_line REGEX [seconds]: until a line of $T/out matches.
+wait_line() {
+	for _ in $(seq $((${2:-5} * 50))); do
+		grep -qE "$1" "$T/out" && return 0
+		sleep 0.02
+	done
+	echo "timed out waiting for /$1/ in:" >&2
+	cat "$T/out" "$T/err" >&2
+	return 1
+}
+
+# work PID FD COMMAND...: send one command and wait for its "ok" answer.
+work() {
+	local pid=$1 fd=$2
+	shift 2
+	local n
+	n=$(grep -cE "^$pid (ok|error) " "$T/out" || true)
+	echo "$*" >&"$fd"
+	for _ in $(seq 500); do
+		[ "$(grep -cE "^$pid (ok|error) " "$T/out" || true)" -gt "$n" ] && break
+		sleep 0.02
+	done
+	grep -qE "^$pid ok $((n + 1)) $1\$" "$T/out" || {
+		echo "command '$*' to $pid failed:" >&2
+		cat "$T/out" "$T/err" >&2
+		return 1
+	}
+}
+
+seg() { echo "$SEGS/liballoc.$1.seg"; }
+
+# sv PID NAME: a counter total (or header field, or tunable.NAME) read by the reader.
+sv() {
+	"$SEGTOOL" info "$(seg "$1")" | sed -n "s/^$2=\([^ ]*\).*/\1/p"
+}
+
+# mb PID ARGS...: one mailbox command through the reader API; output in $T/mb.
+mb() {
+	local pid=$1
+	shift
+	"$SEGTOOL" cmd "$(seg "$pid")" "$@" >"$T/mb"
+}
+field() { sed -n "s/^$1=//p" "$T/mb"; }
+
+wait_gone() {
+	for _ in $(seq 250); do [ -e "$1" ] || return 0; sleep 0.02; done
+	echo "$1 still exists" >&2
+	return 1
+}
+
+@test "the segment is 0600, owned by the user, in a 0700 directory, and goes at exit" {
+	start_work
+	[ -f "$(seg "$WPID")" ]
+	[ "$(stat -c '%u %a' "$(seg "$WPID")")" = "$(id -u) 600" ]
+	[ "$(stat -c '%a' "$SEGS")" = 700 ]
+	[ "$(sv "$WPID" pid)" = "$WPID" ]
+	[ "$(sv "$WPID" uid)" = "$(id -u)" ]
+	[ "$(sv "$WPID" liveness)" = live ]
+	# created under a temporary name and renamed: nothing else is left in the directory
+	[ "$(ls "$SEGS")" = "liballoc.$WPID.seg" ]
+	work "$WPID" "$WFD" exit
+	wait "$WPID"
+	wait_gone "$(seg "$WPID")"
+}
+
+@test "a process killed with SIGKILL leaves a segment the reader reports as stale" {
+	start_work
+	run "$SEGTOOL" live "$(seg "$WPID")"
+	[ "$status" -eq 0 ]
+	[ "$output" = live ]
+	kill -9 "$WPID"
+	wait "$WPID" || true
+	[ -f "$(seg "$WPID")" ]
+	run "$SEGTOOL" live "$(seg "$WPID")"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == stale:* ]]
+	[ "$(sv "$WPID" liveness)" = stale ]
+}
+
+@test "a new process removes stale segments of the user and never a live one" {
+	start_work
+	local live1=$WPID
+	start_work
+	local dead=$WPID
+	kill -9 "$dead"
+	wait "$dead" || true
+	[ -f "$(seg "$dead")" ]
+	start_work
+	local live2=$WPID
+	[ ! -e "$(seg "$dead")" ]
+	[ "$(sv "$live1" liveness)" = live ]
+	[ "$(sv "$live2" liveness)" = live ]
+	[ "$(ls "$SEGS" | wc -l)" -eq 2 ]
+}
+
+@test "exec after exec: other processes publishing meanwhile never remove the live segment" {
+	# every exec drops the old image's lock for a moment; a process publishing in the same
+	# directory then may take the old file for stale, and must not unlink the new one
+	(
+		export LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
+		while :; do /bin/true; done
+	) 3>&- &
+	echo "$!" >>"$T/pids"
+	(
+		export LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
+		while :; do /bin/true; done
+	) 3>&- &
+	echo "$!" >>"$T/pids"
+	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/execchain" 1500
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${lines[-1]}" = "done misses=0" ]
+}
+
+@test "fork: the child has its own segment, counters and control thread" {
+	start_work
+	work "$WPID" "$WFD" alloc 1M 2
+	local parent_direct parent_mmaps
+	parent_direct=$(sv "$WPID" direct_mappings)
+	parent_mmaps=$(sv "$WPID" mmap_calls)
+	[ "$parent_direct" -ge 2 ]
+	mkfifo "$T/child"
+	echo "fork $T/child" >&"$WFD"
+	exec {CFD}>"$T/child"
+	FDS="$FDS $CFD"
+	wait_line "^[0-9]+ child of $WPID$"
+	local cpid
+	cpid=$(sed -n "s/^\([0-9]*\) child of $WPID\$/\1/p" "$T/out")
+	echo "$cpid" >>"$T/pids"
+	wait_line "^$WPID ok 2 fork$"
+	for _ in $(seq 100); do [ -e "$(seg "$cpid")" ] && break; sleep 0.02; done
+	[ "$(sv "$cpid" pid)" = "$cpid" ]
+	[ "$(sv "$cpid" liveness)" = live ]
+	[ "$(sv "$cpid" control)" = running ]
+	# the child's allocations count in its segment only
+	local child_direct
+	child_direct=$(sv "$cpid" direct_mappings)
+	work "$cpid" "$CFD" alloc 1M 5
+	[ "$(sv "$cpid" direct_mappings)" -eq $((child_direct + 5)) ]
+	[ "$(sv "$WPID" direct_mappings)" -eq "$parent_direct" ]
+	[ "$(sv "$WPID" mmap_calls)" -eq "$parent_mmaps" ]
+	# the child's control thread answers, and a tunable set there stays there
+	mb "$cpid" set mmap_threshold 300000
+	[ "$(field value)" = 300000 ]
+	[ "$(sv "$cpid" tunable.mmap_threshold)" = 300000 ]
+	[ "$(sv "$WPID" tunable.mmap_threshold)" = 131072 ]
+	mb "$WPID" get mmap_threshold
+	[ "$(field value)" = 131072 ]
+	# both exit normally: both segments go
+	work "$cpid" "$CFD" exit
+	work "$WPID" "$WFD" exit
+	wait_gone "$(seg "$cpid")"
+	wait_gone "$(seg "$WPID")"
+}
+
+@test "exec of a preloaded program replaces the segment cleanly" {
+	start_work
+	work "$WPID" "$WFD" exec /usr/bin/sleep 30
+	for _ in $(seq 100); do
+		[ "$(sv "$WPID" exe)" = /usr/bin/sleep ] && break
+		sleep 0.02
+	done
+	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'exe=/usr/bin/sleep'
+	[ "$(sv "$WPID" liveness)" = live ]
+	[ "$(sv "$WPID" pid)" = "$WPID" ]
+	[ "$(ls "$SEGS")" = "liballoc.$WPID.seg" ]
+	mb "$WPID" get mmap_threshold
+	[ "$(field status_text)" = ok ]
+}
+
+@test "exec of a program without liballoc leaves a stale segment" {
+	start_work
+	work "$WPID" "$WFD" exec-bare /usr/bin/sleep 30
+	for _ in $(seq 100); do
+		grep -q '^sleep' "/proc/$WPID/comm" 2>/dev/null && break
+		sleep 0.02
+	done
+	kill -0 "$WPID"
+	[ "$(ls "$SEGS")" = "liballoc.$WPID.seg" ]
+	run "$SEGTOOL" live "$(seg "$WPID")"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == stale:* ]]
+}
+
+@test "set mmap_threshold: the next block of that size is a direct mapping" {
+	start_work
+	work "$WPID" "$WFD" alloc 100000 1
+	local d0
+	d0=$(sv "$WPID" direct_mappings)
+	work "$WPID" "$WFD" alloc 100000 1
+	[ "$(sv "$WPID" direct_mappings)" -eq "$d0" ]
+	mb "$WPID" set mmap_threshold 65536
+	cat "$T/mb"
+	[ "$(field status_text)" = ok ]
+	[ "$(field value)" = 65536 ]
+	[ "$(sv "$WPID" tunable.mmap_threshold)" = 65536 ]
+	work "$WPID" "$WFD" alloc 100000 1
+	[ "$(sv "$WPID" direct_mappings)" -eq $((d0 + 1)) ]
+	[ "$(sv "$WPID" commands_executed)" -ge 1 ]
+}
+
+@test "trim: bytes_retained drop and the syscall counters rise by what it reported" {
+	start_work LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G
+	work "$WPID" "$WFD" alloc 32K 1024
+	work "$WPID" "$WFD" free
+	local r0 ma0 mu0 mab0 mub0
+	r0=$(sv "$WPID" bytes_retained)
+	ma0=$(sv "$WPID" madvise_calls)
+	mu0=$(sv "$WPID" munmap_calls)
+	mab0=$(sv "$WPID" madvise_bytes)
+	mub0=$(sv "$WPID" munmap_bytes)
+	echo "retained before: $r0"
+	[ "$r0" -ge $((16 << 20)) ]
+	mb "$WPID" trim 0
+	cat "$T/mb"
+	[ "$(field status_text)" = ok ]
+	local released
+	released=$(field bytes_released)
+	[ "$released" -ge $((16 << 20)) ]
+	[ "$(sv "$WPID" bytes_retained)" -le $((r0 - released)) ]
+	[ "$(sv "$WPID" madvise_calls)" -eq $((ma0 + $(field madvise))) ]
+	[ "$(sv "$WPID" munmap_calls)" -eq $((mu0 + $(field munmap))) ]
+	[ $(($(field madvise) + $(field munmap))) -ge 1 ]
+	# the bytes the calls covered include everything reported released
+	[ $(($(sv "$WPID" madvise_bytes) - mab0 + $(sv "$WPID" munmap_bytes) - mub0)) -ge "$released" ]
+}
+
+# release_heaps_after SETUP...: 100 MiB of 64 KiB blocks (two heaps) after SETUP commands,
+# all freed and the caches flushed; then release_idle_heaps must unmap the idle heap.
+release_heaps_after() {
+	start_work LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G
+	local c
+	# shellcheck disable=SC2086 # each argument is a command line
+	for c in "$@"; do work "$WPID" "$WFD" $c; done
+	work "$WPID" "$WFD" alloc 64K 1600
+	local h1
+	h1=$(sv "$WPID" heaps)
+	echo "heaps with 100 MiB live: $h1"
+	[ "$h1" -ge 2 ]
+	work "$WPID" "$WFD" free
+	# idle_heap_release=0: nothing went on its own
+	[ "$(sv "$WPID" heaps)" -eq "$h1" ]
+	mb "$WPID" flush_caches
+	local rel0
+	rel0=$(sv "$WPID" heaps_released)
+	mb "$WPID" release_idle_heaps
+	cat "$T/mb"
+	[ "$(field status_text)" = ok ]
+	local h2
+	h2=$(sv "$WPID" heaps)
+	echo "heaps after release: $h2"
+	[ "$h2" -lt "$h1" ]
+	[ "$(field bytes_released)" -gt 0 ]
+	[ "$(field munmap)" -ge 1 ]
+	[ "$(sv "$WPID" heaps_released)" -eq $((rel0 + h1 - h2)) ]
+	# the process goes on allocating in what is left
+	work "$WPID" "$WFD" alloc 64K 16
+	work "$WPID" "$WFD" exit
+}
+
+@test "release_idle_heaps unmaps a heap whose blocks were all freed" {
+	release_heaps_after "reserve 4096"
+}
+
+@test "release_idle_heaps unmaps a heap where small blocks were freed too" {
+	# the list of held blocks grows by realloc while the second heap fills: its 16 KiB
+	# step is a small block in that heap
+	release_heaps_after
+}
+
+@test "flush_caches empties the cache of a thread blocked in read(2)" {
+	start_work LIBALLOC_DECAY_MS=0
+	# from an empty start, so what is cached next is the sleeper's
+	mb "$WPID" flush_caches
+	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	work "$WPID" "$WFD" sleeper 64 4000
+	local cached flushes
+	cached=$(sv "$WPID" bytes_cached)
+	flushes=$(sv "$WPID" cache_flushes)
+	echo "cached with the sleeper idle: $cached"
+	[ "$cached" -gt 0 ]
+	mb "$WPID" flush_caches
+	cat "$T/mb"
+	[ "$(field status_text)" = ok ]
+	[ -z "$(field reason)" ]
+	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	[ "$(sv "$WPID" cache_flushes)" -gt "$flushes" ]
+	# the blocked thread is still there and the process is healthy
+	[ "$(sv "$WPID" threads)" -ge 2 ]
+	work "$WPID" "$WFD" churn 64 100
+}
+
+@test "set tcache_max_bytes 0 and mmap_max 0 change what the allocator does next" {
+	start_work LIBALLOC_DECAY_MS=0
+	work "$WPID" "$WFD" churn 64 500
+	[ "$(sv "$WPID" bytes_cached)" -gt 0 ]
+	mb "$WPID" set tcache_max_bytes 0
+	[ "$(field status_text)" = ok ]
+	mb "$WPID" flush_caches
+	work "$WPID" "$WFD" churn 64 500
+	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	# no direct mapping allowed: a 1 MiB block comes from a heap
+	local d0
+	d0=$(sv "$WPID" direct_mappings)
+	mb "$WPID" set mmap_max 0
+	[ "$(field value)" = 0 ]
+	work "$WPID" "$WFD" alloc 1M 2
+	[ "$(sv "$WPID" direct_mappings)" -eq "$d0" ]
+	mb "$WPID" set mmap_max 65536
+	work "$WPID" "$WFD" alloc 1M 2
+	[ "$(sv "$WPID" direct_mappings)" -eq $((d0 + 2)) ]
+}
+
+@test "a command to a stopped process times out and does not run when it continues" {
+	start_work
+	local c0
+	c0=$(sv "$WPID" commands_executed)
+	kill -STOP "$WPID"
+	run "$SEGTOOL" cmd "$(seg "$WPID")" -t 300 set mmap_threshold 65536
+	echo "$output"
+	[ "$status" -eq 5 ]
+	kill -CONT "$WPID"
+	work "$WPID" "$WFD" churn 64 10
+	sleep 0.2
+	[ "$(sv "$WPID" commands_executed)" -eq "$c0" ]
+	[ "$(sv "$WPID" tunable.mmap_threshold)" = 131072 ]
+	# and the mailbox works again
+	mb "$WPID" set mmap_threshold 65536
+	[ "$(field value)" = 65536 ]
+	[ "$(sv "$WPID" commands_executed)" -eq $((c0 + 1)) ]
+}
+
+@test "two clients racing for the mailbox are serialized" {
+	start_work
+	local c0
+	c0=$(sv "$WPID" commands_executed)
+	"$SEGTOOL" bench "$(seg "$WPID")" 300 >"$T/b1" 2>&1 &
+	local b1=$!
+	"$SEGTOOL" bench "$(seg "$WPID")" 300 >"$T/b2" 2>&1 &
+	local b2=$!
+	wait "$b1" || { cat "$T/b1"; return 1; }
+	wait "$b2" || { cat "$T/b2"; return 1; }
+	# each ran 2 x 300 set commands, every one answered for itself, none lost
+	[ "$(sv "$WPID" commands_executed)" -eq $((c0 + 1200)) ]
+}
+
+@test "a child that ends with _exit removes its segment (liballoc interposes _exit)" {
+	start_work
+	mkfifo "$T/child"
+	echo "fork $T/child" >&"$WFD"
+	exec {CFD}>"$T/child"
+	FDS="$FDS $CFD"
+	wait_line "^[0-9]+ child of $WPID$"
+	local cpid
+	cpid=$(sed -n "s/^\([0-9]*\) child of $WPID\$/\1/p" "$T/out")
+	echo "$cpid" >>"$T/pids"
+	for _ in $(seq 100); do [ -e "$(seg "$cpid")" ] && break; sleep 0.02; done
+	[ -e "$(seg "$cpid")" ]
+	work "$cpid" "$CFD" _exit
+	for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.02; done
+	[ ! -e "$(seg "$cpid")" ]
+	# the parent is not affected
+	[ "$(sv "$WPID" liveness)" = live ]
+}
+
+@test "refresh and get answer; get reports the effective value" {
+	start_work LIBALLOC_TOP_PAD=1M
+	mb "$WPID" get top_pad
+	[ "$(field status_text)" = ok ]
+	[ "$(field value)" = 1048576 ]
+	mb "$WPID" refresh
+	[ "$(field status_text)" = ok ]
+	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.top_pad=1048576 explicit=1'
+}
+
+@test "bad command records are refused with a reason" {
+	start_work
+	local c0
+	c0=$(sv "$WPID" tunable.mmap_threshold)
+	run "$SEGTOOL" cmd "$(seg "$WPID")" -i 99
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=unknown command"* ]]
+	[[ "$output" == *"reason=unknown command"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" -i 0
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=unknown command"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" set no_such_tunable 1
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=unknown tunable"* ]]
+	[[ "$output" == *"reason=unknown tunable: no_such_tunable"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" get ""
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=unknown tunable"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" set mmap_threshold 33554433
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=value out of range"* ]]
+	[[ "$output" == *"reason="*"mmap_threshold"*"0..32M"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" set mmap_threshold -1
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=value out of range"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" set mmap_dynamic 2
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"status_text=value out of range"* ]]
+	[[ "$output" == *"reason="*"0 or 1"* ]]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" set arena_max 0
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"reason="*"1..1024"* ]]
+	# nothing refused changed anything
+	[ "$(sv "$WPID" tunable.mmap_threshold)" = "$c0" ]
+	[ "$(sv "$WPID" tunable.mmap_dynamic)" = 1 ]
+	# every tunable in the table is live: a set of each one's current value is accepted
+	local name value
+	while IFS='=' read -r name value; do
+		name=${name#tunable.}
+		value=${value%% *}
+		run "$SEGTOOL" cmd "$(seg "$WPID")" set "$name" "$value"
+		[ "$status" -eq 0 ] || { echo "set $name $value: $output"; return 1; }
+	done < <("$SEGTOOL" info "$(seg "$WPID")" | grep '^tunable\.')
+}
+
+@test "LIBALLOC_CONTROL=0: control is off, a command times out and never runs" {
+	start_work LIBALLOC_CONTROL=0
+	[ "$(sv "$WPID" control)" = off ]
+	[ "$(sv "$WPID" liveness)" = live ]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" -t 300 set mmap_threshold 65536
+	echo "$output"
+	[ "$status" -eq 5 ]
+	[[ "$output" == *"error=the process did not answer in time"* ]]
+	[ "$(sv "$WPID" tunable.mmap_threshold)" = 131072 ]
+	[ "$(sv "$WPID" commands_executed)" = 0 ]
+	# the process itself runs on: statistics still move, a second command times out too
+	local m0
+	m0=$(sv "$WPID" direct_mappings)
+	work "$WPID" "$WFD" alloc 1M 1
+	[ "$(sv "$WPID" direct_mappings)" -eq $((m0 + 1)) ]
+	run "$SEGTOOL" cmd "$(seg "$WPID")" -t 200 trim
+	[ "$status" -eq 5 ]
+	work "$WPID" "$WFD" exit
+	wait_gone "$(seg "$WPID")"
+}
+
+@test "an invalid LIBALLOC_<NAME> value prints one line on stderr and is ignored" {
+	local v
+	for v in banana 12Q -5 1G ""; do
+		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
+			LIBALLOC_MMAP_THRESHOLD="$v" /bin/echo hello
+		echo "value '$v': status=$status out=$output err=$stderr"
+		[ "$status" -eq 0 ]
+		[ "$output" = hello ]
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" == *"LIBALLOC_MMAP_THRESHOLD"* ]]
+	done
+	# the out-of-range one names the range
+	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
+		LIBALLOC_MMAP_THRESHOLD=1G /bin/true
+	[[ "$stderr" == *"0..32M"* ]]
+	# the default stays in effect
+	start_work LIBALLOC_MMAP_THRESHOLD=banana
+	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.mmap_threshold=131072 explicit=0'
+	[ "$(grep -c LIBALLOC_MMAP_THRESHOLD "$T/err")" -eq 1 ]
+}

@@ -1,0 +1,267 @@
+/* segwork.c — a scriptable preloaded process for the segment suite: it reads one command
+ * per line on stdin and answers each with "PID ok SEQ WORD" on stdout (flushed), so the
+ * test decides exactly when it allocates, frees, forks or execs. Between commands the main
+ * thread sits in read(2). Allocation goes through tests/api/api.h (A(malloc)).
+ *
+ *   alloc SIZE N      allocate N blocks of SIZE bytes, touch every page, hold them
+ *   free              free every held block (and the list that held them)
+ *   reserve N         size the list of held blocks for N entries now (so that later allocs
+ *                     allocate nothing but their blocks)
+ *   churn SIZE N      allocate N blocks of SIZE then free them all (fills the thread cache)
+ *   sleeper SIZE N    start a thread that churns N blocks of SIZE, then blocks in read(2)
+ *                     on a pipe nobody writes; answered once it is about to block
+ *   fork FIFO         fork; the child reads its commands from FIFO (opened after the fork)
+ *                     and announces itself with "PID child of PPID"
+ *   exec PROG [ARG..] execv PROG keeping the environment (LD_PRELOAD included)
+ *   exec-bare PROG..  execv PROG without LD_PRELOAD
+ *   exit | _exit      exit(0) | _exit(0)
+ * An unknown or malformed command answers "PID error SEQ ..." and the loop goes on. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+
+#define PAGE       4096
+#define MAX_ARGS   16
+#define LINE_BYTES 1024
+
+static void **held;
+static size_t nheld, capheld;
+static unsigned long seq;
+
+static void say(const char *what, const char *word)
+{
+	printf("%d %s %lu %s\n", (int)getpid(), what, seq, word);
+	fflush(stdout);
+}
+
+static void touch(char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += PAGE)
+		p[i] = (char)i;
+	if (n)
+		p[n - 1] = 1;
+}
+
+static void *must_alloc(size_t n)
+{
+	void *p = A(malloc)(n);
+	if (!p) {
+		fprintf(stderr, "segwork: malloc(%zu): %s\n", n, strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+static void reserve(size_t cap)
+{
+	void **n = A(realloc)(held, cap * sizeof(*held));
+	if (!n) {
+		fprintf(stderr, "segwork: realloc: %s\n", strerror(errno));
+		exit(1);
+	}
+	held = n;
+	capheld = cap;
+}
+
+static void hold(void *p)
+{
+	if (nheld == capheld)
+		reserve(capheld ? capheld * 2 : 256);
+	held[nheld++] = p;
+}
+
+static void churn(size_t size, size_t n)
+{
+	void **v = must_alloc(n * sizeof(*v));
+	for (size_t i = 0; i < n; i++) {
+		v[i] = must_alloc(size);
+		touch(v[i], size);
+	}
+	for (size_t i = 0; i < n; i++)
+		A(free)(v[i]);
+	A(free)(v);
+}
+
+struct sleeper {
+	size_t size, n;
+	int ready[2]; /* the thread writes one byte here before it blocks */
+	int never[2]; /* nobody writes here: the thread blocks reading it */
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+	churn(s->size, s->n);
+	char c = 1;
+	if (write(s->ready[1], &c, 1) != 1)
+		return NULL;
+	while (read(s->never[0], &c, 1) < 0 && errno == EINTR) {
+	}
+	return NULL;
+}
+
+static int start_sleeper(size_t size, size_t n)
+{
+	static struct sleeper s; /* one per process is enough for the suite */
+	if (s.n)
+		return -1;
+	s.size = size;
+	s.n = n;
+	if (pipe(s.ready) < 0 || pipe(s.never) < 0)
+		return -1;
+	pthread_t t;
+	if (pthread_create(&t, NULL, sleeper_main, &s) != 0)
+		return -1;
+	pthread_detach(t);
+	char c;
+	if (read(s.ready[0], &c, 1) != 1)
+		return -1;
+	/* let it reach read(2): it never touches the allocator again */
+	usleep(20000);
+	return 0;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'K':
+		v <<= 10, end++;
+		break;
+	case 'M':
+		v <<= 20, end++;
+		break;
+	case 'G':
+		v <<= 30, end++;
+		break;
+	}
+	if (*end)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+static void do_exec(char **argv, int bare)
+{
+	if (bare)
+		unsetenv("LD_PRELOAD");
+	say("ok", bare ? "exec-bare" : "exec");
+	execv(argv[0], argv);
+	fprintf(stderr, "segwork: exec %s: %s\n", argv[0], strerror(errno));
+	exit(127);
+}
+
+static void do_fork(const char *fifo)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		say("error", "fork");
+		return;
+	}
+	if (pid > 0) {
+		say("ok", "fork");
+		return;
+	}
+	int fd = open(fifo, O_RDONLY);
+	if (fd < 0 || dup2(fd, 0) < 0) {
+		fprintf(stderr, "segwork: child: %s: %s\n", fifo, strerror(errno));
+		_exit(1);
+	}
+	close(fd);
+	seq = 0;
+	printf("%d child of %d\n", (int)getpid(), (int)getppid());
+	fflush(stdout);
+}
+
+static void run(char **argv, int argc)
+{
+	const char *w = argv[0];
+	size_t size, n;
+	if (strcmp(w, "alloc") == 0 && argc == 3 && !parse_size(argv[1], &size) &&
+	    !parse_size(argv[2], &n)) {
+		for (size_t i = 0; i < n; i++) {
+			void *p = must_alloc(size);
+			touch(p, size);
+			hold(p);
+		}
+	} else if (strcmp(w, "free") == 0 && argc == 1) {
+		for (size_t i = 0; i < nheld; i++)
+			A(free)(held[i]);
+		A(free)(held);
+		held = NULL;
+		nheld = capheld = 0;
+	} else if (strcmp(w, "reserve") == 0 && argc == 2 && !parse_size(argv[1], &n) &&
+	           n >= nheld && n) {
+		reserve(n);
+	} else if (strcmp(w, "churn") == 0 && argc == 3 && !parse_size(argv[1], &size) &&
+	           !parse_size(argv[2], &n)) {
+		churn(size, n);
+	} else if (strcmp(w, "sleeper") == 0 && argc == 3 && !parse_size(argv[1], &size) &&
+	           !parse_size(argv[2], &n)) {
+		if (start_sleeper(size, n) < 0) {
+			say("error", w);
+			return;
+		}
+	} else if (strcmp(w, "fork") == 0 && argc == 2) {
+		do_fork(argv[1]);
+		return;
+	} else if ((strcmp(w, "exec") == 0 || strcmp(w, "exec-bare") == 0) && argc >= 2) {
+		do_exec(argv + 1, w[4] == '-');
+	} else if (strcmp(w, "exit") == 0 && argc == 1) {
+		say("ok", w);
+		exit(0);
+	} else if (strcmp(w, "_exit") == 0 && argc == 1) {
+		say("ok", w);
+		_exit(0);
+	} else {
+		say("error", w);
+		return;
+	}
+	say("ok", w);
+}
+
+int main(void)
+{
+	char line[LINE_BYTES];
+	printf("%d ready\n", (int)getpid());
+	fflush(stdout);
+	/* stdin through read(2) in small steps: no stdio buffer, so a forked child and its
+	 * parent never share unread input */
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(0, line + len, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (line[len] != '\n') {
+			if (++len == sizeof(line) - 1)
+				len = 0; /* overlong line: dropped */
+			continue;
+		}
+		line[len] = 0;
+		len = 0;
+		char *argv[MAX_ARGS + 1];
+		int argc = 0;
+		for (char *tok = strtok(line, " \t"); tok && argc < MAX_ARGS;
+		     tok = strtok(NULL, " \t"))
+			argv[argc++] = tok;
+		argv[argc] = NULL;
+		if (argc == 0)
+			continue;
+		seq++;
+		run(argv, argc);
+	}
+	return 0;
+}
