@@ -102,7 +102,10 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 			void *p = b->head;
 			if (likely(p != NULL)) {
 				void *next = link_decode(*(void **)p, p);
-				if (unlikely((uintptr_t)next & (LA_ALIGN - 1)))
+				/* a link overwritten after free: misaligned or outside every heap */
+				if (unlikely(((uintptr_t)next & (LA_ALIGN - 1)) ||
+				             (((uintptr_t)next ^ (uintptr_t)p) >> LA_HEAP_SHIFT &&
+				              next && !heap_registered(next))))
 					corrupt_cache();
 				b->head = next;
 				b->count--;
