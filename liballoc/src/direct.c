@@ -31,6 +31,11 @@ static size_t dcap, dused, dlive; /* slots, non-empty slots (incl. tombstones), 
 static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch;
+/* the last freed direct mappings that were unmapped, to tell a double free from a wild
+ * pointer */
+#define DFREED_RING 64
+static uintptr_t dfreed[DFREED_RING];
+static unsigned dfreed_next;
 
 static struct la_counters *pc(void)
 {
@@ -179,6 +184,9 @@ int direct_free(void *p)
 		for (unsigned i = 0; i < dcached_n; i++)
 			if (dcache[i].user == user)
 				was = 1;
+		for (unsigned i = 0; i < DFREED_RING; i++)
+			if (dfreed[i] == user)
+				was = 1;
 		la_unlock(&direct_lock);
 		return was;
 	}
@@ -189,7 +197,10 @@ int direct_free(void *p)
 	raise_threshold(len);
 	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
 	bool cached = false;
-	if (len <= limit) {
+	/* below the ceiling of a dynamic threshold, blocks of this size now come from heaps:
+	 * keeping the mapping would only hold memory */
+	bool recycles = !TUN(mmap_dynamic) || (int64_t)len >= TUN(mmap_threshold_max);
+	if (len <= limit && recycles) {
 		while (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS) {
 			unsigned old = 0; /* evict the oldest */
 			for (unsigned i = 1; i < dcached_n; i++)
@@ -203,6 +214,8 @@ int direct_free(void *p)
 		dcache[dcached_n++] = (struct dcached){base, len, user, decay_epoch};
 		dcache_bytes += len;
 		cached = true;
+	} else {
+		dfreed[dfreed_next++ % DFREED_RING] = user;
 	}
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), direct_mappings, 1);
