@@ -34,6 +34,7 @@ struct rundir {
 	bool is_default; /* found under shm_root as liballoc-<uid> */
 	bool seen;       /* mark for the rescan sweep */
 	bool refused;    /* unsafe (logged once) */
+	bool unwatched;  /* inotify refused (logged once; rescans cover it) */
 };
 
 /* A discovered, validated segment and the process it describes. */

@@ -290,9 +290,10 @@ static bool check_dir(struct ctld *d, struct rundir *dir)
 	dir->uid = st.st_uid;
 	if (dir->wd < 0) {
 		dir->wd = inotify_add_watch(d->inotify_fd, dir->path, DIR_EVENTS);
-		if (dir->wd < 0)
+		if (dir->wd < 0 && !dir->unwatched)
 			log_warn("inotify on %s: %s (relying on rescans)", dir->path,
 			         strerror(errno));
+		dir->unwatched = dir->wd < 0;
 	}
 	return true;
 }

@@ -576,7 +576,9 @@ int seg_mb_lock(struct seg *s, uint32_t token, uint64_t hold_ns)
 	if (cur == 0 || cur == token) {
 		ok = __atomic_compare_exchange_n(&mb->lock, &cur, token, false, __ATOMIC_ACQ_REL,
 		                                 __ATOMIC_ACQUIRE);
-	} else if (__atomic_load_n(&mb->lock_expires_ns, __ATOMIC_ACQUIRE) < now) {
+	} else if (__atomic_load_n(&mb->lock_expires_ns, __ATOMIC_ACQUIRE) < now ||
+	           (kill((pid_t)cur, 0) != 0 && errno == ESRCH)) {
+		/* expired, or its holder (tokens are pids) is gone: take the lock over */
 		ok = __atomic_compare_exchange_n(&mb->lock, &cur, token, false, __ATOMIC_ACQ_REL,
 		                                 __ATOMIC_ACQUIRE);
 	} else {

@@ -155,9 +155,14 @@ static bool run_dir(char *dir, size_t cap)
 	}
 	(void)n;
 	struct stat st;
-	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		la_warn("statistics not published: run directory ", dir,
-		        " is missing or not a directory", (char *)NULL);
+	if (lstat(dir, &st) != 0) {
+		la_warn("statistics not published: run directory ", dir, ": ", strerror(errno),
+		        (char *)NULL);
+		return false;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		la_warn("statistics not published: run directory ", dir, " is not a directory",
+		        (char *)NULL);
 		return false;
 	}
 	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {

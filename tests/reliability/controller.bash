@@ -1,0 +1,56 @@
+#!/bin/bash
+# controller.bash SOCKET PID STOPFILE OUT — the live operator of the soak suite: every
+# 100 ms, until STOPFILE exists or PID is gone, it sets a random mix of tunables on PID
+# (mmap_threshold, trim_threshold, tcache_max_bytes, madvise_throttle, idle_heap_release,
+# decay_ms, mmap_dynamic, direct_cache_bytes) and asks for a trim, a release of idle heaps
+# and a flush of the thread caches, all through allocctl and the daemon. It samples PID's
+# VmRSS each round. Writes "rounds=N commands=N failures=N max_rss_kb=N" to OUT at the
+# end; every failed allocctl call is appended to OUT.fail with its output.
+set -u
+sock=$1 pid=$2 stop=$3 out=$4
+allocctl=${ALLOCCTL:-$BUILD/allocctl}
+rounds=0 commands=0 failures=0 max_rss=0
+pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+call() {
+	local o rc=0 try
+	commands=$((commands + 1))
+	for try in 1 2 3; do
+		rc=0
+		o=$("$allocctl" --socket "$sock" --timeout 2s "$@" 2>&1) || rc=$?
+		# 126/127: allocctl itself could not be executed (e.g. being relinked by a
+		# parallel build): not a result of the command, try again
+		[ $rc -eq 126 ] || [ $rc -eq 127 ] || break
+		sleep 0.2
+	done
+	if [ $rc -ne 0 ]; then
+		# the process exiting at the end of the run is not a failure of the command (it
+		# removes its segment at exit, a moment before it is gone)
+		local i
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || return 0
+			sleep 0.1
+		done
+		failures=$((failures + 1))
+		printf '%s: allocctl %s\n%s\n' "$(date +%T.%N)" "$*" "$o" >>"$out.fail"
+	fi
+}
+RANDOM=$$
+while [ ! -e "$stop" ] && kill -0 "$pid" 2>/dev/null; do
+	rounds=$((rounds + 1))
+	call set "$pid" \
+		"mmap_threshold=$(pick 64K 128K 256K 1M 4M)" \
+		"trim_threshold=$(pick 64K 128K 1M 16M)" \
+		"tcache_max_bytes=$(pick 0 16K 64K 256K)" \
+		"madvise_throttle=$(pick on off)" \
+		"idle_heap_release=$(pick on off)" \
+		"decay_ms=$(pick 0 100 1000 10000)" \
+		"mmap_dynamic=$(pick on off)" \
+		"direct_cache_bytes=$(pick 0 16M 64M)"
+	call trim "$pid"
+	call release "$pid"
+	call flush "$pid"
+	rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+	[ "${rss:-0}" -gt "$max_rss" ] && max_rss=$rss
+	sleep 0.1
+done
+echo "rounds=$rounds commands=$commands failures=$failures max_rss_kb=$max_rss" >"$out"
