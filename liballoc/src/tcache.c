@@ -229,7 +229,9 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	while (unlikely(!tc_enter(tc)))
 		wait_steal(tc);
 	check_gen(tc);
-	if (owner != tc->arena) {
+	/* a block of an arena no thread uses is kept like our own: no thread allocates
+	 * beside it (a connection handed over from an exited thread) */
+	if (owner != tc->arena && __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) != 0) {
 		if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)
 			flush_remote(tc);
 		tc->rb_owner = owner;
