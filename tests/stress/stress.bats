@@ -39,7 +39,8 @@ setup() {
 	[ "$SAN" = tsan ] && skip "TSan does not support threads after a multi-threaded fork"
 	n=1000
 	# sanitizers: fewer forks; no leak check in children whose parent's threads are gone
-	[ -n "$SAN" ] && n=50 && export ASAN_OPTIONS="detect_leaks=0 $ASAN_OPTIONS"
+	# (appended: a later option wins over run-tests.sh's detect_leaks=1)
+	[ -n "$SAN" ] && n=50 && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
 	run "${PRE[@]}" "$TESTS_BIN/forks" "$n" 4
 	echo "$output"
 	[ "$status" -eq 0 ]
