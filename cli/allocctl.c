@@ -238,13 +238,22 @@ static int check_results(const Ctl__Reply *r, const Ctl__Target *t)
 
 /* ---- commands ----------------------------------------------------------------------- */
 
-static int cmd_ps(struct ctx *c, int argc, char **argv)
+/* Commands that take options only: -1 when the line is fine, else the exit status. */
+static int no_arguments(struct ctx *c, int argc, char **argv)
 {
 	int npos = parse_options(c->cmd, argc, argv, NULL, 0);
 	if (npos < 0)
 		return EXIT_USAGE;
 	if (npos > 0)
 		return usage_error(c->cmd, "unexpected argument '%s'", argv[0]);
+	return -1;
+}
+
+static int cmd_ps(struct ctx *c, int argc, char **argv)
+{
+	int bad = no_arguments(c, argc, argv);
+	if (bad >= 0)
+		return bad;
 	Ctl__ListRequest req = CTL__LIST_REQUEST__INIT;
 	Ctl__Envelope env = CTL__ENVELOPE__INIT;
 	env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
@@ -491,11 +500,9 @@ static int cmd_top(struct ctx *c, int argc, char **argv)
 
 static int cmd_version(struct ctx *c, int argc, char **argv)
 {
-	int npos = parse_options(c->cmd, argc, argv, NULL, 0);
-	if (npos < 0)
-		return EXIT_USAGE;
-	if (npos > 0)
-		return usage_error(c->cmd, "unexpected argument '%s'", argv[0]);
+	int bad = no_arguments(c, argc, argv);
+	if (bad >= 0)
+		return bad;
 	Ctl__VersionRequest req = CTL__VERSION_REQUEST__INIT;
 	Ctl__Envelope env = CTL__ENVELOPE__INIT;
 	env.payload_case = CTL__ENVELOPE__PAYLOAD_VERSION;

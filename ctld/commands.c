@@ -98,6 +98,17 @@ static void target_fail_seg(struct job *j, struct target *t, int err)
 }
 
 /* Move one target as far as it can go now. */
+/* After a mailbox step: true when the target must wait (mailbox busy, deadline not yet
+ * passed) or has failed; false when the step succeeded. */
+static bool step_blocked(struct job *j, struct target *t, int err, uint64_t now)
+{
+	if (!err)
+		return false;
+	if (err != SEG_E_BUSY || now > t->deadline_ns)
+		target_fail_seg(j, t, err);
+	return true;
+}
+
 static void target_advance(struct job *j, struct target *t, uint64_t now)
 {
 	struct seg *s = &t->p->seg;
@@ -124,15 +135,8 @@ static void target_advance(struct job *j, struct target *t, uint64_t now)
 			err = seg_mb_lock(s, j->d->token,
 			                  (uint64_t)j->d->cfg.command_timeout_ms * 1000000ull +
 			                          1000000000ull);
-			if (err == SEG_E_BUSY) {
-				if (now > t->deadline_ns)
-					target_fail_seg(j, t, err);
+			if (step_blocked(j, t, err, now))
 				return;
-			}
-			if (err) {
-				target_fail_seg(j, t, err);
-				return;
-			}
 			t->locked = true;
 			t->p->busy = true;
 			t->state = T_SUBMIT;
@@ -140,15 +144,8 @@ static void target_advance(struct job *j, struct target *t, uint64_t now)
 		case T_SUBMIT:
 			t->seq = ++j->d->next_seq;
 			err = seg_mb_submit(s, &j->steps[t->step].cmd, t->seq);
-			if (err == SEG_E_BUSY) {
-				if (now > t->deadline_ns)
-					target_fail_seg(j, t, err);
+			if (step_blocked(j, t, err, now))
 				return;
-			}
-			if (err) {
-				target_fail_seg(j, t, err);
-				return;
-			}
 			j->d->st.commands++;
 			t->state = T_WAIT;
 			poll_us = POLL_MIN_US; /* a fresh doorbell: look again soon */

@@ -403,12 +403,11 @@ void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
 		span_push(a, h, s, p);
 		p = next;
 	}
-	uint64_t bytes = (uint64_t)n * sc_size[cls];
-	STAT_SUB(a->c, bytes_in_use, bytes);
-	STAT_ADD(a->c, bytes_retained, bytes);
+	struct free_tally t = {.bytes = (uint64_t)n * sc_size[cls]};
+	t.blocks[cls] = n;
+	tally_apply(a, &t);
 	STAT_ADD(a->c, cache_flushes, 1);
 	arena_unlock(a);
-	STAT_SUB(&shm_classes()[cls].s, blocks_in_use, n);
 	STAT_ADD(&shm_classes()[cls].s, flushes, 1);
 }
 

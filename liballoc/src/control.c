@@ -191,14 +191,8 @@ static pid_t control_tid;
 static long count_threads(void)
 {
 	char buf[2048];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (os_read_small("/proc/self/status", buf, sizeof(buf)) < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
 	char *p = strstr(buf, "\nThreads:");
 	return p ? strtol(p + 9, NULL, 10) : -1;
 }
@@ -222,14 +216,8 @@ static bool task_alive(void *ctx, int dfd, const char *name)
 	size_t k = la_strlcpy(path, "/proc/self/task/", sizeof(path));
 	k += la_strlcpy(path + k, name, sizeof(path) - k);
 	la_strlcpy(path + k, "/stat", sizeof(path) - k);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (os_read_small(path, stat, sizeof(stat)) < 0)
 		return true;
-	ssize_t r = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (r <= 0)
-		return true;
-	stat[r] = 0;
 	char *p = strrchr(stat, ')');
 	if (p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
 		scan->alive = true;

@@ -3,6 +3,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -108,6 +109,19 @@ size_t os_resident(void *p, size_t size)
 		size -= chunk;
 	}
 	return total;
+}
+
+ssize_t os_read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return n;
 }
 
 void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void *ctx)

@@ -6,6 +6,8 @@
 #ifndef LA_OS_H
 #define LA_OS_H
 
+#include <sys/types.h>
+
 #include "common.h"
 
 /* Map size bytes (page multiple). Returns NULL on failure (errno kept). */
@@ -19,6 +21,9 @@ int os_purge(void *p, size_t size, struct la_counters *c);
  * really released). */
 size_t os_resident(void *p, size_t size);
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
+
+/* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */
+ssize_t os_read_small(const char *path, char *buf, size_t len);
 
 /* Call fn(ctx, dfd, name) for each entry of the open directory dfd (getdents64: no
  * allocation) until fn returns false. */

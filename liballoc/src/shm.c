@@ -176,14 +176,8 @@ static bool run_dir(char *dir, size_t cap)
 static uint64_t proc_start_time(void)
 {
 	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (os_read_small("/proc/self/stat", buf, sizeof(buf)) < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
 	char *p = strrchr(buf, ')');
 	if (!p)
 		return 0;

@@ -249,13 +249,15 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
-	if (b->count >= b->limit)
+	bool flushed = b->count >= b->limit;
+	if (flushed)
 		flush_bin(tc, cls, b->limit / 2);
 	*(void **)p = link_encode(b->head, p);
 	((void **)p)[1] = (void *)la_key;
 	b->head = p;
 	b->count++;
-	publish(tc);
+	if (flushed) /* bytes_cached is published at refills and flushes, not per free */
+		publish(tc);
 	tc_leave(tc);
 }
 
