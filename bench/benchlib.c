@@ -99,6 +99,18 @@ void bench_touch(void *p, size_t len, unsigned char value)
 		b[len - 1] = value;
 }
 
+void *bench_workers(size_t n, size_t size)
+{
+	size_t bytes;
+	if (size % BENCH_LINE || __builtin_mul_overflow(n, size, &bytes))
+		bench_die("bench_workers");
+	void *p = aligned_alloc(BENCH_LINE, bytes);
+	if (!p)
+		bench_die("aligned_alloc");
+	memset(p, 0, bytes);
+	return p;
+}
+
 void bench_die(const char *what)
 {
 	fprintf(stderr, "bench: %s failed\n", what);

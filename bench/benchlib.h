@@ -32,6 +32,14 @@ long bench_arg(int argc, char **argv, int index, long def, const char *usage);
 /* Touch one byte per page of [p, p + len) so the memory is really resident. */
 void bench_touch(void *p, size_t len, unsigned char value);
 
+/* Per-thread records that their threads write: each on cache lines of its own (declare the
+ * type with BENCH_LINE_ALIGNED), so the harness does not measure false sharing between its
+ * own workers, which would depend on where the allocator under test put the array.
+ * Zeroed; dies on failure. */
+#define BENCH_LINE         128 /* two lines: the adjacent-line prefetcher pairs them */
+#define BENCH_LINE_ALIGNED __attribute__((aligned(BENCH_LINE)))
+void *bench_workers(size_t n, size_t size);
+
 /* Abort with a one-line message (workloads treat allocation failure as a failed run). */
 void bench_die(const char *what) __attribute__((noreturn));
 

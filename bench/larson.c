@@ -20,7 +20,7 @@ struct larson_worker {
 	long ops;             /* operations per generation */
 	size_t maxsize;       /* largest block size */
 	struct bench_rng rng; /* carried across generations */
-};
+} BENCH_LINE_ALIGNED;
 
 static void *larson_run(void *arg)
 {
@@ -48,9 +48,7 @@ int main(int argc, char **argv)
 	long maxsize = bench_arg(argc, argv, 5, 512, USAGE);
 	if (maxsize < 16)
 		maxsize = 16;
-	struct larson_worker *w = calloc((size_t)threads, sizeof(*w));
-	if (!w)
-		bench_die("calloc");
+	struct larson_worker *w = bench_workers((size_t)threads, sizeof(*w));
 	for (long t = 0; t < threads; t++) {
 		w[t].nslots = (size_t)nslots;
 		w[t].ops = ops;

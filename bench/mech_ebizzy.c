@@ -25,7 +25,7 @@ struct ebizzy_worker {
 	struct ebizzy_table *table;
 	uint64_t seed;
 	uint64_t found; /* keys found, so the scan cannot be optimized away */
-};
+} BENCH_LINE_ALIGNED;
 
 static void *ebizzy_run(void *arg)
 {
@@ -70,9 +70,7 @@ int main(int argc, char **argv)
 		for (size_t j = 0; j < t.words; j++)
 			t.records[r][j] = bench_rng_next(&rng);
 	}
-	struct ebizzy_worker *w = calloc((size_t)threads, sizeof(*w));
-	if (!w)
-		bench_die("calloc");
+	struct ebizzy_worker *w = bench_workers((size_t)threads, sizeof(*w));
 	long flt0 = bench_minflt();
 	double t0 = bench_now();
 	for (long i = 0; i < threads; i++) {

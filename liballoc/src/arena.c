@@ -137,7 +137,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
 			return s;
 		}
 	}
-	struct heap *h = heap_create(a, a->c);
+	struct heap *h = heap_create(a, a->index, a->c);
 	if (!h)
 		return NULL;
 	h->next = a->heaps;

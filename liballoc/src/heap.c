@@ -7,7 +7,7 @@
 
 #include "os.h"
 
-uint64_t heap_bits[(1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT)) / 64];
+uint16_t heap_owner[LA_HEAP_SLOTS];
 
 #define HEADER_PAGES ((uint32_t)((sizeof(struct heap) + LA_PAGE - 1) >> LA_PAGE_SHIFT))
 
@@ -84,7 +84,7 @@ static struct span *make_free(struct heap *h, uint32_t first, uint32_t n, uint32
 	return s;
 }
 
-struct heap *heap_create(struct arena *a, struct la_counters *c)
+struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c)
 {
 	struct heap *h = os_map_aligned(LA_HEAP_SIZE, LA_HEAP_SIZE, c);
 	if (!h)
@@ -94,15 +94,14 @@ struct heap *heap_create(struct arena *a, struct la_counters *c)
 	h->first_page = HEADER_PAGES;
 	h->free_pages = heap_data_pages();
 	make_free(h, HEADER_PAGES, heap_data_pages(), 0);
-	uintptr_t u = (uintptr_t)h >> LA_HEAP_SHIFT;
-	__atomic_fetch_or(&heap_bits[u >> 6], 1ULL << (u & 63), __ATOMIC_RELEASE);
+	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], heap_tag(arena_index),
+	                 __ATOMIC_RELEASE);
 	return h;
 }
 
 void heap_destroy(struct heap *h, struct la_counters *c)
 {
-	uintptr_t u = (uintptr_t)h >> LA_HEAP_SHIFT;
-	__atomic_fetch_and(&heap_bits[u >> 6], ~(1ULL << (u & 63)), __ATOMIC_RELEASE);
+	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], 0, __ATOMIC_RELEASE);
 	os_unmap(h, LA_HEAP_SIZE, c);
 }
 

@@ -69,9 +69,28 @@ LA_INLINE unsigned pm_class(uint32_t e)
 	return e >> 24;
 }
 
-/* Registration bitmap of every live heap, by address (lock-free lookups on free). */
-#define LA_ADDR_BITS 47
-extern uint64_t heap_bits[(1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT)) / 64];
+/* Every live heap by address: the tag of its owning arena (heap_tag), 0 where no heap is
+ * (lock-free lookups on free). One load tells free both that a pointer lies in one of our
+ * heaps and whether the calling thread's arena owns it. */
+#define LA_ADDR_BITS  47
+#define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
+extern uint16_t heap_owner[LA_HEAP_SLOTS];
+
+/* An arena's tag: never 0 (no heap) and never LA_TAG_NONE (a thread without a cache). */
+#define LA_TAG_NONE 0xffffu
+LA_INLINE uint16_t heap_tag(uint32_t arena_index)
+{
+	return (uint16_t)(arena_index + 1);
+}
+
+/* The tag of the arena owning the heap around p: 0 when p is in no heap of ours. */
+LA_INLINE uint16_t heap_owner_tag(const void *p)
+{
+	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
+	if (unlikely(u >= LA_HEAP_SLOTS))
+		return 0;
+	return __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
+}
 
 LA_INLINE struct heap *heap_of(const void *p)
 {
@@ -80,10 +99,7 @@ LA_INLINE struct heap *heap_of(const void *p)
 
 LA_INLINE bool heap_registered(const void *p)
 {
-	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
-	if (unlikely(u >= (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))))
-		return false;
-	return (__atomic_load_n(&heap_bits[u >> 6], __ATOMIC_RELAXED) >> (u & 63)) & 1;
+	return heap_owner_tag(p) != 0;
 }
 
 LA_INLINE uint32_t heap_page_of(const struct heap *h, const void *p)
@@ -101,7 +117,7 @@ LA_INLINE uint32_t span_index(const struct heap *h, const struct span *s)
 	return (uint32_t)(s - h->spans);
 }
 
-struct heap *heap_create(struct arena *a, struct la_counters *c);
+struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
 void heap_destroy(struct heap *h, struct la_counters *c);
 /* Take n pages; returns the span (kind still FREE's caller to set) or NULL.
  * *dirty_used receives how many of them may have been resident. */

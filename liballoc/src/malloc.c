@@ -49,11 +49,6 @@ LA_COLD static void la_init(void)
 
 /* ---- allocation ------------------------------------------------------------------------ */
 
-LA_COLD static void corrupt_cache(void)
-{
-	la_fatal("malloc()", "corrupted thread cache detected");
-}
-
 /* Large (or cache-bypassing) allocation of size bytes aligned to align (>= 16). */
 static void *alloc_large(size_t size, size_t align, bool *fresh)
 {
@@ -100,13 +95,13 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 		struct tbin *b = &tc->bins[cls];
 		if (likely(tc_enter(tc))) {
 			void *p = b->head;
-			if (likely(p != NULL)) {
-				void *next = link_decode(*(void **)p, p);
-				/* a link overwritten after free: misaligned or outside every heap */
-				if (unlikely(((uintptr_t)next & (LA_ALIGN - 1)) ||
-				             (((uintptr_t)next ^ (uintptr_t)p) >> LA_HEAP_SHIFT &&
-				              next && !heap_registered(next))))
-					corrupt_cache();
+			void *next = p ? link_decode(*(void **)p, p) : NULL;
+			/* the fast path takes a link to an aligned block of the same heap; the
+			 * slow path checks every other one (the end of the chain, another heap, a
+			 * link overwritten after free) */
+			if (likely(p != NULL) &&
+			    likely(!(((uintptr_t)next ^ (uintptr_t)p) &
+			             ~((uintptr_t)LA_HEAP_MASK & ~(uintptr_t)(LA_ALIGN - 1))))) {
 				b->head = next;
 				b->count--;
 				((void **)p)[1] = NULL;
@@ -217,7 +212,10 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	if (unlikely(!p))
 		return;
-	if (likely(heap_registered(p))) {
+	struct tcache *tc = &la_tcache;
+	/* only blocks of this thread's arena are cached (see tcache.h); one lookup tells
+	 * that p lies in a heap of ours and that the heap is this arena's */
+	if (likely(heap_owner_tag(p) == tc->tag)) {
 		struct heap *h = heap_of(p);
 		uint32_t e = h->pagemap[heap_page_of(h, p)];
 		if (likely(e & PM_SMALL)) {
@@ -227,11 +225,8 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) -
 			               (pm_head(e) << LA_PAGE_SHIFT);
 			if (likely(sc_divisible(off, cls) && ((void **)p)[1] != (void *)la_key)) {
-				struct tcache *tc = &la_tcache;
 				struct tbin *b = &tc->bins[cls];
-				/* only blocks of this thread's arena are cached (see tcache.h) */
-				if (likely(tc_enter(tc)) && likely(b->count < b->limit) &&
-				    likely(h->arena == tc->arena)) {
+				if (likely(tc_enter(tc)) && likely(b->count < b->limit)) {
 					*(void **)p = link_encode(b->head, p);
 					((void **)p)[1] = (void *)la_key;
 					b->head = p;

@@ -13,7 +13,6 @@ extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];
 extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 extern uint32_t sc_recip[LA_NCLASSES];  /* ceil(2^32 / size): offset / size by multiply */
-extern uint64_t sc_divm[LA_NCLASSES];   /* 2^64 / size + 1: divisibility by one multiply */
 extern uint8_t sc_lookup[65];           /* (n+15)>>4 -> class, for n <= 1024 */
 
 void sc_init(void);
@@ -28,11 +27,12 @@ LA_INLINE unsigned sc_class_of(size_t n)
 	return 20u + (lg - 10u) * 4u + quarter;
 }
 
-/* Is off a multiple of the class size? (Lemire, Kaser and Kurz: n * c <= c - 1 with
- * c = 2^64 / d + 1, exact for 32-bit n.) One multiply, no division. */
+/* Is off a multiple of the class size? Lemire, Kaser and Kurz: with c = ceil(2^32 / d),
+ * d divides n exactly when n * c mod 2^32 < c, for every n < 2^(32 - L) where 2^L >= d:
+ * here offsets inside a span (< 2^18) and sizes up to 2^14. One multiply, no division. */
 LA_INLINE bool sc_divisible(uint32_t off, unsigned cls)
 {
-	return (uint64_t)off * sc_divm[cls] <= sc_divm[cls] - 1;
+	return off * sc_recip[cls] < sc_recip[cls];
 }
 
 /* Index of a block in its span from its byte offset; exact for offsets < 2^20. */

@@ -14,7 +14,7 @@
 #include "shm.h"
 #include "tunables.h"
 
-__thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
+__thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {.tag = LA_TAG_NONE};
 uint64_t la_key;
 uint32_t tcache_gen = 1;
 
@@ -63,6 +63,7 @@ static void tcache_init(struct tcache *tc)
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
 	tc->arena = arena_attach();
+	tc->tag = heap_tag(tc->arena->index);
 	set_limits(tc);
 	la_lock(&tc_list_lock);
 	tc->prev = NULL;
@@ -180,9 +181,16 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	void *p;
-	if (b->head) { /* the fast path bailed out only because of a flush in progress */
+	if (b->head) {
+		/* the fast path left this block here: a flush was in progress, or its link is
+		 * one the fast path does not follow (the end of the chain, another heap, or a
+		 * link overwritten after free: misaligned or outside every heap) */
 		p = b->head;
-		b->head = link_decode(*(void **)p, p);
+		void *next = link_decode(*(void **)p, p);
+		if (unlikely(((uintptr_t)next & (LA_ALIGN - 1)) ||
+		             (next && !heap_registered(next))))
+			la_fatal("malloc()", "corrupted thread cache detected");
+		b->head = next;
 		b->count--;
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
@@ -290,6 +298,7 @@ void tcache_thread_exit(void *arg)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		tc->bins[c].limit = 0;
 	tc->state = TC_DEAD;
+	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);
 	shm_thread_count(-1);
 	control_thread_exiting();

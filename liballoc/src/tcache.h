@@ -41,6 +41,7 @@ struct tcache {
 	uint8_t reserved;
 	uint32_t gen;        /* tcache_gen the limits were computed for */
 	struct arena *arena; /* the arena this thread allocates from */
+	uint16_t tag;        /* heap_tag of arena; LA_TAG_NONE without one (free's fast path) */
 	int64_t published;   /* bytes_cached last added to the arena counters */
 	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;

@@ -141,3 +141,17 @@ Test(corruption, corrupted_free_list_link)
 {
 	expect_abort(corrupt_link, "liballoc: malloc(): corrupted thread cache detected");
 }
+
+static void corrupt_link_low_bits(void)
+{
+	char *p = A(malloc)(48);
+	sink = A(malloc)(48);
+	A(free)(p);
+	p[0] ^= 0x08; /* the link still points into the same heap, but between blocks */
+	sink = A(malloc)(48);
+	sink = A(malloc)(48);
+}
+Test(corruption, free_list_link_pointing_between_blocks)
+{
+	expect_abort(corrupt_link_low_bits, "liballoc: malloc(): corrupted thread cache detected");
+}
