@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -184,6 +183,7 @@ void control_execute(struct la_mailbox *mb)
 
 static uint32_t control_stop; /* futex-free flag; the thread checks it on every wake */
 static uint32_t control_running;
+static uint32_t thread_exits; /* bumped by every exiting thread (see control_thread_exiting) */
 
 static pid_t control_tid;
 
@@ -224,43 +224,120 @@ static bool task_alive(void *ctx, int dfd, const char *name)
 	return !scan->alive;
 }
 
-/* Is a thread other than the caller and the control thread still running? A zombie
- * thread-group leader (main returned through pthread_exit) still counts in "Threads:",
- * so the tasks are read one by one (getdents64 and read: no allocation). */
+/* Control thread: is any other thread still running? A zombie thread-group leader (main
+ * returned through pthread_exit) still counts in "Threads:", so the tasks are read one by
+ * one (getdents64 and read: no allocation). */
 static bool others_alive(void)
 {
 	long n = count_threads();
-	if (n < 0 || n > 3)
+	if (n < 0 || n > 2)
 		return true;
-	pid_t self = (pid_t)syscall(SYS_gettid);
-	/* a control thread that was just created may not have recorded its tid yet */
-	for (int i = 0; i < 100000 && !__atomic_load_n(&control_tid, __ATOMIC_ACQUIRE); i++)
-		sched_yield();
 	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return true;
-	struct alive_scan scan = {self, false};
+	struct alive_scan scan = {control_tid, false};
 	os_dir_each(dir, task_alive, &scan);
 	close(dir);
 	return scan.alive;
 }
 
+/* The exiting thread cannot tell whether it is the last: another may be exiting at the
+ * same moment, each still seeing the other alive. So it only tells the control thread,
+ * which looks again once they are gone (see exit_watch). */
 void control_thread_exiting(void)
 {
-	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE) || others_alive())
+	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
-	la_futex(&shm_mailbox()->state, FUTEX_WAKE, INT32_MAX, NULL);
+	__atomic_fetch_add(&thread_exits, 1, __ATOMIC_RELEASE);
+	la_futex(&thread_exits, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
+/* After a thread exit, the control thread checks whether it is alone at 1, 2, 4 ... 1024
+ * ms; alone, it ends, and the process ends as it would without liballoc (glibc exits when
+ * its last thread does). Returns the wait before the next check, 0 when none is due. */
+struct exit_watch {
+	uint32_t seen;     /* thread_exits already handled */
+	uint32_t delay_ms; /* next check in; 0: not watching */
+	uint64_t due_ns;
+};
+#define EXIT_WATCH_MAX_MS 1024u
+
+static bool exit_watch_alone(struct exit_watch *w, uint64_t now, uint64_t *wait_ns)
+{
+	uint32_t exits = __atomic_load_n(&thread_exits, __ATOMIC_ACQUIRE);
+	if (exits != w->seen) { /* a new exit: start over */
+		w->seen = exits;
+		w->delay_ms = 1;
+		w->due_ns = now + 1000000u;
+	}
+	if (!w->delay_ms) {
+		*wait_ns = 0;
+		return false;
+	}
+	if (now >= w->due_ns) {
+		if (!others_alive())
+			return true;
+		w->delay_ms *= 2;
+		if (w->delay_ms > EXIT_WATCH_MAX_MS) {
+			w->delay_ms = 0;
+			*wait_ns = 0;
+			return false;
+		}
+		w->due_ns = now + (uint64_t)w->delay_ms * 1000000u;
+	}
+	*wait_ns = w->due_ns - now;
+	return false;
+}
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+static bool waitv_broken; /* futex_waitv missing (Linux < 5.16) or filtered (seccomp) */
+
+/* Sleep until the doorbell rings (mb->state is no longer st), a thread exits
+ * (thread_exits is no longer exits) or wait_ns pass (0: no deadline). Waiting on both
+ * words at once loses no wake-up; without futex_waitv, thread exits are noticed within a
+ * second. */
+static void control_wait(struct la_mailbox *mb, uint32_t st, uint32_t exits, uint64_t wait_ns)
+{
+	if (!waitv_broken) {
+		struct futex_waitv w[2] = {
+		        {.val = st, .uaddr = (uintptr_t)&mb->state, .flags = FUTEX_32},
+		        {.val = exits,
+		         .uaddr = (uintptr_t)&thread_exits,
+		         .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+		};
+		struct timespec abs, *tp = NULL;
+		if (wait_ns) {
+			uint64_t t = os_now_ns() + wait_ns;
+			abs.tv_sec = (time_t)(t / 1000000000u);
+			abs.tv_nsec = (long)(t % 1000000000u);
+			tp = &abs;
+		}
+		if (syscall(SYS_futex_waitv, w, 2u, 0u, tp, CLOCK_MONOTONIC) >= 0 ||
+		    errno == EAGAIN || errno == ETIMEDOUT || errno == EINTR)
+			return;
+		waitv_broken = true;
+	}
+	if (!wait_ns || wait_ns > 1000000000u)
+		wait_ns = 1000000000u;
+	struct timespec ts = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
+	la_futex(&mb->state, FUTEX_WAIT, st, &ts);
+}
+
+/* arg: thread_exits when the thread was created (exits from then on are watched, even
+ * those that happen before the thread first runs) */
 static void *control_main(void *arg)
 {
-	(void)arg;
 	prctl(PR_SET_NAME, "liballoc-ctl", 0, 0, 0);
 	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
+	struct exit_watch watch = {(uint32_t)(uintptr_t)arg, 0, 0};
 	for (;;) {
+		uint64_t watch_ns = 0;
+		if (exit_watch_alone(&watch, os_now_ns(), &watch_ns))
+			__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
 		if (__atomic_load_n(&control_stop, __ATOMIC_ACQUIRE)) {
 			__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 			shm_header()->control_state = LA_CONTROL_OFF;
@@ -280,7 +357,7 @@ static void *control_main(void *arg)
 		}
 		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * 1000000u;
 		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
-		struct timespec ts, *tp = NULL;
+		uint64_t wait_ns = watch_ns; /* 0: no deadline */
 		if (armed) {
 			uint64_t now = os_now_ns();
 			if (now - last_decay >= decay_ns) {
@@ -294,11 +371,10 @@ static void *control_main(void *arg)
 				continue;
 			}
 			uint64_t left = decay_ns - (now - last_decay);
-			ts.tv_sec = (time_t)(left / 1000000000u);
-			ts.tv_nsec = (long)(left % 1000000000u);
-			tp = &ts;
+			if (!wait_ns || left < wait_ns)
+				wait_ns = left;
 		}
-		la_futex(&mb->state, FUTEX_WAIT, st, tp);
+		control_wait(mb, st, watch.seen, wait_ns);
 	}
 	return NULL;
 }
@@ -322,16 +398,19 @@ static void start_thread(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 64 * 1024);
 	pthread_t t;
-	int err = pthread_create(&t, &attr, control_main, NULL);
+	/* running before it runs: a thread exiting meanwhile must already count */
+	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
+	uintptr_t exits = __atomic_load_n(&thread_exits, __ATOMIC_ACQUIRE);
+	int err = pthread_create(&t, &attr, control_main, (void *)exits);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
+		__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 		h->control_state = LA_CONTROL_FAILED;
 		la_warn("control thread not started: ", strerror(err), (char *)NULL);
 		return;
 	}
 	h->control_state = LA_CONTROL_RUNNING;
-	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
 }
 
 void control_announce(void)

@@ -12,8 +12,9 @@
 void control_announce(void);
 void control_start(void);
 void control_fork_child(void);
-/* A thread is exiting: if it is the last one besides the control thread, stop the
- * control thread so the process ends as it would without liballoc. */
+/* A thread is exiting: the control thread checks, once it is gone, whether it is the
+ * last one besides itself, and then ends, so the process ends as it would without
+ * liballoc. */
 void control_thread_exiting(void);
 
 /* Result of a maintenance operation. */
