@@ -120,7 +120,7 @@ struct la_counters {
 	X(arena_test, LA_T_INT, 8, 1, 1024, 1, -7,                                                 \
 	  "Accepted for glibc compatibility (mallopt M_ARENA_TEST)")                               \
 	X(tcache_max_bytes, LA_T_SIZE, 256 * 1024, 0, 64 * LA_MIB, 1, 0,                           \
-	  "Bytes of free blocks a thread cache may hold per size class (at most 256 blocks; 0: "   \
+	  "Bytes of free blocks a thread cache may hold per size class (at most 64 blocks; 0: "    \
 	  "off)")                                                                                  \
 	X(madvise_throttle, LA_T_BOOL, 1, 0, 1, 1, 0,                                              \
 	  "Defer returning pages while a heap is steady or growing")                               \

@@ -141,31 +141,67 @@ void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void
 	}
 }
 
+/* The calls below go to the kernel directly, not through libc's wrappers: those live in
+ * libc pages a typical program never runs, and the first call to each would map them
+ * (with the 64 KiB fault-around window each brings) into every preloaded process's RSS.
+ * None of them is on a path where the vDSO's speed matters. */
+static uint64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts = {0};
+	syscall(SYS_clock_gettime, clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t os_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t os_wall_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_REALTIME);
 }
 
 int os_ncpus(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
+	/* CPUs this process may run on (what sysconf's online count means for sizing) */
+	uint64_t mask[16] = {0};
+	long bytes = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+	if (bytes < 0) { /* more than 1024 CPUs */
+		long online = sysconf(_SC_NPROCESSORS_ONLN);
+		return online > 0 ? (int)online : 1;
+	}
+	int n = 0;
+	for (long i = 0; i < bytes / 8; i++)
+		n += __builtin_popcountll(mask[i]);
+	return n > 0 ? n : 1;
+}
+
+pid_t os_getpid(void)
+{
+	return (pid_t)syscall(SYS_getpid);
+}
+
+uid_t os_getuid(void)
+{
+	return (uid_t)syscall(SYS_getuid);
+}
+
+uid_t os_geteuid(void)
+{
+	return (uid_t)syscall(SYS_geteuid);
+}
+
+int os_rename(const char *from, const char *to)
+{
+	return syscall(SYS_rename, from, to) == 0 ? 0 : errno;
 }
 
 uint64_t os_random(void)
 {
 	uint64_t v = 0;
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = os_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&v;
+		v = os_now_ns() ^ ((uint64_t)os_getpid() << 32) ^ (uintptr_t)&v;
 	v ^= v >> 33;
 	v *= 0xff51afd7ed558ccdULL;
 	v ^= v >> 33;

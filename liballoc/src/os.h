@@ -31,7 +31,12 @@ void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void
 
 uint64_t os_now_ns(void);  /* CLOCK_MONOTONIC */
 uint64_t os_wall_ns(void); /* CLOCK_REALTIME */
-int os_ncpus(void);
+int os_ncpus(void);        /* CPUs this process may run on */
+/* Direct system calls for what the segment needs (see os.c: no libc pages pulled in). */
+pid_t os_getpid(void);
+uid_t os_getuid(void);
+uid_t os_geteuid(void);
+int os_rename(const char *from, const char *to); /* 0 or an errno value */
 /* Cheap per-process random 64-bit value (getrandom, or time/pid mixed). */
 uint64_t os_random(void);
 

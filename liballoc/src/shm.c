@@ -141,7 +141,7 @@ static size_t append(char *buf, size_t n, size_t cap, const char *s)
 static bool run_dir(char *dir, size_t cap)
 {
 	const char *env = tun_getenv("LIBALLOC_RUN_DIR");
-	uid_t uid = getuid();
+	uid_t uid = os_getuid();
 	size_t n;
 	if (env && *env) {
 		n = la_strlcpy(dir, env, cap);
@@ -165,7 +165,7 @@ static bool run_dir(char *dir, size_t cap)
 		        (char *)NULL);
 		return false;
 	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+	if (st.st_uid != os_geteuid() || (st.st_mode & 077) != 0) {
 		la_warn("statistics not published: run directory ", dir,
 		        " must be owned by this user with mode 0700", (char *)NULL);
 		return false;
@@ -216,7 +216,7 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0) {
 		struct stat st, now;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == os_geteuid() &&
 		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
 		    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
 		    now.st_dev == st.st_dev)
@@ -244,7 +244,7 @@ void shm_publish_file(void)
 	char dir[200], tmp[256], num[24];
 	if (!seg || !run_dir(dir, sizeof(dir)))
 		return;
-	pid_t pid = getpid();
+	pid_t pid = os_getpid();
 	la_fmt_u64(num, (uint64_t)pid);
 	size_t n = la_strlcpy(seg_path, dir, sizeof(seg_path));
 	n = append(seg_path, n, sizeof(seg_path), "/" LA_SHM_PREFIX);
@@ -255,7 +255,7 @@ void shm_publish_file(void)
 
 	struct la_shm_header *h = shm_header();
 	h->pid = pid;
-	h->uid = (uint32_t)getuid();
+	h->uid = (uint32_t)os_getuid();
 	h->start_time = proc_start_time();
 	h->created_ns = os_wall_ns();
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
@@ -284,7 +284,7 @@ void shm_publish_file(void)
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	if (ok)
-		ok = rename(tmp, seg_path) == 0;
+		ok = os_rename(tmp, seg_path) == 0;
 	if (!ok) {
 		la_warn("statistics not published: ", tmp, ": ", strerror(errno), (char *)NULL);
 		unlink(tmp);
@@ -306,7 +306,7 @@ const char *shm_path(void)
 
 void shm_unpublish(void)
 {
-	if (seg_path[0] && seg_pid == getpid()) {
+	if (seg_path[0] && seg_pid == os_getpid()) {
 		unlink(seg_path);
 		seg_path[0] = 0;
 	}

@@ -22,7 +22,7 @@ struct tbin {
 };
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
-#define TC_MAX_BLOCKS 256u /* blocks one bin may hold */
+#define TC_MAX_BLOCKS 64u /* blocks one bin may hold */
 
 #if defined(__SANITIZE_THREAD__)
 #define LA_TSAN 1 /* TSan cannot see the membarrier handshake: use a lock instead */
