@@ -78,5 +78,9 @@ void la_warn(const char *first, ...) __attribute__((sentinel));
 /* Small formatting helpers that never allocate. */
 size_t la_fmt_u64(char *buf, uint64_t v); /* returns length; buf >= 21 bytes */
 size_t la_strlcpy(char *dst, const char *src, size_t n);
+/* The decimal number at s after blanks (what /proc and our file names hold), or -1 when
+ * there is none or it overflows. Not strtol: that reads the locale's tables, 64 KiB of
+ * libc a program may never touch otherwise. */
+long la_parse_long(const char *s);
 
 #endif

@@ -194,7 +194,7 @@ static long count_threads(void)
 	if (os_read_small("/proc/self/status", buf, sizeof(buf)) < 0)
 		return -1;
 	char *p = strstr(buf, "\nThreads:");
-	return p ? strtol(p + 9, NULL, 10) : -1;
+	return p ? la_parse_long(p + 9) : -1;
 }
 
 struct alive_scan {
@@ -209,7 +209,7 @@ static bool task_alive(void *ctx, int dfd, const char *name)
 	(void)dfd;
 	if (name[0] < '0' || name[0] > '9')
 		return true;
-	pid_t tid = (pid_t)strtol(name, NULL, 10);
+	pid_t tid = (pid_t)la_parse_long(name);
 	if (tid == scan->self || tid == control_tid)
 		return true;
 	char path[64], stat[512];

@@ -54,6 +54,19 @@ void la_fatal(const char *func, const char *problem)
 	abort();
 }
 
+long la_parse_long(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s < '0' || *s > '9')
+		return -1;
+	long v = 0;
+	for (; *s >= '0' && *s <= '9'; s++)
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *s - '0', &v))
+			return -1;
+	return v;
+}
+
 size_t la_fmt_u64(char *buf, uint64_t v)
 {
 	char tmp[21];

@@ -210,7 +210,7 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 		return true;
 	/* only segments of processes that are gone: a live pid may be exec'ing and about
 	 * to rename its new segment over this name (allocctld judges those) */
-	long pid = strtol(name + pl, NULL, 10);
+	long pid = la_parse_long(name + pl);
 	if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 		return ++r->examined < REAP_MAX;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
