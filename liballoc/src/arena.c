@@ -262,10 +262,8 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop one block from a span (lock held). fresh_page: the page in which the span's fresh
- * (never handed out) blocks may be carved, UINT32_MAX for any; a block starting beyond
- * it is not carved (NULL). */
-static inline void *span_pop(struct heap *h, struct span *s, uint32_t fresh_page)
+/* Pop one block from a span (lock held). */
+static inline void *span_pop(struct heap *h, struct span *s)
 {
 	void *p = s->free;
 	size_t size = sc_size[s->cls];
@@ -280,10 +278,7 @@ static inline void *span_pop(struct heap *h, struct span *s, uint32_t fresh_page
 		}
 		s->free = next;
 	} else if (s->bump < sc_blocks[s->cls]) {
-		size_t off = (size_t)s->bump * size;
-		if (fresh_page != UINT32_MAX && (off >> LA_PAGE_SHIFT) != fresh_page)
-			return NULL;
-		p = (char *)span_base(h, s) + off;
+		p = (char *)span_base(h, s) + (size_t)s->bump * size;
 		s->bump++;
 	} else {
 		return NULL;
@@ -307,23 +302,14 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 				break;
 		}
 		struct heap *h = heap_of(s);
-		/* Fresh blocks are carved only as far as the page the first of them starts
-		 * in: linking a block writes to it, and blocks that wait in a cache should not
-		 * make pages resident the program may never use. */
-		uint32_t fresh = UINT32_MAX, bump = s->bump;
 		void *p;
-		while (got < want && (p = span_pop(h, s, fresh)) != NULL) {
-			if (fresh == UINT32_MAX && s->bump != bump)
-				fresh = (uint32_t)(((uintptr_t)p - (uintptr_t)span_base(h, s)) >>
-				                   LA_PAGE_SHIFT);
+		while (got < want && (p = span_pop(h, s)) != NULL) {
 			*(void **)p = link_encode(head, p);
 			head = p;
 			got++;
 		}
 		if (!s->free && s->bump >= sc_blocks[cls])
 			partial_remove(a, s);
-		if (fresh != UINT32_MAX)
-			break; /* the carving page is used up: enough for this refill */
 	}
 	uint64_t bytes = (uint64_t)got * sc_size[cls];
 	STAT_ADD(a->c, bytes_in_use, bytes);

@@ -45,16 +45,23 @@ static void set_limits(struct tcache *tc)
 	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
 }
 
-/* Exact bytes held, published to the arena's bytes_cached (at refill/flush time). */
+/* The arena's bytes_cached follows each bin as of its last refill or flush (publish_bin,
+ * one bin: refills stay O(1)); publish brings every bin up to date (flushes of the whole
+ * cache, thread exit, tunable changes), so the gauge is exact whenever a cache was
+ * emptied. */
+static void publish_bin(struct tcache *tc, unsigned c)
+{
+	int64_t delta = ((int64_t)tc->bins[c].count - tc->pub_count[c]) * sc_size[c];
+	if (delta && tc->arena) {
+		STAT_ADD(tc->arena->c, bytes_cached, (uint64_t)delta);
+		tc->pub_count[c] = (uint16_t)tc->bins[c].count;
+	}
+}
+
 static void publish(struct tcache *tc)
 {
-	int64_t bytes = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		bytes += (int64_t)tc->bins[c].count * sc_size[c];
-	if (bytes != tc->published && tc->arena) {
-		STAT_ADD(tc->arena->c, bytes_cached, (uint64_t)(bytes - tc->published));
-		tc->published = bytes;
-	}
+		publish_bin(tc, c);
 }
 
 static void tcache_init(struct tcache *tc)
@@ -205,7 +212,7 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 			p = chain;
 			b->head = link_decode(*(void **)p, p);
 			b->count = got - 1;
-			publish(tc);
+			publish_bin(tc, cls);
 		}
 	}
 	if (p)
@@ -265,7 +272,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	b->head = p;
 	b->count++;
 	if (flushed) /* bytes_cached is published at refills and flushes, not per free */
-		publish(tc);
+		publish_bin(tc, cls);
 	tc_leave(tc);
 }
 

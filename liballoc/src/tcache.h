@@ -42,8 +42,8 @@ struct tcache {
 	uint32_t gen;        /* tcache_gen the limits were computed for */
 	struct arena *arena; /* the arena this thread allocates from */
 	uint16_t tag;        /* heap_tag of arena; LA_TAG_NONE without one (free's fast path) */
-	int64_t published;   /* bytes_cached last added to the arena counters */
-	struct tcache *next; /* list of live caches (tcache_list_lock) */
+	uint16_t pub_count[LA_NCLASSES]; /* each bin's count as last published */
+	struct tcache *next;             /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
 	 * the owner's remote queue in one splice: blocks return to the arena whose threads
