@@ -116,7 +116,7 @@ static void release_heap(struct arena *a, struct heap *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	a->nheaps--;
-	STAT_SUB(a->c, bytes_retained, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
+	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
 	STAT_SUB(a->c, bytes_mapped, LA_HEAP_SIZE);
 	STAT_SUB(a->c, heaps, 1);
 	STAT_ADD(a->c, heaps_released, 1);
@@ -132,7 +132,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		struct span *s = heap_alloc_pages(h, n, &dirty);
 		if (s) {
-			STAT_SUB(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
+			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
 			*hp = h;
 			return s;
 		}
@@ -175,18 +175,18 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		batch = LA_MAX(batch, ((uint64_t)h->used_pages << LA_PAGE_SHIFT) / 4);
 		batch <<= h->purge_shift;
 		if (!heap_shrinking(h) || dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
-			STAT_ADD(a->c, madvise_deferred, 1);
+			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 			return;
 		}
 	}
 	uint32_t purged = heap_purge(h, keep, a->c, NULL);
-	STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
 	h->purged_recently = TUN(madvise_throttle) != 0;
 }
 
 static void free_pages(struct arena *a, struct heap *h, struct span *s)
 {
-	STAT_ADD(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	heap_free_pages(h, s);
 	after_free_pages(a, h);
 }
@@ -229,7 +229,7 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 	s->offset = 0;
 	heap_map_span(h, s, true);
 	partial_push(a, s);
-	STAT_ADD(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
+	STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
 	STAT_ADD(&shm_classes()[cls].s, spans, 1);
 	return s;
 }
@@ -250,7 +250,7 @@ static void release_span(struct arena *a, struct heap *h, struct span *s)
 {
 	unsigned cls = s->cls;
 	partial_remove(a, s);
-	STAT_SUB(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
+	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
 	STAT_SUB(&shm_classes()[cls].s, spans, 1);
 	heap_unmap_small(h, s);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
@@ -312,9 +312,9 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 			partial_remove(a, s);
 	}
 	uint64_t bytes = (uint64_t)got * sc_size[cls];
-	STAT_ADD(a->c, bytes_in_use, bytes);
-	STAT_SUB(a->c, bytes_retained, bytes);
-	STAT_ADD(a->c, cache_refills, 1);
+	STAT_ADD_LOCKED(a->c, bytes_in_use, bytes);
+	STAT_SUB_LOCKED(a->c, bytes_retained, bytes);
+	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	arena_unlock(a);
 	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
 	STAT_ADD(&shm_classes()[cls].s, refills, 1);
@@ -345,7 +345,7 @@ static void span_push(struct arena *a, struct heap *h, struct span *s, void *p)
 static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 {
 	uint64_t bytes = (uint64_t)s->npages << LA_PAGE_SHIFT;
-	STAT_SUB(a->c, bytes_in_use, bytes);
+	STAT_SUB_LOCKED(a->c, bytes_in_use, bytes);
 	s->offset = 0;
 	free_pages(a, h, s);
 }
@@ -362,8 +362,8 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 {
 	if (!t->bytes)
 		return;
-	STAT_SUB(a->c, bytes_in_use, t->bytes);
-	STAT_ADD(a->c, bytes_retained, t->bytes);
+	STAT_SUB_LOCKED(a->c, bytes_in_use, t->bytes);
+	STAT_ADD_LOCKED(a->c, bytes_retained, t->bytes);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (t->blocks[c])
 			STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);
@@ -406,7 +406,7 @@ void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
 	struct free_tally t = {.bytes = (uint64_t)n * sc_size[cls]};
 	t.blocks[cls] = n;
 	tally_apply(a, &t);
-	STAT_ADD(a->c, cache_flushes, 1);
+	STAT_ADD_LOCKED(a->c, cache_flushes, 1);
 	arena_unlock(a);
 	STAT_ADD(&shm_classes()[cls].s, flushes, 1);
 }
@@ -527,11 +527,11 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 			s = t;
 		}
 		heap_shrink_span(h, s, keep);
-		STAT_ADD(a->c, bytes_retained, (uint64_t)(n - lead - keep) << LA_PAGE_SHIFT);
+		STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)(n - lead - keep) << LA_PAGE_SHIFT);
 		base = span_base(h, s);
 	}
 	heap_map_span(h, s, false);
-	STAT_ADD(a->c, bytes_in_use, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	STAT_ADD_LOCKED(a->c, bytes_in_use, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
 	return base;
 }
@@ -549,8 +549,10 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 	if (s->offset == 0 && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */
 			heap_shrink_span(h, s, want);
-			STAT_SUB(a->c, bytes_in_use, (uint64_t)(have - want) << LA_PAGE_SHIFT);
-			STAT_ADD(a->c, bytes_retained, (uint64_t)(have - want) << LA_PAGE_SHIFT);
+			STAT_SUB_LOCKED(a->c, bytes_in_use,
+			                (uint64_t)(have - want) << LA_PAGE_SHIFT);
+			STAT_ADD_LOCKED(a->c, bytes_retained,
+			                (uint64_t)(have - want) << LA_PAGE_SHIFT);
 			after_free_pages(a, h);
 			ok = true;
 		} else {
@@ -559,8 +561,9 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 	} else if (s->offset == 0) {
 		uint32_t dirty;
 		if (heap_grow_span(h, s, want, &dirty)) {
-			STAT_SUB(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
-			STAT_ADD(a->c, bytes_in_use, (uint64_t)(want - have) << LA_PAGE_SHIFT);
+			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
+			STAT_ADD_LOCKED(a->c, bytes_in_use,
+			                (uint64_t)(want - have) << LA_PAGE_SHIFT);
 			ok = true;
 		}
 	}
@@ -598,7 +601,7 @@ size_t arena_trim(struct arena *a, size_t pad, bool measure)
 			continue;
 		}
 		uint32_t purged = heap_purge(h, keep, a->c, measure ? &resident : NULL);
-		STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+		STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
 		keep = 0; /* the pad is kept once per arena */
 	}
 	arena_unlock(a);
@@ -635,7 +638,7 @@ size_t arena_decay(struct arena *a)
 		 * retained pages */
 		if (h->dirty_pages && h->alloc_events == h->decay_seen) {
 			uint32_t purged = heap_purge(h, 0, a->c, NULL);
-			STAT_SUB(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
 			released += (size_t)purged << LA_PAGE_SHIFT;
 		}
 		h->decay_seen = h->alloc_events;

@@ -63,9 +63,21 @@ static inline size_t la_align_up(size_t n, size_t a)
  * segment; each field is individually atomic (see liballoc_shm.h). */
 #if defined(LA_NO_STATS) && \
         LA_NO_STATS /* the build that measures what statistics cost (make bench) */
-#define STAT_ADD(blk, field, n) ((void)(blk), (void)(n))
-#define STAT_SUB(blk, field, n) ((void)(blk), (void)(n))
+#define STAT_ADD(blk, field, n)        ((void)(blk), (void)(n))
+#define STAT_SUB(blk, field, n)        ((void)(blk), (void)(n))
+#define STAT_ADD_LOCKED(blk, field, n) ((void)(blk), (void)(n))
+#define STAT_SUB_LOCKED(blk, field, n) ((void)(blk), (void)(n))
 #else
+/* A counter only ever written under one lock (an arena's own counters in arena.c): a
+ * plain read and write instead of a locked instruction; readers still see whole values. */
+#define STAT_ADD_LOCKED(blk, field, n)                                                     \
+	__atomic_store_n(&(blk)->field,                                                    \
+	                 __atomic_load_n(&(blk)->field, __ATOMIC_RELAXED) + (uint64_t)(n), \
+	                 __ATOMIC_RELAXED)
+#define STAT_SUB_LOCKED(blk, field, n)                                                     \
+	__atomic_store_n(&(blk)->field,                                                    \
+	                 __atomic_load_n(&(blk)->field, __ATOMIC_RELAXED) - (uint64_t)(n), \
+	                 __ATOMIC_RELAXED)
 #define STAT_ADD(blk, field, n) __atomic_fetch_add(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_SUB(blk, field, n) __atomic_fetch_sub(&(blk)->field, (uint64_t)(n), __ATOMIC_RELAXED)
 #endif
