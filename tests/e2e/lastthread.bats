@@ -6,6 +6,8 @@
 # children and reaps each within 10 s.
 # san: skip
 
+bats_require_minimum_version 1.5.0
+
 setup() {
 	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
 	HELPER="$TESTS_BIN/lastthread"

@@ -30,6 +30,8 @@ bg_record() {
 
 # preload [VAR=VALUE...] CMD...: run CMD in the background under LD_PRELOAD with segments
 # in $T/segs (stdout $T/svc.out, stderr $T/svc.err); sets SPID and waits for its segment.
+# CMD must be the program itself, not a wrapper such as env that execs it: the wrapper would
+# publish a segment of its own under the same pid first, and the wait would end on that.
 preload() {
 	env LIBALLOC_RUN_DIR="$T/segs" LD_PRELOAD="$LIBALLOC_SO" "$@" >"$T/svc.out" 2>"$T/svc.err" 3>&- &
 	SPID=$!

@@ -41,7 +41,7 @@ teardown() {
 }
 
 @test "nobody's own daemon watching root's run directory sees and controls nothing" {
-	preload env LIBALLOC_TOP_PAD=64K sleep 30
+	preload LIBALLOC_TOP_PAD=64K sleep 30
 	chmod 711 "$T/segs" # traversable: the daemon gets as far as opening the files
 	mkdir -m 700 "$T/nobsock" && chown nobody "$T/nobsock"
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$CTLD" --socket "$T/nobsock/ctl.sock" --listen off --run-dir "$T/segs" \
@@ -98,7 +98,7 @@ planted_refused() {
 }
 
 start_root_and_daemon() {
-	preload env LIBALLOC_TOP_PAD=64K sleep 30
+	preload LIBALLOC_TOP_PAD=64K sleep 30
 	start_daemon --rescan-ms 100 --run-dir "$T/nob"
 	wait_listed "$SPID"
 }
