@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
+#include "api/api.h"
 #include "common.h"
 #include "liballoc.h"
 
@@ -13,18 +14,19 @@ Test(refill, freed_blocks_come_back_in_batches)
 	 * a thread that reuses them holds more than one page's worth */
 	void *p[2000];
 	for (int i = 0; i < 2000; i++)
-		p[i] = malloc(512);
+		p[i] = A(malloc)(512);
 	for (int i = 0; i < 2000; i++)
-		free(p[i]);
+		A(free)(p[i]);
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	for (int i = 0; i < 2000; i++)
-		p[i] = malloc(512);
+		p[i] = A(malloc)(512);
 	liballoc_stats(&c1);
+	cr_assert_gt(c1.cache_refills, c0.cache_refills, "the blocks came through refills");
 	cr_assert_lt(c1.cache_refills - c0.cache_refills, 2000 / 8, "%llu refills for 2000 blocks",
 	             (unsigned long long)(c1.cache_refills - c0.cache_refills));
 	for (int i = 0; i < 2000; i++)
-		free(p[i]);
+		A(free)(p[i]);
 }
 
 Test(parse_long, reads_the_number_after_blanks)

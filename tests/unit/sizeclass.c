@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "api/api.h"
 #include "heap.h"
 #include "liballoc.h"
 #include "sizeclass.h"
@@ -58,7 +59,7 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 Test(heap_owner, tells_our_heaps_from_other_memory)
 {
 	int local = 0;
-	void *p = malloc(64);
+	void *p = A(malloc)(64);
 	cr_assert_not_null(p);
 	uint16_t tag = heap_owner_tag(p);
 	cr_assert_neq(tag, 0, "a small block lies in one of our heaps");
@@ -67,5 +68,5 @@ Test(heap_owner, tells_our_heaps_from_other_memory)
 	cr_assert_eq(heap_owner_tag((void *)(uintptr_t)16), 0);
 	cr_assert_eq(heap_owner_tag((void *)~(uintptr_t)15), 0, "beyond the user address space");
 	cr_assert_eq(heap_owner_tag((void *)((uintptr_t)1 << LA_ADDR_BITS)), 0);
-	free(p);
+	A(free)(p);
 }
