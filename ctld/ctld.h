@@ -130,7 +130,6 @@ struct proc_snap {
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas);
 void proc_snap_free(struct proc_snap *s);
 uint64_t proc_rss_bytes(pid_t pid);
-const char *proc_control_name(uint32_t state);
 
 /* control.c */
 int control_init(struct ctld *d);

@@ -552,19 +552,6 @@ uint64_t proc_rss_bytes(pid_t pid)
 	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-const char *proc_control_name(uint32_t state)
-{
-	switch (state) {
-	case LA_CONTROL_OFF:
-		return "off";
-	case LA_CONTROL_RUNNING:
-		return "running";
-	case LA_CONTROL_FAILED:
-		return "failed";
-	}
-	return "unknown";
-}
-
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas)
 {
 	memset(s, 0, sizeof(*s));

@@ -213,7 +213,7 @@ static void write_processes_json(struct ctld *d, struct evbuffer *b)
 		                    (unsigned long long)sn->total.bytes_retained,
 		                    (unsigned long long)sn->rss_bytes,
 		                    (unsigned long long)h->threads, h->arena_count,
-		                    proc_control_name(h->control_state));
+		                    seg_control_name(h->control_state));
 	}
 	evbuffer_add_printf(b, "]}\n");
 	scrape_free(&s);

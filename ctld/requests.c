@@ -87,7 +87,7 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	pi->bytes_retained = s->total.bytes_retained;
 	pi->has_rss_bytes = true;
 	pi->rss_bytes = s->rss_bytes;
-	pi->control = (char *)proc_control_name(h->control_state);
+	pi->control = (char *)seg_control_name(h->control_state);
 	return pi;
 }
 

@@ -26,6 +26,19 @@ static const char *const seg_error_text[] = {
 #undef SEG_X_TEXT
 };
 
+const char *seg_control_name(uint32_t state)
+{
+	switch (state) {
+	case LA_CONTROL_OFF:
+		return "off";
+	case LA_CONTROL_RUNNING:
+		return "running";
+	case LA_CONTROL_FAILED:
+		return "failed";
+	}
+	return "unknown";
+}
+
 const char *seg_strerror(int err)
 {
 	if (err < 0 || err >= SEG_E_MAX)

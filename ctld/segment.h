@@ -55,6 +55,8 @@ enum seg_error {
 };
 
 const char *seg_strerror(int err);
+/* The header's control_state as a word: "off", "running", "failed" or "unknown". */
+const char *seg_control_name(uint32_t state);
 
 /* An open segment. Owned by one thread at a time. */
 struct seg {

@@ -28,6 +28,22 @@ pre() {
 	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$@"
 }
 
+# both TAG CMD...: CMD without and with the preload; outputs in $T/TAG.plain, $T/TAG.pre.
+both() {
+	"${@:2}" >"$T/$1.plain" 2>&1
+	pre "${@:2}" >"$T/$1.pre" 2>&1
+}
+
+# same_output TAG OP N: the plain run printed OP N lines (a test operator: -eq, -ge, -gt)
+# and the preloaded run printed exactly the same.
+same_output() {
+	[ "$(wc -l <"$T/$1.plain")" "$2" "$3" ] || {
+		echo "$1: $(wc -l <"$T/$1.plain") lines without the preload, expected $2 $3" >&2
+		return 1
+	}
+	diff -u "$T/$1.plain" "$T/$1.pre"
+}
+
 # no_segments_left [dash]: every preloaded process has exited normally, so nothing may
 # remain. With "dash", stale segments whose executable is /usr/bin/dash are tolerated:
 # Debian's /bin/sh always ends with _exit(2), which runs no exit handler (see the test
@@ -131,8 +147,7 @@ git_workload() {
 	# bash, git and every git sub-process (pack-objects, repack, ...) preloaded
 	export -f git_workload
 	pre bash -c 'git_workload "$1"' git "$T/pre" >"$T/git.pre" 2>&1
-	[ "$(wc -l <"$T/git.plain")" -gt 500 ]
-	diff -u "$T/git.plain" "$T/git.pre"
+	same_output git -gt 500
 	no_segments_left
 }
 
@@ -170,8 +185,7 @@ EOF
 	sqlite3 "$T/plain.db" <"$T/work.sql" >"$T/sql.plain" 2>&1
 	pre sqlite3 "$T/pre.db" <"$T/work.sql" >"$T/sql.pre" 2>&1
 	grep -qx ok "$T/sql.plain"
-	[ "$(wc -l <"$T/sql.plain")" -gt 40 ]
-	diff -u "$T/sql.plain" "$T/sql.pre"
+	same_output sql -gt 40
 	cmp <(sqlite3 "$T/plain.db" .dump) <(sqlite3 "$T/pre.db" .dump)
 	no_segments_left
 }
@@ -205,10 +219,8 @@ my $re = join('|', map { "w$_" } 1 .. 500);
 my $n = () = join(' ', map { "w$_" } 1 .. 20000) =~ /\b(?:$re)\b/g;
 print "$n\n";
 EOF
-	perl "$T/work.pl" >"$T/pl.plain" 2>&1
-	pre perl "$T/work.pl" >"$T/pl.pre" 2>&1
-	[ "$(wc -l <"$T/pl.plain")" -eq 7 ]
-	diff -u "$T/pl.plain" "$T/pl.pre"
+	both pl perl "$T/work.pl"
+	same_output pl -eq 7
 	no_segments_left
 }
 
@@ -240,10 +252,8 @@ echo "${#lines[@]} ${lines[2999]}"
 unset 'arr[5]' 'map[k3]'
 echo "${#arr[@]} ${#map[@]}"
 EOF
-	bash "$T/work.sh" >"$T/sh.plain" 2>&1
-	pre bash "$T/work.sh" >"$T/sh.pre" 2>&1
-	[ "$(wc -l <"$T/sh.plain")" -ge 15 ]
-	diff -u "$T/sh.plain" "$T/sh.pre"
+	both sh bash "$T/work.sh"
+	same_output sh -ge 15
 	no_segments_left
 }
 

@@ -85,6 +85,19 @@ work() {
 
 seg() { echo "$SEGS/liballoc.$1.seg"; }
 
+# fork_child: the workload forks; sets CPID (the child) and CFD (its command pipe) and
+# waits (up to 2 s) for the child's segment
+fork_child() {
+	mkfifo "$T/child"
+	echo "fork $T/child" >&"$WFD"
+	exec {CFD}>"$T/child"
+	FDS="$FDS $CFD"
+	wait_line "^[0-9]+ child of $WPID$"
+	CPID=$(sed -n "s/^\([0-9]*\) child of $WPID\$/\1/p" "$T/out")
+	echo "$CPID" >>"$T/pids"
+	for _ in $(seq 100); do [ -e "$(seg "$CPID")" ] && break; sleep 0.02; done
+}
+
 # sv PID NAME: a counter total (or header field, or tunable.NAME) read by the reader.
 sv() {
 	"$SEGTOOL" info "$(seg "$1")" | sed -n "s/^$2=\([^ ]*\).*/\1/p"
@@ -176,37 +189,29 @@ wait_gone() {
 	parent_direct=$(sv "$WPID" direct_mappings)
 	parent_mmaps=$(sv "$WPID" mmap_calls)
 	[ "$parent_direct" -ge 2 ]
-	mkfifo "$T/child"
-	echo "fork $T/child" >&"$WFD"
-	exec {CFD}>"$T/child"
-	FDS="$FDS $CFD"
-	wait_line "^[0-9]+ child of $WPID$"
-	local cpid
-	cpid=$(sed -n "s/^\([0-9]*\) child of $WPID\$/\1/p" "$T/out")
-	echo "$cpid" >>"$T/pids"
+	fork_child
 	wait_line "^$WPID ok 2 fork$"
-	for _ in $(seq 100); do [ -e "$(seg "$cpid")" ] && break; sleep 0.02; done
-	[ "$(sv "$cpid" pid)" = "$cpid" ]
-	[ "$(sv "$cpid" liveness)" = live ]
-	[ "$(sv "$cpid" control)" = running ]
+	[ "$(sv "$CPID" pid)" = "$CPID" ]
+	[ "$(sv "$CPID" liveness)" = live ]
+	[ "$(sv "$CPID" control)" = running ]
 	# the child's allocations count in its segment only
 	local child_direct
-	child_direct=$(sv "$cpid" direct_mappings)
-	work "$cpid" "$CFD" alloc 1M 5
-	[ "$(sv "$cpid" direct_mappings)" -eq $((child_direct + 5)) ]
+	child_direct=$(sv "$CPID" direct_mappings)
+	work "$CPID" "$CFD" alloc 1M 5
+	[ "$(sv "$CPID" direct_mappings)" -eq $((child_direct + 5)) ]
 	[ "$(sv "$WPID" direct_mappings)" -eq "$parent_direct" ]
 	[ "$(sv "$WPID" mmap_calls)" -eq "$parent_mmaps" ]
 	# the child's control thread answers, and a tunable set there stays there
-	mb "$cpid" set mmap_threshold 300000
+	mb "$CPID" set mmap_threshold 300000
 	[ "$(field value)" = 300000 ]
-	[ "$(sv "$cpid" tunable.mmap_threshold)" = 300000 ]
+	[ "$(sv "$CPID" tunable.mmap_threshold)" = 300000 ]
 	[ "$(sv "$WPID" tunable.mmap_threshold)" = 131072 ]
 	mb "$WPID" get mmap_threshold
 	[ "$(field value)" = 131072 ]
 	# both exit normally: both segments go
-	work "$cpid" "$CFD" exit
+	work "$CPID" "$CFD" exit
 	work "$WPID" "$WFD" exit
-	wait_gone "$(seg "$cpid")"
+	wait_gone "$(seg "$CPID")"
 	wait_gone "$(seg "$WPID")"
 }
 
@@ -404,19 +409,11 @@ release_heaps_after() {
 
 @test "a child that ends with _exit removes its segment (liballoc interposes _exit)" {
 	start_work
-	mkfifo "$T/child"
-	echo "fork $T/child" >&"$WFD"
-	exec {CFD}>"$T/child"
-	FDS="$FDS $CFD"
-	wait_line "^[0-9]+ child of $WPID$"
-	local cpid
-	cpid=$(sed -n "s/^\([0-9]*\) child of $WPID\$/\1/p" "$T/out")
-	echo "$cpid" >>"$T/pids"
-	for _ in $(seq 100); do [ -e "$(seg "$cpid")" ] && break; sleep 0.02; done
-	[ -e "$(seg "$cpid")" ]
-	work "$cpid" "$CFD" _exit
-	for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.02; done
-	[ ! -e "$(seg "$cpid")" ]
+	fork_child
+	[ -e "$(seg "$CPID")" ]
+	work "$CPID" "$CFD" _exit
+	for _ in $(seq 100); do kill -0 "$CPID" 2>/dev/null || break; sleep 0.02; done
+	[ ! -e "$(seg "$CPID")" ]
 	# the parent is not affected
 	[ "$(sv "$WPID" liveness)" = live ]
 }

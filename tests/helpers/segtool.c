@@ -37,19 +37,6 @@ static int open_seg(struct seg *s, const char *path)
 	return err;
 }
 
-static const char *control_name(uint32_t st)
-{
-	switch (st) {
-	case LA_CONTROL_OFF:
-		return "off";
-	case LA_CONTROL_RUNNING:
-		return "running";
-	case LA_CONTROL_FAILED:
-		return "failed";
-	}
-	return "?";
-}
-
 static const char *const tunable_names[] = {
 #define SEGTOOL_X_TNAME(name, ...) #name,
         LA_TUNABLES(SEGTOOL_X_TNAME)
@@ -66,8 +53,8 @@ static int cmd_info(struct seg *s)
 	const struct la_shm_header *h = &s->hdr;
 	int live = seg_liveness(s, true);
 	printf("pid=%d\nuid=%u\nstart_time=%llu\nexe=%s\ncontrol=%s\nthreads=%llu\n", h->pid,
-	       h->uid, (unsigned long long)h->start_time, h->exe, control_name(h->control_state),
-	       (unsigned long long)h->threads);
+	       h->uid, (unsigned long long)h->start_time, h->exe,
+	       seg_control_name(h->control_state), (unsigned long long)h->threads);
 	printf("arenas=%u\nliveness=%s\n", h->arena_count, live == SEG_E_OK ? "live" : "stale");
 	struct la_counters c;
 	err = seg_read_totals(s, &c);
