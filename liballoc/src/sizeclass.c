@@ -5,6 +5,7 @@ uint32_t sc_size[LA_NCLASSES];
 uint32_t sc_pages[LA_NCLASSES];
 uint32_t sc_blocks[LA_NCLASSES];
 uint32_t sc_recip[LA_NCLASSES];
+uint16_t sc_batch[LA_NCLASSES];
 uint8_t sc_lookup[65];
 
 void sc_init(void)
@@ -30,6 +31,7 @@ void sc_init(void)
 		sc_pages[c] = best;
 		sc_blocks[c] = (uint32_t)(best * LA_PAGE / s);
 		sc_recip[c] = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
+		sc_batch[c] = (uint16_t)LA_MAX(4u, SC_BATCH_BYTES / s);
 	}
 	for (unsigned i = 0; i <= 64; i++) {
 		size_t n = (size_t)i * 16;

@@ -1,18 +1,24 @@
 /* sizeclass.h — small size classes: 16-byte steps to 128, then four per doubling up to
  * LA_SMALL_MAX. Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c]
- * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init. */
+ * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init.
+ * A thread-cache refill carves at most SC_BATCH_BYTES of a class, or 4 blocks of the
+ * classes above 512 bytes (the first refill of those: SC_BATCH_BYTES, at least 1 block).
+ * The blocks a cache holds beyond a class's peak of live blocks are at most one refill,
+ * so this bounds what the caches add to the resident size, class by class. */
 #ifndef LA_SIZECLASS_H
 #define LA_SIZECLASS_H
 
 #include "common.h"
 
-#define LA_SMALL_MAX 16384
-#define LA_NCLASSES  36
+#define LA_SMALL_MAX   16384
+#define LA_NCLASSES    36
+#define SC_BATCH_BYTES 2048u
 
 extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];
 extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 extern uint32_t sc_recip[LA_NCLASSES];  /* ceil(2^32 / size): offset / size by multiply */
+extern uint16_t sc_batch[LA_NCLASSES];  /* most blocks one thread-cache refill takes */
 extern uint8_t sc_lookup[65];           /* (n+15)>>4 -> class, for n <= 1024 */
 
 void sc_init(void);

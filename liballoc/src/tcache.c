@@ -40,7 +40,10 @@ static void set_limits(struct tcache *tc)
 		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
 		uint64_t n = max / sc_size[c];
 		tc->bins[c].limit = (uint16_t)LA_MIN(n, TC_MAX_BLOCKS);
-		tc->bins[c].batch = (uint16_t)LA_MIN(4u, tc->bins[c].limit);
+		/* the first refill takes at most SC_BATCH_BYTES (one block of the large
+		 * classes), later ones up to sc_batch */
+		uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
+		tc->bins[c].batch = (uint16_t)LA_MIN(LA_MIN(4u, tc->bins[c].limit), first);
 	}
 	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
 }
@@ -202,8 +205,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
-		uint32_t want = LA_MAX(b->batch, 4u);
-		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
+		uint32_t want = b->batch;
+		b->batch = (uint16_t)LA_MIN(LA_MIN(want * 2, b->limit / 2u + 1), sc_batch[cls]);
 		void *chain = NULL;
 		uint32_t got = arena_refill(tc->arena, cls, &chain, want);
 		if (got == 0) {

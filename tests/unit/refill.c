@@ -1,4 +1,4 @@
-/* refill.c — a thread-cache refill takes freed blocks in batches, and the number parser
+/* refill.c — a thread-cache refill takes freed blocks in batches of bounded bytes, and the number parser
  * the /proc readers use instead of strtol. Linked with liballoc.a; every test runs in its
  * own process. */
 #include <criterion/criterion.h>
@@ -7,26 +7,83 @@
 #include "api/api.h"
 #include "common.h"
 #include "liballoc.h"
+#include "sizeclass.h"
+#include "tcache.h"
 
 Test(refill, freed_blocks_come_back_in_batches)
 {
-	/* once blocks were freed to their span, a refill takes many at once: the cache of
-	 * a thread that reuses them holds more than one page's worth */
+	/* once blocks were freed to their span, a refill takes many at once: small blocks
+	 * come SC_BATCH_BYTES' worth (32 blocks of 64 bytes) per refill */
 	void *p[2000];
 	for (int i = 0; i < 2000; i++)
-		p[i] = A(malloc)(512);
+		p[i] = A(malloc)(64);
 	for (int i = 0; i < 2000; i++)
 		A(free)(p[i]);
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	for (int i = 0; i < 2000; i++)
-		p[i] = A(malloc)(512);
+		p[i] = A(malloc)(64);
 	liballoc_stats(&c1);
 	cr_assert_gt(c1.cache_refills, c0.cache_refills, "the blocks came through refills");
-	cr_assert_lt(c1.cache_refills - c0.cache_refills, 2000 / 8, "%llu refills for 2000 blocks",
+	cr_assert_lt(c1.cache_refills - c0.cache_refills, 2000 / 16, "%llu refills for 2000 blocks",
 	             (unsigned long long)(c1.cache_refills - c0.cache_refills));
 	for (int i = 0; i < 2000; i++)
 		A(free)(p[i]);
+}
+
+/* The blocks this thread's cache holds of a class (exact: only this thread touches it). */
+static uint64_t cached_bytes(size_t size)
+{
+	unsigned cls = sc_class_of(size);
+	return (uint64_t)la_tcache.bins[cls].count * sc_size[cls];
+}
+
+/* What the thread cache holds after each of n allocations of size bytes never exceeds
+ * one refill of SC_BATCH_BYTES: the cache adds at most that to the pages a class touches
+ * beyond its live blocks. Returns the most it held. */
+static uint64_t most_cached(size_t size, int n)
+{
+	void **p = A(malloc)(sizeof(void *) * (size_t)n);
+	cr_assert_not_null(p);
+	uint64_t most = 0;
+	for (int i = 0; i < n; i++) {
+		p[i] = A(malloc)(size);
+		cr_assert_not_null(p[i]);
+		uint64_t held = cached_bytes(size);
+		cr_assert_leq(held, SC_BATCH_BYTES, "%zu-byte blocks: %llu bytes cached after %d",
+		              size, (unsigned long long)held, i + 1);
+		most = held > most ? held : most;
+	}
+	for (int i = 0; i < n; i++)
+		A(free)(p[i]);
+	A(free)(p);
+	return most;
+}
+
+Test(refill, a_refill_carves_at_most_one_batch_of_bytes)
+{
+	cr_assert_gt(most_cached(512, 300), 0,
+	             "512-byte refills take more than the block asked for");
+	cr_assert_gt(most_cached(48, 2000), 1024, "48-byte refills take many blocks");
+	cr_assert_leq(most_cached(400, 300), SC_BATCH_BYTES);
+}
+
+Test(refill, the_first_refill_of_a_large_class_takes_one_block)
+{
+	/* a program that allocates one 14 KB buffer does not touch four (a class nothing
+	 * else in this process uses: its cache state is the initial one) */
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	void *volatile p = A(malloc)(14000);
+	cr_assert_not_null(p);
+	liballoc_stats(&c1);
+	cr_assert_geq(c1.cache_refills - c0.cache_refills, 1, "the block came through a refill");
+	cr_assert_eq(cached_bytes(14000), 0, "nothing was left in the cache");
+	/* the next refills double: two blocks, then four */
+	void *volatile q = A(malloc)(14000);
+	cr_assert_eq(cached_bytes(14000), 14336, "the second refill took two blocks");
+	A(free)(q);
+	A(free)(p);
 }
 
 Test(parse_long, reads_the_number_after_blanks)
