@@ -2,9 +2,11 @@
  * LA_SMALL_MAX. Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c]
  * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init.
  * A thread-cache refill carves at most SC_BATCH_BYTES of a class, or 4 blocks of the
- * classes above 512 bytes (the first refill of those: SC_BATCH_BYTES, at least 1 block).
- * The blocks a cache holds beyond a class's peak of live blocks are at most one refill,
- * so this bounds what the caches add to the resident size, class by class. */
+ * classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES, at least one
+ * block, doubling up to 4). The blocks a cache holds beyond a class's peak of live blocks
+ * are at most one refill, so this bounds what the caches add to the resident size, class
+ * by class: in a churn of random sizes each class's peak comes at a different time, and
+ * pages a class touched stay with it. */
 #ifndef LA_SIZECLASS_H
 #define LA_SIZECLASS_H
 
@@ -12,7 +14,7 @@
 
 #define LA_SMALL_MAX   16384
 #define LA_NCLASSES    36
-#define SC_BATCH_BYTES 2048u
+#define SC_BATCH_BYTES 512u
 
 extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];

@@ -40,7 +40,7 @@ static void set_limits(struct tcache *tc)
 		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
 		uint64_t n = max / sc_size[c];
 		tc->bins[c].limit = (uint16_t)LA_MIN(n, TC_MAX_BLOCKS);
-		/* the first refill takes at most SC_BATCH_BYTES (one block of the large
+		/* the first refill takes at most SC_BATCH_BYTES (one block of the larger
 		 * classes), later ones up to sc_batch */
 		uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
 		tc->bins[c].batch = (uint16_t)LA_MIN(LA_MIN(4u, tc->bins[c].limit), first);
