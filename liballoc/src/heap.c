@@ -79,7 +79,12 @@ static struct span *make_free(struct heap *h, uint32_t first, uint32_t n, uint32
 	s->dirty = d;
 	s->used = s->bump = s->offset = 0;
 	s->free = NULL;
-	heap_map_span(h, s, false);
+	/* the last page's entry serves only the left-coalescing of the span to its right:
+	 * at the heap's end there is none, and not writing it leaves the page map's last
+	 * page untouched (4 KiB of every heap's resident size) */
+	h->pagemap[first] = first;
+	if (first + n < LA_HEAP_PAGES)
+		h->pagemap[first + n - 1] = first;
 	bin_insert(h, s);
 	return s;
 }

@@ -107,6 +107,20 @@ Test(corruption, free_of_an_unaligned_pointer)
 	expect_abort(unaligned, "liballoc: free(): invalid pointer");
 }
 
+/* The last page of the heap holding a fresh block: free pages no block ever used (the
+ * page map does not even record the free span's end there). Heaps are 64 MiB regions
+ * aligned to their size (LA_HEAP_SIZE). */
+static void heap_last_page(void)
+{
+	uintptr_t p = (uintptr_t)A(malloc)(64);
+	uintptr_t heap = p & ~(((uintptr_t)1 << 26) - 1);
+	A(free)((void *)(heap + ((uintptr_t)1 << 26) - 4096));
+}
+Test(corruption, free_of_a_pointer_into_the_unused_end_of_a_heap)
+{
+	expect_abort(heap_last_page, "liballoc: free(): invalid pointer");
+}
+
 static char static_area[256] __attribute__((aligned(64)));
 static void static_pointer(void)
 {
