@@ -9,7 +9,7 @@ LIBALLOC_SRCS := $(sort $(wildcard $(ROOT)/liballoc/src/*.c))
 LIBALLOC_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(LIBALLOC_SRCS))
 LIBALLOC_CFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-builtin-malloc \
 	-fno-builtin-calloc -fno-builtin-free -fno-builtin-realloc -fno-tree-loop-distribute-patterns \
-	-D_LGPL_SOURCE $(URCU_CFLAGS) -I$(ROOT)/liballoc/src
+	-fdata-sections -D_LGPL_SOURCE $(URCU_CFLAGS) -I$(ROOT)/liballoc/src
 ifneq ($(SAN),)
 LIBALLOC_CFLAGS += -DLA_PREFIX=la_
 endif
@@ -21,10 +21,16 @@ $(LIBALLOC_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS)
 
 $(BUILD)/liballoc.so: $(LIBALLOC_OBJS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -lpthread
+	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -lpthread
 
 $(BUILD)/liballoc.a: $(LIBALLOC_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 ALL_TARGETS += $(BUILD)/liballoc.so $(BUILD)/liballoc.a
+# Code off the allocation paths (the control thread, the segment, tunables, fatal
+# reports, system-call wrappers) is optimised for size: every page of liballoc.so is
+# resident in every preloaded process (the kernel maps a file's cached pages around each
+# fault), so smaller cold code is less RSS everywhere.
+LIBALLOC_COLD_OBJS := $(patsubst %,$(BUILD)/obj/liballoc/src/%.o,control shm tunables fatal os)
+$(LIBALLOC_COLD_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS) -Os
