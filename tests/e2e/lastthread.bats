@@ -3,7 +3,8 @@
 # exit(0)), even when threads leave at the same moment or the process was forked from a
 # thread: liballoc's control thread must never keep such a process alive (issue 3:
 # unmodified programs behave as without the preload). tests/helpers/lastthread forks the
-# children and reaps each within 10 s.
+# children and reaps each within 10 s. tests/helpers/nowaitv runs them where futex_waitv
+# fails (a seccomp filter), so the control thread's fallback wait is the one at work.
 # san: skip
 
 bats_require_minimum_version 1.5.0
@@ -11,6 +12,7 @@ bats_require_minimum_version 1.5.0
 setup() {
 	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
 	HELPER="$TESTS_BIN/lastthread"
+	NOWAITV="$TESTS_BIN/nowaitv"
 }
 
 @test "main and its threads leaving together through pthread_exit end the process" {
@@ -21,6 +23,23 @@ setup() {
 @test "a child forked from a thread ends when its threads leave together" {
 	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" fork-thread 40
 	[ -z "$output" ]
+}
+
+@test "without futex_waitv (Linux < 5.16, seccomp) the control thread still lets them end" {
+	# the fallback wakes at least once a second: each child ends within about that
+	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" main-exit 3
+	[ -z "$output" ]
+	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" fork-thread 3
+	[ -z "$output" ]
+}
+
+@test "nowaitv rejects bad arguments and reports a command it cannot run" {
+	run -2 "$NOWAITV"
+	[ "$output" = "usage: nowaitv [-p PRELOAD] CMD [ARG...]" ]
+	run -2 "$NOWAITV" -p "$LIBALLOC_SO"
+	[ "$output" = "usage: nowaitv [-p PRELOAD] CMD [ARG...]" ]
+	run -127 "$NOWAITV" "$BATS_TEST_TMPDIR/no-such-program"
+	[ "$output" = "nowaitv: $BATS_TEST_TMPDIR/no-such-program: No such file or directory" ]
 }
 
 @test "the same children end without the preload (the helper's own check)" {
