@@ -123,10 +123,11 @@ static void release_heap(struct arena *a, struct heap *h)
 	heap_destroy(h, a->c);
 }
 
-/* n pages from any heap of the arena, mapping a new heap if none has room. */
-static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
+/* n pages from any heap of the arena, mapping a new heap if none has room; *dirty_out
+ * (if not NULL) receives how many of them may already be resident. */
+static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, uint32_t *dirty_out)
 {
-	uint32_t dirty;
+	uint32_t dirty = 0;
 	if (n > heap_data_pages())
 		return NULL;
 	for (struct heap *h = a->heaps; h; h = h->next) {
@@ -134,6 +135,8 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
 		if (s) {
 			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
 			*hp = h;
+			if (dirty_out)
+				*dirty_out = dirty;
 			return s;
 		}
 	}
@@ -149,6 +152,8 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp)
 	STAT_ADD(a->c, heaps, 1);
 	struct span *s = heap_alloc_pages(h, n, &dirty);
 	*hp = h;
+	if (dirty_out)
+		*dirty_out = 0;
 	return s;
 }
 
@@ -218,11 +223,14 @@ static void partial_remove(struct arena *a, struct span *s)
 static struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
-	struct span *s = alloc_pages(a, sc_pages[cls], &h);
+	uint32_t dirty;
+	struct span *s = alloc_pages(a, sc_pages[cls], &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
 	s->cls = (uint8_t)cls;
+	/* pages some other span used and gave back: carving them touches no new memory */
+	s->warm = dirty == sc_pages[cls];
 	s->used = 0;
 	s->bump = 0;
 	s->free = NULL;
@@ -262,8 +270,10 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop one block from a span (lock held). */
-static inline void *span_pop(struct heap *h, struct span *s)
+/* Pop one block from a span (lock held): a freed one, else a never-used one while
+ * *carve_left allows (carving touches memory; recycling does not), or always from a warm
+ * span (pages other spans used before). */
+static inline void *span_pop(struct heap *h, struct span *s, uint32_t *carve_left)
 {
 	void *p = s->free;
 	size_t size = sc_size[s->cls];
@@ -277,9 +287,11 @@ static inline void *span_pop(struct heap *h, struct span *s)
 				corrupt_span_list();
 		}
 		s->free = next;
-	} else if (s->bump < sc_blocks[s->cls]) {
+	} else if ((*carve_left || s->warm) && s->bump < sc_blocks[s->cls]) {
 		p = (char *)span_base(h, s) + (size_t)s->bump * size;
 		s->bump++;
+		if (!s->warm)
+			(*carve_left)--;
 	} else {
 		return NULL;
 	}
@@ -287,29 +299,41 @@ static inline void *span_pop(struct heap *h, struct span *s)
 	return p;
 }
 
-uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want)
+uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want, uint32_t carve)
 {
 	arena_lock(a);
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
 	void *head = *chain;
-	uint32_t got = 0;
+	uint32_t got = 0, carve_all = carve;
+	/* A refill that finds freed blocks takes only freed ones (from any span on the list);
+	 * one that finds none carves at most carve never-used ones. So the blocks of the class
+	 * ever touched exceed its live ones (caches included) by at most one carving. */
+	struct span *s = a->partial[cls];
 	while (got < want) {
-		struct span *s = a->partial[cls];
+		struct span *next;
 		if (!s) {
+			if (!carve)
+				break; /* got >= 1: carving took it */
 			s = new_small_span(a, cls);
 			if (!s)
 				break;
+			next = NULL; /* everything else on the list was looked at */
+		} else {
+			next = s->next;
 		}
 		struct heap *h = heap_of(s);
 		void *p;
-		while (got < want && (p = span_pop(h, s)) != NULL) {
+		while (got < want && (p = span_pop(h, s, &carve)) != NULL) {
+			if (carve == carve_all)
+				carve = 0; /* a freed block before any carving */
 			*(void **)p = link_encode(head, p);
 			head = p;
 			got++;
 		}
 		if (!s->free && s->bump >= sc_blocks[cls])
 			partial_remove(a, s);
+		s = next;
 	}
 	uint64_t bytes = (uint64_t)got * sc_size[cls];
 	STAT_ADD_LOCKED(a->c, bytes_in_use, bytes);
@@ -325,7 +349,7 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 void *arena_alloc_small(struct arena *a, unsigned cls)
 {
 	void *chain = NULL;
-	if (arena_refill(a, cls, &chain, 1) != 1)
+	if (arena_refill(a, cls, &chain, 1, 1) != 1)
 		return NULL;
 	return chain;
 }
@@ -502,7 +526,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
 	struct heap *h;
-	struct span *s = alloc_pages(a, n, &h);
+	struct span *s = alloc_pages(a, n, &h, NULL);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;

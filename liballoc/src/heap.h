@@ -18,14 +18,14 @@ struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
 	uint8_t cls;        /* SMALL: size class */
 	uint8_t on_partial; /* SMALL: linked on the arena's partial list of its class */
-	uint8_t reserved;
-	uint32_t npages;   /* pages in the span */
-	uint32_t used;     /* SMALL: blocks out (held by users or thread caches) */
-	uint32_t bump;     /* SMALL: blocks [bump, capacity) were never handed out */
-	uint32_t dirty;    /* FREE: pages that may be resident */
-	uint32_t offset;   /* LARGE: bytes from the span start to the block (aligned blocks) */
-	void *free;        /* SMALL: free blocks, safe-linked */
-	struct span *next; /* FREE: size bin; SMALL: partial list */
+	uint8_t warm;       /* SMALL: its pages were all resident when it was made */
+	uint32_t npages;    /* pages in the span */
+	uint32_t used;      /* SMALL: blocks out (held by users or thread caches) */
+	uint32_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
+	uint32_t dirty;     /* FREE: pages that may be resident */
+	uint32_t offset;    /* LARGE: bytes from the span start to the block (aligned blocks) */
+	void *free;         /* SMALL: free blocks, safe-linked */
+	struct span *next;  /* FREE: size bin; SMALL: partial list */
 	struct span *prev;
 };
 

@@ -1,12 +1,12 @@
 /* sizeclass.h — small size classes: 16-byte steps to 128, then four per doubling up to
  * LA_SMALL_MAX. Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c]
  * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init.
- * A thread-cache refill carves at most SC_BATCH_BYTES of a class, or 4 blocks of the
- * classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES, at least one
- * block, doubling up to 4). The blocks a cache holds beyond a class's peak of live blocks
- * are at most one refill, so this bounds what the caches add to the resident size, class
- * by class: in a churn of random sizes each class's peak comes at a different time, and
- * pages a class touched stay with it. */
+ * A thread-cache refill carves at most SC_BATCH_BYTES of never-used blocks of a class, or
+ * 4 blocks of the classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES,
+ * at least one block); freed blocks it takes in larger batches. A class's touched blocks
+ * are then at most its peak of live blocks plus one carving, so this bounds what the
+ * caches add to the resident size, class by class: in a churn of random sizes each
+ * class's peak comes at a different time, and pages a class touched stay with it. */
 #ifndef LA_SIZECLASS_H
 #define LA_SIZECLASS_H
 
@@ -20,7 +20,7 @@ extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];
 extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 extern uint32_t sc_recip[LA_NCLASSES];  /* ceil(2^32 / size): offset / size by multiply */
-extern uint16_t sc_batch[LA_NCLASSES];  /* most blocks one thread-cache refill takes */
+extern uint16_t sc_batch[LA_NCLASSES];  /* most never-used blocks one refill carves */
 extern uint8_t sc_lookup[65];           /* (n+15)>>4 -> class, for n <= 1024 */
 
 void sc_init(void);

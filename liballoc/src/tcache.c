@@ -41,7 +41,7 @@ static void set_limits(struct tcache *tc)
 		uint64_t n = max / sc_size[c];
 		tc->bins[c].limit = (uint16_t)LA_MIN(n, TC_MAX_BLOCKS);
 		/* the first refill takes at most SC_BATCH_BYTES (one block of the larger
-		 * classes), later ones up to sc_batch */
+		 * classes); refills double from there */
 		uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
 		tc->bins[c].batch = (uint16_t)LA_MIN(LA_MIN(4u, tc->bins[c].limit), first);
 	}
@@ -205,10 +205,13 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
+		/* freed blocks come back in batches of up to half the limit; never-used ones
+		 * (which touch memory) at most sc_batch at a time */
 		uint32_t want = b->batch;
-		b->batch = (uint16_t)LA_MIN(LA_MIN(want * 2, b->limit / 2u + 1), sc_batch[cls]);
+		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
 		void *chain = NULL;
-		uint32_t got = arena_refill(tc->arena, cls, &chain, want);
+		uint32_t got =
+		        arena_refill(tc->arena, cls, &chain, want, LA_MIN(want, sc_batch[cls]));
 		if (got == 0) {
 			p = NULL;
 		} else {

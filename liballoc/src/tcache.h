@@ -17,9 +17,9 @@ struct tbin {
 	void *head;     /* safe-linked chain of free blocks (owner only, or the flusher) */
 	uint32_t count; /* blocks in the chain */
 	uint16_t limit; /* at most this many */
-	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1 and
-	                 * sc_batch, so a program that uses few blocks of a class never
-	                 * touches many */
+	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1, so a
+	                 * program that uses few blocks of a class never touches many; of
+	                 * never-used blocks a refill carves at most sc_batch */
 };
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };

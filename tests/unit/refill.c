@@ -1,7 +1,9 @@
-/* refill.c — a thread-cache refill takes freed blocks in batches of bounded bytes, and the number parser
+/* refill.c — a thread-cache refill takes freed blocks in batches and carves new ones in
+ * batches of bounded bytes, and the number parser
  * the /proc readers use instead of strtol. Linked with liballoc.a; every test runs in its
  * own process. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "api/api.h"
@@ -12,23 +14,49 @@
 
 Test(refill, freed_blocks_come_back_in_batches)
 {
-	/* once blocks were freed to their span, a refill takes many at once: small blocks
-	 * come SC_BATCH_BYTES' worth (32 blocks of 16 bytes) per refill */
+	/* once blocks were freed to their span, a refill takes many at once (up to half the
+	 * cache's limit): recycling them touches no new memory */
 	void *p[2000];
 	for (int i = 0; i < 2000; i++)
-		p[i] = A(malloc)(16);
+		p[i] = A(malloc)(512);
 	for (int i = 0; i < 2000; i++)
 		A(free)(p[i]);
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	for (int i = 0; i < 2000; i++)
-		p[i] = A(malloc)(16);
+		p[i] = A(malloc)(512);
 	liballoc_stats(&c1);
 	cr_assert_gt(c1.cache_refills, c0.cache_refills, "the blocks came through refills");
-	cr_assert_lt(c1.cache_refills - c0.cache_refills, 2000 / 16, "%llu refills for 2000 blocks",
+	cr_assert_lt(c1.cache_refills - c0.cache_refills, 2000 / 8, "%llu refills for 2000 blocks",
 	             (unsigned long long)(c1.cache_refills - c0.cache_refills));
 	for (int i = 0; i < 2000; i++)
 		A(free)(p[i]);
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+Test(refill, freed_blocks_are_reused_before_new_ones_are_carved)
+{
+	/* 300 blocks of 448 bytes freed: the next 300 allocations of that size are exactly
+	 * those blocks, so the class touches no new memory while freed blocks remain */
+	enum { N = 300 };
+	void *a[N], *b[N];
+	for (int i = 0; i < N; i++)
+		a[i] = A(malloc)(440);
+	for (int i = 0; i < N; i++)
+		A(free)(a[i]);
+	for (int i = 0; i < N; i++)
+		b[i] = A(malloc)(440);
+	qsort(a, N, sizeof(void *), cmp_ptr);
+	qsort(b, N, sizeof(void *), cmp_ptr);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(a[i], b[i], "allocation %d is a block that was not freed", i);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
 }
 
 /* The blocks this thread's cache holds of a class (exact: only this thread touches it). */
@@ -70,12 +98,20 @@ static uint64_t most_cached(size_t size, int n)
 	return most;
 }
 
-Test(refill, a_refill_carves_at_most_one_batch_of_bytes)
+/* Each in a process of its own: pages no span used before (a span made of pages another
+ * span gave back is carved without this bound: they are resident already). */
+Test(refill, a_refill_carves_four_blocks_of_512_bytes)
 {
-	/* 512-byte blocks: 4 per refill (one returned, three cached) */
 	cr_assert_eq(most_cached(512, 300), 3 * 512);
-	/* 48-byte blocks: SC_BATCH_BYTES' worth per refill */
+}
+
+Test(refill, a_refill_carves_512_bytes_of_48_byte_blocks)
+{
 	cr_assert_eq(most_cached(48, 2000), (SC_BATCH_BYTES / 48 - 1) * 48);
+}
+
+Test(refill, a_refill_carves_at_most_512_bytes_of_16_byte_blocks)
+{
 	cr_assert_leq(most_cached(16, 2000), SC_BATCH_BYTES);
 }
 
