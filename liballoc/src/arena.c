@@ -270,33 +270,42 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop one block from a span (lock held): a freed one, else a never-used one while
- * *carve_left allows (carving touches memory; recycling does not), or always from a warm
- * span (pages other spans used before). */
-static inline void *span_pop(struct heap *h, struct span *s, uint32_t *carve_left)
+/* Pop a freed block from a span (lock held); NULL when it has none. */
+static inline void *span_pop(struct heap *h, struct span *s)
 {
 	void *p = s->free;
-	size_t size = sc_size[s->cls];
-	if (p) {
-		void *next = link_decode(*(void **)p, p);
-		if (next) {
-			uintptr_t base = (uintptr_t)span_base(h, s);
-			uintptr_t off = (uintptr_t)next - base;
-			if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
-			             sc_index((uint32_t)off, s->cls) * size != off))
-				corrupt_span_list();
-		}
-		s->free = next;
-	} else if ((*carve_left || s->warm) && s->bump < sc_blocks[s->cls]) {
-		p = (char *)span_base(h, s) + (size_t)s->bump * size;
-		s->bump++;
-		if (!s->warm)
-			(*carve_left)--;
-	} else {
+	if (!p)
 		return NULL;
+	size_t size = sc_size[s->cls];
+	void *next = link_decode(*(void **)p, p);
+	if (next) {
+		uintptr_t base = (uintptr_t)span_base(h, s);
+		uintptr_t off = (uintptr_t)next - base;
+		if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
+		             sc_index((uint32_t)off, s->cls) * size != off))
+			corrupt_span_list();
 	}
+	s->free = next;
 	s->used++;
 	return p;
+}
+
+/* Carve a never-used block from a span (lock held); NULL when it has none left. */
+static inline void *span_carve(struct heap *h, struct span *s)
+{
+	if (s->bump >= sc_blocks[s->cls])
+		return NULL;
+	void *p = (char *)span_base(h, s) + (size_t)s->bump * sc_size[s->cls];
+	s->bump++;
+	s->used++;
+	return p;
+}
+
+/* A span with nothing left to give leaves the partial list. */
+static inline void partial_check(struct arena *a, struct span *s)
+{
+	if (!s->free && s->bump >= sc_blocks[s->cls])
+		partial_remove(a, s);
 }
 
 uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want, uint32_t carve)
@@ -305,35 +314,42 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
 	void *head = *chain;
-	uint32_t got = 0, carve_all = carve;
-	/* A refill that finds freed blocks takes only freed ones (from any span on the list);
-	 * one that finds none carves at most carve never-used ones. So the blocks of the class
-	 * ever touched exceed its live ones (caches included) by at most one carving. */
-	struct span *s = a->partial[cls];
-	while (got < want) {
-		struct span *next;
-		if (!s) {
-			if (!carve)
-				break; /* got >= 1: carving took it */
-			s = new_small_span(a, cls);
-			if (!s)
-				break;
-			next = NULL; /* everything else on the list was looked at */
-		} else {
-			next = s->next;
-		}
+	uint32_t got = 0;
+	void *p;
+	/* Freed blocks first, from any span on the list. Only a refill that finds none
+	 * carves, and at most carve never-used blocks (any number from a warm span, whose
+	 * pages are resident already): so the blocks of the class ever touched exceed its
+	 * live ones (caches included) by at most one carving. */
+	for (struct span *s = a->partial[cls], *next; s && got < want; s = next) {
+		next = s->next;
 		struct heap *h = heap_of(s);
-		void *p;
-		while (got < want && (p = span_pop(h, s, &carve)) != NULL) {
-			if (carve == carve_all)
-				carve = 0; /* a freed block before any carving */
+		while (got < want && (p = span_pop(h, s)) != NULL) {
 			*(void **)p = link_encode(head, p);
 			head = p;
 			got++;
 		}
-		if (!s->free && s->bump >= sc_blocks[cls])
-			partial_remove(a, s);
-		s = next;
+		partial_check(a, s);
+	}
+	/* none freed: the spans left on the list hold only never-used blocks. Carve from
+	 * the first; when it runs out, from the next (or a new span) while budget is left. */
+	for (struct span *s = got ? NULL : a->partial[cls], *next; got < want; s = next) {
+		if (!s && (got || !(s = new_small_span(a, cls))))
+			break;
+		struct heap *h = heap_of(s);
+		while (got < want && (carve || s->warm) && (p = span_carve(h, s)) != NULL) {
+			if (!s->warm)
+				carve--;
+			*(void **)p = link_encode(head, p);
+			head = p;
+			got++;
+		}
+		bool more = s->bump < sc_blocks[cls]; /* stopped by want or the budget */
+		next = s->next;
+		partial_check(a, s);
+		if (more || got == want || (!carve && !(next && next->warm)))
+			break;
+		if (!next && !(next = new_small_span(a, cls)))
+			break;
 	}
 	uint64_t bytes = (uint64_t)got * sc_size[cls];
 	STAT_ADD_LOCKED(a->c, bytes_in_use, bytes);

@@ -41,22 +41,34 @@ static int cmp_ptr(const void *a, const void *b)
 
 Test(refill, freed_blocks_are_reused_before_new_ones_are_carved)
 {
-	/* 300 blocks of 448 bytes freed: the next 300 allocations of that size are exactly
-	 * those blocks, so the class touches no new memory while freed blocks remain */
+	/* every other one of 600 blocks of 448 bytes freed (so no span empties and goes back
+	 * to its heap): the next 300 allocations of that size are exactly those blocks, so
+	 * the class touches no new memory while freed blocks remain */
 	enum { N = 300 };
-	void *a[N], *b[N];
+	void *all[2 * N], *freed[N], *again[N];
+	for (int i = 0; i < 2 * N; i++)
+		all[i] = A(malloc)(440);
+	/* what the last refill left in the cache was never handed out: take it first */
+	void *left[TC_MAX_BLOCKS];
+	unsigned nleft = 0, cls = sc_class_of(440);
+	while (la_tcache.bins[cls].count && nleft < TC_MAX_BLOCKS)
+		left[nleft++] = A(malloc)(440);
+	for (int i = 0; i < N; i++) {
+		freed[i] = all[2 * i];
+		A(free)(freed[i]);
+	}
 	for (int i = 0; i < N; i++)
-		a[i] = A(malloc)(440);
+		again[i] = A(malloc)(440);
+	qsort(freed, N, sizeof(void *), cmp_ptr);
+	qsort(again, N, sizeof(void *), cmp_ptr);
 	for (int i = 0; i < N; i++)
-		A(free)(a[i]);
-	for (int i = 0; i < N; i++)
-		b[i] = A(malloc)(440);
-	qsort(a, N, sizeof(void *), cmp_ptr);
-	qsort(b, N, sizeof(void *), cmp_ptr);
-	for (int i = 0; i < N; i++)
-		cr_assert_eq(a[i], b[i], "allocation %d is a block that was not freed", i);
-	for (int i = 0; i < N; i++)
-		A(free)(b[i]);
+		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
+	for (int i = 0; i < N; i++) {
+		A(free)(again[i]);
+		A(free)(all[2 * i + 1]);
+	}
+	for (unsigned i = 0; i < nleft; i++)
+		A(free)(left[i]);
 }
 
 /* The blocks this thread's cache holds of a class (exact: only this thread touches it). */
