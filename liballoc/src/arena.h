@@ -58,8 +58,9 @@ LA_INLINE void arena_unlock(struct arena *a)
 	la_unlock(&a->lock);
 }
 
-/* Take up to want blocks of class cls into a safe-linked chain, freed ones first and at
- * most carve never-used ones (carve >= 1); returns how many. */
+/* Take up to want blocks of class cls into a safe-linked chain: freed ones when there are
+ * any, else never-used ones, at most carve (>= 1) of them from spans that are not warm;
+ * returns how many. */
 uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want, uint32_t carve);
 /* Return a chain of n blocks of class cls, all owned by a (caller: not holding the lock). */
 void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls);

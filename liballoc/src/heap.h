@@ -18,7 +18,7 @@ struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
 	uint8_t cls;        /* SMALL: size class */
 	uint8_t on_partial; /* SMALL: linked on the arena's partial list of its class */
-	uint8_t warm;       /* SMALL: its pages were all resident when it was made */
+	uint8_t warm;       /* SMALL: all its pages had been used before (may be resident) */
 	uint32_t npages;    /* pages in the span */
 	uint32_t used;      /* SMALL: blocks out (held by users or thread caches) */
 	uint32_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
