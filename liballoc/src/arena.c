@@ -123,20 +123,17 @@ static void release_heap(struct arena *a, struct heap *h)
 	heap_destroy(h, a->c);
 }
 
-/* n pages from any heap of the arena, mapping a new heap if none has room; *dirty_out
- * (if not NULL) receives how many of them may already be resident. */
-static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, uint32_t *dirty_out)
+/* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
+ * receives how many of them may already be resident. */
+static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, uint32_t *dirty)
 {
-	uint32_t dirty = 0;
 	if (n > heap_data_pages())
 		return NULL;
 	for (struct heap *h = a->heaps; h; h = h->next) {
-		struct span *s = heap_alloc_pages(h, n, &dirty);
+		struct span *s = heap_alloc_pages(h, n, dirty);
 		if (s) {
-			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
+			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)*dirty << LA_PAGE_SHIFT);
 			*hp = h;
-			if (dirty_out)
-				*dirty_out = dirty;
 			return s;
 		}
 	}
@@ -150,11 +147,8 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, u
 	a->nheaps++;
 	STAT_ADD(a->c, bytes_mapped, LA_HEAP_SIZE);
 	STAT_ADD(a->c, heaps, 1);
-	struct span *s = heap_alloc_pages(h, n, &dirty);
 	*hp = h;
-	if (dirty_out)
-		*dirty_out = 0;
-	return s;
+	return heap_alloc_pages(h, n, dirty);
 }
 
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
@@ -332,8 +326,9 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 	}
 	/* none freed: the spans left on the list hold only never-used blocks. Carve from
 	 * the first; when it runs out, from the next (or a new span) while budget is left. */
-	for (struct span *s = got ? NULL : a->partial[cls], *next; got < want; s = next) {
-		if (!s && (got || !(s = new_small_span(a, cls))))
+	bool recycled = got != 0;
+	for (struct span *s = a->partial[cls]; !recycled && got < want;) {
+		if (!s && !(s = new_small_span(a, cls)))
 			break;
 		struct heap *h = heap_of(s);
 		while (got < want && (carve || s->warm) && (p = span_carve(h, s)) != NULL) {
@@ -343,13 +338,12 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 			head = p;
 			got++;
 		}
-		bool more = s->bump < sc_blocks[cls]; /* stopped by want or the budget */
-		next = s->next;
+		struct span *next = s->next;
+		bool more = s->bump < sc_blocks[cls]; /* it stopped for want or the budget */
 		partial_check(a, s);
-		if (more || got == want || (!carve && !(next && next->warm)))
+		if (more || (!carve && !(next && next->warm)))
 			break;
-		if (!next && !(next = new_small_span(a, cls)))
-			break;
+		s = next;
 	}
 	uint64_t bytes = (uint64_t)got * sc_size[cls];
 	STAT_ADD_LOCKED(a->c, bytes_in_use, bytes);
@@ -542,7 +536,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
 	struct heap *h;
-	struct span *s = alloc_pages(a, n, &h, NULL);
+	uint32_t dirty;
+	struct span *s = alloc_pages(a, n, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;

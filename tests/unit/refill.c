@@ -1,7 +1,6 @@
 /* refill.c — a thread-cache refill takes freed blocks in batches and carves new ones in
- * batches of bounded bytes, and the number parser
- * the /proc readers use instead of strtol. Linked with liballoc.a; every test runs in its
- * own process. */
+ * batches of bounded bytes; and the number parser the /proc readers use instead of
+ * strtol. Linked with liballoc.a; every test runs in its own process. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +32,27 @@ Test(refill, freed_blocks_come_back_in_batches)
 		A(free)(p[i]);
 }
 
+/* Blocks a refill left in this thread's cache, never handed out: taking them first makes
+ * the bin empty, so what follows starts from a refill. */
+struct leftovers {
+	void *p[TC_MAX_BLOCKS];
+	unsigned n;
+};
+
+static void take_leftovers(size_t size, struct leftovers *l)
+{
+	unsigned cls = sc_class_of(size);
+	l->n = 0;
+	while (la_tcache.bins[cls].count && l->n < TC_MAX_BLOCKS)
+		l->p[l->n++] = A(malloc)(size);
+}
+
+static void free_leftovers(struct leftovers *l)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		A(free)(l->p[i]);
+}
+
 static int cmp_ptr(const void *a, const void *b)
 {
 	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -48,11 +68,8 @@ Test(refill, freed_blocks_are_reused_before_new_ones_are_carved)
 	void *all[2 * N], *freed[N], *again[N];
 	for (int i = 0; i < 2 * N; i++)
 		all[i] = A(malloc)(440);
-	/* what the last refill left in the cache was never handed out: take it first */
-	void *left[TC_MAX_BLOCKS];
-	unsigned nleft = 0, cls = sc_class_of(440);
-	while (la_tcache.bins[cls].count && nleft < TC_MAX_BLOCKS)
-		left[nleft++] = A(malloc)(440);
+	struct leftovers left;
+	take_leftovers(440, &left);
 	for (int i = 0; i < N; i++) {
 		freed[i] = all[2 * i];
 		A(free)(freed[i]);
@@ -67,8 +84,7 @@ Test(refill, freed_blocks_are_reused_before_new_ones_are_carved)
 		A(free)(again[i]);
 		A(free)(all[2 * i + 1]);
 	}
-	for (unsigned i = 0; i < nleft; i++)
-		A(free)(left[i]);
+	free_leftovers(&left);
 }
 
 /* The blocks this thread's cache holds of a class (exact: only this thread touches it). */
@@ -88,11 +104,8 @@ static uint64_t most_cached(size_t size, int n)
 	cr_assert_not_null(p);
 	unsigned cls = sc_class_of(size);
 	uint64_t bound = LA_MAX((uint64_t)SC_BATCH_BYTES, 4u * (uint64_t)sc_size[cls]);
-	/* start from an empty bin: take what earlier allocations left in it */
-	void *left[TC_MAX_BLOCKS];
-	unsigned nleft = 0;
-	while (la_tcache.bins[cls].count && nleft < TC_MAX_BLOCKS)
-		left[nleft++] = A(malloc)(size);
+	struct leftovers left;
+	take_leftovers(size, &left);
 	uint64_t most = 0;
 	for (int i = 0; i < n; i++) {
 		p[i] = A(malloc)(size);
@@ -104,8 +117,7 @@ static uint64_t most_cached(size_t size, int n)
 	}
 	for (int i = 0; i < n; i++)
 		A(free)(p[i]);
-	for (unsigned i = 0; i < nleft; i++)
-		A(free)(left[i]);
+	free_leftovers(&left);
 	A(free)(p);
 	return most;
 }
