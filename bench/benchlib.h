@@ -22,6 +22,10 @@ double bench_now(void);
 
 /* A field of /proc/self/status in kB ("VmHWM", "VmRSS", "VmSize"), or -1. */
 long bench_status_kb(const char *field);
+/* At exit, print "peak_rss_kb=N": the process's VmHWM then, as /proc/self/status sums the
+ * kernel's per-CPU RSS counters (ru_maxrss reads them unsummed: hundreds of KiB off for a
+ * program of a few MiB). Written with write(2), so it may come before buffered stdout. */
+void bench_report_peak_at_exit(void);
 /* Minor page faults of the whole process so far (getrusage RUSAGE_SELF). */
 long bench_minflt(void);
 

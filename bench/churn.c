@@ -3,7 +3,7 @@
  * allocates a burst of 32 short-lived blocks and frees them in reverse order (the LIFO
  * pattern of parsers and request handlers).
  * usage: churn SLOTS OPS
- * prints: ops_per_sec=... elapsed=... ops=... */
+ * prints: ops_per_sec=... elapsed=... ops=..., and peak_rss_kb=... at exit */
 #include "benchlib.h"
 
 #include <stdio.h>
@@ -21,6 +21,7 @@ static size_t churn_size(struct bench_rng *rng)
 
 int main(int argc, char **argv)
 {
+	bench_report_peak_at_exit();
 	long nslots = bench_arg(argc, argv, 1, 10000, USAGE);
 	long ops = bench_arg(argc, argv, 2, 10000000, USAGE);
 	struct bench_rng rng;

@@ -3,7 +3,7 @@
  * operations a worker's slots are handed to a fresh thread (a new "connection"), which
  * frees blocks the previous thread allocated. Runs GENS such generations.
  * usage: larson THREADS SLOTS OPS GENS [MAXSIZE]
- * prints: ops_per_sec=... elapsed=... ops=... */
+ * prints: ops_per_sec=... elapsed=... ops=..., and peak_rss_kb=... at exit */
 #include "benchlib.h"
 
 #include <pthread.h>
@@ -41,6 +41,7 @@ static void *larson_run(void *arg)
 
 int main(int argc, char **argv)
 {
+	bench_report_peak_at_exit();
 	long threads = bench_arg(argc, argv, 1, 2, USAGE);
 	long nslots = bench_arg(argc, argv, 2, 1000, USAGE);
 	long ops = bench_arg(argc, argv, 3, 100000, USAGE);
