@@ -376,12 +376,37 @@ static void span_push(struct arena *a, struct heap *h, struct span *s, void *p)
 		maybe_release_span(a, h, s);
 }
 
+/* The parked span goes back to its heap (lock held). */
+static void unpark(struct arena *a)
+{
+	struct span *s = a->parked;
+	if (!s)
+		return;
+	a->parked = NULL;
+	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
+	free_pages(a, heap_of(s), s);
+}
+
+/* A freed large block is parked whole; the one parked before goes back to its heap. A
+ * program that frees and allocates a buffer of one size (an I/O buffer, a frame) takes
+ * the same span back without splitting, coalescing or the throttle, whose work would
+ * cancel out. Trims, idle-heap releases and the decay pass give it back; with the
+ * throttle turned off nothing is kept (pages go back at every shrink, as asked). */
 static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 {
 	uint64_t bytes = (uint64_t)s->npages << LA_PAGE_SHIFT;
 	STAT_SUB_LOCKED(a->c, bytes_in_use, bytes);
 	s->offset = 0;
-	free_pages(a, h, s);
+	if (!TUN(madvise_throttle)) {
+		free_pages(a, h, s);
+		return;
+	}
+	STAT_ADD_LOCKED(a->c, bytes_retained, bytes);
+	s->kind = SPAN_PARKED;
+	unpark(a);
+	a->parked = s;
+	shm_note_retained(); /* the decay pass returns it if no allocation takes it */
 }
 
 /* Free one block of this arena, lock held. */
@@ -536,8 +561,19 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
 	struct heap *h;
+	struct span *s = a->parked;
+	if (s && s->npages == n && !extra) {
+		a->parked = NULL;
+		h = heap_of(s);
+		h->alloc_events++; /* in use: the decay pass leaves this heap alone */
+		s->kind = SPAN_LARGE;
+		STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)n << LA_PAGE_SHIFT);
+		STAT_ADD_LOCKED(a->c, bytes_in_use, (uint64_t)n << LA_PAGE_SHIFT);
+		arena_unlock(a);
+		return span_base(h, s);
+	}
 	uint32_t dirty;
-	struct span *s = alloc_pages(a, n, &h, &dirty);
+	s = alloc_pages(a, n, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -608,10 +644,11 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 
 /* ---- maintenance --------------------------------------------------------------------- */
 
-/* Give back the empty spans kept for reuse (lock held): trims, releases and the decay pass
- * must not find a heap pinned by a span nobody uses. */
+/* Give back the empty spans and the parked large block kept for reuse (lock held): trims,
+ * releases and the decay pass must not find a heap pinned by a span nobody uses. */
 static void release_empty_spans(struct arena *a)
 {
+	unpark(a);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		for (struct span *s = a->partial[c], *next; s; s = next) {
 			next = s->next;

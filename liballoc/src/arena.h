@@ -21,6 +21,7 @@ struct arena {
 	uint32_t nheaps;                   /* lock */
 	struct heap *heaps;                /* lock; most recently grown first */
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
+	struct span *parked;               /* lock; the last large block freed, kept whole */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */

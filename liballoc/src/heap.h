@@ -1,6 +1,7 @@
 /* heap.h — heaps: LA_HEAP_SIZE regions aligned to their size, carved into spans of pages.
  * A span is a run of pages that is FREE (in a size bin of its heap), SMALL (blocks of one
- * size class) or LARGE (one block). Span descriptors live in the heap header, one slot
+ * size class), LARGE (one block) or PARKED (a large block freed and kept whole by its
+ * arena for the next large allocation of its size: in use as far as the heap knows). Span descriptors live in the heap header, one slot
  * per page, meaningful only at a span's first page (kind != SPAN_NONE exactly there);
  * pagemap[page] names the first page of the span covering it (all pages of SMALL spans,
  * first and last page of the others); on every page of a live SMALL span it also carries
@@ -12,7 +13,7 @@
 
 #include "common.h"
 
-enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3 };
+enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3, SPAN_PARKED = 4 };
 
 struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */

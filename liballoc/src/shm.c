@@ -122,12 +122,17 @@ void shm_publish_tunables(void)
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }
 
+void shm_wake_control(void)
+{
+	if (seg)
+		syscall(SYS_futex, &shm_mailbox()->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 void shm_note_retained(void)
 {
 	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
 		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
-		/* wake the control thread (it waits on the mailbox state word) */
-		syscall(SYS_futex, &shm_mailbox()->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+		shm_wake_control();
 	}
 }
 

@@ -24,6 +24,9 @@ const char *shm_path(void);
 void shm_fork_child(void);
 /* Free memory was retained: make sure the control thread will run a decay pass. */
 void shm_note_retained(void);
+/* Wake the control thread (it waits on the mailbox state word) to look at its deadlines
+ * again: after decay_ms changed, its current wait may have been set by the old period. */
+void shm_wake_control(void);
 extern uint32_t shm_decay_armed;
 
 #endif

@@ -203,6 +203,8 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED); /* caches recompute limits */
 		tcache_check_self();
 	}
+	if (id == LA_TUNABLE_decay_ms)
+		shm_wake_control();
 	if (from_user) {
 		tun_explicit[id] = 1;
 		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until

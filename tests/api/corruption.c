@@ -55,6 +55,21 @@ Test(corruption, double_free_of_a_large_block)
 	expect_abort(large_double_free, "liballoc: free(): double free detected");
 }
 
+/* the block is no longer the parked one: another large free sent it back to its heap */
+static void large_double_free_unparked(void)
+{
+	void *p = A(malloc)(100000);
+	sink = A(malloc)(100000);
+	void *q = A(malloc)(300000);
+	A(free)(p);
+	A(free)(q);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_large_block_no_longer_parked)
+{
+	expect_abort(large_double_free_unparked, "liballoc: free(): double free detected");
+}
+
 static void direct_double_free(void)
 {
 	void *p = A(malloc)(8 << 20);

@@ -48,27 +48,46 @@ static void run_thread(void *(*fn)(void *), void *arg)
 
 /* ---- 1. madvise throttling ------------------------------------------------------------ */
 
+/* malloc, touch, free 1024 times: 48 pages each time, or (arg not NULL) 48 and 50 pages in
+ * turn, so that the freed block is not the one the arena keeps for the next allocation of
+ * its size and every free reaches the heap and its throttle */
 static void *grow_shrink_48_pages(void *arg)
 {
 	for (int i = 0; i < 1024; i++) {
-		char *p = A(malloc)(48 * 4096);
-		memset(p, i, 48 * 4096);
+		size_t n = (arg && (i & 1) ? 50 : 48) * 4096;
+		char *p = A(malloc)(n);
+		memset(p, i, n);
 		A(free)(p);
 	}
 	return arg;
 }
+
+static int two_sizes = 1;
 
 Test(throttle, alternating_grow_and_shrink_makes_at_most_two_madvise_calls)
 {
 	set("mmap_threshold", 1 << 20); /* pinned: nothing dynamic rescues it */
 	set("trim_threshold", 128 * 1024);
 	struct la_counters before = stats();
-	run_thread(grow_shrink_48_pages, NULL);
+	run_thread(grow_shrink_48_pages, &two_sizes);
 	struct la_counters after = stats();
 	uint64_t madv = after.madvise_calls - before.madvise_calls;
 	cr_assert_leq(madv, 2, "madvise calls: %llu", (unsigned long long)madv);
-	cr_assert_gt(after.madvise_deferred, before.madvise_deferred,
-	             "the throttle deferred returns");
+	cr_assert_geq(after.madvise_deferred - before.madvise_deferred, 1000,
+	              "the throttle deferred the returns: %llu",
+	              (unsigned long long)(after.madvise_deferred - before.madvise_deferred));
+}
+
+Test(throttle, one_size_is_served_by_the_parked_block_without_madvise)
+{
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 128 * 1024);
+	struct la_counters before = stats();
+	run_thread(grow_shrink_48_pages, NULL);
+	struct la_counters after = stats();
+	cr_assert_eq(after.madvise_calls, before.madvise_calls);
+	cr_assert_eq(after.madvise_deferred, before.madvise_deferred,
+	             "no free reached the heap: each took the parked span back");
 }
 
 Test(throttle, turned_off_it_returns_pages_on_every_shrink)
@@ -77,7 +96,7 @@ Test(throttle, turned_off_it_returns_pages_on_every_shrink)
 	set("trim_threshold", 128 * 1024);
 	set("madvise_throttle", 0);
 	struct la_counters before = stats();
-	run_thread(grow_shrink_48_pages, NULL);
+	run_thread(grow_shrink_48_pages, NULL); /* nothing is parked with the throttle off */
 	struct la_counters after = stats();
 	cr_assert_geq(after.madvise_calls - before.madvise_calls, 1000, "madvise calls: %llu",
 	              (unsigned long long)(after.madvise_calls - before.madvise_calls));
@@ -113,6 +132,91 @@ Test(throttle, an_explicit_trim_bypasses_it)
 	cr_assert_gt(after.madvise_calls + after.munmap_calls,
 	             before.madvise_calls + before.munmap_calls);
 	cr_assert_lt(after.bytes_retained, before.bytes_retained);
+}
+
+/* ---- a freed large block is parked for the next allocation of its size ------------------ */
+
+Test(parked, the_next_block_of_its_size_takes_it_back)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000); /* the heap stays in use throughout */
+	char *p = A(malloc)(48 * 4096);
+	memset(p, 1, 48 * 4096);
+	struct la_counters before = stats();
+	A(free)(p);
+	struct la_counters freed = stats();
+	cr_assert_eq(freed.bytes_in_use, before.bytes_in_use - 48 * 4096);
+	cr_assert_eq(freed.bytes_retained, before.bytes_retained + 48 * 4096,
+	             "a parked block is free memory kept resident");
+	char *q = A(malloc)(48 * 4096 - 100);
+	cr_assert_eq(q, p, "the same span comes back");
+	cr_assert_eq(q[0], 1, "untouched: not returned to the system meanwhile");
+	struct la_counters again = stats();
+	cr_assert_eq(again.bytes_in_use, before.bytes_in_use);
+	cr_assert_eq(again.bytes_retained, before.bytes_retained);
+	A(free)(q);
+	A(free)(keep);
+}
+
+Test(parked, a_block_of_another_size_leaves_it_parked)
+{
+	set("mmap_threshold", 1 << 20);
+	char *p = A(malloc)(48 * 4096);
+	A(free)(p);
+	char *q = A(malloc)(50 * 4096);
+	cr_assert(q + 50 * 4096 <= p || q >= p + 48 * 4096, "not carved from the parked span");
+	char *r = A(malloc)(48 * 4096);
+	cr_assert_eq(r, p);
+	A(free)(q);
+	A(free)(r);
+}
+
+Test(parked, a_trim_returns_it)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(200 * 4096);
+	memset(p, 1, 200 * 4096);
+	A(free)(p);
+	struct la_counters before = stats();
+	cr_assert_geq(before.bytes_retained, 200 * 4096);
+	cr_assert_eq(A(malloc_trim)(0), 1);
+	struct la_counters after = stats();
+	cr_assert_gt(after.madvise_calls, before.madvise_calls);
+	cr_assert_geq(after.madvise_bytes - before.madvise_bytes, 200 * 4096,
+	              "the parked pages went back: %llu bytes",
+	              (unsigned long long)(after.madvise_bytes - before.madvise_bytes));
+	cr_assert_geq(before.bytes_retained - after.bytes_retained, 200 * 4096,
+	              "retained: %llu bytes before the trim, %llu after",
+	              (unsigned long long)before.bytes_retained,
+	              (unsigned long long)after.bytes_retained);
+	A(free)(keep);
+}
+
+Test(parked, the_decay_pass_returns_it_when_no_allocation_takes_it)
+{
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 64 << 20); /* only the decay pass gives pages back */
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(200 * 4096);
+	memset(p, 1, 200 * 4096);
+	struct la_counters before = stats();
+	A(free)(p); /* the control thread now waits out the default period (10 s) */
+	usleep(20000);
+	set("decay_ms", 50); /* a live change wakes it to wait by the new period */
+	uint64_t purged = 0;
+	for (int i = 0; i < 200 && purged < 200 * 4096; i++) {
+		usleep(25000);
+		purged = stats().madvise_bytes - before.madvise_bytes;
+	}
+	cr_assert_geq(purged, 200 * 4096, "returned by the decay pass: %llu bytes",
+	              (unsigned long long)purged);
+	struct la_counters after = stats();
+	cr_assert_geq(before.bytes_retained + 200 * 4096 - after.bytes_retained, 200 * 4096,
+	              "retained: %llu bytes before the free, %llu after the decay pass",
+	              (unsigned long long)before.bytes_retained,
+	              (unsigned long long)after.bytes_retained);
+	A(free)(keep);
 }
 
 /* ---- 2. dynamic mmap threshold and the mapping cache --------------------------------- */
