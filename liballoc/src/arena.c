@@ -399,6 +399,7 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 	STAT_SUB_LOCKED(a->c, bytes_in_use, bytes);
 	s->offset = 0;
 	if (!TUN(madvise_throttle)) {
+		unpark(a); /* parked before the throttle was turned off */
 		free_pages(a, h, s);
 		return;
 	}

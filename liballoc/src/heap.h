@@ -1,11 +1,12 @@
 /* heap.h — heaps: LA_HEAP_SIZE regions aligned to their size, carved into spans of pages.
  * A span is a run of pages that is FREE (in a size bin of its heap), SMALL (blocks of one
  * size class), LARGE (one block) or PARKED (a large block freed and kept whole by its
- * arena for the next large allocation of its size: in use as far as the heap knows). Span descriptors live in the heap header, one slot
- * per page, meaningful only at a span's first page (kind != SPAN_NONE exactly there);
- * pagemap[page] names the first page of the span covering it (all pages of SMALL spans,
- * first and last page of the others); on every page of a live SMALL span it also carries
- * PM_SMALL and the class, so free's fast path needs no span descriptor. The heap also carries the grow/shrink trend that
+ * arena for the next large allocation of its size: in use as far as the heap knows).
+ * Span descriptors live in the heap header, one slot per page, meaningful only at a
+ * span's first page (kind != SPAN_NONE exactly there); pagemap[page] names the first page
+ * of the span covering it (all pages of SMALL spans, first and last page of the others);
+ * on every page of a live SMALL span it also carries PM_SMALL and the class, so free's
+ * fast path needs no span descriptor. The heap also carries the grow/shrink trend that
  * drives the madvise throttle. Everything here is guarded by the owning arena's lock,
  * except the registration bitmap (atomic) and the read-only fields set at creation. */
 #ifndef LA_HEAP_H

@@ -184,7 +184,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	struct heap *h = heap_of(p);
 	struct span *s = span_lookup(h, p);
 	if (!s) {
-		/* a large block freed before: its span is FREE and starts right here */
+		/* a large block freed before: its span is FREE or PARKED and starts right here */
 		uint32_t pg = heap_page_of(h, p);
 		if (pg >= h->first_page &&
 		    (h->spans[pg].kind == SPAN_FREE || h->spans[pg].kind == SPAN_PARKED) &&

@@ -171,6 +171,27 @@ Test(parked, a_block_of_another_size_leaves_it_parked)
 	A(free)(r);
 }
 
+Test(parked, turning_the_throttle_off_returns_it_at_the_next_large_free)
+{
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 128 * 1024);
+	char *keep = A(malloc)(100000);
+	uint64_t base = stats().bytes_retained;
+	char *p = A(malloc)(48 * 4096);
+	memset(p, 1, 48 * 4096);
+	A(free)(p); /* parked */
+	set("madvise_throttle", 0);
+	char *q = A(malloc)(50 * 4096);
+	memset(q, 1, 50 * 4096);
+	A(free)(q);
+	uint64_t retained = stats().bytes_retained;
+	cr_assert_leq(retained, base + 128 * 1024,
+	              "both blocks went back, the heap keeps at most top_pad: %llu bytes retained, "
+	              "%llu before",
+	              (unsigned long long)retained, (unsigned long long)base);
+	A(free)(keep);
+}
+
 Test(parked, a_trim_returns_it)
 {
 	set("mmap_threshold", 1 << 20);
