@@ -424,6 +424,7 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 		return;
 	STAT_SUB_LOCKED(a->c, bytes_in_use, t->bytes);
 	STAT_ADD_LOCKED(a->c, bytes_retained, t->bytes);
+	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (t->blocks[c])
 			STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);

@@ -87,6 +87,7 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 
 void op_decay(void)
 {
+	tcache_flush_cold(); /* its blocks go back to spans the arena pass can release */
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		arena_decay(&arenas[i]);

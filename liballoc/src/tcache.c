@@ -158,6 +158,14 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	return n;
 }
 
+/* A bin refilled or flushed: it is in use (the decay pass leaves it alone). Owner only;
+ * the decay pass reads the counter. */
+static inline void bin_event(struct tcache *tc, unsigned cls)
+{
+	__atomic_store_n(&tc->slow_events[cls], (uint16_t)(tc->slow_events[cls] + 1),
+	                 __ATOMIC_RELAXED);
+}
+
 static void check_gen(struct tcache *tc)
 {
 	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED))) {
@@ -209,6 +217,7 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		 * (which touch memory) at most sc_batch at a time */
 		uint32_t want = b->batch;
 		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
+		bin_event(tc, cls);
 		void *chain = NULL;
 		uint32_t got =
 		        arena_refill(tc->arena, cls, &chain, want, LA_MIN(want, sc_batch[cls]));
@@ -271,8 +280,10 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		return;
 	}
 	bool flushed = b->count >= b->limit;
-	if (flushed)
+	if (flushed) {
 		flush_bin(tc, cls, b->limit / 2);
+		bin_event(tc, cls);
+	}
 	*(void **)p = link_encode(b->head, p);
 	((void **)p)[1] = (void *)la_key;
 	b->head = p;
@@ -282,15 +293,23 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	tc_leave(tc);
 }
 
-static uint64_t flush_all_bins(struct tcache *tc)
+/* Empty the bins in mask (bit c: class c) and hand over the foreign frees waiting for
+ * their batch. Caller owns the cache (busy, or took it). */
+static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 {
 	uint64_t n = tc->rb_n;
 	flush_remote(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if (tc->bins[c].count)
+		if ((mask >> c & 1) && tc->bins[c].count)
 			n += flush_bin(tc, c, 0);
 	publish(tc);
 	return n;
+}
+_Static_assert(LA_NCLASSES <= 64, "a bin mask is one word");
+
+static uint64_t flush_all_bins(struct tcache *tc)
+{
+	return flush_bins(tc, ~(uint64_t)0);
 }
 
 void tcache_thread_exit(void *arg)
@@ -317,6 +336,34 @@ void tcache_thread_exit(void *arg)
 	control_thread_exiting();
 }
 
+/* Take another thread's cache: the asymmetric Dekker of tcache.h (our store, a barrier on
+ * every running thread, their flag). False when its owner is inside a cache operation.
+ * A cache taken is released with give_back. */
+static bool take_cache(struct tcache *tc)
+{
+#if LA_TSAN
+	la_lock(&tc->lock);
+	return true;
+#else
+	__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
+	if (membarrier_ok)
+		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
+		return true;
+	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
+	return false;
+#endif
+}
+
+static void give_back(struct tcache *tc)
+{
+#if LA_TSAN
+	la_unlock(&tc->lock);
+#else
+	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
+#endif
+}
+
 uint64_t tcache_flush_all(uint32_t *skipped)
 {
 	uint64_t n = 0;
@@ -335,22 +382,12 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 				n += flush_all_bins(tc);
 				continue;
 			}
-#if LA_TSAN
-			la_lock(&tc->lock);
-			n += flush_all_bins(tc);
-			la_unlock(&tc->lock);
-#else
-			/* asymmetric Dekker: our store, a barrier on every running thread, their
-			 * flag (see tcache.h) */
-			__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
-			if (membarrier_ok)
-				syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-			if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
+			if (take_cache(tc)) {
 				n += flush_all_bins(tc);
-			else
+				give_back(tc);
+			} else {
 				busy_left++;
-			__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
-#endif
+			}
 		}
 		if (!busy_left)
 			break;
@@ -361,6 +398,41 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 	la_unlock(&tc_list_lock);
 	if (skipped)
 		*skipped = busy_left;
+	return n;
+}
+
+/* Bins of tc that hold blocks and saw no refill or flush since the last pass (bit c: class
+ * c); notes what it saw for the next pass. Read without the owner's cooperation: a bin
+ * misjudged either way is flushed a pass late or refilled once more. */
+LA_RACY_METADATA static uint64_t cold_bins(struct tcache *tc)
+{
+	uint64_t cold = 0;
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
+		if (ev == tc->decay_seen[c] && tc->bins[c].count)
+			cold |= (uint64_t)1 << c;
+		tc->decay_seen[c] = ev;
+	}
+	return cold;
+}
+
+uint64_t tcache_flush_cold(void)
+{
+	uint64_t n = 0;
+	struct tcache *self = &la_tcache;
+	la_lock(&tc_list_lock);
+	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+		uint64_t cold = cold_bins(tc);
+		if (!cold && !__atomic_load_n(&tc->rb_n, __ATOMIC_RELAXED))
+			continue;
+		if (tc == self) {
+			n += flush_bins(tc, cold);
+		} else if (take_cache(tc)) {
+			n += flush_bins(tc, cold);
+			give_back(tc);
+		}
+	}
+	la_unlock(&tc_list_lock);
 	return n;
 }
 

@@ -43,8 +43,10 @@ struct tcache {
 	uint32_t gen;        /* tcache_gen the limits were computed for */
 	struct arena *arena; /* the arena this thread allocates from */
 	uint16_t tag;        /* heap_tag of arena; LA_TAG_NONE without one (free's fast path) */
-	uint16_t pub_count[LA_NCLASSES]; /* each bin's count as last published */
-	struct tcache *next;             /* list of live caches (tcache_list_lock) */
+	uint16_t pub_count[LA_NCLASSES];   /* each bin's count as last published */
+	uint16_t slow_events[LA_NCLASSES]; /* owner: refills and flushes of each bin (wraps) */
+	uint16_t decay_seen[LA_NCLASSES];  /* the decay pass: slow_events at its last look */
+	struct tcache *next;               /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
 	 * the owner's remote queue in one splice: blocks return to the arena whose threads
@@ -92,6 +94,11 @@ struct arena *tcache_arena(struct tcache *tc);
 /* Flush every cache of the process, idle threads included. Returns blocks flushed;
  * *skipped receives caches that stayed busy (retried a few times first). */
 uint64_t tcache_flush_all(uint32_t *skipped);
+/* The decay pass: return every bin that neither refilled nor flushed since the last pass
+ * (its blocks are of a size the thread no longer allocates or frees in numbers), and
+ * foreign frees waiting for their batch. Caches whose owner is inside a cache operation
+ * wait for the next pass. Returns blocks flushed. */
+uint64_t tcache_flush_cold(void);
 void tcache_thread_exit(void *arg);
 /* Apply changed cache tunables to the calling thread's cache now (others: at their next
  * refill or flush). */

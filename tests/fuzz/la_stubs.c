@@ -1,6 +1,7 @@
 /* la_stubs.c — the allocator symbols liballoc/src/tunables.c refers to beyond fatal.c,
  * reduced to what a parser test may rely on: there is no segment to publish into, no
- * thread cache to refresh, and the CPU count is fixed. Linked only into fuzz_units. */
+ * control thread to wake, no thread cache to refresh, and the CPU count is fixed. Linked
+ * only into fuzz_units. */
 #include <stdint.h>
 
 #include "os.h"
@@ -10,6 +11,10 @@
 uint32_t tcache_gen;
 
 void shm_publish_tunables(void)
+{
+}
+
+void shm_wake_control(void)
 {
 }
 

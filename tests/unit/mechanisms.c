@@ -240,6 +240,56 @@ Test(parked, the_decay_pass_returns_it_when_no_allocation_takes_it)
 	A(free)(keep);
 }
 
+/* ---- the decay pass returns what idle thread caches hold ------------------------------ */
+
+struct idle_cache {
+	pthread_barrier_t filled, done;
+};
+
+static void *fill_cache_and_idle(void *arg)
+{
+	struct idle_cache *ic = arg;
+	void *p[64];
+	for (int round = 0; round < 4; round++) { /* refills, then a flush: the bin is full */
+		for (int i = 0; i < 64; i++)
+			p[i] = A(malloc)(1000);
+		for (int i = 0; i < 64; i++)
+			A(free)(p[i]);
+	}
+	pthread_barrier_wait(&ic->filled);
+	pthread_barrier_wait(&ic->done); /* idle, its cache full, until the test ends */
+	return NULL;
+}
+
+Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
+{
+	struct idle_cache ic;
+	pthread_barrier_init(&ic.filled, NULL, 2);
+	pthread_barrier_init(&ic.done, NULL, 2);
+	uint64_t base = stats().bytes_cached;
+	pthread_t t;
+	pthread_create(&t, NULL, fill_cache_and_idle, &ic);
+	pthread_barrier_wait(&ic.filled);
+	uint64_t before = stats().bytes_cached;
+	cr_assert_gt(before, base,
+	             "the idle thread holds blocks: %llu bytes cached, %llu before it",
+	             (unsigned long long)before, (unsigned long long)base);
+	uint64_t held = before - base;
+	set("decay_ms", 50);
+	uint64_t cached = before;
+	for (int i = 0; i < 200 && before - cached < held; i++) {
+		usleep(25000);
+		cached = stats().bytes_cached;
+	}
+	cr_assert_geq(before - cached, held,
+	              "the decay pass took the idle cache (%llu bytes): %llu bytes cached before, "
+	              "%llu after",
+	              (unsigned long long)held, (unsigned long long)before,
+	              (unsigned long long)cached);
+	pthread_barrier_wait(&ic.done);
+	pthread_join(t, NULL);
+}
+
 /* ---- 2. dynamic mmap threshold and the mapping cache --------------------------------- */
 
 struct loop {

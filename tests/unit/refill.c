@@ -1,6 +1,6 @@
 /* refill.c — a thread-cache refill takes freed blocks in batches and carves new ones in
- * batches of bounded bytes; and the number parser the /proc readers use instead of
- * strtol. Linked with liballoc.a; every test runs in its own process. */
+ * batches of bounded bytes; the decay pass returns only bins left unused; and the number
+ * parser the /proc readers use instead of strtol. Linked with liballoc.a; every test runs in its own process. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -174,4 +174,31 @@ Test(parse_long, rejects_what_is_not_a_number)
 	cr_assert_eq(la_parse_long("\n5"), -1);
 	cr_assert_eq(la_parse_long("9223372036854775808"), -1, "overflow");
 	cr_assert_eq(la_parse_long("99999999999999999999999"), -1, "overflow");
+}
+
+/* The decay pass returns a bin only when it saw no refill and no flush for a whole pass:
+ * blocks of a size the thread stopped using go back to their spans, a bin in use stays. */
+Test(decay, only_bins_unused_for_a_whole_pass_are_returned)
+{
+	unsigned cls = sc_class_of(1000);
+	struct tbin *b = &la_tcache.bins[cls];
+	void *p[64];
+	for (int i = 0; i < 64; i++)
+		p[i] = A(malloc)(1000);
+	for (int i = 0; i < 64; i++)
+		A(free)(p[i]);
+	uint32_t held = b->count;
+	cr_assert_gt(held, 0);
+	tcache_flush_cold();
+	cr_assert_eq(b->count, held, "refilled and flushed since the last pass: kept");
+	void *q = A(malloc)(1000); /* from the cache: no refill */
+	A(free)(q);
+	tcache_flush_cold();
+	cr_assert_eq(b->count, 0, "no refill or flush for a whole pass: returned");
+	q = A(malloc)(1000); /* a refill */
+	A(free)(q);
+	held = b->count;
+	cr_assert_gt(held, 0);
+	tcache_flush_cold();
+	cr_assert_eq(b->count, held, "refilled since the last pass: kept");
 }
