@@ -338,6 +338,22 @@ def pinned_env(ctx, alloc):
     return {}
 
 
+# The idle-after-sweep scenario waits 4 s: the time-based returns are set to 1 s where an
+# allocator has them (liballoc's decay pass, jemalloc's dirty and muzzy decay), so that
+# the run sees them; glibc trims on free, tcmalloc and mimalloc keep their defaults.
+DECAY_NOTE = ("idle-after-sweep: liballoc LIBALLOC_DECAY_MS=1000 (default 10 s), jemalloc "
+              "MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000 (default 10 s); glibc, "
+              "tcmalloc and mimalloc: defaults")
+
+
+def decay_env(ctx, alloc):
+    if alloc.name.startswith("liballoc"):
+        return {"LIBALLOC_DECAY_MS": "1000"}
+    if alloc.name == "jemalloc":
+        return {"MALLOC_CONF": "dirty_decay_ms:1000,muzzy_decay_ms:1000"}
+    return {}
+
+
 def ops(label="throughput"):
     return Metric("ops_per_sec", label, "ops/s", True)
 
@@ -388,6 +404,13 @@ def scenarios(ctx):
                  lambda: [p("frag"), "1000000" if q else "4000000", "200000"],
                  [ops(), Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB),
                   Metric("final_rss_kb", "final RSS", "MiB", False, KB_TO_MIB)]),
+        Scenario("idle-after-sweep", "memory", "memory kept after a load drops: 4 threads "
+                 "sweep 16 B-16 KiB in batches of 256 (10 rounds), then stay alive idle for "
+                 "4 s; RSS at the end of the sweep and after the idle time",
+                 lambda: [p("idle_sweep"), "4", "10", "4000"],
+                 [Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB),
+                  Metric("idle_rss_kb", "RSS after 4 s idle", "MiB", False, KB_TO_MIB)],
+                 env=decay_env, note=DECAY_NOTE),
         Scenario("m1-madvise-pinned", "mech1", "issue 4 mech 1: a second thread "
                  "malloc(48*4096)/touch/free x1024, " + PIN_NOTE.split(";")[0] + " (see notes)",
                  lambda: [p("mech_madvise"), "1024", "48"],
