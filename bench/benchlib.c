@@ -1,5 +1,6 @@
-/* benchlib.c — see benchlib.h. Nothing here allocates through malloc: bench_status_kb
- * reads /proc/self/status into a stack buffer, so reading a peak adds nothing to it. */
+/* benchlib.c — see benchlib.h. Nothing here allocates through malloc but bench_batch, a
+ * workload step: bench_status_kb reads /proc/self/status into a stack buffer, so reading
+ * a peak adds nothing to it. */
 #include "benchlib.h"
 
 #include <errno.h>
@@ -112,6 +113,20 @@ long bench_arg(int argc, char **argv, int index, long def, const char *usage)
 		exit(2);
 	}
 	return v;
+}
+
+void bench_batch(void **batch, int n, size_t size, unsigned char tag)
+{
+	for (int i = 0; i < n; i++) {
+		unsigned char *p = malloc(size);
+		if (!p)
+			bench_die("malloc");
+		p[0] = (unsigned char)i;
+		p[size - 1] = tag;
+		batch[i] = p;
+	}
+	for (int i = 0; i < n; i++)
+		free(batch[i]);
 }
 
 void bench_touch(void *p, size_t len, unsigned char value)

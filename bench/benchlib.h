@@ -35,6 +35,9 @@ long bench_arg(int argc, char **argv, int index, long def, const char *usage);
 
 /* Touch one byte per page of [p, p + len) so the memory is really resident. */
 void bench_touch(void *p, size_t len, unsigned char value);
+/* malloc n blocks of size bytes into batch (writing each one's first and last byte, the
+ * last with tag), then free them in allocation order. Dies if malloc fails. */
+void bench_batch(void **batch, int n, size_t size, unsigned char tag);
 
 /* Per-thread records that their threads write: each on cache lines of its own (declare the
  * type with BENCH_LINE_ALIGNED), so the harness does not measure false sharing between its

@@ -28,18 +28,8 @@ static void *sweep_run(void *arg)
 	struct sweep_shared *s = arg;
 	void *batch[BATCH];
 	for (long r = 0; r < s->rounds; r++) {
-		for (size_t size = 16; size <= 16384; size += size < 128 ? 16 : size / 8) {
-			for (int i = 0; i < BATCH; i++) {
-				unsigned char *p = malloc(size);
-				if (!p)
-					bench_die("malloc");
-				p[0] = (unsigned char)i;
-				p[size - 1] = (unsigned char)r;
-				batch[i] = p;
-			}
-			for (int i = 0; i < BATCH; i++)
-				free(batch[i]);
-		}
+		for (size_t size = 16; size <= 16384; size += size < 128 ? 16 : size / 8)
+			bench_batch(batch, BATCH, size, (unsigned char)r);
 	}
 	pthread_barrier_wait(&s->swept);
 	pthread_barrier_wait(&s->done);

@@ -29,16 +29,7 @@ static long sizes_sweep(long rounds)
 	long ops = 0;
 	for (long r = 0; r < rounds; r++) {
 		for (size_t size = 8; size <= 32768; size = sizes_next(size)) {
-			for (int i = 0; i < BATCH; i++) {
-				unsigned char *p = malloc(size);
-				if (!p)
-					bench_die("malloc");
-				p[0] = (unsigned char)i;
-				p[size - 1] = (unsigned char)r;
-				batch[i] = p;
-			}
-			for (int i = 0; i < BATCH; i++)
-				free(batch[i]);
+			bench_batch(batch, BATCH, size, (unsigned char)r);
 			ops += BATCH;
 		}
 	}
