@@ -18,6 +18,17 @@ __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {.
 uint64_t la_key;
 uint32_t tcache_gen = 1;
 
+#if LA_TSAN
+LA_NOINLINE void tcache_tsan_enter(struct tcache *tc)
+{
+	la_lock(&tc->lock);
+}
+LA_NOINLINE void tcache_tsan_leave(struct tcache *tc)
+{
+	la_unlock(&tc->lock);
+}
+#endif
+
 static struct la_lock tc_list_lock = LA_LOCK_INIT;
 static struct tcache *tc_list;
 static pthread_key_t tc_key;
@@ -402,18 +413,19 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 }
 
 /* Bins of tc that hold blocks and saw no refill or flush since the last pass (bit c: class
- * c); notes what it saw for the next pass. Read without the owner's cooperation: a bin
- * misjudged either way is flushed a pass late or refilled once more. */
-LA_RACY_METADATA static uint64_t cold_bins(struct tcache *tc)
+ * c), noting what it saw for the next pass; false when there is nothing to flush (no such
+ * bin, no foreign frees waiting). Read without the owner's cooperation: a bin misjudged
+ * either way is flushed a pass late or refilled once more. */
+LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold)
 {
-	uint64_t cold = 0;
+	*cold = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
 		if (ev == tc->decay_seen[c] && tc->bins[c].count)
-			cold |= (uint64_t)1 << c;
+			*cold |= (uint64_t)1 << c;
 		tc->decay_seen[c] = ev;
 	}
-	return cold;
+	return *cold || tc->rb_n;
 }
 
 uint64_t tcache_flush_cold(void)
@@ -422,8 +434,8 @@ uint64_t tcache_flush_cold(void)
 	struct tcache *self = &la_tcache;
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
-		uint64_t cold = cold_bins(tc);
-		if (!cold && !__atomic_load_n(&tc->rb_n, __ATOMIC_RELAXED))
+		uint64_t cold;
+		if (!cold_bins(tc, &cold))
 			continue;
 		if (tc == self) {
 			n += flush_bins(tc, cold);

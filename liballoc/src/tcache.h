@@ -60,10 +60,18 @@ struct tcache {
 
 /* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave, wait
  * for the flush to end (tcache slow paths do) and retry. */
+#if LA_TSAN
+/* Out of line, so that TSan sees the lock also from the fast paths, which are compiled
+ * without its instrumentation (LA_RACY_METADATA): otherwise a flusher's writes to the
+ * blocks a cache holds look unordered with the owner's last use of them. */
+void tcache_tsan_enter(struct tcache *tc);
+void tcache_tsan_leave(struct tcache *tc);
+#endif
+
 LA_INLINE bool tc_enter(struct tcache *tc)
 {
 #if LA_TSAN
-	la_lock(&tc->lock);
+	tcache_tsan_enter(tc);
 	return true;
 #else
 	tc->busy = 1;
@@ -75,7 +83,7 @@ LA_INLINE bool tc_enter(struct tcache *tc)
 LA_INLINE void tc_leave(struct tcache *tc)
 {
 #if LA_TSAN
-	la_unlock(&tc->lock);
+	tcache_tsan_leave(tc);
 #else
 	barrier();
 	tc->busy = 0;

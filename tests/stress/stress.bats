@@ -17,6 +17,15 @@ setup() {
 	[[ "$output" == *": ok" ]]
 }
 
+@test "stress: the same while the decay pass takes idle cache bins every millisecond" {
+	args=(8 4000 6)
+	[ "$SAN" = tsan ] && args=(4 1500 3)
+	run env LIBALLOC_DECAY_MS=1 "${PRE[@]}" "$TESTS_BIN/stress" "${args[@]}"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *": ok" ]]
+}
+
 @test "stress: 2 threads x large scale" {
 	args=(2 30000 2)
 	[ "$SAN" = tsan ] && args=(2 5000 2)
