@@ -398,14 +398,13 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 	uint64_t bytes = (uint64_t)s->npages << LA_PAGE_SHIFT;
 	STAT_SUB_LOCKED(a->c, bytes_in_use, bytes);
 	s->offset = 0;
+	unpark(a); /* one block is kept at a time (none once the throttle is off) */
 	if (!TUN(madvise_throttle)) {
-		unpark(a); /* parked before the throttle was turned off */
 		free_pages(a, h, s);
 		return;
 	}
 	STAT_ADD_LOCKED(a->c, bytes_retained, bytes);
 	s->kind = SPAN_PARKED;
-	unpark(a);
 	a->parked = s;
 	shm_note_retained(); /* the decay pass returns it if no allocation takes it */
 }
@@ -565,6 +564,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	struct heap *h;
 	struct span *s = a->parked;
 	if (s && s->npages == n && !extra) {
+		/* the parked block fits exactly: its pages and page map are as it left them,
+		 * nothing to split or map */
 		a->parked = NULL;
 		h = heap_of(s);
 		h->alloc_events++; /* in use: the decay pass leaves this heap alone */

@@ -353,7 +353,7 @@ void tcache_thread_exit(void *arg)
 static bool take_cache(struct tcache *tc)
 {
 #if LA_TSAN
-	la_lock(&tc->lock);
+	tcache_tsan_enter(tc);
 	return true;
 #else
 	__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
@@ -369,7 +369,7 @@ static bool take_cache(struct tcache *tc)
 static void give_back(struct tcache *tc)
 {
 #if LA_TSAN
-	la_unlock(&tc->lock);
+	tcache_tsan_leave(tc);
 #else
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 #endif

@@ -1,6 +1,7 @@
 /* refill.c — a thread-cache refill takes freed blocks in batches and carves new ones in
  * batches of bounded bytes; the decay pass returns only bins left unused; and the number
- * parser the /proc readers use instead of strtol. Linked with liballoc.a; every test runs in its own process. */
+ * parser the /proc readers use instead of strtol. Linked with liballoc.a; every test runs
+ * in its own process. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
