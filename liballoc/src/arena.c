@@ -83,7 +83,7 @@ LA_RACY_METADATA struct span *span_lookup(struct heap *h, const void *p)
 	uint32_t head = pm_head(h->pagemap[pg]);
 	if (head < h->first_page || head > pg)
 		return NULL;
-	struct span *s = &h->spans[head];
+	struct span *s = span_at(h, head);
 	if (pg - head >= s->npages)
 		return NULL;
 	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
@@ -434,7 +434,7 @@ static void free_block_tallied(struct arena *a, void *p, struct free_tally *t)
 {
 	struct heap *h = heap_of(p);
 	uint32_t pg = heap_page_of(h, p);
-	struct span *s = &h->spans[pm_head(h->pagemap[pg])];
+	struct span *s = span_at(h, pm_head(h->pagemap[pg]));
 	if (s->kind == SPAN_SMALL) {
 		unsigned cls = s->cls;
 		span_push(a, h, s, p);
@@ -459,7 +459,7 @@ void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
 	while (p) {
 		void *next = link_decode(*(void **)p, p);
 		struct heap *h = heap_of(p);
-		struct span *s = &h->spans[pm_head(h->pagemap[heap_page_of(h, p)])];
+		struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
 		span_push(a, h, s, p);
 		p = next;
 	}
@@ -590,11 +590,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		uint32_t lead = (uint32_t)((aligned - (uintptr_t)base) >> LA_PAGE_SHIFT);
 		uint32_t keep = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
 		if (lead) {
-			struct span *t = &h->spans[span_index(h, s) + lead];
-			t->kind = SPAN_LARGE;
-			t->offset = 0;
-			t->npages = s->npages - lead;
-			s->npages = lead;
+			struct span *t = heap_split_span(h, s, lead);
 			heap_map_span(h, s, false);
 			heap_map_span(h, t, false);
 			free_pages(a, h, s);
@@ -618,7 +614,7 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 		return false;
 	bool ok = false;
 	arena_lock(a);
-	struct span *s = &h->spans[pm_head(h->pagemap[heap_page_of(h, p)])];
+	struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
 	uint32_t have = s->npages;
 	if (s->offset == 0 && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */

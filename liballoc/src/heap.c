@@ -52,7 +52,7 @@ static void bin_remove(struct heap *h, struct span *s)
 
 void heap_map_span(struct heap *h, struct span *s, bool all)
 {
-	uint32_t first = span_index(h, s), last = first + s->npages - 1;
+	uint32_t first = s->first, last = first + s->npages - 1;
 	if (all) {
 		uint32_t e = first | PM_SMALL | (uint32_t)s->cls << 24;
 		for (uint32_t i = first; i <= last; i++)
@@ -65,15 +65,41 @@ void heap_map_span(struct heap *h, struct span *s, bool all)
 
 void heap_unmap_small(struct heap *h, struct span *s)
 {
-	uint32_t first = span_index(h, s), last = first + s->npages - 1;
+	uint32_t first = s->first, last = first + s->npages - 1;
 	for (uint32_t i = first; i <= last; i++)
 		h->pagemap[i] = first;
 }
 
-/* Make pages [first, first+n) one FREE span with d dirty pages, in its bin. */
-static struct span *make_free(struct heap *h, uint32_t first, uint32_t n, uint32_t d)
+/* A descriptor for a span starting at page first (kind SPAN_NONE until the caller sets
+ * it): a given-back one, else the next never-used one, so the pool's touched pages follow
+ * the most spans the heap ever had at once. */
+static struct span *desc_new(struct heap *h, uint32_t first)
 {
-	struct span *s = &h->spans[first];
+	struct span *s = h->desc_free;
+	if (s)
+		h->desc_free = s->next;
+	else
+		s = &h->desc[h->desc_top++];
+	memset(s, 0, sizeof(*s));
+	s->first = first;
+	h->spanidx[first] = (uint16_t)(s - h->desc);
+	return s;
+}
+
+/* The span s ends (merged into a neighbour): its first page starts no span now. */
+static void desc_drop(struct heap *h, struct span *s)
+{
+	h->spanidx[s->first] = 0;
+	s->kind = SPAN_NONE;
+	s->npages = 0;
+	s->next = h->desc_free;
+	h->desc_free = s;
+}
+
+/* Make descriptor s (its first page set) a FREE span of n pages, d dirty, in its bin. */
+static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32_t d)
+{
+	uint32_t first = s->first;
 	s->kind = SPAN_FREE;
 	s->npages = n;
 	s->dirty = d;
@@ -98,7 +124,8 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	h->arena = a;
 	h->first_page = HEADER_PAGES;
 	h->free_pages = heap_data_pages();
-	make_free(h, HEADER_PAGES, heap_data_pages(), 0);
+	h->desc_top = 1; /* desc[0] stays SPAN_NONE */
+	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0);
 	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], heap_tag(arena_index),
 	                 __ATOMIC_RELEASE);
 	return h;
@@ -163,10 +190,10 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	if (!s)
 		return NULL;
 	bin_remove(h, s);
-	uint32_t first = span_index(h, s), total = s->npages, d = s->dirty;
+	uint32_t first = s->first, total = s->npages, d = s->dirty;
 	uint32_t take_dirty = LA_MIN(d, n);
 	if (total > n)
-		make_free(h, first + n, total - n, d - take_dirty);
+		make_free(h, desc_new(h, first + n), total - n, d - take_dirty);
 	s->kind = SPAN_NONE; /* the caller sets SMALL or LARGE */
 	s->npages = n;
 	s->dirty = 0;
@@ -188,62 +215,70 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 
 struct span *heap_free_pages(struct heap *h, struct span *s)
 {
-	uint32_t first = span_index(h, s), n = s->npages, d = n;
+	uint32_t first = s->first, n = s->npages, d = n;
 	h->used_pages -= n;
 	h->free_pages += n;
 	h->dirty_pages += n;
 	trend(h, false);
 	/* coalesce with the right neighbour */
 	uint32_t r = first + n;
-	if (r < LA_HEAP_PAGES && h->spans[r].kind == SPAN_FREE) {
-		struct span *rs = &h->spans[r];
+	if (r < LA_HEAP_PAGES && span_at(h, r)->kind == SPAN_FREE) {
+		struct span *rs = span_at(h, r);
 		bin_remove(h, rs);
 		n += rs->npages;
 		d += rs->dirty;
-		rs->kind = SPAN_NONE;
+		desc_drop(h, rs);
 	}
 	/* coalesce with the left neighbour (its last page maps to its first) */
 	if (first > h->first_page) {
 		uint32_t l = pm_head(h->pagemap[first - 1]);
-		struct span *ls = &h->spans[l];
+		struct span *ls = span_at(h, l);
 		if (l < first && ls->kind == SPAN_FREE && l + ls->npages == first) {
 			bin_remove(h, ls);
 			n += ls->npages;
 			d += ls->dirty;
-			s->kind = SPAN_NONE;
-			first = l;
+			desc_drop(h, s);
+			s = ls;
 		}
 	}
-	s->kind = SPAN_NONE;
-	return make_free(h, first, n, d);
+	return make_free(h, s, n, d);
+}
+
+struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead)
+{
+	struct span *t = desc_new(h, s->first + lead);
+	t->kind = s->kind;
+	t->npages = s->npages - lead;
+	s->npages = lead;
+	return t;
 }
 
 void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep)
 {
-	uint32_t first = span_index(h, s), tail = s->npages - keep;
+	uint32_t tail = s->npages - keep;
 	if (!tail)
 		return;
-	s->npages = keep;
-	heap_map_span(h, s, false);
-	struct span *t = &h->spans[first + keep];
+	struct span *t = heap_split_span(h, s, keep);
 	t->kind = SPAN_LARGE;
-	t->npages = tail;
+	heap_map_span(h, s, false);
 	heap_map_span(h, t, false);
 	heap_free_pages(h, t);
 }
 
 bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dirty_used)
 {
-	uint32_t first = span_index(h, s), r = first + s->npages;
+	uint32_t first = s->first, r = first + s->npages;
 	uint32_t need = want - s->npages;
-	if (r >= LA_HEAP_PAGES || h->spans[r].kind != SPAN_FREE || h->spans[r].npages < need)
+	if (r >= LA_HEAP_PAGES)
 		return false;
-	struct span *rs = &h->spans[r];
+	struct span *rs = span_at(h, r);
+	if (rs->kind != SPAN_FREE || rs->npages < need)
+		return false;
 	bin_remove(h, rs);
 	uint32_t total = rs->npages, d = rs->dirty, take_dirty = LA_MIN(d, need);
-	rs->kind = SPAN_NONE;
+	desc_drop(h, rs);
 	if (total > need)
-		make_free(h, r + need, total - need, d - take_dirty);
+		make_free(h, desc_new(h, r + need), total - need, d - take_dirty);
 	h->free_pages -= need;
 	h->used_pages += need;
 	h->dirty_pages -= take_dirty;

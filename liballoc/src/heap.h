@@ -2,8 +2,11 @@
  * A span is a run of pages that is FREE (in a size bin of its heap), SMALL (blocks of one
  * size class), LARGE (one block) or PARKED (a large block freed and kept whole by its
  * arena for the next large allocation of its size: in use as far as the heap knows).
- * Span descriptors live in the heap header, one slot per page, meaningful only at a
- * span's first page (kind != SPAN_NONE exactly there); pagemap[page] names the first page
+ * Span descriptors live in the heap header in a pool, one per span: spanidx[page] names
+ * the descriptor of the span starting at that page (0, a SPAN_NONE descriptor, on every
+ * other page). So the header pages a heap touches follow its spans, not its pages: with a
+ * descriptor slot per page, the slots of span heads a few pages apart kept 48 bytes of
+ * header resident per data page (1.2%); pagemap[page] names the first page
  * of the span covering it (all pages of SMALL spans, first and last page of the others);
  * on every page of a live SMALL span it also carries PM_SMALL and the class, so free's
  * fast path needs no span descriptor. The heap also carries the grow/shrink trend that
@@ -22,8 +25,10 @@ struct span {
 	uint8_t on_partial; /* SMALL: linked on the arena's partial list of its class */
 	uint8_t warm;       /* SMALL: all its pages had been used before (may be resident) */
 	uint32_t npages;    /* pages in the span */
-	uint32_t used;      /* SMALL: blocks out (held by users or thread caches) */
-	uint32_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
+	uint32_t first;     /* the heap page it starts at */
+	uint16_t used;      /* SMALL: blocks out (held by users or thread caches); a span
+	                     * holds at most 23 pages of 16 bytes (sc_init): 5888 blocks */
+	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
 	uint32_t dirty;     /* FREE: pages that may be resident */
 	uint32_t offset;    /* LARGE: bytes from the span start to the block (aligned blocks) */
 	void *free;         /* SMALL: free blocks, safe-linked */
@@ -55,9 +60,14 @@ struct heap {
 	uint64_t decay_seen;
 	uint64_t bin_mask[2]; /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
+	struct span *desc_free;          /* descriptors given back (linked by next) */
+	uint32_t desc_top;               /* desc[1, desc_top) were handed out at least once */
 	uint32_t pagemap[LA_HEAP_PAGES]; /* see PM_* */
-	struct span spans[LA_HEAP_PAGES];
+	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
+	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 };
+_Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
+_Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
 
 /* pagemap entries: bits 0-15 the first page of the covering span; PM_SMALL on every page
  * of a live small span (cleared when the span is given back), the class in bits 24-31. */
@@ -109,14 +119,15 @@ LA_INLINE uint32_t heap_page_of(const struct heap *h, const void *p)
 	return (uint32_t)(((uintptr_t)p - (uintptr_t)h) >> LA_PAGE_SHIFT);
 }
 
-LA_INLINE void *span_base(struct heap *h, const struct span *s)
+/* The descriptor of the span starting at page pg: a SPAN_NONE one (npages 0) if none does. */
+LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
 {
-	return (char *)h + ((size_t)(s - h->spans) << LA_PAGE_SHIFT);
+	return &h->desc[h->spanidx[pg]];
 }
 
-LA_INLINE uint32_t span_index(const struct heap *h, const struct span *s)
+LA_INLINE void *span_base(struct heap *h, const struct span *s)
 {
-	return (uint32_t)(s - h->spans);
+	return (char *)h + ((size_t)s->first << LA_PAGE_SHIFT);
 }
 
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
@@ -126,6 +137,9 @@ void heap_destroy(struct heap *h, struct la_counters *c);
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
 /* Give a span back; coalesces; returns the resulting free span. */
 struct span *heap_free_pages(struct heap *h, struct span *s);
+/* Split span s (in use) at `lead` pages: s keeps the first lead pages; returns the new
+ * span of the rest, of the same kind, with offset 0. Neither is mapped yet. */
+struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead);
 /* Split the tail of a LARGE span off and free it (in-place shrink). */
 void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep_pages);
 /* Grow a LARGE span in place by taking the free span right after it; false if not possible. */

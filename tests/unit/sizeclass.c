@@ -19,6 +19,8 @@ Test(sizeclass, spans_stay_below_the_divisibility_bound)
 		/* sc_divisible is exact for offsets below 2^18 and sizes up to 2^14 */
 		cr_assert_lt((uint64_t)sc_pages[c] * LA_PAGE, 1u << 18, "class %u: %u pages", c,
 		             sc_pages[c]);
+		/* a span counts its blocks in 16 bits */
+		cr_assert_leq(sc_blocks[c], UINT16_MAX, "class %u: %u blocks", c, sc_blocks[c]);
 	}
 }
 
