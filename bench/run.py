@@ -379,6 +379,20 @@ def scenarios(ctx):
                  "set of 10000 plus LIFO bursts of 32)",
                  lambda: [p("churn"), "10000", "5000000" if q else "60000000"],
                  [ops(), EXACT_PEAK_RSS, RUSAGE_PEAK_RSS]),
+        # The same churns with ten times the working set (no target): the heap, not the
+        # allocator's fixed per-process cost (its code, segment and control thread, about
+        # 0.1 MiB), decides their peak.
+        Scenario("larson-2t-10k", "core", "larson-2t with 10000 slots per thread",
+                 lambda: [p("larson"), "2", "10000", "200000" if q else "2000000",
+                          "5" if q else "8"],
+                 [ops(), EXACT_PEAK_RSS]),
+        Scenario("larson-1t-10k", "core", "larson-1t with 10000 slots",
+                 lambda: [p("larson"), "1", "10000", "200000" if q else "2000000",
+                          "5" if q else "8"],
+                 [ops(), EXACT_PEAK_RSS]),
+        Scenario("churn-1t-100k", "core", "churn-1t with a working set of 100000",
+                 lambda: [p("churn"), "100000", "5000000" if q else "60000000"],
+                 [ops(), EXACT_PEAK_RSS]),
         Scenario("cache-scratch", "core", "passive false sharing: 2 threads each free an "
                  "8-byte object allocated next to the other's, then malloc/write/free 8 B",
                  lambda: [p("cache_scratch"), "2", "50000" if q else "300000", "50"],
