@@ -22,17 +22,20 @@
 #include "sizeclass.h"
 #include "tunables.h"
 
-/* Fixed layout (offsets in the header are what readers use). */
-#define OFF_MAILBOX  LA_SHM_PAGE
-#define OFF_TUNABLES (2 * LA_SHM_PAGE)
-#define OFF_CLASSES  (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
-#define OFF_PROCESS  (3 * LA_SHM_PAGE)
-#define OFF_ARENAS   (OFF_PROCESS + sizeof(struct la_shm_arena))
-#define SEG_SIZE \
-	((OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena) + LA_PAGE - 1) & ~(LA_PAGE - 1))
+/* Fixed layout (offsets in the header are what readers use). The header, the tunables,
+ * the classes, the process block and the first arena blocks share the first page, and the
+ * mailbox has a page of its own at the end: a process with up to four arenas keeps two
+ * pages of its segment resident. */
+#define SEG_ALIGN(x, a) (((x) + (a)-1) & ~(size_t)((a)-1))
+#define OFF_TUNABLES    SEG_ALIGN(sizeof(struct la_shm_header), 8)
+#define OFF_CLASSES     (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
+#define OFF_PROCESS     SEG_ALIGN(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class), 64)
+#define OFF_ARENAS      (OFF_PROCESS + sizeof(struct la_shm_arena))
+#define OFF_MAILBOX     SEG_ALIGN(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_SHM_PAGE)
+#define SEG_SIZE        (OFF_MAILBOX + LA_SHM_PAGE)
 
-_Static_assert(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class) <= OFF_PROCESS,
-               "tunables and classes fit their page");
+_Static_assert(OFF_ARENAS + 4 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
+               "header, tunables, classes, process and four arena blocks share a page");
 
 static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;
@@ -137,6 +140,18 @@ void shm_note_retained(void)
 }
 
 /* ---- the file ----------------------------------------------------------------------- */
+
+/* Write seg[off, end) to the same offsets of fd. */
+static bool write_range(int fd, size_t off, size_t end)
+{
+	while (off < end) {
+		ssize_t w = pwrite(fd, seg + off, end - off, (off_t)off);
+		if (w <= 0)
+			return false;
+		off += (size_t)w;
+	}
+	return true;
+}
 
 static size_t append(char *buf, size_t n, size_t cap, const char *s)
 {
@@ -273,16 +288,13 @@ void shm_publish_file(void)
 		        (char *)NULL);
 		return;
 	}
-	/* write what is in use now (header .. live arena blocks); the rest stays sparse */
+	/* write what is in use now (header .. live arena blocks, and the mailbox); the rest
+	 * stays sparse. Both are then in the page cache, so faulting them in reads nothing
+	 * around them: on a disk file system a fault that reads pulls in its neighbours
+	 * (read-around), and the kernel then maps every cached page near each fault. */
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
-	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0;
-	for (size_t off = 0; ok && off < used;) {
-		ssize_t w = pwrite(fd, seg + off, used - off, (off_t)off);
-		if (w <= 0)
-			ok = false;
-		else
-			off += (size_t)w;
-	}
+	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, 0, used) &&
+	          write_range(fd, OFF_MAILBOX, SEG_SIZE);
 	if (ok)
 		ok = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 		     seg;

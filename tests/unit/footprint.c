@@ -1,0 +1,42 @@
+/* footprint.c — what liballoc keeps resident for itself in every process: its segment
+ * (the header, tunables, classes, process block and first arena blocks share one page; the
+ * mailbox has its own). A heap's header pages are in heap.c. Linked with liballoc.a; every
+ * test runs in its own process. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "liballoc.h"
+#include "liballoc_shm.h"
+#include "shm.h"
+
+Test(segment, a_process_with_few_arenas_keeps_two_pages_of_it)
+{
+	void *p = A(malloc)(64); /* the allocator (and its segment) is up */
+	cr_assert_not_null(p);
+	A(free)(p);
+	struct la_shm_header *h = shm_header();
+	cr_assert_not_null(h);
+	cr_assert_eq(h->magic, LA_SHM_MAGIC);
+	cr_assert_leq(h->arena_count, 4);
+	/* pages mapped into this process (what RSS counts), from the page table: mincore
+	 * would report the segment file's page cache, which readahead fills on disk */
+	size_t pages = h->total_size / LA_SHM_PAGE;
+	static uint64_t e[256];
+	cr_assert_leq(pages, sizeof(e) / sizeof(e[0]));
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	off_t at = (off_t)((uintptr_t)h / LA_SHM_PAGE * sizeof(uint64_t));
+	cr_assert_eq(pread(fd, e, pages * sizeof(uint64_t), at),
+	             (ssize_t)(pages * sizeof(uint64_t)));
+	close(fd);
+	unsigned resident = 0;
+	for (size_t i = 0; i < pages; i++)
+		resident += (unsigned)(e[i] >> 63);
+	/* the first page and the mailbox; the layout before kept the header, the mailbox,
+	 * the tunables and classes, and the process and arena blocks on four */
+	cr_assert_leq(resident, 2, "%u of %zu segment pages resident", resident, pages);
+	cr_assert_eq(h->off_mailbox, h->total_size - LA_SHM_PAGE, "the mailbox is the last page");
+}
