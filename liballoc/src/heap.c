@@ -222,8 +222,8 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	trend(h, false);
 	/* coalesce with the right neighbour */
 	uint32_t r = first + n;
-	if (r < LA_HEAP_PAGES && span_at(h, r)->kind == SPAN_FREE) {
-		struct span *rs = span_at(h, r);
+	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
+	if (rs && rs->kind == SPAN_FREE) {
 		bin_remove(h, rs);
 		n += rs->npages;
 		d += rs->dirty;

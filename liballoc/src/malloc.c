@@ -186,8 +186,8 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	if (!s) {
 		/* a large block freed before: its span is FREE or PARKED and starts right here */
 		uint32_t pg = heap_page_of(h, p);
-		if (pg >= h->first_page &&
-		    (span_at(h, pg)->kind == SPAN_FREE || span_at(h, pg)->kind == SPAN_PARKED) &&
+		uint8_t kind = pg >= h->first_page ? span_at(h, pg)->kind : SPAN_NONE;
+		if ((kind == SPAN_FREE || kind == SPAN_PARKED) &&
 		    ((uintptr_t)p & (LA_PAGE - 1)) == 0)
 			double_free(func);
 		invalid_pointer(func);

@@ -318,11 +318,6 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 }
 _Static_assert(LA_NCLASSES <= 64, "a bin mask is one word");
 
-static uint64_t flush_all_bins(struct tcache *tc)
-{
-	return flush_bins(tc, ~(uint64_t)0);
-}
-
 void tcache_thread_exit(void *arg)
 {
 	struct tcache *tc = arg;
@@ -337,7 +332,7 @@ void tcache_thread_exit(void *arg)
 		tc->next->prev = tc->prev;
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
-	flush_all_bins(tc);
+	flush_bins(tc, ~(uint64_t)0);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		tc->bins[c].limit = 0;
 	tc->state = TC_DEAD;
@@ -375,11 +370,25 @@ static void give_back(struct tcache *tc)
 #endif
 }
 
+/* Flush the bins in mask of tc (the caller's own cache, or another taken for the time of
+ * the flush) into *n; false when its owner is inside a cache operation. */
+static bool flush_cache(struct tcache *tc, uint64_t mask, uint64_t *n)
+{
+	if (tc == &la_tcache) {
+		*n += flush_bins(tc, mask);
+		return true;
+	}
+	if (!take_cache(tc))
+		return false;
+	*n += flush_bins(tc, mask);
+	give_back(tc);
+	return true;
+}
+
 uint64_t tcache_flush_all(uint32_t *skipped)
 {
 	uint64_t n = 0;
 	uint32_t busy_left = 0;
-	struct tcache *self = &la_tcache;
 	la_lock(&tc_list_lock);
 	for (int round = 0; round < 50; round++) {
 		busy_left = 0;
@@ -387,18 +396,8 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 			bool any = tc->rb_n != 0;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tc->bins[c].count != 0;
-			if (!any)
-				continue;
-			if (tc == self) {
-				n += flush_all_bins(tc);
-				continue;
-			}
-			if (take_cache(tc)) {
-				n += flush_all_bins(tc);
-				give_back(tc);
-			} else {
+			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
 				busy_left++;
-			}
 		}
 		if (!busy_left)
 			break;
@@ -431,18 +430,11 @@ LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold)
 uint64_t tcache_flush_cold(void)
 {
 	uint64_t n = 0;
-	struct tcache *self = &la_tcache;
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 		uint64_t cold;
-		if (!cold_bins(tc, &cold))
-			continue;
-		if (tc == self) {
-			n += flush_bins(tc, cold);
-		} else if (take_cache(tc)) {
-			n += flush_bins(tc, cold);
-			give_back(tc);
-		}
+		if (cold_bins(tc, &cold))
+			flush_cache(tc, cold, &n); /* a busy one waits for the next pass */
 	}
 	la_unlock(&tc_list_lock);
 	return n;
