@@ -591,8 +591,6 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		uint32_t keep = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
 		if (lead) {
 			struct span *t = heap_split_span(h, s, lead);
-			heap_map_span(h, s, false);
-			heap_map_span(h, t, false);
 			free_pages(a, h, s);
 			s = t;
 		}

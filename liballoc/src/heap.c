@@ -250,6 +250,8 @@ struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead)
 	t->kind = s->kind;
 	t->npages = s->npages - lead;
 	s->npages = lead;
+	heap_map_span(h, s, false);
+	heap_map_span(h, t, false);
 	return t;
 }
 
@@ -258,11 +260,7 @@ void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep)
 	uint32_t tail = s->npages - keep;
 	if (!tail)
 		return;
-	struct span *t = heap_split_span(h, s, keep);
-	t->kind = SPAN_LARGE;
-	heap_map_span(h, s, false);
-	heap_map_span(h, t, false);
-	heap_free_pages(h, t);
+	heap_free_pages(h, heap_split_span(h, s, keep));
 }
 
 bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dirty_used)

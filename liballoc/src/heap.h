@@ -137,8 +137,9 @@ void heap_destroy(struct heap *h, struct la_counters *c);
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
 /* Give a span back; coalesces; returns the resulting free span. */
 struct span *heap_free_pages(struct heap *h, struct span *s);
-/* Split span s (in use) at `lead` pages: s keeps the first lead pages; returns the new
- * span of the rest, of the same kind, with offset 0. Neither is mapped yet. */
+/* Split span s (in use, not SMALL) at `lead` pages: s keeps the first lead pages; returns
+ * the new span of the rest, of the same kind, with offset 0. Both are mapped (first and
+ * last page). */
 struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead);
 /* Split the tail of a LARGE span off and free it (in-place shrink). */
 void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep_pages);
