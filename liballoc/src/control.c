@@ -85,13 +85,15 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 	op_end(r, &before);
 }
 
-void op_decay(void)
+bool op_decay(void)
 {
-	tcache_flush_cold(); /* its blocks go back to spans the arena pass can release */
+	/* its blocks go back to spans the arena pass can release */
+	bool cached = tcache_flush_cold();
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		arena_decay(&arenas[i]);
 	direct_decay();
+	return cached || arena_retained_total() || direct_count();
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -295,17 +297,26 @@ static bool exit_watch_alone(struct exit_watch *w, uint64_t now, uint64_t *wait_
 #endif
 static bool waitv_broken; /* futex_waitv missing (Linux < 5.16) or filtered (seccomp) */
 
-/* Sleep until the doorbell rings (mb->state is no longer st), a thread exits
- * (thread_exits is no longer exits) or wait_ns pass (0: no deadline). Waiting on both
- * words at once loses no wake-up; without futex_waitv, thread exits are noticed within a
- * second. */
-static void control_wait(struct la_mailbox *mb, uint32_t st, uint32_t exits, uint64_t wait_ns)
+/* What the control thread waits for, each word as it read it before looking. */
+struct wake_words {
+	uint32_t st;    /* mb->state: the doorbell */
+	uint32_t exits; /* thread_exits: a thread exits */
+	uint32_t kicks; /* shm_kicks: decay armed or its period changed */
+};
+
+/* Sleep until one of the words changes or wait_ns pass (0: no deadline). Waiting on all
+ * three at once loses no wake-up; without futex_waitv, thread exits and kicks are noticed
+ * within a second. */
+static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uint64_t wait_ns)
 {
 	if (!waitv_broken) {
-		struct futex_waitv w[2] = {
-		        {.val = st, .uaddr = (uintptr_t)&mb->state, .flags = FUTEX_32},
-		        {.val = exits,
+		struct futex_waitv w[3] = {
+		        {.val = ww->st, .uaddr = (uintptr_t)&mb->state, .flags = FUTEX_32},
+		        {.val = ww->exits,
 		         .uaddr = (uintptr_t)&thread_exits,
+		         .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+		        {.val = ww->kicks,
+		         .uaddr = (uintptr_t)&shm_kicks,
 		         .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
 		};
 		struct timespec abs, *tp = NULL;
@@ -315,7 +326,7 @@ static void control_wait(struct la_mailbox *mb, uint32_t st, uint32_t exits, uin
 			abs.tv_nsec = (long)(t % 1000000000u);
 			tp = &abs;
 		}
-		if (syscall(SYS_futex_waitv, w, 2u, 0u, tp, CLOCK_MONOTONIC) >= 0 ||
+		if (syscall(SYS_futex_waitv, w, 3u, 0u, tp, CLOCK_MONOTONIC) >= 0 ||
 		    errno == EAGAIN || errno == ETIMEDOUT || errno == EINTR)
 			return;
 		waitv_broken = true;
@@ -323,7 +334,7 @@ static void control_wait(struct la_mailbox *mb, uint32_t st, uint32_t exits, uin
 	if (!wait_ns || wait_ns > 1000000000u)
 		wait_ns = 1000000000u;
 	struct timespec ts = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
-	la_futex(&mb->state, FUTEX_WAIT, st, &ts);
+	la_futex(&mb->state, FUTEX_WAIT, ww->st, &ts);
 }
 
 /* arg: thread_exits when the thread was created (exits from then on are watched, even
@@ -336,6 +347,8 @@ static void *control_main(void *arg)
 	uint64_t last_decay = os_now_ns();
 	struct exit_watch watch = {(uint32_t)(uintptr_t)arg, 0, 0};
 	for (;;) {
+		/* read before the deadlines are computed: a kick after it wakes the wait */
+		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
 		uint64_t watch_ns = 0;
 		if (exit_watch_alone(&watch, os_now_ns(), &watch_ns))
 			__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
@@ -364,10 +377,9 @@ static void *control_main(void *arg)
 			if (now - last_decay >= decay_ns) {
 				/* disarm first: a free racing with the pass re-arms */
 				__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
-				op_decay();
-				last_decay = now;
-				if (arena_retained_total() || direct_count())
+				if (op_decay())
 					__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
+				last_decay = now;
 				shm_header()->heartbeat_ns = now;
 				continue;
 			}
@@ -375,7 +387,8 @@ static void *control_main(void *arg)
 			if (!wait_ns || left < wait_ns)
 				wait_ns = left;
 		}
-		control_wait(mb, st, watch.seen, wait_ns);
+		struct wake_words ww = {st, watch.seen, kicks};
+		control_wait(mb, &ww, wait_ns);
 	}
 	return NULL;
 }

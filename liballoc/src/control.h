@@ -28,7 +28,9 @@ struct op_result {
 void op_trim(size_t pad, struct op_result *r);
 void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
-void op_decay(void);
+/* The decay pass; true when something is left that a later pass may return (blocks in
+ * thread caches, retained pages, cached mappings): the control thread stays armed. */
+bool op_decay(void);
 /* Run one mailbox request record (validated) into its result fields. */
 void control_execute(struct la_mailbox *mb);
 

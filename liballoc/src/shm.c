@@ -42,6 +42,7 @@ static int seg_fd = -1;
 static pid_t seg_pid;
 static char seg_path[256];
 uint32_t shm_decay_armed;
+uint32_t shm_kicks;
 
 /* counters written before shm_boot (never: shm_boot runs first in la_init) go here */
 static struct la_shm_arena fallback_block;
@@ -127,8 +128,8 @@ void shm_publish_tunables(void)
 
 void shm_wake_control(void)
 {
-	if (seg)
-		syscall(SYS_futex, &shm_mailbox()->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_RELEASE);
+	la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
 void shm_note_retained(void)

@@ -24,9 +24,12 @@ const char *shm_path(void);
 void shm_fork_child(void);
 /* Free memory was retained: make sure the control thread will run a decay pass. */
 void shm_note_retained(void);
-/* Wake the control thread (it waits on the mailbox state word) to look at its deadlines
- * again: after decay_ms changed, its current wait may have been set by the old period. */
+/* Wake the control thread to look at its deadlines again (the decay pass was armed, or
+ * decay_ms changed and its current wait may have been set by the old period). It bumps
+ * shm_kicks, which the control thread reads before it looks and sleeps on: a wake-up
+ * between the two is not lost. */
 void shm_wake_control(void);
 extern uint32_t shm_decay_armed;
+extern uint32_t shm_kicks;
 
 #endif

@@ -413,31 +413,37 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 
 /* Bins of tc that hold blocks and saw no refill or flush since the last pass (bit c: class
  * c), noting what it saw for the next pass; false when there is nothing to flush (no such
- * bin, no foreign frees waiting). Read without the owner's cooperation: a bin misjudged
- * either way is flushed a pass late or refilled once more. */
-LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold)
+ * bin, no foreign frees waiting). *held is set when a bin holds blocks that saw one (a
+ * later pass may take them). Read without the owner's cooperation: a bin misjudged either
+ * way is flushed a pass late or refilled once more. */
+LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *held)
 {
 	*cold = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
-		if (ev == tc->decay_seen[c] && tc->bins[c].count)
-			*cold |= (uint64_t)1 << c;
+		if (tc->bins[c].count) {
+			if (ev == tc->decay_seen[c])
+				*cold |= (uint64_t)1 << c;
+			else
+				*held = true;
+		}
 		tc->decay_seen[c] = ev;
 	}
 	return *cold || tc->rb_n;
 }
 
-uint64_t tcache_flush_cold(void)
+bool tcache_flush_cold(void)
 {
+	bool held = false;
 	uint64_t n = 0;
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 		uint64_t cold;
-		if (cold_bins(tc, &cold))
-			flush_cache(tc, cold, &n); /* a busy one waits for the next pass */
+		if (cold_bins(tc, &cold, &held) && !flush_cache(tc, cold, &n))
+			held = true; /* its owner is inside a cache operation: the next pass */
 	}
 	la_unlock(&tc_list_lock);
-	return n;
+	return held;
 }
 
 void tcache_fork_prepare(void)

@@ -105,8 +105,8 @@ uint64_t tcache_flush_all(uint32_t *skipped);
 /* The decay pass: return every bin that neither refilled nor flushed since the last pass
  * (its blocks are of a size the thread no longer allocates or frees in numbers), and
  * foreign frees waiting for their batch. Caches whose owner is inside a cache operation
- * wait for the next pass. Returns blocks flushed. */
-uint64_t tcache_flush_cold(void);
+ * wait for the next pass. True when caches still hold blocks a later pass may return. */
+bool tcache_flush_cold(void);
 void tcache_thread_exit(void *arg);
 /* Apply changed cache tunables to the calling thread's cache now (others: at their next
  * refill or flush). */

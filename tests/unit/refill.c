@@ -177,19 +177,25 @@ Test(parse_long, rejects_what_is_not_a_number)
 	cr_assert_eq(la_parse_long("99999999999999999999999"), -1, "overflow");
 }
 
-/* The decay pass returns a bin only when it saw no refill and no flush for a whole pass:
- * blocks of a size the thread stopped using go back to their spans, a bin in use stays. */
-Test(decay, only_bins_unused_for_a_whole_pass_are_returned)
+/* The bin of 1000-byte blocks, refilled and flushed just now and holding blocks. */
+static struct tbin *refilled_bin(void)
 {
-	unsigned cls = sc_class_of(1000);
-	struct tbin *b = &la_tcache.bins[cls];
+	struct tbin *b = &la_tcache.bins[sc_class_of(1000)];
 	void *p[64];
 	for (int i = 0; i < 64; i++)
 		p[i] = A(malloc)(1000);
 	for (int i = 0; i < 64; i++)
 		A(free)(p[i]);
+	cr_assert_gt(b->count, 0);
+	return b;
+}
+
+/* The decay pass returns a bin only when it saw no refill and no flush for a whole pass:
+ * blocks of a size the thread stopped using go back to their spans, a bin in use stays. */
+Test(decay, only_bins_unused_for_a_whole_pass_are_returned)
+{
+	struct tbin *b = refilled_bin();
 	uint32_t held = b->count;
-	cr_assert_gt(held, 0);
 	tcache_flush_cold();
 	cr_assert_eq(b->count, held, "refilled and flushed since the last pass: kept");
 	void *q = A(malloc)(1000); /* from the cache: no refill */
@@ -202,4 +208,19 @@ Test(decay, only_bins_unused_for_a_whole_pass_are_returned)
 	cr_assert_gt(held, 0);
 	tcache_flush_cold();
 	cr_assert_eq(b->count, held, "refilled since the last pass: kept");
+}
+
+/* The control thread runs the decay pass only while it is armed: a pass that leaves blocks
+ * in a cache (in a bin refilled since the pass before) must ask for another, or the blocks
+ * of a thread that then goes idle would stay cached for good. Once every bin is returned
+ * the caches ask for no further pass. */
+Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
+{
+	struct tbin *b = refilled_bin();
+	uint32_t held = b->count;
+	cr_assert(tcache_flush_cold(), "a refilled bin holds %u blocks: another pass is due", held);
+	cr_assert_eq(b->count, held);
+	bool again = tcache_flush_cold();
+	cr_assert_eq(b->count, 0, "unused for a whole pass: returned");
+	cr_assert(!again, "every bin returned: no further pass asked for");
 }
