@@ -695,40 +695,28 @@ size_t arena_release_idle(struct arena *a, bool all, bool measure)
 	return resident;
 }
 
-size_t arena_decay(struct arena *a)
+bool arena_decay(struct arena *a)
 {
-	size_t released = 0;
 	if (!la_trylock(&a->lock))
-		return 0;
+		return true; /* busy: the next pass looks */
 	arena_drain(a);
 	release_empty_spans(a);
+	bool more = false;
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		/* no span allocated in this heap for a whole decay period: return its
 		 * retained pages */
 		if (h->dirty_pages && h->alloc_events == h->decay_seen) {
 			uint32_t purged = heap_purge(h, 0, a->c, NULL);
 			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
-			released += (size_t)purged << LA_PAGE_SHIFT;
 		}
 		h->decay_seen = h->alloc_events;
 		if (h->purge_shift)
 			h->purge_shift--;
+		more |= h->dirty_pages || h->purge_shift;
 	}
+	more |= !cds_wfcq_empty(&a->rq_head, &a->rq_tail);
 	arena_unlock(a);
-	return released;
-}
-
-uint64_t arena_retained_total(void)
-{
-	uint64_t sum = 0;
-	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n; i++) {
-		struct arena *a = &arenas[i];
-		sum += __atomic_load_n(&a->c->bytes_retained, __ATOMIC_RELAXED);
-		if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
-			sum += 1;
-	}
-	return sum;
+	return more;
 }
 
 void arena_lock_all(void)

@@ -89,10 +89,13 @@ size_t arena_usable(struct heap *h, struct span *s, void *p);
 /* Maintenance (each takes the arena lock). bytes: what was really resident and released. */
 size_t arena_trim(struct arena *a, size_t pad, bool measure);
 size_t arena_release_idle(struct arena *a, bool all, bool measure);
-size_t arena_decay(struct arena *a);
+/* The decay pass over a: drains its remote frees, releases empty spans and the parked
+ * block, purges the free pages of heaps that allocated no span for a whole pass. True when
+ * it left something a later pass may return (free pages still resident, a throttle still
+ * backing off, frees queued meanwhile) or the arena was busy. Free blocks inside spans in
+ * use are not such a thing: no pass can return them. */
+bool arena_decay(struct arena *a);
 void arena_drain(struct arena *a);
-/* Sum of retained bytes over arenas (for the control thread's sleep decision). */
-uint64_t arena_retained_total(void);
 
 /* Lock and unlock every arena (fork). */
 void arena_lock_all(void);

@@ -88,12 +88,12 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 bool op_decay(void)
 {
 	/* its blocks go back to spans the arena pass can release */
-	bool cached = tcache_flush_cold();
+	bool more = tcache_flush_cold();
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		arena_decay(&arenas[i]);
-	direct_decay();
-	return cached || arena_retained_total() || direct_count();
+		more |= arena_decay(&arenas[i]);
+	more |= direct_decay();
+	return more;
 }
 
 /* ---- commands --------------------------------------------------------------------------- */

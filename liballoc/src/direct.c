@@ -305,9 +305,13 @@ size_t direct_trim(bool measure)
 	return drop_cache(false, measure);
 }
 
-size_t direct_decay(void)
+bool direct_decay(void)
 {
-	return drop_cache(true, false);
+	drop_cache(true, false);
+	la_lock(&direct_lock);
+	bool left = dcached_n != 0;
+	la_unlock(&direct_lock);
+	return left;
 }
 
 uint64_t direct_count(void)

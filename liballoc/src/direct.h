@@ -19,8 +19,9 @@ size_t direct_usable(const void *p);
 void *direct_realloc(void *p, size_t size, bool *was_direct);
 /* Unmap every cached mapping; returns resident bytes released when measure. */
 size_t direct_trim(bool measure);
-/* Unmap cached mappings not reused during the last decay period. */
-size_t direct_decay(void);
+/* Unmap cached mappings not reused during the last decay period; true while the cache
+ * still holds some (a later pass may unmap them). */
+bool direct_decay(void);
 uint64_t direct_count(void);
 void direct_fork_prepare(void);
 void direct_fork_parent(void);

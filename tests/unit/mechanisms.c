@@ -2,6 +2,7 @@
  * asserted on the allocator's own counters (system calls, heaps, remote frees) and on
  * /proc, never on timing. Linked with liballoc.a; every test runs in its own process. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,10 @@ static struct la_counters stats(void)
 	return c;
 }
 
-static long status_kib(const char *key)
+/* The number after key in a /proc status file; -1 if absent. */
+static long status_value(const char *path, const char *key)
 {
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f = fopen(path, "r");
 	char line[256];
 	long v = -1;
 	size_t n = strlen(key);
@@ -31,6 +33,11 @@ static long status_kib(const char *key)
 	if (f)
 		fclose(f);
 	return v;
+}
+
+static long status_kib(const char *key)
+{
+	return status_value("/proc/self/status", key);
 }
 
 static void set(const char *name, int64_t v)
@@ -288,6 +295,67 @@ Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
 	              (unsigned long long)cached);
 	pthread_barrier_wait(&ic.done);
 	pthread_join(t, NULL);
+}
+
+/* voluntary context switches of the control thread (liballoc-ctl): each is one wake-up */
+static long control_wakeups(void)
+{
+	static char path[300];
+	if (!path[0]) {
+		DIR *d = opendir("/proc/self/task");
+		cr_assert_not_null(d);
+		for (struct dirent *e; !path[0] && (e = readdir(d));) {
+			char comm[64] = "";
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+			FILE *f = fopen(path, "r");
+			path[0] = 0;
+			if (f && fgets(comm, sizeof(comm), f) &&
+			    strncmp(comm, "liballoc-ctl", 12) == 0)
+				snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+				         e->d_name);
+			if (f)
+				fclose(f);
+		}
+		closedir(d);
+		cr_assert(path[0], "the control thread runs");
+	}
+	long v = status_value(path, "voluntary_ctxt_switches:");
+	cr_assert_geq(v, 0);
+	return v;
+}
+
+/* Once what the decay pass can return is returned, the control thread sleeps until a free
+ * gives it something again: free blocks left among live ones (which no pass can return), a
+ * live large block and a live direct mapping do not keep it waking every decay_ms. */
+Test(decay, an_idle_process_stops_waking_the_control_thread)
+{
+	void *keep[600];
+	for (int i = 0; i < 600; i++)
+		keep[i] = A(malloc)(16 + (size_t)(i % 40) * 24);
+	for (int i = 0; i < 600; i += 2)
+		A(free)(keep[i]); /* free blocks among live ones, in spans that stay */
+	void *large = A(malloc)(300000);
+	void *direct = A(malloc)(8 << 20);
+	memset(large, 1, 300000);
+	memset(direct, 1, 8 << 20);
+	A(free)(A(malloc)(200000));   /* a parked block */
+	A(free)(A(malloc)(40 << 20)); /* a cached mapping */
+	set("decay_ms", 20);
+	long before = control_wakeups(), quiet_from = -1;
+	for (int i = 0; i < 40 && quiet_from < 0; i++) { /* up to 4 s */
+		long a = control_wakeups();
+		usleep(100000); /* five decay periods */
+		if (control_wakeups() == a)
+			quiet_from = a;
+	}
+	cr_assert_geq(quiet_from, 0,
+	              "the control thread kept waking: %ld wake-ups in 4 s with nothing to decay",
+	              control_wakeups() - before);
+	cr_assert_eq(stats().direct_cache_bytes, 0, "the cached mapping was unmapped first");
+	A(free)(large);
+	A(free)(direct);
+	for (int i = 1; i < 600; i += 2)
+		A(free)(keep[i]);
 }
 
 /* ---- 2. dynamic mmap threshold and the mapping cache --------------------------------- */
