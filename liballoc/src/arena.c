@@ -492,6 +492,7 @@ void arena_free_remote(struct arena *a, void *p)
 	cds_wfcq_node_init(node);
 	cds_wfcq_enqueue(&a->rq_head, &a->rq_tail, node);
 	STAT_ADD(a->c, remote_frees_queued, 1);
+	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
 
 void arena_free_any(struct arena *owner, struct arena *mine, void *p)
@@ -528,6 +529,7 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 	}
 	__cds_wfcq_splice_blocking(&owner->rq_head, &owner->rq_tail, head, tail);
 	STAT_ADD(owner->c, remote_frees_queued, n);
+	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
 
 void arena_drain(struct arena *a)

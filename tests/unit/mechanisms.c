@@ -324,6 +324,19 @@ static long control_wakeups(void)
 	return v;
 }
 
+/* True once the control thread stays asleep for 100 ms (five periods of decay_ms=20);
+ * false if it is still waking after 4 s. */
+static bool control_goes_quiet(void)
+{
+	for (int i = 0; i < 40; i++) {
+		long a = control_wakeups();
+		usleep(100000);
+		if (control_wakeups() == a)
+			return true;
+	}
+	return false;
+}
+
 /* Once what the decay pass can return is returned, the control thread sleeps until a free
  * gives it something again: free blocks left among live ones (which no pass can return), a
  * live large block and a live direct mapping do not keep it waking every decay_ms. */
@@ -341,21 +354,65 @@ Test(decay, an_idle_process_stops_waking_the_control_thread)
 	A(free)(A(malloc)(200000));   /* a parked block */
 	A(free)(A(malloc)(40 << 20)); /* a cached mapping */
 	set("decay_ms", 20);
-	long before = control_wakeups(), quiet_from = -1;
-	for (int i = 0; i < 40 && quiet_from < 0; i++) { /* up to 4 s */
-		long a = control_wakeups();
-		usleep(100000); /* five decay periods */
-		if (control_wakeups() == a)
-			quiet_from = a;
-	}
-	cr_assert_geq(quiet_from, 0,
-	              "the control thread kept waking: %ld wake-ups in 4 s with nothing to decay",
-	              control_wakeups() - before);
+	long before = control_wakeups();
+	cr_assert(control_goes_quiet(),
+	          "the control thread kept waking: %ld wake-ups in 4 s with nothing to decay",
+	          control_wakeups() - before);
 	cr_assert_eq(stats().direct_cache_bytes, 0, "the cached mapping was unmapped first");
 	A(free)(large);
 	A(free)(direct);
 	for (int i = 1; i < 600; i += 2)
 		A(free)(keep[i]);
+}
+
+/* A thread that allocates blocks for others to free, then waits without touching its
+ * arena again. */
+struct idle_owner {
+	pthread_barrier_t filled, done;
+	void *blocks[500];
+};
+
+static void *fill_and_idle(void *arg)
+{
+	struct idle_owner *o = arg;
+	for (int i = 0; i < 500; i++)
+		o->blocks[i] = A(malloc)(200);
+	pthread_barrier_wait(&o->filled);
+	pthread_barrier_wait(&o->done);
+	return NULL;
+}
+
+/* Frees queued on an arena whose threads stay idle arm the decay pass, which drains them:
+ * they do not wait for the owner's next allocation (it may never come). */
+Test(decay, frees_queued_on_an_idle_arena_are_drained_by_the_decay_pass)
+{
+	struct idle_owner o;
+	pthread_barrier_init(&o.filled, NULL, 2);
+	pthread_barrier_init(&o.done, NULL, 2);
+	A(free)(A(malloc)(200)); /* this thread has its own arena and cache */
+	pthread_t t;
+	pthread_create(&t, NULL, fill_and_idle, &o);
+	pthread_barrier_wait(&o.filled);
+	set("decay_ms", 20);
+	cr_assert(control_goes_quiet(), "the control thread went to sleep first");
+	for (int i = 0; i < 500; i++)
+		A(free)(o.blocks[i]); /* blocks of the idle thread's arena: queued on it */
+	struct la_counters c = stats();
+	for (int i = 0; i < 40 && (c.remote_frees_queued < 500 ||
+	                           c.remote_frees_drained < c.remote_frees_queued);
+	     i++) {
+		usleep(100000);
+		c = stats();
+	}
+	cr_assert_geq(c.remote_frees_queued, 500,
+	              "all 500 frees reached the owner's queue after 4 s: %llu did",
+	              (unsigned long long)c.remote_frees_queued);
+	cr_assert_eq(c.remote_frees_drained, c.remote_frees_queued,
+	             "queued %llu, drained %llu after 4 s",
+	             (unsigned long long)c.remote_frees_queued,
+	             (unsigned long long)c.remote_frees_drained);
+	pthread_barrier_wait(&o.done);
+	pthread_join(t, NULL);
 }
 
 /* ---- 2. dynamic mmap threshold and the mapping cache --------------------------------- */
