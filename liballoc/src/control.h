@@ -29,8 +29,8 @@ void op_trim(size_t pad, struct op_result *r);
 void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
 /* The decay pass; true when something is left that a later pass may return (blocks in
- * thread caches, resident free pages, cached mappings): the control thread stays armed.
- * Otherwise it sleeps until a free arms it again. */
+ * thread caches, resident free pages, queued remote frees, cached mappings): the control
+ * thread stays armed. Otherwise it sleeps until a free arms it again. */
 bool op_decay(void);
 /* Run one mailbox request record (validated) into its result fields. */
 void control_execute(struct la_mailbox *mb);
