@@ -35,10 +35,13 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# One installer at a time: parallel builds (or several checkouts) may call this at once.
+exec 9>/var/lock/liballoc-deps.lock
+flock 9
 # Refresh the package lists once if they are absent or older than a day.
 if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
 	apt-get update -q >/dev/null
 fi
 # shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $missing >/dev/null
+apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 $missing >/dev/null
 echo "==> installed:$missing"
