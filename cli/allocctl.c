@@ -214,8 +214,8 @@ static int check_results(const Ctl__Reply *r, const Ctl__Target *t)
 {
 	if (r->n_results == 0) {
 		if (t && t->exe)
-			fail("no process you may act on runs an executable named '%s' (see "
-			     "allocctl ps)",
+			fail("no process named %s that you may act on runs under liballoc (see "
+			     "`allocctl ps`)",
 			     t->exe);
 		else if (t && t->has_all)
 			fail("no process you may act on runs under liballoc (see allocctl ps)");

@@ -57,6 +57,20 @@ const char *render_exe_name(const char *exe)
 	return s && s[1] ? s + 1 : exe;
 }
 
+const char *render_proc_name(const Ctl__ProcessInfo *p)
+{
+	return p->name && *p->name ? p->name : render_exe_name(p->exe);
+}
+
+char *render_uid(char *buf, size_t n, const Ctl__ProcessInfo *p)
+{
+	if (p->has_owner_uid && p->owner_uid != p->uid)
+		snprintf(buf, n, "%" PRIu32 "/%" PRIu32, p->uid, p->owner_uid);
+	else
+		snprintf(buf, n, "%" PRIu32, p->uid);
+	return buf;
+}
+
 const char *render_code_name(int code)
 {
 	const ProtobufCEnumValue *v =
@@ -84,11 +98,15 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_object_begin(j, key);
 	json_i64(j, "pid", p->pid);
 	json_string(j, "exe", p->exe);
+	json_string(j, "name", render_proc_name(p));
+	json_string(j, "cmdline", p->cmdline ? p->cmdline : "");
 	json_u64(j, "uid", p->uid);
+	json_u64(j, "owner_uid", p->has_owner_uid ? p->owner_uid : p->uid);
 	json_u64(j, "start_time_ns", p->start_time_ns);
 	json_u64(j, "uptime_s", uptime_s(p, o));
 	json_u64(j, "arenas", p->arenas);
 	json_u64(j, "threads", p->threads);
+	json_u64(j, "allocator_threads", p->has_allocator_threads ? p->allocator_threads : 0);
 	json_u64(j, "bytes_in_use", p->bytes_in_use);
 	json_u64(j, "bytes_mapped", p->bytes_mapped);
 	json_u64(j, "bytes_retained", p->bytes_retained);
@@ -100,15 +118,16 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                           const struct render_opts *o)
 {
-	fprintf(f, "%8s  %-16s %11s %11s %11s %6s %7s %8s %11s\n", "PID", "EXE", "IN USE", "MAPPED",
-	        "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS");
+	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s\n", "PID", "UID", "NAME",
+	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS");
 	for (size_t i = 0; i < n && (max_rows == 0 || i < max_rows); i++) {
 		const Ctl__ProcessInfo *p = procs[i];
-		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF];
+		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF], uid[32];
+		render_uid(uid, sizeof(uid), p);
 		fprintf(f,
-		        "%8" PRId32 "  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
+		        "%8" PRId32 " %7s  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
 		        " %8s %11s\n",
-		        p->pid, render_exe_name(p->exe),
+		        p->pid, uid, render_proc_name(p),
 		        fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
 		        fmt_size(b, sizeof(b), p->bytes_mapped, o->raw),
 		        fmt_size(c, sizeof(c), p->bytes_retained, o->raw), p->arenas, p->threads,
@@ -312,12 +331,16 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 		return;
 	}
 	const Ctl__ProcessInfo *p = s->process;
-	char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF];
-	fprintf(f, "process %" PRId32 " (%s)\n", p->pid, p->exe);
+	char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], owner[48] = "";
+	fprintf(f, "process %" PRId32 " %s (%s)\n", p->pid, render_proc_name(p), p->exe);
+	if (p->cmdline && *p->cmdline)
+		fprintf(f, "  command line: %s\n", p->cmdline);
+	if (p->has_owner_uid && p->owner_uid != p->uid)
+		snprintf(owner, sizeof(owner), " (segment owned by uid %" PRIu32 ")", p->owner_uid);
 	fprintf(f,
-	        "  uid %" PRIu32 ", up %s, %" PRIu64 " thread%s, %" PRIu32
+	        "  uid %" PRIu32 "%s, up %s, %" PRIu64 " thread%s, %" PRIu32
 	        " arena%s, control thread %s, rss %s\n",
-	        p->uid, fmt_uptime(a, sizeof(a), uptime_s(p, o)), p->threads,
+	        p->uid, owner, fmt_uptime(a, sizeof(a), uptime_s(p, o)), p->threads,
 	        p->threads == 1 ? "" : "s", p->arenas, p->arenas == 1 ? "" : "s",
 	        p->control ? p->control : "unknown",
 	        p->has_rss_bytes && p->rss_bytes ? fmt_size(b, sizeof(b), p->rss_bytes, o->raw)
@@ -572,6 +595,11 @@ char *render_error(char *buf, size_t n, int code, const char *message, int32_t p
 	char names[1024];
 	switch (code) {
 	case CTL__ERROR_CODE__ERR_NO_PROCESS:
+		if (!pid) { /* a target by name: the daemon's words name it */
+			snprintf(buf, n, "%s (see `allocctl ps`)",
+			         m ? m : "no process matches the target");
+			break;
+		}
 		snprintf(buf, n,
 		         "no such process: %" PRId32
 		         " is not running under liballoc (see `allocctl "

@@ -23,6 +23,10 @@ struct render_opts {
 const char *render_exe_name(const char *exe);
 /* "ERR_NO_PROCESS" etc. (the ctl.proto enum names), "UNKNOWN" if out of range. */
 const char *render_code_name(int code);
+/* The name a process was run as (its binary's basename when the daemon sent none). */
+const char *render_proc_name(const Ctl__ProcessInfo *p);
+/* "UID", or "UID/OWNER" when the segment belongs to another uid than the process's. */
+char *render_uid(char *buf, size_t n, const Ctl__ProcessInfo *p);
 
 /* ps: one line per process (sorted by pid), or {"processes":[...]}. */
 void render_ps(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, const struct render_opts *o);

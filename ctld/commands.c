@@ -242,7 +242,7 @@ static void job_reply(struct job *j)
 		}
 		ctl__command_result__init(r);
 		r->pid = t->p->seg.hdr.pid;
-		r->exe = t->p->exe_base;
+		r->exe = (char *)proc_name(t->p);
 		r->code = t->code;
 		if (t->message[0])
 			r->message = t->message;

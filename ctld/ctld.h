@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "procfs.h"
 #include "segment.h"
 
 #define CTLD_VERSION "0.1.0"
@@ -41,12 +42,15 @@ struct rundir {
 struct proc {
 	TAILQ_ENTRY(proc) link;
 	char path[PATH_MAX];
-	char exe_base[LA_EXE_MAX]; /* basename of hdr.exe: the "exe" label and Target.exe */
 	struct seg seg;
-	int refs;  /* the list holds one; each command target holds one */
-	bool gone; /* removed from the list (exited or stale) */
-	bool busy; /* a command of ours holds its mailbox */
-	bool seen; /* mark for the rescan sweep */
+	/* identity from /proc (never from the segment, which its owner writes): exe, the name
+	 * it was run as, command line, real uid; refreshed when older than ID_MAX_AGE_NS */
+	struct procfs_info id;
+	uint64_t id_ns; /* CLOCK_MONOTONIC of the last identity read */
+	int refs;       /* the list holds one; each command target holds one */
+	bool gone;      /* removed from the list (exited or stale) */
+	bool busy;      /* a command of ours holds its mailbox */
+	bool seen;      /* mark for the rescan sweep */
 };
 
 /* A file that was refused, remembered so it is logged once until it changes. */
@@ -124,12 +128,21 @@ struct proc_snap {
 	struct la_shm_tunable tun[LA_NTUNABLES];
 	uint32_t ntun;
 	uint64_t rss_bytes;
+	uint32_t threads; /* the process's threads (/proc) */
 };
 /* Refresh the header and read everything (arenas too when with_arenas); false on error,
  * logged; a segment whose layout changed is dropped and rediscovered. */
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas);
 void proc_snap_free(struct proc_snap *s);
-uint64_t proc_rss_bytes(pid_t pid);
+/* Re-read the identity from /proc when older than ID_MAX_AGE_NS (or force): false when the
+ * process is gone. */
+bool proc_identity(struct proc *p, bool force);
+/* The label and display name of a process: the name it was run as ("?" if unknown). */
+const char *proc_name(const struct proc *p);
+/* Its real uid as the kernel knows it (the segment's owner if /proc could not be read). */
+uid_t proc_uid(const struct proc *p);
+/* Its binary as the kernel knows it (/proc/<pid>/exe; "?" if unknown). */
+const char *proc_exe(const struct proc *p);
 
 /* control.c */
 int control_init(struct ctld *d);

@@ -33,7 +33,7 @@ void proc_unref(struct proc *p)
 
 static void forget(struct ctld *d, struct proc *p, const char *why)
 {
-	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, p->exe_base, why);
+	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, proc_name(p), why);
 	TAILQ_REMOVE(&d->procs, p, link);
 	d->nprocs--;
 	p->gone = true;
@@ -196,13 +196,12 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name)
 	}
 	drop_rejected(d, path);
 	snprintf(p->path, sizeof(p->path), "%s", path);
-	const char *slash = strrchr(p->seg.hdr.exe, '/');
-	snprintf(p->exe_base, sizeof(p->exe_base), "%s", slash ? slash + 1 : p->seg.hdr.exe);
+	proc_identity(p, true);
 	p->refs = 1;
 	p->seen = true;
 	TAILQ_INSERT_TAIL(&d->procs, p, link);
 	d->nprocs++;
-	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, p->exe_base, p->seg.uid,
+	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p), p->seg.uid,
 	         dir->path);
 }
 
@@ -534,22 +533,35 @@ void discover_shutdown(struct ctld *d)
 
 /* ---- snapshots ---------------------------------------------------------------------------- */
 
-uint64_t proc_rss_bytes(pid_t pid)
+#define ID_MAX_AGE_NS 2000000000ull /* process titles change: re-read every 2 s at most */
+
+bool proc_identity(struct proc *p, bool force)
 {
-	char path[64], buf[128];
-	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	unsigned long long size, resident;
-	if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
-		return 0;
-	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
+	if (!force && p->id_ns && now - p->id_ns < ID_MAX_AGE_NS)
+		return true;
+	struct procfs_info pi;
+	int r = procfs_read(p->seg.hdr.pid, PROCFS_IDENTITY, p->seg.hdr.start_time, &pi);
+	if (r < 0 && errno == ESRCH)
+		return false;
+	p->id = pi; /* what could be read (a non-root daemon may not read another's exe) */
+	p->id_ns = now;
+	return true;
+}
+
+const char *proc_name(const struct proc *p)
+{
+	return p->id.name[0] ? p->id.name : "?";
+}
+
+uid_t proc_uid(const struct proc *p)
+{
+	return (p->id.have & PROCFS_STATUS) ? p->id.uid[0] : p->seg.uid;
+}
+
+const char *proc_exe(const struct proc *p)
+{
+	return p->id.exe[0] ? p->id.exe : "?";
 }
 
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas)
@@ -577,7 +589,12 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 		event_active(d->rescan_ev, EV_TIMEOUT, 0);
 		return false;
 	}
-	s->rss_bytes = proc_rss_bytes(p->seg.hdr.pid);
+	struct procfs_info pi;
+	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0) {
+		s->rss_bytes = pi.vm_rss;
+		s->threads = pi.threads;
+	}
+	proc_identity(p, false);
 	s->ok = true;
 	return true;
 }

@@ -58,7 +58,7 @@ static void scrape_collect(struct ctld *d, struct scrape *s, bool arenas, bool c
 			break;
 		if (!proc_snapshot(d, p, &s->snaps[s->n], arenas))
 			continue;
-		label_value(s->exe[s->n], sizeof(s->exe[0]), p->exe_base);
+		label_value(s->exe[s->n], sizeof(s->exe[0]), proc_exe(p));
 		uint32_t nc = p->seg.hdr.class_count;
 		if (s->cls && s->ncls && nc && (s->cls[s->n] = calloc(nc, sizeof(**s->cls))) &&
 		    seg_read_classes(&p->seg, s->cls[s->n], nc, &s->ncls[s->n]))
@@ -202,8 +202,13 @@ static void write_processes_json(struct ctld *d, struct evbuffer *b)
 		const struct proc_snap *sn = &s.snaps[i];
 		const struct la_shm_header *h = &sn->p->seg.hdr;
 		evbuffer_add_printf(b, "%s{\"pid\":%d,\"uid\":%u,\"exe\":", i ? "," : "", h->pid,
-		                    sn->p->seg.uid);
-		json_string(b, sn->p->exe_base);
+		                    proc_uid(sn->p));
+		json_string(b, proc_exe(sn->p));
+		evbuffer_add_printf(b, ",\"name\":");
+		json_string(b, proc_name(sn->p));
+		evbuffer_add_printf(b, ",\"cmdline\":");
+		json_string(b, sn->p->id.cmdline);
+		evbuffer_add_printf(b, ",\"owner_uid\":%u", sn->p->seg.uid);
 		evbuffer_add_printf(b,
 		                    ",\"bytes_in_use\":%llu,\"bytes_mapped\":%llu,"
 		                    "\"bytes_retained\":%llu,\"rss_bytes\":%llu,\"threads\":%llu,"
@@ -212,7 +217,7 @@ static void write_processes_json(struct ctld *d, struct evbuffer *b)
 		                    (unsigned long long)sn->total.bytes_mapped,
 		                    (unsigned long long)sn->total.bytes_retained,
 		                    (unsigned long long)sn->rss_bytes,
-		                    (unsigned long long)h->threads, h->arena_count,
+		                    (unsigned long long)sn->threads, h->arena_count,
 		                    seg_control_name(h->control_state));
 	}
 	evbuffer_add_printf(b, "]}\n");

@@ -1,9 +1,9 @@
 # ctld/: allocctld, the sidecar daemon (libevent loop, control socket, HTTP /metrics), and
-# the reader objects (segment.o, units.o) the CLI and the fuzzers may link without libevent.
+# the reader objects (segment.o, procfs.o, units.o) the CLI and the fuzzers may link without libevent.
 # Its unit tests (tests/ctld/*.c, Criterion) are built to $(BUILD)/tests/criterion/ctld_<name>.
 CTLD_SRCS := $(sort $(wildcard $(ROOT)/ctld/*.c))
 CTLD_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CTLD_SRCS))
-CTLD_READER_OBJS := $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/units.o
+CTLD_READER_OBJS := $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/procfs.o $(BUILD)/obj/ctld/units.o
 CTLD_LIB_OBJS := $(filter-out $(BUILD)/obj/ctld/main.o,$(CTLD_OBJS))
 
 $(CTLD_OBJS): EXTRA_CFLAGS := $(EVENT_CFLAGS) $(PROTOBUF_CFLAGS)

@@ -75,13 +75,19 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	const struct la_shm_header *h = &s->p->seg.hdr;
 	ctl__process_info__init(pi);
 	pi->pid = h->pid;
-	pi->exe = pool_strdup(pl, h->exe);
-	if (!pi->exe)
+	pi->exe = pool_strdup(pl, proc_exe(s->p));
+	pi->name = pool_strdup(pl, proc_name(s->p));
+	pi->cmdline = pool_strdup(pl, s->p->id.cmdline);
+	if (!pi->exe || !pi->name || !pi->cmdline)
 		return NULL;
-	pi->uid = s->p->seg.uid;
+	pi->uid = proc_uid(s->p);
+	pi->has_owner_uid = true;
+	pi->owner_uid = s->p->seg.uid;
 	pi->start_time_ns = h->created_ns;
 	pi->arenas = h->arena_count;
-	pi->threads = h->threads;
+	pi->threads = s->threads;
+	pi->has_allocator_threads = true;
+	pi->allocator_threads = h->threads;
 	pi->bytes_in_use = s->total.bytes_in_use;
 	pi->bytes_mapped = s->total.bytes_mapped;
 	pi->bytes_retained = s->total.bytes_retained;
@@ -266,7 +272,7 @@ static int resolve(struct ctld *d, struct conn *c, const Ctl__Envelope *env, con
 	struct proc *p;
 	TAILQ_FOREACH(p, &d->procs, link)
 	{
-		if (t->exe && strcmp(t->exe, p->exe_base) != 0)
+		if (t->exe && !(proc_identity(p, false) && procfs_name_matches(&p->id, t->exe)))
 			continue;
 		if (!may_see(conn_uid(c), p)) {
 			hidden++;
@@ -286,7 +292,7 @@ static int resolve(struct ctld *d, struct conn *c, const Ctl__Envelope *env, con
 			d->st.requests_denied++;
 			reply_error(c, env, CTL__ERROR_CODE__ERR_PERMISSION, msg);
 		} else {
-			snprintf(msg, sizeof(msg), "no such process: no %.200s runs with liballoc",
+			snprintf(msg, sizeof(msg), "no process named %.200s runs under liballoc",
 			         t->exe);
 			reply_error(c, env, CTL__ERROR_CODE__ERR_NO_PROCESS, msg);
 		}

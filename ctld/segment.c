@@ -4,6 +4,8 @@
  * values. The mailbox page is the only mapping; a fault on it is absorbed by the guard. */
 #include "segment.h"
 
+#include "procfs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -134,8 +137,8 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 	    !range_ok(h->off_process, blk, total))
 		return fail(why, whylen, SEG_E_LAYOUT, "process block at %llu (+%llu)",
 		            (unsigned long long)h->off_process, (unsigned long long)blk);
-	if (h->arena_stride < blk || h->arena_stride > SEG_MAX_STRIDE || h->arena_stride % 8 ||
-	    h->off_arenas < h->header_size || h->off_arenas % 8 ||
+	if (h->arena_stride < blk || h->arena_stride > LA_SHM_ARENA_STRIDE_MAX ||
+	    h->arena_stride % 8 || h->off_arenas < h->header_size || h->off_arenas % 8 ||
 	    !range_ok(h->off_arenas, h->arena_stride * h->arena_slots, total))
 		return fail(why, whylen, SEG_E_LAYOUT, "arenas at %llu stride %llu x %u",
 		            (unsigned long long)h->off_arenas, (unsigned long long)h->arena_stride,
@@ -145,8 +148,8 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 		return fail(why, whylen, SEG_E_LAYOUT, "tunables at %llu x %u",
 		            (unsigned long long)h->off_tunables, h->tunable_count);
 	if (h->class_count &&
-	    (h->class_stride < 8 || h->class_stride > SEG_MAX_STRIDE || h->class_stride % 8 ||
-	     h->off_classes < h->header_size || h->off_classes % 8 ||
+	    (h->class_stride < 8 || h->class_stride > LA_SHM_CLASS_STRIDE_MAX ||
+	     h->class_stride % 8 || h->off_classes < h->header_size || h->off_classes % 8 ||
 	     !range_ok(h->off_classes, h->class_stride * h->class_count, total)))
 		return fail(why, whylen, SEG_E_LAYOUT, "classes at %llu stride %llu x %u",
 		            (unsigned long long)h->off_classes, (unsigned long long)h->class_stride,
@@ -186,9 +189,14 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 
 int seg_open(struct seg *s, const char *path, uid_t expected_uid)
 {
+	return seg_openat(s, AT_FDCWD, path, expected_uid);
+}
+
+int seg_openat(struct seg *s, int dfd, const char *path, uid_t expected_uid)
+{
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	int fd = openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ELOOP)
@@ -299,13 +307,12 @@ int seg_refresh(struct seg *s)
 	return SEG_E_OK;
 }
 
-/* Short pause between seqlock attempts: spin a few times, then sleep a microsecond. */
+/* Between seqlock attempts: let a writer on another CPU finish (no sleeping: the loop must
+ * not stall on a process that keeps its lock odd; the caller backs off from it instead). */
 static void seq_backoff(int attempt)
 {
-	if (attempt < 4)
-		return;
-	struct timespec ts = {0, 1000};
-	nanosleep(&ts, NULL);
+	if (attempt >= 4)
+		sched_yield();
 }
 
 /* Copy len bytes at off under the seqlock whose word is at seq_off: read seq, data, seq
@@ -358,19 +365,88 @@ int seg_read_block(struct seg *s, int arena, struct seg_block *out)
 	return SEG_E_OK;
 }
 
+/* Decode one raw block (seq word first) into out. */
+static void decode_block(const uint8_t *raw, uint32_t n, struct seg_block *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(&out->index, raw + 8, 4);
+	memcpy(&out->threads, raw + 12, 4);
+	memcpy(&out->c, raw + 16, 8ull * n);
+}
+
+int seg_read_blocks(struct seg *s, uint32_t first, uint32_t count, struct seg_block *proc,
+                    struct seg_block *arenas)
+{
+	const struct la_shm_header *h = &s->hdr;
+	if (first > h->arena_count || count > h->arena_count - first)
+		return fail(s->why, sizeof(s->why), SEG_E_COUNTS, "arenas %u+%u of %u", first,
+		            count, h->arena_count);
+	uint32_t n = h->counter_count < LA_NCOUNTERS ? h->counter_count : LA_NCOUNTERS;
+	uint64_t blk = block_bytes(h->counter_count);
+	/* one span covering the process block and the arena blocks asked for */
+	uint64_t lo = UINT64_MAX, hi = 0;
+	if (proc) {
+		lo = h->off_process;
+		hi = h->off_process + blk;
+	}
+	if (count) {
+		uint64_t a0 = h->off_arenas + h->arena_stride * first;
+		uint64_t a1 = h->off_arenas + h->arena_stride * (first + count - 1) + blk;
+		lo = a0 < lo ? a0 : lo;
+		hi = a1 > hi ? a1 : hi;
+	}
+	if (hi <= lo)
+		return SEG_E_OK;
+	size_t span = (size_t)(hi - lo);
+	uint8_t *buf = span <= 3 * (size_t)SEG_MAX_SIZE ? malloc(3 * span) : NULL;
+	if (!buf)
+		return fail(s->why, sizeof(s->why), SEG_E_IO, "out of memory");
+	/* the seqlock's three reads, for every block at once: seqs, data, seqs again */
+	int err = SEG_E_TORN;
+	for (int attempt = 0; attempt < SEG_READ_RETRIES && err == SEG_E_TORN; attempt++) {
+		if (pread_full(s->fd, buf, span, lo) < 0 ||
+		    pread_full(s->fd, buf + span, span, lo) < 0 ||
+		    pread_full(s->fd, buf + 2 * span, span, lo) < 0) {
+			err = fail(s->why, sizeof(s->why), SEG_E_IO, "blocks at %llu",
+			           (unsigned long long)lo);
+			break;
+		}
+		err = SEG_E_OK;
+		for (int64_t i = proc ? -1 : 0; i < (int64_t)count && !err; i++) {
+			uint64_t off =
+			        i < 0 ? h->off_process
+			              : h->off_arenas + h->arena_stride * (first + (uint64_t)i);
+			uint64_t a, b;
+			memcpy(&a, buf + (off - lo), 8);
+			memcpy(&b, buf + 2 * span + (off - lo), 8);
+			if (a != b || (a & 1))
+				err = SEG_E_TORN;
+			else
+				decode_block(buf + span + (off - lo), n, i < 0 ? proc : &arenas[i]);
+		}
+		if (err)
+			seq_backoff(attempt);
+	}
+	free(buf);
+	if (err == SEG_E_TORN)
+		fail(s->why, sizeof(s->why), SEG_E_TORN, "a counter block's seqlock never settled");
+	return err;
+}
+
 int seg_read_totals(struct seg *s, struct la_counters *total)
 {
-	struct seg_block b;
-	int err = seg_read_block(s, -1, &b);
-	if (err)
-		return err;
-	*total = b.c;
-	for (uint32_t i = 0; i < s->hdr.arena_count; i++) {
-		if ((err = seg_read_block(s, (int)i, &b)))
-			return err;
-		la_counters_add(total, &b.c);
+	struct seg_block p, *a = calloc(s->hdr.arena_count + 1, sizeof(*a));
+	if (!a)
+		return fail(s->why, sizeof(s->why), SEG_E_IO, "out of memory");
+	uint32_t n = s->hdr.arena_count;
+	int err = seg_read_blocks(s, 0, n, &p, a);
+	if (!err) {
+		*total = p.c;
+		for (uint32_t i = 0; i < n; i++)
+			la_counters_add(total, &a[i].c);
 	}
-	return SEG_E_OK;
+	free(a);
+	return err;
 }
 
 int seg_read_tunables(struct seg *s, struct la_shm_tunable out[LA_NTUNABLES], uint32_t *n)
@@ -415,53 +491,12 @@ int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint
 
 int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	struct procfs_info pi;
+	if (procfs_read(pid, uid ? PROCFS_STATUS : 0, 0, &pi) < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	/* comm may contain spaces and parentheses: fields restart after the last ')'. */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -1;
-	p++;
-	/* after ')' come field 3 (state) ... field 22 (starttime): skip 19 fields. */
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p + 1, ' ');
-		if (!p)
-			return -1;
-	}
-	char *end;
-	errno = 0;
-	unsigned long long st = strtoull(p + 1, &end, 10);
-	if (errno || end == p + 1)
-		return -1;
-	*start_time = st;
-	if (uid) {
-		/* real, effective, saved and filesystem uids; the caller checks membership */
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			return -1;
-		char line[256];
-		int found = 0;
-		while (fgets(line, sizeof(line), f)) {
-			unsigned r, e, sv, fs;
-			if (sscanf(line, "Uid: %u %u %u %u", &r, &e, &sv, &fs) == 4) {
-				uid[0] = r, uid[1] = e, uid[2] = sv, uid[3] = fs;
-				found = 1;
-				break;
-			}
-		}
-		fclose(f);
-		if (!found)
-			return -1;
-	}
+	*start_time = pi.start_time;
+	if (uid)
+		memcpy(uid, pi.uid, sizeof(pi.uid));
 	return 0;
 }
 
@@ -485,9 +520,11 @@ int seg_liveness(struct seg *s, bool check_owner)
 		            "pid %d was reused (start time %llu, segment says %llu)", s->hdr.pid,
 		            (unsigned long long)start, (unsigned long long)s->hdr.start_time);
 	/* A segment may only describe a process running as its owner (any of its uids, so
-	 * set-uid programs still count): nobody may plant a segment for another's pid. */
-	if (check_owner && uids[0] != s->uid && uids[1] != s->uid && uids[2] != s->uid &&
-	    uids[3] != s->uid)
+	 * set-uid programs still count): nobody may plant a segment for another's pid. Only
+	 * root can own a root-owned file, so root's segments may describe a process that has
+	 * since dropped to another uid (a server's workers forked as root). */
+	if (check_owner && s->uid != 0 && uids[0] != s->uid && uids[1] != s->uid &&
+	    uids[2] != s->uid && uids[3] != s->uid)
 		return fail(s->why, sizeof(s->why), SEG_E_OWNER,
 		            "pid %d runs as uid %u, segment owned by %u", s->hdr.pid, uids[0],
 		            s->uid);

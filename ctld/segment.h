@@ -13,14 +13,17 @@
 
 #include "liballoc_shm.h"
 
-/* Sanity bounds on what a header may declare (far above anything liballoc produces). */
-#define SEG_MAX_SIZE     (64u << 20) /* bytes in one segment file */
-#define SEG_MAX_COUNTERS 1024u
-#define SEG_MAX_TUNABLES 1024u
-#define SEG_MAX_CLASSES  4096u
-#define SEG_MAX_ARENAS   65536u
-#define SEG_MAX_STRIDE   65536u
-#define SEG_READ_RETRIES 64 /* seqlock attempts before a block read gives up */
+/* What a header may declare: the library's own limits (liballoc_shm.h), so a hostile
+ * segment costs a reader no more than the largest one liballoc makes. */
+#define SEG_MAX_SIZE     LA_SHM_SIZE_MAX /* bytes in one segment file */
+#define SEG_MAX_COUNTERS LA_SHM_COUNTERS_MAX
+#define SEG_MAX_TUNABLES LA_SHM_TUNABLES_MAX
+#define SEG_MAX_CLASSES  LA_SHM_CLASSES_MAX
+#define SEG_MAX_ARENAS   LA_SHM_ARENAS_MAX
+/* Seqlock attempts before a read gives up (no sleeping: a writer holds a block for well
+ * under a microsecond; one that stays odd is a hostile or stopped process, and the caller
+ * backs off from it instead). */
+#define SEG_READ_RETRIES 16
 #define SEG_ANY_UID      ((uid_t)-1)
 
 /* Reasons a segment is refused or an operation failed; seg_strerror() names them. */
@@ -78,6 +81,8 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 /* Open and validate path. expected_uid is the uid that must own it (SEG_ANY_UID: any uid,
  * still equal to the header's). On error s->fd is -1 and s->why explains. */
 int seg_open(struct seg *s, const char *path, uid_t expected_uid);
+/* The same, for path relative to the directory descriptor dfd (AT_FDCWD: as open). */
+int seg_openat(struct seg *s, int dfd, const char *path, uid_t expected_uid);
 void seg_close(struct seg *s);
 
 /* Re-read the header and fstat the file: SEG_E_OK when the layout is still the validated
@@ -92,6 +97,10 @@ struct seg_block {
 };
 /* arena -1: the process block; else 0 <= arena < hdr.arena_count. */
 int seg_read_block(struct seg *s, int arena, struct seg_block *out);
+/* The process block (when proc is not NULL) and arena blocks first..first+count-1 (into
+ * arenas[0..count-1]), all under their seqlocks with three reads in all. */
+int seg_read_blocks(struct seg *s, uint32_t first, uint32_t count, struct seg_block *proc,
+                    struct seg_block *arenas);
 /* Process total = process block + every arena block in use. */
 int seg_read_totals(struct seg *s, struct la_counters *total);
 /* Effective tunables (min(tunable_count, LA_NTUNABLES) entries); *n receives the count. */

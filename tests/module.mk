@@ -60,7 +60,7 @@ test: all $(TEST_BINS) $(TEST_DEPS)
 
 # segtool reads segments through the daemon's reader API (ctld/segment.o, no libevent).
 $(BUILD)/obj/tests/helpers/segtool.o: EXTRA_CFLAGS += -I$(ROOT)/ctld
-$(TESTS_BIN)/segtool: $(BUILD)/obj/tests/helpers/segtool.o $(BUILD)/obj/ctld/segment.o \
+$(TESTS_BIN)/segtool: $(BUILD)/obj/tests/helpers/segtool.o $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/procfs.o \
 		$(BUILD)/obj/ctld/units.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)

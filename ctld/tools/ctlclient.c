@@ -55,9 +55,14 @@ static void print_reply(const Ctl__Reply *r)
 	if (r->list)
 		for (size_t i = 0; i < r->list->n_processes; i++) {
 			const Ctl__ProcessInfo *p = r->list->processes[i];
-			printf("process pid=%d exe=%s uid=%u arenas=%u threads=%llu in_use=%llu "
+			printf("process pid=%d name=%s exe=%s uid=%u owner=%u arenas=%u "
+			       "threads=%llu "
+			       "alloc_threads=%llu in_use=%llu "
 			       "mapped=%llu retained=%llu rss=%llu control=%s\n",
-			       p->pid, p->exe, p->uid, p->arenas, (unsigned long long)p->threads,
+			       p->pid, p->name ? p->name : "-", p->exe, p->uid,
+			       p->has_owner_uid ? p->owner_uid : p->uid, p->arenas,
+			       (unsigned long long)p->threads,
+			       (unsigned long long)p->allocator_threads,
 			       (unsigned long long)p->bytes_in_use,
 			       (unsigned long long)p->bytes_mapped,
 			       (unsigned long long)p->bytes_retained,
@@ -65,7 +70,8 @@ static void print_reply(const Ctl__Reply *r)
 		}
 	if (r->stats) {
 		const Ctl__StatsReply *s = r->stats;
-		printf("process pid=%d exe=%s arenas=%u\n", s->process->pid, s->process->exe,
+		printf("process pid=%d name=%s exe=%s arenas=%u\n", s->process->pid,
+		       s->process->name ? s->process->name : "-", s->process->exe,
 		       s->process->arenas);
 		for (size_t i = 0; i < s->n_totals; i++)
 			printf("total %s=%llu\n", s->totals[i]->name,

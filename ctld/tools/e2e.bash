@@ -8,6 +8,7 @@ TESTS_BIN=${TESTS_BIN:-$BUILD/tests}
 LIBALLOC_SO=${LIBALLOC_SO:-$BUILD/liballoc.so}
 CTLD="$BUILD/allocctld"
 FAKESEG="$TESTS_BIN/fakeseg"
+FAKESEG_EXE=$(realpath "$FAKESEG" 2>/dev/null || echo "$FAKESEG") # as /proc/<pid>/exe shows it
 CTLCLIENT="$TESTS_BIN/ctlclient"
 PROMCHECK="$ROOT/ctld/tools/promcheck.py"
 
@@ -65,11 +66,25 @@ start_daemon() {
 	HTTP=$(sed -n 's/^http=//p' "$T/ready")
 }
 
+# fake_bin NAME: a symlink $T/bin/NAME to fakeseg, so a fake runs under that name (its comm
+# and argv[0]; /proc/<pid>/exe stays fakeseg's path). Prints the symlink's path.
+fake_bin() {
+	mkdir -p -m 755 "$T/bin"
+	ln -sf "$FAKESEG" "$T/bin/$1"
+	echo "$T/bin/$1"
+}
+
 # start_fake [fakeseg options...]: prints nothing, sets FPID (and appends to $T/pids).
+# --exe PATH also runs it under PATH's basename (fake_bin); the daemon never believes the
+# exe written in the segment, so that is how a test gives a fake process a name.
 start_fake() {
 	NFAKE=$((NFAKE + 1))
-	local ready="$T/fake.$NFAKE.ready"
-	"$FAKESEG" --dir "${FAKE_DIR:-$T/segs}" --ready "$ready" "$@" >>"$T/fake.log" 2>&1 3>&- &
+	local ready="$T/fake.$NFAKE.ready" prog="$FAKESEG" prev=
+	for a in "$@"; do
+		[ "$prev" = --exe ] && prog=$(fake_bin "$(basename "$a")")
+		prev=$a
+	done
+	"$prog" --dir "${FAKE_DIR:-$T/segs}" --ready "$ready" "$@" >>"$T/fake.log" 2>&1 3>&- &
 	FPID=$!
 	echo "$FPID" >>"$T/pids"
 	wait_file "$ready" 5

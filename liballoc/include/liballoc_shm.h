@@ -41,6 +41,25 @@
 #define LA_SHM_DEFAULT_RUN_DIR "/dev/shm/liballoc"
 #define LA_SHM_PAGE            4096u
 
+/* ---- Limits both sides hold ------------------------------------------------------------
+ * The library never writes a header beyond these, and readers refuse one that goes beyond
+ * them, so a hostile segment costs a reader no more than the largest one liballoc makes.
+ * Counters, tunables and class fields may grow at the end of their lists (see above) up to
+ * their *_MAX; arena slots and size classes are the library's own numbers. */
+#define LA_SHM_ARENAS_MAX       1024 /* arena slots (arena_max is at most this) */
+#define LA_SHM_CLASSES_MAX      36   /* size classes published */
+#define LA_SHM_COUNTERS_MAX     128  /* counters per block */
+#define LA_SHM_TUNABLES_MAX     64   /* tunable entries */
+#define LA_SHM_CLASS_STATS_MAX  16   /* statistics per size class */
+/* bytes of one arena block (seq, index+threads, counters, reserved) and of a class entry */
+#define LA_SHM_ARENA_STRIDE_MAX (16 + 8 * LA_SHM_COUNTERS_MAX + 64)
+#define LA_SHM_CLASS_STRIDE_MAX (8 + 8 * LA_SHM_CLASS_STATS_MAX)
+/* the largest file: header page, tunables, classes, process + arena blocks, mailbox page */
+#define LA_SHM_SIZE_MAX                                             \
+	(2u * LA_SHM_PAGE + 16u * (unsigned)LA_SHM_TUNABLES_MAX +   \
+	 (unsigned)(LA_SHM_CLASS_STRIDE_MAX * LA_SHM_CLASSES_MAX) + \
+	 (unsigned)(LA_SHM_ARENA_STRIDE_MAX * (1 + LA_SHM_ARENAS_MAX)) + LA_SHM_PAGE)
+
 /* ---- Counters -------------------------------------------------------------------------
  * X(name, kind, unit, help). kind: LA_GAUGE (a level) or LA_COUNTER (monotonic).
  * One block of these exists per arena and one for the process (direct mappings, the
@@ -115,7 +134,7 @@ struct la_counters {
 	  "Free bytes kept resident in each heap when it is trimmed")                              \
 	X(mmap_max, LA_T_INT, 65536, 0, 2147483647, 1, -4,                                         \
 	  "Maximum number of live direct mappings (0: serve from heaps when the size fits)")       \
-	X(arena_max, LA_T_INT, LA_DEFAULT_AUTO, 1, 1024, 1, -8,                                    \
+	X(arena_max, LA_T_INT, LA_DEFAULT_AUTO, 1, LA_SHM_ARENAS_MAX, 1, -8,                       \
 	  "Maximum number of arenas (default 8 x cores)")                                          \
 	X(arena_test, LA_T_INT, 8, 1, 1024, 1, -7,                                                 \
 	  "Accepted for glibc compatibility (mallopt M_ARENA_TEST)")                               \
@@ -299,6 +318,10 @@ _Static_assert(offsetof(struct la_shm_header, abi_version) == 8, "version at 8")
 _Static_assert(offsetof(struct la_shm_header, total_size) == 16, "size at 16");
 _Static_assert(sizeof(struct la_shm_header) <= LA_SHM_PAGE, "header fits one page");
 _Static_assert(sizeof(struct la_shm_tunable) == 16, "tunable entry");
+_Static_assert(LA_NCOUNTERS <= LA_SHM_COUNTERS_MAX, "counters within the shared limit");
+_Static_assert(LA_NTUNABLES <= LA_SHM_TUNABLES_MAX, "tunables within the shared limit");
+_Static_assert(sizeof(struct la_shm_arena) <= LA_SHM_ARENA_STRIDE_MAX, "arena block limit");
+_Static_assert(sizeof(struct la_shm_class) <= LA_SHM_CLASS_STRIDE_MAX, "class entry limit");
 
 /* Sum one counter block into another (process total = process block + every arena). */
 static inline void la_counters_add(struct la_counters *dst, const struct la_counters *src)

@@ -47,7 +47,7 @@
 #define LA_HEAP_MASK  (LA_HEAP_SIZE - 1)
 #define LA_HEAP_PAGES (LA_HEAP_SIZE >> LA_PAGE_SHIFT)
 
-#define LA_ARENAS_MAX 1024 /* arena slots; arena_max is at most this */
+#define LA_ARENAS_MAX LA_SHM_ARENAS_MAX /* arena slots; arena_max is at most this */
 /* A request larger than this can never come from a heap (must be a direct mapping). */
 #define LA_LARGE_MAX  ((size_t)48 << 20)
 

@@ -34,6 +34,8 @@
 #define OFF_MAILBOX     SEG_ALIGN(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_SHM_PAGE)
 #define SEG_SIZE        (OFF_MAILBOX + LA_SHM_PAGE)
 
+_Static_assert(LA_NCLASSES == LA_SHM_CLASSES_MAX, "the size classes readers expect");
+_Static_assert(SEG_SIZE <= LA_SHM_SIZE_MAX, "segment within the readers' limit");
 _Static_assert(OFF_ARENAS + 4 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
                "header, tunables, classes, process and four arena blocks share a page");
 

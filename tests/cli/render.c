@@ -51,7 +51,8 @@ Test(ps, table_is_sorted_by_pid_with_human_units_and_exe_basenames)
 	CAPTURE(out, render_ps(f, list, 2, &o));
 	char *first = strchr(out, '\n') + 1;
 	cr_assert(strstr(out, "PID") < first, "header first:\n%s", out);
-	cr_assert(strncmp(first, "    4242  redis-server", 22) == 0, "4242 first:\n%s", out);
+	cr_assert(strncmp(first, "    4242    1000  redis-server", 30) == 0, "4242 first:\n%s",
+	          out);
 	cr_assert(strstr(first, "300.0 MiB") && strstr(first, "812.0 MiB") &&
 	                  strstr(first, "1m02s"),
 	          "%s", out);
@@ -79,10 +80,37 @@ Test(ps, json_has_the_documented_keys)
 	char *out;
 	CAPTURE(out, render_ps(f, list, 1, &o));
 	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
-	                      "\"uid\":1000,\"start_time_ns\":1000000000000,\"uptime_s\":62,"
-	                      "\"arenas\":4,\"threads\":5,\"bytes_in_use\":314572800,"
+	                      "\"name\":\"redis-server\",\"cmdline\":\"\","
+	                      "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
+	                      "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":0,"
+	                      "\"bytes_in_use\":314572800,"
 	                      "\"bytes_mapped\":1166016512,\"bytes_retained\":851443712,"
 	                      "\"rss_bytes\":1166016512,\"control\":\"running\"}]}\n");
+	free(out);
+}
+
+Test(ps, run_name_and_a_segment_owner_that_differs)
+{
+	Ctl__ProcessInfo a = proc(4242, "/usr/bin/redis-check-rdb", 1ULL << 20, 0);
+	a.name = "redis-server";
+	a.cmdline = "redis-server *:6379";
+	a.uid = 65534;
+	a.has_owner_uid = true;
+	a.owner_uid = 0;
+	Ctl__ProcessInfo *list[] = {&a};
+	struct render_opts o = opts(false, false);
+	char *out;
+	CAPTURE(out, render_ps(f, list, 1, &o));
+	char *first = strchr(out, '\n') + 1;
+	cr_assert(strncmp(first, "    4242 65534/0  redis-server ", 31) == 0, "%s", out);
+	free(out);
+	Ctl__StatsReply s = CTL__STATS_REPLY__INIT;
+	s.process = &a;
+	CAPTURE(out, render_stats(f, &s, &o));
+	cr_assert(strstr(out, "process 4242 redis-server (/usr/bin/redis-check-rdb)\n"
+	                      "  command line: redis-server *:6379\n"
+	                      "  uid 65534 (segment owned by uid 0), ") == out,
+	          "%s", out);
 	free(out);
 }
 

@@ -241,7 +241,30 @@ static void m_stride_mul(struct la_shm_header *h)
 }
 static void m_tunables(struct la_shm_header *h)
 {
-	h->tunable_count = SEG_MAX_TUNABLES;
+	h->off_tunables = h->total_size - 16;
+}
+/* the library's own limits (liballoc_shm.h), one past each */
+static void m_lim_slots(struct la_shm_header *h)
+{
+	h->arena_slots = LA_SHM_ARENAS_MAX + 1;
+}
+static void m_lim_classes(struct la_shm_header *h)
+{
+	h->class_count = LA_SHM_CLASSES_MAX + 1;
+}
+static void m_lim_tunables(struct la_shm_header *h)
+{
+	h->tunable_count = LA_SHM_TUNABLES_MAX + 1;
+}
+static void m_lim_counters(struct la_shm_header *h)
+{
+	h->counter_count = LA_SHM_COUNTERS_MAX + 1;
+}
+static void m_lim_stride(struct la_shm_header *h)
+{
+	h->arena_stride = LA_SHM_ARENA_STRIDE_MAX + 8;
+	h->arena_slots = 1;
+	h->arena_count = 1;
 }
 static void m_class_stride(struct la_shm_header *h)
 {
@@ -285,6 +308,11 @@ Test(segment, each_header_corruption_is_refused_with_its_reason)
 	cr_expect_eq(open_err(m_slots0), SEG_E_COUNTS);
 	cr_expect_eq(open_err(m_classes), SEG_E_COUNTS);
 	cr_expect_eq(open_err(m_pid0), SEG_E_COUNTS);
+	cr_expect_eq(open_err(m_lim_slots), SEG_E_COUNTS, "more arena slots than liballoc has");
+	cr_expect_eq(open_err(m_lim_classes), SEG_E_COUNTS, "more classes than liballoc has");
+	cr_expect_eq(open_err(m_lim_tunables), SEG_E_COUNTS);
+	cr_expect_eq(open_err(m_lim_counters), SEG_E_COUNTS);
+	cr_expect_eq(open_err(m_lim_stride), SEG_E_LAYOUT, "arena blocks larger than any");
 	cr_expect_eq(open_err(m_off_process), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_off_process_hdr), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_off_overflow), SEG_E_LAYOUT);

@@ -16,9 +16,9 @@ teardown() {
 	run -0 --separate-stderr "$ALLOCCTL" ps
 	[ -z "$stderr" ]
 	[ "${#lines[@]}" -eq 3 ]
-	[[ "${lines[0]}" == *PID*EXE*"IN USE"*MAPPED*RETAINED*ARENAS*THREADS*UPTIME*RSS* ]]
-	[[ "${lines[1]}" == "    4242  fake-service"*"300.0 MiB"*"812.0 MiB"*" 2 "*" 5 "*"1m0"* ]]
-	[[ "${lines[2]}" == "    4343  other-service"* ]]
+	[[ "${lines[0]}" == *PID*UID*NAME*"IN USE"*MAPPED*RETAINED*ARENAS*THREADS*UPTIME*RSS* ]]
+	[[ "${lines[1]}" == "    4242 "*" fake-service"*"300.0 MiB"*"812.0 MiB"*" 2 "*" 5 "*"1m0"* ]]
+	[[ "${lines[2]}" == "    4343 "*" other-service"* ]]
 }
 
 @test "ps --bytes prints plain byte counts" {
@@ -33,8 +33,9 @@ teardown() {
 	run -0 --separate-stderr "$ALLOCCTL" ps --json
 	echo "$output" | json_check '
 	  [p["pid"] for p in d["processes"]] == [4242, 4343] and
-	  all(set(p) == {"pid","exe","uid","start_time_ns","uptime_s","arenas","threads",
-	                 "bytes_in_use","bytes_mapped","bytes_retained","rss_bytes","control"}
+	  all(set(p) == {"pid","exe","name","cmdline","uid","owner_uid","start_time_ns","uptime_s",
+	                 "arenas","threads","allocator_threads","bytes_in_use","bytes_mapped",
+	                 "bytes_retained","rss_bytes","control"}
 	      for p in d["processes"]) and
 	  d["processes"][0]["exe"] == "/usr/bin/fake-service" and
 	  d["processes"][0]["bytes_retained"] == 812 * 2**20 and
@@ -52,7 +53,7 @@ teardown() {
 @test "stats PID: grouped report" {
 	start_fake
 	run -0 --separate-stderr "$ALLOCCTL" stats 4242
-	[[ "${lines[0]}" == "process 4242 (/usr/bin/fake-service)" ]]
+	[[ "${lines[0]}" == "process 4242 fake-service (/usr/bin/fake-service)" ]]
 	for section in memory "system calls" "remote frees" arenas "size classes" tunables; do
 		printf '%s\n' "${lines[@]}" | grep -qx "$section" || { echo "no $section"; false; }
 	done
@@ -120,7 +121,7 @@ teardown() {
 	start_fake
 	run -1 --separate-stderr "$ALLOCCTL" set --exe nginx decay_ms=1s
 	one_line "$stderr"
-	[[ "$stderr" == *"no process you may act on runs an executable named 'nginx'"* ]]
+	[[ "$stderr" == *"no process named nginx that you may act on runs under liballoc"* ]]
 }
 
 @test "trim: released bytes, time and system calls; --pad keeps memory" {
@@ -222,7 +223,7 @@ teardown() {
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by retained'"
 	"${T[@]}" capture-pane -p > "$CLI_TMP/screen"
 	grep -q '^allocctl top .* 2 processes' "$CLI_TMP/screen"
-	grep -Eq '^ +4242  fake-service' "$CLI_TMP/screen"
+	grep -Eq '^ +4242 +[0-9]+  fake-service' "$CLI_TMP/screen"
 	"${T[@]}" send-keys u
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by in use'"
 	"${T[@]}" send-keys q

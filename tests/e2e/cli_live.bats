@@ -65,7 +65,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 @test "live: ps lists the preloaded process, human and --json" {
 	start_workload -- -t 2 -s 8M -d 0.2
 	run -0 --separate-stderr "$ALLOCCTL" ps
-	grep -Eq "^ +$WL  workload " <<<"$output"
+	grep -Eq "^ +$WL +$(id -u)  workload " <<<"$output"
 	run -0 "$ALLOCCTL" ps --json
 	echo "$output" | json_check "
 	  [p for p in d['processes'] if p['pid'] == $WL][0]['exe'].endswith('/workload') and
@@ -77,7 +77,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 @test "live: stats shows every counter of the segment ABI and every tunable" {
 	start_workload -- -t 2 -s 8M -d 0.2
 	run -0 "$ALLOCCTL" stats "$WL"
-	[[ "${lines[0]}" == "process $WL ("*"/workload)" ]]
+	[[ "${lines[0]}" == "process $WL workload ("*"/workload)" ]]
 	[[ "$output" == *"system calls"*"arenas"*"size classes"*"tunables"* ]]
 	counters=$(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" | grep -o 'X([a-z_]*' | cut -c3- | tr '\n' ' ')
 	tunables=$(sed -n '/^#define LA_TUNABLES(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" | grep -o 'X([a-z_]*' | cut -c3- | tr '\n' ' ')
@@ -198,7 +198,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	T=(tmux -S "$CLI_TMP/tmux.sock")
 	"${T[@]}" new-session -d -x 130 -y 30 \
 		"ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms; echo \$? > $CLI_TMP/rc; sleep 30"
-	wait_for bash -c "${T[*]} capture-pane -p | grep -Eq '^ +$WL  workload '"
+	wait_for bash -c "${T[*]} capture-pane -p | grep -Eq '^ +$WL +[0-9]+  workload '"
 	"${T[@]}" send-keys q
 	wait_for test -s "$CLI_TMP/rc"
 	[ "$(cat "$CLI_TMP/rc")" = 0 ]

@@ -25,7 +25,7 @@ open_daemon() {
 	start_fake --exe /usr/bin/rootsvc
 	ROOTP=$FPID
 	# setpriv execs (runuser would fork and linger 2 s when signalled): $! is the fake
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$FAKESEG" --dir "$T/nob" \
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$(fake_bin nobodysvc)" --dir "$T/nob" \
 		--exe /usr/bin/nobodysvc --ready "$T/nob/ready" >/dev/null 2>&1 3>&- &
 	NOBP=$!
 	echo "$NOBP" >>"$T/pids"
@@ -44,7 +44,7 @@ open_daemon() {
 @test "nobody lists only its own process; root lists both" {
 	open_daemon
 	run as_nobody list
-	[[ "$output" == *"process pid=$NOBP exe=/usr/bin/nobodysvc uid=65534"* ]]
+	[[ "$output" == *"process pid=$NOBP name=nobodysvc exe=$FAKESEG_EXE uid=65534"* ]]
 	[[ "$output" != *"pid=$ROOTP "* ]]
 	run ctl list
 	[[ "$output" == *"pid=$ROOTP "* ]]

@@ -43,7 +43,8 @@ $(FUZZ_DIR)/fuzz_frame: $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o $(FUZZ_CTLD_OBJS) $(
 
 # (b) the segment reader
 $(FUZZ_OBJ)/tests/fuzz/fuzz_segment.o: FUZZ_EXTRA := -I$(ROOT)/ctld
-$(FUZZ_DIR)/fuzz_segment: $(FUZZ_OBJ)/tests/fuzz/fuzz_segment.o $(FUZZ_OBJ)/ctld/segment.o
+$(FUZZ_DIR)/fuzz_segment: $(FUZZ_OBJ)/tests/fuzz/fuzz_segment.o $(FUZZ_OBJ)/ctld/segment.o \
+		$(FUZZ_OBJ)/ctld/procfs.o
 	$(call msg,FUZZLD,$@)
 	$(Q)$(FUZZ_CC) -o $@ $^ $(FUZZ_LDFLAGS)
 

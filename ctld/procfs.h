@@ -1,0 +1,67 @@
+/* procfs.h — the daemon's one reader of /proc/<pid>: identity (uids, exe, the name it was
+ * run as, its command line, start time) and the kernel's figures (threads, RSS and its
+ * split, namespace pids). Every file of one call is read through one descriptor of the
+ * /proc/<pid> directory, so they all describe the same process even if the pid is reused
+ * meanwhile (a reused pid fails with ESRCH, or with a start time that does not match).
+ * Text that comes from the process (comm, cmdline) is made printable here. No libevent,
+ * no allocation: the CLI, the fuzzers and the daemon link it. */
+#ifndef CTLD_PROCFS_H
+#define CTLD_PROCFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROCFS_COMM_MAX    64  /* comm is at most 15 bytes; argv0's basename may be longer */
+#define PROCFS_EXE_MAX     512 /* /proc/<pid>/exe, cut (with "...") beyond this */
+#define PROCFS_CMDLINE_MAX 512 /* arguments joined by spaces, cut beyond this */
+#define PROCFS_NSPID_MAX   8   /* pid in each nested pid namespace, outermost first */
+
+/* What to read (bits of `what`; `have` says what was read). */
+enum {
+	PROCFS_STAT = 1u << 0,    /* /proc/<pid>/stat: start_time, threads, rss (cheap) */
+	PROCFS_STATUS = 1u << 1,  /* /proc/<pid>/status: uids, threads, VmRSS and its split,
+	                             NSpid */
+	PROCFS_EXE = 1u << 2,     /* readlink /proc/<pid>/exe */
+	PROCFS_COMM = 1u << 3,    /* /proc/<pid>/comm, and the basename of argv[0] as `name` */
+	PROCFS_CMDLINE = 1u << 4, /* /proc/<pid>/cmdline */
+	PROCFS_IDENTITY = PROCFS_STATUS | PROCFS_EXE | PROCFS_COMM | PROCFS_CMDLINE,
+};
+
+struct procfs_info {
+	uint32_t have;                          /* PROCFS_* read successfully */
+	pid_t pid;                              /* as asked */
+	uint64_t start_time;                    /* stat field 22: clock ticks since boot */
+	uint32_t threads;                       /* stat field 20 / status Threads */
+	uid_t uid[4];                           /* status Uid: real, effective, saved, filesystem */
+	gid_t gid[4];                           /* status Gid */
+	uint64_t vm_rss;                        /* bytes: status VmRSS (stat: rss x page size) */
+	uint64_t rss_anon, rss_file, rss_shmem; /* bytes (status only) */
+	int nspid[PROCFS_NSPID_MAX];            /* status NSpid: outermost (ours) first */
+	int n_nspid;
+	char exe[PROCFS_EXE_MAX];   /* resolved binary as the kernel knows it; " (deleted)" kept */
+	char comm[PROCFS_COMM_MAX]; /* the kernel's comm (15 bytes at most) */
+	char name[PROCFS_COMM_MAX]; /* the name it was run as: argv[0]'s basename, else comm */
+	char cmdline[PROCFS_CMDLINE_MAX]; /* arguments joined by spaces (process titles too) */
+};
+
+/* Read `what` of pid into *out (zeroed first). expected_start, when not 0, must equal the
+ * process's start time (else the pid was reused: -1 with errno ESRCH). Returns 0 when
+ * everything asked was read, -1 with errno otherwise (ESRCH: the process is gone); what
+ * could be read is in out->have either way. */
+int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out);
+
+/* The part after the last '/' of a path ("" stays ""). */
+const char *procfs_basename(const char *path);
+
+/* Does NAME designate this process, as an operator would type it? True when it equals the
+ * name it was run as, its comm, the basename of its resolved binary, or that binary's
+ * full path. */
+bool procfs_name_matches(const struct procfs_info *pi, const char *name);
+
+/* Parsers, exposed for the unit tests and the fuzzers (buf is NUL-terminated). */
+int procfs_parse_stat(const char *buf, struct procfs_info *out);
+int procfs_parse_status(const char *buf, struct procfs_info *out);
+void procfs_parse_cmdline(const char *buf, size_t len, struct procfs_info *out);
+
+#endif

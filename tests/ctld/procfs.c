@@ -1,0 +1,148 @@
+/* procfs.c — unit tests of the daemon's /proc reader (ctld/procfs.c): the parsers on
+ * hostile text, and live reads of this process and of a child run through a symlink. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+Test(procfs, stat_fields_follow_the_last_parenthesis)
+{
+	struct procfs_info pi;
+	memset(&pi, 0, sizeof(pi));
+	/* a comm with spaces and parentheses must not shift the fields */
+	const char *line = "4242 (a) b) (c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 7 "
+	                   "0 987654 1000000 25 18446744073709551615\n";
+	cr_assert_eq(procfs_parse_stat(line, &pi), 0);
+	cr_expect_eq(pi.threads, 7);
+	cr_expect_eq(pi.start_time, 987654);
+	cr_expect_eq(pi.vm_rss, 25 * (uint64_t)sysconf(_SC_PAGESIZE));
+	cr_expect_eq(procfs_parse_stat("4242 (x S 1 2", &pi), -1, "no closing parenthesis");
+	cr_expect_eq(procfs_parse_stat("4242 (x) S 1 2 3", &pi), -1, "too few fields");
+	cr_expect_eq(procfs_parse_stat(
+	                     "1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 zz 18 19 20 21", &pi),
+	             -1, "a field that is not a number");
+}
+
+Test(procfs, status_fields)
+{
+	struct procfs_info pi;
+	memset(&pi, 0, sizeof(pi));
+	const char *st = "Name:\tredis-server\nUmask:\t0022\nState:\tS (sleeping)\n"
+	                 "Uid:\t999\t998\t997\t996\nGid:\t10\t11\t12\t13\n"
+	                 "NSpid:\t4242\t17\t1\nVmRSS:\t   12288 kB\nRssAnon:\t    8192 kB\n"
+	                 "RssFile:\t    4000 kB\nRssShmem:\t      96 kB\nThreads:\t6\n";
+	cr_assert_eq(procfs_parse_status(st, &pi), 0);
+	cr_expect_eq(pi.uid[0], 999);
+	cr_expect_eq(pi.uid[1], 998);
+	cr_expect_eq(pi.uid[3], 996);
+	cr_expect_eq(pi.gid[2], 12);
+	cr_expect_eq(pi.threads, 6);
+	cr_expect_eq(pi.vm_rss, 12288ull * 1024);
+	cr_expect_eq(pi.rss_anon, 8192ull * 1024);
+	cr_expect_eq(pi.rss_file, 4000ull * 1024);
+	cr_expect_eq(pi.rss_shmem, 96ull * 1024);
+	cr_expect_eq(pi.n_nspid, 3);
+	cr_expect_eq(pi.nspid[0], 4242);
+	cr_expect_eq(pi.nspid[2], 1);
+	cr_expect_eq(procfs_parse_status("Name:\tx\nThreads:\t1\n", &pi), -1, "no Uid line");
+}
+
+Test(procfs, cmdline_is_joined_printable_and_cut)
+{
+	struct procfs_info pi;
+	memset(&pi, 0, sizeof(pi));
+	const char args[] = "postgres: checkpointer \0\0";
+	procfs_parse_cmdline(args, sizeof(args) - 1, &pi);
+	cr_expect_str_eq(pi.cmdline, "postgres: checkpointer ");
+	const char argv[] = "redis-server\0*:6379\0\x1b[31m\0";
+	procfs_parse_cmdline(argv, sizeof(argv) - 1, &pi);
+	cr_expect_str_eq(pi.cmdline, "redis-server *:6379 ?[31m");
+	char big[4096];
+	memset(big, 'a', sizeof(big));
+	procfs_parse_cmdline(big, sizeof(big), &pi);
+	cr_expect_eq(strlen(pi.cmdline), PROCFS_CMDLINE_MAX - 1);
+	cr_expect_str_eq(pi.cmdline + PROCFS_CMDLINE_MAX - 4, "...");
+}
+
+static void *idle_thread(void *arg)
+{
+	pause();
+	return arg;
+}
+
+Test(procfs, this_process)
+{
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, idle_thread, NULL), 0);
+	struct procfs_info pi;
+	cr_assert_eq(procfs_read(getpid(), PROCFS_IDENTITY, 0, &pi), 0, "%s", strerror(errno));
+	cr_expect_eq(pi.have & PROCFS_IDENTITY, (unsigned)PROCFS_IDENTITY);
+	cr_expect_eq(pi.uid[0], getuid());
+	cr_expect_geq(pi.threads, 2, "the idle thread counts");
+	cr_expect_gt(pi.vm_rss, 0);
+	cr_expect_geq(pi.vm_rss, pi.rss_anon);
+	cr_expect_eq(pi.nspid[0], getpid());
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = 0;
+	cr_expect_str_eq(pi.exe, exe);
+	cr_expect(procfs_name_matches(&pi, exe), "full path of the binary");
+	cr_expect(procfs_name_matches(&pi, procfs_basename(exe)), "basename of the binary");
+	cr_expect(procfs_name_matches(&pi, pi.comm), "comm");
+	cr_expect_not(procfs_name_matches(&pi, "nosuch"));
+	cr_expect_not(procfs_name_matches(&pi, ""));
+	struct procfs_info again;
+	cr_expect_eq(procfs_read(getpid(), 0, pi.start_time, &again), 0, "same start time");
+	cr_expect_eq(procfs_read(getpid(), 0, pi.start_time + 1, &again), -1,
+	             "another start time is another process");
+	cr_expect_eq(errno, ESRCH);
+	pthread_cancel(t);
+	pthread_join(t, NULL);
+}
+
+Test(procfs, a_program_run_through_a_symlink_answers_to_both_names)
+{
+	char dir[] = "/tmp/procfs-test.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char link[PATH_MAX];
+	snprintf(link, sizeof(link), "%s/my-sleeper-with-a-long-name", dir);
+	cr_assert_eq(symlink("/bin/sleep", link), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(link, link, "30", (char *)NULL);
+		_exit(127);
+	}
+	/* wait for the exec: comm changes from ours to the symlink's name */
+	struct procfs_info pi;
+	for (int i = 0; i < 500; i++) {
+		if (procfs_read(pid, PROCFS_IDENTITY, 0, &pi) == 0 &&
+		    !strncmp(pi.comm, "my-sleeper", 10))
+			break;
+		usleep(10000);
+	}
+	cr_expect_str_eq(pi.comm, "my-sleeper-with", "comm is cut at 15 bytes");
+	cr_expect_str_eq(pi.name, "my-sleeper-with-a-long-name", "argv[0] completes it");
+	cr_expect(procfs_name_matches(&pi, "my-sleeper-with-a-long-name"), "the run name");
+	char real[PATH_MAX];
+	cr_assert_not_null(realpath("/bin/sleep", real));
+	cr_expect_str_eq(pi.exe, real, "exe is resolved by the kernel");
+	cr_expect(procfs_name_matches(&pi, "sleep"), "the resolved name");
+	char want[PATH_MAX + 8];
+	snprintf(want, sizeof(want), "%s 30", link);
+	cr_expect_str_eq(pi.cmdline, want);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_expect_eq(procfs_read(pid, PROCFS_STAT, 0, &pi), -1, "a reaped process is gone");
+	cr_expect_eq(errno, ESRCH);
+	unlink(link);
+	rmdir(dir);
+}
