@@ -75,6 +75,8 @@ EVENT_LIBS := $(shell $(PKG_CONFIG) --libs libevent 2>/dev/null)
 PROTOBUF_CFLAGS := $(shell $(PKG_CONFIG) --cflags libprotobuf-c 2>/dev/null)
 PROTOBUF_LIBS := $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
 URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu 2>/dev/null)
+SYSTEMD_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null)
+INIH_LIBS := $(shell $(PKG_CONFIG) --libs inih 2>/dev/null)
 CRITERION_CFLAGS := $(shell $(PKG_CONFIG) --cflags criterion 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 

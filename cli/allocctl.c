@@ -521,6 +521,84 @@ static int cmd_version(struct ctx *c, int argc, char **argv)
 	return status;
 }
 
+/* log: the audit trail, fetched in pages of the daemon's reply size. */
+static int cmd_log(struct ctx *c, int argc, char **argv)
+{
+	struct opt opts[] = {{"--since", true, NULL}, {"--last", true, NULL}};
+	int npos = parse_options(c->cmd, argc, argv, opts, 2);
+	if (npos < 0)
+		return EXIT_USAGE;
+	if (npos > 0)
+		return usage_error(c->cmd, "unexpected argument '%s'", argv[0]);
+	int64_t since = 0, last = 0;
+	if (opts[0].value && (fmt_parse_int(opts[0].value, &since) < 0 || since < 0))
+		return usage_error(c->cmd, "invalid --since '%s': expected a sequence number >= 0",
+		                   opts[0].value);
+	if (opts[1].value && (fmt_parse_int(opts[1].value, &last) < 0 || last < 1))
+		return usage_error(c->cmd, "invalid --last '%s': expected a count >= 1",
+		                   opts[1].value);
+	Ctl__AuditEvent **all = NULL;
+	size_t n = 0;
+	Ctl__Reply **replies = NULL;
+	size_t nreplies = 0;
+	int status = EXIT_OK;
+	uint64_t after = (uint64_t)since;
+	for (;;) {
+		Ctl__LogRequest req = CTL__LOG_REQUEST__INIT;
+		req.has_after_seq = true;
+		req.after_seq = after;
+		Ctl__Envelope env = CTL__ENVELOPE__INIT;
+		env.payload_case = CTL__ENVELOPE__PAYLOAD_LOG;
+		env.log = &req;
+		Ctl__Reply *r = call(c, &env, 0);
+		if (!r) {
+			status = EXIT_FAIL;
+			break;
+		}
+		Ctl__Reply **rr = realloc(replies, (nreplies + 1) * sizeof(*rr));
+		if (!rr) {
+			ctl__reply__free_unpacked(r, NULL);
+			fail("out of memory");
+			status = EXIT_FAIL;
+			break;
+		}
+		replies = rr;
+		replies[nreplies++] = r;
+		if (!r->log) {
+			fail("the daemon's reply to log carries no events (is it older than this "
+			     "allocctl?)");
+			status = EXIT_FAIL;
+			break;
+		}
+		size_t k = r->log->n_events;
+		Ctl__AuditEvent **a = realloc(all, (n + k + 1) * sizeof(*a));
+		if (!a) {
+			fail("out of memory");
+			status = EXIT_FAIL;
+			break;
+		}
+		all = a;
+		memcpy(all + n, r->log->events, k * sizeof(*a));
+		n += k;
+		/* the daemon scanned up to next_seq unless it stopped at its page size */
+		if (k == 0 || r->log->events[k - 1]->seq + 1 >= r->log->next_seq)
+			break;
+		after = r->log->events[k - 1]->seq;
+	}
+	if (status == EXIT_OK) {
+		size_t skip = last && (size_t)last < n ? n - (size_t)last : 0;
+		render_log(stdout, all + skip, n - skip, &c->o);
+		if (n == 0 && !c->o.json)
+			printf("no events%s\n",
+			       getuid() ? " about your processes" : " (nothing was changed yet)");
+	}
+	for (size_t i = 0; i < nreplies; i++)
+		ctl__reply__free_unpacked(replies[i], NULL);
+	free(replies);
+	free(all);
+	return status;
+}
+
 static int cmd_help(struct ctx *c, int argc, char **argv);
 
 static const struct command commands[] = {
@@ -555,6 +633,14 @@ static const struct command commands[] = {
          "--interval sets the refresh period (default 1s); --iterations N stops after N\n"
          "refreshes (needed when stdout is not a terminal: plain snapshots).\n",
          false},
+        {"log", cmd_log, "[--since SEQ] [--last N]",
+         "the audit trail: every change and command, by whom, with its result",
+         "Operators (uid and pid), profiles, policies and expiring changes, oldest first:\n"
+         "time, sequence number, trigger, who, action, process, the change (old -> new)\n"
+         "or what was released, and the result. The daemon keeps the last audit_ring\n"
+         "events (default 2048). --since SEQ: only events after SEQ; --last N: the last N.\n"
+         "A user sees the events about their own processes and those they caused.\n",
+         true},
         {"version", cmd_version, "", "versions of allocctl and of the daemon", NULL, true},
         {"help", cmd_help, "[COMMAND|tunables]", "this help, a command's, or the tunables",
          "help tunables lists every tunable with its type, default and range.\n", false},

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fmt.h"
 #include "json.h"
@@ -551,6 +552,108 @@ void render_action(FILE *f, const char *verb, Ctl__CommandResult *const *res, si
 			fprintf(f, "%s%" PRIu64 " %s", shown++ ? ", " : "", k[x].calls, k[x].name);
 		}
 		fprintf(f, "%s)\n", shown ? "" : "no system calls");
+	}
+}
+
+/* ---- log ---------------------------------------------------------------------------- */
+
+static void audit_json(struct json *j, const Ctl__AuditEvent *e)
+{
+	json_object_begin(j, NULL);
+	json_u64(j, "seq", e->seq);
+	json_u64(j, "time_ns", e->time_ns);
+	json_string(j, "trigger", e->trigger);
+	json_string(j, "actor", e->actor);
+	if (e->has_peer_uid) {
+		json_i64(j, "peer_uid", e->peer_uid);
+		json_i64(j, "peer_pid", e->peer_pid);
+	}
+	json_string(j, "action", e->action);
+	if (e->has_pid) {
+		json_i64(j, "pid", e->pid);
+		json_u64(j, "uid", e->uid);
+		json_string(j, "exe", e->exe ? e->exe : "");
+	}
+	if (e->tunable)
+		json_string(j, "tunable", e->tunable);
+	if (e->has_old_value)
+		json_i64(j, "old_value", e->old_value);
+	if (e->has_new_value)
+		json_i64(j, "new_value", e->new_value);
+	if (e->has_hold_ms)
+		json_u64(j, "hold_ms", e->hold_ms);
+	if (e->has_arg)
+		json_u64(j, "arg", e->arg);
+	json_string(j, "result", e->result);
+	json_u64(j, "bytes_released", e->has_bytes_released ? e->bytes_released : 0);
+	json_u64(j, "duration_ns", e->has_duration_ns ? e->duration_ns : 0);
+	if (e->message)
+		json_string(j, "message", e->message);
+	json_object_end(j);
+}
+
+void render_log(FILE *f, Ctl__AuditEvent *const *ev, size_t n, const struct render_opts *o)
+{
+	if (o->json) {
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_array_begin(&j, "events");
+		for (size_t i = 0; i < n; i++)
+			audit_json(&j, ev[i]);
+		json_array_end(&j);
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	if (n == 0)
+		return;
+	fprintf(f, "%-23s %6s %-8s %-20s %-7s %8s  %-14s %-7s %s\n", "TIME (UTC)", "SEQ", "TRIGGER",
+	        "BY", "ACTION", "PID", "EXE", "RESULT", "DETAIL");
+	for (size_t i = 0; i < n; i++) {
+		const Ctl__AuditEvent *e = ev[i];
+		time_t sec = (time_t)(e->time_ns / 1000000000u);
+		struct tm tm;
+		char when[64], pid[16], detail[256] = "";
+		gmtime_r(&sec, &tm);
+		snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03u",
+		         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		         tm.tm_sec, (unsigned)(e->time_ns % 1000000000u / 1000000u));
+		snprintf(pid, sizeof(pid), "%" PRId32, e->has_pid ? e->pid : 0);
+		size_t d = 0;
+		if (e->tunable) {
+			const struct tunable_info *t = tunable_find(e->tunable);
+			int type = t ? t->type : LA_T_INT;
+			char was[FMT_BUF], now[FMT_BUF];
+			d += (size_t)snprintf(
+			        detail + d, sizeof(detail) - d, "%s %s -> %s", e->tunable,
+			        e->has_old_value ? tunable_format(was, sizeof(was), type,
+			                                          e->old_value, o->raw)
+			                         : "?",
+			        e->has_new_value ? tunable_format(now, sizeof(now), type,
+			                                          e->new_value, o->raw)
+			                         : "?");
+			if (e->has_hold_ms && e->hold_ms && d < sizeof(detail)) {
+				char h[FMT_BUF];
+				d += (size_t)snprintf(detail + d, sizeof(detail) - d, " for %s",
+				                      fmt_ms(h, sizeof(h), (int64_t)e->hold_ms));
+			}
+		} else if (strcmp(e->action, "trim") == 0 || strcmp(e->action, "release") == 0 ||
+		           strcmp(e->action, "flush") == 0) {
+			char b[FMT_BUF], t[FMT_BUF];
+			d += (size_t)snprintf(
+			        detail + d, sizeof(detail) - d, "released %s in %s",
+			        fmt_size(b, sizeof(b),
+			                 e->has_bytes_released ? e->bytes_released : 0, o->raw),
+			        fmt_duration_ns(t, sizeof(t),
+			                        e->has_duration_ns ? e->duration_ns : 0));
+		}
+		if (d >= sizeof(detail))
+			d = sizeof(detail) - 1;
+		fprintf(f, "%-23s %6" PRIu64 " %-8s %-20.20s %-7s %8s  %-14.14s %-7s %s%s%s\n",
+		        when, e->seq, e->trigger, e->actor, e->action, e->has_pid ? pid : "-",
+		        e->has_pid && e->exe ? e->exe : "-", e->result, detail,
+		        e->message && d ? "; " : "", e->message ? e->message : "");
 	}
 }
 

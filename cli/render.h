@@ -46,6 +46,9 @@ void render_action(FILE *f, const char *verb, Ctl__CommandResult *const *res, si
                    const struct render_opts *o);
 /* JSON shape shared by get/set/trim/release/flush: {"command":verb,"results":[...]}. */
 void render_results_json(FILE *f, const char *verb, Ctl__CommandResult *const *res, size_t n);
+/* log: the audit trail, one line per event (time, seq, who, what, on which process, the
+ * change or what came back, the result), or {"events":[...]} (JSON). */
+void render_log(FILE *f, Ctl__AuditEvent *const *ev, size_t n, const struct render_opts *o);
 /* version: client and (if d is not NULL) daemon versions. */
 void render_version(FILE *f, const Ctl__VersionReply *d, const char *socket,
                     const struct render_opts *o);

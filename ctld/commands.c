@@ -1,7 +1,10 @@
 /* commands.c — runs one mailbox command on many processes at once without blocking the
  * loop: every target's doorbell is rung immediately, then a short timer polls the mailboxes
  * until each has answered or timed out (and was cancelled). One of our commands holds a
- * process's mailbox at a time (proc->busy); the others wait their turn within the timeout. */
+ * process's mailbox at a time (proc->busy); the others wait their turn within the timeout.
+ * A job comes from a client (the reply goes back on its connection) or from the daemon
+ * itself (profiles, policies: a callback gets the outcomes); either way every change and
+ * command is recorded once in the audit trail when its target is done. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +36,8 @@ struct target {
 	struct seg_result sum;        /* bytes and syscalls summed over the steps */
 	int64_t values[LA_NTUNABLES]; /* value_out per step (get/set) */
 	int nvalues;
+	int64_t old[LA_NTUNABLES]; /* set: every tunable's value before the job */
+	bool has_old;
 };
 
 struct job {
@@ -45,7 +50,68 @@ struct job {
 	int nsteps;
 	struct target *targets;
 	int ntargets, remaining;
+	struct job_origin origin; /* trigger and actor (operator: the peer's credentials) */
+	int64_t peer_uid;
+	int32_t peer_pid;
 };
+
+static enum audit_action job_action(enum job_kind k)
+{
+	switch (k) {
+	case JOB_TRIM:
+		return AUDIT_A_trim;
+	case JOB_RELEASE:
+		return AUDIT_A_release;
+	case JOB_FLUSH:
+		return AUDIT_A_flush;
+	default:
+		return AUDIT_A_set;
+	}
+}
+
+/* One audit event per change (set: per tunable answered or refused) or per command. */
+static void audit_target(struct job *j, const struct target *t)
+{
+	if (j->kind == JOB_GET)
+		return;
+	struct audit_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.trigger = j->origin.trigger;
+	snprintf(ev.actor, sizeof(ev.actor), "%s", j->origin.actor);
+	ev.peer_uid = j->peer_uid;
+	ev.peer_pid = j->peer_pid;
+	ev.action = job_action(j->kind);
+	ev.pid = t->p->seg.hdr.pid;
+	ev.target_uid = t->p->seg.uid;
+	snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1, t->p->exe_base);
+	ev.result = t->code == CTL__ERROR_CODE__OK ? AUDIT_R_ok : AUDIT_R_failed;
+	if (j->kind != JOB_SET) {
+		ev.arg = j->steps[0].cmd.arg;
+		ev.bytes_released = t->sum.bytes_released;
+		ev.duration_ns = t->sum.duration_ns;
+		if (t->code != CTL__ERROR_CODE__OK)
+			snprintf(ev.message, sizeof(ev.message), "%.*s",
+			         (int)sizeof(ev.message) - 1, t->message);
+		audit_record(&j->d->audit, &ev);
+		return;
+	}
+	/* the steps that answered, then the one that failed (if any) */
+	int n = t->nvalues + (t->code != CTL__ERROR_CODE__OK && t->nvalues < j->nsteps);
+	for (int k = 0; k < n; k++) {
+		const struct job_step *st = &j->steps[k];
+		bool ok = k < t->nvalues;
+		snprintf(ev.name, sizeof(ev.name), "%s", st->cmd.name);
+		ev.has_values = true;
+		ev.old_value = t->has_old && st->tunable >= 0 ? t->old[st->tunable] : 0;
+		ev.new_value = ok ? t->values[k] : st->cmd.value;
+		ev.hold_ms = st->cmd.arg;
+		ev.result = ok ? AUDIT_R_ok : AUDIT_R_failed;
+		snprintf(ev.message, sizeof(ev.message), "%.*s", (int)sizeof(ev.message) - 1,
+		         ok ? "" : t->message);
+		ev.duration_ns = k == n - 1 ? t->sum.duration_ns : 0;
+		audit_record(&j->d->audit, &ev);
+	}
+}
 
 static Ctl__ErrorCode code_of_status(int32_t st)
 {
@@ -84,6 +150,7 @@ static void target_finish(struct job *j, struct target *t, Ctl__ErrorCode code, 
 	if (code != CTL__ERROR_CODE__OK)
 		log_info("%s on pid %d: %s", seg_command_name(j->steps[0].cmd.command),
 		         t->p->seg.hdr.pid, t->message);
+	audit_target(j, t);
 }
 
 static void target_fail_seg(struct job *j, struct target *t, int err)
@@ -224,6 +291,8 @@ static Ctl__Tunable *make_tunable(struct pool *pl, int idx, int64_t value)
 
 static void job_reply(struct job *j)
 {
+	if (!j->conn)
+		return; /* the daemon's own job, or the client went away */
 	struct pool pl;
 	pool_init(&pl);
 	Ctl__Reply reply = CTL__REPLY__INIT;
@@ -275,6 +344,24 @@ static void job_reply(struct job *j)
 	pool_free(&pl);
 }
 
+static void job_done(struct job *j)
+{
+	if (!j->origin.done)
+		return;
+	struct job_outcome *out = calloc((size_t)j->ntargets + 1, sizeof(*out));
+	for (int i = 0; out && i < j->ntargets; i++) {
+		const struct target *t = &j->targets[i];
+		out[i].p = t->p;
+		out[i].code = t->code;
+		out[i].message = t->message;
+		out[i].sum = t->sum;
+		out[i].nvalues = t->nvalues;
+		out[i].values = t->values;
+	}
+	j->origin.done(j->d, out, out ? j->ntargets : 0, j->origin.arg);
+	free(out);
+}
+
 static void job_free(struct job *j)
 {
 	for (int i = 0; i < j->ntargets; i++)
@@ -304,6 +391,7 @@ static void poll_jobs(struct ctld *d)
 		if (j->remaining == 0) {
 			TAILQ_REMOVE(&d->jobs, j, link);
 			job_reply(j);
+			job_done(j);
 			job_free(j);
 		}
 	}
@@ -315,8 +403,11 @@ static void on_job_timer(evutil_socket_t fd, short what, void *arg)
 	poll_jobs(arg);
 }
 
-void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_kind kind,
-                    struct proc **targets, int ntargets, const struct job_step *steps, int nsteps)
+/* Create and start a job; NULL when out of memory (nothing started). */
+static struct job *job_start(struct ctld *d, struct conn *c, uint64_t req_id,
+                             const struct job_origin *origin, enum job_kind kind,
+                             struct proc **targets, int ntargets, const struct job_step *steps,
+                             int nsteps)
 {
 	if (!d->job_timer) {
 		TAILQ_INIT(&d->jobs);
@@ -333,20 +424,22 @@ void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_ki
 			free(j->steps);
 			free(j);
 		}
-		Ctl__Reply reply = CTL__REPLY__INIT;
-		reply.protocol_version = CTL_PROTOCOL_VERSION;
-		reply.has_id = true;
-		reply.id = req_id;
-		reply.code = CTL__ERROR_CODE__ERR_INTERNAL;
-		reply.message = "out of memory";
-		conn_send_reply(c, &reply);
-		conn_job_done(c);
-		return;
+		return NULL;
 	}
 	j->d = d;
 	j->conn = c;
 	j->req_id = req_id;
 	j->kind = kind;
+	j->peer_uid = -1;
+	if (origin) {
+		j->origin = *origin;
+	} else {
+		j->origin.trigger = AUDIT_T_operator;
+		j->peer_uid = conn_uid(c);
+		j->peer_pid = conn_pid(c);
+		snprintf(j->origin.actor, sizeof(j->origin.actor), "uid %u pid %d",
+		         (unsigned)conn_uid(c), (int)conn_pid(c));
+	}
 	memcpy(j->steps, steps, sizeof(*steps) * (size_t)nsteps);
 	j->nsteps = nsteps;
 	j->ntargets = j->remaining = ntargets;
@@ -358,6 +451,15 @@ void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_ki
 		proc_ref(t->p);
 		t->deadline_ns = deadline;
 		t->state = T_LOCK;
+		if (kind == JOB_SET) { /* the values before, for the audit trail */
+			struct la_shm_tunable tun[LA_NTUNABLES];
+			uint32_t n = 0;
+			if (seg_read_tunables(&t->p->seg, tun, &n) == SEG_E_OK) {
+				for (uint32_t k = 0; k < n; k++)
+					t->old[k] = tun[k].value;
+				t->has_old = true;
+			}
+		}
 		if (t->p->seg.hdr.control_state != LA_CONTROL_RUNNING)
 			target_finish(j, t, CTL__ERROR_CODE__ERR_FAILED,
 			              t->p->seg.hdr.control_state == LA_CONTROL_OFF
@@ -373,6 +475,28 @@ void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_ki
 	if (evtimer_pending(d->job_timer, NULL))
 		evtimer_del(d->job_timer);
 	poll_jobs(d);
+	return j;
+}
+
+void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_kind kind,
+                    struct proc **targets, int ntargets, const struct job_step *steps, int nsteps)
+{
+	if (job_start(d, c, req_id, NULL, kind, targets, ntargets, steps, nsteps))
+		return;
+	Ctl__Reply reply = CTL__REPLY__INIT;
+	reply.protocol_version = CTL_PROTOCOL_VERSION;
+	reply.has_id = true;
+	reply.id = req_id;
+	reply.code = CTL__ERROR_CODE__ERR_INTERNAL;
+	reply.message = "out of memory";
+	conn_send_reply(c, &reply);
+	conn_job_done(c);
+}
+
+int commands_run(struct ctld *d, const struct job_origin *origin, enum job_kind kind,
+                 struct proc **targets, int ntargets, const struct job_step *steps, int nsteps)
+{
+	return job_start(d, NULL, 0, origin, kind, targets, ntargets, steps, nsteps) ? 0 : -1;
 }
 
 void commands_conn_closed(struct ctld *d, struct conn *c)

@@ -29,6 +29,8 @@ void config_defaults(struct config *c)
 	c->log_level = LOGL_INFO;
 	c->metrics_arenas = true;
 	c->remove_stale = true;
+	c->audit_ring = 2048;
+	c->audit_journal = -1;
 }
 
 static int set_int(int *dst, const char *key, const char *v, long lo, long hi, char *err,
@@ -145,6 +147,21 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 		return set_bool(&c->metrics_classes, key, v, err, len);
 	if (!strcmp(key, "remove_stale"))
 		return set_bool(&c->remove_stale, key, v, err, len);
+	if (!strcmp(key, "audit_ring"))
+		return set_int(&c->audit_ring, key, v, 16, 1000000, err, len);
+	if (!strcmp(key, "audit_journal")) {
+		bool b;
+		if (!strcasecmp(v, "auto")) {
+			c->audit_journal = -1;
+			return 0;
+		}
+		if (set_bool(&b, key, v, err, len)) {
+			snprintf(err, len, "audit_journal: bad value '%s' (auto, on or off)", v);
+			return -1;
+		}
+		c->audit_journal = b;
+		return 0;
+	}
 	if (!strcmp(key, "ready_file"))
 		return set_path(c->ready_file, sizeof(c->ready_file), key, v, err, len);
 	snprintf(err, len, "unknown setting '%s'", key);

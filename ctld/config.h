@@ -30,6 +30,8 @@ struct config {
 	bool metrics_classes;      /* per-size-class families on /metrics (many series) */
 	bool remove_stale;         /* unlink stale segments we may remove */
 	char ready_file[PATH_MAX]; /* written once listening (tests, supervisors) */
+	int audit_ring;            /* events the audit ring keeps for `allocctl log` */
+	int audit_journal;         /* -1 auto (under systemd's journal), 0 off, 1 on */
 };
 
 /* One "key = value" setting, as given on the command line. */

@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "audit.h"
 #include "config.h"
 #include "procfs.h"
 #include "segment.h"
@@ -107,6 +108,9 @@ struct ctld {
 	/* metrics.c */
 	struct evhttp *http;
 	char http_addr[160];
+
+	/* audit.c */
+	struct audit audit;
 };
 
 /* discover.c */
@@ -166,10 +170,33 @@ struct job_step {
 	struct seg_cmd cmd;
 	int tunable; /* index into tunable_table for get/set, else -1 */
 };
+/* How a command ended on one process (given to a job's done callback). */
+struct job_outcome {
+	struct proc *p;
+	int code; /* Ctl__ErrorCode */
+	const char *message;
+	struct seg_result sum; /* bytes released and system calls, summed over the steps */
+	int nvalues;           /* get/set: steps that answered */
+	const int64_t *values; /* value_out per answered step */
+};
+/* Who starts a job that no client waits for (profiles, policies), and what to call when
+ * every target has answered. Each change and command is recorded in the audit trail with
+ * this trigger and actor. */
+struct job_origin {
+	enum audit_trigger trigger;
+	char actor[AUDIT_ACTOR_MAX];
+	void (*done)(struct ctld *d, const struct job_outcome *out, int n, void *arg);
+	void *arg;
+};
 /* Start a command on every target (references are taken); the reply goes to conn (which
  * may disconnect meanwhile). steps are copied. */
 void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_kind kind,
                     struct proc **targets, int ntargets, const struct job_step *steps, int nsteps);
+/* The same for the daemon's own jobs: no reply; origin->done (if any) gets the outcomes,
+ * possibly before commands_run returns (every target refused at once). Returns -1
+ * (nothing started, done not called) when out of memory. */
+int commands_run(struct ctld *d, const struct job_origin *origin, enum job_kind kind,
+                 struct proc **targets, int ntargets, const struct job_step *steps, int nsteps);
 void commands_conn_closed(struct ctld *d, struct conn *c);
 void commands_shutdown(struct ctld *d);
 

@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	        "  --max-connections N     concurrent clients (default 64)\n"
 	        "  --log-level LEVEL       error, warn, info (default), debug\n"
 	        "  --ready-file FILE       write pid, socket and http address once serving\n"
+	        "  --audit-journal MODE    audit trail to journald: auto (default), on, off\n"
 	        "  --daemon                detach (default: stay in the foreground)\n"
 	        "  --check-config          validate the settings and exit\n"
 	        "  --help, --version\n"
@@ -83,6 +84,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	c.socket_mode = d->cfg.socket_mode;
 	d->cfg = c;
 	log_level = c.log_level;
+	audit_configure(&d->audit, (size_t)c.audit_ring, c.audit_journal);
 	discover_reconfigure(d);
 	log_info("configuration reloaded (%d run directories configured, %d processes)",
 	         c.nrun_dirs, d->nprocs);
@@ -150,6 +152,7 @@ int main(int argc, char **argv)
 		O_HELP,
 		O_VERSION,
 		O_CHECK,
+		O_AUDIT_JOURNAL,
 	};
 	static const struct option opts[] = {
 	        {"socket", required_argument, NULL, O_SOCKET},
@@ -169,6 +172,7 @@ int main(int argc, char **argv)
 	        {"help", no_argument, NULL, O_HELP},
 	        {"check-config", no_argument, NULL, O_CHECK},
 	        {"version", no_argument, NULL, O_VERSION},
+	        {"audit-journal", required_argument, NULL, O_AUDIT_JOURNAL},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *config_file = NULL;
@@ -211,6 +215,9 @@ int main(int argc, char **argv)
 			break;
 		case O_READY:
 			add_override("ready_file", optarg);
+			break;
+		case O_AUDIT_JOURNAL:
+			add_override("audit_journal", optarg);
 			break;
 		case O_DAEMON:
 			detach = true;
@@ -264,6 +271,10 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if (audit_init(&d->audit, (size_t)d->cfg.audit_ring, d->cfg.audit_journal)) {
+		log_error("out of memory for the audit ring");
+		return 1;
+	}
 	d->token = (uint32_t)getpid();
 	d->next_seq = seg_now_ns(CLOCK_REALTIME); /* never reuses a predecessor's numbers */
 	TAILQ_INIT(&d->jobs);
@@ -307,6 +318,7 @@ out:
 	for (int i = 0; i < 3; i++)
 		event_free(sigs[i]);
 	event_base_free(d->base);
+	audit_free(&d->audit);
 	log_info("stopped");
 	return rc;
 }

@@ -176,6 +176,7 @@ static void write_metrics(struct ctld *d, struct evbuffer *b)
 		FAMILY(b, own[i].name, "counter", own[i].help);
 		evbuffer_add_printf(b, "%s %llu\n", own[i].name, (unsigned long long)own[i].v);
 	}
+	audit_write_metrics(&d->audit, b);
 	scrape_free(&s);
 }
 

@@ -5,13 +5,15 @@ CTLD_SRCS := $(sort $(wildcard $(ROOT)/ctld/*.c))
 CTLD_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CTLD_SRCS))
 CTLD_READER_OBJS := $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/procfs.o $(BUILD)/obj/ctld/units.o
 CTLD_LIB_OBJS := $(filter-out $(BUILD)/obj/ctld/main.o,$(CTLD_OBJS))
+# libraries of the daemon's modules: the loop, the protocol, the journal (audit.c)
+CTLD_LIBS := $(EVENT_LIBS) $(PROTOBUF_LIBS) $(SYSTEMD_LIBS)
 
 $(CTLD_OBJS): EXTRA_CFLAGS := $(EVENT_CFLAGS) $(PROTOBUF_CFLAGS)
 $(CTLD_OBJS): $(PROTO_GEN_H)
 
 $(BUILD)/allocctld: $(CTLD_OBJS) $(BUILD)/libctlproto.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $(CTLD_OBJS) $(BUILD)/libctlproto.a $(LDFLAGS) $(EVENT_LIBS) $(PROTOBUF_LIBS)
+	$(Q)$(CC) -o $@ $(CTLD_OBJS) $(BUILD)/libctlproto.a $(LDFLAGS) $(CTLD_LIBS)
 
 ALL_TARGETS += $(BUILD)/allocctld
 INSTALL_BIN += $(BUILD)/allocctld
@@ -29,7 +31,7 @@ $(BUILD)/tests/criterion/ctld_%: $(BUILD)/obj/tests/ctld/%.o $(CTLD_LIB_OBJS) $(
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $< $(CTLD_LIB_OBJS) $(BUILD)/libctlproto.a $(LDFLAGS) $(CRITERION_LIBS) \
-		$(EVENT_LIBS) $(PROTOBUF_LIBS) -lpthread
+		$(CTLD_LIBS) -lpthread
 
 TEST_BINS += $(CTLD_TEST_BINS)
 # the e2e suites (tests/e2e/ctld_*.bats) need the daemon, the fake segments and the CLI-less

@@ -37,14 +37,47 @@ static void reply_error(struct conn *c, const Ctl__Envelope *env, Ctl__ErrorCode
 	conn_send_reply(c, &r);
 }
 
-static void deny(struct ctld *d, struct conn *c, const Ctl__Envelope *env, const char *what,
-                 int pid)
+/* A refused command (not a read) goes to the audit trail: who tried what on which. */
+static void audit_denied(struct ctld *d, struct conn *c, const char *what, const struct proc *p,
+                         const char *msg)
 {
+	static const struct {
+		const char *what;
+		enum audit_action action;
+	} cmds[] = {{"set", AUDIT_A_set},
+	            {"trim", AUDIT_A_trim},
+	            {"release_idle_heaps", AUDIT_A_release},
+	            {"flush_caches", AUDIT_A_flush}};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(what, cmds[i].what) != 0)
+			continue;
+		struct audit_event ev;
+		memset(&ev, 0, sizeof(ev));
+		audit_set_operator(&ev, conn_uid(c), conn_pid(c));
+		ev.action = cmds[i].action;
+		ev.result = AUDIT_R_denied;
+		if (p) {
+			ev.pid = p->seg.hdr.pid;
+			ev.target_uid = p->seg.uid;
+			snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1,
+			         p->exe_base);
+		}
+		snprintf(ev.message, sizeof(ev.message), "%s", msg);
+		audit_record(&d->audit, &ev);
+		return;
+	}
+}
+
+static void deny(struct ctld *d, struct conn *c, const Ctl__Envelope *env, const char *what,
+                 const struct proc *p)
+{
+	int pid = p->seg.hdr.pid;
 	char msg[128];
 	snprintf(msg, sizeof(msg), "permission denied: pid %d belongs to another user", pid);
 	log_warn("denied %s on pid %d to client pid %d uid %u", what, pid, (int)conn_pid(c),
 	         conn_uid(c));
 	d->st.requests_denied++;
+	audit_denied(d, c, what, p, msg);
 	reply_error(c, env, CTL__ERROR_CODE__ERR_PERMISSION, msg);
 }
 
@@ -150,7 +183,7 @@ static struct proc *lookup(struct ctld *d, struct conn *c, const Ctl__Envelope *
 		return NULL;
 	}
 	if (!may_see(conn_uid(c), p)) {
-		deny(d, c, env, what, pid);
+		deny(d, c, env, what, p);
 		return NULL;
 	}
 	return p;
@@ -290,6 +323,7 @@ static int resolve(struct ctld *d, struct conn *c, const Ctl__Envelope *env, con
 			log_warn("denied %s on exe %.200s to client pid %d uid %u", what, t->exe,
 			         (int)conn_pid(c), conn_uid(c));
 			d->st.requests_denied++;
+			audit_denied(d, c, what, NULL, msg);
 			reply_error(c, env, CTL__ERROR_CODE__ERR_PERMISSION, msg);
 		} else {
 			snprintf(msg, sizeof(msg), "no process named %.200s runs under liballoc",
@@ -397,6 +431,85 @@ static bool handle_simple(struct ctld *d, struct conn *c, const Ctl__Envelope *e
 	return start(d, c, env, kind, t, seg_command_name(cmd), &step, 1);
 }
 
+/* At most this many audit events per reply (about 300 bytes each, far below the frame
+ * cap); a client asks again from the last seq it got. */
+#define LOG_MAX_EVENTS 1000
+
+static void handle_log(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	const Ctl__LogRequest *lq = env->log;
+	uint32_t limit = lq->has_limit && lq->limit ? lq->limit : LOG_MAX_EVENTS;
+	if (limit > LOG_MAX_EVENTS)
+		limit = LOG_MAX_EVENTS;
+	struct pool pl;
+	pool_init(&pl);
+	Ctl__Reply r;
+	Ctl__LogReply lr = CTL__LOG_REPLY__INIT;
+	reply_init(&r, env);
+	r.log = &lr;
+	lr.first_seq = audit_first_seq(&d->audit);
+	lr.next_seq = d->audit.next_seq;
+	lr.events = pool_alloc(&pl, sizeof(*lr.events) * limit);
+	const struct audit_event *ev;
+	uint64_t after = lq->has_after_seq ? lq->after_seq : 0;
+	while (lr.events && lr.n_events < limit && (ev = audit_next(&d->audit, after))) {
+		after = ev->seq;
+		if (!audit_visible(ev, conn_uid(c)))
+			continue;
+		Ctl__AuditEvent *e = pool_alloc(&pl, sizeof(*e));
+		if (!e) {
+			lr.events = NULL;
+			break;
+		}
+		ctl__audit_event__init(e);
+		e->seq = ev->seq;
+		e->time_ns = ev->time_ns;
+		e->trigger = (char *)audit_trigger_name(ev->trigger);
+		e->actor = pool_strdup(&pl, ev->actor);
+		e->action = (char *)audit_action_name(ev->action);
+		e->result = (char *)audit_result_name(ev->result);
+		if (ev->peer_uid >= 0) {
+			e->has_peer_uid = e->has_peer_pid = true;
+			e->peer_uid = ev->peer_uid;
+			e->peer_pid = ev->peer_pid;
+		}
+		if (ev->pid) {
+			e->has_pid = e->has_uid = true;
+			e->pid = ev->pid;
+			e->uid = (uint32_t)ev->target_uid;
+			e->exe = pool_strdup(&pl, ev->exe);
+		}
+		if (ev->name[0])
+			e->tunable = pool_strdup(&pl, ev->name);
+		if (ev->has_values) {
+			e->has_old_value = e->has_new_value = true;
+			e->old_value = ev->old_value;
+			e->new_value = ev->new_value;
+		}
+		e->has_hold_ms = ev->hold_ms != 0;
+		e->hold_ms = ev->hold_ms;
+		e->has_arg = ev->arg != 0;
+		e->arg = ev->arg;
+		e->has_bytes_released = e->has_duration_ns = true;
+		e->bytes_released = ev->bytes_released;
+		e->duration_ns = ev->duration_ns;
+		if (ev->message[0])
+			e->message = pool_strdup(&pl, ev->message);
+		if (!e->actor || (ev->pid && !e->exe)) {
+			lr.events = NULL;
+			break;
+		}
+		lr.events[lr.n_events++] = e;
+	}
+	if (!lr.events) {
+		reply_init(&r, env);
+		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
+		r.message = "out of memory";
+	}
+	conn_send_reply(c, &r);
+	pool_free(&pl);
+}
+
 bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 {
 	switch (env->payload_case) {
@@ -422,6 +535,9 @@ bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	case CTL__ENVELOPE__PAYLOAD_FLUSH:
 		return handle_simple(d, c, env, JOB_FLUSH, LA_CMD_flush_caches, env->flush->target,
 		                     0);
+	case CTL__ENVELOPE__PAYLOAD_LOG:
+		handle_log(d, c, env);
+		return false;
 	default:
 		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST,
 		            "unknown or missing request type");

@@ -111,6 +111,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	seg_install_sigbus_guard();
 	d->token = (uint32_t)getpid();
 	d->next_seq = seg_now_ns(CLOCK_REALTIME);
+	if (audit_init(&d->audit, 64, 0) != 0) /* a small ring: it wraps while fuzzing */
+		abort();
 	TAILQ_INIT(&d->jobs);
 	TAILQ_INIT(&d->conns);
 	d->inotify_fd = -1;

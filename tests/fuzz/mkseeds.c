@@ -125,6 +125,14 @@ int main(int argc, char **argv)
 	flush.target = &all;
 	e.flush = &flush;
 	one("flush", &e);
+	Ctl__LogRequest log = CTL__LOG_REQUEST__INIT;
+	e.payload_case = CTL__ENVELOPE__PAYLOAD_LOG;
+	e.log = &log;
+	one("log", &e);
+	log.has_after_seq = log.has_limit = 1;
+	log.after_seq = 2;
+	log.limit = 1;
+	one("log-after", &e);
 
 	/* a pipelined stream: list, trim, stats in one write */
 	uint8_t buf[8192];

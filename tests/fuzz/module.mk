@@ -39,7 +39,7 @@ $(FUZZ_CTLD_OBJS) $(FUZZ_PROTO_OBJS) $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o: $(PROT
 $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o: FUZZ_EXTRA := -I$(ROOT)/ctld
 $(FUZZ_DIR)/fuzz_frame: $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o $(FUZZ_CTLD_OBJS) $(FUZZ_PROTO_OBJS)
 	$(call msg,FUZZLD,$@)
-	$(Q)$(FUZZ_CC) -o $@ $^ $(FUZZ_LDFLAGS) $(EVENT_LIBS) $(PROTOBUF_LIBS)
+	$(Q)$(FUZZ_CC) -o $@ $^ $(FUZZ_LDFLAGS) $(CTLD_LIBS)
 
 # (b) the segment reader
 $(FUZZ_OBJ)/tests/fuzz/fuzz_segment.o: FUZZ_EXTRA := -I$(ROOT)/ctld
