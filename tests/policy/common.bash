@@ -2,14 +2,10 @@
 # pressure policies, expiring changes, the sectioned config file). Each test gets a private
 # directory under /tmp (Unix socket paths are short), mode 0711 so that a second uid can
 # reach the copies made for it; processes it starts are recorded and killed by pid.
-bats_require_minimum_version 1.5.0
-
-: "${BUILD:?run through make test (BUILD unset)}"
-ROOT="${ROOT:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"
+# wait_for and json_check come from the CLI suites' helpers.
+load ../cli/helpers
 CTLD="$BUILD/allocctld"
-ALLOCCTL="$BUILD/allocctl"
 LIBALLOC_SO="${LIBALLOC_SO:-$BUILD/liballoc.so}"
-WORKLOAD="$BUILD/tests/workload"
 POL_PIDS=()
 
 pol_setup() {
@@ -39,17 +35,6 @@ pol_teardown() {
 	fi
 	[ -n "${P:-}" ] && rm -rf "$P"
 	return $bad
-}
-
-# wait_for CONDITION-COMMAND... : poll (20 ms) up to ${WAIT_S:-10} s.
-wait_for() {
-	local i
-	for i in $(seq $((${WAIT_S:-10} * 50))); do
-		"$@" && return 0
-		sleep 0.02
-	done
-	echo "timed out waiting for: $*" >&2
-	return 1
 }
 
 # start_daemon [allocctld options...]: the daemon on $P/ctl.sock (mode 0666: each client
@@ -111,18 +96,6 @@ start_nobody_sleeper() {
 	POL_PIDS+=("$NSP")
 	wait_for test -e "$P/seg-nobody/liballoc.$NSP.seg"
 	if [ -n "${DPID:-}" ]; then wait_for listed "$NSP"; fi
-}
-
-# json_check PYTHON-EXPR < json: the expression, over the parsed document `d`, is true.
-json_check() {
-	python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-ok = eval("(" + sys.argv[1] + "\n)")
-if not ok:
-    print("json check failed:", sys.argv[1], file=sys.stderr)
-    print(json.dumps(d)[:3000], file=sys.stderr)
-sys.exit(0 if ok else 1)' "$1"
 }
 
 metrics() { curl -sf "http://$HTTP/metrics"; }
