@@ -83,7 +83,7 @@ static void audit_target(struct job *j, const struct target *t)
 	ev.action = job_action(j->kind);
 	ev.pid = t->p->seg.hdr.pid;
 	ev.target_uid = t->p->seg.uid;
-	snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1, t->p->exe_base);
+	snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1, proc_name(t->p));
 	ev.result = t->code == CTL__ERROR_CODE__OK ? AUDIT_R_ok : AUDIT_R_failed;
 	if (j->kind != JOB_SET) {
 		ev.arg = j->steps[0].cmd.arg;

@@ -60,7 +60,7 @@ static void audit_denied(struct ctld *d, struct conn *c, const char *what, const
 			ev.pid = p->seg.hdr.pid;
 			ev.target_uid = p->seg.uid;
 			snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1,
-			         p->exe_base);
+			         proc_name(p));
 		}
 		snprintf(ev.message, sizeof(ev.message), "%s", msg);
 		audit_record(&d->audit, &ev);
