@@ -20,7 +20,7 @@ $(BUILD)/obj/bench/ctl_client.o: $(PROTO_GEN_H)
 $(BENCH_BIN)/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/benchlib.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread -ldl
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread -ldl -lm
 
 $(BENCH_BIN)/ctl_client: $(BUILD)/obj/bench/ctl_client.o $(BUILD)/obj/bench/benchlib.o \
 		$(BUILD)/libctlproto.a

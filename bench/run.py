@@ -61,6 +61,9 @@ class RunResult:
         self.wall = 0.0
         self.maxrss_kb = 0
         self.minflt = 0
+        # user + system CPU seconds: wait4's rusage of GNU time includes the program it
+        # waited for (to the microsecond; time's own share is the same for every allocator)
+        self.cpu = 0.0
         self.stdout = ""
         self.stderr = ""
         self.values = {}  # key=value pairs parsed from stdout
@@ -152,6 +155,7 @@ def run_process_raw(res, argv, env, timeout, cwd, stdin_path, time_out):
         pass
     res.maxrss_kb = ru.ru_maxrss
     res.minflt = ru.ru_minflt
+    res.cpu = ru.ru_utime + ru.ru_stime
     out.seek(0)
     err.seek(0)
     res.stdout = out.read().decode(errors="replace")
@@ -284,6 +288,8 @@ class Metric:
             v = float(getattr(res, self.key))
         elif self.source == "wall":
             v = res.wall
+        elif self.source == "cpu":
+            v = res.cpu
         else:
             v = res.value(self.key)
         return None if v is None else v * self.scale
@@ -310,7 +316,8 @@ class Scenario:
         self.group = group
         self.what = what
         self.argv = argv
-        self.metrics = metrics
+        # every workload's CPU time: the time geomean is taken over these rows
+        self.metrics = metrics + ([CPU] if CPU not in metrics else [])
         self.env = env
         self.strace = strace
         self.check = check
@@ -360,6 +367,12 @@ def ops(label="throughput"):
 
 def elapsed(label="time"):
     return Metric("elapsed", label, "s", False)
+
+
+# user + system CPU of the whole process (wall time is noisy on a shared machine); the
+# time geomean is taken over these rows.
+CPU = Metric("cpu", "CPU time (user+sys)", "s", False, source="cpu")
+MINFLT = Metric("minflt", "minor page faults", "faults", False, source="rusage")
 
 
 def scenarios(ctx):
@@ -468,7 +481,95 @@ def scenarios(ctx):
                  lambda: [p("mech_remote"), "2", "1000000" if q else "16777216"],
                  [elapsed(), Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)],
                  strace=("trace=%memory", ["mmap", "munmap", "madvise", "mprotect", "brk"])),
+    ] + issue23_scenarios(ctx)
+
+
+# Producer/consumer parameter sets with more threads than the machine has cores and no
+# bound on the blocks in flight: (name, producers, blocks per producer, consumers, min
+# size, max size).
+REMOTE_SETS = [
+    ("remote-4p4c", 4, 250000, 4, 16, 512),
+    ("remote-6p2c-4k", 6, 60000, 2, 16, 4096),
+    ("remote-2p6c", 2, 500000, 6, 64, 1024),
+    ("remote-8p1c", 8, 120000, 1, 16, 256),
+]
+
+
+def issue23_scenarios(ctx):
+    """Issue 23: whole programs of the kinds where speed was lost (each program's header
+    comment says what it does); CPU time beside wall time, faults and peak RSS."""
+    q = ctx.quick
+    p = ctx.prog
+    out = [
+        Scenario("logicmin", "whole", "logic-minimizer-like (espresso-like), 1 thread: "
+                 "covers of cubes of 8-96 variables complemented by recursive Shannon "
+                 "expansion, reduced and merged through hash tables; blocks of 4 B-KiBs, "
+                 "covers grown by realloc",
+                 lambda: [p("logicmin"), "60" if q else "400"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS]),
+        Scenario("nbody-tree", "whole", "tree-building (Barnes-Hut-like), 1 thread: an octree "
+                 "over 10000 bodies built, walked and freed every step (cells, leaf records, "
+                 "encounter lists)",
+                 lambda: [p("nbody_tree"), "10000", "2" if q else "6"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS]),
+        Scenario("sizemix-4t", "whole", "many sizes, 4 threads (shbench-like): rounds of "
+                 "100-2000 blocks in a power-of-two band of 8 B-8 KiB, every other one "
+                 "replaced by the next band, then all freed in reverse",
+                 lambda: [p("sizemix"), "4", "300" if q else "2000"],
+                 [elapsed(), CPU, PEAK_RSS]),
+        Scenario("xthreads-4t", "whole", "xmalloc-like, 4 threads: each allocates batches of "
+                 "32 blocks of 16-512 B and posts them to a random other thread's inbox, then "
+                 "frees what waits in its own (every free remote)",
+                 lambda: [p("xthreads"), "4", "4000" if q else "40000"],
+                 [elapsed(), CPU, PEAK_RSS]),
+        Scenario("large-random", "whole", "random large blocks: 8 live, each step frees one "
+                 "and allocates 2-32 MiB (any page count) in its place, writing its first and "
+                 "last bytes",
+                 lambda: [p("large_random"), "8", "400" if q else "3000", "2", "32", "1"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS]),
+        Scenario("large-random-touch", "whole", "the same, writing one byte in every 64 KiB "
+                 "of each new block",
+                 lambda: [p("large_random"), "8", "200" if q else "1000", "2", "32", "2"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS]),
     ]
+    for name, prod, blocks, cons, lo, hi in REMOTE_SETS:
+        n = blocks // 8 if q else blocks
+        out.append(Scenario(
+            name, "whole", "oversubscribed producer/consumer: %d producers x %d blocks of "
+            "%d-%d B in batches of 256 to %d consumer%s that free them, unbounded in flight "
+            "(%d threads on this machine's cores)" % (prod, n, lo, hi, cons,
+                                                       "s" if cons > 1 else "", prod + cons),
+            lambda prod=prod, n=n, cons=cons, lo=lo, hi=hi: [
+                p("mech_remote"), str(prod), str(n), str(cons), str(lo), str(hi)],
+            [elapsed(), CPU, Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)]))
+    return out
+
+
+# Whole programs counted by callgrind (instructions of the whole run, every library
+# included): the single-threaded workloads, smaller than their timed runs. (name, argv).
+def callgrind_programs(ctx):
+    p = ctx.prog
+    return [
+        ("churn-1t", [p("churn"), "10000", "1000000"]),
+        ("churn-1t-100k", [p("churn"), "100000", "1000000"]),
+        ("larson-1t", [p("larson"), "1", "1000", "100000", "4"]),
+        ("logicmin", [p("logicmin"), "60"]),
+        ("nbody-tree", [p("nbody_tree"), "3000", "2"]),
+        ("realloc-growth", [p("realloc_growth"), "64", "300000"]),
+        ("fragmentation", [p("frag"), "300000", "100000"]),
+        ("large-random", [p("large_random"), "8", "300", "2", "32", "1"]),
+        ("cpython-dict", [PYTHON, "-m", "test", "-q"] + CPYTHON_CALLGRIND_TESTS),
+    ]
+
+
+# CPython's own tests as a real program: Debian's python3 and libpython3.11-testsuite,
+# every object allocated through malloc (PYTHONMALLOC=malloc: no pymalloc arenas), the
+# hash seed fixed so that every allocator runs the same program.
+PYTHON = "/usr/bin/python3"
+CPYTHON_TESTS = ["test_dict", "test_re", "test_json", "test_heapq", "test_difflib"]
+CPYTHON_QUICK_TESTS = ["test_dict", "test_heapq"]
+CPYTHON_CALLGRIND_TESTS = ["test_dict"]
+CPYTHON_ENV = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -586,15 +687,59 @@ def issue_targets():
     t[("m4-remote", "peak RSS")] = ("<= 1/3 of glibc (#4)", lambda med: _cmp(
         med("m4-remote", "peak RSS", "liballoc"), med("m4-remote", "peak RSS", "glibc"),
         lambda a, b: a <= b / 3))
+    # issue 23
+    for sc in ("large-random", "large-random-touch"):
+        t[(sc, "time")] = ("<= glibc, <= 1.5x tcmalloc (#23)", lambda med, sc=sc: _cmp(
+            med(sc, "time", "liballoc"), (med(sc, "time", "glibc"), med(sc, "time", "tcmalloc")),
+            lambda a, b: None if None in b else a <= b[0] and a <= 1.5 * b[1]))
+    for sc, *_ in REMOTE_SETS:
+        t[(sc, "time")] = ("<= glibc (#23)", lambda med, sc=sc: _cmp(
+            med(sc, "time", "liballoc"), med(sc, "time", "glibc"), lambda a, b: a <= b))
+        t[(sc, "peak RSS")] = ("< glibc (#23)", lambda med, sc=sc: _cmp(
+            med(sc, "peak RSS", "liballoc"), med(sc, "peak RSS", "glibc"), lambda a, b: a < b))
+    for sc, metric in (("cpython", MINFLT.label), ("sqlite", MINFLT.label),
+                       ("redis", "server minor page faults")):
+        t[(sc, metric)] = ("<= glibc (#23)", lambda med, sc=sc, m=metric: _cmp(
+            med(sc, m, "liballoc"), med(sc, m, "glibc"), lambda a, b: a <= b))
     return t
 
 
 ISSUE_TARGETS = issue_targets()
 
 
+def generic_target(row):
+    """Issue 23's targets that hold for every row of a kind: (text, check) or None."""
+    others = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
+
+    def best(med):
+        vals = [med(row.scenario, row.metric, a) for a in others]
+        vals = [v for v in vals if v is not None]
+        return min(vals) if vals else None
+
+    if row.group == "instructions":
+        return ("<= mimalloc (#23)", lambda med: _cmp(
+            med(row.scenario, row.metric, "liballoc"), med(row.scenario, row.metric,
+                                                            "mimalloc"), lambda a, b: a <= b))
+    if row.group == "summary" and row.metric.startswith("CPU"):
+        return ("<= best other (#23)", lambda med: _cmp(
+            med(row.scenario, row.metric, "liballoc"), best(med), lambda a, b: a <= b))
+    if row.group == "summary":
+        def rss_ok(med):
+            la = med(row.scenario, row.metric, "liballoc")
+            vals = [med(row.scenario, row.metric, a) for a in others]
+            if la is None or None in vals:
+                return None
+            return la <= vals[0] and all(la < v for v in vals[1:])
+        return ("<= glibc, < je/tc/mi (#23)", rss_ok)
+    if row.metric.endswith(CPU.label) and row.group not in ("overhead",):
+        return ("<= 1.1x best other (#23)", lambda med: _cmp(
+            med(row.scenario, row.metric, "liballoc"), best(med), lambda a, b: a <= 1.1 * b))
+    return None
+
+
 def target_text(rows, row, has_la):
     """The issue's target for this row and, when liballoc ran, whether it is met."""
-    tgt = ISSUE_TARGETS.get((row.scenario, row.metric))
+    tgt = ISSUE_TARGETS.get((row.scenario, row.metric)) or generic_target(row)
     if not tgt:
         return ""
     if not has_la:
@@ -750,6 +895,9 @@ GROUP_TITLES = {
     "syscalls": "System calls (separate strace -f -c runs)",
     "fastpath": "Fast path (callgrind)",
     "programs": "Real programs under the preload",
+    "whole": "Whole-program workloads (issue 23)",
+    "instructions": "Whole-program instructions (callgrind)",
+    "summary": "Geometric means",
     "overhead": "liballoc statistics and control thread overhead",
     "control": "Control path through allocctld",
 }
@@ -978,6 +1126,9 @@ class Suite:
         what = ("redis-server (preloaded) on 127.0.0.1:ephemeral, redis-benchmark -n %d -c 16 "
                 "-r 100000 -d 256 -t %s; geometric mean of requests/s" % (n, tests))
         rps_row = self.row("redis", "programs", "requests/s (geomean)", "req/s", True, what)
+        cpu_row = self.row("redis", "programs", "server " + CPU.label, "s", False, what)
+        flt_row = self.row("redis", "programs", "server minor page faults", "faults", False,
+                           what)
         rss_row = self.row("redis", "programs", "server peak RSS", "MiB", False, what)
         shim = ctx.prog("libglibc_shim.so")
         self.notes.append("redis: Debian's redis-server is linked with libjemalloc, so its "
@@ -986,13 +1137,16 @@ class Suite:
         for rnd in range(ctx.rounds):
             for a in self.allocs:
                 preload = a.lib if a.lib else shim
-                ok, val, rss, why = redis_once(ctx, a, preload, server, client, n, tests)
+                ok, val, ru, why = redis_once(ctx, a, preload, server, client, n, tests)
+                rows = (rps_row, cpu_row, flt_row, rss_row)
                 if ok:
-                    rps_row.cell(a.name).values.append(val)
-                    rss_row.cell(a.name).values.append(rss)
+                    vals = (val, ru.ru_utime + ru.ru_stime, float(ru.ru_minflt),
+                            ru.ru_maxrss * KB_TO_MIB)
+                    for r, v in zip(rows, vals):
+                        r.cell(a.name).values.append(v)
                 else:
-                    rps_row.cell(a.name).failures.append(why)
-                    rss_row.cell(a.name).failures.append(why)
+                    for r in rows:
+                        r.cell(a.name).failures.append(why)
                     self.failures.append(("redis", a.name, why, ""))
             self.progress("%-20s round %d/%d" % ("redis", rnd + 1, ctx.rounds))
 
@@ -1011,6 +1165,8 @@ class Suite:
                 "updates, deletes, index builds, aggregate and sorted selects; output "
                 "checked identical across allocators" % rows_n)
         t_row = self.row("sqlite", "programs", "time", "s", False, what)
+        c_row = self.row("sqlite", "programs", CPU.label, "s", False, what)
+        f_row = self.row("sqlite", "programs", MINFLT.label, "faults", False, what)
         m_row = self.row("sqlite", "programs", "peak RSS", "MiB", False, what)
         reference = None
         for rnd in range(ctx.rounds):
@@ -1030,12 +1186,102 @@ class Suite:
                     res.ok, res.failure = False, "different output"
                 if res.ok:
                     t_row.cell(a.name).values.append(res.wall)
+                    c_row.cell(a.name).values.append(res.cpu)
+                    f_row.cell(a.name).values.append(float(res.minflt))
                     m_row.cell(a.name).values.append(res.maxrss_kb * KB_TO_MIB)
                 else:
-                    t_row.cell(a.name).failures.append(res.failure)
-                    m_row.cell(a.name).failures.append(res.failure)
+                    for r in (t_row, c_row, f_row, m_row):
+                        r.cell(a.name).failures.append(res.failure)
                     self.record_failure("sqlite", a.name, res)
             self.progress("%-20s round %d/%d" % ("sqlite", rnd + 1, ctx.rounds))
+
+    def run_cpython(self):
+        """CPython's own test slice under every allocator (PYTHONMALLOC=malloc)."""
+        ctx = self.ctx
+        if not self.selected("cpython"):
+            return
+        tests = CPYTHON_QUICK_TESTS if ctx.quick else CPYTHON_TESTS
+        missing = [t for t in tests if not os.path.exists(
+            "/usr/lib/python3.11/test/%s.py" % t) and not os.path.isdir(
+            "/usr/lib/python3.11/test/%s" % t)]
+        if not os.access(PYTHON, os.X_OK) or missing:
+            self.notes.append("python3 or libpython3.11-testsuite not installed: no cpython rows")
+            return
+        what = ("CPython's own tests (%s -m test %s), every object through malloc "
+                "(PYTHONMALLOC=malloc, PYTHONHASHSEED=0)" % (PYTHON, " ".join(tests)))
+        rows = [self.row("cpython", "programs", m, u, False, what) for m, u in (
+            ("time", "s"), (CPU.label, "s"), (MINFLT.label, "faults"), ("peak RSS", "MiB"))]
+        for rnd in range(ctx.rounds):
+            for a in self.allocs:
+                res = run_process([PYTHON, "-m", "test", "-q"] + tests,
+                                  ctx.env(a, CPYTHON_ENV), ctx.timeout, cwd=ctx.tmp)
+                if res.ok and "Tests result: SUCCESS" not in res.stdout:
+                    res.ok, res.failure = False, "tests failed"
+                if res.ok:
+                    for r, v in zip(rows, (res.wall, res.cpu, float(res.minflt),
+                                           res.maxrss_kb * KB_TO_MIB)):
+                        r.cell(a.name).values.append(v)
+                else:
+                    for r in rows:
+                        r.cell(a.name).failures.append(res.failure)
+                    self.record_failure("cpython", a.name, res)
+            self.progress("%-20s round %d/%d" % ("cpython", rnd + 1, ctx.rounds))
+
+    def run_callgrind_programs(self):
+        """Instructions of whole single-threaded programs (callgrind: every library's
+        instructions, the program's own included); one run each, they are deterministic."""
+        ctx = self.ctx
+        if not self.selected("instructions") or not shutil.which("valgrind"):
+            return
+        for name, argv in callgrind_programs(ctx):
+            if argv[0] == PYTHON and not os.access(PYTHON, os.X_OK):
+                continue
+            extra = CPYTHON_ENV if argv[0] == PYTHON else None
+            r = self.row(name, "instructions", "instructions (whole program)", "Ir", False,
+                         "callgrind of `%s`: instructions of the whole run, every library "
+                         "included" % " ".join([os.path.basename(argv[0])] + argv[1:]))
+            for a in self.allocs:
+                out = os.path.join(ctx.tmp, "callgrind.%s.%s" % (name, a.name))
+                res = run_process(["valgrind", "--tool=callgrind", "--callgrind-out-file=" +
+                                   out] + argv, ctx.env(a, extra), ctx.timeout * 2,
+                                  cwd=ctx.tmp)
+                ir = parse_callgrind(out) if res.ok else None
+                if ir is None:
+                    res.failure = res.failure or "no callgrind total"
+                    r.cell(a.name).failures.append(res.failure)
+                    self.record_failure(name + " (callgrind)", a.name, res)
+                else:
+                    r.cell(a.name).values.append(float(ir))
+            self.progress("%-20s callgrind" % name)
+
+    def add_geomeans(self):
+        """Summary rows: each allocator's geometric mean, over the workloads every allocator
+        ran, of its CPU time and of its peak RSS, both relative to glibc's."""
+        if "glibc" not in self.names:
+            return
+        sets = (("CPU time vs glibc", lambda r: r.metric.endswith(CPU.label)),
+                ("peak RSS vs glibc", lambda r: r.metric in ("peak RSS", "server peak RSS")))
+        for label, pick in sets:
+            ratios = {n: [] for n in self.names}
+            used = []
+            for r in self.rows:
+                if r.group in ("overhead", "summary") or not pick(r):
+                    continue
+                meds = {n: r.median(n) for n in self.names}
+                if any(v is None or v <= 0 for v in meds.values()):
+                    continue
+                used.append(r.scenario)
+                for n in self.names:
+                    ratios[n].append(meds[n] / meds["glibc"])
+            if not used:
+                continue
+            row = self.row("geomean", "summary", "%s (%d workloads)" % (label, len(used)),
+                           "x", False, "geometric mean over the workloads that every allocator "
+                           "ran (%s) of each allocator's median divided by glibc's"
+                           % ", ".join(used))
+            for n in self.names:
+                row.cell(n).values.append(math.exp(sum(math.log(x) for x in ratios[n]) /
+                                                   len(ratios[n])))
 
     # -- liballoc-only figures (hooks) ------------------------------------------------------
     def extra(self, section, item, value, unit="", note=""):
@@ -1433,7 +1679,7 @@ def redis_cmd(port, cmd, timeout=2.0):
 
 def redis_once(ctx, alloc, preload, server, client, n, tests):
     """One redis round: start the preloaded server, benchmark it, stop it. Returns
-    (ok, geomean rps, server peak RSS MiB, failure). The server is always stopped."""
+    (ok, geomean rps, the server's rusage, failure). The server is always stopped."""
     port = free_port()
     rdir = tempfile.mkdtemp(prefix="redis.", dir=ctx.tmp)
     log = open(os.path.join(rdir, "server.log"), "wb")
@@ -1488,7 +1734,7 @@ def redis_once(ctx, alloc, preload, server, client, n, tests):
         if status is None:
             return False, None, None, "server did not shut down"
         geo = math.exp(sum(math.log(x) for x in rps) / len(rps))
-        return True, geo, ru.ru_maxrss * KB_TO_MIB, None
+        return True, geo, ru, None
     finally:
         if proc is not None:
             stop_group(proc)
@@ -1757,6 +2003,8 @@ def main():
             suite.run_callgrind()
             suite.run_redis()
             suite.run_sqlite()
+            suite.run_cpython()
+            suite.run_callgrind_programs()
             if not only or "liballoc" in only:
                 suite.run_hook(suite.hook_liballoc_stats_overhead, "statistics overhead")
                 suite.run_hook(suite.hook_control_latency, "command latency")
@@ -1767,6 +2015,7 @@ def main():
         finally:
             ctx.cleanup()
         suite.order_rows()
+        suite.add_geomeans()
         rows, names, extras = suite.rows, suite.names, suite.extras
         notes, failures = suite.notes, suite.failures
         la = os.path.join(ctx.build, "liballoc.so")
