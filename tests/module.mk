@@ -65,3 +65,12 @@ $(TESTS_BIN)/segtool: $(BUILD)/obj/tests/helpers/segtool.o $(BUILD)/obj/ctld/seg
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread
+
+# forkfree drives its own control thread through its mailbox with the daemon's client code.
+$(BUILD)/obj/tests/stress/forkfree.o: EXTRA_CFLAGS += -I$(ROOT)/ctld
+$(TESTS_BIN)/forkfree: $(BUILD)/obj/tests/stress/forkfree.o $(BUILD)/obj/ctld/segment.o \
+		$(BUILD)/obj/ctld/procfs.o \
+		$(if $(SAN),$(BUILD)/liballoc.a)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread

@@ -721,12 +721,24 @@ bool arena_decay(struct arena *a)
 	return more;
 }
 
+/* Fork. A fork does not stop the other threads, and it copies the address space page by
+ * page while they run: whatever they change without a lock during the copy reaches the
+ * child torn. An enqueue on a remote-free queue exchanges the tail (in this library's
+ * data) and then writes the old tail's link (in a heap page); the child can see the first
+ * without the second, and a node's own link as it was before its free. No walk of the
+ * child's copy can be trusted, and a wait for a missing link never ends there: the thread
+ * that would write it does not exist in the child. So the queues are drained here, in
+ * the parent, under each arena's lock (every link is written in time here), and reset
+ * in the child: it loses only the frees enqueued between this drain and the copy (blocks
+ * of the parent's other threads, like the blocks in their caches). */
 void arena_lock_all(void)
 {
 	la_lock(&arenas_lock);
 	uint32_t n = arena_count;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		la_lock(&arenas[i].lock);
+		arena_drain(&arenas[i]);
+	}
 }
 
 void arena_unlock_all(void)
@@ -742,6 +754,7 @@ void arena_reinit_child(struct arena *keep)
 	uint32_t n = arena_count;
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
+		__cds_wfcq_init(&arenas[i].rq_head, &arenas[i].rq_tail); /* see arena_lock_all */
 		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
 		arenas[i].pub->threads = arenas[i].threads;
 	}

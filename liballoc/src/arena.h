@@ -97,7 +97,8 @@ size_t arena_release_idle(struct arena *a, bool all, bool measure);
 bool arena_decay(struct arena *a);
 void arena_drain(struct arena *a);
 
-/* Lock and unlock every arena (fork). */
+/* Fork: lock every arena and drain its remote frees (parent); unlock (parent); reset the
+ * locks, thread counts and remote queues (child: a queue the fork cut is never walked). */
 void arena_lock_all(void);
 void arena_unlock_all(void);
 void arena_reinit_child(struct arena *keep);

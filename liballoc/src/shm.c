@@ -352,14 +352,19 @@ LA_EXPORT void _Exit(int status)
 void shm_fork_child(void)
 {
 	/* The mapping is the parent's file: move to our own before anything is written.
-	 * Copy into private anonymous memory at the same address first. */
-	char *copy = os_map(SEG_SIZE, &fallback_block.c);
+	 * Copy into private anonymous memory at the same address first: only the pages in use
+	 * (header .. the last arena block); the others were never written, and the mailbox is
+	 * cleared below. Copying all of it faulted in 76 pages per child. */
+	uint32_t arenas = shm_header()->arena_count;
+	size_t used =
+	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
+	char *copy = os_map(used, &fallback_block.c);
 	if (copy) {
-		memcpy(copy, seg, SEG_SIZE);
+		memcpy(copy, seg, used);
 		if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
 		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg)
-			memcpy(seg, copy, SEG_SIZE);
-		munmap(copy, SEG_SIZE);
+			memcpy(seg, copy, used);
+		munmap(copy, used);
 	}
 	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
@@ -369,8 +374,11 @@ void shm_fork_child(void)
 	struct la_mailbox *mb = shm_mailbox();
 	memset(mb, 0, sizeof(*mb));
 	shm_header()->threads = 1;
+	/* the parent's decay pass may have disarmed itself mid-pass: the child's first pass
+	 * looks at what it inherited */
+	shm_decay_armed = 1;
 	/* the parent's arena blocks may have been mid-update: make every seqlock even */
-	for (uint32_t i = 0; i < LA_ARENAS_MAX; i++)
+	for (uint32_t i = 0; i < arenas; i++)
 		shm_arena_block(i)->seq &= ~1ULL;
 	shm_publish_file();
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # stress.bats — the concurrency suite: deterministic stress with verified contents,
-# 100,000 threads with bounded memory, 1,000 forks from a multi-threaded process.
+# 100,000 threads with bounded memory, 2,000 forks from a process whose threads free each
+# other's blocks (with and without live commands). Long forms: FORK_CHILDREN,
+# FORK_COMMAND_CHILDREN.
 # In sanitizer builds the programs are linked with the prefixed allocator instead of
 # preloading liballoc.so.
 
@@ -43,15 +45,27 @@ setup() {
 	[ "$status" -eq 0 ]
 }
 
-@test "forks: 1,000 forks from a process with 4 allocating threads, no hang" {
+@test "forkfree: 2,000 children forked while 4 threads free each other's blocks, 0 hangs" {
 	# TSan cannot run threads in the child of a multi-threaded fork (the control thread)
 	[ "$SAN" = tsan ] && skip "TSan does not support threads after a multi-threaded fork"
-	n=1000
-	# sanitizers: fewer forks; no leak check in children whose parent's threads are gone
-	# (appended: a later option wins over run-tests.sh's detect_leaks=1)
-	[ -n "$SAN" ] && n=50 && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
-	run "${PRE[@]}" "$TESTS_BIN/forks" "$n" 4
+	n=${FORK_CHILDREN:-2000}
+	# sanitizers: fewer children; no leak check in children whose parent's threads are
+	# gone (appended: a later option wins over run-tests.sh's detect_leaks=1)
+	[ -n "$SAN" ] && n=100 && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+	run timeout 900 "${PRE[@]}" "$TESTS_BIN/forkfree" "$n" 4 plain
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"0 hangs, 0 failures" ]]
+	[[ "$output" == *"$n children (4 threads, plain): 0 hangs, 0 failures, 0 corrupted"* ]]
+}
+
+@test "forkfree: the same with live commands through the mailbox and a 1 ms decay pass" {
+	[ "$SAN" = tsan ] && skip "TSan does not support threads after a multi-threaded fork"
+	n=${FORK_COMMAND_CHILDREN:-500}
+	[ -n "$SAN" ] && n=50 && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+	run timeout 900 env LIBALLOC_DECAY_MS=1 "${PRE[@]}" "$TESTS_BIN/forkfree" "$n" 4 commands
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$n children (4 threads, commands): 0 hangs, 0 failures, 0 corrupted"* ]]
+	[[ "$output" != *" 0 commands"* ]]
+	[[ "$output" == *"commands (0 failed)"* ]]
 }

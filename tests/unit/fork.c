@@ -1,0 +1,165 @@
+/* fork.c — state a fork cuts in the middle. A fork does not stop the other threads: an
+ * enqueue on a remote-free queue (tail exchanged first, the old tail's link written
+ * second) that straddles it reaches the child without its link, and the thread that would
+ * write the link does not exist there. These tests cut one exactly there, deterministically:
+ * an atfork prepare handler registered before liballoc's (by a constructor of this file,
+ * which runs first: prepare handlers run in reverse order of registration) exchanges the
+ * tail of a queue after liballoc's own prepare handler has run, and the link is written
+ * only after the fork returns in the parent. The child must neither hang nor lose its
+ * way; the parent's queue must drain as usual. Linked with liballoc.a. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "arena.h"
+#include "liballoc.h"
+#include "tcache.h"
+
+static struct arena *cut_arena;        /* the queue to cut at the next fork */
+static struct cds_wfcq_node *cut_node; /* a block of cut_arena, enqueued half */
+static struct cds_wfcq_node *cut_old;  /* the tail it displaced: its link is written late */
+static bool prepare_saw_locks;
+
+static void cut_prepare(void)
+{
+	if (!cut_arena)
+		return;
+	/* liballoc's prepare handler ran before this one: every arena is locked */
+	prepare_saw_locks = __atomic_load_n(&cut_arena->lock.word, __ATOMIC_RELAXED) != 0;
+	cds_wfcq_node_init(cut_node);
+	cut_old = __atomic_exchange_n(&cut_arena->rq_tail.p, cut_node, __ATOMIC_SEQ_CST);
+}
+
+__attribute__((constructor)) static void register_cut(void)
+{
+	pthread_atfork(cut_prepare, NULL, NULL);
+}
+
+static void set(const char *name, int64_t v)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
+}
+
+/* A thread with an arena of its own, which allocates blocks for the test and stays
+ * attached (idle) until released. */
+struct owner {
+	pthread_barrier_t ready, done;
+	struct arena *arena;
+	void *small, *large;
+};
+
+static void *owner_main(void *arg)
+{
+	struct owner *o = arg;
+	o->small = A(malloc)(64);
+	o->large = A(malloc)(64 << 10); /* a large block of the arena's heap */
+	o->arena = la_tcache.arena;
+	pthread_barrier_wait(&o->ready);
+	pthread_barrier_wait(&o->done);
+	return NULL;
+}
+
+static void start_owner(struct owner *o, pthread_t *t)
+{
+	pthread_barrier_init(&o->ready, NULL, 2);
+	pthread_barrier_init(&o->done, NULL, 2);
+	pthread_create(t, NULL, owner_main, o);
+	pthread_barrier_wait(&o->ready);
+}
+
+/* Fork with o's queue cut at the fork; the child runs child_fn and exits with its
+ * status. Returns the child's wait status, or -1 when it did not end within 10 s (then it
+ * is killed). The parent completes the link and drains the queue. */
+static int fork_cut(struct owner *o, void *node, int (*child_fn)(struct owner *))
+{
+	cut_arena = o->arena;
+	cut_node = node;
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		_exit(child_fn(o));
+	}
+	cut_arena = NULL;
+	cr_assert(prepare_saw_locks, "the cut happened after liballoc's fork handler locked the "
+	                             "arenas (handler order)");
+	__atomic_store_n(&cut_old->next, cut_node, __ATOMIC_RELEASE); /* the late link */
+	int status = -1;
+	for (int ms = 0; ms < 10000; ms++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		status = -1;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	if (status == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	/* the parent's queue is whole: it drains, and the block is free again */
+	struct la_counters before, after;
+	liballoc_stats(&before);
+	A(malloc_trim)(0);
+	liballoc_stats(&after);
+	cr_assert_geq(after.remote_frees_drained, before.remote_frees_drained + 1,
+	              "the parent drained the block whose link came after the fork");
+	return status;
+}
+
+static int child_trims(struct owner *o)
+{
+	A(malloc_trim)(0); /* drains every arena's queue */
+	void *p = A(malloc)(100);
+	A(free)(p);
+	A(free)(o->large); /* the owner's arena lock */
+	return 0;
+}
+
+static int child_idles(struct owner *o)
+{
+	/* no allocator call but a tunable: the child's control thread runs its decay pass,
+	 * which drains the queues under each arena's lock */
+	liballoc_set("decay_ms", 1, NULL, 0);
+	nanosleep(&(struct timespec){0, 50000000}, NULL);
+	A(free)(o->large); /* needs the owner's arena lock */
+	return 0;
+}
+
+static void cut_and_check(int (*child_fn)(struct owner *), void *(*pick)(struct owner *))
+{
+	set("decay_ms", 0);           /* the parent's control thread stays out of the way */
+	A(free)(A(malloc)(64));       /* this thread has its own arena */
+	A(free)(A(malloc)(64 << 10)); /* something retained: the decay pass is armed */
+	struct owner o;
+	pthread_t t;
+	start_owner(&o, &t);
+	cr_assert_neq(o.arena, la_tcache.arena, "the owner has an arena of its own");
+	int status = fork_cut(&o, pick(&o), child_fn);
+	cr_assert_neq(status, -1,
+	              "the child did not end within 10 s (it waits for a link that "
+	              "no thread of the child will write)");
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
+	          status);
+	pthread_barrier_wait(&o.done);
+	pthread_join(t, NULL);
+}
+
+static void *pick_small(struct owner *o)
+{
+	return o->small;
+}
+
+Test(fork, a_queue_cut_by_the_fork_does_not_hang_malloc_trim_in_the_child)
+{
+	cut_and_check(child_trims, pick_small);
+}
+
+Test(fork, a_queue_cut_by_the_fork_does_not_hang_the_childs_decay_pass)
+{
+	cut_and_check(child_idles, pick_small);
+}
