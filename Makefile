@@ -77,6 +77,8 @@ PROTOBUF_LIBS := $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
 URCU_CFLAGS := $(shell $(PKG_CONFIG) --cflags liburcu 2>/dev/null)
 SYSTEMD_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null)
 INIH_LIBS := $(shell $(PKG_CONFIG) --libs inih 2>/dev/null)
+JANSSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
 CRITERION_CFLAGS := $(shell $(PKG_CONFIG) --cflags criterion 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 

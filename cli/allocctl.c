@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "fmt.h"
+#include "history.h"
 #include "render.h"
 #include "top.h"
 #include "tunable.h"
@@ -498,6 +499,62 @@ static int cmd_top(struct ctx *c, int argc, char **argv)
 	return top_run(&c->client, &c->o, (int)interval, (long)iterations);
 }
 
+static int cmd_history(struct ctx *c, int argc, char **argv)
+{
+	struct opt opts[] = {
+	        {"--since", true, NULL}, {"--res", true, NULL}, {"--points", true, NULL}};
+	int npos = parse_options(c->cmd, argc, argv, opts, 3);
+	if (npos < 0)
+		return EXIT_USAGE;
+	if (npos != 1)
+		return usage_error(c->cmd, npos ? "too many arguments" : "missing PID");
+	int32_t pid;
+	if (parse_pid_arg(c->cmd, argv[0], &pid))
+		return EXIT_USAGE;
+	int64_t since = 15 * 60 * 1000, points = 60;
+	if (opts[0].value && (fmt_parse_ms(opts[0].value, &since) < 0 || since < 1000 ||
+	                      since > 7LL * 24 * 3600 * 1000))
+		return usage_error(c->cmd,
+		                   "invalid --since '%s': expected a duration from 1s to 7 days, "
+		                   "e.g. 5m, 2h, 24h",
+		                   opts[0].value);
+	const char *res = opts[1].value;
+	if (res && strcmp(res, "fine") && strcmp(res, "coarse") && strcmp(res, "auto"))
+		return usage_error(c->cmd, "invalid --res '%s': expected fine, coarse or auto",
+		                   res);
+	if (opts[2].value &&
+	    (fmt_parse_int(opts[2].value, &points) < 0 || points < 1 || points > 100000))
+		return usage_error(c->cmd,
+		                   "invalid --points '%s': expected a count from 1 to 100000",
+		                   opts[2].value);
+	Ctl__HistoryRequest req = CTL__HISTORY_REQUEST__INIT;
+	req.n_pids = 1;
+	req.pids = &pid;
+	req.has_since_ms = true;
+	req.since_ms = (int64_t)(c->o.now_ns / 1000000ULL) - since;
+	req.resolution = (char *)res;
+	req.has_max_points = true;
+	req.max_points = (uint32_t)points;
+	req.has_events = req.events = true;
+	Ctl__Envelope env = CTL__ENVELOPE__INIT;
+	env.payload_case = CTL__ENVELOPE__PAYLOAD_HISTORY;
+	env.history = &req;
+	Ctl__Reply *r = call(c, &env, pid);
+	if (!r)
+		return EXIT_FAIL;
+	int status = EXIT_OK;
+	if (!r->history || !history_of(r->history, pid)) {
+		fail("the daemon's reply to history %" PRId32 " carries no history (is it older "
+		     "than this allocctl?)",
+		     pid);
+		status = EXIT_FAIL;
+	} else {
+		render_history(stdout, r->history, &c->o);
+	}
+	ctl__reply__free_unpacked(r, NULL);
+	return status;
+}
+
 static int cmd_version(struct ctx *c, int argc, char **argv)
 {
 	int bad = no_arguments(c, argc, argv);
@@ -627,6 +684,14 @@ static const struct command commands[] = {
         {"flush", cmd_action, "PID|--exe NAME|--all",
          "return every thread cache to its arena (idle threads included)",
          "Prints what was released, how long it took and the system calls made.\n", true},
+        {"history", cmd_history, "PID [--since DURATION] [--res fine|coarse] [--points N]",
+         "memory of one process over time, and the events on it",
+         "One line per figure (in use, cached, free resident, metadata, non-allocator RSS,\n"
+         "RSS) with its minimum, maximum, last value and a sparkline, then the events\n"
+         "(commands, policy actions, start and exit). --since (default 15m) picks the\n"
+         "window: the daemon keeps 15 minutes at 1 s and 24 hours at 1 min (--res chooses,\n"
+         "default auto); --points (default 60) averages the samples down to that many.\n",
+         true},
         {"top", cmd_top, "[--interval DURATION] [--iterations N]",
          "live view sorted by retained memory (q quits)",
          "Keys: q quit; r, u, m, s, p sort by retained, in use, mapped, RSS, pid.\n"

@@ -3,18 +3,19 @@
 #   $(BUILD)/tests/criterion/cli_<n>    Criterion tests of tests/cli/<n>.c (parsers, renderers)
 #   $(BUILD)/tests/cli/fake-ctld        a scripted stand-in daemon for tests/e2e/cli_*.bats
 ALLOCCTL_VERSION ?= 0.1.0
-CLI_LIB_SRCS := $(addprefix $(ROOT)/cli/,fmt.c tunable.c json.c render.c client.c top.c)
+CLI_LIB_SRCS := $(addprefix $(ROOT)/cli/,fmt.c tunable.c json.c render.c client.c top.c \
+	history.c)
 # the tunable table is the daemon's (ctld/units.o: no libevent)
 CLI_LIB_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CLI_LIB_SRCS)) $(BUILD)/obj/ctld/units.o
 CLI_OBJS := $(CLI_LIB_OBJS) $(BUILD)/obj/cli/allocctl.o
-CLI_CFLAGS := $(PROTOBUF_CFLAGS) -I$(ROOT)/ctld -DALLOCCTL_VERSION='"$(ALLOCCTL_VERSION)"'
+CLI_CFLAGS := $(PROTOBUF_CFLAGS) $(JANSSON_CFLAGS) -I$(ROOT)/ctld -DALLOCCTL_VERSION='"$(ALLOCCTL_VERSION)"'
 
 $(filter-out $(BUILD)/obj/ctld/%,$(CLI_OBJS)): EXTRA_CFLAGS := $(CLI_CFLAGS)
 $(CLI_OBJS): $(PROTO_GEN_H)
 
 $(BUILD)/allocctl: $(CLI_OBJS) $(BUILD)/libctlproto.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(PROTOBUF_LIBS)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(PROTOBUF_LIBS) $(JANSSON_LIBS)
 
 ALL_TARGETS += $(BUILD)/allocctl
 INSTALL_BIN += $(BUILD)/allocctl
@@ -31,7 +32,7 @@ $(CLI_TEST_BINS): $(BUILD)/tests/criterion/cli_%: $(BUILD)/obj/tests/cli/%.o $(C
 		$(BUILD)/libctlproto.a
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(PROTOBUF_LIBS) $(CRITERION_LIBS)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(PROTOBUF_LIBS) $(JANSSON_LIBS) $(CRITERION_LIBS)
 
 # The stand-in daemon the CLI suites use for replies a real process cannot be made to give
 # on demand (permission denied, timeouts, version mismatch, many processes).

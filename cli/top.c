@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fmt.h"
+#include "history.h"
 
 static volatile sig_atomic_t top_stop, top_resized, top_continued;
 static struct termios top_saved;
@@ -143,9 +144,58 @@ static int top_enter_raw(void)
 	return 0;
 }
 
+/* The process table with each row followed by its RSS trend over the last minute (from
+ * the daemon's history; "-" where it has none yet). */
+static void table_with_trend(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
+                             const struct render_opts *o, const Ctl__HistoryReply *h)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *t = open_memstream(&buf, &len);
+	if (!t)
+		return;
+	render_process_table(t, procs, n, max_rows, o);
+	fclose(t);
+	size_t row = 0;
+	for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL, row++) {
+		nl = strchr(line, '\n');
+		int ll = nl ? (int)(nl - line) : (int)strlen(line);
+		char trend[160];
+		if (row == 0)
+			snprintf(trend, sizeof(trend), "RSS, LAST MINUTE");
+		else if (row - 1 < n)
+			history_trend(trend, sizeof(trend), history_of(h, procs[row - 1]->pid),
+			              o->raw);
+		else
+			trend[0] = 0;
+		fprintf(f, "%.*s  %s\n", ll, line, trend);
+	}
+	free(buf);
+}
+
+/* The last minute of every process, for the trend column (NULL if the daemon has none). */
+static Ctl__Reply *top_history(struct client *c, const struct render_opts *o)
+{
+	Ctl__HistoryRequest req = CTL__HISTORY_REQUEST__INIT;
+	req.has_since_ms = true;
+	req.since_ms = (int64_t)(o->now_ns / 1000000ULL) - 60000;
+	req.resolution = "fine";
+	req.has_max_points = true;
+	req.max_points = 16;
+	Ctl__Envelope env = CTL__ENVELOPE__INIT;
+	env.payload_case = CTL__ENVELOPE__PAYLOAD_HISTORY;
+	env.history = &req;
+	Ctl__Reply *r = client_call(c, &env);
+	if (r && (r->code != CTL__ERROR_CODE__OK || !r->history)) {
+		ctl__reply__free_unpacked(r, NULL);
+		r = NULL;
+	}
+	return r;
+}
+
 /* One frame into buf; returns its length. */
 static char *top_frame(struct client *c, const struct render_opts *o, Ctl__ListReply *l,
-                       const char *error, int rows, size_t *len)
+                       const Ctl__HistoryReply *h, const char *error, int rows, size_t *len)
 {
 	char *buf = NULL;
 	FILE *f = open_memstream(&buf, len);
@@ -173,11 +223,11 @@ static char *top_frame(struct client *c, const struct render_opts *o, Ctl__ListR
 		        sort_names[sort_by], c->socket);
 	if (l) {
 		top_sort(l->processes, n, sort_by);
-		render_process_table(f, l->processes, n,
-		                     rows > 3 ? (size_t)(rows - 3)
-		                     : rows   ? 1
-		                              : 0,
-		                     o);
+		table_with_trend(f, l->processes, n,
+		                 rows > 3 ? (size_t)(rows - 3)
+		                 : rows   ? 1
+		                          : 0,
+		                 o, h);
 	}
 	fclose(f);
 	return buf;
@@ -256,10 +306,14 @@ int top_run(struct client *c, const struct render_opts *opts, int interval_ms, l
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		o.now_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+		Ctl__Reply *h = r && !error ? top_history(c, &o) : NULL;
 		size_t len = 0;
-		char *frame = top_frame(c, &o, r && !error ? r->list : NULL, error, rows, &len);
+		char *frame = top_frame(c, &o, r && !error ? r->list : NULL, h ? h->history : NULL,
+		                        error, rows, &len);
 		if (r)
 			ctl__reply__free_unpacked(r, NULL);
+		if (h)
+			ctl__reply__free_unpacked(h, NULL);
 		if (frame)
 			top_draw(frame, len, tty, cols);
 		free(frame);

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "units.h"
 #include "wire.h"
 
 void config_defaults(struct config *c)
@@ -31,6 +32,9 @@ void config_defaults(struct config *c)
 	c->remove_stale = true;
 	c->audit_ring = 2048;
 	c->audit_journal = -1;
+	c->history_sample_ms = 1000;
+	c->history_max_bytes = 64LL << 20;
+	c->history_events = 4096;
 }
 
 static int set_int(int *dst, const char *key, const char *v, long lo, long hi, char *err,
@@ -164,6 +168,27 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 	}
 	if (!strcmp(key, "ready_file"))
 		return set_path(c->ready_file, sizeof(c->ready_file), key, v, err, len);
+	if (!strcmp(key, "history_sample_ms")) {
+		if (!strcmp(v, "0") || !strcasecmp(v, "off")) {
+			c->history_sample_ms = 0;
+			return 0;
+		}
+		return set_int(&c->history_sample_ms, key, v, 100, 60000, err, len);
+	}
+	if (!strcmp(key, "history_max_bytes")) {
+		int64_t b;
+		char why[160];
+		if (units_parse(LA_T_SIZE, v, &b, why, sizeof(why)) || b < (int64_t)(1 << 20) ||
+		    b > (1LL << 40)) {
+			snprintf(err, len,
+			         "history_max_bytes: bad value '%s' (a size from 1M to 1T)", v);
+			return -1;
+		}
+		c->history_max_bytes = b;
+		return 0;
+	}
+	if (!strcmp(key, "history_events"))
+		return set_int(&c->history_events, key, v, 16, 1000000, err, len);
 	snprintf(err, len, "unknown setting '%s'", key);
 	return -1;
 }

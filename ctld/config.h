@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CFG_MAX_DIRS       32
 #define CFG_MAX_OVERRIDES  64
@@ -32,6 +33,9 @@ struct config {
 	char ready_file[PATH_MAX]; /* written once listening (tests, supervisors) */
 	int audit_ring;            /* events the audit ring keeps for `allocctl log` */
 	int audit_journal;         /* -1 auto (under systemd's journal), 0 off, 1 on */
+	int history_sample_ms;     /* sample period of the history (0: no history) */
+	int64_t history_max_bytes; /* bound on the memory of every process's history */
+	int history_events;        /* events kept on the timeline */
 };
 
 /* One "key = value" setting, as given on the command line. */

@@ -52,6 +52,8 @@ struct proc {
 	bool gone;      /* removed from the list (exited or stale) */
 	bool busy;      /* a command of ours holds its mailbox */
 	bool seen;      /* mark for the rescan sweep */
+	struct hist_proc *hist; /* its history (timeline.c), NULL until the first sample */
+	uint64_t hist_tick;     /* the sample tick it was last swept in */
 };
 
 /* A file that was refused, remembered so it is logged once until it changes. */
@@ -111,6 +113,8 @@ struct ctld {
 
 	/* audit.c */
 	struct audit audit;
+	/* timeline.c: history and events (NULL when history is off) */
+	struct timeline *tl;
 };
 
 /* discover.c */
@@ -203,5 +207,19 @@ void commands_shutdown(struct ctld *d);
 /* metrics.c */
 int metrics_init(struct ctld *d);
 void metrics_shutdown(struct ctld *d);
+
+/* timeline.c: history on the loop, and the hooks that put events on it */
+int timeline_init(struct ctld *d);
+void timeline_reconfigure(struct ctld *d);
+void timeline_shutdown(struct ctld *d);
+/* discovery forgets p (exited, stale, refused): its history closes with an exit event */
+void timeline_proc_gone(struct ctld *d, struct proc *p, const char *why);
+/* the control protocol's HistoryRequest (replies at once; returns false) */
+bool timeline_request(struct ctld *d, struct conn *c, const struct Ctl__Envelope *env);
+
+/* dashboard.c: /, the page's assets, /api/history and /api/events; false if path is not
+ * one of them */
+struct evhttp_request;
+bool dashboard_http(struct ctld *d, struct evhttp_request *req, const char *path);
 
 #endif

@@ -34,6 +34,7 @@ void proc_unref(struct proc *p)
 static void forget(struct ctld *d, struct proc *p, const char *why)
 {
 	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, proc_name(p), why);
+	timeline_proc_gone(d, p, why);
 	TAILQ_REMOVE(&d->procs, p, link);
 	d->nprocs--;
 	p->gone = true;

@@ -86,6 +86,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	log_level = c.log_level;
 	audit_configure(&d->audit, (size_t)c.audit_ring, c.audit_journal);
 	discover_reconfigure(d);
+	timeline_reconfigure(d);
 	log_info("configuration reloaded (%d run directories configured, %d processes)",
 	         c.nrun_dirs, d->nprocs);
 }
@@ -301,7 +302,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	int rc = 1;
-	if (discover_init(d) || control_init(d) || metrics_init(d))
+	if ((d->cfg.history_sample_ms && timeline_init(d)) || discover_init(d) || control_init(d) ||
+	    metrics_init(d))
 		goto out;
 	if (d->cfg.ready_file[0] && write_ready_file(d))
 		log_warn("cannot write %s: %s", d->cfg.ready_file, strerror(errno));
@@ -312,6 +314,7 @@ out:
 	commands_shutdown(d);
 	metrics_shutdown(d);
 	control_shutdown(d);
+	timeline_shutdown(d);
 	discover_shutdown(d);
 	if (d->cfg.ready_file[0])
 		unlink(d->cfg.ready_file);

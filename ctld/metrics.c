@@ -1,7 +1,7 @@
 /* metrics.c — HTTP on the daemon's loop (evhttp), loopback by default, GET/HEAD only:
  * /metrics (Prometheus text format 0.0.4; families, names and HELP generated from the
  * segment's X-macro lists; HELP and TYPE once per family), /healthz, /api/processes
- * (JSON for the page) and / (a self-contained page charting memory per process). */
+ * (JSON) and, through dashboard.c, / (the page), /api/history and /api/events. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -225,47 +225,6 @@ static void write_processes_json(struct ctld *d, struct evbuffer *b)
 	scrape_free(&s);
 }
 
-static const char page[] =
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>allocctld</title>\n"
-        "<style>body{font:14px sans-serif;margin:1.5em;color:#222}canvas{border:1px solid "
-        "#ccc}table{border-collapse:collapse;margin-top:1em}td,th{padding:2px 10px;text-align:"
-        "right}th{border-bottom:1px solid #999}td:nth-child(2){text-align:left}</style></head>\n"
-        "<body><h1>liballoc: live memory per process</h1>\n"
-        "<p>Bytes in use (solid) and resident set size (dashed), sampled every 2 s from "
-        "<a href=\"/api/processes\">/api/processes</a>. Raw series: <a href=\"/metrics\">/"
-        "metrics</a>.</p>\n"
-        "<canvas id=\"c\" width=\"960\" height=\"360\"></canvas><div id=\"legend\"></div>\n"
-        "<table id=\"t\"></table>\n<script>\n"
-        "const hist={},N=150,cv=document.getElementById('c'),g=cv.getContext('2d');\n"
-        "const col=i=>'hsl('+((i*137)%360)+',65%,45%)';\n"
-        "function fmt(v){const u=['B','K','M','G','T'];let i=0;while(v>=1024&&i<4){v/=1024;"
-        "i++;}return (i?v.toFixed(1):v)+u[i];}\n"
-        "function draw(ps){g.clearRect(0,0,cv.width,cv.height);let max=1;\n"
-        " for(const k in hist)for(const p of hist[k])max=Math.max(max,p[0],p[1]);\n"
-        " g.fillStyle='#666';g.fillText(fmt(max),4,12);g.fillText('0',4,cv.height-4);\n"
-        " Object.keys(hist).forEach((k,i)=>{const h=hist[k];g.strokeStyle=col(i);\n"
-        "  for(const [j,dash] of [[0,[]],[1,[4,3]]]){g.setLineDash(dash);g.beginPath();\n"
-        "   h.forEach((p,x)=>{const X=cv.width*(x+N-h.length)/N,Y=cv.height-(cv.height-16)*"
-        "p[j]/max;x?g.lineTo(X,Y):g.moveTo(X,Y);});g.stroke();}});g.setLineDash([]);\n"
-        " let t='<tr><th>pid</th><th>exe</th><th>uid</th><th>in use</th><th>mapped</th>"
-        "<th>retained</th><th>rss</th><th>threads</th><th>arenas</th><th>control</th></tr>';\n"
-        " ps.forEach(p=>{const i=Object.keys(hist).indexOf(String(p.pid));const e=document."
-        "createElement('i');e.textContent=p.exe;\n"
-        "  t+='<tr><td style=\"color:'+col(i)+'\">'+p.pid+'</td><td>'+e.innerHTML+'</td><td>'"
-        "+p.uid+'</td><td>'+fmt(p.bytes_in_use)+'</td><td>'+fmt(p.bytes_mapped)+'</td><td>'"
-        "+fmt(p.bytes_retained)+'</td><td>'+fmt(p.rss_bytes)+'</td><td>'+p.threads+'</td><td>'"
-        "+p.arenas+'</td><td>'+p.control+'</td></tr>';});\n"
-        " document.getElementById('t').innerHTML=t;}\n"
-        "async function tick(){try{const r=await fetch('/api/processes');const j=await r."
-        "json();\n"
-        " const live=new Set(j.processes.map(p=>String(p.pid)));for(const k in hist)if(!live."
-        "has(k))delete hist[k];\n"
-        " for(const p of j.processes){(hist[p.pid]=hist[p.pid]||[]).push([p.bytes_in_use,p."
-        "rss_bytes]);if(hist[p.pid].length>N)hist[p.pid].shift();}\n"
-        " draw(j.processes);}catch(e){document.getElementById('legend').textContent='daemon "
-        "unreachable: '+e;}}\n"
-        "tick();setInterval(tick,2000);\n</script></body></html>\n";
-
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct ctld *d = arg;
@@ -288,9 +247,8 @@ static void on_request(struct evhttp_request *req, void *arg)
 	} else if (!strcmp(path, "/api/processes")) {
 		write_processes_json(d, b);
 		evhttp_add_header(hdrs, "Content-Type", "application/json");
-	} else if (!strcmp(path, "/")) {
-		evbuffer_add(b, page, sizeof(page) - 1);
-		evhttp_add_header(hdrs, "Content-Type", "text/html; charset=utf-8");
+	} else if (dashboard_http(d, req, path)) {
+		goto out; /* the page and the history (dashboard.c) */
 	} else {
 		evhttp_send_error(req, HTTP_NOTFOUND, NULL);
 		goto out;
@@ -355,7 +313,8 @@ int metrics_init(struct ctld *d)
 	}
 	snprintf(d->http_addr, sizeof(d->http_addr), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
 	         ip, bport);
-	log_info("http on %s (/metrics, /healthz, /)", d->http_addr);
+	log_info("http on %s (/metrics, /healthz, /api/processes, /api/history, /api/events, /)",
+	         d->http_addr);
 	return 0;
 }
 

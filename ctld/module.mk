@@ -5,11 +5,17 @@ CTLD_SRCS := $(sort $(wildcard $(ROOT)/ctld/*.c))
 CTLD_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CTLD_SRCS))
 CTLD_READER_OBJS := $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/procfs.o $(BUILD)/obj/ctld/units.o
 CTLD_LIB_OBJS := $(filter-out $(BUILD)/obj/ctld/main.o,$(CTLD_OBJS))
-# libraries of the daemon's modules: the loop, the protocol, the journal (audit.c)
-CTLD_LIBS := $(EVENT_LIBS) $(PROTOBUF_LIBS) $(SYSTEMD_LIBS)
+# libraries of the daemon's modules: the loop, the protocol, the journal (audit.c), JSON
+# (dashboard.c)
+CTLD_LIBS := $(EVENT_LIBS) $(PROTOBUF_LIBS) $(SYSTEMD_LIBS) $(JANSSON_LIBS)
 
-$(CTLD_OBJS): EXTRA_CFLAGS := $(EVENT_CFLAGS) $(PROTOBUF_CFLAGS)
+$(CTLD_OBJS): EXTRA_CFLAGS := $(EVENT_CFLAGS) $(PROTOBUF_CFLAGS) $(JANSSON_CFLAGS)
 $(CTLD_OBJS): $(PROTO_GEN_H)
+# The dashboard page (ctld/page/) is embedded into the binary at build time (.incbin).
+CTLD_PAGE_FILES := $(wildcard $(ROOT)/ctld/page/*)
+CTLD_PAGE_FLAGS := -DCTLD_PAGE_DIR='"$(ROOT)/ctld/page"'
+$(BUILD)/obj/ctld/dashboard.o: EXTRA_CFLAGS += $(CTLD_PAGE_FLAGS)
+$(BUILD)/obj/ctld/dashboard.o: $(CTLD_PAGE_FILES)
 
 $(BUILD)/allocctld: $(CTLD_OBJS) $(BUILD)/libctlproto.a
 	$(call msg,LD,$@)

@@ -538,6 +538,8 @@ bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	case CTL__ENVELOPE__PAYLOAD_LOG:
 		handle_log(d, c, env);
 		return false;
+	case CTL__ENVELOPE__PAYLOAD_HISTORY:
+		return timeline_request(d, c, env);
 	default:
 		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST,
 		            "unknown or missing request type");

@@ -290,3 +290,59 @@ complete_line() {
 	"${T[@]}" send-keys 'echo "rc=$?"' Enter
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q '^rc=0'"
 }
+
+@test "history PID: min, max, last and a sparkline per figure (a gap shows), then the events" {
+	start_fake
+	run -0 --separate-stderr "$ALLOCCTL" history 4242
+	[ -z "$stderr" ]
+	[[ "${lines[0]}" == "4242 (fake-service): 10 samples every 1 s, "*" (10s)" ]]
+	[[ "${lines[1]}" == *FIGURE*MIN*MAX*LAST*TREND* ]]
+	# in use climbs 100 -> 190 MiB with the sixth sample missing
+	[[ "${lines[2]}" == "  in use               100.0 MiB   190.0 MiB   190.0 MiB  ▁▁▂▃▄ ▅▆▇█" ]]
+	[[ "${lines[7]}" == "  RSS                  150.0 MiB   240.0 MiB   240.0 MiB  ▁▁▂▃▄ ▅▆▇█" ]]
+	for f in cached "free resident" metadata "non-allocator RSS"; do
+		printf '%s\n' "${lines[@]}" | grep -q "^  $f " || { echo "no $f"; false; }
+	done
+	[[ "$output" == *"events"*"4242  trim     uid 0 (pid 99)       released 12.0 MiB (3 madvise, 0 munmap)"* ]]
+}
+
+@test "history --json: series in bytes with null for a gap, and the events" {
+	start_fake
+	run -0 --separate-stderr "$ALLOCCTL" --json history 4242
+	echo "$output" | json_check '
+	  len(d["processes"]) == 1 and d["sample_ms"] == 1000 and
+	  set(d["processes"][0]) == {"pid","exe","uid","started_ms","exited_ms","exit_reason",
+	                             "resolution_ms","first_ms","truncated","series"} and
+	  sorted(d["processes"][0]["series"]) == sorted(["in_use","cached","free_resident",
+	                                                 "metadata","non_alloc","rss"]) and
+	  d["processes"][0]["series"]["in_use"][0] == 100 * 2**20 and
+	  d["processes"][0]["series"]["in_use"][5] is None and
+	  d["processes"][0]["series"]["rss"][9] == 240 * 2**20 and
+	  d["processes"][0]["resolution_ms"] == 1000 and d["processes"][0]["exited_ms"] is None and
+	  [e["kind"] for e in d["events"]] == ["trim"] and d["events"][0]["bytes"] == 12 * 2**20 and
+	  d["events"][0]["who"] == "uid 0 (pid 99)"'
+}
+
+@test "history: another user's process, an unknown one, bad options" {
+	start_fake
+	run -1 --separate-stderr "$ALLOCCTL" history 1
+	[[ "$stderr" == "allocctl: permission denied: process 1 belongs to another user"* ]]
+	run -1 --separate-stderr "$ALLOCCTL" history 77
+	[[ "$stderr" == "allocctl: no such process: 77"* ]]
+	run -2 --separate-stderr "$ALLOCCTL" history 4242 --since 1ms
+	[[ "$stderr" == *"invalid --since '1ms': expected a duration from 1s to 7 days"* ]]
+	run -2 --separate-stderr "$ALLOCCTL" history 4242 --res daily
+	[[ "$stderr" == *"invalid --res 'daily': expected fine, coarse or auto"* ]]
+	run -2 --separate-stderr "$ALLOCCTL" history 4242 --points 0
+	[[ "$stderr" == *"invalid --points '0'"* ]]
+	run -2 --separate-stderr "$ALLOCCTL" history
+	[[ "$stderr" == *"missing PID"* ]]
+}
+
+@test "top: each row ends with its RSS trend over the last minute" {
+	start_fake
+	run -0 "$ALLOCCTL" top --iterations 1
+	[[ "${lines[2]}" == *"RSS  RSS, LAST MINUTE" ]]
+	[[ "${lines[3]}" == "    4242  fake-service"*"▁▁▂▃▄ ▅▆▇█ +90.0 MiB" ]]
+	[[ "${lines[4]}" == "    4343  other-service"*"▁▁▁▁▁▁▁▁▁▁ +0 B" ]]
+}

@@ -19,14 +19,14 @@ teardown() { cli_cleanup; }
 
 @test "--help lists every command and exits 0" {
 	run -0 "$ALLOCCTL" --help
-	for c in ps stats get set trim release flush top version; do
+	for c in ps stats get set trim release flush history top version; do
 		[[ "$output" == *"  $c "* ]] || { echo "missing $c"; false; }
 	done
 	[[ "$output" == *"ALLOCCTL_SOCKET"* ]]
 }
 
 @test "every command has --help, help COMMAND too, exit 0" {
-	for c in ps stats get set trim release flush top version help; do
+	for c in ps stats get set trim release flush history top version help; do
 		run -0 --separate-stderr "$ALLOCCTL" "$c" --help
 		[[ "$output" == "usage: allocctl [GLOBAL OPTIONS] $c"* ]] || { echo "$c: $output"; false; }
 		[ -z "$stderr" ]
@@ -158,7 +158,7 @@ teardown() { cli_cleanup; }
 	command -v man >/dev/null || skip "man is not installed"
 	run -0 --separate-stderr env MANWIDTH=100 man --warnings -l "$ROOT/cli/allocctl.1"
 	[ -z "$stderr" ]
-	for c in ps stats get set trim release flush top version; do
+	for c in ps stats get set trim release flush history top version; do
 		grep -Eq "^       $c( |$)" <<<"$output" || { echo "no $c"; false; }
 	done
 	[[ "$output" == *"JSON OUTPUT"* && "$output" == *"EXIT STATUS"* ]]

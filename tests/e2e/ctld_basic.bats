@@ -90,10 +90,14 @@ teardown() {
 	start_daemon
 	run curl -sf "http://$HTTP/healthz"
 	[[ "$output" == "ok 0 processes" ]]
-	curl -sf "http://$HTTP/" >"$T/page"
-	grep -q '<canvas' "$T/page"
-	grep -q "fetch('/api/processes')" "$T/page"
-	! grep -Eq '(src|href)="https?://' "$T/page"
+	curl -sf -D "$T/headers" "http://$HTTP/" >"$T/page"
+	grep -q 'src="/dashboard.js"' "$T/page"
+	grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" "$T/headers"
+	curl -sf "http://$HTTP/dashboard.js" | grep -q "fetch(url"
+	curl -sf "http://$HTTP/dashboard.css" | grep -q "canvas"
+	# nothing but the daemon itself: no absolute URL anywhere in the page's files
+	! curl -sf "http://$HTTP/" "http://$HTTP/dashboard.js" "http://$HTTP/dashboard.css" |
+		grep -Eq '(src|href|url)[=(]"?https?:|//cdn'
 	start_fake --exe '/bin/we"ird'
 	wait_listed "$FPID"
 	run curl -sf "http://$HTTP/api/processes"

@@ -37,6 +37,8 @@ FUZZ_CTLD_OBJS := $(patsubst $(ROOT)/%.c,$(FUZZ_OBJ)/%.o,$(filter-out \
 FUZZ_PROTO_OBJS := $(FUZZ_OBJ)/gen/ctl.pb-c.o $(FUZZ_OBJ)/proto/wire.o
 $(FUZZ_CTLD_OBJS) $(FUZZ_PROTO_OBJS) $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o: $(PROTO_GEN_H)
 $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o: FUZZ_EXTRA := -I$(ROOT)/ctld
+$(FUZZ_OBJ)/ctld/dashboard.o: FUZZ_EXTRA := $(CTLD_PAGE_FLAGS) $(JANSSON_CFLAGS)
+$(FUZZ_OBJ)/ctld/dashboard.o: $(CTLD_PAGE_FILES)
 $(FUZZ_DIR)/fuzz_frame: $(FUZZ_OBJ)/tests/fuzz/fuzz_frame.o $(FUZZ_CTLD_OBJS) $(FUZZ_PROTO_OBJS)
 	$(call msg,FUZZLD,$@)
 	$(Q)$(FUZZ_CC) -o $@ $^ $(FUZZ_LDFLAGS) $(CTLD_LIBS)

@@ -302,6 +302,84 @@ static void do_action(Ctl__Reply *rep, const Ctl__Target *target, int kind, uint
 	}
 }
 
+/* A scripted history: 10 samples a second apart ending now. 4242's in use climbs from 100
+ * to 190 MiB in steps of 10 MiB with a gap at the sixth sample (RSS = in use + 50 MiB);
+ * 4343 stays at 20 MiB. One event: a trim of 4242 that released 12 MiB. */
+static Ctl__ProcessHistory *fake_history(const struct fake_proc *p)
+{
+	static const char *const names[] = {"in_use",   "cached",    "free_resident",
+	                                    "metadata", "non_alloc", "rss"};
+	Ctl__ProcessHistory *ph = calloc(1, sizeof(*ph));
+	ctl__process_history__init(ph);
+	ph->pid = p->pid;
+	ph->exe = (char *)p->exe;
+	ph->uid = p->uid;
+	ph->has_started_ms = ph->has_first_ms = 1;
+	ph->started_ms = (int64_t)(started_ns / 1000000) - 62000;
+	ph->first_ms = (int64_t)(now_ns() / 1000000) / 1000 * 1000 - 9000;
+	ph->resolution_ms = 1000;
+	ph->n_series = 6;
+	ph->series = calloc(6, sizeof(*ph->series));
+	for (int f = 0; f < 6; f++) {
+		Ctl__FigureSeries *s = calloc(1, sizeof(*s));
+		ctl__figure_series__init(s);
+		s->name = (char *)names[f];
+		s->n_kib = 10;
+		s->kib = calloc(10, sizeof(uint64_t));
+		for (int i = 0; i < 10; i++) {
+			uint64_t in_use =
+			        p->pid == 4242 ? (100u + 10u * (unsigned)i) << 10 : 20u << 10;
+			uint64_t v = f == 0   ? in_use
+			             : f == 5 ? in_use + (50u << 10)
+			                      : (uint64_t)f << 10;
+			s->kib[i] = p->pid == 4242 && i == 5 ? UINT64_MAX : v;
+		}
+		ph->series[f] = s;
+	}
+	return ph;
+}
+
+static void do_history(Ctl__Reply *rep, const Ctl__HistoryRequest *q)
+{
+	struct fake_proc *p;
+	for (size_t i = 0; i < q->n_pids; i++)
+		if ((rep->code = proc_access(q->pids[i], &p)) != CTL__ERROR_CODE__OK)
+			return;
+	Ctl__HistoryReply *h = calloc(1, sizeof(*h));
+	ctl__history_reply__init(h);
+	h->sample_ms = 1000;
+	h->now_ms = (int64_t)(now_ns() / 1000000);
+	h->processes = calloc(3, sizeof(*h->processes));
+	for (int i = 0; i < 3 && !opt_empty; i++) {
+		if (procs[i].uid != getuid())
+			continue;
+		bool want = !q->n_pids;
+		for (size_t k = 0; k < q->n_pids; k++)
+			want |= q->pids[k] == procs[i].pid;
+		if (want)
+			h->processes[h->n_processes++] = fake_history(&procs[i]);
+	}
+	bool want_4242 = !q->n_pids || q->pids[0] == 4242;
+	if (q->has_events && q->events && want_4242 && !opt_empty) {
+		Ctl__HistoryEvent *e = calloc(1, sizeof(*e));
+		ctl__history_event__init(e);
+		e->seq = 1;
+		e->t_ms = h->now_ms - 3000;
+		e->has_pid = e->has_bytes = e->has_ok = 1;
+		e->pid = 4242;
+		e->exe = "fake-service";
+		e->kind = "trim";
+		e->who = "uid 0 (pid 99)";
+		e->what = "released 12.0 MiB (3 madvise, 0 munmap)";
+		e->bytes = 12ULL << 20;
+		e->ok = 1;
+		h->n_events = 1;
+		h->events = calloc(1, sizeof(*h->events));
+		h->events[0] = e;
+	}
+	rep->history = h;
+}
+
 static void handle(Ctl__Envelope *env, Ctl__Reply *rep)
 {
 	struct fake_proc *p = NULL;
@@ -382,6 +460,9 @@ static void handle(Ctl__Envelope *env, Ctl__Reply *rep)
 		break;
 	case CTL__ENVELOPE__PAYLOAD_FLUSH:
 		do_action(rep, env->flush->target, 2, 0);
+		break;
+	case CTL__ENVELOPE__PAYLOAD_HISTORY:
+		do_history(rep, env->history);
 		break;
 	default:
 		rep->code = CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST;

@@ -1,0 +1,695 @@
+// dashboard.js — the allocctld page: every process of this host grouped by service, a chart
+// per selected process (the memory split stacked, RSS as a line, events as markers), all from
+// the daemon's own history (/api/history, /api/events), so a reload loses nothing. Nothing
+// is loaded from anywhere but the daemon; untrusted text (process names, event text) only
+// ever goes into textContent.
+'use strict';
+
+const FIG = ['in_use', 'cached', 'free_resident', 'metadata', 'non_alloc', 'rss'];
+const STACK = ['in_use', 'cached', 'free_resident', 'metadata', 'non_alloc'];
+const FIG_COLOR = {
+  in_use: '#3b6fd4', cached: '#41a6a0', free_resident: '#e39b3b', metadata: '#9a6fc9',
+  non_alloc: '#b9bfca', rss: '#1d2330',
+};
+const EVENT_COLOR = {
+  trim: '#2d8a4e', release: '#2d8a4e', flush: '#2d8a4e', set: '#3b6fd4', policy: '#9a3fb0',
+  start: '#677085', exit: '#677085', daemon: '#b3261e', failed: '#b3261e',
+};
+const FINE_MS = 15 * 60 * 1000;
+
+const S = {
+  instance: null,        // the daemon's identity: started_ms/pid (a change is a restart)
+  daemon: null,
+  labels: {},
+  procs: new Map(),      // key pid:started_ms -> process
+  events: [],
+  lastSeq: 0,
+  lastT: 0,              // newest sample time seen (fine tier)
+  range: 15 * 60 * 1000,
+  selected: new Set(),   // pids charted
+  sort: { key: 'rss', dir: -1 },
+  filter: '',
+  showExited: true,
+  connected: false,
+  downSince: 0,
+  restarts: 0,
+  errors: [],
+  charts: new Map(),     // pid -> {card, canvas, markers:[], drawn}
+  coarseAt: 0,
+};
+window.allocDashboard = S;
+
+// ---- formatting ------------------------------------------------------------------------
+function fmtBytes(v) {
+  if (v == null) return '–';
+  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return (i ? v.toFixed(v < 10 ? 2 : 1) : String(v)) + ' ' + u[i];
+}
+function fmtClock(ms, secs) {
+  const d = new Date(ms);
+  const p = (n) => String(n).padStart(2, '0');
+  return p(d.getHours()) + ':' + p(d.getMinutes()) + (secs ? ':' + p(d.getSeconds()) : '');
+}
+function fmtAge(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return s + ' s';
+  if (s < 7200) return Math.round(s / 60) + ' min';
+  if (s < 172800) return (s / 3600).toFixed(1) + ' h';
+  return Math.round(s / 86400) + ' d';
+}
+// Stable colour of a service: a hue from a hash of its name (FNV-1a).
+function serviceColor(name) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) { h ^= name.charCodeAt(i); h = Math.imul(h, 0x01000193) >>> 0; }
+  return 'hsl(' + (h % 360) + ', 62%, 42%)';
+}
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+// ---- data ------------------------------------------------------------------------------
+async function getJSON(url) {
+  const r = await fetch(url, { cache: 'no-store' });
+  if (!r.ok) throw new Error(url + ': HTTP ' + r.status);
+  return r.json();
+}
+
+function keyOf(p) { return p.pid + ':' + p.started_ms; }
+
+// Merge the samples of one process from an /api/history answer into series (t[], v{}).
+function mergeSamples(dst, p) {
+  if (p.t0 == null) return;
+  const n = p.series.rss.length;
+  for (let i = 0; i < n; i++) {
+    const t = p.t0 + i * p.res_ms;
+    if (dst.t.length && t <= dst.t[dst.t.length - 1]) continue;
+    dst.t.push(t);
+    for (const f of FIG) dst.v[f].push(p.series[f][i]);
+  }
+}
+function emptySeries() {
+  const v = {};
+  for (const f of FIG) v[f] = [];
+  return { t: [], v };
+}
+function trimSeries(s, from) {
+  let k = 0;
+  while (k < s.t.length && s.t[k] < from) k++;
+  if (!k) return;
+  s.t.splice(0, k);
+  for (const f of FIG) s.v[f].splice(0, k);
+}
+
+function upsert(p) {
+  const k = keyOf(p);
+  let q = S.procs.get(k);
+  if (!q) {
+    q = { key: k, fine: emptySeries(), coarse: null, full: false };
+    S.procs.set(k, q);
+  }
+  for (const f of ['pid', 'exe', 'uid', 'started_ms', 'exited_ms', 'exit_reason', 'live', 'truncated', 'fine_first_ms', 'coarse_first_ms'])
+    q[f] = p[f];
+  return q;
+}
+
+function latest(q) {
+  const s = q.fine;
+  for (let i = s.t.length - 1; i >= 0; i--)
+    if (s.v.rss[i] != null) {
+      const o = {};
+      for (const f of FIG) o[f] = s.v[f][i];
+      return o;
+    }
+  return null;
+}
+
+function idOf(d) { return d.started_ms + '/' + d.pid; }
+
+// Take the samples of an answer: they replace what the page has when they reach back as
+// far (the daemon has it all), else (a restarted daemon) only the newer ones are appended.
+function absorb(q, which, p) {
+  if (p.t0 == null) return;
+  const s = q[which];
+  if (!s || !s.t.length || p.t0 <= s.t[0]) q[which] = emptySeries();
+  mergeSamples(q[which], p);
+}
+
+function evKey(e) { return e.kind + '/' + e.pid + '/' + e.t + '/' + e.what; }
+
+// Everything from the daemon: every process's last 15 minutes (averaged to ~10 s for the
+// table) and, for the charted ones, full resolution over the chosen range. Run at the
+// first load, after the daemon was unreachable, and when it restarted (a new pid or start
+// time): then what the page already shows stays, the new daemon's history is added after
+// it with a marker where the restart happened.
+async function loadAll() {
+  const h = await getJSON('/api/history?res=fine&points=90&since=-' + FINE_MS);
+  const restart = S.instance != null && S.instance !== idOf(h.daemon);
+  S.instance = idOf(h.daemon);
+  S.daemon = h.daemon;
+  S.labels = h.labels;
+  const seen = new Set();
+  for (const p of h.processes) {
+    const q = upsert(p);
+    seen.add(q.key);
+    absorb(q, 'fine', p);
+    if (restart) q.full = false;
+  }
+  for (const q of S.procs.values())
+    if (!seen.has(q.key) && q.live) { q.live = false; q.exited_ms = q.exited_ms || Date.now(); q.exit_reason = q.exit_reason || 'not seen by the restarted daemon'; }
+  S.lastT = h.daemon.now_ms - h.daemon.sample_ms;
+  const ev = await getJSON('/api/events');
+  if (restart) {
+    S.restarts++;
+    S.events.push({ seq: 0, t: h.daemon.started_ms, pid: null, exe: '', kind: 'daemon', who: 'page', what: 'the daemon restarted: its history starts again here', bytes: 0, ok: true });
+    const have = new Set(S.events.map(evKey));
+    for (const e of ev.events) if (!have.has(evKey(e))) S.events.push(e);
+    S.events.sort((a, b) => a.t - b.t);
+    showBanner('The daemon restarted at ' + fmtClock(h.daemon.started_ms, true) + '; the charts go on with its new history.', 'info', 8000);
+  } else {
+    const have = new Set(S.events.map(evKey));
+    for (const e of ev.events) if (!have.has(evKey(e))) S.events.push(e);
+  }
+  S.lastSeq = ev.last_seq;
+  if (!S.selected.size) defaultSelection();
+  await loadCharted(true);
+}
+
+function defaultSelection() {
+  const live = [...S.procs.values()].filter((q) => q.live);
+  live.sort((a, b) => ((latest(b) || {}).rss || 0) - ((latest(a) || {}).rss || 0));
+  for (const q of live.slice(0, 4)) S.selected.add(q.pid);
+}
+
+// Full-resolution history of the charted processes over the range (and the coarse tier for
+// ranges beyond the fine window).
+async function loadCharted(force) {
+  const pids = [...S.selected].filter((pid) => byPid(pid));
+  if (!pids.length) return;
+  const want = pids.filter((pid) => !byPid(pid).full);
+  if (want.length) {
+    const h = await getJSON('/api/history?res=fine&pid=' + want.join(','));
+    for (const p of h.processes) {
+      const q = upsert(p);
+      absorb(q, 'fine', p);
+      q.full = true;
+    }
+  }
+  if (S.range > FINE_MS && (force || Date.now() - S.coarseAt > 30000 || want.length)) {
+    const h = await getJSON('/api/history?res=coarse&since=-' + S.range + '&pid=' + pids.join(','));
+    for (const p of h.processes) absorb(upsert(p), 'coarse', p);
+    S.coarseAt = Date.now();
+  }
+}
+
+function byPid(pid) {
+  let best = null;
+  for (const q of S.procs.values())
+    if (q.pid === pid && (!best || (q.live && !best.live) || q.started_ms > best.started_ms)) best = q;
+  return best;
+}
+
+// One poll: the samples since the newest we have, and the events after the last seq. A
+// daemon that is not the one we talked to has restarted: everything again (loadAll).
+async function poll() {
+  const h = await getJSON('/api/history?res=fine&since=' + (S.lastT + 1));
+  if (idOf(h.daemon) !== S.instance) return loadAll();
+  S.daemon = h.daemon;
+  for (const p of h.processes) {
+    const q = upsert(p);
+    mergeSamples(q.fine, p);
+    if (q.fine.t.length) S.lastT = Math.max(S.lastT, q.fine.t[q.fine.t.length - 1]);
+  }
+  const ev = await getJSON('/api/events?after=' + S.lastSeq);
+  if (idOf(ev.daemon) !== S.instance) return loadAll();
+  for (const e of ev.events) S.events.push(e);
+  S.lastSeq = ev.last_seq;
+  if (S.events.length > 20000) S.events.splice(0, S.events.length - 20000);
+  const from = Date.now() - FINE_MS - 60000;
+  for (const q of S.procs.values()) trimSeries(q.fine, from);
+  // exited processes past the daemon's retention leave the page too
+  for (const [k, q] of S.procs) if (!q.live && Date.now() - q.exited_ms > 86400000) S.procs.delete(k);
+  await loadCharted(false);
+}
+
+// ---- connection state -------------------------------------------------------------------
+let bannerTimer = 0;
+function showBanner(text, cls, ms) {
+  const b = document.getElementById('banner');
+  b.textContent = text;
+  b.className = 'banner' + (cls ? ' ' + cls : '');
+  b.hidden = false;
+  clearTimeout(bannerTimer);
+  if (ms) bannerTimer = setTimeout(() => { b.hidden = true; }, ms);
+}
+function hideBanner() {
+  document.getElementById('banner').hidden = true;
+}
+
+let timer = 0;
+async function tick() {
+  clearTimeout(timer);
+  try {
+    if (!S.connected) {
+      await loadAll();
+      if (S.downSince) showBanner('Connected again at ' + fmtClock(Date.now(), true) + '.', 'info', 5000);
+      else hideBanner();
+      S.connected = true;
+      S.downSince = 0;
+    } else {
+      await poll();
+    }
+  } catch (e) {
+    if (S.connected || !S.downSince) S.downSince = Date.now();
+    S.connected = false;
+    showBanner('allocctld is unreachable since ' + fmtClock(S.downSince, true) + ' (' + (e && e.message ? e.message : e) + '); retrying every 2 s. What is shown below stays.', '', 0);
+  }
+  render();
+  const period = S.daemon ? Math.max(500, S.daemon.sample_ms) : 1000;
+  timer = setTimeout(tick, S.connected ? period : 2000);
+}
+
+// ---- the table ----------------------------------------------------------------------------
+function stateOf(q) {
+  return q.live ? 'up ' + fmtAge(Date.now() - q.started_ms) : 'exited ' + fmtClock(q.exited_ms, false);
+}
+function sortValue(q, key) {
+  if (key === 'pid' || key === 'uid') return q[key];
+  if (key === 'exe') return q.exe;
+  if (key === 'state') return q.live ? q.started_ms : -q.exited_ms;
+  const l = latest(q);
+  return l ? l[key] || 0 : -1;
+}
+function visible(q) {
+  if (!S.showExited && !q.live) return false;
+  if (!S.filter) return true;
+  const f = S.filter.toLowerCase();
+  return q.exe.toLowerCase().includes(f) || String(q.pid) === f || String(q.pid).startsWith(f) || ('uid ' + q.uid) === f || String(q.uid) === f;
+}
+
+function renderTable() {
+  const tbody = document.querySelector('#procs tbody');
+  const groups = new Map();
+  for (const q of S.procs.values()) {
+    if (!visible(q)) continue;
+    if (!groups.has(q.exe)) groups.set(q.exe, []);
+    groups.get(q.exe).push(q);
+  }
+  const { key, dir } = S.sort;
+  const cmp = (a, b) => {
+    const x = sortValue(a, key), y = sortValue(b, key);
+    if (x < y) return -dir;
+    if (x > y) return dir;
+    return a.pid - b.pid;
+  };
+  const gsum = (list, f) => list.reduce((s, q) => s + ((latest(q) || {})[f] || 0), 0);
+  const names = [...groups.keys()];
+  names.sort((a, b) => {
+    if (key === 'exe' || key === 'pid' || key === 'uid' || key === 'state') return dir * (a < b ? -1 : a > b ? 1 : 0);
+    return dir * (gsum(groups.get(a), key) - gsum(groups.get(b), key)) || (a < b ? -1 : 1);
+  });
+  const frag = document.createDocumentFragment();
+  let nproc = 0, nlive = 0;
+  for (const name of names) {
+    const list = groups.get(name).sort(cmp);
+    const g = el('tr', 'group');
+    g.style.setProperty('--svc', serviceColor(name));
+    const td = el('td');
+    td.colSpan = 10;
+    td.appendChild(el('span', 'swatch'));
+    td.appendChild(el('span', 'gname', name || '?'));
+    const live = list.filter((q) => q.live).length;
+    td.appendChild(el('span', 'gsum', list.length + ' process' + (list.length === 1 ? '' : 'es') + (live !== list.length ? ' (' + live + ' running)' : '') + ' · in use ' + fmtBytes(gsum(list, 'in_use')) + ' · RSS ' + fmtBytes(gsum(list, 'rss'))));
+    td.title = 'chart every running process of ' + name;
+    td.addEventListener('click', () => { for (const q of list) if (q.live) S.selected.add(q.pid); saveHash(); loadCharted(false).then(render, () => {}); });
+    g.appendChild(td);
+    frag.appendChild(g);
+    for (const q of list) {
+      nproc++;
+      if (q.live) nlive++;
+      const l = latest(q) || {};
+      const tr = el('tr', 'proc' + (S.selected.has(q.pid) ? ' selected' : '') + (q.live ? '' : ' exited'));
+      tr.dataset.pid = q.pid;
+      const cells = [q.pid, q.exe, q.uid, stateOf(q), fmtBytes(l.in_use), fmtBytes(l.cached), fmtBytes(l.free_resident), fmtBytes(l.non_alloc), fmtBytes(l.rss)];
+      for (const c of cells) tr.appendChild(el('td', null, String(c)));
+      if (!q.live && q.exit_reason) tr.children[3].title = q.exit_reason;
+      const tt = el('td', 'trend');
+      const cv = el('canvas');
+      tt.appendChild(cv);
+      tr.appendChild(tt);
+      tr.addEventListener('click', () => toggle(q.pid));
+      frag.appendChild(tr);
+      tr._spark = [cv, q];
+    }
+  }
+  tbody.replaceChildren(frag);
+  for (const tr of tbody.querySelectorAll('tr.proc')) drawSpark(tr._spark[0], tr._spark[1]);
+  for (const th of document.querySelectorAll('#procs th[data-sort]'))
+    th.className = th.dataset.sort === key ? (dir > 0 ? 'asc' : 'desc') : '';
+  document.getElementById('empty').hidden = S.procs.size > 0;
+  document.getElementById('summary').textContent = nlive + ' running, ' + (nproc - nlive) + ' exited shown · ' + names.length + ' service' + (names.length === 1 ? '' : 's');
+}
+
+function drawSpark(cv, q) {
+  const w = 140, h = 22, dpr = window.devicePixelRatio || 1;
+  cv.width = w * dpr; cv.height = h * dpr;
+  const g = cv.getContext('2d');
+  g.scale(dpr, dpr);
+  const s = q.fine, now = S.lastT || Date.now();
+  // 15 minutes, or from the first sample while there is less (at least a minute)
+  const from = Math.max(now - FINE_MS, Math.min(now - 60000, s.t.length ? s.t[0] : now));
+  const span = now - from;
+  let max = 1;
+  for (const v of s.v.rss) if (v != null && v > max) max = v;
+  g.strokeStyle = serviceColor(q.exe);
+  g.fillStyle = g.strokeStyle;
+  g.lineWidth = 1.2;
+  g.beginPath();
+  let pen = false;
+  for (let i = 0; i < s.t.length; i++) {
+    const v = s.v.rss[i];
+    if (v == null || s.t[i] < from) { pen = false; continue; }
+    const x = (s.t[i] - from) / span * (w - 2) + 1, y = h - 2 - v / max * (h - 4);
+    if (pen) g.lineTo(x, y); else g.moveTo(x, y);
+    pen = true;
+  }
+  g.stroke();
+}
+
+function toggle(pid) {
+  if (S.selected.has(pid)) S.selected.delete(pid);
+  else S.selected.add(pid);
+  saveHash();
+  loadCharted(false).then(render, () => render());
+}
+
+// ---- charts ------------------------------------------------------------------------------
+function chartData(q) {
+  // coarse samples before the fine window, then the fine ones
+  const out = emptySeries();
+  const fineFrom = q.fine.t.length ? q.fine.t[0] : Infinity;
+  if (S.range > FINE_MS && q.coarse)
+    for (let i = 0; i < q.coarse.t.length; i++) {
+      if (q.coarse.t[i] >= fineFrom) break;
+      out.t.push(q.coarse.t[i]);
+      for (const f of FIG) out.v[f].push(q.coarse.v[f][i]);
+    }
+  for (let i = 0; i < q.fine.t.length; i++) {
+    out.t.push(q.fine.t[i]);
+    for (const f of FIG) out.v[f].push(q.fine.v[f][i]);
+  }
+  return out;
+}
+
+function niceStep(span, target) {
+  const raw = span / target, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5, 10]) if (m * mag >= raw) return m * mag;
+  return 10 * mag;
+}
+function timeStep(span) {
+  const steps = [10e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3];
+  for (const s of steps) if (span / s <= 8) return s;
+  return 43200e3;
+}
+function byteStep(max) {
+  const units = [1, 1024, 1048576, 1073741824, 1099511627776];
+  let u = units[0];
+  for (const x of units) if (max / x >= 2) u = x;
+  return niceStep(max / u, 4) * u;
+}
+
+function ensureCard(q) {
+  let c = S.charts.get(q.pid);
+  if (c) return c;
+  const card = el('div', 'card');
+  card.dataset.pid = q.pid;
+  const h2 = el('h2');
+  h2.appendChild(el('span', 'title', q.exe));
+  h2.appendChild(el('span', 'sub'));
+  const close = el('button', 'close', '×');
+  close.title = 'stop charting this process';
+  close.addEventListener('click', () => toggle(q.pid));
+  h2.appendChild(close);
+  card.appendChild(h2);
+  const canvas = el('canvas');
+  canvas.setAttribute('role', 'img');
+  card.appendChild(canvas);
+  const legend = el('div', 'legend');
+  for (const f of STACK) {
+    const s = el('span', 'item');
+    const sw = el('i');
+    sw.style.background = FIG_COLOR[f];
+    s.appendChild(sw);
+    s.appendChild(document.createTextNode(S.labels[f] || f));
+    s.dataset.series = f;
+    legend.appendChild(s);
+  }
+  const r = el('span', 'item');
+  const rl = el('i', 'line');
+  rl.style.background = FIG_COLOR.rss;
+  r.appendChild(rl);
+  r.appendChild(document.createTextNode(S.labels.rss || 'RSS'));
+  r.dataset.series = 'rss';
+  legend.appendChild(r);
+  const m = el('span', 'item');
+  m.appendChild(el('i', 'marker'));
+  m.appendChild(document.createTextNode('event (hover for who, what, how much)'));
+  legend.appendChild(m);
+  card.appendChild(legend);
+  c = { card, canvas, markers: [], series: [], points: 0, q };
+  canvas.addEventListener('mousemove', (ev) => hover(c, ev));
+  canvas.addEventListener('mouseleave', () => { document.getElementById('tip').hidden = true; });
+  S.charts.set(q.pid, c);
+  return c;
+}
+
+function drawChart(c) {
+  const q = c.q, cv = c.canvas;
+  const W = cv.clientWidth || 560, H = cv.clientHeight || 220, dpr = window.devicePixelRatio || 1;
+  cv.width = W * dpr; cv.height = H * dpr;
+  const g = cv.getContext('2d');
+  g.scale(dpr, dpr);
+  const L = 64, R = 10, T = 14, B = 22, pw = W - L - R, ph = H - T - B;
+  const now = q.live ? (S.lastT || Date.now()) + (S.daemon ? S.daemon.sample_ms : 1000) : q.exited_ms;
+  const d = chartData(q);
+  // the chosen range, or less while the history is shorter (at least a minute)
+  const t1 = now;
+  let t0 = t1 - S.range;
+  if (d.t.length && d.t[0] > t0) t0 = Math.max(t0, Math.min(t1 - 60000, d.t[0] - (t1 - d.t[0]) * 0.02));
+  let max = 1;
+  for (let i = 0; i < d.t.length; i++) {
+    if (d.t[i] < t0) continue;
+    let sum = 0;
+    for (const f of STACK) sum += d.v[f][i] || 0;
+    max = Math.max(max, sum, d.v.rss[i] || 0);
+  }
+  const ystep = byteStep(max * 1.08);
+  const ymax = Math.ceil(max * 1.08 / ystep) * ystep;
+  const X = (t) => L + (t - t0) / (t1 - t0) * pw, Y = (v) => T + ph - v / ymax * ph;
+  // grid and axes
+  g.font = '11px system-ui, sans-serif';
+  g.fillStyle = '#677085';
+  g.strokeStyle = '#e6e9ef';
+  g.lineWidth = 1;
+  g.textAlign = 'right';
+  g.textBaseline = 'middle';
+  for (let v = 0; v <= ymax + 1; v += ystep) {
+    g.beginPath(); g.moveTo(L, Math.round(Y(v)) + 0.5); g.lineTo(L + pw, Math.round(Y(v)) + 0.5); g.stroke();
+    g.fillText(fmtBytes(v), L - 6, Y(v));
+  }
+  const ts = timeStep(t1 - t0);
+  g.textAlign = 'center';
+  g.textBaseline = 'top';
+  for (let t = Math.ceil(t0 / ts) * ts; t <= t1; t += ts) {
+    const x = Math.round(X(t)) + 0.5;
+    g.beginPath(); g.moveTo(x, T); g.lineTo(x, T + ph + 4); g.stroke();
+    g.fillText(fmtClock(t, ts < 60000), x, T + ph + 6);
+  }
+  g.save();
+  g.beginPath(); g.rect(L, T, pw, ph); g.clip();
+  // the stack: each figure on top of the ones below it, broken at gaps
+  const base = d.t.map(() => 0);
+  c.series = [];
+  for (const f of STACK) {
+    const top = d.t.map((_, i) => (d.v[f][i] == null ? null : base[i] + d.v[f][i]));
+    g.fillStyle = FIG_COLOR[f];
+    let i = 0;
+    while (i < d.t.length) {
+      while (i < d.t.length && top[i] == null) i++;
+      let j = i;
+      while (j < d.t.length && top[j] != null) j++;
+      if (j > i) {
+        g.beginPath();
+        const step = (k) => (k + 1 < d.t.length ? d.t[k + 1] - d.t[k] : (S.daemon ? S.daemon.sample_ms : 1000));
+        g.moveTo(X(d.t[i]), Y(base[i]));
+        for (let k = i; k < j; k++) { g.lineTo(X(d.t[k]), Y(top[k])); if (k === j - 1) g.lineTo(X(d.t[k] + step(k) * 0.9), Y(top[k])); }
+        g.lineTo(X(d.t[j - 1] + step(j - 1) * 0.9), Y(base[j - 1]));
+        for (let k = j - 1; k >= i; k--) g.lineTo(X(d.t[k]), Y(base[k]));
+        g.closePath();
+        g.fill();
+      }
+      i = j;
+    }
+    for (let k = 0; k < d.t.length; k++) if (top[k] != null) base[k] = top[k];
+    c.series.push(f);
+  }
+  // RSS over the stack
+  g.strokeStyle = FIG_COLOR.rss;
+  g.lineWidth = 1.6;
+  g.beginPath();
+  let pen = false, points = 0;
+  for (let i = 0; i < d.t.length; i++) {
+    const v = d.v.rss[i];
+    if (v == null) { pen = false; continue; }
+    if (d.t[i] >= t0) points++;
+    if (pen) g.lineTo(X(d.t[i]), Y(v)); else g.moveTo(X(d.t[i]), Y(v));
+    pen = true;
+  }
+  g.stroke();
+  c.series.push('rss');
+  c.points = points;
+  c.first = d.t.length ? d.t[0] : null;
+  // events: a line and a marker at the top
+  c.markers = [];
+  for (const e of S.events) {
+    if (e.t < t0 || e.t > t1) continue;
+    if (e.pid != null && e.pid !== q.pid) continue;
+    if (e.pid == null && e.kind !== 'daemon') continue;
+    if (e.kind === 'start' && e.t < q.started_ms - 1000) continue;
+    const x = Math.round(X(e.t)) + 0.5;
+    const col = e.ok === false ? EVENT_COLOR.failed : EVENT_COLOR[e.kind] || '#677085';
+    g.strokeStyle = col;
+    g.lineWidth = 1;
+    g.setLineDash(e.kind === 'daemon' ? [4, 3] : [2, 2]);
+    g.beginPath(); g.moveTo(x, T); g.lineTo(x, T + ph); g.stroke();
+    g.setLineDash([]);
+    g.fillStyle = col;
+    g.beginPath(); g.moveTo(x - 5, T); g.lineTo(x + 5, T); g.lineTo(x, T + 8); g.closePath(); g.fill();
+    c.markers.push({ x, e });
+  }
+  g.restore();
+  g.strokeStyle = '#c5cad4';
+  g.strokeRect(L + 0.5, T + 0.5, pw, ph);
+  c.geom = { L, T, pw, ph, t0, t1, d };
+  const l = latest(q) || {};
+  c.card.querySelector('.sub').textContent = 'pid ' + q.pid + ' · uid ' + q.uid + ' · ' + (q.live ? 'up ' + fmtAge(Date.now() - q.started_ms) : 'exited ' + fmtClock(q.exited_ms, true) + (q.exit_reason ? ' (' + q.exit_reason + ')' : '')) + ' · RSS ' + fmtBytes(l.rss) + ' · in use ' + fmtBytes(l.in_use) + (q.truncated ? ' · window cut by history_max_bytes' : '');
+  c.canvas.setAttribute('aria-label', 'memory of ' + q.exe + ' pid ' + q.pid + ' over ' + fmtAge(S.range));
+  c.canvas.dataset.series = c.series.join(',');
+  c.canvas.dataset.points = String(points);
+  c.canvas.dataset.markers = c.markers.map((m) => m.e.kind).join(',');
+}
+
+function hover(c, ev) {
+  const tip = document.getElementById('tip');
+  const r = c.canvas.getBoundingClientRect();
+  const x = ev.clientX - r.left, y = ev.clientY - r.top;
+  let text = null;
+  for (const m of c.markers)
+    if (Math.abs(m.x - x) <= 5) {
+      const e = m.e;
+      text = e.kind + (e.ok === false ? ' (failed)' : '') + ' at ' + fmtClock(e.t, true) + '\n' + (e.who ? 'by ' + e.who + '\n' : '') + e.what + (e.bytes ? '\n' + fmtBytes(e.bytes) : '');
+      break;
+    }
+  if (!text && c.geom && x >= c.geom.L) {
+    const { L, pw, t0, t1, d } = c.geom;
+    const t = t0 + (x - L) / pw * (t1 - t0);
+    let best = -1;
+    for (let i = 0; i < d.t.length; i++) if (d.t[i] <= t) best = i;
+    if (best >= 0) {
+      text = fmtClock(d.t[best], true) + (d.v.rss[best] == null ? '\nno sample' : '');
+      if (d.v.rss[best] != null)
+        for (const f of FIG) text += '\n' + (S.labels[f] || f) + ': ' + fmtBytes(d.v[f][best]);
+    }
+  }
+  if (!text) { tip.hidden = true; return; }
+  tip.textContent = text;
+  tip.hidden = false;
+  tip.style.left = Math.min(ev.clientX + 14, window.innerWidth - 300) + 'px';
+  tip.style.top = ev.clientY + 14 + 'px';
+  void y;
+}
+
+function renderCharts() {
+  const box = document.getElementById('charts');
+  for (const [pid, c] of S.charts) if (!S.selected.has(pid) || !byPid(pid)) { c.card.remove(); S.charts.delete(pid); }
+  const qs = [...S.selected].map(byPid).filter(Boolean).filter(visible);
+  qs.sort((a, b) => (a.exe < b.exe ? -1 : a.exe > b.exe ? 1 : a.pid - b.pid));
+  for (const q of qs) {
+    const c = ensureCard(q);
+    c.q = q;
+    c.card.style.setProperty('--svc', serviceColor(q.exe));
+    box.appendChild(c.card);
+  }
+  for (const [pid, c] of S.charts) if (!qs.includes(c.q)) c.card.remove();
+  for (const q of qs) drawChart(S.charts.get(q.pid));
+}
+
+function renderHeader() {
+  const d = S.daemon;
+  if (!d) return;
+  document.getElementById('host').textContent = d.host;
+  document.getElementById('daemon').textContent = 'allocctld ' + d.version + ' · pid ' + d.pid + ' · up ' + fmtAge(Date.now() - d.started_ms) + ' · ' + d.processes + ' processes · history ' + fmtBytes(d.history_bytes) + ' of ' + fmtBytes(d.history_max_bytes) + (S.connected ? '' : ' · offline');
+  document.getElementById('period').textContent = d.sample_ms >= 1000 ? d.sample_ms / 1000 + ' s' : d.sample_ms + ' ms';
+  document.title = 'liballoc · ' + d.host;
+  const span = d.coarse_ms * d.coarse_slots;
+  for (const b of document.querySelectorAll('#range button')) {
+    b.classList.toggle('on', Number(b.dataset.range) === S.range);
+    b.disabled = Number(b.dataset.range) > span;
+  }
+}
+
+function render() {
+  renderHeader();
+  renderTable();
+  renderCharts();
+}
+
+// ---- state in the address (a reload keeps the view) --------------------------------------
+function saveHash() {
+  const p = new URLSearchParams();
+  p.set('range', String(S.range / 60000) + 'm');
+  if (S.selected.size) p.set('pid', [...S.selected].join(','));
+  p.set('sort', (S.sort.dir > 0 ? '' : '-') + S.sort.key);
+  if (S.filter) p.set('filter', S.filter);
+  if (!S.showExited) p.set('exited', '0');
+  history.replaceState(null, '', '#' + p.toString());
+}
+function loadHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const r = parseInt(p.get('range') || '', 10);
+  if (r > 0) S.range = r * 60000;
+  for (const x of (p.get('pid') || '').split(',')) if (/^\d+$/.test(x)) S.selected.add(Number(x));
+  const s = p.get('sort');
+  if (s) S.sort = { key: s.replace(/^-/, ''), dir: s.startsWith('-') ? -1 : 1 };
+  S.filter = p.get('filter') || '';
+  S.showExited = p.get('exited') !== '0';
+  document.getElementById('filter').value = S.filter;
+  document.getElementById('exited').checked = S.showExited;
+}
+
+function init() {
+  loadHash();
+  for (const th of document.querySelectorAll('#procs th[data-sort]'))
+    th.addEventListener('click', () => {
+      const k = th.dataset.sort;
+      S.sort = S.sort.key === k ? { key: k, dir: -S.sort.dir } : { key: k, dir: k === 'exe' || k === 'pid' || k === 'uid' ? 1 : -1 };
+      saveHash();
+      render();
+    });
+  for (const b of document.querySelectorAll('#range button'))
+    b.addEventListener('click', () => {
+      S.range = Number(b.dataset.range);
+      saveHash();
+      loadCharted(true).then(render, () => render());
+    });
+  document.getElementById('filter').addEventListener('input', (e) => { S.filter = e.target.value.trim(); saveHash(); render(); });
+  document.getElementById('exited').addEventListener('change', (e) => { S.showExited = e.target.checked; saveHash(); render(); });
+  window.addEventListener('resize', () => renderCharts());
+  tick();
+}
+
+document.addEventListener('DOMContentLoaded', init);

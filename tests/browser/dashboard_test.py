@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""dashboard_test.py — the allocctld page in headless Chromium, as an operator uses it.
+
+Runs one scenario against a private daemon and two services under the preload (copies of the
+workload helper named cache-svc and web-svc, so there are two services), and writes one
+result line per check to RESULTS (JSON lines: name, ok, detail); tests/e2e/ctld_dashboard.bats
+turns each into a test. Screenshots go to $BUILD/browser/.
+
+  1 the page loads with no console error, no exception, no failed request
+  2 each process gets a chart with the six series (pixels of every stacked figure that has a
+    value, and of the RSS line, are on the canvas), a time axis and a legend
+  3 a trim issued with allocctl shows as a marker on that process's chart within two sample
+    periods; hovering it shows who, what and how much
+  4 a reload keeps the history (the chart starts where it started before) and the marker
+  5 the daemon stopped: a banner says so and the page keeps what it has; started again on
+    the same address: the banner goes, the charts go on with new samples, no exception
+
+usage: dashboard_test.py RESULTS"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser, CDPError  # noqa: E402
+
+ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+BUILD = os.environ.get("BUILD") or os.path.join(ROOT, "build")
+SO = os.environ.get("LIBALLOC_SO") or os.path.join(BUILD, "liballoc.so")
+SAMPLE_MS = 1000
+SERIES = "in_use,cached,free_resident,metadata,non_alloc,rss"
+
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append({"name": name, "ok": bool(ok), "detail": detail})
+    print("%s %s %s" % ("ok  " if ok else "FAIL", name, detail), file=sys.stderr)
+    return ok
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait(cond, timeout, what):
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
+class Scenario:
+    def __init__(self, out):
+        os.makedirs(os.path.join(BUILD, "run"), exist_ok=True)
+        self.t = tempfile.mkdtemp(prefix="browser.", dir=os.path.join(BUILD, "run"))
+        self.segs = os.path.join(self.t, "segs")
+        os.mkdir(self.segs, 0o700)
+        self.sock = os.path.join(tempfile.mkdtemp(prefix="dash.", dir="/tmp"), "ctl.sock")
+        self.port = free_port()
+        self.shots = os.path.join(BUILD, "browser")
+        os.makedirs(self.shots, exist_ok=True)
+        self.daemon = None
+        self.services = []
+        self.out = out
+
+    def start_daemon(self):
+        ready = os.path.join(self.t, "ready")
+        if os.path.exists(ready):
+            os.unlink(ready)
+        log = open(os.path.join(self.t, "daemon.log"), "ab")
+        for _ in range(50):
+            self.daemon = subprocess.Popen(
+                [os.path.join(BUILD, "allocctld"), "--socket", self.sock, "--listen",
+                 "127.0.0.1:%d" % self.port, "--run-dir", self.segs, "--no-default-dirs",
+                 "--ready-file", ready], stdout=log, stderr=subprocess.STDOUT)
+            t0 = time.monotonic()
+            while not os.path.exists(ready) and self.daemon.poll() is None and time.monotonic() - t0 < 10:
+                time.sleep(0.02)
+            if os.path.exists(ready):
+                return
+            self.daemon.wait()
+            time.sleep(0.1)  # the port is still held (a restart right after a stop)
+        raise RuntimeError("allocctld did not start; see %s/daemon.log" % self.t)
+
+    def stop_daemon(self):
+        self.daemon.send_signal(signal.SIGTERM)
+        self.daemon.wait(10)
+
+    def start_service(self, name, size, keep):
+        exe = os.path.join(self.t, name)
+        shutil.copy(os.path.join(BUILD, "tests", "workload"), exe)
+        env = dict(os.environ, LD_PRELOAD=SO, LIBALLOC_RUN_DIR=self.segs)
+        p = subprocess.Popen([exe, "-t", "2", "-s", size, "-d", "0.5", "-k", keep], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        # "quiet": the churn is over, what it keeps stays (and leaves free memory to trim)
+        for line in p.stdout:
+            if line.startswith("quiet"):
+                break
+        self.services.append(p)
+        wait(lambda: os.path.exists(os.path.join(self.segs, "liballoc.%d.seg" % p.pid)), 10,
+             "the segment of " + name)
+        return p.pid
+
+    def allocctl(self, *args):
+        return subprocess.run([os.path.join(BUILD, "allocctl"), "--socket", self.sock] + list(args),
+                              capture_output=True, text=True, timeout=30)
+
+    def cleanup(self):
+        for p in self.services:
+            p.kill()
+            p.wait()
+        if self.daemon and self.daemon.poll() is None:
+            self.daemon.kill()
+            self.daemon.wait()
+        shutil.rmtree(self.t, ignore_errors=True)
+        shutil.rmtree(os.path.dirname(self.sock), ignore_errors=True)
+
+
+# JS run in the page: what each chart shows, measured on the canvas itself.
+CHARTS_JS = """(() => {
+  const S = window.allocDashboard, out = {};
+  const hex = (c) => [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
+  const COLORS = {in_use: '#3b6fd4', cached: '#41a6a0', free_resident: '#e39b3b',
+                  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330'};
+  const near = (px, i, r, g, b, tol) =>
+    Math.abs(px[i] - r) <= tol && Math.abs(px[i + 1] - g) <= tol && Math.abs(px[i + 2] - b) <= tol;
+  for (const card of document.querySelectorAll('#charts .card')) {
+    const cv = card.querySelector('canvas');
+    const px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+    const count = {};
+    for (const [f, c] of Object.entries(COLORS)) {
+      const [r, g, b] = hex(c);
+      let n = 0;
+      // areas are flat colour; the RSS line is antialiased
+      const tol = f === 'rss' ? 40 : 2;
+      for (let i = 0; i < px.length; i += 4) if (near(px, i, r, g, b, tol)) n++;
+      count[f] = n;
+    }
+    const c = S.charts.get(Number(card.dataset.pid));
+    const q = c.q, last = {};
+    for (const f of Object.keys(COLORS)) {
+      const a = q.fine.v[f];
+      for (let i = a.length - 1; i >= 0; i--) if (a[i] != null) { last[f] = a[i]; break; }
+    }
+    let max = 1;
+    for (const v of Object.values(last)) max = Math.max(max, v);
+    out[card.dataset.pid] = {
+      max,
+      series: cv.dataset.series, points: Number(cv.dataset.points), markers: cv.dataset.markers,
+      pixels: count, last, first: c.first, exe: q.exe,
+      legend: [...card.querySelectorAll('.legend .item')].map((e) => e.dataset.series || e.textContent),
+      title: card.querySelector('h2').textContent,
+      marker_x: c.markers.filter((m) => m.e.kind === 'trim').map((m) => m.x),
+      rect: (() => { const r = cv.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })(),
+    };
+  }
+  return out;
+})()"""
+
+
+def run(out):
+    sc = Scenario(out)
+    try:
+        scenario(sc)
+    finally:
+        sc.cleanup()
+
+
+def scenario(sc):
+    sc.start_daemon()
+    pid_a = sc.start_service("cache-svc", "32M", "12M")
+    pid_b = sc.start_service("web-svc", "8M", "3M")
+    url = "http://127.0.0.1:%d/" % sc.port
+    profile = os.path.join(sc.t, "chromium-profile")
+    with Browser(profile) as b:
+        page = b.new_page(1400, 1100)
+        t_load = time.monotonic()
+        page.navigate(url)
+        want = "(() => { const S = window.allocDashboard; return S && S.connected && " \
+               "[%d, %d].every((p) => S.charts.has(p) && S.charts.get(p).points >= 3); })()" % (pid_a, pid_b)
+        _, waited = page.wait_for(want, timeout=30)
+        check("page_loads", True, "both charts drawn %.1f s after navigating" % (time.monotonic() - t_load))
+        check("no_console_errors_on_load", not page.errors, "; ".join(e for _, e in page.errors))
+
+        # 2. the right series for two running processes
+        charts = page.eval(CHARTS_JS)
+        for pid, name in ((pid_a, "cache-svc"), (pid_b, "web-svc")):
+            c = charts.get(str(pid))
+            if not check("chart_%s" % name, c is not None, "no chart of pid %d" % pid):
+                continue
+            check("series_%s" % name, c["series"] == SERIES and c["exe"] == name,
+                  "series %s, exe %s" % (c["series"], c["exe"]))
+            # every figure large enough to cover several pixel rows (5% of the largest)
+            drawn = [f for f in SERIES.split(",") if c["last"].get(f, 0) >= 0.05 * c["max"]]
+            missing = [f for f in drawn if c["pixels"][f] < 20]
+            check("drawn_%s" % name, not missing and c["points"] >= 3,
+                  "figures with a value: %s; pixels per figure %s; missing %s" % (drawn, c["pixels"], missing))
+            check("legend_%s" % name, c["legend"][:6] == SERIES.split(","), "legend %s" % c["legend"])
+            check("title_%s" % name, ("pid %d" % pid) in c["title"], c["title"])
+        a_in_use = charts[str(pid_a)]["last"].get("in_use", 0)
+        b_in_use = charts[str(pid_b)]["last"].get("in_use", 0)
+        check("values_per_process", a_in_use > b_in_use > 0,
+              "in use: cache-svc %d, web-svc %d (cache-svc keeps more)" % (a_in_use, b_in_use))
+        table = page.eval("[...document.querySelectorAll('#procs tr.group .gname')].map(e => e.textContent)")
+        check("grouped_by_service", sorted(table) == ["cache-svc", "web-svc"], "groups %s" % table)
+        page.screenshot(os.path.join(sc.shots, "dashboard-1-two-services.png"))
+
+        # 3. a trim through allocctl appears as a marker within two sample periods
+        r = sc.allocctl("trim", str(pid_a))
+        t_trim = time.monotonic()
+        check("allocctl_trim", r.returncode == 0, (r.stdout + r.stderr).strip())
+        try:
+            _, waited = page.wait_for("(window.allocDashboard.charts.get(%d).canvas.dataset.markers || '').split(',').includes('trim')" % pid_a, timeout=10, interval=0.02)
+            waited = time.monotonic() - t_trim
+            check("trim_marker_in_two_periods", waited <= 2 * SAMPLE_MS / 1000,
+                  "marker drawn %.2f s after the trim (sample period %d ms)" % (waited, SAMPLE_MS))
+        except CDPError as e:
+            check("trim_marker_in_two_periods", False, str(e))
+        charts = page.eval(CHARTS_JS)
+        xs = charts[str(pid_a)]["marker_x"]
+        if check("trim_marker_position", len(xs) == 1, "trim markers at %s" % xs):
+            left, top = charts[str(pid_a)]["rect"][:2]
+            page.mouse_move(left + xs[0], top + 60)
+            tip, _ = page.wait_for("(() => { const t = document.getElementById('tip'); return !t.hidden && t.textContent; })()", timeout=5)
+            check("trim_marker_hover", "trim" in tip and "by uid" in tip and "released" in tip,
+                  tip.replace("\n", " | "))
+            page.screenshot(os.path.join(sc.shots, "dashboard-2-trim-marker.png"))
+            page.mouse_move(5, 5)
+
+        # 4. a reload keeps the history
+        first_before = charts[str(pid_a)]["first"]
+        page.errors.clear()
+        page.reload()
+        page.wait_for(want, timeout=30)
+        page.wait_for("(window.allocDashboard.charts.get(%d).canvas.dataset.markers || '').includes('trim')" % pid_a, timeout=10)
+        after = page.eval(CHARTS_JS)[str(pid_a)]
+        check("reload_keeps_history", after["first"] is not None and after["first"] <= first_before + SAMPLE_MS,
+              "first sample %s before the reload, %s after" % (first_before, after["first"]))
+        check("reload_keeps_markers", "trim" in after["markers"].split(","), "markers %s" % after["markers"])
+        check("no_console_errors_after_reload", not page.errors, "; ".join(e for _, e in page.errors))
+
+        # 5. the daemon restarts
+        page.errors.clear()
+        sc.stop_daemon()
+        t_stop = time.time()
+        page.wait_for("(() => { const b = document.getElementById('banner'); return !b.hidden && b.textContent.includes('unreachable'); })()", timeout=15)
+        page.screenshot(os.path.join(sc.shots, "dashboard-3-daemon-down.png"))
+        kept = page.eval("window.allocDashboard.charts.get(%d).points" % pid_a)
+        check("down_keeps_charts", kept >= 3, "%d points still drawn while the daemon is down" % kept)
+        sc.start_daemon()
+        t_up = time.time() * 1000
+        page.wait_for("(() => { const S = window.allocDashboard; return S.connected && S.lastT > %d; })()" % t_up, timeout=20)
+        page.wait_for("(() => { const b = document.getElementById('banner'); return b.hidden || !b.textContent.includes('unreachable'); })()", timeout=10)
+        banner = page.eval("(() => { const b = document.getElementById('banner'); return b.hidden ? '' : b.textContent; })()")
+        check("recovers_after_restart", "unreachable" not in banner, "banner now: %r" % banner)
+        charts = page.eval(CHARTS_JS)
+        c = charts.get(str(pid_a))
+        check("charts_go_on_after_restart", c is not None and c["points"] >= kept and c["first"] <= first_before + SAMPLE_MS,
+              "points %s (were %d), first %s" % (c and c["points"], kept, c and c["first"]))
+        # during the outage the browser logs the refused requests; nothing else may appear
+        other = [e for t, e in page.errors if not (e.startswith("log (network)") and t_stop - 1 <= t)]
+        check("no_exceptions_across_restart", not other, "; ".join(other))
+        page.screenshot(os.path.join(sc.shots, "dashboard-4-after-restart.png"))
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    try:
+        run(out)
+    except Exception as e:  # the harness failed: one failed result says why
+        import traceback
+        traceback.print_exc()
+        check("harness", False, "%s: %s" % (type(e).__name__, e))
+    with open(out, "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

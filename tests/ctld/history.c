@@ -1,0 +1,261 @@
+/* history.c — unit tests of ctld/history.c with a clock the test controls: samples land on
+ * their ticks with gaps where ticks were missed, the fine ring keeps 15 minutes and the
+ * coarse ring the means of a day, 1,000 processes sampled for the whole retention stay
+ * within the documented bound (accounted and as measured by malloc), the total bound drops
+ * exited histories first and then stops rings from growing, and the event ring. */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <string.h>
+
+#include "history.h"
+
+#define T0 1699999980000LL /* ms: a whole minute, so coarse periods start on it */
+
+struct collected {
+	int n, gaps;
+	int64_t t[4096];
+	uint32_t in_use[4096];
+};
+
+static void collect(void *arg, int64_t t_ms, const uint32_t *kib)
+{
+	struct collected *c = arg;
+	if (c->n < 4096) {
+		c->t[c->n] = t_ms;
+		c->in_use[c->n] = kib ? kib[HIST_F_in_use] : HIST_GAP;
+	}
+	c->n++;
+	if (!kib)
+		c->gaps++;
+}
+
+static void sample(struct history *h, struct hist_proc *p, uint64_t in_use_bytes, int64_t t)
+{
+	uint64_t v[HIST_NFIG] = {0};
+	v[HIST_F_in_use] = in_use_bytes;
+	v[HIST_F_rss] = in_use_bytes * 2;
+	history_sample(h, p, v, t);
+}
+
+Test(history, samples_land_on_their_ticks_and_missed_ticks_are_gaps)
+{
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 16), 0);
+	struct hist_proc *p = history_open(&h, 42, 7, 0, "svc", T0);
+	cr_assert_not_null(p);
+	sample(&h, p, 10 << 10, T0 + 10);
+	sample(&h, p, 99 << 10, T0 + 900); /* same tick: ignored */
+	sample(&h, p, 20 << 10, T0 + 1001);
+	sample(&h, p, 50 << 10, T0 + 4500); /* ticks 2 and 3 missed */
+	struct collected c = {0};
+	history_walk(&h, p, false, 0, collect, &c);
+	cr_assert_eq(c.n, 5);
+	cr_assert_eq(c.gaps, 2);
+	int64_t want_t[] = {T0, T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000};
+	uint32_t want_v[] = {10, 20, HIST_GAP, HIST_GAP, 50};
+	for (int i = 0; i < 5; i++) {
+		cr_assert_eq(c.t[i], want_t[i], "sample %d at %lld", i, (long long)c.t[i]);
+		cr_assert_eq(c.in_use[i], want_v[i], "sample %d is %u KiB", i, c.in_use[i]);
+	}
+	/* since: from the first tick at or after it */
+	memset(&c, 0, sizeof(c));
+	history_walk(&h, p, false, T0 + 1500, collect, &c);
+	cr_assert_eq(c.n, 3);
+	cr_assert_eq(c.t[0], T0 + 2000);
+	memset(&c, 0, sizeof(c));
+	history_walk(&h, p, false, T0 + 4001, collect, &c);
+	cr_assert_eq(c.n, 0);
+	cr_assert_eq(history_first_ms(&h, p, false), T0);
+	cr_assert_eq(h.st.samples, 3);
+	cr_assert_eq(h.st.gaps, 2);
+	history_free(&h);
+}
+
+Test(history, fine_ring_keeps_fifteen_minutes_and_coarse_keeps_the_means)
+{
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 16), 0);
+	struct hist_proc *p = history_open(&h, 42, 7, 0, "svc", T0);
+	/* 20 minutes; in use = the minute number in MiB */
+	for (int s = 0; s < 20 * 60; s++)
+		sample(&h, p, (uint64_t)(s / 60) << 20, T0 + s * 1000LL);
+	struct collected c = {0};
+	history_walk(&h, p, false, 0, collect, &c);
+	cr_assert_eq(c.n, (int)HIST_FINE_SLOTS);
+	cr_assert_eq(c.t[0], T0 + (20 * 60 - 900) * 1000LL, "oldest fine sample 15 min back");
+	cr_assert_eq(c.t[c.n - 1], T0 + (20 * 60 - 1) * 1000LL);
+	cr_assert_eq(p->fine.alloc, HIST_FINE_SLOTS, "the ring stopped growing at its cap");
+	memset(&c, 0, sizeof(c));
+	history_walk(&h, p, true, 0, collect, &c);
+	cr_assert_eq(c.n, 19, "minutes 0..18 closed, the 20th in progress");
+	for (int m = 0; m < 19; m++) {
+		cr_assert_eq(c.t[m], T0 + m * 60000LL);
+		cr_assert_eq(c.in_use[m], (uint32_t)m << 10, "minute %d: mean %u KiB", m,
+		             c.in_use[m]);
+	}
+	/* an exit closes the minute in progress and shrinks the rings to what they hold */
+	size_t before = h.bytes;
+	history_close(&h, p, T0 + 20 * 60000LL, "exited");
+	memset(&c, 0, sizeof(c));
+	history_walk(&h, p, true, 0, collect, &c);
+	cr_assert_eq(c.n, 20);
+	cr_assert_eq(c.in_use[19], 19u << 10);
+	cr_assert_eq(p->coarse.alloc, 20u);
+	cr_assert_lt(h.bytes, before);
+	cr_assert_eq(h.nlive, 0u);
+	sample(&h, p, 1, T0 + 21 * 60000LL);
+	cr_assert_eq(p->fine.len, HIST_FINE_SLOTS, "no samples after the exit");
+	history_free(&h);
+}
+
+Test(history, a_reused_pid_is_another_history_and_find_prefers_the_live_one)
+{
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 16), 0);
+	struct hist_proc *a = history_open(&h, 42, 7, 0, "old", T0);
+	cr_assert_eq(history_open(&h, 42, 7, 0, "old", T0), a, "same process: same history");
+	history_close(&h, a, T0 + 5000, "exited");
+	struct hist_proc *b = history_open(&h, 42, 9, 0, "new", T0 + 6000);
+	cr_assert_neq(a, b);
+	cr_assert_eq(history_find(&h, 42), b);
+	history_close(&h, b, T0 + 7000, "exited");
+	cr_assert_eq(history_find(&h, 42), b, "the most recently exited");
+	cr_assert_null(history_find(&h, 43));
+	history_free(&h);
+}
+
+/* The documented bound: 1,000 processes, each sampled every tick for the whole retention
+ * (24 h of coarse samples and the 15 min fine window), stay within 1,000 x
+ * HIST_PROC_MAX_BYTES, as accounted and as malloc sees it. */
+Test(history, a_thousand_processes_for_the_whole_retention_stay_within_the_bound, .timeout = 120)
+{
+	enum { N = 1000 };
+	struct mallinfo2 m0 = mallinfo2();
+	struct history h;
+	size_t bound = N * HIST_PROC_MAX_BYTES;
+	cr_assert_eq(history_init(&h, 1000, bound, 16), 0);
+	static struct hist_proc *p[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(p[i] = history_open(&h, 1000 + i, (uint64_t)i, 0, "svc", T0));
+	int64_t ticks = (int64_t)HIST_COARSE_SLOTS * HIST_COARSE_TICKS + HIST_FINE_SLOTS;
+	uint64_t v[HIST_NFIG] = {1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 15 << 20};
+	size_t peak = 0;
+	for (int64_t t = 0; t < ticks; t++) {
+		for (int i = 0; i < N; i++)
+			history_sample(&h, p[i], v, T0 + t * 1000);
+		if (h.bytes > peak)
+			peak = h.bytes;
+	}
+	struct mallinfo2 m1 = mallinfo2();
+	cr_log_info("%d processes x %lld ticks: %zu bytes accounted (%.1f KiB per process), "
+	            "malloc in use grew by %zu bytes; documented bound %zu per process",
+	            N, (long long)ticks, h.bytes, h.bytes / 1024.0 / N, m1.uordblks - m0.uordblks,
+	            HIST_PROC_MAX_BYTES);
+	cr_assert_leq(peak, bound);
+	cr_assert_eq(h.bytes, bound, "every ring full: exactly the bound");
+	cr_assert_leq(m1.uordblks - m0.uordblks,
+	              bound + N * 64 + h.ev_cap * sizeof(struct hist_event),
+	              "malloc's view (with its per-block headers) matches the accounting");
+	cr_assert_eq(h.st.truncated, 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(p[i]->fine.len, HIST_FINE_SLOTS);
+		cr_assert_eq(p[i]->coarse.len, HIST_COARSE_SLOTS);
+	}
+	struct collected c = {0};
+	history_walk(&h, p[N - 1], true, 0, collect, &c);
+	cr_assert_eq(c.n, (int)HIST_COARSE_SLOTS);
+	cr_assert_eq(c.gaps, 0);
+	cr_assert_eq(c.in_use[0], 1024u);
+	cr_assert_eq(c.t[c.n - 1] - c.t[0], (int64_t)(HIST_COARSE_SLOTS - 1) * 60000,
+	             "24 h of coarse samples");
+	history_free(&h);
+	cr_assert_eq(h.bytes, 0u);
+}
+
+Test(history, the_total_bound_drops_exited_histories_first_then_stops_rings_growing)
+{
+	struct history h;
+	size_t max = 3 * HIST_PROC_MAX_BYTES / 2;
+	cr_assert_eq(history_init(&h, 1000, max, 16), 0);
+	struct hist_proc *gone = history_open(&h, 1, 1, 0, "gone", T0);
+	for (int s = 0; s < 2000; s++)
+		sample(&h, gone, 1 << 20, T0 + s * 1000LL);
+	history_close(&h, gone, T0 + 2000 * 1000LL, "exited");
+	struct hist_proc *live[4];
+	for (int i = 0; i < 4; i++)
+		cr_assert_not_null(live[i] = history_open(&h, 10 + i, 1, 0, "live", T0));
+	size_t peak = 0;
+	for (int s = 0; s < 3 * 3600; s++) {
+		for (int i = 0; i < 4; i++)
+			sample(&h, live[i], 1 << 20, T0 + 3000000 + s * 1000LL);
+		if (h.bytes > peak)
+			peak = h.bytes;
+	}
+	cr_assert_leq(peak, max, "never above the total bound");
+	cr_assert_null(history_find(&h, 1), "the exited history went first");
+	cr_assert_eq(h.st.evicted, 1);
+	cr_assert_geq(h.st.truncated, 1);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_gt(live[i]->fine.len, 0, "every live process keeps some history");
+		struct collected c = {0};
+		history_walk(&h, live[i], false, 0, collect, &c);
+		cr_assert_eq(c.t[c.n - 1], T0 + 3000000 + (3 * 3600 - 1) * 1000LL,
+		             "and its newest sample");
+	}
+	/* a smaller bound at reload cuts the live rings down to it */
+	cr_assert_eq(history_reconfigure(&h, 1000, HIST_PROC_MAX_BYTES, 16), 0);
+	cr_assert_leq(h.bytes, HIST_PROC_MAX_BYTES);
+	history_free(&h);
+}
+
+Test(history, exited_histories_expire_after_the_coarse_retention)
+{
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 16), 0);
+	struct hist_proc *p = history_open(&h, 5, 1, 0, "x", T0);
+	sample(&h, p, 1, T0);
+	history_close(&h, p, T0 + 1000, "exited");
+	history_expire(&h, T0 + 1000 + 24 * 3600 * 1000LL);
+	cr_assert_eq(history_find(&h, 5), p, "kept for 24 h");
+	history_expire(&h, T0 + 2000 + 24 * 3600 * 1000LL);
+	cr_assert_null(history_find(&h, 5));
+	cr_assert_eq(h.st.expired, 1);
+	cr_assert_eq(h.bytes, 0u);
+	history_free(&h);
+}
+
+static bool count_events(void *arg, const struct hist_event *e)
+{
+	int *n = arg;
+	(*n)++;
+	return true;
+}
+
+Test(history, events_ring_keeps_the_newest_in_order)
+{
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 4), 0);
+	for (int i = 0; i < 6; i++) {
+		struct hist_event e = {.pid = 100 + i, .kind = HIST_EV_trim, .bytes = (uint64_t)i};
+		const struct hist_event *r = history_event(&h, &e, T0 + i);
+		cr_assert_eq(r->seq, (uint64_t)i + 1);
+		cr_assert_eq(r->t_ms, T0 + i);
+	}
+	int n = 0;
+	history_events(&h, 0, 0, count_events, &n);
+	cr_assert_eq(n, 4);
+	cr_assert_eq(h.st.events_dropped, 2);
+	n = 0;
+	history_events(&h, 4, 0, count_events, &n);
+	cr_assert_eq(n, 2, "after seq 4: 5 and 6");
+	n = 0;
+	history_events(&h, 0, T0 + 5, count_events, &n);
+	cr_assert_eq(n, 1, "since the time of the last");
+	/* a larger ring keeps what there is, a smaller one the newest */
+	cr_assert_eq(history_reconfigure(&h, 1000, 64 << 20, 2), 0);
+	n = 0;
+	history_events(&h, 0, 0, count_events, &n);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(h.ev[h.ev_head].seq, 5u);
+	history_free(&h);
+}
