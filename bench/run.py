@@ -1366,7 +1366,7 @@ class Suite:
             missing.append("liballoc.so")
         return d, client, missing
 
-    def start_daemon(self, daemon, tag):
+    def start_daemon(self, daemon, tag, extra=()):
         """allocctld in the foreground on a private socket, run directory and HTTP port.
         Returns (Popen, socket path, port) or raises RuntimeError with the reason."""
         ctx = self.ctx
@@ -1374,7 +1374,7 @@ class Suite:
         port = free_port()
         log = open(os.path.join(ctx.tmp, "allocctld-%s.log" % tag), "wb")
         argv = [daemon, "--socket", sock, "--run-dir", self.hook_run_dir(), "--no-default-dirs",
-                "--listen", "127.0.0.1:%d" % port]
+                "--listen", "127.0.0.1:%d" % port] + list(extra)
         proc = subprocess.Popen(argv, env=ctx.base_env, stdout=log, stderr=log,
                                 start_new_session=True)
         deadline = time.monotonic() + 5
@@ -1568,6 +1568,92 @@ class Suite:
             # killed processes leave stale segments behind: start the next hook clean
             shutil.rmtree(self.hook_run_dir(), ignore_errors=True)
         self.progress("daemon scale")
+
+
+    def hook_history(self):
+        """Issue 21: the daemon's history with 200 preloaded processes: time (and CPU) per
+        sample per process, history memory per process, and the dashboard's load time in
+        headless Chromium. Samples every 100 ms for 90 s (QUICK: 30 s), so each process has
+        900 (300) samples in the fine ring when the page loads: the whole 15-minute window
+        of the default 1 s period."""
+        sec = "history"
+        daemon, client, missing = self.control_tools()
+        if missing:
+            self.extra(sec, "all", "n/a", "", "missing: " + ", ".join(
+                os.path.relpath(m, self.ctx.root) if m.startswith("/") else m
+                for m in missing))
+            return
+        sys.path.insert(0, os.path.join(self.ctx.root, "tests", "browser"))
+        import cdp  # noqa: E402 - the tests' DevTools client (python3 only)
+        n, secs, period = 200, (30 if self.ctx.quick else 90), 100
+        conf = os.path.join(self.ctx.tmp, "history.conf")
+        procs = []
+        try:
+            procs += self.start_holders(n, 1)
+            wait_segments(self.hook_run_dir(), n, 10)
+            with open(conf, "w") as f:
+                f.write("history_sample_ms = %d\n" % period)
+            d, sock, port = self.start_daemon(daemon, "history", ["--config", conf])
+            procs.append(d)
+            wait_listed(client, sock, n, 30)
+            url = "http://127.0.0.1:%d" % port
+
+            def daemon_info():
+                with urllib.request.urlopen(url + "/api/history?samples=0", timeout=10) as r:
+                    return json.load(r)["daemon"]
+            time.sleep(1)
+            a, cpu0, t0 = daemon_info(), proc_cpu_ticks(d.pid), time.monotonic()
+            time.sleep(secs)
+            b, cpu1, t1 = daemon_info(), proc_cpu_ticks(d.pid), time.monotonic()
+            taken = b["samples_taken"] - a["samples_taken"]
+            hz = os.sysconf("SC_CLK_TCK")
+            self.extra(sec, "time per sample per process",
+                       "%.1f" % ((b["sample_ns"] - a["sample_ns"]) / max(taken, 1) / 1000), "us",
+                       "%d samples of %d processes over %.0f s (every %d ms), measured inside "
+                       "the sampler" % (taken, n, t1 - t0, period))
+            self.extra(sec, "daemon CPU per sample per process",
+                       "%.1f" % ((cpu1 - cpu0) / hz / max(taken, 1) * 1e6), "us",
+                       "all of the daemon's CPU (utime+stime) over the same time, divided by the "
+                       "samples: an upper bound; %.1f%% of a core at a %d ms period, %.2f%% at "
+                       "the default 1 s" % ((cpu1 - cpu0) / hz / (t1 - t0) * 100, period,
+                                            (cpu1 - cpu0) / hz / (t1 - t0) * 100 * period / 1000))
+            self.extra(sec, "history memory per process",
+                       "%.0f" % (b["history_bytes"] / n), "bytes",
+                       "%d processes with %d samples each in the fine ring; bound at full "
+                       "retention (24 h) 56,664 bytes (tests/ctld/history.c)" % (
+                           n, min(900, taken // n)))
+            # the page: load until every row and the default charts are drawn
+            prof = os.path.join(self.ctx.tmp, "chromium-history")
+            want = ("(() => { const S = window.allocDashboard; return S && S.connected && "
+                    "document.querySelectorAll('#procs tr.proc').length >= %d && "
+                    "S.charts.size >= 1 && [...S.charts.values()].every((c) => c.points > 0); "
+                    "})()" % n)
+            times = []
+            with cdp.Browser(prof) as br:
+                page = br.new_page(1400, 1000)
+                for i in range(4):
+                    t2 = time.monotonic()
+                    if i == 0:
+                        page.navigate(url + "/")
+                    else:
+                        page.reload()
+                    page.wait_for(want, timeout=60, interval=0.01)
+                    times.append((time.monotonic() - t2) * 1000)
+                errors = [e for _, e in page.errors]
+            self.extra(sec, "page load with %d processes" % n,
+                       "%.0f" % statistics.median(times[1:]), "ms",
+                       "median of 3 reloads (first load %.0f ms): navigation until all %d rows "
+                       "and the charts are drawn, headless Chromium; %d samples per process in "
+                       "the fine ring%s" % (times[0], n, min(900, taken // n),
+                                            "; console errors: " + "; ".join(errors)[:120]
+                                            if errors else ""))
+        except (RuntimeError, OSError, cdp.CDPError) as e:
+            self.extra(sec, "all", "n/a", "", str(e)[:200])
+        finally:
+            for p in procs:
+                stop_group(p)
+            shutil.rmtree(self.hook_run_dir(), ignore_errors=True)
+        self.progress("history")
 
 
 # ---------------------------------------------------------------------------------------
@@ -2009,6 +2095,8 @@ def main():
                 suite.run_hook(suite.hook_liballoc_stats_overhead, "statistics overhead")
                 suite.run_hook(suite.hook_control_latency, "command latency")
                 suite.run_hook(suite.hook_daemon_scale, "daemon scale")
+            if not only or "liballoc" in only or "history" in only:
+                suite.run_hook(suite.hook_history, "history")
         except KeyboardInterrupt:
             interrupted = True
             print("bench: interrupted: reporting what ran", file=sys.stderr)

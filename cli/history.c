@@ -119,12 +119,12 @@ static json_t *process_json(const Ctl__ProcessHistory *ph)
 
 static json_t *event_json(const Ctl__HistoryEvent *e)
 {
-	return json_pack("{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:I,s:b}", "seq", (json_int_t)e->seq, "t",
-	                 (json_int_t)e->t_ms, "pid",
-	                 e->has_pid ? json_integer(e->pid) : json_null(), "exe",
-	                 e->exe ? e->exe : "", "kind", e->kind, "who", e->who ? e->who : "", "what",
-	                 e->what ? e->what : "", "bytes", (json_int_t)(e->has_bytes ? e->bytes : 0),
-	                 "ok", !e->has_ok || e->ok);
+	return json_pack(
+	        "{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "seq", (json_int_t)e->seq, "t",
+	        (json_int_t)e->t_ms, "pid", e->has_pid ? json_integer(e->pid) : json_null(), "exe",
+	        e->exe ? e->exe : "", "kind", e->kind, "trigger", e->trigger ? e->trigger : "",
+	        "who", e->who ? e->who : "", "what", e->what ? e->what : "", "bytes",
+	        (json_int_t)(e->has_bytes ? e->bytes : 0), "ok", !e->has_ok || e->ok);
 }
 
 static void history_json(FILE *f, const Ctl__HistoryReply *r)

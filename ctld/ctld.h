@@ -47,11 +47,11 @@ struct proc {
 	/* identity from /proc (never from the segment, which its owner writes): exe, the name
 	 * it was run as, command line, real uid; refreshed when older than ID_MAX_AGE_NS */
 	struct procfs_info id;
-	uint64_t id_ns; /* CLOCK_MONOTONIC of the last identity read */
-	int refs;       /* the list holds one; each command target holds one */
-	bool gone;      /* removed from the list (exited or stale) */
-	bool busy;      /* a command of ours holds its mailbox */
-	bool seen;      /* mark for the rescan sweep */
+	uint64_t id_ns;         /* CLOCK_MONOTONIC of the last identity read */
+	int refs;               /* the list holds one; each command target holds one */
+	bool gone;              /* removed from the list (exited or stale) */
+	bool busy;              /* a command of ours holds its mailbox */
+	bool seen;              /* mark for the rescan sweep */
 	struct hist_proc *hist; /* its history (timeline.c), NULL until the first sample */
 	uint64_t hist_tick;     /* the sample tick it was last swept in */
 };
@@ -214,6 +214,9 @@ void timeline_reconfigure(struct ctld *d);
 void timeline_shutdown(struct ctld *d);
 /* discovery forgets p (exited, stale, refused): its history closes with an exit event */
 void timeline_proc_gone(struct ctld *d, struct proc *p, const char *why);
+/* liballoc_ctld_history_* families (memory, samples, the time sampling took) on /metrics */
+struct evbuffer;
+void timeline_write_metrics(struct ctld *d, struct evbuffer *b);
 /* the control protocol's HistoryRequest (replies at once; returns false) */
 bool timeline_request(struct ctld *d, struct conn *c, const struct Ctl__Envelope *env);
 

@@ -88,15 +88,16 @@ static void bad_request(struct evhttp_request *req, const char *fmt, ...)
 static json_t *daemon_json(struct ctld *d)
 {
 	struct timeline *tl = d->tl;
-	return json_pack("{s:s,s:s,s:i,s:I,s:I,s:i,s:I,s:i,s:i,s:I,s:I,s:i,s:i}", "host", tl->host,
-	                 "version", CTLD_VERSION, "pid", (int)getpid(), "started_ms",
+	return json_pack("{s:s,s:s,s:i,s:I,s:I,s:i,s:I,s:i,s:i,s:I,s:I,s:i,s:i,s:I,s:I}", "host",
+	                 tl->host, "version", CTLD_VERSION, "pid", (int)getpid(), "started_ms",
 	                 (json_int_t)tl->started_ms, "now_ms", (json_int_t)timeline_now_ms(),
 	                 "sample_ms", (int)tl->h.sample_ms, "coarse_ms",
 	                 (json_int_t)history_period_ms(&tl->h, true), "fine_slots",
 	                 (int)HIST_FINE_SLOTS, "coarse_slots", (int)HIST_COARSE_SLOTS,
 	                 "history_bytes", (json_int_t)tl->h.bytes, "history_max_bytes",
 	                 (json_int_t)tl->h.max_bytes, "processes", d->nprocs, "events_kept",
-	                 (int)tl->h.ev_len);
+	                 (int)tl->h.ev_len, "samples_taken", (json_int_t)tl->sampled, "sample_ns",
+	                 (json_int_t)tl->sample_ns);
 }
 
 /* ---- query parameters -------------------------------------------------------------------- */
@@ -310,6 +311,8 @@ static void write_history(struct ctld *d, struct evbuffer *b, const struct hq *q
 			continue;
 		if (q->npids && history_find(&d->tl->h, p->pid) != p)
 			continue; /* a reused pid: the newest */
+		if (!q->npids && q->since_ms > 0 && p->exited_ms && p->exited_ms < q->since_ms)
+			continue; /* nothing new: it exited before the window */
 		json_t *o = process_json(d, p, q);
 		if (!o)
 			continue;
@@ -334,12 +337,12 @@ static bool event_json(void *arg, const struct hist_event *e)
 	if (e->pid ? !pid_wanted(o->q, e->pid) : o->q->npids > 0)
 		return true;
 	json_array_append_new(
-	        o->arr,
-	        json_pack("{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:I,s:b}", "seq", (json_int_t)e->seq, "t",
-	                  (json_int_t)e->t_ms, "pid", e->pid ? json_integer(e->pid) : json_null(),
-	                  "exe", e->exe, "kind",
-	                  hist_event_kind_name[e->kind < HIST_NEV ? e->kind : 0], "who", e->who,
-	                  "what", e->what, "bytes", (json_int_t)e->bytes, "ok", e->ok));
+	        o->arr, json_pack("{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "seq",
+	                          (json_int_t)e->seq, "t", (json_int_t)e->t_ms, "pid",
+	                          e->pid ? json_integer(e->pid) : json_null(), "exe", e->exe,
+	                          "kind", hist_event_kind_name[e->kind < HIST_NEV ? e->kind : 0],
+	                          "trigger", e->trigger, "who", e->who, "what", e->what, "bytes",
+	                          (json_int_t)e->bytes, "ok", e->ok));
 	return true;
 }
 

@@ -120,7 +120,7 @@ struct hist_event {
 	char exe[64];
 	char trigger[16]; /* the audit trail's: operator, profile, pressure, time, expiry, config */
 	char who[64];     /* "uid 0 pid 1234", "pressure NAME", "daemon" */
-	char what[160]; /* "released 12.0 MiB (3 madvise)", "mmap_threshold = 1048576" */
+	char what[160];   /* "released 12.0 MiB (3 madvise)", "mmap_threshold = 1048576" */
 };
 
 struct hist_stats {

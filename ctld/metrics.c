@@ -177,6 +177,7 @@ static void write_metrics(struct ctld *d, struct evbuffer *b)
 		evbuffer_add_printf(b, "%s %llu\n", own[i].name, (unsigned long long)own[i].v);
 	}
 	audit_write_metrics(&d->audit, b);
+	timeline_write_metrics(d, b);
 	scrape_free(&s);
 }
 

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+
 #include "audit.h"
 #include "ctl.pb-c.h"
 #include "ctld.h"
@@ -256,6 +258,38 @@ static void on_audit(const struct audit_event *a, void *arg)
 	history_event(&tl->h, &e, timeline_now_ms());
 }
 
+void timeline_write_metrics(struct ctld *d, struct evbuffer *b)
+{
+	struct timeline *tl = d->tl;
+	if (!tl)
+		return;
+	const struct {
+		const char *name, *type, *help;
+		double v;
+	} m[] = {
+	        {"liballoc_ctld_history_bytes", "gauge",
+	         "Memory held by the history of every process (bounded by history_max_bytes)",
+	         (double)tl->h.bytes},
+	        {"liballoc_ctld_history_processes", "gauge",
+	         "Processes with a history, exited ones included", (double)tl->h.nprocs},
+	        {"liballoc_ctld_history_samples_total", "counter", "Samples stored",
+	         (double)tl->h.st.samples},
+	        {"liballoc_ctld_history_sample_seconds_total", "counter",
+	         "Time spent sampling processes", (double)tl->sample_ns / 1e9},
+	        {"liballoc_ctld_history_evicted_total", "counter",
+	         "Exited histories dropped to stay within history_max_bytes",
+	         (double)tl->h.st.evicted},
+	        {"liballoc_ctld_history_truncated_total", "counter",
+	         "Histories kept shorter than their window by history_max_bytes",
+	         (double)tl->h.st.truncated},
+	        {"liballoc_ctld_history_events_total", "counter", "Events put on the timeline",
+	         (double)tl->h.st.events},
+	};
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.9g\n", m[i].name,
+		                    m[i].help, m[i].name, m[i].type, m[i].name, m[i].v);
+}
+
 /* ---- life ----------------------------------------------------------------------------------- */
 
 int timeline_init(struct ctld *d)
@@ -280,7 +314,8 @@ int timeline_init(struct ctld *d)
 	}
 	d->tl = tl;
 	if (audit_listen(&d->audit, on_audit, d))
-		log_warn("history: cannot listen to the audit trail; commands are not on the timeline");
+		log_warn("history: cannot listen to the audit trail; commands are not on the "
+		         "timeline");
 	char what[96];
 	snprintf(what, sizeof(what), "allocctld %s started (pid %d)", CTLD_VERSION, (int)getpid());
 	event_for(d, HIST_EV_daemon, NULL, NULL, tl->started_ms, "daemon", true, 0, what);

@@ -12,8 +12,9 @@ const FIG_COLOR = {
   non_alloc: '#b9bfca', rss: '#1d2330',
 };
 const EVENT_COLOR = {
-  trim: '#2d8a4e', release: '#2d8a4e', flush: '#2d8a4e', set: '#3b6fd4', policy: '#9a3fb0',
-  start: '#677085', exit: '#677085', daemon: '#b3261e', failed: '#b3261e',
+  trim: '#2d8a4e', release: '#2d8a4e', flush: '#2d8a4e', set: '#3b6fd4', revert: '#3b6fd4',
+  reload: '#677085', start: '#677085', exit: '#677085', daemon: '#b3261e', failed: '#b3261e',
+  policy: '#9a3fb0',
 };
 const FINE_MS = 15 * 60 * 1000;
 
@@ -226,7 +227,13 @@ async function poll() {
   }
   const ev = await getJSON('/api/events?after=' + S.lastSeq);
   if (idOf(ev.daemon) !== S.instance) return loadAll();
-  for (const e of ev.events) S.events.push(e);
+  for (const e of ev.events) {
+    S.events.push(e);
+    // an exit: the process stays on the page, greyed, until it leaves the daemon's retention
+    if (e.kind === 'exit')
+      for (const q of S.procs.values())
+        if (q.pid === e.pid && q.live) { q.live = false; q.exited_ms = e.t; q.exit_reason = e.what; }
+  }
   S.lastSeq = ev.last_seq;
   if (S.events.length > 20000) S.events.splice(0, S.events.length - 20000);
   const from = Date.now() - FINE_MS - 60000;
@@ -561,7 +568,8 @@ function drawChart(c) {
     if (e.pid == null && e.kind !== 'daemon') continue;
     if (e.kind === 'start' && e.t < q.started_ms - 1000) continue;
     const x = Math.round(X(e.t)) + 0.5;
-    const col = e.ok === false ? EVENT_COLOR.failed : EVENT_COLOR[e.kind] || '#677085';
+    const policy = e.trigger && e.trigger !== 'operator' && e.ok !== false;
+    const col = e.ok === false ? EVENT_COLOR.failed : policy ? EVENT_COLOR.policy : EVENT_COLOR[e.kind] || '#677085';
     g.strokeStyle = col;
     g.lineWidth = 1;
     g.setLineDash(e.kind === 'daemon' ? [4, 3] : [2, 2]);
@@ -591,7 +599,7 @@ function hover(c, ev) {
   for (const m of c.markers)
     if (Math.abs(m.x - x) <= 5) {
       const e = m.e;
-      text = e.kind + (e.ok === false ? ' (failed)' : '') + ' at ' + fmtClock(e.t, true) + '\n' + (e.who ? 'by ' + e.who + '\n' : '') + e.what + (e.bytes ? '\n' + fmtBytes(e.bytes) : '');
+      text = e.kind + (e.ok === false ? ' (not done)' : '') + ' at ' + fmtClock(e.t, true) + '\n' + (e.who ? 'by ' + e.who + (e.trigger && e.trigger !== 'operator' && !e.who.startsWith(e.trigger) ? ' (' + e.trigger + ')' : '') + '\n' : '') + e.what;
       break;
     }
   if (!text && c.geom && x >= c.geom.L) {

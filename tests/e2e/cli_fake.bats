@@ -343,6 +343,6 @@ complete_line() {
 	start_fake
 	run -0 "$ALLOCCTL" top --iterations 1
 	[[ "${lines[2]}" == *"RSS  RSS, LAST MINUTE" ]]
-	[[ "${lines[3]}" == "    4242  fake-service"*"▁▁▂▃▄ ▅▆▇█ +90.0 MiB" ]]
-	[[ "${lines[4]}" == "    4343  other-service"*"▁▁▁▁▁▁▁▁▁▁ +0 B" ]]
+	[[ "${lines[3]}" == "    4242 "*" fake-service "*"▁▁▂▃▄ ▅▆▇█ +90.0 MiB" ]]
+	[[ "${lines[4]}" == "    4343 "*" other-service "*"▁▁▁▁▁▁▁▁▁▁ +0 B" ]]
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # ctld_history.bats — the daemon's history over HTTP and the control socket, against fake
 # segments (tests/helpers/fakeseg: known counters) and allocctl: samples on whole sample
-# periods with the split of the segment's counters, events for start, commands (who, what,
-# how much) and exit, an exited process's history kept, every bad parameter refused with its
+# periods with the split of the segment's counters, events for start, commands (from the
+# audit trail: who, what, how much) and exit, an exited process's history kept, every bad parameter refused with its
 # name, history turned off, and the history settings checked.
 
 bats_require_minimum_version 1.5.0
@@ -74,9 +74,11 @@ wait_json() {
 	api "/api/events?pid=$B" | json "
 	  [e['kind'] for e in d['events']] == ['start', 'trim', 'set'] and
 	  d['events'][1]['bytes'] == 4194304 and d['events'][1]['ok'] and
-	  d['events'][1]['who'].startswith('uid $(id -u) (pid ') and
-	  d['events'][1]['what'].startswith('released 4.0 MiB') and
-	  d['events'][2]['what'] == 'decay_ms = 2s' and d['events'][2]['exe'] == 'svc-b'"
+	  d['events'][1]['who'].startswith('uid $(id -u) pid ') and
+	  d['events'][1]['trigger'] == 'operator' and
+	  d['events'][1]['what'] == 'released 4.0 MiB' and
+	  d['events'][2]['what'].startswith('decay_ms ') and d['events'][2]['what'].endswith(' -> 2s') and
+	  d['events'][2]['exe'] == 'svc-b'"
 	seq=$(api "/api/events" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_seq"])')
 	api "/api/events?after=$seq" | json "d['events'] == []"
 	wait_json "/api/history?pid=$B" "len(d['processes'][0]['series']['rss']) >= 2"
