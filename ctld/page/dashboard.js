@@ -83,15 +83,23 @@ async function getJSON(url) {
 function keyOf(p) { return p.pid + ':' + p.started_ms; }
 
 // Merge the samples of one process from an /api/history answer into series (t[], v{}).
+// Time the daemon did not sample (it was down or restarted) becomes a gap (a null value),
+// so the chart does not draw a line across it.
 function mergeSamples(dst, p) {
   if (p.t0 == null) return;
   const n = p.series.rss.length;
   for (let i = 0; i < n; i++) {
     const t = p.t0 + i * p.res_ms;
-    if (dst.t.length && t <= dst.t[dst.t.length - 1]) continue;
+    const last = dst.t.length ? dst.t[dst.t.length - 1] : null;
+    if (last != null && t <= last) continue;
+    if (last != null && t - last > 1.5 * Math.max(dst.res || 0, p.res_ms)) {
+      dst.t.push(last + (dst.res || p.res_ms));
+      for (const f of FIG) dst.v[f].push(null);
+    }
     dst.t.push(t);
     for (const f of FIG) dst.v[f].push(p.series[f][i]);
   }
+  dst.res = p.res_ms;
 }
 function emptySeries() {
   const v = {};
@@ -170,7 +178,7 @@ async function loadAll() {
     const have = new Set(S.events.map(evKey));
     for (const e of ev.events) if (!have.has(evKey(e))) S.events.push(e);
     S.events.sort((a, b) => a.t - b.t);
-    showBanner('The daemon restarted at ' + fmtClock(h.daemon.started_ms, true) + '; the charts go on with its new history.', 'info', 8000);
+    showBanner('The daemon restarted at ' + fmtClock(h.daemon.started_ms, true) + ' (now pid ' + h.daemon.pid + '): the charts go on with its new history; what it did not sample is a gap.', 'info', 10000);
   } else {
     const have = new Set(S.events.map(evKey));
     for (const e of ev.events) if (!have.has(evKey(e))) S.events.push(e);
@@ -178,6 +186,7 @@ async function loadAll() {
   S.lastSeq = ev.last_seq;
   if (!S.selected.size) defaultSelection();
   await loadCharted(true);
+  return restart;
 }
 
 function defaultSelection() {
@@ -262,8 +271,9 @@ async function tick() {
   clearTimeout(timer);
   try {
     if (!S.connected) {
-      await loadAll();
-      if (S.downSince) showBanner('Connected again at ' + fmtClock(Date.now(), true) + '.', 'info', 5000);
+      const restart = await loadAll();
+      if (restart) { /* loadAll said so */ }
+      else if (S.downSince) showBanner('Connected again at ' + fmtClock(Date.now(), true) + '.', 'info', 5000);
       else hideBanner();
       S.connected = true;
       S.downSince = 0;

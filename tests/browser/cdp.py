@@ -43,7 +43,9 @@ class Browser:
         self.pending_events = []
 
     def __enter__(self):
-        self.start()
+        if not self.proc:
+            self.start()
+        self.ready()
         return self
 
     def __exit__(self, *exc):
@@ -79,14 +81,16 @@ class Browser:
                                      pass_fds=(3, 4))
         os.close(to_child_r)
         os.close(from_child_w)
-        self.send("Browser.getVersion")
+
+    def ready(self, timeout=60):
+        """Wait until the browser answers (start() only spawns it, so a caller can do
+        other work while it comes up)."""
+        return self.send("Browser.getVersion", timeout=timeout)
 
     def close(self):
         if self.proc and self.proc.poll() is None:
-            try:
-                self.send("Browser.close", timeout=5)
-            except Exception:
-                pass
+            # the profile is thrown away: no need for an orderly Browser.close
+            self.proc.terminate()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:

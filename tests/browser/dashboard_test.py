@@ -37,6 +37,12 @@ SAMPLE_MS = 1000
 SERIES = "in_use,cached,free_resident,metadata,non_alloc,rss"
 
 results = []
+T_START = time.monotonic()
+
+
+def phase(name):
+    """Where the time goes (scenario.log), for a run that was slow."""
+    print("%7.2f s  %s" % (time.monotonic() - T_START, name), file=sys.stderr)
 
 
 def check(name, ok, detail=""):
@@ -118,6 +124,9 @@ class Scenario:
                               capture_output=True, text=True, timeout=30)
 
     def cleanup(self):
+        phase("cleaning up")
+        if getattr(self, "browser", None):
+            self.browser.close()
         for p in self.services:
             p.kill()
             p.wait()
@@ -126,6 +135,7 @@ class Scenario:
             self.daemon.wait()
         shutil.rmtree(self.t, ignore_errors=True)
         shutil.rmtree(os.path.dirname(self.sock), ignore_errors=True)
+        phase("cleaned up")
 
 
 # JS run in the page: what each chart shows, measured on the canvas itself.
@@ -179,13 +189,19 @@ def run(out):
 
 
 def scenario(sc):
+    profile = os.path.join(sc.t, "chromium-profile")
+    browser = Browser(profile)
+    browser.start()  # it takes a while to come up: meanwhile the daemon and services start
+    sc.browser = browser
     sc.start_daemon()
+    phase("daemon up")
     pid_a = sc.start_service("cache-svc", "32M", "12M")
     pid_b = sc.start_service("web-svc", "8M", "3M")
+    phase("services up")
     url = "http://127.0.0.1:%d/" % sc.port
-    profile = os.path.join(sc.t, "chromium-profile")
-    with Browser(profile) as b:
+    with browser as b:
         page = b.new_page(1400, 1100)
+        phase("chromium up")
         t_load = time.monotonic()
         page.navigate(url)
         want = "(() => { const S = window.allocDashboard; return S && S.connected && " \
@@ -217,6 +233,7 @@ def scenario(sc):
         check("grouped_by_service", sorted(table) == ["cache-svc", "web-svc"], "groups %s" % table)
         page.screenshot(os.path.join(sc.shots, "dashboard-1-two-services.png"))
 
+        phase("charts checked")
         # 3. a trim through allocctl appears as a marker within two sample periods
         r = sc.allocctl("trim", str(pid_a))
         t_trim = time.monotonic()
@@ -239,6 +256,7 @@ def scenario(sc):
             page.screenshot(os.path.join(sc.shots, "dashboard-2-trim-marker.png"))
             page.mouse_move(5, 5)
 
+        phase("trim checked")
         # 4. a reload keeps the history
         first_before = charts[str(pid_a)]["first"]
         page.errors.clear()
@@ -251,6 +269,7 @@ def scenario(sc):
         check("reload_keeps_markers", "trim" in after["markers"].split(","), "markers %s" % after["markers"])
         check("no_console_errors_after_reload", not page.errors, "; ".join(e for _, e in page.errors))
 
+        phase("reload checked")
         # 5. the daemon restarts
         page.errors.clear()
         sc.stop_daemon()
@@ -269,10 +288,17 @@ def scenario(sc):
         c = charts.get(str(pid_a))
         check("charts_go_on_after_restart", c is not None and c["points"] >= kept and c["first"] <= first_before + SAMPLE_MS,
               "points %s (were %d), first %s" % (c and c["points"], kept, c and c["first"]))
+        seen = page.eval("(() => { const S = window.allocDashboard, q = S.charts.get(%d).q; "
+                         "return {restarts: S.restarts, gap: q.fine.v.rss.includes(null), "
+                         "banner: document.getElementById('banner').textContent}; })()" % pid_a)
+        check("restart_noticed", seen["restarts"] >= 1 and seen["gap"],
+              "restarts seen %d, the outage a gap in the chart: %s; banner %r" % (
+                  seen["restarts"], seen["gap"], seen["banner"]))
         # during the outage the browser logs the refused requests; nothing else may appear
         other = [e for t, e in page.errors if not (e.startswith("log (network)") and t_stop - 1 <= t)]
         check("no_exceptions_across_restart", not other, "; ".join(other))
         page.screenshot(os.path.join(sc.shots, "dashboard-4-after-restart.png"))
+        phase("restart checked")
 
 
 def main():

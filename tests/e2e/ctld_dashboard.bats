@@ -77,10 +77,11 @@ EOF
 	result no_console_errors_after_reload
 }
 
-@test "the page says when the daemon is down, keeps its charts, and recovers when it is back" {
+@test "the page says when the daemon is down, keeps its charts, and recovers when it is back (the restart marked, the outage a gap)" {
 	result down_keeps_charts
 	result recovers_after_restart
 	result charts_go_on_after_restart
+	result restart_noticed
 	result no_exceptions_across_restart
 }
 
