@@ -164,7 +164,7 @@ void control_execute(struct la_mailbox *mb)
 		break;
 	}
 	case LA_CMD_refresh:
-		shm_publish_tunables();
+		tun_publish();
 		break;
 	default:
 		mb->status = LA_ST_EBADCMD;

@@ -159,16 +159,13 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
  * raises the threshold past its size and the trim threshold to twice that. */
 static void raise_threshold(size_t len)
 {
-	if (!TUN(mmap_dynamic))
+	/* the common case (nothing to raise) without the tunables' lock; tun_raise_threshold
+	 * checks again under it */
+	if (!TUN(mmap_dynamic) || (int64_t)len < TUN(mmap_threshold) ||
+	    (int64_t)len >= TUN(mmap_threshold_max))
 		return;
-	int64_t max = TUN(mmap_threshold_max);
-	if ((int64_t)len < TUN(mmap_threshold) || (int64_t)len >= max)
-		return;
-	int64_t t = LA_MIN((int64_t)len + (int64_t)LA_PAGE, max);
-	tun_set_effective(LA_TUNABLE_mmap_threshold, t);
-	tun_set_effective(LA_TUNABLE_trim_threshold,
-	                  LA_MIN(2 * t, tun_defs[LA_TUNABLE_trim_threshold].max));
-	STAT_ADD(pc(), threshold_raises, 1);
+	if (tun_raise_threshold((int64_t)len))
+		STAT_ADD(pc(), threshold_raises, 1);
 }
 
 int direct_free(void *p)

@@ -33,7 +33,7 @@ LA_COLD static void la_init(void)
 		sc_init();
 		shm_boot();
 		tun_init_from_env();
-		shm_publish_tunables();
+		tun_publish();
 		tcache_boot();
 		arena_boot();
 		__atomic_store_n(&la_ready, 1, __ATOMIC_RELEASE);
@@ -628,6 +628,7 @@ LA_EXPORT const char *liballoc_segment_path(void)
 
 static void fork_prepare(void)
 {
+	tun_fork_prepare(); /* no writer of the segment's tunables is half-way at the fork */
 	direct_fork_prepare();
 	tcache_fork_prepare();
 	arena_lock_all();
@@ -638,6 +639,7 @@ static void fork_parent(void)
 	arena_unlock_all();
 	tcache_fork_parent();
 	direct_fork_parent();
+	tun_fork_parent();
 }
 
 static void fork_child(void)
@@ -645,6 +647,7 @@ static void fork_child(void)
 	struct tcache *tc = &la_tcache;
 	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
+	tun_fork_child();
 	tcache_fork_child();
 	if (LA_NO_STATS)
 		return;

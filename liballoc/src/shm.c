@@ -118,8 +118,8 @@ void shm_publish_tunables(void)
 		return;
 	struct la_shm_header *h = shm_header();
 	struct la_shm_tunable *t = (struct la_shm_tunable *)(seg + OFF_TUNABLES);
-	/* single writer at a time in practice (init, mallopt, control thread); the seqlock
-	 * makes a torn read visible to readers, who retry */
+	/* the caller holds the tunables' lock (tunables.c), so there is one writer at a time;
+	 * the seqlock makes a copy taken during the write visible to readers, who retry */
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_ACQ_REL);
 	for (int i = 0; i < LA_NTUNABLES; i++) {
 		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);

@@ -15,6 +15,7 @@ struct la_shm_arena *shm_process_block(void);
 struct la_shm_class *shm_classes(void);
 struct la_mailbox *shm_mailbox(void);
 void shm_set_arena_count(uint32_t n);
+/* Write the tunables block (caller: holding the tunables' lock, see tunables.c). */
 void shm_publish_tunables(void);
 void shm_thread_count(int delta);
 /* Create the file (constructor, or child after fork). Failure is reported once. */

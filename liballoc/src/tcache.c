@@ -44,6 +44,11 @@ void tcache_boot(void)
 
 static void set_limits(struct tcache *tc)
 {
+	/* the generation first, then the values it covers (tun_set writes them the other way
+	 * round): a change after this read moves the generation again and the next check
+	 * sees it. Read after the values, a change landing in between was recorded as seen
+	 * with the old limits, for good. */
+	uint32_t gen = __atomic_load_n(&tcache_gen, __ATOMIC_ACQUIRE);
 	/* check_free_lists: no cache, so every block comes from a span list whose links are
 	 * all validated */
 	uint64_t max = TUN(check_free_lists) ? 0 : (uint64_t)TUN(tcache_max_bytes);
@@ -56,7 +61,7 @@ static void set_limits(struct tcache *tc)
 		uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
 		tc->bins[c].batch = (uint16_t)LA_MIN(LA_MIN(4u, tc->bins[c].limit), first);
 	}
-	tc->gen = __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED);
+	tc->gen = gen;
 }
 
 /* The arena's bytes_cached follows each bin as of its last refill or flush (publish_bin,

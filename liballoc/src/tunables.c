@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "lock.h"
 #include "os.h"
 #include "shm.h"
 #include "tcache.h"
@@ -180,10 +181,53 @@ toobig:
 	return LA_ST_ERANGE;
 }
 
-void tun_set_effective(int id, int64_t value)
+/* Every write of tun_values and tun_explicit, and of the segment's tunables block, holds
+ * tun_lock: liballoc_set and mallopt in any thread, the control thread's commands, frees
+ * raising the dynamic threshold. So the block's seqlock has one writer at a time (two
+ * writers interleaving their seq increments let readers copy a torn table), and a value
+ * is checked and changed in one step. */
+static struct la_lock tun_lock = LA_LOCK_INIT;
+
+void tun_publish(void)
 {
-	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
+	la_lock(&tun_lock);
 	shm_publish_tunables();
+	la_unlock(&tun_lock);
+}
+
+bool tun_raise_threshold(int64_t size)
+{
+	if (!la_trylock(&tun_lock))
+		return false; /* a writer is at work: a free does not wait, a later one raises */
+	int64_t max = TUN(mmap_threshold_max);
+	/* checked under the lock: an explicit mmap_threshold set since the caller looked has
+	 * turned mmap_dynamic off, and is not overwritten */
+	bool raise = TUN(mmap_dynamic) && size >= TUN(mmap_threshold) && size < max;
+	if (raise) {
+		int64_t t = LA_MIN(size + (int64_t)LA_PAGE, max);
+		__atomic_store_n(&tun_values[LA_TUNABLE_mmap_threshold], t, __ATOMIC_RELAXED);
+		__atomic_store_n(&tun_values[LA_TUNABLE_trim_threshold],
+		                 LA_MIN(2 * t, tun_defs[LA_TUNABLE_trim_threshold].max),
+		                 __ATOMIC_RELAXED);
+		shm_publish_tunables(); /* both at once */
+	}
+	la_unlock(&tun_lock);
+	return raise;
+}
+
+void tun_fork_prepare(void)
+{
+	la_lock(&tun_lock);
+}
+
+void tun_fork_parent(void)
+{
+	la_unlock(&tun_lock);
+}
+
+void tun_fork_child(void)
+{
+	la_lock_reinit(&tun_lock);
 }
 
 int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
@@ -198,13 +242,9 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 		range_reason(id, "out of range", reason, len);
 		return LA_ST_ERANGE;
 	}
+	bool cache_limit = id == LA_TUNABLE_tcache_max_bytes || id == LA_TUNABLE_check_free_lists;
+	la_lock(&tun_lock);
 	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
-	if (id == LA_TUNABLE_tcache_max_bytes || id == LA_TUNABLE_check_free_lists) {
-		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELAXED); /* caches recompute limits */
-		tcache_check_self();
-	}
-	if (id == LA_TUNABLE_decay_ms)
-		shm_wake_control();
 	if (from_user) {
 		tun_explicit[id] = 1;
 		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until
@@ -213,7 +253,17 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 		    id == LA_TUNABLE_top_pad || id == LA_TUNABLE_mmap_max)
 			__atomic_store_n(&tun_values[LA_TUNABLE_mmap_dynamic], 0, __ATOMIC_RELAXED);
 	}
+	/* caches recompute their limits: the generation moves after the value (release), and
+	 * a cache reads the generation before the values (set_limits), so one that records
+	 * the new generation has read the new value */
+	if (cache_limit)
+		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELEASE);
 	shm_publish_tunables();
+	la_unlock(&tun_lock);
+	if (cache_limit)
+		tcache_check_self();
+	if (id == LA_TUNABLE_decay_ms)
+		shm_wake_control();
 	return LA_ST_OK;
 }
 

@@ -1,7 +1,8 @@
 /* tunables.h — the single table of tunables (LA_TUNABLES in liballoc_shm.h) and their
  * current values. Values are read lock-free (relaxed) on allocation paths and written
- * only through tun_set, which validates: an out-of-range value is refused with a reason,
- * never clamped. Every change is republished into the segment. */
+ * only through tun_set (and the dynamic threshold's tun_raise_threshold), which validates:
+ * an out-of-range value is refused with a reason, never clamped. Writers hold one lock,
+ * and every change is republished into the segment under it. */
 #ifndef LA_TUNABLES_H
 #define LA_TUNABLES_H
 
@@ -34,8 +35,17 @@ int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 /* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
  * An invalid value prints one line to stderr and is ignored. */
 void tun_init_from_env(void);
-/* Set an effective value without marking it explicit (the dynamic threshold). */
-void tun_set_effective(int id, int64_t value);
+/* The dynamic threshold (glibc's rule): a freed direct mapping of size bytes, at or above
+ * mmap_threshold and below mmap_threshold_max, raises mmap_threshold past it and
+ * trim_threshold to twice that (not marked explicit). Checked and written in one step
+ * with every other writer excluded; false when nothing was raised (also when another
+ * writer holds the table: the caller does not wait). */
+bool tun_raise_threshold(int64_t size);
+/* Republish the whole table into the segment (start, the refresh command). */
+void tun_publish(void);
+void tun_fork_prepare(void);
+void tun_fork_parent(void);
+void tun_fork_child(void);
 /* Value of environment variable name, or NULL, without allocating. */
 const char *tun_getenv(const char *name);
 

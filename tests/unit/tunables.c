@@ -1,0 +1,241 @@
+/* tunables.c — live tunable changes against concurrent readers and writers: a thread cache
+ * never misses a tcache_max_bytes change for good (its limits and the generation number
+ * are read in an order that cannot record a change as seen before reading it); the
+ * tunables block of the segment is never torn (one writer at a time: application threads
+ * in liballoc_set, the control thread, frees raising the dynamic threshold); and a raise
+ * of the dynamic threshold never overwrites an explicit mmap_threshold set meanwhile.
+ * Linked with liballoc.a; reads the allocator's own state. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "liballoc.h"
+#include "shm.h"
+#include "sizeclass.h"
+#include "tcache.h"
+#include "tunables.h"
+
+static void set(const char *name, int64_t v)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
+}
+
+static void spin_ns(uint64_t ns)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)(b.tv_nsec - a.tv_nsec) <
+	       ns);
+}
+
+/* ---- the cache generation ------------------------------------------------------------ */
+
+#define TRIALS 1000
+#define LOW    (16 << 10)  /* tcache_max_bytes of the first change */
+#define HIGH   (256 << 10) /* ... and of the second */
+
+struct gen_race {
+	uint32_t trial;   /* bumped by the setter for each trial (atomic) */
+	uint32_t ready;   /* the cache thread applied the trial's first value (atomic) */
+	uint32_t go;      /* the setter is done with the trial: look once more (atomic) */
+	uint32_t checked; /* the cache thread finished trial n (atomic) */
+	uint32_t delay_ns;
+	uint16_t limit[TRIALS];
+	unsigned cls;
+};
+
+/* A thread with a cache. In every trial it applies the value the trial starts from, then
+ * waits for the next change and applies it after a random delay (so that, now and then,
+ * its limits are being recomputed while the change after it lands), then looks once more,
+ * as any later refill or flush would, and reports its limit. */
+static void *cache_thread(void *arg)
+{
+	struct gen_race *r = arg;
+	A(free)(A(malloc)(64)); /* a live cache */
+	for (uint32_t n = 1; n <= TRIALS; n++) {
+		while (__atomic_load_n(&r->trial, __ATOMIC_ACQUIRE) < n)
+			;
+		tcache_check_self();
+		uint32_t gen = __atomic_load_n(&la_tcache.gen, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->ready, n, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&tcache_gen, __ATOMIC_RELAXED) == gen)
+			;
+		spin_ns(__atomic_load_n(&r->delay_ns, __ATOMIC_RELAXED));
+		tcache_check_self();
+		while (__atomic_load_n(&r->go, __ATOMIC_ACQUIRE) < n)
+			;
+		tcache_check_self();
+		r->limit[n - 1] = la_tcache.bins[r->cls].limit;
+		__atomic_store_n(&r->checked, n, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+Test(tunables, a_thread_cache_never_misses_a_tcache_max_bytes_change)
+{
+	static struct gen_race r;
+	r.cls = sc_class_of(1024);
+	unsigned expect = LA_MIN(HIGH / sc_size[r.cls], TC_MAX_BLOCKS);
+	cr_assert_neq(LA_MIN(LOW / sc_size[r.cls], TC_MAX_BLOCKS), expect, "the changes differ");
+	pthread_t t;
+	pthread_create(&t, NULL, cache_thread, &r);
+	uint64_t rng = 1;
+	for (uint32_t n = 1; n <= TRIALS; n++) {
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		r.delay_ns = (uint32_t)(rng >> 33) % 3000;
+		set("tcache_max_bytes", 64 << 10);
+		__atomic_store_n(&r.trial, n, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&r.ready, __ATOMIC_ACQUIRE) < n)
+			;
+		set("tcache_max_bytes", LOW);
+		set("tcache_max_bytes", HIGH);
+		__atomic_store_n(&r.go, n, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&r.checked, __ATOMIC_ACQUIRE) < n)
+			;
+	}
+	pthread_join(t, NULL);
+	int misses = 0;
+	for (int i = 0; i < TRIALS; i++)
+		misses += r.limit[i] != expect;
+	cr_assert_eq(misses, 0,
+	             "%d of %d trials left the cache with the limit of the first change (%u "
+	             "blocks of %u B, not %u)",
+	             misses, TRIALS, LA_MIN(LOW / sc_size[r.cls], TC_MAX_BLOCKS), sc_size[r.cls],
+	             expect);
+}
+
+/* ---- one writer for the tunables block ----------------------------------------------- */
+
+/* Copy the segment's tunables block as a reader does (allocctld: seqlock, retried). */
+static bool read_block(struct la_shm_tunable out[LA_NTUNABLES])
+{
+	struct la_shm_header *h = shm_header();
+	const struct la_shm_tunable *t = (const void *)((char *)h + h->off_tunables);
+	for (int tries = 0; tries < 100000; tries++) {
+		uint64_t s0 = __atomic_load_n(&h->tunables_seq, __ATOMIC_ACQUIRE);
+		if (s0 & 1) {
+			sched_yield(); /* a writer is at work (maybe preempted) */
+			continue;
+		}
+		for (int i = 0; i < LA_NTUNABLES; i++)
+			out[i].value = __atomic_load_n(&t[i].value, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&h->tunables_seq, __ATOMIC_RELAXED) == s0)
+			return true;
+	}
+	return false;
+}
+
+struct raiser {
+	uint32_t stop; /* atomic */
+	bool reset;    /* at the ceiling, start over */
+	uint64_t raises;
+};
+
+/* Free direct mappings of the current threshold's size: each raises the dynamic
+ * threshold by a page and the trim threshold to twice that, until the ceiling. */
+static void *raise_loop(void *arg)
+{
+	struct raiser *r = arg;
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		size_t n = (size_t)TUN(mmap_threshold);
+		if ((int64_t)n >= TUN(mmap_threshold_max) - (int64_t)LA_PAGE) {
+			if (!r->reset) {
+				sched_yield();
+				continue;
+			}
+			/* start over, one thread at a time: the threshold first, which turns the
+			 * raises off (every pair with it is valid), until mmap_dynamic is set */
+			static pthread_mutex_t resetting = PTHREAD_MUTEX_INITIALIZER;
+			if (pthread_mutex_trylock(&resetting) == 0) {
+				liballoc_set("mmap_threshold", 128 << 10, NULL, 0);
+				liballoc_set("trim_threshold", 256 << 10, NULL, 0);
+				liballoc_set("mmap_dynamic", 1, NULL, 0);
+				pthread_mutex_unlock(&resetting);
+			}
+			continue;
+		}
+		A(free)(A(malloc)(n));
+		__atomic_fetch_add(&r->raises, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* Other writers at the same time: liballoc_set of tunables the raise does not touch. */
+static void *set_loop(void *arg)
+{
+	struct raiser *r = arg;
+	for (int64_t i = 0; !__atomic_load_n(&r->stop, __ATOMIC_RELAXED); i++)
+		liballoc_set("decay_ms", 10000 + i % 1000, NULL, 0);
+	return NULL;
+}
+
+Test(tunables, readers_never_take_a_torn_table_from_concurrent_writers)
+{
+	set("mmap_max", 65536); /* explicit: turns mmap_dynamic off ... */
+	set("mmap_dynamic", 1); /* ... until it is set again */
+	set("mmap_threshold_max", 32 << 20);
+	struct raiser r = {.reset = true};
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, i < 2 ? raise_loop : set_loop, &r);
+	long copies = 0, torn = 0, failed = 0;
+	struct la_shm_tunable b[LA_NTUNABLES];
+	struct timespec a, now;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		if (!read_block(b)) {
+			failed++;
+		} else {
+			copies++;
+			int64_t thr = b[LA_TUNABLE_mmap_threshold].value;
+			int64_t trim = b[LA_TUNABLE_trim_threshold].value;
+			/* after the first raise, every published pair is one raise's pair */
+			if (thr != 128 << 10 && trim != 2 * thr)
+				torn++;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec - a.tv_sec < 3);
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	cr_log_info("%ld copies, %llu raising frees", copies, (unsigned long long)r.raises);
+	cr_assert_gt(r.raises, 100, "the threshold was raised (%llu frees)",
+	             (unsigned long long)r.raises);
+	cr_assert_eq(failed, 0, "%ld reads found the seqlock busy 100000 times in a row", failed);
+	cr_assert_eq(torn, 0,
+	             "%ld of %ld copies held a raised mmap_threshold without its trim_threshold",
+	             torn, copies);
+}
+
+/* An explicit mmap_threshold set while frees raise the dynamic threshold stays: the raise
+ * checks and writes in one step, and the explicit setting turns the raises off. */
+Test(tunables, a_raise_never_overwrites_an_explicit_threshold)
+{
+	int lost = 0;
+	for (int trial = 0; trial < 300; trial++) {
+		set("mmap_threshold", 128 << 10);
+		set("mmap_dynamic", 1);
+		struct raiser r = {0};
+		pthread_t t[2];
+		pthread_create(&t[0], NULL, raise_loop, &r);
+		pthread_create(&t[1], NULL, raise_loop, &r);
+		while (__atomic_load_n(&r.raises, __ATOMIC_RELAXED) < 20 + (unsigned)trial % 50)
+			sched_yield();
+		int64_t mine = (64 << 10) + (int64_t)(trial % 16) * LA_PAGE;
+		set("mmap_threshold", mine);
+		spin_ns(200000); /* raises in flight land now, if they can */
+		__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+		pthread_join(t[0], NULL);
+		pthread_join(t[1], NULL);
+		lost += TUN(mmap_threshold) != mine;
+	}
+	cr_assert_eq(lost, 0, "%d of 300 explicit thresholds were overwritten by a raise", lost);
+}
