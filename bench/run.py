@@ -1628,7 +1628,7 @@ class Suite:
                     "document.querySelectorAll('#procs tr.proc').length >= %d && "
                     "S.charts.size >= 1 && [...S.charts.values()].every((c) => c.points > 0); "
                     "})()" % n)
-            times = []
+            times, views = [], []
             with cdp.Browser(prof) as br:
                 page = br.new_page(1400, 1000)
                 for i in range(4):
@@ -1639,12 +1639,16 @@ class Suite:
                         page.reload()
                     page.wait_for(want, timeout=60, interval=0.01)
                     times.append((time.monotonic() - t2) * 1000)
+                    # the page's own clock: navigation start to its first complete view
+                    views.append(page.eval("window.allocDashboard.firstView") or 0)
                 errors = [e for _, e in page.errors]
             self.extra(sec, "page load with %d processes" % n,
-                       "%.0f" % statistics.median(times[1:]), "ms",
-                       "median of 3 reloads (first load %.0f ms): navigation until all %d rows "
-                       "and the charts are drawn, headless Chromium; %d samples per process in "
-                       "the fine ring%s" % (times[0], n, min(900, taken // n),
+                       "%.0f" % statistics.median(views[1:]), "ms",
+                       "median of 3 reloads (first load %.0f ms), by the page's clock: "
+                       "navigation to its first complete view (all %d rows, the charts); seen "
+                       "from the test %.0f ms; headless Chromium; %d samples per process in "
+                       "the fine ring%s" % (views[0], n, statistics.median(times[1:]),
+                                            min(900, taken // n),
                                             "; console errors: " + "; ".join(errors)[:120]
                                             if errors else ""))
         except (RuntimeError, OSError, cdp.CDPError) as e:

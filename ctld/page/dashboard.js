@@ -286,6 +286,8 @@ async function tick() {
     showBanner('allocctld is unreachable since ' + fmtClock(S.downSince, true) + ' (' + (e && e.message ? e.message : e) + '); retrying every 2 s. What is shown below stays.', '', 0);
   }
   render();
+  // ms from navigation to the first complete view (the bench's page-load figure)
+  if (S.connected && S.firstView == null) S.firstView = performance.now();
   const period = S.daemon ? Math.max(500, S.daemon.sample_ms) : 1000;
   timer = setTimeout(tick, S.connected ? period : 2000);
 }
