@@ -128,6 +128,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		start_fake((*argv)[0]);
 	if (discover_init(d) != 0)
 		abort();
+	/* the history too: HistoryRequest answered from rings the loop fills (live mode) and
+	 * the events the audit trail puts on them */
+	if (timeline_init(d) != 0)
+		abort();
 	if (fake_pid > 0 && d->nprocs != 1)
 		fprintf(stderr, "fuzz_frame: the fake process was not discovered (%d)\n",
 		        d->nprocs);

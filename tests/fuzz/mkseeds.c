@@ -134,6 +134,25 @@ int main(int argc, char **argv)
 	log.limit = 1;
 	one("log-after", &e);
 
+	Ctl__HistoryRequest hist = CTL__HISTORY_REQUEST__INIT;
+	int32_t hist_pids[] = {1, 2};
+	e.payload_case = CTL__ENVELOPE__PAYLOAD_HISTORY;
+	e.history = &hist;
+	one("history-all", &e);
+	hist.n_pids = 1;
+	hist.pids = hist_pids;
+	hist.has_events = hist.events = 1;
+	hist.has_max_points = 1;
+	hist.max_points = 3;
+	one("history-pid-events", &e);
+	hist.n_pids = 2;
+	hist.resolution = "coarse";
+	hist.has_since_ms = 1;
+	hist.since_ms = -1;
+	hist.has_samples = 1;
+	hist.samples = 0;
+	one("history-coarse-nosamples", &e);
+
 	/* a pipelined stream: list, trim, stats in one write */
 	uint8_t buf[8192];
 	size_t n = 0;
