@@ -233,6 +233,23 @@ def scenario(sc):
         check("grouped_by_service", sorted(table) == ["cache-svc", "web-svc"], "groups %s" % table)
         page.screenshot(os.path.join(sc.shots, "dashboard-1-two-services.png"))
 
+        # sorting and filtering, as a person does it: clicks and typing
+        rows = "[...document.querySelectorAll('#procs tr.proc')].map(r => Number(r.dataset.pid))"
+        page.eval("document.querySelector('#procs th[data-sort=in_use]').click()")
+        by_in_use = page.eval(rows)
+        page.eval("document.querySelector('#procs th[data-sort=in_use]').click()")
+        by_in_use_asc = page.eval(rows)
+        check("sortable", by_in_use == [pid_a, pid_b] and by_in_use_asc == [pid_b, pid_a],
+              "in use descending %s, ascending %s" % (by_in_use, by_in_use_asc))
+        page.eval("(() => { const f = document.getElementById('filter'); f.value = 'web';"
+                  " f.dispatchEvent(new Event('input')); })()")
+        filtered = page.eval(rows)
+        charts_shown = page.eval("[...document.querySelectorAll('#charts .card')].map(c => Number(c.dataset.pid))")
+        page.eval("(() => { const f = document.getElementById('filter'); f.value = '';"
+                  " f.dispatchEvent(new Event('input')); })()")
+        check("filterable", filtered == [pid_b] and charts_shown == [pid_b] and len(page.eval(rows)) == 2,
+              "filter 'web': rows %s, charts %s" % (filtered, charts_shown))
+
         phase("charts checked")
         # 3. a trim through allocctl appears as a marker within two sample periods
         r = sc.allocctl("trim", str(pid_a))

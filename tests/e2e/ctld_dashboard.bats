@@ -60,8 +60,10 @@ EOF
 	result values_per_process
 }
 
-@test "the table groups the processes by service" {
+@test "the table groups the processes by service, sorts by a column and filters" {
 	result grouped_by_service
+	result sortable
+	result filterable
 }
 
 @test "a trim through allocctl is a marker within two sample periods; hover says who, what, how much" {
