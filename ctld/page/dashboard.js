@@ -60,11 +60,30 @@ function fmtAge(ms) {
   if (s < 172800) return (s / 3600).toFixed(1) + ' h';
   return Math.round(s / 86400) + ' d';
 }
-// Stable colour of a service: a hue from a hash of its name (FNV-1a).
-function serviceColor(name) {
+// Stable colour of a service: a slot of a palette of distinct colours chosen by a hash of
+// its name (FNV-1a); when two services of the host hash to one slot, the one later in name
+// order takes the next free slot. Colours are handed out in name order when the page loads
+// and then never change while it stays open, whatever comes and goes.
+const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
+  '#ff9da7', '#9c755f', '#79706e', '#17becf', '#bcbd22'];
+const colors = new Map();
+function fnv(name) {
   let h = 0x811c9dc5;
   for (let i = 0; i < name.length; i++) { h ^= name.charCodeAt(i); h = Math.imul(h, 0x01000193) >>> 0; }
-  return 'hsl(' + (h % 360) + ', 62%, 42%)';
+  return h;
+}
+function serviceColor(name) {
+  let c = colors.get(name);
+  if (c) return c;
+  const used = new Set(colors.values());
+  let slot = fnv(name) % PALETTE.length;
+  for (let k = 0; k < PALETTE.length && used.has(PALETTE[slot]); k++) slot = (slot + 1) % PALETTE.length;
+  c = PALETTE[slot];
+  colors.set(name, c);
+  return c;
+}
+function assignColors() {
+  [...new Set([...S.procs.values()].map((q) => q.exe))].sort().forEach(serviceColor);
 }
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -184,6 +203,7 @@ async function loadAll() {
     for (const e of ev.events) if (!have.has(evKey(e))) S.events.push(e);
   }
   S.lastSeq = ev.last_seq;
+  assignColors();
   if (!S.selected.size) defaultSelection();
   await loadCharted(true);
   return restart;
