@@ -194,9 +194,15 @@ static int check_tunable_name(const struct command *cmd, const char *name,
 
 /* Sends env; on transport failure or a request-level error prints one line and returns
  * NULL. */
+static Ctl__Reply *checked(struct ctx *c, Ctl__Reply *r, int32_t pid);
 static Ctl__Reply *call(struct ctx *c, Ctl__Envelope *env, int32_t pid)
 {
-	Ctl__Reply *r = client_call(&c->client, env);
+	return checked(c, client_call(&c->client, env), pid);
+}
+
+/* A reply, or NULL after one line on stderr (transport failure or an error code). */
+static Ctl__Reply *checked(struct ctx *c, Ctl__Reply *r, int32_t pid)
+{
 	if (!r) {
 		fail("%s", c->client.error);
 		return NULL;
@@ -255,11 +261,7 @@ static int cmd_ps(struct ctx *c, int argc, char **argv)
 	int bad = no_arguments(c, argc, argv);
 	if (bad >= 0)
 		return bad;
-	Ctl__ListRequest req = CTL__LIST_REQUEST__INIT;
-	Ctl__Envelope env = CTL__ENVELOPE__INIT;
-	env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
-	env.list = &req;
-	Ctl__Reply *r = call(c, &env, 0);
+	Ctl__Reply *r = checked(c, client_list(&c->client), 0);
 	if (!r)
 		return EXIT_FAIL;
 	render_ps(stdout, r->list ? r->list->processes : NULL, r->list ? r->list->n_processes : 0,
@@ -278,10 +280,7 @@ static int cmd_stats(struct ctx *c, int argc, char **argv)
 	Ctl__StatsRequest req = CTL__STATS_REQUEST__INIT;
 	if (parse_pid_arg(c->cmd, argv[0], &req.pid))
 		return EXIT_USAGE;
-	Ctl__Envelope env = CTL__ENVELOPE__INIT;
-	env.payload_case = CTL__ENVELOPE__PAYLOAD_STATS;
-	env.stats = &req;
-	Ctl__Reply *r = call(c, &env, req.pid);
+	Ctl__Reply *r = checked(c, client_stats(&c->client, req.pid), req.pid);
 	if (!r)
 		return EXIT_FAIL;
 	int status = EXIT_OK;

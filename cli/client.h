@@ -24,5 +24,10 @@ int client_connect(struct client *c);
  * or NULL with c->error set and the connection closed. */
 Ctl__Reply *client_call(struct client *c, Ctl__Envelope *env);
 void client_close(struct client *c);
+/* The whole process list, page after page, merged into one reply (NULL with c->error, or a
+ * reply with its error code). */
+Ctl__Reply *client_list(struct client *c);
+/* stats of pid with every arena, page after page. */
+Ctl__Reply *client_stats(struct client *c, int32_t pid);
 
 #endif

@@ -113,6 +113,8 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_u64(j, "bytes_retained", p->bytes_retained);
 	json_u64(j, "rss_bytes", p->has_rss_bytes ? p->rss_bytes : 0);
 	json_string(j, "control", p->control ? p->control : "unknown");
+	json_bool(j, "unreadable", p->has_unreadable && p->unreadable);
+	json_u64(j, "unreadable_reads", p->has_unreadable_reads ? p->unreadable_reads : 0);
 	json_object_end(j);
 }
 
@@ -129,7 +131,8 @@ void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, siz
 		        "%8" PRId32 " %7s  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
 		        " %8s %11s\n",
 		        p->pid, uid, render_proc_name(p),
-		        fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
+		        p->unreadable ? "unreadable"
+		                      : fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
 		        fmt_size(b, sizeof(b), p->bytes_mapped, o->raw),
 		        fmt_size(c, sizeof(c), p->bytes_retained, o->raw), p->arenas, p->threads,
 		        fmt_uptime(u, sizeof(u), uptime_s(p, o)),

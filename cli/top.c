@@ -288,11 +288,7 @@ int top_run(struct client *c, const struct render_opts *opts, int interval_ms, l
 			rows = ws.ws_row;
 			cols = ws.ws_col;
 		}
-		Ctl__ListRequest req = CTL__LIST_REQUEST__INIT;
-		Ctl__Envelope env = CTL__ENVELOPE__INIT;
-		env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
-		env.list = &req;
-		Ctl__Reply *r = client_call(c, &env);
+		Ctl__Reply *r = client_list(c);
 		char err[600];
 		const char *error = NULL;
 		if (!r) {

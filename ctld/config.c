@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "liballoc_shm.h"
 #include "log.h"
 #include "units.h"
 #include "wire.h"
@@ -27,6 +28,10 @@ void config_defaults(struct config *c)
 	c->read_timeout_ms = 5000;
 	c->idle_timeout_ms = 300000;
 	c->max_connections = 64;
+	c->max_connections_per_uid = 16;
+	c->http_max_connections = 64;
+	c->max_segments_per_uid = 4096;
+	snprintf(c->uid_dirs, sizeof(c->uid_dirs), "%s", LA_SHM_FALLBACK_RUN_DIR);
 	c->log_level = LOGL_INFO;
 	c->metrics_arenas = true;
 	c->remove_stale = true;
@@ -135,6 +140,19 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 		return set_int(&c->idle_timeout_ms, key, v, 10, 86400000, err, len);
 	if (!strcmp(key, "max_connections"))
 		return set_int(&c->max_connections, key, v, 1, 100000, err, len);
+	if (!strcmp(key, "max_connections_per_uid"))
+		return set_int(&c->max_connections_per_uid, key, v, 1, 100000, err, len);
+	if (!strcmp(key, "http_max_connections"))
+		return set_int(&c->http_max_connections, key, v, 1, 100000, err, len);
+	if (!strcmp(key, "max_segments_per_uid"))
+		return set_int(&c->max_segments_per_uid, key, v, 1, 1000000, err, len);
+	if (!strcmp(key, "uid_dirs")) {
+		if (!strcmp(v, "off")) {
+			c->uid_dirs[0] = 0;
+			return 0;
+		}
+		return set_path(c->uid_dirs, sizeof(c->uid_dirs), key, v, err, len);
+	}
 	if (!strcmp(key, "log_level")) {
 		int l = log_level_parse(v);
 		if (l < 0) {

@@ -26,6 +26,10 @@ struct config {
 	int read_timeout_ms;     /* a started frame must complete within this */
 	int idle_timeout_ms;     /* an idle connection is closed after this */
 	int max_connections;
+	int max_connections_per_uid; /* control connections of one non-root uid */
+	int http_max_connections;
+	int max_segments_per_uid; /* segments tracked per uid (lowered to fit the fd limit) */
+	char uid_dirs[PATH_MAX];  /* root-owned parent of per-uid fallback run dirs, "" off */
 	int log_level;
 	bool metrics_arenas;       /* per-arena families on /metrics */
 	bool metrics_classes;      /* per-size-class families on /metrics (many series) */

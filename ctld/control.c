@@ -18,6 +18,7 @@
 
 #include "ctl.pb-c.h"
 #include "ctld.h"
+#include "guard.h"
 #include "log.h"
 #include "wire.h"
 
@@ -32,9 +33,24 @@ struct conn {
 	pid_t pid;
 	bool in_job;  /* a command owns the next reply: reading is paused */
 	bool closing; /* flush the output, then free */
+	bool full;    /* replies the client has not read reached OUT_CAP: reading is paused */
 };
 
+/* Back-pressure: a client that does not read its replies gets no more requests handled
+ * once OUT_CAP bytes wait for it (reading resumes below half of it), and is closed when
+ * nothing of it is written for read_timeout_ms. */
+#define OUT_CAP           (2u * (4u + CTL_MAX_FRAME))
+/* Connections only root may use: other uids share max_connections less these. */
+#define ROOT_RESERVE(max) ((max) / 8 > 4 ? (max) / 8 : ((max) > 4 ? 4 : 0))
+
 static ino_t socket_ino;
+static struct accept_guard guard;
+static struct ratelog refusals;
+
+bool conn_output_full(const struct conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev)) >= OUT_CAP;
+}
 
 uid_t conn_uid(const struct conn *c)
 {
@@ -106,9 +122,10 @@ static void conn_error(struct conn *c, uint64_t id, Ctl__ErrorCode code, const c
 
 static void set_idle_timeout(struct conn *c)
 {
-	int ms = c->d->cfg.idle_timeout_ms;
+	int ms = c->d->cfg.idle_timeout_ms, wms = c->d->cfg.read_timeout_ms;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	bufferevent_set_timeouts(c->bev, &tv, NULL);
+	struct timeval wtv = {wms / 1000, (wms % 1000) * 1000};
+	bufferevent_set_timeouts(c->bev, &tv, &wtv);
 }
 
 static void process_input(struct conn *c)
@@ -116,6 +133,12 @@ static void process_input(struct conn *c)
 	struct ctld *d = c->d;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 	while (!c->closing && !c->in_job) {
+		if (conn_output_full(c)) {
+			/* the client is not reading: stop taking requests until it does */
+			c->full = true;
+			bufferevent_disable(c->bev, EV_READ);
+			break;
+		}
 		size_t have = evbuffer_get_length(in);
 		if (have == 0) {
 			event_del(c->frame_timer);
@@ -185,7 +208,7 @@ static void process_input(struct conn *c)
 void conn_job_done(struct conn *c)
 {
 	c->in_job = false;
-	if (c->closing)
+	if (c->closing || c->full)
 		return;
 	bufferevent_enable(c->bev, EV_READ);
 	/* requests the client pipelined meanwhile are processed from the loop, not from
@@ -201,14 +224,28 @@ static void on_read(struct bufferevent *bev, void *arg)
 static void on_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	if (c->closing && !c->in_job)
-		conn_free(c);
+	if (c->closing && !c->in_job) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			conn_free(c);
+		return;
+	}
+	/* called when the output drained to the low watermark: take requests again */
+	if (c->full && evbuffer_get_length(bufferevent_get_output(bev)) <= OUT_CAP / 2) {
+		c->full = false;
+		if (!c->in_job) {
+			bufferevent_enable(c->bev, EV_READ);
+			event_active(c->resume_ev, EV_TIMEOUT, 0);
+		}
+	}
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
-	if (what & BEV_EVENT_TIMEOUT)
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING))
+		log_info("client pid %d uid %u does not read its replies; closing", (int)c->pid,
+		         c->uid);
+	else if (what & BEV_EVENT_TIMEOUT)
 		log_info("client pid %d uid %u idle too long; closing", (int)c->pid, c->uid);
 	conn_free(c);
 }
@@ -230,14 +267,15 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	process_input(arg);
 }
 
-/* Refuse a connection over the cap: one best-effort ERR_BUSY frame, then close. */
-static void refuse(struct ctld *d, int fd, const struct ucred *cr)
+/* Refuse a connection over a cap: one best-effort ERR_BUSY frame saying which, then close;
+ * one log line per 10 s however many are refused. */
+static void refuse(struct ctld *d, int fd, const struct ucred *cr, const char *why)
 {
 	Ctl__Reply r = CTL__REPLY__INIT;
 	r.protocol_version = CTL_PROTOCOL_VERSION;
 	r.code = CTL__ERROR_CODE__ERR_BUSY;
-	r.message = "too many connections";
-	uint8_t buf[128];
+	r.message = (char *)why;
+	uint8_t buf[256];
 	size_t len = ctl__reply__get_packed_size(&r);
 	if (len + 4 <= sizeof(buf)) {
 		wire_frame_header(buf, (uint32_t)len);
@@ -247,8 +285,20 @@ static void refuse(struct ctld *d, int fd, const struct ucred *cr)
 	}
 	close(fd);
 	d->st.connections_refused++;
-	log_warn("refusing connection of pid %d uid %u: %d connections open", (int)cr->pid, cr->uid,
-	         d->nconns);
+	uint64_t held;
+	if (ratelog_allow(&refusals, 10000000000ull, &held))
+		log_warn("refusing connection of pid %d uid %u: %s (%d connections open; %llu "
+		         "more refused since the last such line)",
+		         (int)cr->pid, cr->uid, why, d->nconns, (unsigned long long)held);
+}
+
+static int conns_of(struct ctld *d, uid_t uid)
+{
+	int n = 0;
+	struct conn *c;
+	TAILQ_FOREACH(c, &d->conns, link)
+	n += c->uid == uid;
+	return n;
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -262,8 +312,18 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		close(fd);
 		return;
 	}
-	if (d->nconns >= d->cfg.max_connections) {
-		refuse(d, fd, &cr);
+	/* caps: per uid, and in total with a reserve only root may use, so one user's
+	 * connections can never lock root out */
+	char why[96];
+	int max = d->cfg.max_connections;
+	if (cr.uid != 0 && conns_of(d, cr.uid) >= d->cfg.max_connections_per_uid) {
+		snprintf(why, sizeof(why), "too many connections from uid %u", cr.uid);
+		refuse(d, fd, &cr, why);
+		return;
+	}
+	if (d->nconns >= max || (cr.uid != 0 && d->nconns >= max - ROOT_RESERVE(max))) {
+		snprintf(why, sizeof(why), "too many connections (%d open)", d->nconns);
+		refuse(d, fd, &cr, why);
 		return;
 	}
 	struct conn *c = calloc(1, sizeof(*c));
@@ -295,6 +355,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	d->nconns++;
 	/* never buffer more than one maximal frame from a client */
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 4 + CTL_MAX_FRAME);
+	bufferevent_setwatermark(c->bev, EV_WRITE, OUT_CAP / 2, 0);
 	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
 	set_idle_timeout(c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -370,7 +431,7 @@ int control_init(struct ctld *d)
 	socket_ino = st.st_ino;
 	d->listener = evconnlistener_new(d->base, on_accept, d,
 	                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
-	if (!d->listener) {
+	if (!d->listener || guard_init(&guard, d->base, d->listener, "control socket")) {
 		close(fd);
 		unlink(path);
 		return -1;
@@ -384,6 +445,7 @@ void control_shutdown(struct ctld *d)
 	struct conn *c;
 	while ((c = TAILQ_FIRST(&d->conns)))
 		conn_free(c);
+	guard_free(&guard);
 	if (d->listener) {
 		evconnlistener_free(d->listener);
 		d->listener = NULL;

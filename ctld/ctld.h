@@ -19,6 +19,11 @@
 
 #define CTLD_VERSION "0.1.0"
 
+/* Event priorities: I/O and timers first; long work (discovery, scrapes) runs in slices of
+ * a few milliseconds at the lowest, so a request never waits behind it for long. */
+#define CTLD_NPRIO      3
+#define CTLD_PRIO_SLICE 2
+
 #ifndef TAILQ_FOREACH_SAFE /* glibc's sys/queue.h lacks it */
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)                                     \
 	for ((var) = TAILQ_FIRST(head); (var) && ((tvar) = TAILQ_NEXT(var, field), 1); \
@@ -31,18 +36,28 @@ struct ctld;
 struct rundir {
 	TAILQ_ENTRY(rundir) link;
 	char path[PATH_MAX];
-	uid_t uid;       /* owner: every segment inside must be owned by it */
-	int wd;          /* inotify watch, -1 if none */
-	bool is_default; /* found under shm_root as liballoc-<uid> */
+	uid_t uid; /* owner: every segment inside must be owned by it */
+	int fd;    /* the directory, opened O_NOFOLLOW and checked: every file operation
+	                    inside goes through it; -1 while missing or refused */
+	dev_t dev; /* identity of fd (a path now naming another directory is reopened) */
+	ino_t ino;
+	int wd;          /* inotify watch of fd, -1 if none */
+	int parent_wd;   /* watch of the parent while the directory is missing, -1 if none */
+	bool is_default; /* liballoc-<uid> under shm_root, or <uid> under uid_dirs */
 	bool seen;       /* mark for the rescan sweep */
 	bool refused;    /* unsafe (logged once) */
+	bool squatted;   /* a default directory that is not its uid's own */
 	bool unwatched;  /* inotify refused (logged once; rescans cover it) */
+	char why[160];   /* the last reason it was refused (logged again when it changes) */
 };
 
 /* A discovered, validated segment and the process it describes. */
 struct proc {
 	TAILQ_ENTRY(proc) link;
-	char path[PATH_MAX];
+	struct proc *hnext; /* pid hash chain */
+	struct rundir *dir; /* where its file is (valid while !gone) */
+	char name[48];      /* its file's name in dir */
+	uint64_t seen_pass; /* last rescan pass that saw its file */
 	struct seg seg;
 	/* identity from /proc (never from the segment, which its owner writes): exe, the name
 	 * it was run as, command line, real uid; refreshed when older than ID_MAX_AGE_NS */
@@ -51,9 +66,15 @@ struct proc {
 	int refs;               /* the list holds one; each command target holds one */
 	bool gone;              /* removed from the list (exited or stale) */
 	bool busy;              /* a command of ours holds its mailbox */
-	bool seen;              /* mark for the rescan sweep */
 	struct hist_proc *hist; /* its history (timeline.c), NULL until the first sample */
 	uint64_t hist_tick;     /* the sample tick it was last swept in */
+	/* a process whose seqlock stays odd: listed as unreadable with its last good totals,
+	 * read again after backoff_ms (doubling up to 30 s) */
+	bool unreadable;
+	uint32_t backoff_ms;
+	uint64_t retry_ns;
+	uint64_t unreadable_reads;
+	struct la_counters last_total;
 };
 
 /* A file that was refused, remembered so it is logged once until it changes. */
@@ -75,7 +96,8 @@ TAILQ_HEAD(job_list, job);
 
 struct ctld_stats {
 	uint64_t segments_rejected, segments_stale_removed, requests, requests_denied,
-	        requests_malformed, commands, command_timeouts, connections_refused, scrapes;
+	        requests_malformed, commands, command_timeouts, connections_refused, scrapes,
+	        segments_over_cap, unreadable_reads;
 };
 
 struct ctld {
@@ -121,6 +143,8 @@ struct ctld {
 int discover_init(struct ctld *d);
 void discover_reconfigure(struct ctld *d); /* run dirs or intervals changed */
 void discover_rescan(struct ctld *d);
+bool discover_busy(struct ctld *d); /* names still queued for examination */
+int discover_segment_cap(void);     /* max_segments_per_uid in force */
 void discover_shutdown(struct ctld *d);
 struct proc *discover_find(struct ctld *d, pid_t pid);
 void proc_ref(struct proc *p);
@@ -130,6 +154,7 @@ void proc_unref(struct proc *p);
 struct proc_snap {
 	struct proc *p;
 	bool ok;
+	bool unreadable; /* its seqlock did not settle (total: the last good figures) */
 	struct la_counters total;
 	uint32_t narenas;
 	struct seg_block *arenas; /* malloc'd, narenas entries */
@@ -162,6 +187,8 @@ pid_t conn_pid(const struct conn *c);
 struct Ctl__Reply;
 void conn_send_reply(struct conn *c, const struct Ctl__Reply *r);
 void conn_job_done(struct conn *c);
+/* Replies the client has not read fill its output cap (no more requests are taken). */
+bool conn_output_full(const struct conn *c);
 
 /* requests.c: handle one decoded request; returns true if a job now owns the reply. */
 struct Ctl__Envelope;

@@ -1,13 +1,27 @@
-/* discover.c — finds segments: inotify on every run directory (and on the shm root for new
- * per-user directories) plus a periodic rescan that also checks liveness. A refused file is
- * logged once and remembered until it changes; a stale one is removed when we may. */
+/* discover.c — finds segments: inotify on every run directory (on the shm root for new
+ * per-user directories, and on the parent of a configured directory that does not exist
+ * yet) plus a periodic rescan. Every file operation in a run directory goes through the
+ * directory's descriptor, opened with O_NOFOLLOW and checked (owner, mode) on the
+ * descriptor: a path is resolved once per rescan, never again for a file inside, so
+ * swapping a directory for a symlink cannot redirect a removal elsewhere.
+ *
+ * The work is bounded per loop turn: names found by readdir or inotify wait in a queue and
+ * are examined, like the liveness sweep over the known processes, in slices of at most
+ * SLICE_NS on a low-priority event, so the control socket and HTTP are served in between
+ * however many segments there are. A process's death shows at once as IN_CLOSE_WRITE (its
+ * writable descriptor and mapping of the segment go away); the sweep is the safety net.
+ * Each uid may have at most max_segments_per_uid segments tracked (one log line a minute
+ * while some are left out). A refused file is logged once and remembered until it changes. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +31,53 @@
 #define DIR_EVENTS                                                                               \
 	(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | \
 	 IN_MOVE_SELF | IN_ONLYDIR)
+/* on the parent of a configured directory (and the shm root): the directory held open gets
+ * no IN_DELETE_SELF while we hold it, so its removal is seen from its parent */
+#define PARENT_EVENTS (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
+#define SLICE_NS      2000000ull /* loop time one slice of discovery work may take */
+#define HASH_BUCKETS  4096
+#define CAP_LOG_NS    60000000000ull /* one "cap reached" line per uid per minute */
+#define BACKOFF_MIN   100            /* ms before an unreadable process is read again */
+#define BACKOFF_MAX   30000
+
+/* A name to examine in a run directory (from readdir or inotify). */
+struct pending {
+	TAILQ_ENTRY(pending) link;
+	struct rundir *dir;
+	struct proc *recheck; /* instead: check this known process again (referenced) */
+	char name[48];
+};
+TAILQ_HEAD(pending_list, pending);
+
+/* Segments tracked per uid, for the cap. */
+struct uid_count {
+	uid_t uid;
+	int n;
+	uint64_t over;      /* segments left out since the last log line */
+	uint64_t logged_ns; /* CLOCK_MONOTONIC of that line */
+};
+
+static struct {
+	struct proc *hash[HASH_BUCKETS];
+	struct pending_list queue;
+	int nqueue;
+	struct uid_count *uids;
+	int nuids, cap_uids;
+	int effective_cap;  /* max_segments_per_uid, lowered to fit the descriptor limit */
+	uint64_t pass;      /* rescan pass number: procs not seen in a pass are gone */
+	bool pass_open;     /* a rescan's names are still queued */
+	struct proc *sweep; /* next process of the liveness sweep (referenced), or NULL */
+	bool sweep_pending; /* start a sweep once the queue drains */
+	struct event *work; /* low-priority: run a slice */
+	int root_fd;        /* uid_dirs, -1 if none */
+	int root_wd;        /* its inotify watch */
+	dev_t root_dev;
+	ino_t root_ino;
+} g = {.root_fd = -1, .root_wd = -1};
+
+static void kick(struct ctld *d);
+static void scan_dir(struct ctld *d, struct rundir *dir);
+static void provide_uid_dir(struct ctld *d, struct rundir *dir);
 
 void proc_ref(struct proc *p)
 {
@@ -31,31 +92,70 @@ void proc_unref(struct proc *p)
 	free(p);
 }
 
+static unsigned bucket(pid_t pid)
+{
+	return (unsigned)pid * 2654435761u % HASH_BUCKETS;
+}
+
+static struct uid_count *uid_slot(uid_t uid, bool create)
+{
+	for (int i = 0; i < g.nuids; i++)
+		if (g.uids[i].uid == uid)
+			return &g.uids[i];
+	if (!create)
+		return NULL;
+	if (g.nuids == g.cap_uids) {
+		int cap = g.cap_uids ? 2 * g.cap_uids : 16;
+		struct uid_count *u = realloc(g.uids, sizeof(*u) * (size_t)cap);
+		if (!u)
+			return NULL;
+		g.uids = u;
+		g.cap_uids = cap;
+	}
+	struct uid_count *u = &g.uids[g.nuids++];
+	memset(u, 0, sizeof(*u));
+	u->uid = uid;
+	return u;
+}
+
 static void forget(struct ctld *d, struct proc *p, const char *why)
 {
 	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, proc_name(p), why);
 	timeline_proc_gone(d, p, why);
 	TAILQ_REMOVE(&d->procs, p, link);
+	struct proc **pp = &g.hash[bucket(p->seg.hdr.pid)];
+	while (*pp && *pp != p)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = p->hnext;
+	struct uid_count *u = uid_slot(p->seg.uid, false);
+	if (u)
+		u->n--;
 	d->nprocs--;
 	p->gone = true;
+	if (g.sweep == p) {
+		/* the sweep moves on; the list still holds p, so this is not the last ref */
+		g.sweep = TAILQ_NEXT(p, link);
+		if (g.sweep)
+			proc_ref(g.sweep);
+		p->refs--;
+	}
 	proc_unref(p);
 }
 
 struct proc *discover_find(struct ctld *d, pid_t pid)
 {
-	struct proc *p;
-	TAILQ_FOREACH(p, &d->procs, link)
-	if (p->seg.hdr.pid == pid)
-		return p;
+	for (struct proc *p = g.hash[bucket(pid)]; p; p = p->hnext)
+		if (p->seg.hdr.pid == pid)
+			return p;
 	return NULL;
 }
 
-static struct proc *find_path(struct ctld *d, const char *path)
+static struct proc *find_name(struct rundir *dir, const char *name, long pid)
 {
-	struct proc *p;
-	TAILQ_FOREACH(p, &d->procs, link)
-	if (strcmp(p->path, path) == 0)
-		return p;
+	for (struct proc *p = g.hash[bucket((pid_t)pid)]; p; p = p->hnext)
+		if (p->dir == dir && !strcmp(p->name, name))
+			return p;
 	return NULL;
 }
 
@@ -77,6 +177,11 @@ static long name_pid(const char *name, const char *suffix)
 static int64_t mtime_ns(const struct stat *st)
 {
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static void full_path(char *buf, size_t len, const struct rundir *dir, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir->path, name);
 }
 
 static struct rejected *find_rejected(struct ctld *d, const char *path)
@@ -131,59 +236,84 @@ static void drop_rejected(struct ctld *d, const char *path)
 	}
 }
 
-/* Unlink path only if it is still the file we examined. */
-static bool remove_stale(struct ctld *d, const char *path, dev_t dev, ino_t ino)
+/* Unlink name in dir only if it is still the file we examined: both the check and the
+ * removal go through the directory's descriptor. */
+static bool remove_stale(struct ctld *d, struct rundir *dir, const char *name, dev_t dev, ino_t ino)
 {
-	if (!d->cfg.remove_stale)
+	if (!d->cfg.remove_stale || dir->fd < 0)
 		return false;
 	struct stat st;
-	if (lstat(path, &st) < 0 || st.st_dev != dev || st.st_ino != ino)
+	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev ||
+	    st.st_ino != ino)
 		return false;
-	if (unlink(path) < 0) {
-		log_debug("cannot remove stale %s: %s", path, strerror(errno));
+	if (unlinkat(dir->fd, name, 0) < 0) {
+		log_debug("cannot remove stale %s/%s: %s", dir->path, name, strerror(errno));
 		return false;
 	}
 	d->st.segments_stale_removed++;
 	return true;
 }
 
-static void scan_file(struct ctld *d, struct rundir *dir, const char *name)
+/* One line a minute per uid while its segments are left out. */
+static void note_over_cap(struct ctld *d, struct uid_count *u, const struct rundir *dir)
 {
-	char path[PATH_MAX];
-	if (snprintf(path, sizeof(path), "%s/%s", dir->path, name) >= (int)sizeof(path))
+	u->over++;
+	d->st.segments_over_cap++;
+	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
+	if (u->logged_ns && now - u->logged_ns < CAP_LOG_NS)
 		return;
+	log_warn("uid %u has %d segments tracked (max_segments_per_uid); %llu more in %s and "
+	         "elsewhere are left out until some go",
+	         u->uid, u->n, (unsigned long long)u->over, dir->path);
+	u->logged_ns = now;
+	u->over = 0;
+}
+
+static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long pid)
+{
+	char path[PATH_MAX + 64];
+	full_path(path, sizeof(path), dir, name);
 	struct stat st;
-	struct proc *old = find_path(d, path);
-	if (lstat(path, &st) < 0) {
+	struct proc *old = find_name(dir, name, pid);
+	if (dir->fd < 0 || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (old)
 			forget(d, old, "segment removed");
 		drop_rejected(d, path);
 		return;
 	}
 	if (old && old->seg.dev == st.st_dev && old->seg.ino == st.st_ino) {
-		old->seen = true;
+		old->seen_pass = g.pass;
 		return;
 	}
 	if (old)
 		forget(d, old, "segment replaced");
 	if (rejected_unchanged(d, path, &st))
 		return;
+	struct uid_count *u = uid_slot(dir->uid, true);
+	if (u && u->n >= g.effective_cap) {
+		note_over_cap(d, u, dir);
+		return;
+	}
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		return;
-	int err = seg_open(&p->seg, path, dir->uid);
+	int err = seg_openat(&p->seg, dir->fd, name, dir->uid);
+	if (!err && p->seg.hdr.pid != pid)
+		err = SEG_E_NAME;
 	if (err) {
 		if (note_rejected(d, path, &st)) {
 			d->st.segments_rejected++;
 			log_warn("skipping segment %s: %s (%s)", path, seg_strerror(err),
 			         p->seg.why);
 		}
+		seg_close(&p->seg);
 		free(p);
 		return;
 	}
 	err = seg_liveness(&p->seg, true);
 	if (err) {
-		bool removed = err == SEG_E_STALE && remove_stale(d, path, p->seg.dev, p->seg.ino);
+		bool removed =
+		        err == SEG_E_STALE && remove_stale(d, dir, name, p->seg.dev, p->seg.ino);
 		if (removed)
 			log_info("removed stale segment %s (%s)", path, p->seg.why);
 		else if (note_rejected(d, path, &st))
@@ -196,58 +326,101 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name)
 		return;
 	}
 	drop_rejected(d, path);
-	snprintf(p->path, sizeof(p->path), "%s", path);
-	proc_identity(p, true);
+	p->dir = dir;
+	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->refs = 1;
-	p->seen = true;
+	p->seen_pass = g.pass;
+	if (!proc_identity(p, true)) {
+		seg_close(&p->seg);
+		free(p);
+		return;
+	}
 	TAILQ_INSERT_TAIL(&d->procs, p, link);
+	unsigned b = bucket(p->seg.hdr.pid);
+	p->hnext = g.hash[b];
+	g.hash[b] = p;
+	if (u)
+		u->n++;
 	d->nprocs++;
-	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p), p->seg.uid,
+	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p), proc_uid(p),
 	         dir->path);
 }
 
 /* A left-over "liballoc.<pid>.tmp" of a process that died while creating its segment. */
 static void scan_tmp(struct ctld *d, struct rundir *dir, const char *name, long pid)
 {
-	char path[PATH_MAX], proc[64];
-	if (snprintf(path, sizeof(path), "%s/%s", dir->path, name) >= (int)sizeof(path))
-		return;
-	snprintf(proc, sizeof(proc), "/proc/%ld", pid);
 	struct stat st;
-	if (access(proc, F_OK) == 0 || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH || dir->fd < 0 ||
+	    fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != dir->uid)
 		return;
-	if (remove_stale(d, path, st.st_dev, st.st_ino))
-		log_info("removed stale %s (pid %ld is gone)", path, pid);
+	if (remove_stale(d, dir, name, st.st_dev, st.st_ino))
+		log_info("removed stale %s/%s (pid %ld is gone)", dir->path, name, pid);
 }
 
-static void scan_dir(struct ctld *d, struct rundir *dir)
+static void examine(struct ctld *d, struct rundir *dir, const char *name)
 {
-	DIR *dh = opendir(dir->path);
-	if (!dh)
+	long pid;
+	if ((pid = name_pid(name, LA_SHM_SUFFIX)) > 0)
+		scan_file(d, dir, name, pid);
+	else if ((pid = name_pid(name, ".tmp")) > 0)
+		scan_tmp(d, dir, name, pid);
+}
+
+static void enqueue(struct ctld *d, struct rundir *dir, const char *name)
+{
+	if (strlen(name) >= sizeof(((struct pending *)0)->name) ||
+	    (name_pid(name, LA_SHM_SUFFIX) < 0 && name_pid(name, ".tmp") < 0))
 		return;
-	struct dirent *e;
-	while ((e = readdir(dh))) {
-		long pid;
-		if ((pid = name_pid(e->d_name, LA_SHM_SUFFIX)) > 0)
-			scan_file(d, dir, e->d_name);
-		else if ((pid = name_pid(e->d_name, ".tmp")) > 0)
-			scan_tmp(d, dir, e->d_name, pid);
+	struct pending *q = malloc(sizeof(*q));
+	if (!q)
+		return;
+	q->recheck = NULL;
+	q->dir = dir;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	TAILQ_INSERT_TAIL(&g.queue, q, link);
+	g.nqueue++;
+	kick(d);
+}
+
+/* Check p again from the loop, not from inside a reader that is walking the list. */
+static void recheck_later(struct ctld *d, struct proc *p)
+{
+	struct pending *q = malloc(sizeof(*q));
+	if (!q)
+		return;
+	proc_ref(p);
+	q->recheck = p;
+	q->dir = p->dir;
+	q->name[0] = 0;
+	TAILQ_INSERT_HEAD(&g.queue, q, link);
+	g.nqueue++;
+	kick(d);
+}
+
+static void free_pending(struct pending *q)
+{
+	if (q->recheck)
+		proc_unref(q->recheck);
+	free(q);
+}
+
+static void drop_queued(struct rundir *dir)
+{
+	struct pending *q, *tmp;
+	TAILQ_FOREACH_SAFE(q, &g.queue, link, tmp)
+	if (q->dir == dir) {
+		TAILQ_REMOVE(&g.queue, q, link);
+		g.nqueue--;
+		free_pending(q);
 	}
-	closedir(dh);
-}
-
-static bool under_dir(const struct proc *p, const struct rundir *dir)
-{
-	size_t n = strlen(dir->path);
-	return strncmp(p->path, dir->path, n) == 0 && p->path[n] == '/' &&
-	       !strchr(p->path + n + 1, '/');
 }
 
 static void forget_dir_procs(struct ctld *d, struct rundir *dir, const char *why)
 {
 	struct proc *p, *tmp;
 	TAILQ_FOREACH_SAFE(p, &d->procs, link, tmp)
-	if (under_dir(p, dir))
+	if (p->dir == dir)
 		forget(d, p, why);
 }
 
@@ -256,40 +429,118 @@ static void unwatch(struct ctld *d, struct rundir *dir)
 	if (dir->wd >= 0)
 		inotify_rm_watch(d->inotify_fd, dir->wd);
 	dir->wd = -1;
+	if (dir->parent_wd >= 0)
+		inotify_rm_watch(d->inotify_fd, dir->parent_wd);
+	dir->parent_wd = -1;
 }
 
-/* Is the directory safe to trust? Sets dir->uid. Logs once per refusal. */
+static void close_dir(struct ctld *d, struct rundir *dir, const char *why)
+{
+	drop_queued(dir);
+	forget_dir_procs(d, dir, why);
+	if (dir->wd >= 0)
+		inotify_rm_watch(d->inotify_fd, dir->wd);
+	dir->wd = -1;
+	if (dir->fd >= 0)
+		close(dir->fd);
+	dir->fd = -1;
+}
+
+/* A configured directory: watch its nearest existing ancestor (its parent once it exists)
+ * for it, or a directory on the way, to appear, go or be replaced; each event re-checks the
+ * directory, which moves the watch down as the path gets created. */
+static void watch_parent(struct ctld *d, struct rundir *dir)
+{
+	if (dir->is_default)
+		return;
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", dir->path);
+	int wd = -1;
+	for (;;) {
+		char *slash = strrchr(parent, '/');
+		if (!slash)
+			break;
+		if (slash == parent)
+			slash[1] = 0;
+		else
+			*slash = 0;
+		wd = inotify_add_watch(d->inotify_fd, parent, PARENT_EVENTS);
+		if (wd >= 0 || slash == parent)
+			break;
+	}
+	if (dir->parent_wd >= 0 && dir->parent_wd != wd)
+		inotify_rm_watch(d->inotify_fd, dir->parent_wd);
+	dir->parent_wd = wd;
+}
+
+/* Open the directory (last component not a symlink), check it on the descriptor, and keep
+ * that descriptor for every file operation inside until the path names another directory.
+ * Sets dir->uid. Logs once per refusal. */
 static bool check_dir(struct ctld *d, struct rundir *dir)
 {
-	struct stat st;
 	const char *why = NULL;
-	char buf[128];
-	if (lstat(dir->path, &st) < 0) {
-		snprintf(buf, sizeof(buf), "%s", strerror(errno));
-		why = buf;
-	} else if (!S_ISDIR(st.st_mode)) {
-		why = "not a directory (symbolic links are refused)";
+	char buf[160];
+	struct stat st;
+	int fd = open(dir->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ELOOP || e == ENOTDIR)
+			why = "not a directory (symbolic links are refused)";
+		else {
+			snprintf(buf, sizeof(buf), "%s", strerror(e));
+			why = buf;
+		}
+		if (e == ENOENT || dir->parent_wd < 0)
+			watch_parent(d, dir);
+	} else if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		why = "not a directory";
 	} else if (st.st_mode & 022) {
 		snprintf(buf, sizeof(buf), "writable by others (mode %04o)", st.st_mode & 07777);
 		why = buf;
 	} else if (dir->is_default) {
-		const char *dash = strrchr(dir->path, '-');
-		if (!dash || strtoul(dash + 1, NULL, 10) != st.st_uid)
-			why = "owner does not match the uid in its name";
+		const char *base = strrchr(dir->path, '/') + 1,
+		           *num = base + strcspn(base, "0123456789");
+		if (!*num || strtoul(num, NULL, 10) != st.st_uid) {
+			snprintf(buf, sizeof(buf), "owned by uid %u, not the uid in its name",
+			         st.st_uid);
+			why = buf;
+		}
 	}
 	if (why) {
-		if (!dir->refused)
+		if (fd >= 0)
+			close(fd);
+		if (!dir->refused || strcmp(dir->why, why))
 			log_warn("not watching run directory %s: %s", dir->path, why);
+		snprintf(dir->why, sizeof(dir->why), "%s", why);
+		if (dir->fd >= 0)
+			close_dir(d, dir, "run directory no longer usable");
+		if (dir->wd >= 0)
+			inotify_rm_watch(d->inotify_fd, dir->wd);
+		dir->wd = -1;
 		dir->refused = true;
-		unwatch(d, dir);
+		dir->squatted = dir->is_default && fd >= 0;
 		return false;
+	}
+	dir->squatted = false;
+	if (dir->fd >= 0 && (dir->dev != st.st_dev || dir->ino != st.st_ino))
+		close_dir(d, dir, "run directory replaced");
+	if (dir->fd < 0) {
+		dir->fd = fd;
+		dir->dev = st.st_dev;
+		dir->ino = st.st_ino;
+		dir->uid = st.st_uid;
+	} else {
+		close(fd);
 	}
 	if (dir->refused)
 		log_info("watching run directory %s", dir->path);
 	dir->refused = false;
-	dir->uid = st.st_uid;
+	watch_parent(d, dir);
 	if (dir->wd < 0) {
-		dir->wd = inotify_add_watch(d->inotify_fd, dir->path, DIR_EVENTS);
+		/* watch the directory we hold, whatever its path names by now */
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", dir->fd);
+		dir->wd = inotify_add_watch(d->inotify_fd, self, DIR_EVENTS);
 		if (dir->wd < 0 && !dir->unwatched)
 			log_warn("inotify on %s: %s (relying on rescans)", dir->path,
 			         strerror(errno));
@@ -311,12 +562,31 @@ static struct rundir *want_dir(struct ctld *d, const char *path, bool is_default
 	if (!dir)
 		return NULL;
 	snprintf(dir->path, sizeof(dir->path), "%s", path);
-	dir->wd = -1;
+	dir->wd = dir->parent_wd = dir->fd = -1;
 	dir->is_default = is_default;
 	dir->seen = true;
 	TAILQ_INSERT_TAIL(&d->dirs, dir, link);
 	log_debug("run directory %s", path);
 	return dir;
+}
+
+/* Every entry of root named PREFIX<digits> (the uid) becomes a default run directory. */
+static void collect_numbered(struct ctld *d, const char *root, const char *prefix)
+{
+	DIR *dh = opendir(root);
+	struct dirent *e;
+	size_t pl = strlen(prefix);
+	while (dh && (e = readdir(dh))) {
+		const char *n = e->d_name;
+		if (strncmp(n, prefix, pl) || !n[pl] ||
+		    strspn(n + pl, "0123456789") != strlen(n + pl))
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", root, n) < (int)sizeof(path))
+			want_dir(d, path, true);
+	}
+	if (dh)
+		closedir(dh);
 }
 
 static void collect_dirs(struct ctld *d)
@@ -327,91 +597,264 @@ static void collect_dirs(struct ctld *d)
 	for (int i = 0; i < d->cfg.nrun_dirs; i++)
 		want_dir(d, d->cfg.run_dirs[i], false);
 	if (d->cfg.default_dirs) {
-		DIR *dh = opendir(d->cfg.shm_root);
-		struct dirent *e;
-		const char *base = strrchr(LA_SHM_DEFAULT_RUN_DIR, '/') + 1; /* "liballoc" */
-		size_t bl = strlen(base);
-		while (dh && (e = readdir(dh))) {
-			const char *n = e->d_name;
-			if (strncmp(n, base, bl) || n[bl] != '-' || !n[bl + 1] ||
-			    strspn(n + bl + 1, "0123456789") != strlen(n + bl + 1))
-				continue;
-			char path[PATH_MAX];
-			if (snprintf(path, sizeof(path), "%s/%s", d->cfg.shm_root, n) <
-			    (int)sizeof(path))
-				want_dir(d, path, true);
-		}
-		if (dh)
-			closedir(dh);
+		/* "liballoc-" */
+		char prefix[64];
+		snprintf(prefix, sizeof(prefix), "%s-", strrchr(LA_SHM_DEFAULT_RUN_DIR, '/') + 1);
+		collect_numbered(d, d->cfg.shm_root, prefix);
+		if (g.root_fd >= 0)
+			collect_numbered(d, d->cfg.uid_dirs, "");
 	}
 }
+
+/* uid_dirs: the root-owned parent of the per-uid directories a process falls back to when
+ * its default directory was squatted (created by another user first). */
+static void open_uid_root(struct ctld *d)
+{
+	if (g.root_fd >= 0)
+		close(g.root_fd);
+	g.root_fd = -1;
+	if (!d->cfg.default_dirs || !d->cfg.uid_dirs[0] || geteuid() != 0)
+		return;
+	if (mkdir(d->cfg.uid_dirs, 0755) < 0 && errno != EEXIST) {
+		log_warn("cannot create %s: %s (squatted run directories cannot fall back)",
+		         d->cfg.uid_dirs, strerror(errno));
+		return;
+	}
+	int fd = open(d->cfg.uid_dirs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
+		log_warn("refusing %s: must be a root-owned directory not writable by others",
+		         d->cfg.uid_dirs);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	g.root_fd = fd;
+	g.root_dev = st.st_dev;
+	g.root_ino = st.st_ino;
+}
+
+/* The default directory of uid is squatted: give that uid its directory under uid_dirs
+ * (owned by it, 0700), where its processes publish instead. Only for uids that exist. */
+static void provide_uid_dir(struct ctld *d, struct rundir *dir)
+{
+	const char *base = strrchr(dir->path, '/') + 1, *num = base + strcspn(base, "0123456789");
+	if (g.root_fd < 0 || !*num)
+		return;
+	char *end;
+	unsigned long uid = strtoul(num, &end, 10);
+	if (*end || uid > 0x7fffffff)
+		return;
+	char name[16];
+	snprintf(name, sizeof(name), "%lu", uid);
+	struct stat st;
+	if (fstatat(g.root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return;
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return;
+	if (mkdirat(g.root_fd, name, 0700) < 0 ||
+	    fchownat(g.root_fd, name, (uid_t)uid, pw.pw_gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		log_warn("cannot provide %s/%s: %s", d->cfg.uid_dirs, name, strerror(errno));
+		unlinkat(g.root_fd, name, AT_REMOVEDIR);
+		return;
+	}
+	log_warn("%s is not uid %lu's own (squatted): its processes publish in %s/%s", dir->path,
+	         uid, d->cfg.uid_dirs, name);
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", d->cfg.uid_dirs, name);
+	want_dir(d, path, true);
+}
+
+/* Read a directory's names into the queue (names only: examining them is sliced). */
+static void scan_dir(struct ctld *d, struct rundir *dir)
+{
+	int fd = openat(dir->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dh = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dh) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(dh)))
+		enqueue(d, dir, e->d_name);
+	closedir(dh);
+}
+
+static void sweep_start(struct ctld *d);
 
 void discover_rescan(struct ctld *d)
 {
 	collect_dirs(d);
-	struct rejected *r, *rtmp;
+	g.pass++;
+	struct rejected *r;
 	TAILQ_FOREACH(r, &d->rejected, link)
 	r->seen = false;
-	struct proc *p, *tmp;
-	TAILQ_FOREACH(p, &d->procs, link)
-	p->seen = false;
 	struct rundir *dir, *dtmp;
 	TAILQ_FOREACH_SAFE(dir, &d->dirs, link, dtmp)
 	{
 		if (!dir->seen) {
 			unwatch(d, dir);
-			forget_dir_procs(d, dir, "run directory no longer configured");
+			close_dir(d, dir, "run directory no longer configured");
 			TAILQ_REMOVE(&d->dirs, dir, link);
 			free(dir);
 			continue;
 		}
 		if (check_dir(d, dir))
 			scan_dir(d, dir);
+		else if (dir->squatted)
+			provide_uid_dir(d, dir);
 	}
-	TAILQ_FOREACH_SAFE(p, &d->procs, link, tmp)
-	{
-		if (!p->seen) {
-			forget(d, p, "segment gone");
-			continue;
-		}
-		int err = seg_refresh(&p->seg);
-		if (err) {
-			/* relaid out or damaged: drop it and examine the file afresh right away */
-			char name[PATH_MAX];
-			const char *slash = strrchr(p->path, '/');
-			snprintf(name, sizeof(name), "%s", slash ? slash + 1 : p->path);
-			struct rundir *pd = NULL;
-			TAILQ_FOREACH(dir, &d->dirs, link)
-			if (under_dir(p, dir))
-				pd = dir;
-			forget(d, p, p->seg.why);
-			if (pd && !pd->refused)
-				scan_file(d, pd, name);
-			continue;
-		}
-		err = seg_liveness(&p->seg, false);
-		if (err == SEG_E_STALE) {
-			if (remove_stale(d, p->path, p->seg.dev, p->seg.ino))
-				log_info("removed stale segment %s (%s)", p->path, p->seg.why);
-			forget(d, p, p->seg.why);
-		} else if (err) {
-			forget(d, p, p->seg.why);
-		}
-	}
+	/* new directories provide_uid_dir added are scanned now too */
+	TAILQ_FOREACH(dir, &d->dirs, link)
+	if (dir->fd < 0 && !dir->refused && check_dir(d, dir))
+		scan_dir(d, dir);
+	g.pass_open = true;
+	g.sweep_pending = true;
+	kick(d);
+}
+
+/* The pass is complete: processes whose file was not seen are gone; the rest get their
+ * liveness checked by the sweep. */
+static void sweep_start(struct ctld *d)
+{
+	struct rejected *r, *rtmp;
 	TAILQ_FOREACH_SAFE(r, &d->rejected, link, rtmp)
 	if (!r->seen) {
 		TAILQ_REMOVE(&d->rejected, r, link);
 		free(r);
 	}
+	struct proc *p, *tmp;
+	TAILQ_FOREACH_SAFE(p, &d->procs, link, tmp)
+	if (p->seen_pass != g.pass && p->dir && p->dir->fd >= 0)
+		forget(d, p, "segment gone");
+	if (g.sweep)
+		proc_unref(g.sweep);
+	g.sweep = TAILQ_FIRST(&d->procs);
+	if (g.sweep)
+		proc_ref(g.sweep);
 }
 
-static struct rundir *dir_by_wd(struct ctld *d, int wd)
+/* Is p still what it was? Drops it (removing a stale file) when not. */
+static void check_live(struct ctld *d, struct proc *p)
+{
+	int err = seg_refresh(&p->seg);
+	if (err) {
+		/* relaid out or damaged: drop it and examine the file afresh right away */
+		struct rundir *dir = p->dir;
+		char name[sizeof(p->name)];
+		snprintf(name, sizeof(name), "%s", p->name);
+		forget(d, p, p->seg.why);
+		if (dir && dir->fd >= 0)
+			enqueue(d, dir, name);
+		return;
+	}
+	err = seg_liveness(&p->seg, false);
+	if (err == SEG_E_STALE) {
+		char path[PATH_MAX + 64];
+		full_path(path, sizeof(path), p->dir, p->name);
+		if (p->dir && remove_stale(d, p->dir, p->name, p->seg.dev, p->seg.ino))
+			log_info("removed stale segment %s (%s)", path, p->seg.why);
+		forget(d, p, p->seg.why);
+	} else if (err) {
+		forget(d, p, p->seg.why);
+	}
+}
+
+/* One slice: queued names first, then the sweep; at most SLICE_NS of loop time. */
+static void on_work(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctld *d = arg;
+	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + SLICE_NS;
+	int n = 0;
+	struct pending *q;
+	while ((q = TAILQ_FIRST(&g.queue))) {
+		if ((++n & 7) == 0 && seg_now_ns(CLOCK_MONOTONIC) > deadline)
+			goto more;
+		TAILQ_REMOVE(&g.queue, q, link);
+		g.nqueue--;
+		if (!q->recheck)
+			examine(d, q->dir, q->name);
+		else if (!q->recheck->gone)
+			check_live(d, q->recheck);
+		free_pending(q);
+	}
+	if (g.pass_open) {
+		g.pass_open = false;
+		if (g.sweep_pending) {
+			g.sweep_pending = false;
+			sweep_start(d);
+		}
+	}
+	while (g.sweep) {
+		if ((++n & 7) == 0 && seg_now_ns(CLOCK_MONOTONIC) > deadline)
+			goto more;
+		struct proc *p = g.sweep;
+		g.sweep = TAILQ_NEXT(p, link);
+		if (g.sweep)
+			proc_ref(g.sweep);
+		if (!p->gone)
+			check_live(d, p);
+		proc_unref(p);
+	}
+	return;
+more:
+	kick(d);
+}
+
+static void kick(struct ctld *d)
+{
+	if (g.work && !event_pending(g.work, EV_TIMEOUT, NULL))
+		event_active(g.work, EV_TIMEOUT, 0);
+}
+
+bool discover_busy(struct ctld *d)
+{
+	return g.nqueue > 0 || g.pass_open;
+}
+
+static struct rundir *dir_by_wd(struct ctld *d, int wd, bool *parent)
 {
 	struct rundir *dir;
 	TAILQ_FOREACH(dir, &d->dirs, link)
-	if (dir->wd == wd)
-		return dir;
+	{
+		if (dir->wd == wd) {
+			*parent = false;
+			return dir;
+		}
+		if (dir->parent_wd == wd) {
+			*parent = true;
+			return dir;
+		}
+	}
 	return NULL;
+}
+
+/* root/name changed (a default directory): check that directory again, adding it when
+ * it is new. False when name is not one of ours. */
+static bool recheck_named(struct ctld *d, const char *root, const char *name)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%s-", strrchr(LA_SHM_DEFAULT_RUN_DIR, '/') + 1);
+	const char *num = name;
+	if (root == d->cfg.shm_root)
+		num = strncmp(name, prefix, strlen(prefix)) ? "" : name + strlen(prefix);
+	if (!*num || strspn(num, "0123456789") != strlen(num))
+		return false;
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	if (strlen(path) >= PATH_MAX)
+		return false;
+	struct rundir *dir = want_dir(d, path, true);
+	if (!dir)
+		return false;
+	if (check_dir(d, dir))
+		scan_dir(d, dir);
+	else if (dir->squatted)
+		provide_uid_dir(d, dir);
+	return true;
 }
 
 static void on_inotify(evutil_socket_t fd, short what, void *arg)
@@ -430,24 +873,49 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 				rescan = true;
 				continue;
 			}
-			if (ev->wd == d->shm_root_wd) {
-				rescan = true; /* a per-user directory appeared */
+			if (ev->wd == d->shm_root_wd || ev->wd == g.root_wd) {
+				/* a per-user directory appeared, went or was replaced */
+				if (!ev->len)
+					rescan = true;
+				else
+					recheck_named(d,
+					              ev->wd == d->shm_root_wd ? d->cfg.shm_root
+					                                       : d->cfg.uid_dirs,
+					              ev->name);
 				continue;
 			}
-			struct rundir *dir = dir_by_wd(d, ev->wd);
+			bool parent;
+			struct rundir *dir = dir_by_wd(d, ev->wd, &parent);
 			if (!dir)
 				continue;
+			if (parent) {
+				/* the directory we wait for, or one on its way, changed */
+				struct rundir *x;
+				TAILQ_FOREACH(x, &d->dirs, link)
+				if (x->parent_wd == ev->wd && check_dir(d, x))
+					scan_dir(d, x);
+				continue;
+			}
 			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
 				if (ev->mask & IN_IGNORED)
 					dir->wd = -1;
-				forget_dir_procs(d, dir, "run directory removed");
+				close_dir(d, dir, "run directory removed");
 				rescan = true;
 				continue;
 			}
 			if (!ev->len)
 				continue;
-			if (name_pid(ev->name, LA_SHM_SUFFIX) > 0)
-				scan_file(d, dir, ev->name);
+			long pid = name_pid(ev->name, LA_SHM_SUFFIX);
+			if (pid <= 0)
+				continue;
+			if (ev->mask & IN_CLOSE_WRITE) {
+				/* the owner closed it: exited, or died (no unlink then) */
+				struct proc *pr = find_name(dir, ev->name, pid);
+				if (pr)
+					check_live(d, pr);
+				continue;
+			}
+			enqueue(d, dir, ev->name);
 		}
 	}
 	if (rescan)
@@ -470,9 +938,37 @@ static void watch_shm_root(struct ctld *d)
 	if (d->shm_root_wd >= 0)
 		inotify_rm_watch(d->inotify_fd, d->shm_root_wd);
 	d->shm_root_wd = -1;
+	if (g.root_wd >= 0)
+		inotify_rm_watch(d->inotify_fd, g.root_wd);
+	g.root_wd = -1;
 	if (d->cfg.default_dirs)
-		d->shm_root_wd = inotify_add_watch(d->inotify_fd, d->cfg.shm_root,
-		                                   IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+		d->shm_root_wd = inotify_add_watch(d->inotify_fd, d->cfg.shm_root, PARENT_EVENTS);
+	if (g.root_fd >= 0) {
+		/* a per-uid directory under uid_dirs: same handling as the shm root */
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", g.root_fd);
+		g.root_wd = inotify_add_watch(d->inotify_fd, self, PARENT_EVENTS);
+	}
+}
+
+/* The cap on segments per uid, lowered so that segments (one descriptor each) can never
+ * take the descriptors that connections and the daemon itself need. */
+static void compute_cap(struct ctld *d)
+{
+	struct rlimit rl;
+	long budget = 1L << 30;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		budget = (long)rl.rlim_cur - d->cfg.max_connections - d->cfg.http_max_connections -
+		         64;
+	long cap = d->cfg.max_segments_per_uid;
+	if (budget / 2 < cap) {
+		cap = budget / 2 > 1 ? budget / 2 : 1;
+		log_warn("max_segments_per_uid lowered to %ld: the descriptor limit (%llu) must "
+		         "also hold %d control and %d HTTP connections",
+		         cap, (unsigned long long)rl.rlim_cur, d->cfg.max_connections,
+		         d->cfg.http_max_connections);
+	}
+	g.effective_cap = (int)cap;
 }
 
 int discover_init(struct ctld *d)
@@ -480,6 +976,7 @@ int discover_init(struct ctld *d)
 	TAILQ_INIT(&d->procs);
 	TAILQ_INIT(&d->dirs);
 	TAILQ_INIT(&d->rejected);
+	TAILQ_INIT(&g.queue);
 	d->shm_root_wd = -1;
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->inotify_fd < 0) {
@@ -488,33 +985,59 @@ int discover_init(struct ctld *d)
 	}
 	d->inotify_ev = event_new(d->base, d->inotify_fd, EV_READ | EV_PERSIST, on_inotify, d);
 	d->rescan_ev = event_new(d->base, -1, EV_PERSIST, on_rescan, d);
-	if (!d->inotify_ev || !d->rescan_ev || event_add(d->inotify_ev, NULL))
+	g.work = event_new(d->base, -1, 0, on_work, d);
+	if (!d->inotify_ev || !d->rescan_ev || !g.work || event_add(d->inotify_ev, NULL))
 		return -1;
+	event_priority_set(g.work, CTLD_PRIO_SLICE);
+	compute_cap(d);
+	open_uid_root(d);
 	watch_shm_root(d);
 	arm_rescan(d);
 	discover_rescan(d);
+	/* at start, finish discovery before serving: nothing else waits yet */
+	while (discover_busy(d) || g.sweep)
+		on_work(-1, 0, d);
 	return 0;
 }
 
 void discover_reconfigure(struct ctld *d)
 {
+	compute_cap(d);
+	open_uid_root(d);
 	watch_shm_root(d);
 	arm_rescan(d);
 	discover_rescan(d);
 }
 
+int discover_segment_cap(void)
+{
+	return g.effective_cap;
+}
+
 void discover_shutdown(struct ctld *d)
 {
+	if (g.sweep)
+		proc_unref(g.sweep);
+	g.sweep = NULL;
+	struct pending *q;
+	while ((q = TAILQ_FIRST(&g.queue))) {
+		TAILQ_REMOVE(&g.queue, q, link);
+		free_pending(q);
+	}
+	g.nqueue = 0;
 	struct proc *p;
 	while ((p = TAILQ_FIRST(&d->procs))) {
 		TAILQ_REMOVE(&d->procs, p, link);
 		p->gone = true;
 		proc_unref(p);
 	}
+	memset(g.hash, 0, sizeof(g.hash));
 	d->nprocs = 0;
 	struct rundir *dir;
 	while ((dir = TAILQ_FIRST(&d->dirs))) {
 		TAILQ_REMOVE(&d->dirs, dir, link);
+		if (dir->fd >= 0)
+			close(dir->fd);
 		free(dir);
 	}
 	struct rejected *r;
@@ -522,6 +1045,15 @@ void discover_shutdown(struct ctld *d)
 		TAILQ_REMOVE(&d->rejected, r, link);
 		free(r);
 	}
+	free(g.uids);
+	g.uids = NULL;
+	g.nuids = g.cap_uids = 0;
+	if (g.root_fd >= 0)
+		close(g.root_fd);
+	g.root_fd = -1;
+	if (g.work)
+		event_free(g.work);
+	g.work = NULL;
 	if (d->inotify_ev)
 		event_free(d->inotify_ev);
 	if (d->rescan_ev)
@@ -532,7 +1064,7 @@ void discover_shutdown(struct ctld *d)
 	d->inotify_fd = -1;
 }
 
-/* ---- snapshots ---------------------------------------------------------------------------- */
+/* ---- identity and snapshots ---------------------------------------------------------------- */
 
 #define ID_MAX_AGE_NS 2000000000ull /* process titles change: re-read every 2 s at most */
 
@@ -565,37 +1097,76 @@ const char *proc_exe(const struct proc *p)
 	return p->id.exe[0] ? p->id.exe : "?";
 }
 
+/* A torn read: the process holds a seqlock odd (hostile, or stopped mid-update). It stays
+ * listed as unreadable, with its last good figures, and is read again after a back-off
+ * that doubles up to 30 s; one log line when it becomes unreadable. */
+static void mark_unreadable(struct ctld *d, struct proc *p)
+{
+	p->unreadable_reads++;
+	d->st.unreadable_reads++;
+	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN;
+	if (p->backoff_ms > BACKOFF_MAX)
+		p->backoff_ms = BACKOFF_MAX;
+	p->retry_ns = seg_now_ns(CLOCK_MONOTONIC) + (uint64_t)p->backoff_ms * 1000000ull;
+	if (!p->unreadable)
+		log_warn("pid %d (%s): %s; shown as unreadable, read again with back-off",
+		         p->seg.hdr.pid, proc_name(p), p->seg.why);
+	p->unreadable = true;
+}
+
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas)
 {
 	memset(s, 0, sizeof(*s));
 	s->p = p;
-	int err = seg_refresh(&p->seg);
-	if (!err)
-		err = seg_read_totals(&p->seg, &s->total);
-	if (!err)
-		err = seg_read_tunables(&p->seg, s->tun, &s->ntun);
-	if (!err && with_arenas && p->seg.hdr.arena_count) {
-		s->arenas = calloc(p->seg.hdr.arena_count, sizeof(*s->arenas));
-		if (!s->arenas)
-			return false;
-		for (uint32_t i = 0; i < p->seg.hdr.arena_count && !err; i++)
-			err = seg_read_block(&p->seg, (int)i, &s->arenas[i]);
-		s->narenas = err ? 0 : p->seg.hdr.arena_count;
-	}
-	if (err) {
-		log_warn("reading pid %d (%s): %s (%s)", p->seg.hdr.pid, p->path, seg_strerror(err),
-		         p->seg.why);
-		proc_snap_free(s);
-		/* a changed or damaged segment is re-examined from scratch by the next rescan */
-		event_active(d->rescan_ev, EV_TIMEOUT, 0);
-		return false;
-	}
 	struct procfs_info pi;
 	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0) {
 		s->rss_bytes = pi.vm_rss;
 		s->threads = pi.threads;
 	}
 	proc_identity(p, false);
+	if (p->unreadable && seg_now_ns(CLOCK_MONOTONIC) < p->retry_ns) {
+		s->unreadable = true;
+		s->total = p->last_total;
+		return false;
+	}
+	int err = seg_refresh(&p->seg);
+	uint32_t na = p->seg.hdr.arena_count;
+	if (!err && !with_arenas) {
+		err = seg_read_totals(&p->seg, &s->total);
+	} else if (!err) {
+		struct seg_block pb;
+		s->arenas = calloc(na + 1, sizeof(*s->arenas));
+		err = s->arenas ? seg_read_blocks(&p->seg, 0, na, &pb, s->arenas) : SEG_E_IO;
+		if (!err) {
+			s->total = pb.c;
+			for (uint32_t i = 0; i < na; i++)
+				la_counters_add(&s->total, &s->arenas[i].c);
+			s->narenas = na;
+		}
+	}
+	if (!err)
+		err = seg_read_tunables(&p->seg, s->tun, &s->ntun);
+	if (err == SEG_E_TORN) {
+		mark_unreadable(d, p);
+		proc_snap_free(s);
+		s->unreadable = true;
+		s->total = p->last_total;
+		return false;
+	}
+	if (err) {
+		log_warn("reading pid %d (%s/%s): %s (%s)", p->seg.hdr.pid,
+		         p->dir ? p->dir->path : "?", p->name, seg_strerror(err), p->seg.why);
+		proc_snap_free(s);
+		/* a changed or damaged segment is re-examined from scratch right away */
+		if (!p->gone)
+			recheck_later(d, p);
+		return false;
+	}
+	if (p->unreadable)
+		log_info("pid %d (%s) is readable again", p->seg.hdr.pid, proc_name(p));
+	p->unreadable = false;
+	p->backoff_ms = 0;
+	p->last_total = s->total;
 	s->ok = true;
 	return true;
 }

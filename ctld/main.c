@@ -91,20 +91,50 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	         c.nrun_dirs, d->nprocs);
 }
 
+/* The ready file, written through a descriptor of its directory: a new file under a random
+ * name (O_EXCL|O_NOFOLLOW: nothing planted there is followed or reused), renamed into
+ * place. */
 static int write_ready_file(struct ctld *d)
 {
-	char tmp[PATH_MAX + 16];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.ready_file);
-	FILE *f = fopen(tmp, "we");
-	if (!f)
-		return -1;
-	fprintf(f, "pid=%d\nsocket=%s\nhttp=%s\n", (int)getpid(), d->socket_path,
-	        d->http_addr[0] ? d->http_addr : "off");
-	if (fclose(f) || rename(tmp, d->cfg.ready_file)) {
-		unlink(tmp);
+	char dir[PATH_MAX], body[512];
+	snprintf(dir, sizeof(dir), "%s", d->cfg.ready_file);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (!slash || !*base) {
+		errno = EINVAL;
 		return -1;
 	}
-	return 0;
+	*slash = 0;
+	int dfd = open(slash == dir ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	int len = snprintf(body, sizeof(body), "pid=%d\nsocket=%s\nhttp=%s\n", (int)getpid(),
+	                   d->socket_path, d->http_addr[0] ? d->http_addr : "off");
+	char tmp[64];
+	int fd = -1;
+	for (int i = 0; i < 16 && fd < 0; i++) {
+		snprintf(tmp, sizeof(tmp), ".allocctld-ready.%d.%08lx", (int)getpid(),
+		         (unsigned long)random());
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	int rc = -1;
+	if (fd >= 0) {
+		rc = write(fd, body, (size_t)len) == len && fsync(fd) == 0 ? 0 : -1;
+		close(fd);
+		if (rc == 0)
+			rc = renameat(dfd, tmp, dfd, base);
+		if (rc < 0) {
+			int e = errno;
+			unlinkat(dfd, tmp, 0);
+			errno = e;
+		}
+	}
+	int e = errno;
+	close(dfd);
+	errno = e;
+	return rc;
 }
 
 static void daemonize(void)
@@ -276,6 +306,7 @@ int main(int argc, char **argv)
 		log_error("out of memory for the audit ring");
 		return 1;
 	}
+	srandom((unsigned)getpid() ^ (unsigned)seg_now_ns(CLOCK_MONOTONIC));
 	d->token = (uint32_t)getpid();
 	d->next_seq = seg_now_ns(CLOCK_REALTIME); /* never reuses a predecessor's numbers */
 	TAILQ_INIT(&d->jobs);
@@ -287,6 +318,8 @@ int main(int argc, char **argv)
 	d->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
 	if (ecfg)
 		event_config_free(ecfg);
+	if (d->base)
+		event_base_priority_init(d->base, CTLD_NPRIO);
 	if (!d->base) {
 		log_error("event_base_new failed");
 		return 1;

@@ -121,6 +121,10 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	pi->threads = s->threads;
 	pi->has_allocator_threads = true;
 	pi->allocator_threads = h->threads;
+	pi->has_unreadable = true;
+	pi->unreadable = s->unreadable;
+	pi->has_unreadable_reads = true;
+	pi->unreadable_reads = s->p->unreadable_reads;
 	pi->bytes_in_use = s->total.bytes_in_use;
 	pi->bytes_mapped = s->total.bytes_mapped;
 	pi->bytes_retained = s->total.bytes_retained;
@@ -142,34 +146,69 @@ static void handle_version(struct conn *c, const Ctl__Envelope *env)
 	conn_send_reply(c, &r);
 }
 
+/* A page of the list: pid order from after_pid, at most max (LIST_MAX) processes, ended
+ * early when it has taken LIST_BUDGET_NS of loop time (the client asks for the rest with
+ * next_pid), so a list of thousands never holds the loop or exceeds a frame. */
+#define LIST_MAX       512
+#define LIST_BUDGET_NS 3000000ull
+
+static int cmp_proc_pid(const void *a, const void *b)
+{
+	pid_t x = (*(struct proc *const *)a)->seg.hdr.pid,
+	      y = (*(struct proc *const *)b)->seg.hdr.pid;
+	return (x > y) - (x < y);
+}
+
 static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 {
+	const Ctl__ListRequest *req = env->list;
+	int32_t after = req && req->has_after_pid ? req->after_pid : 0;
+	uint32_t max = req && req->has_max && req->max && req->max < LIST_MAX ? req->max : LIST_MAX;
 	struct pool pl;
 	pool_init(&pl);
 	Ctl__Reply r;
 	Ctl__ListReply lr = CTL__LIST_REPLY__INIT;
 	reply_init(&r, env);
 	r.list = &lr;
-	lr.processes = pool_alloc(&pl, sizeof(*lr.processes) * ((size_t)d->nprocs + 1));
-	struct proc *p, *tmp;
-	TAILQ_FOREACH_SAFE(p, &d->procs, link, tmp)
-	{
-		if (!lr.processes || !may_see(conn_uid(c), p))
-			continue;
+	/* the processes this client may see after the cursor, in pid order */
+	struct proc **v = malloc(sizeof(*v) * ((size_t)d->nprocs + 1));
+	size_t nv = 0;
+	struct proc *p;
+	TAILQ_FOREACH(p, &d->procs, link)
+	if (v && p->seg.hdr.pid > after && may_see(conn_uid(c), p))
+		v[nv++] = p;
+	if (v)
+		qsort(v, nv, sizeof(*v), cmp_proc_pid);
+	lr.processes = pool_alloc(&pl, sizeof(*lr.processes) * (max + 1));
+	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + LIST_BUDGET_NS;
+	size_t i = 0;
+	for (; v && lr.processes && i < nv && lr.n_processes < max; i++) {
+		if (lr.n_processes && seg_now_ns(CLOCK_MONOTONIC) > deadline)
+			break;
+		p = v[i];
+		proc_ref(p);
 		struct proc_snap s;
-		if (!proc_snapshot(d, p, &s, false))
-			continue;
-		Ctl__ProcessInfo *pi = process_info(&pl, &s);
+		bool ok = proc_snapshot(d, p, &s, false) || s.unreadable;
+		Ctl__ProcessInfo *pi = ok && !p->gone ? process_info(&pl, &s) : NULL;
 		if (pi)
 			lr.processes[lr.n_processes++] = pi;
+		proc_snap_free(&s);
+		proc_unref(p);
 	}
-	if (!lr.processes) {
+	if (i < nv) {
+		lr.has_next_pid = true;
+		lr.next_pid = v[i - 1]->seg.hdr.pid;
+	}
+	if (!v || !lr.processes) {
 		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
 		r.message = "out of memory";
 	}
 	conn_send_reply(c, &r);
+	free(v);
 	pool_free(&pl);
 }
+
+#define ARENA_PAGE_MAX 256
 
 /* Find the process pid for this client: NULL after replying with the reason. */
 static struct proc *lookup(struct ctld *d, struct conn *c, const Ctl__Envelope *env, int pid,
@@ -197,7 +236,11 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 	struct proc_snap s;
 	if (!proc_snapshot(d, p, &s, true)) {
 		reply_error(c, env, CTL__ERROR_CODE__ERR_FAILED,
-		            "the segment could not be read consistently (see the daemon log)");
+		            s.unreadable ? "its statistics are unreadable: a lock in its segment "
+		                           "stays held (a stopped or misbehaving process); read "
+		                           "again with back-off"
+		                         : "the segment could not be read consistently (see the "
+		                           "daemon log)");
 		return;
 	}
 	struct pool pl;
@@ -208,9 +251,24 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 	r.stats = &sr;
 	bool ok = (sr.process = process_info(&pl, &s)) &&
 	          (sr.totals = counters_msg(&pl, &s.total, &sr.n_totals));
-	sr.arenas = pool_alloc(&pl, sizeof(*sr.arenas) * (s.narenas + 1));
+	/* arenas in pages (first_arena, at most max_arenas): every page fits a frame */
+	uint32_t first = env->stats->has_first_arena ? env->stats->first_arena : 0;
+	uint32_t amax = env->stats->has_max_arenas && env->stats->max_arenas &&
+	                                env->stats->max_arenas < ARENA_PAGE_MAX
+	                        ? env->stats->max_arenas
+	                        : ARENA_PAGE_MAX;
+	uint32_t end = first < s.narenas ? first + amax : first;
+	if (end > s.narenas)
+		end = s.narenas;
+	sr.has_arena_count = true;
+	sr.arena_count = s.narenas;
+	if (end < s.narenas) {
+		sr.has_next_arena = true;
+		sr.next_arena = end;
+	}
+	sr.arenas = pool_alloc(&pl, sizeof(*sr.arenas) * (end - (first < end ? first : end) + 1));
 	ok = ok && sr.arenas;
-	for (uint32_t i = 0; ok && i < s.narenas; i++) {
+	for (uint32_t i = first; ok && i < end; i++) {
 		Ctl__ArenaStats *a = pool_alloc(&pl, sizeof(*a));
 		if (!(ok = a != NULL))
 			break;

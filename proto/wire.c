@@ -153,12 +153,20 @@ int wire_connect(const char *path)
 Ctl__Reply *wire_call(int fd, Ctl__Envelope *env, int timeout_ms)
 {
 	env->protocol_version = CTL_PROTOCOL_VERSION;
-	if (wire_send(fd, &env->base, timeout_ms) < 0)
-		return NULL;
 	uint8_t *buf;
 	uint32_t len;
-	if (wire_recv(fd, &buf, &len, timeout_ms) < 0)
+	if (wire_send(fd, &env->base, timeout_ms) < 0) {
+		/* a daemon that refused the connection (ERR_BUSY) said why before closing: the
+		 * reply is still there to read although our request could not be sent */
+		int e = errno;
+		if ((e != EPIPE && e != ECONNRESET) ||
+		    wire_recv(fd, &buf, &len, timeout_ms < 1000 ? timeout_ms : 1000) < 0) {
+			errno = e;
+			return NULL;
+		}
+	} else if (wire_recv(fd, &buf, &len, timeout_ms) < 0) {
 		return NULL;
+	}
 	Ctl__Reply *r = ctl__reply__unpack(NULL, len, buf);
 	free(buf);
 	if (!r)

@@ -8,6 +8,8 @@
  *   trim TARGET [PAD] | release TARGET | flush TARGET     (TARGET: PID, exe=NAME or all)
  *   raw-version N | raw-empty | raw-hex HEX | raw-len N | raw-partial MS | raw-garbage N
  *   latency PID N     N set requests on one connection: prints p50/p99/max round trip
+ *   flood PID N SECS  pipeline up to N stats requests and never read, for SECS
+ *   hold N SECS       hold N idle connections for SECS
  * exit: 0 a reply was printed, 3 closed without a reply, 1 error, 2 usage */
 #include <errno.h>
 #include <poll.h>
@@ -58,7 +60,7 @@ static void print_reply(const Ctl__Reply *r)
 			printf("process pid=%d name=%s exe=%s uid=%u owner=%u arenas=%u "
 			       "threads=%llu "
 			       "alloc_threads=%llu in_use=%llu "
-			       "mapped=%llu retained=%llu rss=%llu control=%s\n",
+			       "mapped=%llu retained=%llu rss=%llu control=%s%s\n",
 			       p->pid, p->name ? p->name : "-", p->exe, p->uid,
 			       p->has_owner_uid ? p->owner_uid : p->uid, p->arenas,
 			       (unsigned long long)p->threads,
@@ -66,7 +68,8 @@ static void print_reply(const Ctl__Reply *r)
 			       (unsigned long long)p->bytes_in_use,
 			       (unsigned long long)p->bytes_mapped,
 			       (unsigned long long)p->bytes_retained,
-			       (unsigned long long)p->rss_bytes, p->control ? p->control : "?");
+			       (unsigned long long)p->rss_bytes, p->control ? p->control : "?",
+			       p->unreadable ? " unreadable" : "");
 		}
 	if (r->stats) {
 		const Ctl__StatsReply *s = r->stats;
@@ -205,8 +208,29 @@ int main(int argc, char **argv)
 		env.payload_case = CTL__ENVELOPE__PAYLOAD_VERSION;
 		env.version = &vr;
 	} else if (!strcmp(cmd, "list")) {
-		env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
-		env.list = &lr;
+		/* every page (pid order); one reply's lines per page, "pages=N" at the end */
+		int pages = 0;
+		for (;;) {
+			env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
+			env.list = &lr;
+			Ctl__Reply *r = wire_call(fd, &env, timeout_ms);
+			if (!r) {
+				fprintf(stderr, "ctlclient: list: %s\n", strerror(errno));
+				return errno == ECONNRESET ? 3 : 1;
+			}
+			print_reply(r);
+			pages++;
+			bool more = r->list && r->list->has_next_pid;
+			if (more) {
+				lr.has_after_pid = true;
+				lr.after_pid = r->list->next_pid;
+			}
+			ctl__reply__free_unpacked(r, NULL);
+			if (!more)
+				break;
+		}
+		printf("pages=%d\n", pages);
+		return 0;
 	} else if (!strcmp(cmd, "stats") && nargs == 1) {
 		env.payload_case = CTL__ENVELOPE__PAYLOAD_STATS;
 		sr.pid = atoi(args[0]);
@@ -333,6 +357,52 @@ int main(int argc, char **argv)
 			return 1;
 		timeout_ms = atoi(args[0]);
 		return await(fd);
+	} else if (!strcmp(cmd, "flood") && nargs == 3) {
+		/* an attacker that never reads: pipeline up to N stats requests for PID (as fast
+		 * as the daemon takes them), for SECONDS; prints how many were sent */
+		int pid = atoi(args[0]), secs = atoi(args[2]);
+		long n = atol(args[1]), sent = 0;
+		sr.pid = pid;
+		env.payload_case = CTL__ENVELOPE__PAYLOAD_STATS;
+		env.stats = &sr;
+		env.protocol_version = CTL_PROTOCOL_VERSION;
+		size_t len = ctl__envelope__get_packed_size(&env);
+		uint8_t *frame = malloc(len + 4);
+		if (!frame)
+			return 1;
+		wire_frame_header(frame, (uint32_t)len);
+		ctl__envelope__pack(&env, frame + 4);
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec >= secs)
+				break;
+			if (sent < n) {
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
+				if (poll(&p, 1, 100) == 1 && (p.revents & POLLOUT)) {
+					if (send(fd, frame, len + 4, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+					    (ssize_t)(len + 4))
+						sent++;
+					else if (errno != EAGAIN)
+						break;
+				}
+			} else {
+				usleep(100000);
+			}
+		}
+		printf("flood sent=%ld\n", sent);
+		free(frame);
+		return 0;
+	} else if (!strcmp(cmd, "hold") && nargs == 2) {
+		/* hold N more connections (this one included) open, idle, for SECONDS */
+		int n = atoi(args[0]), secs = atoi(args[1]), open_ok = 1;
+		for (int k = 1; k < n; k++)
+			open_ok += wire_connect(sock) >= 0;
+		printf("hold open=%d\n", open_ok);
+		fflush(stdout);
+		sleep((unsigned)secs);
+		return 0;
 	} else if (!strcmp(cmd, "raw-garbage") && nargs == 1) {
 		/* a well-framed body of pseudo-random bytes that is no Envelope */
 		uint32_t n = (uint32_t)atoi(args[0]);

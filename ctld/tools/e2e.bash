@@ -57,8 +57,11 @@ wait_file() {
 # start_daemon [allocctld options...]: sets DPID, SOCK, HTTP; log in $T/log.
 start_daemon() {
 	rm -f "$T/ready"
-	"$CTLD" --socket "${SOCK_PATH:-$T/sock/ctl.sock}" --listen 127.0.0.1:0 \
-		--run-dir "$T/segs" --no-default-dirs --ready-file "$T/ready" "$@" \
+	# CTLD_DEFAULT_DIRS=1: also watch the default directories (/dev/shm/liballoc-<uid>)
+	local dd=--no-default-dirs
+	[ -n "${CTLD_DEFAULT_DIRS:-}" ] && dd=
+	"$CTLD" --socket "${SOCK_PATH:-$T/sock/ctl.sock}" --listen "${CTLD_LISTEN:-127.0.0.1:0}" \
+		--run-dir "$T/segs" $dd --ready-file "$T/ready" "$@" \
 		>>"$T/log" 2>&1 3>&- &
 	DPID=$!
 	wait_file "$T/ready" 5 || { cat "$T/log" >&2; return 1; }

@@ -34,12 +34,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LA_SHM_MAGIC           0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
-#define LA_SHM_ABI_VERSION     1u
-#define LA_SHM_PREFIX          "liballoc."
-#define LA_SHM_SUFFIX          ".seg"
-#define LA_SHM_DEFAULT_RUN_DIR "/dev/shm/liballoc"
-#define LA_SHM_PAGE            4096u
+#define LA_SHM_MAGIC            0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
+#define LA_SHM_ABI_VERSION      1u
+#define LA_SHM_PREFIX           "liballoc."
+#define LA_SHM_SUFFIX           ".seg"
+#define LA_SHM_DEFAULT_RUN_DIR  "/dev/shm/liballoc"
+/* When LA_SHM_DEFAULT_RUN_DIR-<uid> exists but is not that uid's own (another user created
+ * it first), a process publishes in LA_SHM_FALLBACK_RUN_DIR/<uid> instead: a root-owned
+ * parent (allocctld creates it and the per-uid directory, owned by the uid, mode 0700;
+ * a root process creates its own) in which no other user can create anything. */
+#define LA_SHM_FALLBACK_RUN_DIR "/run/liballoc"
+#define LA_SHM_PAGE             4096u
 
 /* ---- Limits both sides hold ------------------------------------------------------------
  * The library never writes a header beyond these, and readers refuse one that goes beyond

@@ -161,39 +161,88 @@ static size_t append(char *buf, size_t n, size_t cap, const char *s)
 	return n + la_strlcpy(buf + n, s, cap - n);
 }
 
-static bool run_dir(char *dir, size_t cap)
+/* Open dir as this process's run directory: the last component no symlink, a directory
+ * owned by us with no access for others, all checked on the descriptor. Returns it, or -1
+ * with *why (ours == false: it exists but is not ours). */
+static int open_run_dir(const char *dir, const char **why, bool *ours)
 {
-	const char *env = tun_getenv("LIBALLOC_RUN_DIR");
-	uid_t uid = os_getuid();
-	size_t n;
-	if (env && *env) {
-		n = la_strlcpy(dir, env, cap);
-	} else {
-		char num[24];
-		la_fmt_u64(num, uid);
-		n = la_strlcpy(dir, LA_SHM_DEFAULT_RUN_DIR "-", cap);
-		n = append(dir, n, cap, num);
-		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-			return false;
+	*ours = true;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		/* a symlink, not a directory, or another user's 0700 directory */
+		*ours = e != ELOOP && e != ENOTDIR && e != EACCES && e != EPERM;
+		*why = e == ELOOP || e == ENOTDIR ? " is not a directory" : NULL;
+		if (!*why)
+			*why = strerror(e);
+		return -1;
 	}
-	(void)n;
 	struct stat st;
-	if (lstat(dir, &st) != 0) {
-		la_warn("statistics not published: run directory ", dir, ": ", strerror(errno),
-		        (char *)NULL);
-		return false;
+	if (fstat(fd, &st) != 0 || st.st_uid != os_geteuid() || (st.st_mode & 077) != 0) {
+		*ours = false;
+		*why = " must be owned by this user with mode 0700";
+		close(fd);
+		return -1;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		la_warn("statistics not published: run directory ", dir, " is not a directory",
-		        (char *)NULL);
-		return false;
+	return fd;
+}
+
+static void warn_dir(const char *dir, const char *why)
+{
+	if (why[0] == ' ')
+		la_warn("statistics not published: run directory ", dir, why, (char *)NULL);
+	else
+		la_warn("statistics not published: run directory ", dir, ": ", why, (char *)NULL);
+}
+
+/* The run directory, opened (see open_run_dir): $LIBALLOC_RUN_DIR, else
+ * LA_SHM_DEFAULT_RUN_DIR-<uid> (created 0700); when that exists but is not ours (another
+ * user created it first), LA_SHM_FALLBACK_RUN_DIR/<uid>, which allocctld provides (a root
+ * process creates its own). dir receives the path. -1 after one line on stderr. */
+static int run_dir(char *dir, size_t cap)
+{
+	const char *env = tun_getenv("LIBALLOC_RUN_DIR"), *why = NULL;
+	bool ours;
+	if (env && *env) {
+		la_strlcpy(dir, env, cap);
+		int fd = open_run_dir(dir, &why, &ours);
+		if (fd < 0)
+			warn_dir(dir, why);
+		return fd;
 	}
-	if (st.st_uid != os_geteuid() || (st.st_mode & 077) != 0) {
-		la_warn("statistics not published: run directory ", dir,
-		        " must be owned by this user with mode 0700", (char *)NULL);
-		return false;
+	char num[24];
+	la_fmt_u64(num, os_getuid());
+	size_t n = la_strlcpy(dir, LA_SHM_DEFAULT_RUN_DIR "-", cap);
+	append(dir, n, cap, num);
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		warn_dir(dir, strerror(errno));
+		return -1;
 	}
-	return true;
+	int fd = open_run_dir(dir, &why, &ours);
+	if (fd >= 0 || ours) {
+		if (fd < 0)
+			warn_dir(dir, why);
+		return fd;
+	}
+	/* squatted: the per-uid directory under the root-owned fallback parent */
+	char squatted[200];
+	la_strlcpy(squatted, dir, sizeof(squatted));
+	n = la_strlcpy(dir, LA_SHM_FALLBACK_RUN_DIR "/", cap);
+	append(dir, n, cap, num);
+	if (os_geteuid() == 0) {
+		mkdir(LA_SHM_FALLBACK_RUN_DIR, 0755);
+		mkdir(dir, 0700);
+	}
+	fd = open_run_dir(dir, &why, &ours);
+	if (fd < 0) {
+		la_warn("statistics not published: ", squatted,
+		        " is not this user's own, and its replacement ", dir,
+		        " (provided by allocctld) is not usable", (char *)NULL);
+		return -1;
+	}
+	la_warn("statistics published in ", dir, ": ", squatted, " is not this user's own",
+	        (char *)NULL);
+	return fd;
 }
 
 static uint64_t proc_start_time(void)
@@ -249,32 +298,39 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	return ++r->examined < REAP_MAX;
 }
 
-static void reap_stale(const char *dir, pid_t self)
+static void reap_stale(int dfd, pid_t self)
 {
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
 	struct reap r = {.examined = 0};
 	size_t n = la_strlcpy(r.own, LA_SHM_PREFIX, sizeof(r.own));
 	n += la_fmt_u64(r.own + n, (uint64_t)self);
 	la_strlcpy(r.own + n, LA_SHM_SUFFIX, sizeof(r.own) - n);
 	os_dir_each(dfd, reap_one, &r);
-	close(dfd);
 }
+
+/* The published file: its directory's identity and its name there, so that removing it
+ * goes through a descriptor of that very directory (never the path again). */
+static dev_t seg_dir_dev;
+static ino_t seg_dir_ino;
+static char seg_dir[200], seg_name[40];
 
 void shm_publish_file(void)
 {
-	char dir[200], tmp[256], num[24];
-	if (!seg || !run_dir(dir, sizeof(dir)))
+	char dir[200], tmp[40], num[24];
+	if (!seg)
+		return;
+	int dfd = run_dir(dir, sizeof(dir));
+	if (dfd < 0)
 		return;
 	pid_t pid = os_getpid();
 	la_fmt_u64(num, (uint64_t)pid);
-	size_t n = la_strlcpy(seg_path, dir, sizeof(seg_path));
-	n = append(seg_path, n, sizeof(seg_path), "/" LA_SHM_PREFIX);
-	n = append(seg_path, n, sizeof(seg_path), num);
-	la_strlcpy(tmp, seg_path, sizeof(tmp));
-	append(seg_path, n, sizeof(seg_path), LA_SHM_SUFFIX);
+	size_t n = la_strlcpy(seg_name, LA_SHM_PREFIX, sizeof(seg_name));
+	n = append(seg_name, n, sizeof(seg_name), num);
+	la_strlcpy(tmp, seg_name, sizeof(tmp));
+	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
 	append(tmp, n, sizeof(tmp), ".tmp");
+	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
+	n = append(seg_path, n, sizeof(seg_path), "/");
+	append(seg_path, n, sizeof(seg_path), seg_name);
 
 	struct la_shm_header *h = shm_header();
 	h->pid = pid;
@@ -284,11 +340,13 @@ void shm_publish_file(void)
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
 	h->exe[el > 0 ? el : 0] = 0;
 
-	unlink(tmp);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	unlinkat(dfd, tmp, 0);
+	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		la_warn("statistics not published: cannot create ", tmp, ": ", strerror(errno),
-		        (char *)NULL);
+		la_warn("statistics not published: cannot create ", dir, "/", tmp, ": ",
+		        strerror(errno), (char *)NULL);
+		close(dfd);
+		seg_path[0] = 0;
 		return;
 	}
 	/* write what is in use now (header .. live arena blocks, and the mailbox); the rest
@@ -296,6 +354,7 @@ void shm_publish_file(void)
 	 * around them: on a disk file system a fault that reads pulls in its neighbours
 	 * (read-around), and the kernel then maps every cached page near each fault. */
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
+	struct stat dst;
 	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, 0, used) &&
 	          write_range(fd, OFF_MAILBOX, SEG_SIZE);
 	if (ok)
@@ -304,11 +363,15 @@ void shm_publish_file(void)
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	if (ok)
-		ok = os_rename(tmp, seg_path) == 0;
+		ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
+	if (ok)
+		ok = fstat(dfd, &dst) == 0;
 	if (!ok) {
-		la_warn("statistics not published: ", tmp, ": ", strerror(errno), (char *)NULL);
-		unlink(tmp);
+		la_warn("statistics not published: ", dir, "/", tmp, ": ", strerror(errno),
+		        (char *)NULL);
+		unlinkat(dfd, tmp, 0);
 		close(fd);
+		close(dfd);
 		seg_path[0] = 0;
 		return;
 	}
@@ -316,7 +379,11 @@ void shm_publish_file(void)
 		close(seg_fd);
 	seg_fd = fd;
 	seg_pid = pid;
-	reap_stale(dir, pid);
+	seg_dir_dev = dst.st_dev;
+	seg_dir_ino = dst.st_ino;
+	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
+	reap_stale(dfd, pid);
+	close(dfd);
 }
 
 const char *shm_path(void)
@@ -326,10 +393,20 @@ const char *shm_path(void)
 
 void shm_unpublish(void)
 {
-	if (seg_path[0] && seg_pid == os_getpid()) {
-		unlink(seg_path);
-		seg_path[0] = 0;
-	}
+	if (!seg_path[0] || seg_pid != os_getpid())
+		return;
+	seg_path[0] = 0;
+	/* only our own file in the very directory we published in (async-signal-safe) */
+	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	struct stat d, f, mine;
+	if (fstat(dfd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino &&
+	    seg_fd >= 0 && fstat(seg_fd, &mine) == 0 &&
+	    fstatat(dfd, seg_name, &f, AT_SYMLINK_NOFOLLOW) == 0 && f.st_dev == mine.st_dev &&
+	    f.st_ino == mine.st_ino)
+		unlinkat(dfd, seg_name, 0);
+	close(dfd);
 }
 
 #ifndef LA_PREFIX

@@ -79,13 +79,15 @@ Test(ps, json_has_the_documented_keys)
 	struct render_opts o = opts(true, false);
 	char *out;
 	CAPTURE(out, render_ps(f, list, 1, &o));
-	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
-	                      "\"name\":\"redis-server\",\"cmdline\":\"\","
-	                      "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
-	                      "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":0,"
-	                      "\"bytes_in_use\":314572800,"
-	                      "\"bytes_mapped\":1166016512,\"bytes_retained\":851443712,"
-	                      "\"rss_bytes\":1166016512,\"control\":\"running\"}]}\n");
+	cr_assert_str_eq(out,
+	                 "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
+	                 "\"name\":\"redis-server\",\"cmdline\":\"\","
+	                 "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
+	                 "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":0,"
+	                 "\"bytes_in_use\":314572800,"
+	                 "\"bytes_mapped\":1166016512,\"bytes_retained\":851443712,"
+	                 "\"rss_bytes\":1166016512,\"control\":\"running\",\"unreadable\":false,"
+	                 "\"unreadable_reads\":0}]}\n");
 	free(out);
 }
 
