@@ -34,6 +34,8 @@ $(BENCH_BIN)/libglibc_shim.so: $(BUILD)/obj/bench/glibc_shim.o
 	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -ldl
 
 BENCH_ALL := $(BENCH_PROGS) $(BENCH_BIN)/ctl_client $(BENCH_BIN)/libglibc_shim.so
+# the daemon-under-attack figures (ctld/attack-bench.sh)
+BENCH_ALL += $(BUILD)/tests/massseg $(BUILD)/tests/ctlclient
 BENCH_RUN := python3 $(ROOT)/bench/run.py --root $(ROOT) --build $(abspath $(BUILD)) \
 	$(if $(filter 1 yes,$(QUICK)),--quick)
 

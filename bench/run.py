@@ -1658,6 +1658,48 @@ class Suite:
                 stop_group(p)
             shutil.rmtree(self.hook_run_dir(), ignore_errors=True)
         self.progress("history")
+    def hook_daemon_attacks(self):
+        """Issue 18: beside the daemon scale figures, root's `allocctl ps` latency (p50/p99,
+        goal p99 <= 100 ms) and the daemon's peak RSS (goal <= 64 MiB) under each attack of
+        a local user, and /metrics time and size with 5,000 processes
+        (ctld/attack-bench.sh, which needs root: nobody runs the attacks)."""
+        sec = "daemon under attack"
+        ctx = self.ctx
+        script = os.path.join(ctx.root, "ctld", "attack-bench.sh")
+        need = [os.path.join(ctx.build, p) for p in ("allocctld", "allocctl", "tests/massseg",
+                                                      "tests/ctlclient")]
+        missing = [os.path.relpath(p, ctx.root) for p in need if not os.access(p, os.X_OK)]
+        if os.geteuid() != 0:
+            missing.append("root")
+        if missing:
+            self.extra(sec, "all", "n/a", "", "missing: " + ", ".join(missing))
+            return
+        n, runs = (100, 30) if ctx.quick else (500, 100)
+        env = dict(ctx.base_env, ROOT=ctx.root, BUILD=ctx.build)
+        res = run_process(["bash", script, str(n), str(runs)], env, 900)
+        load = os.getloadavg()[0]
+        for line in res.stdout.splitlines():
+            if not line.startswith("attack="):
+                continue
+            kv = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            name = kv.pop("attack")
+            self.extra(sec, name + ": allocctl ps p99", kv.get("ps_p99_ms", "-"), "ms",
+                       "p50 %s, max %s ms over %d runs beside %d processes (allocctl's own "
+                       "start included); load %.1f; goal <= 100 ms" % (
+                           kv.get("ps_p50_ms", "-"), kv.get("ps_max_ms", "-"), runs, n, load))
+            self.extra(sec, name + ": daemon peak RSS", kv.get("daemon_peak_rss_mib", "-"),
+                       "MiB", "VmHWM of a daemon started for this attack; goal <= 64 MiB")
+            if "metrics_ms" in kv:
+                self.extra(sec, "/metrics with 5,000 processes", kv["metrics_ms"], "ms",
+                           "%s MiB, streamed in 2 ms slices" % kv.get("metrics_mib", "-"))
+            if "healthz" in kv:
+                self.extra(sec, name + ": /healthz", kv["healthz"], "",
+                           "answered in %s ms under 2,000 slow connections" %
+                           kv.get("healthz_ms", "-"))
+        if not res.ok:
+            self.extra(sec, "attack-bench.sh", "FAIL", "", (res.failure or "") + ": " +
+                       res.stderr.strip()[-150:])
+        self.progress("daemon under attack")
 
 
 # ---------------------------------------------------------------------------------------
@@ -2101,6 +2143,7 @@ def main():
                 suite.run_hook(suite.hook_daemon_scale, "daemon scale")
             if not only or "liballoc" in only or "history" in only:
                 suite.run_hook(suite.hook_history, "history")
+                suite.run_hook(suite.hook_daemon_attacks, "daemon under attack")
         except KeyboardInterrupt:
             interrupted = True
             print("bench: interrupted: reporting what ran", file=sys.stderr)

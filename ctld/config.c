@@ -30,6 +30,7 @@ void config_defaults(struct config *c)
 	c->max_connections = 64;
 	c->max_connections_per_uid = 16;
 	c->http_max_connections = 64;
+	c->http_request_timeout_ms = 5000;
 	c->max_segments_per_uid = 4096;
 	snprintf(c->uid_dirs, sizeof(c->uid_dirs), "%s", LA_SHM_FALLBACK_RUN_DIR);
 	c->log_level = LOGL_INFO;
@@ -108,7 +109,7 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 	}
 	if (!strcmp(key, "listen")) {
 		if (strcmp(v, "off") && !strrchr(v, ':')) {
-			snprintf(err, len, "listen: '%s' is not host:port or off", v);
+			snprintf(err, len, "listen: '%s' is not host:port, unix:PATH or off", v);
 			return -1;
 		}
 		return set_str(c->listen, sizeof(c->listen), key, v, err, len);
@@ -142,6 +143,11 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 		return set_int(&c->max_connections, key, v, 1, 100000, err, len);
 	if (!strcmp(key, "max_connections_per_uid"))
 		return set_int(&c->max_connections_per_uid, key, v, 1, 100000, err, len);
+	if (!strcmp(key, "http_request_timeout_ms"))
+		return set_int(&c->http_request_timeout_ms, key, v, 10, 600000, err, len);
+	if (!strcmp(key, "http_allowed_hosts"))
+		return set_str(c->http_allowed_hosts, sizeof(c->http_allowed_hosts), key, v, err,
+		               len);
 	if (!strcmp(key, "http_max_connections"))
 		return set_int(&c->http_max_connections, key, v, 1, 100000, err, len);
 	if (!strcmp(key, "max_segments_per_uid"))

@@ -28,8 +28,10 @@ struct config {
 	int max_connections;
 	int max_connections_per_uid; /* control connections of one non-root uid */
 	int http_max_connections;
-	int max_segments_per_uid; /* segments tracked per uid (lowered to fit the fd limit) */
-	char uid_dirs[PATH_MAX];  /* root-owned parent of per-uid fallback run dirs, "" off */
+	int http_request_timeout_ms;  /* the whole request (and its response) within this */
+	char http_allowed_hosts[512]; /* more Host names than the listen address, localhost */
+	int max_segments_per_uid;     /* segments tracked per uid (lowered to fit the fd limit) */
+	char uid_dirs[PATH_MAX];      /* root-owned parent of per-uid fallback run dirs, "" off */
 	int log_level;
 	bool metrics_arenas;       /* per-arena families on /metrics */
 	bool metrics_classes;      /* per-size-class families on /metrics (many series) */

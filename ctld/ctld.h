@@ -97,7 +97,7 @@ TAILQ_HEAD(job_list, job);
 struct ctld_stats {
 	uint64_t segments_rejected, segments_stale_removed, requests, requests_denied,
 	        requests_malformed, commands, command_timeouts, connections_refused, scrapes,
-	        segments_over_cap, unreadable_reads;
+	        segments_over_cap, unreadable_reads, http_requests, http_refused, http_timeouts;
 };
 
 struct ctld {
@@ -129,8 +129,7 @@ struct ctld {
 	struct job_list jobs;
 	struct event *job_timer;
 
-	/* metrics.c */
-	struct evhttp *http;
+	/* http.c */
 	char http_addr[160];
 
 	/* audit.c */
@@ -231,10 +230,6 @@ int commands_run(struct ctld *d, const struct job_origin *origin, enum job_kind 
 void commands_conn_closed(struct ctld *d, struct conn *c);
 void commands_shutdown(struct ctld *d);
 
-/* metrics.c */
-int metrics_init(struct ctld *d);
-void metrics_shutdown(struct ctld *d);
-
 /* timeline.c: history on the loop, and the hooks that put events on it */
 int timeline_init(struct ctld *d);
 void timeline_reconfigure(struct ctld *d);
@@ -249,7 +244,7 @@ bool timeline_request(struct ctld *d, struct conn *c, const struct Ctl__Envelope
 
 /* dashboard.c: /, the page's assets, /api/history and /api/events; false if path is not
  * one of them */
-struct evhttp_request;
-bool dashboard_http(struct ctld *d, struct evhttp_request *req, const char *path);
+struct http_req;
+bool dashboard_http(struct ctld *d, struct http_req *req, const char *path);
 
 #endif

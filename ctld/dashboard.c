@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "ctld.h"
+#include "http.h"
 #include "log.h"
 #include "timeline.h"
 
@@ -57,21 +58,18 @@ static void put_json(struct evbuffer *b, json_t *v)
 	json_decref(v);
 }
 
-static void send_json(struct evhttp_request *req, struct evbuffer *b, int code, const char *why)
+static void send_json(struct http_req *req, struct evbuffer *b, int code, const char *why)
 {
-	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
-	evhttp_add_header(hdrs, "Content-Type", "application/json");
-	evhttp_add_header(hdrs, "Cache-Control", "no-store");
-	evhttp_send_reply(req, code, why, b);
+	http_reply(req, code, why, "application/json", b, NULL);
 }
 
-static void bad_request(struct evhttp_request *req, const char *fmt, ...)
+static void bad_request(struct http_req *req, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
-static void bad_request(struct evhttp_request *req, const char *fmt, ...)
+static void bad_request(struct http_req *req, const char *fmt, ...)
 {
 	struct evbuffer *b = evbuffer_new();
 	if (!b) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		http_reply(req, 500, "Internal Server Error", "text/plain", NULL, NULL);
 		return;
 	}
 	char msg[256];
@@ -123,12 +121,11 @@ static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 /* false after answering 400 */
-static bool parse_query(struct evhttp_request *req, struct hq *q)
+static bool parse_query(struct http_req *req, struct hq *q)
 {
 	memset(q, 0, sizeof(*q));
 	q->samples = true;
-	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
-	const char *qs = u ? evhttp_uri_get_query(u) : NULL;
+	const char *qs = req->query;
 	struct evkeyvalq kv;
 	TAILQ_INIT(&kv);
 	if (qs && evhttp_parse_query_str(qs, &kv) < 0) {
@@ -360,28 +357,24 @@ static void write_events(struct ctld *d, struct evbuffer *b, const struct hq *q)
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-bool dashboard_http(struct ctld *d, struct evhttp_request *req, const char *path)
+bool dashboard_http(struct ctld *d, struct http_req *req, const char *path)
 {
 	for (size_t i = 0; i < sizeof(assets) / sizeof(assets[0]); i++) {
 		if (strcmp(path, assets[i].path))
 			continue;
 		struct evbuffer *b = evbuffer_new();
 		if (!b) {
-			evhttp_send_error(req, HTTP_INTERNAL, NULL);
+			http_reply(req, 500, "Internal Server Error", "text/plain", NULL, NULL);
 			return true;
 		}
 		evbuffer_add_reference(b, assets[i].start,
 		                       (size_t)(assets[i].end - assets[i].start), NULL, NULL);
-		struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
-		evhttp_add_header(hdrs, "Content-Type", assets[i].type);
-		evhttp_add_header(hdrs, "Cache-Control", "no-cache");
-		evhttp_add_header(hdrs, "X-Content-Type-Options", "nosniff");
-		evhttp_add_header(hdrs, "Referrer-Policy", "no-referrer");
-		evhttp_add_header(hdrs, "Content-Security-Policy",
-		                  "default-src 'none'; script-src 'self'; style-src 'self'; "
-		                  "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
-		                  "form-action 'none'; frame-ancestors 'none'");
-		evhttp_send_reply(req, HTTP_OK, "OK", b);
+		http_reply(req, 200, "OK", assets[i].type, b,
+		           "Cache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"
+		           "Referrer-Policy: no-referrer\r\nContent-Security-Policy: "
+		           "default-src 'none'; script-src 'self'; style-src 'self'; "
+		           "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+		           "form-action 'none'; frame-ancestors 'none'\r\n");
 		evbuffer_free(b);
 		return true;
 	}
@@ -399,7 +392,7 @@ bool dashboard_http(struct ctld *d, struct evhttp_request *req, const char *path
 			send_json(req, b, 404, "Not Found");
 			evbuffer_free(b);
 		} else {
-			evhttp_send_error(req, HTTP_INTERNAL, NULL);
+			http_reply(req, 500, "Internal Server Error", "text/plain", NULL, NULL);
 		}
 		return true;
 	}
@@ -408,14 +401,14 @@ bool dashboard_http(struct ctld *d, struct evhttp_request *req, const char *path
 		return true;
 	struct evbuffer *b = evbuffer_new();
 	if (!b) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		http_reply(req, 500, "Internal Server Error", "text/plain", NULL, NULL);
 		return true;
 	}
 	if (hist)
 		write_history(d, b, &q);
 	else
 		write_events(d, b, &q);
-	send_json(req, b, HTTP_OK, "OK");
+	send_json(req, b, 200, "OK");
 	evbuffer_free(b);
 	return true;
 }

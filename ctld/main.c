@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "ctld.h"
+#include "http.h"
 #include "log.h"
 #include "wire.h"
 
@@ -27,7 +28,7 @@ static void usage(FILE *f)
 	        "  --config FILE           read settings from FILE (key = value; flags win)\n"
 	        "  --socket PATH           control socket (default %s)\n"
 	        "  --socket-mode MODE      mode of the socket file (default 0600)\n"
-	        "  --listen HOST:PORT|off  HTTP address (default %s; port 0 picks one)\n"
+	        "  --listen HOST:PORT|unix:PATH|off  HTTP address (default %s; port 0 picks one)\n"
 	        "  --run-dir DIR           also watch DIR for segments (repeatable)\n"
 	        "  --no-default-dirs       do not watch /dev/shm/liballoc-<uid>/\n"
 	        "  --rescan-ms N           rescan and liveness period (default 2000)\n"
@@ -336,7 +337,7 @@ int main(int argc, char **argv)
 		}
 	int rc = 1;
 	if ((d->cfg.history_sample_ms && timeline_init(d)) || discover_init(d) || control_init(d) ||
-	    metrics_init(d))
+	    http_init(d))
 		goto out;
 	if (d->cfg.ready_file[0] && write_ready_file(d))
 		log_warn("cannot write %s: %s", d->cfg.ready_file, strerror(errno));
@@ -345,7 +346,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	commands_shutdown(d);
-	metrics_shutdown(d);
+	http_shutdown(d);
 	control_shutdown(d);
 	timeline_shutdown(d);
 	discover_shutdown(d);

@@ -1,158 +1,263 @@
-/* metrics.c — HTTP on the daemon's loop (evhttp), loopback by default, GET/HEAD only:
- * /metrics (Prometheus text format 0.0.4; families, names and HELP generated from the
- * segment's X-macro lists; HELP and TYPE once per family), /healthz, /api/processes
- * (JSON) and, through dashboard.c, / (the page), /api/history and /api/events. */
-#include <arpa/inet.h>
+/* metrics.c — what HTTP serves (http.c is the server): /metrics (Prometheus text format
+ * 0.0.4; families, names and HELP generated from the segment's X-macro lists; HELP and TYPE
+ * once per family), /healthz, /api/processes (JSON for the page) and / (a self-contained
+ * page charting memory per process).
+ *
+ * A scrape never holds the loop for long: it is a resumable job on a low-priority event.
+ * It first takes a snapshot of every process (SLICE_NS of loop time at a time), then writes
+ * the families one line after another into the connection's output, again SLICE_NS at a
+ * time and only while less than OUT_HIGH bytes wait for the client (it resumes as the
+ * client reads). So 5,000 processes or a 1024-arena process cost other clients at most a
+ * slice's wait, and the daemon's memory per scrape is the snapshots plus OUT_HIGH.
+ * The labels pid, uid and exe come from /proc (never from the segment). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
-#include <event2/http.h>
 
+#include "audit.h"
 #include "ctld.h"
+#include "http.h"
 #include "log.h"
 #include "units.h"
 
-#define FAMILY(buf, name, type, help) \
-	evbuffer_add_printf(buf, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type)
+#define SLICE_NS    2000000ull
+#define OUT_HIGH    (1u << 20)
+#define MAX_SCRAPES 4
 
-/* exe is printable ASCII already (segment.c); escape what the format requires. */
+/* Escape what a label value or a JSON string may not hold (exe is printable already). */
 static void label_value(char *dst, size_t cap, const char *src)
 {
 	size_t o = 0;
 	for (; *src && o + 3 < cap; src++) {
-		if (*src == '\\' || *src == '"') {
+		if (*src == '\\' || *src == '"')
 			dst[o++] = '\\';
-			dst[o++] = *src;
-		} else {
-			dst[o++] = *src;
-		}
+		dst[o++] = *src;
 	}
 	dst[o] = 0;
 }
 
-struct scrape {
-	struct proc_snap *snaps;
-	char (*exe)[2 * LA_EXE_MAX];
-	struct la_shm_class **cls; /* per snapshot, when classes are exported */
-	uint32_t *ncls;
-	int n;
+/* ---- the families ----------------------------------------------------------------------- */
+
+struct counter_desc {
+	const char *name, *help;
+	int kind;
+	size_t off; /* in struct la_counters */
+};
+static const struct counter_desc counters[] = {
+#define MET_X_DESC(cname, kind, unit, help) \
+	{#cname, help, kind, offsetof(struct la_counters, cname)},
+        LA_COUNTERS(MET_X_DESC)
+#undef MET_X_DESC
+};
+static const struct counter_desc class_stats[] = {
+#define MET_X_CDESC(cname, kind, unit, help) \
+	{#cname, help, kind, offsetof(struct la_class_stats, cname)},
+        LA_CLASS_STATS(MET_X_CDESC)
+#undef MET_X_CDESC
+};
+#define NCOUNTERS    ((int)(sizeof(counters) / sizeof(counters[0])))
+#define NCLASS_STATS ((int)(sizeof(class_stats) / sizeof(class_stats[0])))
+
+/* family numbers: process totals, per arena, per class, then the fixed ones */
+enum { F_TUNABLE = 0, F_RSS, F_THREADS, F_ARENAS, F_CONTROL, F_UNREADABLE, F_INFO, F_FIXED };
+#define F_TOTAL0 0
+#define F_ARENA0 (F_TOTAL0 + NCOUNTERS)
+#define F_CLASS0 (F_ARENA0 + NCOUNTERS)
+#define F_OTHER0 (F_CLASS0 + NCLASS_STATS)
+#define F_END    (F_OTHER0 + F_FIXED)
+
+struct snapx {
+	struct proc_snap s;
+	struct la_shm_class *cls; /* when classes are exported */
+	uint32_t ncls;
+	char labels[PROCFS_EXE_MAX * 2 + 64]; /* pid="..",uid="..",exe=".." */
 };
 
-static void scrape_collect(struct ctld *d, struct scrape *s, bool arenas, bool classes)
+struct scrape {
+	TAILQ_ENTRY(scrape) link;
+	struct ctld *d;
+	struct evbuffer *out; /* the connection's output */
+	void (*done)(void *arg, bool ok);
+	void *arg;
+	struct event *ev;
+	bool json, arenas, classes, waiting;
+	struct proc **procs; /* referenced */
+	int nprocs, collected;
+	struct snapx *x;
+	int fam, i, fam_started;
+	uint32_t a;
+};
+static TAILQ_HEAD(, scrape) scrapes = TAILQ_HEAD_INITIALIZER(scrapes);
+static int nscrapes;
+
+static bool collect_step(struct scrape *s, uint64_t deadline)
 {
-	s->n = 0;
-	s->snaps = calloc((size_t)d->nprocs + 1, sizeof(*s->snaps));
-	s->exe = calloc((size_t)d->nprocs + 1, sizeof(*s->exe));
-	s->cls = classes ? calloc((size_t)d->nprocs + 1, sizeof(*s->cls)) : NULL;
-	s->ncls = classes ? calloc((size_t)d->nprocs + 1, sizeof(*s->ncls)) : NULL;
-	if (!s->snaps || !s->exe)
-		return;
-	struct proc *p;
-	TAILQ_FOREACH(p, &d->procs, link)
-	{
-		if (s->n >= d->nprocs)
-			break;
-		if (!proc_snapshot(d, p, &s->snaps[s->n], arenas))
+	while (s->collected < s->nprocs) {
+		if (seg_now_ns(CLOCK_MONOTONIC) > deadline)
+			return false;
+		struct proc *p = s->procs[s->collected];
+		struct snapx *x = &s->x[s->collected++];
+		if (p->gone || (!proc_snapshot(s->d, p, &x->s, s->arenas) && !x->s.unreadable)) {
+			x->s.p = NULL;
 			continue;
-		label_value(s->exe[s->n], sizeof(s->exe[0]), proc_exe(p));
+		}
+		char exe[2 * PROCFS_EXE_MAX];
+		label_value(exe, sizeof(exe), proc_exe(p));
+		snprintf(x->labels, sizeof(x->labels), "pid=\"%d\",uid=\"%u\",exe=\"%s\"",
+		         p->seg.hdr.pid, proc_uid(p), exe);
 		uint32_t nc = p->seg.hdr.class_count;
-		if (s->cls && s->ncls && nc && (s->cls[s->n] = calloc(nc, sizeof(**s->cls))) &&
-		    seg_read_classes(&p->seg, s->cls[s->n], nc, &s->ncls[s->n]))
-			s->ncls[s->n] = 0;
-		s->n++;
+		if (s->classes && !x->s.unreadable && nc &&
+		    (x->cls = calloc(nc, sizeof(*x->cls))) &&
+		    seg_read_classes(&p->seg, x->cls, nc, &x->ncls))
+			x->ncls = 0;
 	}
+	return true;
 }
 
-static void scrape_free(struct scrape *s)
+static void family_head(struct evbuffer *b, const char *prefix, const char *name,
+                        const char *suffix, const char *type, const char *help, const char *scope)
 {
-	for (int i = 0; s->snaps && i < s->n; i++) {
-		proc_snap_free(&s->snaps[i]);
-		if (s->cls)
-			free(s->cls[i]);
-	}
-	free(s->snaps);
-	free(s->exe);
-	free(s->cls);
-	free(s->ncls);
+	evbuffer_add_printf(b, "# HELP %s%s%s %s%s\n# TYPE %s%s%s %s\n", prefix, name, suffix, help,
+	                    scope, prefix, name, suffix, type);
 }
 
-static void write_metrics(struct ctld *d, struct evbuffer *b)
+/* Write the head of family f (false: the family is not exported). */
+static bool fam_head(struct scrape *s, int f)
 {
-	struct scrape s;
-	scrape_collect(d, &s, d->cfg.metrics_arenas, d->cfg.metrics_classes);
-	char name[128];
-#define MET_X_TOTAL(cname, kind, unit, help)                                                       \
-	snprintf(name, sizeof(name), "liballoc_%s%s", #cname, kind == LA_COUNTER ? "_total" : ""); \
-	FAMILY(b, name, kind == LA_COUNTER ? "counter" : "gauge", help " (process total)");        \
-	for (int i = 0; i < s.n; i++)                                                              \
-		evbuffer_add_printf(b, "%s{pid=\"%d\",exe=\"%s\"} %llu\n", name,                   \
-		                    s.snaps[i].p->seg.hdr.pid, s.exe[i],                           \
-		                    (unsigned long long)s.snaps[i].total.cname);
-	LA_COUNTERS(MET_X_TOTAL)
-#undef MET_X_TOTAL
-	if (d->cfg.metrics_arenas) {
-#define MET_X_ARENA(cname, kind, unit, help)                                                    \
-	snprintf(name, sizeof(name), "liballoc_arena_%s%s", #cname,                             \
-	         kind == LA_COUNTER ? "_total" : "");                                           \
-	FAMILY(b, name, kind == LA_COUNTER ? "counter" : "gauge", help " (per arena)");         \
-	for (int i = 0; i < s.n; i++)                                                           \
-		for (uint32_t a = 0; a < s.snaps[i].narenas; a++)                               \
-			evbuffer_add_printf(b, "%s{pid=\"%d\",exe=\"%s\",arena=\"%u\"} %llu\n", \
-			                    name, s.snaps[i].p->seg.hdr.pid, s.exe[i],          \
-			                    s.snaps[i].arenas[a].index,                         \
-			                    (unsigned long long)s.snaps[i].arenas[a].c.cname);
-		LA_COUNTERS(MET_X_ARENA)
-#undef MET_X_ARENA
+	struct evbuffer *b = s->out;
+	if (f < F_ARENA0) {
+		const struct counter_desc *c = &counters[f - F_TOTAL0];
+		family_head(b, "liballoc_", c->name, c->kind == LA_COUNTER ? "_total" : "",
+		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help,
+		            " (process total)");
+	} else if (f < F_CLASS0) {
+		if (!s->arenas)
+			return false;
+		const struct counter_desc *c = &counters[f - F_ARENA0];
+		family_head(b, "liballoc_arena_", c->name, c->kind == LA_COUNTER ? "_total" : "",
+		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help, " (per arena)");
+	} else if (f < F_OTHER0) {
+		if (!s->classes)
+			return false;
+		const struct counter_desc *c = &class_stats[f - F_CLASS0];
+		family_head(b, "liballoc_class_", c->name, c->kind == LA_COUNTER ? "_total" : "",
+		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help,
+		            " (per size class)");
+	} else {
+		static const struct {
+			const char *name, *help;
+		} fixed[F_FIXED] = {
+		        [F_TUNABLE] = {"liballoc_tunable", "Effective value of a tunable"},
+		        [F_RSS] = {"liballoc_process_rss_bytes",
+		                   "Resident set size of the process"},
+		        [F_THREADS] = {"liballoc_process_threads", "Threads of the process"},
+		        [F_ARENAS] = {"liballoc_process_arenas", "Arenas in use"},
+		        [F_CONTROL] = {"liballoc_process_control_running",
+		                       "1 if the process's control thread runs (commands are "
+		                       "answered)"},
+		        [F_UNREADABLE] = {"liballoc_process_unreadable",
+		                          "1 while the process's statistics cannot be read "
+		                          "consistently (its other series are left out then)"},
+		        [F_INFO] =
+		                {"liballoc_process_info",
+		                 "Identity of the process from /proc: the name it was run as and "
+		                 "the segment's owner"},
+		};
+		family_head(b, "", fixed[f - F_OTHER0].name, "", "gauge", fixed[f - F_OTHER0].help,
+		            "");
 	}
-	if (s.cls && s.ncls) {
-#define MET_X_CLASS(cname, kind, unit, help)                                                     \
-	snprintf(name, sizeof(name), "liballoc_class_%s%s", #cname,                              \
-	         kind == LA_COUNTER ? "_total" : "");                                            \
-	FAMILY(b, name, kind == LA_COUNTER ? "counter" : "gauge", help " (per size class)");     \
-	for (int i = 0; i < s.n; i++)                                                            \
-		for (uint32_t k = 0; s.cls[i] && k < s.ncls[i]; k++)                             \
-			evbuffer_add_printf(b, "%s{pid=\"%d\",exe=\"%s\",size=\"%llu\"} %llu\n", \
-			                    name, s.snaps[i].p->seg.hdr.pid, s.exe[i],           \
-			                    (unsigned long long)s.cls[i][k].size,                \
-			                    (unsigned long long)s.cls[i][k].s.cname);
-		LA_CLASS_STATS(MET_X_CLASS)
-#undef MET_X_CLASS
+	return true;
+}
+
+static uint64_t field(const void *base, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+/* Write sample (f, process i, sub-item a); returns false when i has no more sub-items. */
+static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
+{
+	struct evbuffer *b = s->out;
+	const struct proc_snap *sn = &x->s;
+	const struct proc *p = sn->p;
+	bool readable = !sn->unreadable;
+	if (f < F_ARENA0) {
+		const struct counter_desc *c = &counters[f - F_TOTAL0];
+		if (readable)
+			evbuffer_add_printf(b, "liballoc_%s%s{%s} %llu\n", c->name,
+			                    c->kind == LA_COUNTER ? "_total" : "", x->labels,
+			                    (unsigned long long)field(&sn->total, c->off));
+		return false;
 	}
-	FAMILY(b, "liballoc_tunable", "gauge", "Effective value of a tunable");
-	for (int i = 0; i < s.n; i++)
-		for (uint32_t t = 0; t < s.snaps[i].ntun; t++)
-			evbuffer_add_printf(
-			        b, "liballoc_tunable{pid=\"%d\",exe=\"%s\",name=\"%s\"} %lld\n",
-			        s.snaps[i].p->seg.hdr.pid, s.exe[i], tunable_table[t].name,
-			        (long long)s.snaps[i].tun[t].value);
-	FAMILY(b, "liballoc_process_rss_bytes", "gauge", "Resident set size of the process");
-	for (int i = 0; i < s.n; i++)
-		evbuffer_add_printf(b, "liballoc_process_rss_bytes{pid=\"%d\",exe=\"%s\"} %llu\n",
-		                    s.snaps[i].p->seg.hdr.pid, s.exe[i],
-		                    (unsigned long long)s.snaps[i].rss_bytes);
-	FAMILY(b, "liballoc_process_threads", "gauge", "Threads using the allocator");
-	for (int i = 0; i < s.n; i++)
-		evbuffer_add_printf(b, "liballoc_process_threads{pid=\"%d\",exe=\"%s\"} %llu\n",
-		                    s.snaps[i].p->seg.hdr.pid, s.exe[i],
-		                    (unsigned long long)s.snaps[i].p->seg.hdr.threads);
-	FAMILY(b, "liballoc_process_arenas", "gauge", "Arenas in use");
-	for (int i = 0; i < s.n; i++)
-		evbuffer_add_printf(b, "liballoc_process_arenas{pid=\"%d\",exe=\"%s\"} %u\n",
-		                    s.snaps[i].p->seg.hdr.pid, s.exe[i],
-		                    s.snaps[i].p->seg.hdr.arena_count);
-	FAMILY(b, "liballoc_process_control_running", "gauge",
-	       "1 if the process's control thread runs (commands are answered)");
-	for (int i = 0; i < s.n; i++)
-		evbuffer_add_printf(b,
-		                    "liballoc_process_control_running{pid=\"%d\",exe=\"%s\"} %d\n",
-		                    s.snaps[i].p->seg.hdr.pid, s.exe[i],
-		                    s.snaps[i].p->seg.hdr.control_state == LA_CONTROL_RUNNING);
-	/* the daemon itself */
-	FAMILY(b, "liballoc_ctld_processes", "gauge", "Processes with a valid segment");
+	if (f < F_CLASS0) {
+		const struct counter_desc *c = &counters[f - F_ARENA0];
+		if (!readable || a >= sn->narenas)
+			return false;
+		evbuffer_add_printf(b, "liballoc_arena_%s%s{%s,arena=\"%u\"} %llu\n", c->name,
+		                    c->kind == LA_COUNTER ? "_total" : "", x->labels,
+		                    sn->arenas[a].index,
+		                    (unsigned long long)field(&sn->arenas[a].c, c->off));
+		return a + 1 < sn->narenas;
+	}
+	if (f < F_OTHER0) {
+		const struct counter_desc *c = &class_stats[f - F_CLASS0];
+		if (!readable || !x->cls || a >= x->ncls)
+			return false;
+		evbuffer_add_printf(b, "liballoc_class_%s%s{%s,size=\"%llu\"} %llu\n", c->name,
+		                    c->kind == LA_COUNTER ? "_total" : "", x->labels,
+		                    (unsigned long long)x->cls[a].size,
+		                    (unsigned long long)field(&x->cls[a].s, c->off));
+		return a + 1 < x->ncls;
+	}
+	const struct la_shm_header *h = &p->seg.hdr;
+	switch (f - F_OTHER0) {
+	case F_TUNABLE:
+		if (!readable || a >= sn->ntun)
+			return false;
+		evbuffer_add_printf(b, "liballoc_tunable{%s,name=\"%s\"} %lld\n", x->labels,
+		                    tunable_table[a].name, (long long)sn->tun[a].value);
+		return a + 1 < sn->ntun;
+	case F_RSS:
+		evbuffer_add_printf(b, "liballoc_process_rss_bytes{%s} %llu\n", x->labels,
+		                    (unsigned long long)sn->rss_bytes);
+		break;
+	case F_THREADS:
+		evbuffer_add_printf(b, "liballoc_process_threads{%s} %u\n", x->labels, sn->threads);
+		break;
+	case F_ARENAS:
+		evbuffer_add_printf(b, "liballoc_process_arenas{%s} %u\n", x->labels,
+		                    h->arena_count);
+		break;
+	case F_CONTROL:
+		evbuffer_add_printf(b, "liballoc_process_control_running{%s} %d\n", x->labels,
+		                    h->control_state == LA_CONTROL_RUNNING);
+		break;
+	case F_UNREADABLE:
+		evbuffer_add_printf(b, "liballoc_process_unreadable{%s} %d\n", x->labels,
+		                    sn->unreadable);
+		break;
+	case F_INFO: {
+		char name[2 * PROCFS_COMM_MAX];
+		label_value(name, sizeof(name), proc_name(p));
+		evbuffer_add_printf(b, "liballoc_process_info{%s,name=\"%s\",owner_uid=\"%u\"} 1\n",
+		                    x->labels, name, p->seg.uid);
+		break;
+	}
+	}
+	return false;
+}
+
+static void write_own(struct scrape *s)
+{
+	struct ctld *d = s->d;
+	struct evbuffer *b = s->out;
+	family_head(b, "", "liballoc_ctld_processes", "", "gauge", "Processes with a valid segment",
+	            "");
 	evbuffer_add_printf(b, "liballoc_ctld_processes %d\n", d->nprocs);
 	const struct {
 		const char *name, *help;
@@ -162,23 +267,36 @@ static void write_metrics(struct ctld *d, struct evbuffer *b)
 	         d->st.segments_rejected},
 	        {"liballoc_ctld_segments_stale_removed_total", "Stale segment files removed",
 	         d->st.segments_stale_removed},
+	        {"liballoc_ctld_segments_over_cap_total",
+	         "Segments left out because their uid had max_segments_per_uid",
+	         d->st.segments_over_cap},
+	        {"liballoc_ctld_unreadable_reads_total",
+	         "Reads of a process whose statistics' seqlock did not settle",
+	         d->st.unreadable_reads},
 	        {"liballoc_ctld_requests_total", "Control requests received", d->st.requests},
 	        {"liballoc_ctld_requests_denied_total", "Control requests refused for permission",
 	         d->st.requests_denied},
 	        {"liballoc_ctld_requests_malformed_total", "Malformed control requests",
 	         d->st.requests_malformed},
+	        {"liballoc_ctld_connections_refused_total",
+	         "Control connections refused at a connection cap", d->st.connections_refused},
 	        {"liballoc_ctld_commands_total", "Mailbox commands sent", d->st.commands},
 	        {"liballoc_ctld_command_timeouts_total", "Mailbox commands that timed out",
 	         d->st.command_timeouts},
 	        {"liballoc_ctld_scrapes_total", "Scrapes of /metrics", d->st.scrapes},
+	        {"liballoc_ctld_http_requests_total", "HTTP requests received",
+	         d->st.http_requests},
+	        {"liballoc_ctld_http_refused_total",
+	         "HTTP connections or requests refused (caps, Host, method)", d->st.http_refused},
+	        {"liballoc_ctld_http_timeouts_total",
+	         "HTTP connections closed at the request deadline", d->st.http_timeouts},
 	};
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
-		FAMILY(b, own[i].name, "counter", own[i].help);
+		family_head(b, "", own[i].name, "", "counter", own[i].help, "");
 		evbuffer_add_printf(b, "%s %llu\n", own[i].name, (unsigned long long)own[i].v);
 	}
 	audit_write_metrics(&d->audit, b);
 	timeline_write_metrics(d, b);
-	scrape_free(&s);
 }
 
 static void json_string(struct evbuffer *b, const char *s)
@@ -195,133 +313,183 @@ static void json_string(struct evbuffer *b, const char *s)
 	evbuffer_add(b, "\"", 1);
 }
 
-static void write_processes_json(struct ctld *d, struct evbuffer *b)
+static void json_process(struct scrape *s, struct snapx *x, bool first)
 {
-	struct scrape s;
-	scrape_collect(d, &s, false, false);
-	evbuffer_add_printf(b, "{\"processes\":[");
-	for (int i = 0; i < s.n; i++) {
-		const struct proc_snap *sn = &s.snaps[i];
-		const struct la_shm_header *h = &sn->p->seg.hdr;
-		evbuffer_add_printf(b, "%s{\"pid\":%d,\"uid\":%u,\"exe\":", i ? "," : "", h->pid,
-		                    proc_uid(sn->p));
-		json_string(b, proc_exe(sn->p));
-		evbuffer_add_printf(b, ",\"name\":");
-		json_string(b, proc_name(sn->p));
-		evbuffer_add_printf(b, ",\"cmdline\":");
-		json_string(b, sn->p->id.cmdline);
-		evbuffer_add_printf(b, ",\"owner_uid\":%u", sn->p->seg.uid);
-		evbuffer_add_printf(b,
-		                    ",\"bytes_in_use\":%llu,\"bytes_mapped\":%llu,"
-		                    "\"bytes_retained\":%llu,\"rss_bytes\":%llu,\"threads\":%llu,"
-		                    "\"arenas\":%u,\"control\":\"%s\"}",
-		                    (unsigned long long)sn->total.bytes_in_use,
-		                    (unsigned long long)sn->total.bytes_mapped,
-		                    (unsigned long long)sn->total.bytes_retained,
-		                    (unsigned long long)sn->rss_bytes,
-		                    (unsigned long long)sn->threads, h->arena_count,
-		                    seg_control_name(h->control_state));
-	}
-	evbuffer_add_printf(b, "]}\n");
-	scrape_free(&s);
+	struct evbuffer *b = s->out;
+	const struct proc_snap *sn = &x->s;
+	const struct proc *p = sn->p;
+	const struct la_shm_header *h = &p->seg.hdr;
+	evbuffer_add_printf(b,
+	                    "%s{\"pid\":%d,\"uid\":%u,\"owner_uid\":%u,\"exe\":", first ? "" : ",",
+	                    h->pid, proc_uid(p), p->seg.uid);
+	json_string(b, proc_exe(p));
+	evbuffer_add_printf(b, ",\"name\":");
+	json_string(b, proc_name(p));
+	evbuffer_add_printf(b, ",\"cmdline\":");
+	json_string(b, p->id.cmdline);
+	evbuffer_add_printf(b,
+	                    ",\"bytes_in_use\":%llu,\"bytes_mapped\":%llu,"
+	                    "\"bytes_retained\":%llu,\"rss_bytes\":%llu,\"threads\":%u,"
+	                    "\"arenas\":%u,\"control\":\"%s\",\"unreadable\":%s}",
+	                    (unsigned long long)sn->total.bytes_in_use,
+	                    (unsigned long long)sn->total.bytes_mapped,
+	                    (unsigned long long)sn->total.bytes_retained,
+	                    (unsigned long long)sn->rss_bytes, sn->threads, h->arena_count,
+	                    seg_control_name(h->control_state), sn->unreadable ? "true" : "false");
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+/* Emit until the deadline or the output high mark; true when everything is written. */
+static bool emit_step(struct scrape *s, uint64_t deadline)
 {
-	struct ctld *d = arg;
-	const char *uri = evhttp_request_get_uri(req);
-	struct evhttp_uri *u = evhttp_uri_parse(uri);
-	const char *path = u ? evhttp_uri_get_path(u) : NULL;
-	struct evbuffer *b = evbuffer_new();
-	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
-	if (!b || !path) {
-		evhttp_send_error(req, HTTP_BADREQUEST, NULL);
-		goto out;
-	}
-	if (!strcmp(path, "/metrics")) {
-		d->st.scrapes++;
-		write_metrics(d, b);
-		evhttp_add_header(hdrs, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	} else if (!strcmp(path, "/healthz")) {
-		evbuffer_add_printf(b, "ok %d processes\n", d->nprocs);
-		evhttp_add_header(hdrs, "Content-Type", "text/plain; charset=utf-8");
-	} else if (!strcmp(path, "/api/processes")) {
-		write_processes_json(d, b);
-		evhttp_add_header(hdrs, "Content-Type", "application/json");
-	} else if (dashboard_http(d, req, path)) {
-		goto out; /* the page and the history (dashboard.c) */
-	} else {
-		evhttp_send_error(req, HTTP_NOTFOUND, NULL);
-		goto out;
-	}
-	evhttp_add_header(hdrs, "Cache-Control", "no-store");
-	evhttp_send_reply(req, HTTP_OK, "OK", b);
-out:
-	if (b)
-		evbuffer_free(b);
-	if (u)
-		evhttp_uri_free(u);
-}
-
-int metrics_init(struct ctld *d)
-{
-	d->http_addr[0] = 0;
-	if (!strcmp(d->cfg.listen, "off"))
-		return 0;
-	char host[128];
-	snprintf(host, sizeof(host), "%s", d->cfg.listen);
-	char *colon = strrchr(host, ':');
-	*colon = 0;
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535) {
-		log_error("listen: bad port in %s", d->cfg.listen);
-		return -1;
-	}
-	/* [::1]:port */
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = 0;
-	}
-	d->http = evhttp_new(d->base);
-	if (!d->http)
-		return -1;
-	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-	evhttp_set_timeout(d->http, 10);
-	evhttp_set_max_headers_size(d->http, 8192);
-	evhttp_set_max_body_size(d->http, 0);
-	evhttp_set_gencb(d->http, on_request, d);
-	struct evhttp_bound_socket *bs =
-	        evhttp_bind_socket_with_handle(d->http, host, (uint16_t)port);
-	if (!bs) {
-		log_error("cannot listen on %s: %s", d->cfg.listen, strerror(errno));
-		return -1;
-	}
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char ip[INET6_ADDRSTRLEN] = "?";
-	int bport = 0;
-	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-			bport = ntohs(in->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
-			bport = ntohs(in6->sin6_port);
+	int n = 0;
+	while (s->fam < (s->json ? 1 : F_END)) {
+		if ((++n & 15) == 0 && seg_now_ns(CLOCK_MONOTONIC) > deadline)
+			return false;
+		if (evbuffer_get_length(s->out) >= OUT_HIGH) {
+			s->waiting = true;
+			return false;
+		}
+		if (s->fam_started != s->fam + 1) {
+			s->fam_started = s->fam + 1;
+			if (s->json) {
+				evbuffer_add_printf(s->out, "{\"processes\":[");
+			} else if (!fam_head(s, s->fam)) {
+				s->fam++;
+				continue;
+			}
+		}
+		if (s->i >= s->nprocs) {
+			if (s->json)
+				evbuffer_add_printf(s->out, "]}\n");
+			s->fam++;
+			s->i = 0;
+			s->a = 0;
+			continue;
+		}
+		struct snapx *x = &s->x[s->i];
+		if (!x->s.p) {
+			s->i++;
+			continue;
+		}
+		if (s->json) {
+			bool first = true;
+			for (int k = 0; k < s->i; k++)
+				if (s->x[k].s.p) {
+					first = false;
+					break;
+				}
+			json_process(s, x, first);
+			s->i++;
+		} else if (sample(s, s->fam, x, s->a)) {
+			s->a++;
+		} else {
+			s->a = 0;
+			s->i++;
 		}
 	}
-	snprintf(d->http_addr, sizeof(d->http_addr), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
-	         ip, bport);
-	log_info("http on %s (/metrics, /healthz, /api/processes, /api/history, /api/events, /)",
-	         d->http_addr);
-	return 0;
+	if (!s->json)
+		write_own(s);
+	return true;
 }
 
-void metrics_shutdown(struct ctld *d)
+static void scrape_free(struct scrape *s)
 {
-	if (d->http)
-		evhttp_free(d->http);
-	d->http = NULL;
+	TAILQ_REMOVE(&scrapes, s, link);
+	nscrapes--;
+	for (int i = 0; i < s->nprocs; i++) {
+		if (i < s->collected) {
+			proc_snap_free(&s->x[i].s);
+			free(s->x[i].cls);
+		}
+		proc_unref(s->procs[i]);
+	}
+	free(s->procs);
+	free(s->x);
+	event_free(s->ev);
+	free(s);
+}
+
+static void on_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct scrape *s = arg;
+	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + SLICE_NS;
+	s->waiting = false;
+	if (!collect_step(s, deadline)) {
+		event_active(s->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	if (!emit_step(s, deadline)) {
+		if (!s->waiting)
+			event_active(s->ev, EV_TIMEOUT, 0);
+		return; /* metrics_resume() when the client has read */
+	}
+	void (*done)(void *, bool) = s->done;
+	void *a = s->arg;
+	scrape_free(s);
+	done(a, true);
+}
+
+struct scrape *metrics_start(struct ctld *d, bool json, struct evbuffer *out,
+                             void (*done)(void *arg, bool ok), void *arg)
+{
+	if (nscrapes >= MAX_SCRAPES)
+		return NULL;
+	struct scrape *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->d = d;
+	s->out = out;
+	s->done = done;
+	s->arg = arg;
+	s->json = json;
+	s->arenas = !json && d->cfg.metrics_arenas;
+	s->classes = !json && d->cfg.metrics_classes;
+	s->procs = calloc((size_t)d->nprocs + 1, sizeof(*s->procs));
+	s->x = calloc((size_t)d->nprocs + 1, sizeof(*s->x));
+	s->ev = event_new(d->base, -1, 0, on_step, s);
+	if (!s->procs || !s->x || !s->ev) {
+		free(s->procs);
+		free(s->x);
+		if (s->ev)
+			event_free(s->ev);
+		free(s);
+		return NULL;
+	}
+	event_priority_set(s->ev, CTLD_PRIO_SLICE);
+	struct proc *p;
+	TAILQ_FOREACH(p, &d->procs, link)
+	{
+		proc_ref(p);
+		s->procs[s->nprocs++] = p;
+	}
+	TAILQ_INSERT_TAIL(&scrapes, s, link);
+	nscrapes++;
+	if (!json)
+		d->st.scrapes++;
+	event_active(s->ev, EV_TIMEOUT, 0);
+	return s;
+}
+
+void metrics_resume(struct scrape *s)
+{
+	if (s->waiting && !event_pending(s->ev, EV_TIMEOUT, NULL)) {
+		s->waiting = false;
+		event_active(s->ev, EV_TIMEOUT, 0);
+	}
+}
+
+void metrics_cancel(struct scrape *s)
+{
+	scrape_free(s);
+}
+
+int metrics_serve(struct ctld *d, const char *path, struct evbuffer *b, const char **ctype)
+{
+	if (!strcmp(path, "/healthz")) {
+		evbuffer_add_printf(b, "ok %d processes\n", d->nprocs);
+		*ctype = "text/plain; charset=utf-8";
+	} else {
+		return 404;
+	}
+	return 200;
 }

@@ -67,10 +67,10 @@ teardown() {
 	[ "$status" -eq 0 ]
 	# the exe label is /proc/<pid>/exe, never what the segment claims (/opt/svc/fake-exe)
 	! grep -q 'fake-exe' "$T/m"
-	grep -q "^liballoc_bytes_in_use{pid=\"$FPID\",exe=\"$FAKESEG_EXE\"} " "$T/m"
-	grep -q "^liballoc_mmap_calls_total{pid=\"$FPID\",exe=\"$FAKESEG_EXE\"} 30$" "$T/m"
-	grep -q "^liballoc_arena_bytes_mapped{pid=\"$FPID\",exe=\"$FAKESEG_EXE\",arena=\"1\"} 12582912$" "$T/m"
-	grep -q "^liballoc_tunable{pid=\"$FPID\",exe=\"$FAKESEG_EXE\",name=\"decay_ms\"} 10000$" "$T/m"
+	grep -q "^liballoc_bytes_in_use{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} " "$T/m"
+	grep -q "^liballoc_mmap_calls_total{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 30$" "$T/m"
+	grep -q "^liballoc_arena_bytes_mapped{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",arena=\"1\"} 12582912$" "$T/m"
+	grep -q "^liballoc_tunable{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",name=\"decay_ms\"} 10000$" "$T/m"
 	grep -q '^# TYPE liballoc_commands_executed_total counter$' "$T/m"
 }
 
@@ -81,7 +81,7 @@ teardown() {
 	wait_listed "$FPID"
 	metrics >"$T/m"
 	"$PROMCHECK" "$T/m"
-	grep -q "^liballoc_class_blocks_in_use{pid=\"$FPID\",exe=\"$FAKESEG_EXE\",size=\"64\"} 300$" "$T/m"
+	grep -q "^liballoc_class_blocks_in_use{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",size=\"64\"} 300$" "$T/m"
 	grep -q '^# TYPE liballoc_class_refills_total counter$' "$T/m"
 	! grep -q '^liballoc_arena_' "$T/m"
 }
@@ -327,7 +327,7 @@ teardown() {
 	echo "listen = nowhere" >"$T/conf"
 	run "$CTLD" --config "$T/conf"
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"conf:1: listen: 'nowhere' is not host:port or off"* ]]
+	[[ "$output" == *"conf:1: listen: 'nowhere' is not host:port, unix:PATH or off"* ]]
 	run "$CTLD" --config "$ROOT/ctld/allocctld.conf.example" --check-config
 	[ "$status" -eq 0 ]
 	[[ "$output" == "configuration ok: socket /run/allocctld/ctl.sock, listen 127.0.0.1:9467"* ]]

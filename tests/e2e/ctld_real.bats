@@ -43,8 +43,8 @@ start_real() {
 	run "$PROMCHECK" "$T/m"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	grep -q "^liballoc_bytes_mapped{pid=\"$RPID\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
-	grep -q "^liballoc_tunable{pid=\"$RPID\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} " "$T/m"
+	grep -q "^liballoc_bytes_mapped{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
+	grep -q "^liballoc_tunable{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} " "$T/m"
 }
 
 @test "set and get round-trip through the process's control thread" {
@@ -57,7 +57,7 @@ start_real() {
 	[[ "$output" == *"value pid=$RPID name=mmap_threshold value=65536"* ]]
 	run ctl get "$RPID" mmap_threshold
 	[[ "$output" == *"value pid=$RPID name=mmap_threshold value=65536"* ]]
-	metrics | grep -q "^liballoc_tunable{pid=\"$RPID\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} 65536$"
+	metrics | grep -q "^liballoc_tunable{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} 65536$"
 }
 
 @test "trim, release and flush run and report" {

@@ -1,0 +1,154 @@
+#!/bin/bash
+# attack-bench.sh — report-only figures of allocctld under issue 18's attacks (no pass/fail;
+# the pass/fail tests are tests/security/). Beside N ordinary processes (default 500, as the
+# daemon scale figures), for each attack run by uid nobody (or root where it makes no
+# difference) on a fresh daemon: root's `allocctl ps` latency over R runs (p50, p99, max;
+# the process start of allocctl included) and the daemon's peak RSS (VmHWM); and /metrics
+# time and size with 5,000 processes. Prints "attack=NAME key=value ..." lines.
+# Needs root, build/allocctld, build/allocctl, build/tests/{massseg,ctlclient}, python3.
+#   ctld/attack-bench.sh [N] [R]          (R: ps runs per attack, default 100)
+set -euo pipefail
+N=${1:-500}
+R=${2:-100}
+ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
+BUILD=$(cd "$BUILD" && pwd)
+mkdir -p "$BUILD/run"
+T=$(mktemp -d "$BUILD/run/attack.XXXXXX")
+chmod 755 "$T"
+mkdir -m 700 "$T/segs"
+mkdir -m 755 "$T/pub"
+SHARE=$(mktemp -d /tmp/liballoc-attack.XXXXXX)
+chmod 755 "$SHARE"
+cp "$BUILD/tests/ctlclient" "$SHARE/" && chmod 755 "$SHARE/ctlclient"
+PIDS=()
+DPID=
+cleanup() {
+	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null || true
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null || true
+	rm -rf "$T" "$SHARE"
+}
+trap cleanup EXIT
+SOCK="$T/pub/ctl.sock"
+
+start_daemon() { # [config lines]
+	printf '%s\n' "socket_mode = 0666" "$@" >"$T/conf"
+	rm -f "$T/ready"
+	"$BUILD/allocctld" --config "$T/conf" --socket "$SOCK" --listen 127.0.0.1:0 \
+		--run-dir "$T/segs" --no-default-dirs --ready-file "$T/ready" --log-level warn \
+		2>>"$T/log" &
+	DPID=$!
+	while [ ! -e "$T/ready" ]; do sleep 0.01; done
+	HTTP=$(sed -n 's/^http=//p' "$T/ready")
+}
+stop_daemon() {
+	kill "$DPID"
+	wait "$DPID" 2>/dev/null || true
+	DPID=
+}
+mass() { # massseg args...: background, waits until published
+	rm -f "$T/mass.ready"
+	"$BUILD/tests/massseg" --dir "$T/segs" --ready "$T/mass.ready" "$@" >/dev/null 2>&1 &
+	PIDS+=($!)
+	while [ ! -e "$T/mass.ready" ]; do sleep 0.05; done
+}
+listed() { "$BUILD/tests/ctlclient" --socket "$SOCK" --timeout 30000 list | grep -c '^process ' || true; }
+wait_listed() { while [ "$(listed)" -lt "$1" ]; do sleep 0.1; done; }
+nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
+
+# ps_latency: R runs of root's allocctl ps; prints p50 p99 max in ms
+ps_latency() {
+	local i t0 t1
+	for ((i = 0; i < R; i++)); do
+		t0=$(date +%s%N)
+		"$BUILD/allocctl" --socket "$SOCK" --timeout 30s ps >/dev/null
+		t1=$(date +%s%N)
+		echo $(((t1 - t0) / 1000))
+	done | sort -n | awk '{v[NR] = $1} END {
+		p50 = v[int(NR * 0.50 + 0.5)]; p99 = v[int(NR * 0.99 + 0.5)]; if (!p99) p99 = v[NR];
+		printf "ps_p50_ms=%.1f ps_p99_ms=%.1f ps_max_ms=%.1f", p50 / 1000, p99 / 1000, v[NR] / 1000 }'
+}
+report() { # name extra...
+	local name=$1
+	shift
+	echo "attack=$name $(ps_latency) daemon_peak_rss_mib=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$DPID/status") $*"
+}
+
+echo "allocctld under attack: $N ordinary processes, $R runs of ps per attack ($(nproc) cores)"
+mass --count "$N"
+
+# none
+start_daemon
+wait_listed "$N"
+report none
+stop_daemon
+
+# hostile segments: three of the largest legal size (1024 arenas) and one whose seqlock
+# stays odd
+start_daemon
+for _ in 1 2 3; do mass --arenas 1024; done
+mass --torn
+wait_listed $((N + 4))
+report hostile-segments
+stop_daemon
+
+# a client that pipelines 100k stats requests and never reads
+start_daemon
+wait_listed "$N"
+ONE=$("$BUILD/tests/ctlclient" --socket "$SOCK" list | sed -n 's/^process pid=\([0-9]*\) .*/\1/p' | head -n 1)
+nobody "$SHARE/ctlclient" --socket "$SOCK" flood "$ONE" 100000 30 >/dev/null 2>&1 &
+FL=$!
+PIDS+=("$FL")
+sleep 1
+report never-reading-client
+kill "$FL" 2>/dev/null || true
+stop_daemon
+
+# one uid holding 70 idle connections
+start_daemon
+nobody "$SHARE/ctlclient" --socket "$SOCK" hold 70 60 >/dev/null 2>&1 &
+HO=$!
+PIDS+=("$HO")
+sleep 1
+report connection-flood
+kill "$HO" 2>/dev/null || true
+stop_daemon
+
+# slowloris: 2,000 HTTP connections sending a header byte now and then
+start_daemon
+python3 - "${HTTP##*:}" 2000 600 >/dev/null 2>&1 <<'PY' &
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+socks, end = [], time.time() + secs
+while time.time() < end:
+    while len(socks) < n:
+        s = socket.socket(); s.setblocking(False)
+        try: s.connect(("127.0.0.1", port))
+        except BlockingIOError: pass
+        except OSError: break
+        socks.append(s)
+    for s in list(socks):
+        try: s.send(b"G")
+        except OSError: socks.remove(s); s.close()
+    time.sleep(0.3)
+PY
+SL=$!
+PIDS+=("$SL")
+sleep 2
+h0=$(date +%s%N)
+curl -sf --max-time 10 "http://$HTTP/healthz" >/dev/null && hz=ok || hz=fail
+h1=$(date +%s%N)
+report slowloris "healthz=$hz healthz_ms=$(((h1 - h0) / 1000000))"
+kill "$SL" 2>/dev/null || true
+stop_daemon
+
+# 5,000 segments (one uid; its cap raised to hold them): ps, and /metrics time and size
+start_daemon "max_segments_per_uid = 6000"
+mass --count $((5000 - N))
+wait_listed 5000
+m=$(curl -sf -o /dev/null -w '%{time_total} %{size_download}' "http://$HTTP/metrics")
+report 5000-segments "metrics_ms=$(awk -v t="${m% *}" 'BEGIN {printf "%.0f", t * 1000}')" \
+	"metrics_mib=$(awk -v s="${m#* }" 'BEGIN {printf "%.1f", s / 1048576}')"
+stop_daemon

@@ -1,0 +1,111 @@
+#!/usr/bin/env bats
+# http.bats — issue 18: HTTP on a shared host.
+#  - a Host header other than the listen address or a localhost name is refused (403):
+#    a web page cannot read the endpoints through DNS rebinding; http_allowed_hosts adds
+#    names; POST and PUT get 405 with Allow: GET, HEAD;
+#  - slowloris (2,000 connections sending a header byte now and then) against a daemon
+#    limited to 1,024 descriptors: /healthz and the control socket keep answering, the
+#    daemon holds at most http_max_connections of them, and its log stays short;
+#  - listen = unix:PATH serves the same on a 0600 Unix socket.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	source "$BATS_TEST_DIRNAME/common.bash"
+	sec_setup
+}
+
+teardown() {
+	sec_teardown
+}
+
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+@test "a wrong Host header is refused; other methods get 405" {
+	printf 'http_allowed_hosts = metrics.internal, other.example\n' >"$T/conf"
+	start_daemon --config "$T/conf"
+	local port=${HTTP##*:}
+	[ "$(code "http://$HTTP/metrics")" = 200 ]
+	[ "$(code -H "Host: localhost:$port" "http://$HTTP/api/processes")" = 200 ]
+	[ "$(code -H "Host: metrics.internal:$port" "http://$HTTP/metrics")" = 200 ]
+	[ "$(code -H "Host: attacker.example:$port" "http://$HTTP/api/processes")" = 403 ]
+	[ "$(code -H "Host: attacker.example" "http://$HTTP/metrics")" = 403 ]
+	run curl -s -H "Host: rebind.attacker.example" "http://$HTTP/api/processes"
+	[[ "$output" == "host not allowed"* ]]
+	[[ "$output" != *processes* ]]
+	[ "$(code -X POST -d x=1 "http://$HTTP/metrics")" = 405 ]
+	[ "$(code -X PUT -d x=1 "http://$HTTP/")" = 405 ]
+	[ "$(code -X DELETE "http://$HTTP/")" = 405 ]
+	curl -s -D - -o /dev/null -X POST "http://$HTTP/metrics" | grep -qi '^Allow: GET, HEAD'
+	[ "$(code -I "http://$HTTP/metrics")" = 200 ]
+	[ "$(grep -c 'http: refusing a request' "$T/log")" -eq 1 ]
+}
+
+@test "slowloris with 2,000 connections at a 1,024-descriptor limit: /healthz and the control socket answer, the log stays short" {
+	rm -f "$T/ready"
+	prlimit --nofile=1024:1024 -- "$CTLD" --socket "$T/sock/ctl.sock" --listen 127.0.0.1:0 \
+		--run-dir "$T/segs" --no-default-dirs --ready-file "$T/ready" >>"$T/log" 2>&1 3>&- &
+	DPID=$!
+	wait_file "$T/ready" 5
+	SOCK=$(sed -n 's/^socket=//p' "$T/ready")
+	HTTP=$(sed -n 's/^http=//p' "$T/ready")
+	start_fake
+	wait_listed "$FPID"
+	local port=${HTTP##*:}
+	python3 - "$port" 2000 8 >"$T/slow.out" 2>&1 3>&- <<'PY' &
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+socks, opened, end = [], 0, time.time() + secs
+while time.time() < end:
+    while len(socks) < n and time.time() < end:
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        except OSError:
+            break
+        socks.append(s)
+        opened += 1
+    for s in list(socks):
+        try:
+            s.send(b"G")  # a header byte now and then, never the end of the request
+        except OSError:
+            socks.remove(s)
+            s.close()
+    time.sleep(0.3)
+print("opened", opened)
+PY
+	local sl=$!
+	echo "$sl" >>"$T/pids"
+	sleep 1
+	local ok=0
+	for _ in $(seq 10); do
+		run curl -sf --max-time 5 "http://$HTTP/healthz"
+		[[ "$output" == "ok 1 processes" ]] && ok=$((ok + 1))
+		run ctl list
+		[[ "$output" == *"process pid=$FPID "* ]]
+		[ "$(ls /proc/$DPID/fd | wc -l)" -lt 1024 ]
+		sleep 0.5
+	done
+	wait "$sl" || true
+	cat "$T/slow.out"
+	[ "$ok" -ge 9 ]
+	kill -0 "$DPID"
+	# the daemon held no more than its cap, and said so in a few lines, not one per refusal
+	[ "$(wc -l <"$T/log")" -lt 40 ]
+	! grep -q 'Too many open files' "$T/log"
+}
+
+@test "listen = unix:PATH serves the same on a 0600 Unix socket" {
+	CTLD_LISTEN="unix:$T/sock/http.sock" start_daemon
+	[ "$HTTP" = "unix:$T/sock/http.sock" ]
+	[ "$(stat -c %a "$T/sock/http.sock")" = 600 ]
+	run curl -sf --unix-socket "$T/sock/http.sock" http://x/healthz
+	[ "$output" = "ok 0 processes" ]
+	run curl -sf --unix-socket "$T/sock/http.sock" http://x/metrics
+	[[ "$output" == *"liballoc_ctld_processes 0"* ]]
+	run runuser -u nobody -- curl -s --unix-socket "$T/sock/http.sock" http://x/healthz
+	[ "$status" -ne 0 ]
+}
