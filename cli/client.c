@@ -81,32 +81,39 @@ static int merge(void ***dst, size_t *ndst, void ***src, size_t *nsrc)
 	return 0;
 }
 
-Ctl__Reply *client_list(struct client *c)
+/* One paged request: ask (cursor 0 first), append each page's items to the first reply's,
+ * until a page says there is no more. Per kind, how to ask and where the items and cursor
+ * are. */
+struct pager {
+	void (*ask)(Ctl__Envelope *env, void *req, uint32_t cursor);
+	void *(*part)(Ctl__Reply *r); /* the reply's list or stats, NULL if absent */
+	void ***(*items)(void *part, size_t **n);
+	bool (*next)(void *part, uint32_t *cursor); /* more after this page? */
+};
+
+static Ctl__Reply *paged(struct client *c, const struct pager *pg, void *req)
 {
 	Ctl__Reply *all = NULL;
-	int32_t after = 0;
+	uint32_t cursor = 0;
 	for (;;) {
-		Ctl__ListRequest req = CTL__LIST_REQUEST__INIT;
-		req.has_after_pid = after > 0;
-		req.after_pid = after;
-		req.has_max = 1;
-		req.max = LIST_PAGE;
 		Ctl__Envelope env = CTL__ENVELOPE__INIT;
-		env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
-		env.list = &req;
+		pg->ask(&env, req, cursor);
 		Ctl__Reply *r = client_call(c, &env);
-		if (!r || r->code != CTL__ERROR_CODE__OK || !r->list) {
+		void *part = r && r->code == CTL__ERROR_CODE__OK ? pg->part(r) : NULL;
+		if (!part) {
 			if (all)
 				ctl__reply__free_unpacked(all, NULL);
 			return r;
 		}
-		bool more = r->list->has_next_pid && r->list->next_pid > after;
-		after = r->list->next_pid;
+		uint32_t next = cursor;
+		bool more = pg->next(part, &next) && next > cursor;
+		cursor = next;
 		if (!all) {
 			all = r;
 		} else {
-			int m = merge((void ***)&all->list->processes, &all->list->n_processes,
-			              (void ***)&r->list->processes, &r->list->n_processes);
+			size_t *na, *nr;
+			void ***ia = pg->items(pg->part(all), &na), ***ir = pg->items(part, &nr);
+			int m = merge(ia, na, ir, nr);
 			ctl__reply__free_unpacked(r, NULL);
 			if (m < 0) {
 				ctl__reply__free_unpacked(all, NULL);
@@ -115,51 +122,89 @@ Ctl__Reply *client_list(struct client *c)
 			}
 		}
 		if (!more)
-			break;
+			return all;
 	}
-	all->list->has_next_pid = 0;
-	return all;
+}
+
+static void list_ask(Ctl__Envelope *env, void *req, uint32_t cursor)
+{
+	Ctl__ListRequest *l = req;
+	ctl__list_request__init(l);
+	l->has_after_pid = cursor > 0;
+	l->after_pid = (int32_t)cursor;
+	l->has_max = 1;
+	l->max = LIST_PAGE;
+	env->payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
+	env->list = l;
+}
+static void *list_part(Ctl__Reply *r)
+{
+	return r->list;
+}
+static void ***list_items(void *part, size_t **n)
+{
+	Ctl__ListReply *l = part;
+	*n = &l->n_processes;
+	return (void ***)&l->processes;
+}
+static bool list_next(void *part, uint32_t *cursor)
+{
+	Ctl__ListReply *l = part;
+	bool more = l->has_next_pid && l->next_pid > 0;
+	if (more)
+		*cursor = (uint32_t)l->next_pid;
+	l->has_next_pid = 0;
+	return more;
+}
+
+Ctl__Reply *client_list(struct client *c)
+{
+	static const struct pager pg = {list_ask, list_part, list_items, list_next};
+	Ctl__ListRequest req;
+	return paged(c, &pg, &req);
+}
+
+struct stats_req {
+	Ctl__StatsRequest r;
+	int32_t pid;
+};
+static void stats_ask(Ctl__Envelope *env, void *req, uint32_t cursor)
+{
+	struct stats_req *s = req;
+	ctl__stats_request__init(&s->r);
+	s->r.pid = s->pid;
+	s->r.has_first_arena = cursor > 0;
+	s->r.first_arena = cursor;
+	s->r.has_max_arenas = 1;
+	s->r.max_arenas = ARENA_PAGE;
+	env->payload_case = CTL__ENVELOPE__PAYLOAD_STATS;
+	env->stats = &s->r;
+}
+static void *stats_part(Ctl__Reply *r)
+{
+	return r->stats;
+}
+static void ***stats_items(void *part, size_t **n)
+{
+	Ctl__StatsReply *s = part;
+	*n = &s->n_arenas;
+	return (void ***)&s->arenas;
+}
+static bool stats_next(void *part, uint32_t *cursor)
+{
+	Ctl__StatsReply *s = part;
+	bool more = s->has_next_arena;
+	if (more)
+		*cursor = s->next_arena;
+	s->has_next_arena = 0;
+	return more;
 }
 
 Ctl__Reply *client_stats(struct client *c, int32_t pid)
 {
-	Ctl__Reply *all = NULL;
-	uint32_t first = 0;
-	for (;;) {
-		Ctl__StatsRequest req = CTL__STATS_REQUEST__INIT;
-		req.pid = pid;
-		req.has_first_arena = first > 0;
-		req.first_arena = first;
-		req.has_max_arenas = 1;
-		req.max_arenas = ARENA_PAGE;
-		Ctl__Envelope env = CTL__ENVELOPE__INIT;
-		env.payload_case = CTL__ENVELOPE__PAYLOAD_STATS;
-		env.stats = &req;
-		Ctl__Reply *r = client_call(c, &env);
-		if (!r || r->code != CTL__ERROR_CODE__OK || !r->stats) {
-			if (all)
-				ctl__reply__free_unpacked(all, NULL);
-			return r;
-		}
-		bool more = r->stats->has_next_arena && r->stats->next_arena > first;
-		first = r->stats->next_arena;
-		if (!all) {
-			all = r;
-		} else {
-			int m = merge((void ***)&all->stats->arenas, &all->stats->n_arenas,
-			              (void ***)&r->stats->arenas, &r->stats->n_arenas);
-			ctl__reply__free_unpacked(r, NULL);
-			if (m < 0) {
-				ctl__reply__free_unpacked(all, NULL);
-				snprintf(c->error, sizeof(c->error), "out of memory");
-				return NULL;
-			}
-		}
-		if (!more)
-			break;
-	}
-	all->stats->has_next_arena = 0;
-	return all;
+	static const struct pager pg = {stats_ask, stats_part, stats_items, stats_next};
+	struct stats_req req = {.pid = pid};
+	return paged(c, &pg, &req);
 }
 
 Ctl__Reply *client_call(struct client *c, Ctl__Envelope *env)

@@ -62,7 +62,6 @@ open_daemon() {
 	as nobody "$SEC_SHARE/ctlclient" --socket "$SOCK" hold 70 8 >"$T/hold" 2>&1 3>&- &
 	echo "$!" >>"$T/pids"
 	wait_file "$T/hold"
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.1; done; }
 	retry 5 grep -q "refusing connection of pid [0-9]* uid 65534: too many connections from uid 65534" "$T/log"
 	run -0 "$ALLOCCTL" --socket "$SOCK" ps
 	[[ "$output" == *" $FPID "* ]]
@@ -78,7 +77,6 @@ open_daemon() {
 	as nobody "$SEC_SHARE/ctlclient" --socket "$SOCK" hold 40 8 >"$T/hold" 2>&1 3>&- &
 	echo "$!" >>"$T/pids"
 	wait_file "$T/hold"
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.1; done; }
 	retry 5 grep -q "uid 65534: too many connections (12 open)" "$T/log"
 	# root still has its 4 reserved connections
 	run -0 "$ALLOCCTL" --socket "$SOCK" ps

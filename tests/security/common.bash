@@ -59,6 +59,16 @@ as() {
 	setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups -- "$@"
 }
 
+# retry SECONDS CMD...: run CMD until it succeeds, at most SECONDS
+retry() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.1
+	done
+}
+
 # peak_rss_kb PID: VmHWM of a process
 peak_rss_kb() {
 	awk '/^VmHWM:/ {print $2}' "/proc/$1/status"

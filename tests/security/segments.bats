@@ -35,7 +35,6 @@ listed_count() {
 @test "the largest legal segment (1024 arenas): ps, stats in pages and /metrics answer" {
 	start_daemon
 	mass --arenas 1024
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.1; done; }
 	retry 10 bash -c "[ \$($CTLCLIENT --socket $SOCK list | grep -c '^process .*arenas=1024 ') -eq 1 ]"
 	local pid
 	pid=$(ctl list | sed -n 's/^process pid=\([0-9]*\) .*arenas=1024 .*/\1/p')
@@ -57,7 +56,6 @@ assert d['totals']['bytes_in_use'] == 4096"
 	mass --arenas 1 --slots 65536
 	local kid
 	kid=$(ls "$T/segs" | sed -n 's/^liballoc\.\([0-9]*\)\.seg$/\1/p')
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.1; done; }
 	retry 5 grep -Eq "skipping segment $T/segs/liballoc.$kid.seg: (size invalid or changed \(file size [0-9]+\)|counts out of bounds)" "$T/log"
 	run ctl list
 	[[ "$output" != *"pid=$kid "* ]]
@@ -90,7 +88,6 @@ assert p['unreadable'] is True and p['unreadable_reads'] >= 1, p"
 	start_daemon --config "$T/conf"
 	mass --count 5000
 	[ "$(cat "$T/mass.ready")" -eq 5000 ]
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
 	retry 60 bash -c "[ \$($CTLCLIENT --socket $SOCK --timeout 20000 list | grep -c '^process ') -eq 5000 ]"
 	run -0 "$ALLOCCTL" --socket "$SOCK" --timeout 30s --json ps
 	echo "$output" >"$T/ps.json"
@@ -119,7 +116,6 @@ PY
 	printf 'max_segments_per_uid = 20\n' >"$T/conf"
 	start_daemon --config "$T/conf"
 	mass --count 30
-	retry() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.1; done; }
 	retry 10 bash -c "[ \$($CTLCLIENT --socket $SOCK list | grep -c '^process ') -eq 20 ]"
 	retry 5 grep -q "uid 0 has 20 segments tracked (max_segments_per_uid)" "$T/log"
 	sleep 1
