@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -93,6 +94,19 @@ size_t la_strlcpy(char *dst, const char *src, size_t n)
 	return 0;
 }
 
+__thread uint32_t la_tid __attribute__((tls_model("initial-exec")));
+
+uint32_t la_tid_slow(void)
+{
+	la_tid = (uint32_t)syscall(SYS_gettid);
+	return la_tid;
+}
+
+/* FUTEX_LOCK_PI failed for good (kernels without PI futexes, a seccomp filter): wait by
+ * polling. Never the case on the kernels liballoc supports; kept so that a lock never
+ * spins at full speed. */
+static bool pi_missing;
+
 bool la_lock_slow(struct la_lock *l)
 {
 	for (int i = 0; i < 100; i++) {
@@ -102,10 +116,26 @@ bool la_lock_slow(struct la_lock *l)
 		if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && la_trylock(l))
 			return true;
 	}
-	uint32_t c = __atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE);
-	while (c != 0) {
-		la_futex(&l->word, FUTEX_WAIT_PRIVATE, 2, NULL);
-		c = __atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE);
+	while (!__atomic_load_n(&pi_missing, __ATOMIC_RELAXED)) {
+		/* the kernel takes the lock for us (word 0 -> our id) or queues us, raising the
+		 * owner to our priority until it unlocks and hands the lock over */
+		if (la_futex(&l->word, FUTEX_LOCK_PI_PRIVATE, 0, NULL) == 0) {
+			/* the kernel handed the lock over: pair with la_unlock_slow's release for
+			 * the memory model (and TSan), as a user-space acquisition would */
+			(void)__atomic_load_n(&l->word, __ATOMIC_ACQUIRE);
+			return true;
+		}
+		if (errno != EINTR && errno != EAGAIN)
+			__atomic_store_n(&pi_missing, true, __ATOMIC_RELAXED);
 	}
+	struct timespec ts = {0, 50000};
+	while (!la_trylock(l))
+		nanosleep(&ts, NULL);
 	return true;
+}
+
+void la_unlock_slow(struct la_lock *l)
+{
+	__atomic_fetch_or(&l->word, 0, __ATOMIC_RELEASE); /* see la_lock_slow */
+	la_futex(&l->word, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL);
 }

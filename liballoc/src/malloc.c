@@ -135,16 +135,19 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 	struct tcache *tc = &la_tcache;
 	unsigned cls = s->cls;
 	uint32_t n = 0;
-	for (void *q = tc->bins[cls].head; q && n < tc->bins[cls].count + 1; n++) {
-		if (q == p)
-			double_free(func);
-		q = link_decode(*(void **)q, q);
+	if (tc_enter(tc)) { /* else a flusher is emptying the cache: its blocks go to spans */
+		for (void *q = tc->bins[cls].head; q && n < tc->bins[cls].count + 1; n++) {
+			if (q == p)
+				double_free(func);
+			q = link_decode(*(void **)q, q);
+		}
+		if (tc->rb_n) {
+			struct cds_wfcq_node *node;
+			__cds_wfcq_for_each_blocking(&tc->rb_head, &tc->rb_tail,
+			                             node) if ((void *)node == p) double_free(func);
+		}
 	}
-	if (tc->rb_n) {
-		struct cds_wfcq_node *node;
-		__cds_wfcq_for_each_blocking(&tc->rb_head, &tc->rb_tail,
-		                             node) if ((void *)node == p) double_free(func);
-	}
+	tc_leave(tc);
 	struct arena *a = h->arena;
 	arena_lock(a);
 	arena_drain(a);
@@ -644,6 +647,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	la_lock_fork_child(); /* before any lock: this thread's id changed */
 	struct tcache *tc = &la_tcache;
 	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();

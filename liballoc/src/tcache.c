@@ -110,14 +110,6 @@ struct arena *tcache_arena(struct tcache *tc)
 	return tc->arena;
 }
 
-/* The owner found `steal` set: wait until the flusher is done with this cache. */
-LA_COLD static void wait_steal(struct tcache *tc)
-{
-	tc_leave(tc);
-	while (__atomic_load_n(&tc->steal, __ATOMIC_ACQUIRE))
-		sched_yield();
-}
-
 /* Blocks of other arenas leave a flush in one chain per owner, spliced into the owner's
  * queue with a single wait-free operation. */
 #define FLUSH_OWNERS 4
@@ -197,10 +189,10 @@ void tcache_check_self(void)
 	struct tcache *tc = &la_tcache;
 	if (tc->state != TC_LIVE)
 		return;
-	while (unlikely(!tc_enter(tc)))
-		wait_steal(tc);
-	check_gen(tc);
-	publish(tc);
+	if (tc_enter(tc)) { /* else a flusher holds it: the next refill or flush applies it */
+		check_gen(tc);
+		publish(tc);
+	}
 	tc_leave(tc);
 }
 
@@ -210,8 +202,16 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		tcache_init(tc);
 	if (unlikely(tc->state == TC_DEAD))
 		return arena_alloc_small(tc->arena, cls);
-	while (unlikely(!tc_enter(tc)))
-		wait_steal(tc);
+	if (unlikely(!tc_enter(tc))) {
+		/* a flusher holds the cache (allocctl flush, the decay pass): take the block
+		 * from the arena rather than wait for the flusher, which may not run while this
+		 * thread does (a real-time thread on its CPU: that wait was a livelock) */
+		tc_leave(tc);
+		void *p = arena_alloc_small(tc->arena, cls);
+		if (p)
+			((void **)p)[1] = NULL;
+		return p;
+	}
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	void *p;
@@ -272,8 +272,11 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
-	while (unlikely(!tc_enter(tc)))
-		wait_steal(tc);
+	if (unlikely(!tc_enter(tc))) { /* a flusher holds the cache: bypass it, never wait */
+		tc_leave(tc);
+		arena_free_any(owner, tc->arena, p);
+		return;
+	}
 	check_gen(tc);
 	/* a block of an arena no thread uses is kept like our own: no thread allocates
 	 * beside it (a connection handed over from an exited thread) */

@@ -4,7 +4,10 @@
  * every cache operation with `busy` and checks `steal`; the flusher sets `steal`, issues
  * membarrier(PRIVATE_EXPEDITED) (a full barrier on every running thread) and flushes only
  * if `busy` is clear — an asymmetric Dekker handshake, so the fast path pays two plain
- * stores and one load. */
+ * stores and one load. Neither side ever waits for the other: a flusher that finds the
+ * owner busy skips the cache (a later pass takes it), and an owner that finds its cache
+ * taken allocates from or frees to its arena directly for that call (the flusher may be a
+ * lower-priority thread that cannot run while the owner does). */
 #ifndef LA_TCACHE_H
 #define LA_TCACHE_H
 
@@ -58,8 +61,8 @@ struct tcache {
 };
 #define TC_REMOTE_BATCH 64u
 
-/* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave, wait
- * for the flush to end (tcache slow paths do) and retry. */
+/* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave and do
+ * without the cache (the slow paths go to the arena directly). */
 #if LA_TSAN
 /* Out of line, so that TSan sees the lock also from the fast paths, which are compiled
  * without its instrumentation (LA_RACY_METADATA): otherwise a flusher's writes to the

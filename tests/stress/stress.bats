@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # stress.bats — the concurrency suite: deterministic stress with verified contents,
 # 100,000 threads with bounded memory, 2,000 forks from a process whose threads free each
-# other's blocks (with and without live commands). Long forms: FORK_CHILDREN,
-# FORK_COMMAND_CHILDREN.
+# other's blocks (with and without live commands), a real-time thread allocating while
+# caches are flushed on its CPU. Long forms: FORK_CHILDREN, FORK_COMMAND_CHILDREN.
 # In sanitizer builds the programs are linked with the prefixed allocator instead of
 # preloading liballoc.so.
 
@@ -68,4 +68,14 @@ setup() {
 	[[ "$output" == *"$n children (4 threads, commands): 0 hangs, 0 failures, 0 corrupted"* ]]
 	[[ "$output" != *" 0 commands"* ]]
 	[[ "$output" == *"commands (0 failed)"* ]]
+}
+
+@test "rtflush: a SCHED_FIFO thread allocating every 1 ms while caches are flushed on its CPU waits <= 10 ms" {
+	# the flusher runs at normal priority on the same CPU: a real-time thread that waited
+	# for it (the cache handshake, an arena lock held without priority inheritance) stalled
+	# until RT throttling let it run (1,001 ms)
+	run "${PRE[@]}" "$TESTS_BIN/rtflush" 3 10
+	echo "$output"
+	if [ "$status" -eq 77 ]; then skip "the kernel refuses SCHED_FIFO here: $output"; fi
+	[ "$status" -eq 0 ]
 }
