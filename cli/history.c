@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include "jsontext.h"
+
 #include "fmt.h"
 
 static const char *const blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
@@ -107,11 +109,11 @@ static json_t *process_json(const Ctl__ProcessHistory *ph)
 		}
 		json_object_set_new(series, ph->series[i]->name, a);
 	}
-	return json_pack("{s:i,s:s,s:i,s:I,s:o,s:s,s:I,s:o,s:b,s:o}", "pid", ph->pid, "exe",
-	                 ph->exe, "uid", (int)ph->uid, "started_ms",
+	return json_pack("{s:i,s:o,s:i,s:I,s:o,s:o,s:I,s:o,s:b,s:o}", "pid", ph->pid, "exe",
+	                 json_text(ph->exe), "uid", (int)ph->uid, "started_ms",
 	                 (json_int_t)(ph->has_started_ms ? ph->started_ms : 0), "exited_ms",
 	                 ph->has_exited_ms ? json_integer(ph->exited_ms) : json_null(),
-	                 "exit_reason", ph->exit_reason ? ph->exit_reason : "", "resolution_ms",
+	                 "exit_reason", json_text(ph->exit_reason), "resolution_ms",
 	                 (json_int_t)ph->resolution_ms, "first_ms",
 	                 ph->has_first_ms ? json_integer(ph->first_ms) : json_null(), "truncated",
 	                 ph->has_truncated && ph->truncated, "series", series);
@@ -119,12 +121,12 @@ static json_t *process_json(const Ctl__ProcessHistory *ph)
 
 static json_t *event_json(const Ctl__HistoryEvent *e)
 {
-	return json_pack(
-	        "{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "seq", (json_int_t)e->seq, "t",
-	        (json_int_t)e->t_ms, "pid", e->has_pid ? json_integer(e->pid) : json_null(), "exe",
-	        e->exe ? e->exe : "", "kind", e->kind, "trigger", e->trigger ? e->trigger : "",
-	        "who", e->who ? e->who : "", "what", e->what ? e->what : "", "bytes",
-	        (json_int_t)(e->has_bytes ? e->bytes : 0), "ok", !e->has_ok || e->ok);
+	return json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:b}", "seq", (json_int_t)e->seq,
+	                 "t", (json_int_t)e->t_ms, "pid",
+	                 e->has_pid ? json_integer(e->pid) : json_null(), "exe", json_text(e->exe),
+	                 "kind", json_text(e->kind), "trigger", json_text(e->trigger), "who",
+	                 json_text(e->who), "what", json_text(e->what), "bytes",
+	                 (json_int_t)(e->has_bytes ? e->bytes : 0), "ok", !e->has_ok || e->ok);
 }
 
 static void history_json(FILE *f, const Ctl__HistoryReply *r)

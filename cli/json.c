@@ -1,121 +1,91 @@
-/* json.c — streaming JSON writer (json.h). */
-#include "json.h"
+/* json.c — allocctl's --json documents through jansson (json.h). */
+#include <jansson.h>
 
-#include <inttypes.h>
+#include "jsontext.h" /* before json.h: it calls jansson's own json_string */
+
+#include "json.h"
 
 void json_init(struct json *j, FILE *f)
 {
 	j->f = f;
 	j->depth = 0;
-	j->has_items[0] = false;
+	j->root = NULL;
 }
 
-static void put_escaped(FILE *f, const char *s)
+/* Add v (a new reference) under key in the innermost open container, or as the document. */
+static void put(struct json *j, const char *key, json_t *v)
 {
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			if (*p < 0x20)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
-		}
+	if (!v)
+		v = json_null();
+	if (j->depth == 0) {
+		if (!j->root)
+			j->root = v;
+		else
+			json_decref(v);
+		return;
 	}
-	fputc('"', f);
+	json_t *top = j->stack[j->depth - 1];
+	if (json_is_object(top))
+		json_object_set_new(top, key ? key : "", v);
+	else
+		json_array_append_new(top, v);
 }
 
-/* Separator and key before a value at the current depth. */
-static void prefix(struct json *j, const char *key)
+static void begin(struct json *j, const char *key, json_t *c)
 {
-	if (j->has_items[j->depth])
-		fputc(',', j->f);
-	j->has_items[j->depth] = true;
-	if (key) {
-		put_escaped(j->f, key);
-		fputc(':', j->f);
-	}
-}
-
-static void begin_container(struct json *j, const char *key, char c)
-{
-	prefix(j, key);
-	fputc(c, j->f);
-	if (j->depth + 1 < JSON_DEPTH)
-		j->depth++;
-	j->has_items[j->depth] = false;
-}
-
-static void end_container(struct json *j, char c)
-{
-	fputc(c, j->f);
-	if (j->depth > 0)
-		j->depth--;
+	put(j, key, c);
+	if (c && j->depth < JSON_DEPTH)
+		j->stack[j->depth++] = c; /* the parent (or root) holds the reference */
 }
 
 void json_object_begin(struct json *j, const char *key)
 {
-	begin_container(j, key, '{');
+	begin(j, key, json_object());
 }
 
 void json_object_end(struct json *j)
 {
-	end_container(j, '}');
+	if (j->depth > 0)
+		j->depth--;
 }
 
 void json_array_begin(struct json *j, const char *key)
 {
-	begin_container(j, key, '[');
+	begin(j, key, json_array());
 }
 
 void json_array_end(struct json *j)
 {
-	end_container(j, ']');
+	if (j->depth > 0)
+		j->depth--;
 }
 
 void json_string(struct json *j, const char *key, const char *value)
 {
-	prefix(j, key);
-	if (value)
-		put_escaped(j->f, value);
-	else
-		fputs("null", j->f);
+	put(j, key, value ? json_text(value) : json_null());
 }
 
 void json_u64(struct json *j, const char *key, uint64_t value)
 {
-	prefix(j, key);
-	fprintf(j->f, "%" PRIu64, value);
+	put(j, key, json_integer(value > INT64_MAX ? INT64_MAX : (json_int_t)value));
 }
 
 void json_i64(struct json *j, const char *key, int64_t value)
 {
-	prefix(j, key);
-	fprintf(j->f, "%" PRId64, value);
+	put(j, key, json_integer(value));
 }
 
 void json_bool(struct json *j, const char *key, bool value)
 {
-	prefix(j, key);
-	fputs(value ? "true" : "false", j->f);
+	put(j, key, json_boolean(value));
 }
 
 void json_finish(struct json *j)
 {
+	if (j->root)
+		json_dumpf(j->root, j->f, JSON_COMPACT);
 	fputc('\n', j->f);
+	json_decref(j->root);
+	j->root = NULL;
+	j->depth = 0;
 }

@@ -1,6 +1,11 @@
-/* json.h — a minimal streaming JSON writer for allocctl --json (compact, one document per
- * line). The caller nests begin/end calls correctly; keys are given inside objects and are
- * NULL inside arrays. Strings are escaped per RFC 8259. Depth is bounded by JSON_DEPTH. */
+/* json.h — the --json documents of allocctl (compact, one document per line), built with
+ * jansson and written at json_finish. The caller nests begin/end calls correctly; keys are
+ * given inside objects and are NULL inside arrays. Strings that are not UTF-8 (names from
+ * other users' processes) are kept with U+FFFD for the bad bytes. Depth is bounded by
+ * JSON_DEPTH; integers above INT64_MAX (jansson's range) are written as INT64_MAX.
+ *
+ * The names below predate jansson, one of whose functions is also called json_string: they
+ * are compiled as cli_json_* so that neither can stand in for the other at link time. */
 #ifndef ALLOCCTL_JSON_H
 #define ALLOCCTL_JSON_H
 
@@ -10,10 +15,24 @@
 
 #define JSON_DEPTH 16
 
+#define json_init         cli_json_init
+#define json_object_begin cli_json_object_begin
+#define json_object_end   cli_json_object_end
+#define json_array_begin  cli_json_array_begin
+#define json_array_end    cli_json_array_end
+#define json_string       cli_json_string
+#define json_u64          cli_json_u64
+#define json_i64          cli_json_i64
+#define json_bool         cli_json_bool
+#define json_finish       cli_json_finish
+
+struct json_t;
+
 struct json {
 	FILE *f;
 	int depth;
-	bool has_items[JSON_DEPTH]; /* has_items[d]: a value was written at depth d */
+	struct json_t *stack[JSON_DEPTH]; /* open containers, innermost last (borrowed) */
+	struct json_t *root;              /* the document being built */
 };
 
 void json_init(struct json *j, FILE *f);
@@ -25,7 +44,7 @@ void json_string(struct json *j, const char *key, const char *value); /* NULL ->
 void json_u64(struct json *j, const char *key, uint64_t value);
 void json_i64(struct json *j, const char *key, int64_t value);
 void json_bool(struct json *j, const char *key, bool value);
-/* Ends the document with a newline (call after the outermost end). */
+/* Writes the document and a newline (call after the outermost end). */
 void json_finish(struct json *j);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "ctld.h"
 #include "http.h"
+#include "jsontext.h"
 #include "log.h"
 #include "timeline.h"
 
@@ -77,7 +78,7 @@ static void bad_request(struct http_req *req, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	put_json(b, json_pack("{s:s}", "error", msg));
+	put_json(b, json_pack("{s:o}", "error", json_text(msg))); /* it quotes the request */
 	evbuffer_add(b, "\n", 1);
 	send_json(req, b, HTTP_BADREQUEST, "Bad Request");
 	evbuffer_free(b);
@@ -86,11 +87,11 @@ static void bad_request(struct http_req *req, const char *fmt, ...)
 static json_t *daemon_json(struct ctld *d)
 {
 	struct timeline *tl = d->tl;
-	return json_pack("{s:s,s:s,s:i,s:I,s:I,s:i,s:I,s:i,s:i,s:I,s:I,s:i,s:i,s:I,s:I}", "host",
-	                 tl->host, "version", CTLD_VERSION, "pid", (int)getpid(), "started_ms",
-	                 (json_int_t)tl->started_ms, "now_ms", (json_int_t)timeline_now_ms(),
-	                 "sample_ms", (int)tl->h.sample_ms, "coarse_ms",
-	                 (json_int_t)history_period_ms(&tl->h, true), "fine_slots",
+	return json_pack("{s:o,s:s,s:i,s:I,s:I,s:i,s:I,s:i,s:i,s:I,s:I,s:i,s:i,s:I,s:I}", "host",
+	                 json_text(tl->host), "version", CTLD_VERSION, "pid", (int)getpid(),
+	                 "started_ms", (json_int_t)tl->started_ms, "now_ms",
+	                 (json_int_t)timeline_now_ms(), "sample_ms", (int)tl->h.sample_ms,
+	                 "coarse_ms", (json_int_t)history_period_ms(&tl->h, true), "fine_slots",
 	                 (int)HIST_FINE_SLOTS, "coarse_slots", (int)HIST_COARSE_SLOTS,
 	                 "history_bytes", (json_int_t)tl->h.bytes, "history_max_bytes",
 	                 (json_int_t)tl->h.max_bytes, "processes", d->nprocs, "events_kept",
@@ -272,11 +273,11 @@ static json_t *process_json(struct ctld *d, const struct hist_proc *p, const str
 	if (s.seen)
 		series_emit(&s);
 	json_t *o = json_pack(
-	        "{s:i,s:s,s:i,s:I,s:o,s:s,s:b,s:b,s:I,s:o,s:I,s:I,s:o}", "pid", p->pid, "exe",
-	        p->exe, "uid", (int)p->uid, "started_ms", (json_int_t)p->started_ms, "exited_ms",
-	        p->exited_ms ? json_integer(p->exited_ms) : json_null(), "exit_reason",
-	        p->exit_reason, "live", !p->exited_ms, "truncated", p->truncated, "res_ms",
-	        (json_int_t)(history_period_ms(h, coarse) * s.group), "t0",
+	        "{s:i,s:o,s:i,s:I,s:o,s:o,s:b,s:b,s:I,s:o,s:I,s:I,s:o}", "pid", p->pid, "exe",
+	        json_text(p->exe), "uid", (int)p->uid, "started_ms", (json_int_t)p->started_ms,
+	        "exited_ms", p->exited_ms ? json_integer(p->exited_ms) : json_null(), "exit_reason",
+	        json_text(p->exit_reason), "live", !p->exited_ms, "truncated", p->truncated,
+	        "res_ms", (json_int_t)(history_period_ms(h, coarse) * s.group), "t0",
 	        s.first_ms >= 0 ? json_integer(s.first_ms) : json_null(), "fine_first_ms",
 	        (json_int_t)history_first_ms(h, p, false), "coarse_first_ms",
 	        (json_int_t)history_first_ms(h, p, true), "series", series);
@@ -334,12 +335,13 @@ static bool event_json(void *arg, const struct hist_event *e)
 	if (e->pid ? !pid_wanted(o->q, e->pid) : o->q->npids > 0)
 		return true;
 	json_array_append_new(
-	        o->arr, json_pack("{s:I,s:I,s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "seq",
-	                          (json_int_t)e->seq, "t", (json_int_t)e->t_ms, "pid",
-	                          e->pid ? json_integer(e->pid) : json_null(), "exe", e->exe,
-	                          "kind", hist_event_kind_name[e->kind < HIST_NEV ? e->kind : 0],
-	                          "trigger", e->trigger, "who", e->who, "what", e->what, "bytes",
-	                          (json_int_t)e->bytes, "ok", e->ok));
+	        o->arr,
+	        json_pack("{s:I,s:I,s:o,s:o,s:s,s:o,s:o,s:o,s:I,s:b}", "seq", (json_int_t)e->seq,
+	                  "t", (json_int_t)e->t_ms, "pid",
+	                  e->pid ? json_integer(e->pid) : json_null(), "exe", json_text(e->exe),
+	                  "kind", hist_event_kind_name[e->kind < HIST_NEV ? e->kind : 0], "trigger",
+	                  json_text(e->trigger), "who", json_text(e->who), "what",
+	                  json_text(e->what), "bytes", (json_int_t)e->bytes, "ok", e->ok));
 	return true;
 }
 

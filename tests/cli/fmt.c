@@ -290,7 +290,25 @@ static void nested_doc(struct json *j)
 Test(json_writer, commas_nesting_and_escapes)
 {
 	char *s = json_of(nested_doc);
-	cr_assert_str_eq(s, "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"u\":18446744073709551615,\"i\":-5,"
+	/* jansson's integers are signed 64-bit: a larger value is written as INT64_MAX */
+	cr_assert_str_eq(s, "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"u\":9223372036854775807,\"i\":-5,"
 	                    "\"t\":true,\"n\":null,\"a\":[1,{},[]]}\n");
+	free(s);
+}
+
+static void not_utf8_doc(struct json *j)
+{
+	json_object_begin(j, NULL);
+	json_string(j, "exe", "svc-\xff\xfe-x");
+	json_string(j, "ok", "caf\xc3\xa9");
+	json_object_end(j);
+	json_finish(j);
+}
+
+Test(json_writer, text_that_is_not_utf8_is_kept_with_replacement_characters)
+{
+	char *s = json_of(not_utf8_doc);
+	cr_assert_str_eq(s,
+	                 "{\"exe\":\"svc-\xef\xbf\xbd\xef\xbf\xbd-x\",\"ok\":\"caf\xc3\xa9\"}\n");
 	free(s);
 }

@@ -148,3 +148,19 @@ wait_json() {
 		[[ "$output" == *"${bad%% *}: bad value"* ]] || { echo "$bad: $output"; false; }
 	done
 }
+
+@test "text that is not UTF-8 (a process name, a parameter) is kept as U+FFFD, never dropped" {
+	start_daemon
+	cp "$FAKESEG" "$T/svc-$(printf '\377')x"
+	FAKESEG="$T/svc-$(printf '\377')x" start_fake --arenas 1 --interval-ms 0
+	P=$FPID
+	wait_json "/api/history?pid=$P" "len(d['processes']) == 1 and d['processes'][0]['series']['rss']"
+	# the /proc reader shows such a byte as '?' already; the JSON writers would make it U+FFFD
+	api "/api/history?pid=$P" | json "d['processes'][0]['exe'] in ('svc-?x', 'svc-\ufffdx')"
+	api "/api/events?pid=$P" | json "any(e['kind'] == 'start' and e['exe'] in ('svc-?x', 'svc-\ufffdx') for e in d['events'])"
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" --json history "$P"
+	echo "$output" | json "d['processes'][0]['exe'] in ('svc-?x', 'svc-\ufffdx')"
+	run curl -sS -o "$T/body" -w '%{http_code}' "http://$HTTP/api/history?pid=%ff"
+	[ "$output" = 400 ]
+	json "d['error'].startswith('pid: \'\ufffd\'')" <"$T/body"
+}
