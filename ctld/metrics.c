@@ -1,7 +1,7 @@
 /* metrics.c — what HTTP serves (http.c is the server): /metrics (Prometheus text format
  * 0.0.4; families, names and HELP generated from the segment's X-macro lists; HELP and TYPE
- * once per family), /healthz, /api/processes (JSON for the page) and / (a self-contained
- * page charting memory per process).
+ * once per family), /healthz and /api/processes (JSON written with jansson, one process at
+ * a time); the page and the history are dashboard.c's.
  *
  * A scrape never holds the loop for long: it is a resumable job on a low-priority event.
  * It first takes a snapshot of every process (SLICE_NS of loop time at a time), then writes
@@ -16,10 +16,12 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <jansson.h>
 
 #include "audit.h"
 #include "ctld.h"
 #include "http.h"
+#include "jsontext.h"
 #include "log.h"
 #include "units.h"
 
@@ -299,43 +301,36 @@ static void write_own(struct scrape *s)
 	timeline_write_metrics(d, b);
 }
 
-static void json_string(struct evbuffer *b, const char *s)
+static int json_to_evbuffer(const char *buf, size_t size, void *data)
 {
-	evbuffer_add(b, "\"", 1);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			evbuffer_add_printf(b, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			evbuffer_add_printf(b, "\\u%04x", *s);
-		else
-			evbuffer_add(b, s, 1);
-	}
-	evbuffer_add(b, "\"", 1);
+	return evbuffer_add(data, buf, size);
 }
 
+/* One process of /api/processes, as its own small jansson object (the document is written
+ * in slices: never one tree of every process). */
 static void json_process(struct scrape *s, struct snapx *x, bool first)
 {
 	struct evbuffer *b = s->out;
 	const struct proc_snap *sn = &x->s;
 	const struct proc *p = sn->p;
 	const struct la_shm_header *h = &p->seg.hdr;
-	evbuffer_add_printf(b,
-	                    "%s{\"pid\":%d,\"uid\":%u,\"owner_uid\":%u,\"exe\":", first ? "" : ",",
-	                    h->pid, proc_uid(p), p->seg.uid);
-	json_string(b, proc_exe(p));
-	evbuffer_add_printf(b, ",\"name\":");
-	json_string(b, proc_name(p));
-	evbuffer_add_printf(b, ",\"cmdline\":");
-	json_string(b, p->id.cmdline);
-	evbuffer_add_printf(b,
-	                    ",\"bytes_in_use\":%llu,\"bytes_mapped\":%llu,"
-	                    "\"bytes_retained\":%llu,\"rss_bytes\":%llu,\"threads\":%u,"
-	                    "\"arenas\":%u,\"control\":\"%s\",\"unreadable\":%s}",
-	                    (unsigned long long)sn->total.bytes_in_use,
-	                    (unsigned long long)sn->total.bytes_mapped,
-	                    (unsigned long long)sn->total.bytes_retained,
-	                    (unsigned long long)sn->rss_bytes, sn->threads, h->arena_count,
-	                    seg_control_name(h->control_state), sn->unreadable ? "true" : "false");
+	json_t *o = json_pack(
+	        "{s:i,s:i,s:i,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:i,s:i,s:s,s:b}", "pid", h->pid, "uid",
+	        (int)proc_uid(p), "owner_uid", (int)p->seg.uid, "exe", json_text(proc_exe(p)),
+	        "name", json_text(proc_name(p)), "cmdline", json_text(p->id.cmdline),
+	        "bytes_in_use", (json_int_t)sn->total.bytes_in_use, "bytes_mapped",
+	        (json_int_t)sn->total.bytes_mapped, "bytes_retained",
+	        (json_int_t)sn->total.bytes_retained, "rss_bytes", (json_int_t)sn->rss_bytes,
+	        "threads", (int)sn->threads, "arenas", (int)h->arena_count, "control",
+	        seg_control_name(h->control_state), "unreadable", sn->unreadable);
+	if (!first)
+		evbuffer_add(b, ",", 1);
+	if (!o) { /* out of memory: the process is still listed */
+		evbuffer_add_printf(b, "{\"pid\":%d}", h->pid);
+		return;
+	}
+	json_dump_callback(o, json_to_evbuffer, b, JSON_COMPACT);
+	json_decref(o);
 }
 
 /* Emit until the deadline or the output high mark; true when everything is written. */
