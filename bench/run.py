@@ -1687,6 +1687,11 @@ class Suite:
                        "p50 %s, max %s ms over %d runs beside %d processes (allocctl's own "
                        "start included); load %.1f; goal <= 100 ms" % (
                            kv.get("ps_p50_ms", "-"), kv.get("ps_max_ms", "-"), runs, n, load))
+            self.extra(sec, name + ": whole list, daemon side, p99", kv.get("list_p99_ms", "-"),
+                       "ms", "p50 %s, max %s ms: every page of the list on one connection "
+                       "(no process start); daemon CPU %s ms per ps" % (
+                           kv.get("list_p50_ms", "-"), kv.get("list_max_ms", "-"),
+                           kv.get("daemon_cpu_ms_per_ps", "-")))
             self.extra(sec, name + ": daemon peak RSS", kv.get("daemon_peak_rss_mib", "-"),
                        "MiB", "VmHWM of a daemon started for this attack; goal <= 64 MiB")
             if "metrics_ms" in kv:

@@ -3,7 +3,8 @@
 # the pass/fail tests are tests/security/). Beside N ordinary processes (default 500, as the
 # daemon scale figures), for each attack run by uid nobody (or root where it makes no
 # difference) on a fresh daemon: root's `allocctl ps` latency over R runs (p50, p99, max;
-# the process start of allocctl included) and the daemon's peak RSS (VmHWM); and /metrics
+# the process start of allocctl included), the daemon's side of it (whole lists on one
+# connection: list_p50/p99/max) and its CPU per ps, and the daemon's peak RSS (VmHWM); and /metrics
 # time and size with 5,000 processes. Prints "attack=NAME key=value ..." lines.
 # Needs root, build/allocctld, build/allocctl, build/tests/{massseg,ctlclient}, python3.
 #   ctld/attack-bench.sh [N] [R]          (R: ps runs per attack, default 100)
@@ -70,10 +71,16 @@ ps_latency() {
 		p50 = v[int(NR * 0.50 + 0.5)]; p99 = v[int(NR * 0.99 + 0.5)]; if (!p99) p99 = v[NR];
 		printf "ps_p50_ms=%.1f ps_p99_ms=%.1f ps_max_ms=%.1f", p50 / 1000, p99 / 1000, v[NR] / 1000 }'
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
 report() { # name extra...
-	local name=$1
+	local name=$1 c0 c1 ps lat
 	shift
-	echo "attack=$name $(ps_latency) daemon_peak_rss_mib=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$DPID/status") $*"
+	c0=$(cpu_ticks)
+	ps=$(ps_latency)
+	c1=$(cpu_ticks)
+	# the daemon's side alone: whole lists (all pages) on one connection, no process start
+	lat=$("$BUILD/tests/ctlclient" --socket "$SOCK" --timeout 30000 list-latency "$R")
+	echo "attack=$name $ps $lat daemon_cpu_ms_per_ps=$(awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v r="$R" 'BEGIN {printf "%.2f", d * 1000 / hz / r}') daemon_peak_rss_mib=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$DPID/status") $*"
 }
 
 echo "allocctld under attack: $N ordinary processes, $R runs of ps per attack ($(nproc) cores)"

@@ -687,6 +687,10 @@ static void sweep_start(struct ctld *d);
 
 void discover_rescan(struct ctld *d)
 {
+	/* one pass at a time: a machine too busy to finish a pass before the next rescan
+	 * must not pile the same names up in the queue again and again */
+	if (g.pass_open)
+		return;
 	collect_dirs(d);
 	g.pass++;
 	struct rejected *r;

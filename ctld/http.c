@@ -72,9 +72,17 @@ static void hconn_free(struct hconn *c)
 	free(c);
 }
 
+static void arm_deadline(struct hconn *c);
+
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct hconn *c = arg;
+	/* a response still being produced is our time, not the client's: close only a client
+	 * that lets its output pile up (it reads nothing) */
+	if (c->scrape && evbuffer_get_length(bufferevent_get_output(c->bev)) < (1u << 20)) {
+		arm_deadline(c);
+		return;
+	}
 	c->d->st.http_timeouts++;
 	hconn_free(c);
 }

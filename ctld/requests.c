@@ -150,6 +150,7 @@ static void handle_version(struct conn *c, const Ctl__Envelope *env)
  * early when it has taken LIST_BUDGET_NS of loop time (the client asks for the rest with
  * next_pid), so a list of thousands never holds the loop or exceeds a frame. */
 #define LIST_MAX       512
+#define LIST_MIN       64
 #define LIST_BUDGET_NS 3000000ull
 
 static int cmp_proc_pid(const void *a, const void *b)
@@ -183,7 +184,9 @@ static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env
 	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + LIST_BUDGET_NS;
 	size_t i = 0;
 	for (; v && lr.processes && i < nv && lr.n_processes < max; i++) {
-		if (lr.n_processes && seg_now_ns(CLOCK_MONOTONIC) > deadline)
+		/* the budget ends a page only after LIST_MIN processes: on a loaded machine a
+		 * page of one would make a list of thousands thousands of round trips */
+		if (lr.n_processes >= LIST_MIN && seg_now_ns(CLOCK_MONOTONIC) > deadline)
 			break;
 		p = v[i];
 		proc_ref(p);

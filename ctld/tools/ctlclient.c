@@ -8,6 +8,7 @@
  *   trim TARGET [PAD] | release TARGET | flush TARGET     (TARGET: PID, exe=NAME or all)
  *   raw-version N | raw-empty | raw-hex HEX | raw-len N | raw-partial MS | raw-garbage N
  *   latency PID N     N set requests on one connection: prints p50/p99/max round trip
+ *   list-latency N    N whole lists (all pages) on one connection: p50/p99/max
  *   flood PID N SECS  pipeline up to N stats requests and never read, for SECS
  *   hold N SECS       hold N idle connections for SECS
  * exit: 0 a reply was printed, 3 closed without a reply, 1 error, 2 usage */
@@ -319,6 +320,48 @@ int main(int argc, char **argv)
 		printf("set round trip over %d requests: p50 %llu us, p99 %llu us, max %llu us\n",
 		       n, (unsigned long long)us[n / 2], (unsigned long long)us[(n * 99) / 100],
 		       (unsigned long long)us[n - 1]);
+		free(us);
+		return 0;
+	} else if (!strcmp(cmd, "list-latency") && nargs == 1) {
+		/* N whole lists (every page) on this connection: the daemon's side of ps */
+		int n = atoi(args[0]);
+		if (n <= 0 || n > 100000)
+			return usage();
+		uint64_t *us = calloc((size_t)n, sizeof(*us));
+		for (int k = 0; us && k < n; k++) {
+			struct timespec a, b;
+			clock_gettime(CLOCK_MONOTONIC, &a);
+			lr.has_after_pid = false;
+			for (;;) {
+				env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
+				env.list = &lr;
+				Ctl__Reply *r = wire_call(fd, &env, timeout_ms);
+				if (!r || r->code || !r->list) {
+					fprintf(stderr, "ctlclient: list-latency: list %d failed\n",
+					        k);
+					return 1;
+				}
+				bool more = r->list->has_next_pid;
+				lr.has_after_pid = more;
+				lr.after_pid = r->list->next_pid;
+				ctl__reply__free_unpacked(r, NULL);
+				if (!more)
+					break;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &b);
+			us[k] = (uint64_t)((b.tv_sec - a.tv_sec) * 1000000 +
+			                   (b.tv_nsec - a.tv_nsec) / 1000);
+		}
+		if (!us)
+			return 1;
+		for (int x = 1; x < n; x++)
+			for (int y = x; y > 0 && us[y - 1] > us[y]; y--) {
+				uint64_t t = us[y];
+				us[y] = us[y - 1];
+				us[y - 1] = t;
+			}
+		printf("list_p50_ms=%.1f list_p99_ms=%.1f list_max_ms=%.1f\n", us[n / 2] / 1000.0,
+		       us[(n * 99) / 100] / 1000.0, us[n - 1] / 1000.0);
 		free(us);
 		return 0;
 	} else if (!strcmp(cmd, "raw-version") && nargs == 1) {
