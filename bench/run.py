@@ -1595,12 +1595,17 @@ class Suite:
                 f.write("history_sample_ms = %d\n" % period)
             d, sock, port = self.start_daemon(daemon, "history", ["--config", conf])
             procs.append(d)
-            wait_listed(client, sock, n, 30)
             url = "http://127.0.0.1:%d" % port
 
             def daemon_info():
                 with urllib.request.urlopen(url + "/api/history?samples=0", timeout=10) as r:
                     return json.load(r)["daemon"]
+            deadline = time.monotonic() + 60
+            while daemon_info()["processes"] < n:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the daemon found %d of %d processes in 60 s" % (
+                        daemon_info()["processes"], n))
+                time.sleep(0.1)
             time.sleep(1)
             a, cpu0, t0 = daemon_info(), proc_cpu_ticks(d.pid), time.monotonic()
             time.sleep(secs)
