@@ -577,6 +577,32 @@ static int cmd_version(struct ctx *c, int argc, char **argv)
 	return status;
 }
 
+/* profiles, policies: one PolicyRequest, two views. */
+static int cmd_policy(struct ctx *c, int argc, char **argv)
+{
+	int bad = no_arguments(c, argc, argv);
+	if (bad >= 0)
+		return bad;
+	Ctl__PolicyRequest req = CTL__POLICY_REQUEST__INIT;
+	Ctl__Envelope env = CTL__ENVELOPE__INIT;
+	env.payload_case = CTL__ENVELOPE__PAYLOAD_POLICY;
+	env.policy = &req;
+	Ctl__Reply *r = call(c, &env, 0);
+	if (!r)
+		return EXIT_FAIL;
+	int status = EXIT_OK;
+	if (!r->policy) {
+		fail("the daemon's reply carries no policies (is it older than this allocctl?)");
+		status = EXIT_FAIL;
+	} else if (strcmp(c->cmd->name, "profiles") == 0) {
+		render_profiles(stdout, r->policy, &c->o);
+	} else {
+		render_policies(stdout, r->policy, &c->o);
+	}
+	ctl__reply__free_unpacked(r, NULL);
+	return status;
+}
+
 /* log: the audit trail, fetched in pages of the daemon's reply size. */
 static int cmd_log(struct ctx *c, int argc, char **argv)
 {
@@ -697,6 +723,16 @@ static const struct command commands[] = {
          "--interval sets the refresh period (default 1s); --iterations N stops after N\n"
          "refreshes (needed when stdout is not a terminal: plain snapshots).\n",
          false},
+        {"profiles", cmd_policy, "", "the daemon's profiles: matches, tunables, processes",
+         "Each [profile NAME] of the daemon's configuration: what it matches (name, exe,\n"
+         "cgroup, uid, cmdline), the tunables it sets, the processes it is the profile of\n"
+         "(yours; root: all), and how soon after a process starts it was in effect.\n",
+         true},
+        {"policies", cmd_policy, "", "the daemon's policies: conditions, actions, what they did",
+         "Each [policy NAME]: what it watches (PSI, a cgroup's usage, free or idle\n"
+         "processes), its actions (flush, release, trim, decay), the events it saw, the runs\n"
+         "it made, what they released and how long the last took from event to end.\n",
+         true},
         {"log", cmd_log, "[--since SEQ] [--last N]",
          "the audit trail: every change and command, by whom, with its result",
          "Operators (uid and pid), profiles, policies and expiring changes, oldest first:\n"

@@ -115,21 +115,22 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_string(j, "control", p->control ? p->control : "unknown");
 	json_bool(j, "unreadable", p->has_unreadable && p->unreadable);
 	json_u64(j, "unreadable_reads", p->has_unreadable_reads ? p->unreadable_reads : 0);
+	json_string(j, "profile", p->profile); /* null: none */
 	json_object_end(j);
 }
 
 void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                           const struct render_opts *o)
 {
-	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s\n", "PID", "UID", "NAME",
-	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS");
+	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s  %s\n", "PID", "UID", "NAME",
+	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS", "PROFILE");
 	for (size_t i = 0; i < n && (max_rows == 0 || i < max_rows); i++) {
 		const Ctl__ProcessInfo *p = procs[i];
 		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF], uid[32];
 		render_uid(uid, sizeof(uid), p);
 		fprintf(f,
 		        "%8" PRId32 " %7s  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
-		        " %8s %11s\n",
+		        " %8s %11s  %s\n",
 		        p->pid, uid, render_proc_name(p),
 		        p->unreadable ? "unreadable"
 		                      : fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
@@ -138,7 +139,8 @@ void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, siz
 		        fmt_uptime(u, sizeof(u), uptime_s(p, o)),
 		        p->has_rss_bytes && p->rss_bytes
 		                ? fmt_size(d, sizeof(d), p->rss_bytes, o->raw)
-		                : "-");
+		                : "-",
+		        p->profile ? p->profile : "-");
 	}
 }
 
@@ -339,6 +341,8 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 	fprintf(f, "process %" PRId32 " %s (%s)\n", p->pid, render_proc_name(p), p->exe);
 	if (p->cmdline && *p->cmdline)
 		fprintf(f, "  command line: %s\n", p->cmdline);
+	if (p->profile)
+		fprintf(f, "  profile: %s (allocctl profiles)\n", p->profile);
 	if (p->has_owner_uid && p->owner_uid != p->uid)
 		snprintf(owner, sizeof(owner), " (segment owned by uid %" PRIu32 ")", p->owner_uid);
 	fprintf(f,
@@ -555,6 +559,153 @@ void render_action(FILE *f, const char *verb, Ctl__CommandResult *const *res, si
 			fprintf(f, "%s%" PRIu64 " %s", shown++ ? ", " : "", k[x].calls, k[x].name);
 		}
 		fprintf(f, "%s)\n", shown ? "" : "no system calls");
+	}
+}
+
+/* ---- profiles and policies ------------------------------------------------------------ */
+
+void render_profiles(FILE *f, const Ctl__PolicyReply *r, const struct render_opts *o)
+{
+	if (o->json) {
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_array_begin(&j, "profiles");
+		for (size_t i = 0; i < r->n_profiles; i++) {
+			const Ctl__ProfileInfo *p = r->profiles[i];
+			json_object_begin(&j, NULL);
+			json_string(&j, "name", p->name);
+			json_u64(&j, "line", p->has_line ? p->line : 0);
+			json_array_begin(&j, "matches");
+			for (size_t k = 0; k < p->n_matches; k++)
+				json_string(&j, NULL, p->matches[k]);
+			json_array_end(&j);
+			json_object_begin(&j, "settings");
+			for (size_t k = 0; k < p->n_settings; k++)
+				json_i64(&j, p->settings[k]->name, p->settings[k]->value);
+			json_object_end(&j);
+			json_array_begin(&j, "pids");
+			for (size_t k = 0; k < p->n_pids; k++)
+				json_i64(&j, NULL, p->pids[k]);
+			json_array_end(&j);
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_u64(&j, "applied", r->has_profiles_applied ? r->profiles_applied : 0);
+		if (r->has_profile_delay_p50_ns) {
+			json_u64(&j, "delay_p50_ns", r->profile_delay_p50_ns);
+			json_u64(&j, "delay_max_ns", r->profile_delay_max_ns);
+		}
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	if (r->n_profiles == 0) {
+		fprintf(f,
+		        "no profiles: the daemon's configuration has no [profile NAME] section\n");
+		return;
+	}
+	for (size_t i = 0; i < r->n_profiles; i++) {
+		const Ctl__ProfileInfo *p = r->profiles[i];
+		fprintf(f, "%s (line %" PRIu32 ")\n  matches:", p->name, p->has_line ? p->line : 0);
+		for (size_t k = 0; k < p->n_matches; k++)
+			fprintf(f, " %s", p->matches[k]);
+		fprintf(f, "\n  sets:   ");
+		for (size_t k = 0; k < p->n_settings; k++) {
+			const Ctl__Tunable *t = p->settings[k];
+			char v[FMT_BUF];
+			fprintf(f, "%s%s = %s", k ? ", " : " ", t->name,
+			        tunable_format(v, sizeof(v), tunable_type_from_name(t->type),
+			                       t->value, o->raw));
+		}
+		fprintf(f, "\n  processes:");
+		for (size_t k = 0; k < p->n_pids; k++)
+			fprintf(f, " %" PRId32, p->pids[k]);
+		fprintf(f, "%s\n", p->n_pids ? "" : " none");
+	}
+	if (r->has_profile_delay_p50_ns) {
+		char a[FMT_BUF], b[FMT_BUF];
+		fprintf(f,
+		        "applied %" PRIu64
+		        " times; from the process's start to in effect: median %s, "
+		        "max %s (the last 256)\n",
+		        r->profiles_applied, fmt_duration_ns(a, sizeof(a), r->profile_delay_p50_ns),
+		        fmt_duration_ns(b, sizeof(b), r->profile_delay_max_ns));
+	}
+}
+
+void render_policies(FILE *f, const Ctl__PolicyReply *r, const struct render_opts *o)
+{
+	if (o->json) {
+		struct json j;
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_bool(&j, "dry_run", r->has_dry_run && r->dry_run);
+		json_array_begin(&j, "policies");
+		for (size_t i = 0; i < r->n_policies; i++) {
+			const Ctl__PolicyInfo *p = r->policies[i];
+			json_object_begin(&j, NULL);
+			json_string(&j, "name", p->name);
+			json_u64(&j, "line", p->has_line ? p->line : 0);
+			json_string(&j, "on", p->on);
+			json_string(&j, "condition", p->condition ? p->condition : "");
+			json_array_begin(&j, "actions");
+			for (size_t k = 0; k < p->n_actions; k++)
+				json_string(&j, NULL, p->actions[k]);
+			json_array_end(&j);
+			json_string(&j, "profile", p->profile);
+			json_bool(&j, "dry_run", p->has_dry_run && p->dry_run);
+			json_array_begin(&j, "watching");
+			for (size_t k = 0; k < p->n_watching; k++)
+				json_string(&j, NULL, p->watching[k]);
+			json_array_end(&j);
+			json_u64(&j, "events", p->events);
+			json_u64(&j, "runs", p->runs);
+			json_u64(&j, "released_bytes", p->released_bytes);
+			json_u64(&j, "deferred", p->deferred);
+			if (p->has_last_response_ns) {
+				json_u64(&j, "last_response_ns", p->last_response_ns);
+				json_string(&j, "last_reason",
+				            p->last_reason ? p->last_reason : "");
+			}
+			json_object_end(&j);
+		}
+		json_array_end(&j);
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	if (r->n_policies == 0) {
+		fprintf(f,
+		        "no policies: the daemon's configuration has no [policy NAME] section\n");
+		return;
+	}
+	for (size_t i = 0; i < r->n_policies; i++) {
+		const Ctl__PolicyInfo *p = r->policies[i];
+		fprintf(f, "%s (line %" PRIu32 ")%s: on %s: %s\n  actions:", p->name,
+		        p->has_line ? p->line : 0, p->has_dry_run && p->dry_run ? " [dry run]" : "",
+		        p->on, p->condition ? p->condition : "");
+		for (size_t k = 0; k < p->n_actions; k++)
+			fprintf(f, "%s%s", k ? ", " : " ", p->actions[k]);
+		if (p->profile)
+			fprintf(f, "; only profile %s", p->profile);
+		fprintf(f, "\n  watching:");
+		for (size_t k = 0; k < p->n_watching; k++)
+			fprintf(f, " %s", p->watching[k]);
+		if (!p->n_watching)
+			fprintf(f, strcmp(p->on, "free") && strcmp(p->on, "idle")
+			                   ? " nothing (see the daemon's log)"
+			                   : " the processes, every check_interval_ms");
+		char rel[FMT_BUF], lat[FMT_BUF];
+		fprintf(f,
+		        "\n  events %" PRIu64 ", runs %" PRIu64 ", released %s, deferred %" PRIu64
+		        "\n",
+		        p->events, p->runs, fmt_size(rel, sizeof(rel), p->released_bytes, o->raw),
+		        p->deferred);
+		if (p->has_last_response_ns)
+			fprintf(f, "  last run: %s from the event to its end (%s)\n",
+			        fmt_duration_ns(lat, sizeof(lat), p->last_response_ns),
+			        p->last_reason ? p->last_reason : "");
 	}
 }
 

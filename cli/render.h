@@ -49,6 +49,10 @@ void render_results_json(FILE *f, const char *verb, Ctl__CommandResult *const *r
 /* log: the audit trail, one line per event (time, seq, who, what, on which process, the
  * change or what came back, the result), or {"events":[...]} (JSON). */
 void render_log(FILE *f, Ctl__AuditEvent *const *ev, size_t n, const struct render_opts *o);
+/* profiles: each [profile] with its matches, the tunables it sets and the processes it
+ * applies to; policies: each [policy], what it watches and what it did. */
+void render_profiles(FILE *f, const Ctl__PolicyReply *r, const struct render_opts *o);
+void render_policies(FILE *f, const Ctl__PolicyReply *r, const struct render_opts *o);
 /* version: client and (if d is not NULL) daemon versions. */
 void render_version(FILE *f, const Ctl__VersionReply *d, const char *socket,
                     const struct render_opts *o);

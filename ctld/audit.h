@@ -61,7 +61,7 @@ enum audit_result {
 #undef AUDIT_X_R
 };
 
-#define AUDIT_ACTOR_MAX   64
+#define AUDIT_ACTOR_MAX   80 /* "profile " or "policy " and a name */
 #define AUDIT_EXE_MAX     64
 #define AUDIT_MESSAGE_MAX 200
 

@@ -10,9 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include <ini.h>
+
 #include "liballoc_shm.h"
 #include "log.h"
 #include "units.h"
+#include "policy.h"
 #include "wire.h"
 
 void config_defaults(struct config *c)
@@ -41,6 +44,7 @@ void config_defaults(struct config *c)
 	c->history_sample_ms = 1000;
 	c->history_max_bytes = 64LL << 20;
 	c->history_events = 4096;
+	c->check_interval_ms = 1000;
 }
 
 static int set_int(int *dst, const char *key, const char *v, long lo, long hi, char *err,
@@ -175,6 +179,10 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 		return set_bool(&c->metrics_classes, key, v, err, len);
 	if (!strcmp(key, "remove_stale"))
 		return set_bool(&c->remove_stale, key, v, err, len);
+	if (!strcmp(key, "policy_dry_run"))
+		return set_bool(&c->policy_dry_run, key, v, err, len);
+	if (!strcmp(key, "check_interval_ms"))
+		return set_int(&c->check_interval_ms, key, v, 100, 3600000, err, len);
 	if (!strcmp(key, "audit_ring"))
 		return set_int(&c->audit_ring, key, v, 16, 1000000, err, len);
 	if (!strcmp(key, "audit_journal")) {
@@ -217,70 +225,173 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 	return -1;
 }
 
-static char *trim(char *s)
+/* ---- the file: sections through inih ------------------------------------------------
+ * inih (Debian's libinih) splits the file into [sections] and "key = value" (or "key:
+ * value") lines, '#' or ';' comments at the start of a line. Its handler is not told line
+ * numbers, so the file is fed to it through a reader that counts lines: each handler call
+ * is for the line the reader gave last. The reader also sees section headers first, which
+ * is where the section before is checked as a whole. The first error stops the parse. */
+struct loader {
+	FILE *f;
+	const char *path;
+	int line, section_line;
+	struct config *c;
+	struct policy_conf *pc;
+	char section[INI_MAX_LINE]; /* as inih reports it; "" before any */
+	bool in_section;
+	char *err;
+	size_t errlen;
+	bool failed;
+};
+
+static void fail_at(struct loader *l, int line, const char *msg)
 {
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		s[--n] = 0;
-	return s;
+	if (l->failed)
+		return;
+	l->failed = true;
+	snprintf(l->err, l->errlen, "%s:%d: %s", l->path, line, msg);
 }
 
-int config_load_file(struct config *c, const char *path, char *err, size_t len)
+/* The section that just ended is complete? */
+static void end_section(struct loader *l)
 {
-	FILE *f = fopen(path, "re");
-	if (!f) {
+	char why[512];
+	if (l->in_section && policy_conf_end_section(l->pc, l->section, why, sizeof(why)))
+		fail_at(l, l->line, why);
+}
+
+static char *reader(char *str, int num, void *stream)
+{
+	struct loader *l = stream;
+	if (l->failed || !fgets(str, num, l->f))
+		return NULL;
+	l->line++;
+	if (!strchr(str, '\n') && !feof(l->f)) {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "line too long (at most %d characters)", num - 2);
+		fail_at(l, l->line, msg);
+		return NULL;
+	}
+	const char *s = str;
+	while (isspace((unsigned char)*s))
+		s++;
+	if (*s == '[') {
+		/* the section before ends here; its own line is where errors about it point */
+		int line = l->line;
+		l->line = l->section_line;
+		end_section(l);
+		l->line = line;
+		const char *close = strchr(s, ']');
+		char name[INI_MAX_LINE], why[512];
+		if (!close) {
+			fail_at(l, l->line, "a section header needs its closing ']'");
+			return NULL;
+		}
+		snprintf(name, sizeof(name), "%.*s", (int)(close - s - 1), s + 1);
+		l->section_line = l->line;
+		snprintf(l->section, sizeof(l->section), "%s", name);
+		if (policy_conf_section(l->pc, name, l->line, why, sizeof(why))) {
+			fail_at(l, l->line, why);
+			return NULL;
+		}
+		l->in_section = true;
+	}
+	return l->failed ? NULL : str;
+}
+
+static int handler(void *user, const char *section, const char *key, const char *value)
+{
+	struct loader *l = user;
+	if (l->failed)
+		return 0;
+	/* "value   # comment": a '#' after blank space starts a comment, as at a line start */
+	char v[INI_MAX_LINE];
+	snprintf(v, sizeof(v), "%s", value);
+	for (char *h = strchr(v, '#'); h; h = strchr(h + 1, '#'))
+		if (h > v && isspace((unsigned char)h[-1])) {
+			*h = 0;
+			break;
+		}
+	size_t n = strlen(v);
+	while (n && isspace((unsigned char)v[n - 1]))
+		v[--n] = 0;
+	char why[512];
+	int rc;
+	char type[16] = "";
+	sscanf(section, " %15s", type);
+	if (!section[0] || !strcmp(type, "daemon")) {
+		rc = config_set(l->c, key, v, why, sizeof(why));
+		if (rc && !strncmp(why, "unknown setting", 15))
+			snprintf(why, sizeof(why), "unknown key '%s'%s", key,
+			         section[0] ? " in [daemon]"
+			                    : " (daemon settings; or is a [section] "
+			                      "missing?)");
+	} else {
+		rc = policy_conf_key(l->pc, section, key, v, why, sizeof(why));
+	}
+	if (rc) {
+		fail_at(l, l->line, why);
+		return 0;
+	}
+	return 1;
+}
+
+int config_load_file(struct config *c, struct policy_conf *pc, const char *path, char *err,
+                     size_t len)
+{
+	struct loader l = {.path = path, .c = c, .pc = pc, .err = err, .errlen = len};
+	l.f = fopen(path, "re");
+	if (!l.f) {
 		snprintf(err, len, "%s: %s", path, strerror(errno));
 		return -1;
 	}
-	char line[PATH_MAX + 128];
-	int lineno = 0, rc = 0;
-	while (fgets(line, sizeof(line), f)) {
-		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			snprintf(err, len, "%s:%d: line too long", path, lineno);
-			rc = -1;
-			break;
-		}
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = 0;
-		char *s = trim(line);
-		if (!*s)
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(err, len, "%s:%d: expected 'key = value'", path, lineno);
-			rc = -1;
-			break;
-		}
-		*eq = 0;
-		char *key = trim(s), *val = trim(eq + 1), why[256];
-		if (config_set(c, key, val, why, sizeof(why))) {
-			snprintf(err, len, "%s:%d: %s", path, lineno, why);
-			rc = -1;
-			break;
+	int rc = ini_parse_stream(reader, &l, handler, &l);
+	if (!l.failed && rc > 0)
+		fail_at(&l, rc, "expected 'key = value' or a [section] header");
+	if (!l.failed && rc < 0)
+		fail_at(&l, l.line, "cannot parse (out of memory)");
+	if (!l.failed) {
+		l.line = l.section_line;
+		end_section(&l);
+	}
+	fclose(l.f);
+	return l.failed ? -1 : 0;
+}
+
+int config_build_all(struct config *out, struct policy_conf **pcout, const char *file,
+                     const struct config_override *ov, int nov, char *err, size_t len)
+{
+	static struct config c; /* large (run_dirs): keep it off the stack */
+	config_defaults(&c);
+	struct policy_conf *pc = policy_conf_new();
+	if (!pc) {
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	if (file && config_load_file(&c, pc, file, err, len))
+		goto fail;
+	for (int i = 0; i < nov; i++) {
+		char why[256];
+		if (config_set(&c, ov[i].key, ov[i].value, why, sizeof(why))) {
+			snprintf(err, len, "--%s: %s", ov[i].key, why);
+			goto fail;
 		}
 	}
-	fclose(f);
-	return rc;
+	pc->dry_run = c.policy_dry_run;
+	pc->check_interval_ms = (uint64_t)c.check_interval_ms;
+	*out = c;
+	if (pcout)
+		*pcout = pc;
+	else
+		policy_conf_free(pc);
+	return 0;
+fail:
+	policy_conf_free(pc);
+	return -1;
 }
 
 int config_build(struct config *out, const char *file, const struct config_override *ov, int nov,
                  char *err, size_t len)
 {
-	static struct config c; /* large (run_dirs): keep it off the stack */
-	config_defaults(&c);
-	if (file && config_load_file(&c, file, err, len))
-		return -1;
-	for (int i = 0; i < nov; i++) {
-		char why[256];
-		if (config_set(&c, ov[i].key, ov[i].value, why, sizeof(why))) {
-			snprintf(err, len, "--%s: %s", ov[i].key, why);
-			return -1;
-		}
-	}
-	*out = c;
-	return 0;
+	return config_build_all(out, NULL, file, ov, nov, err, len);
 }

@@ -42,6 +42,8 @@ struct config {
 	int history_sample_ms;     /* sample period of the history (0: no history) */
 	int64_t history_max_bytes; /* bound on the memory of every process's history */
 	int history_events;        /* events kept on the timeline */
+	bool policy_dry_run;       /* every policy only logs what it would do */
+	int check_interval_ms;     /* free/idle policies look at processes this often */
 };
 
 /* One "key = value" setting, as given on the command line. */
@@ -53,9 +55,16 @@ struct config_override {
 void config_defaults(struct config *c);
 /* Apply one setting; returns 0, or -1 with a message in err. */
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
-/* Read a file of "key = value" lines ('#' comments); -1 with "file:line: message" in err. */
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
-/* defaults + file (if any) + overrides, into c (left untouched on error). */
+/* Read a configuration file: daemon settings ("key = value" before any section or in
+ * [daemon]), [profile NAME] and [policy NAME] sections into pc ('#' or ';' comments).
+ * -1 with "file:line: message" in err. */
+struct policy_conf;
+int config_load_file(struct config *c, struct policy_conf *pc, const char *path, char *err,
+                     size_t errlen);
+/* defaults + file (if any) + overrides, into c and a new *pc (both left untouched on
+ * error; pc may be NULL: the profiles and policies are checked, then dropped). */
+int config_build_all(struct config *c, struct policy_conf **pc, const char *file,
+                     const struct config_override *ov, int nov, char *err, size_t errlen);
 int config_build(struct config *c, const char *file, const struct config_override *ov, int nov,
                  char *err, size_t errlen);
 

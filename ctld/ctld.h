@@ -14,6 +14,7 @@
 
 #include "audit.h"
 #include "config.h"
+#include "policy.h"
 #include "procfs.h"
 #include "segment.h"
 
@@ -66,6 +67,7 @@ struct proc {
 	int refs;               /* the list holds one; each command target holds one */
 	bool gone;              /* removed from the list (exited or stale) */
 	bool busy;              /* a command of ours holds its mailbox */
+	struct pol_proc *pol;   /* policy.c: its profile, cgroup, time-policy state */
 	struct hist_proc *hist; /* its history (timeline.c), NULL until the first sample */
 	uint64_t hist_tick;     /* the sample tick it was last swept in */
 	/* a process whose seqlock stays odd: listed as unreadable with its last good totals,
@@ -136,6 +138,9 @@ struct ctld {
 	struct audit audit;
 	/* timeline.c: history and events (NULL when history is off) */
 	struct timeline *tl;
+
+	/* policy.c */
+	struct policy_engine *policy;
 };
 
 /* discover.c */

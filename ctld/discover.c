@@ -122,6 +122,7 @@ static void forget(struct ctld *d, struct proc *p, const char *why)
 {
 	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, proc_name(p), why);
 	timeline_proc_gone(d, p, why);
+	policy_proc_removed(d, p);
 	TAILQ_REMOVE(&d->procs, p, link);
 	struct proc **pp = &g.hash[bucket(p->seg.hdr.pid)];
 	while (*pp && *pp != p)
@@ -344,6 +345,7 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	d->nprocs++;
 	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p), proc_uid(p),
 	         dir->path);
+	policy_proc_added(d, p); /* its profile, as early as possible */
 }
 
 /* A left-over "liballoc.<pid>.tmp" of a process that died while creating its segment. */

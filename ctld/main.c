@@ -68,13 +68,30 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(d->base);
 }
 
+/* The reload in the audit trail: who cannot be known (a signal), what can. */
+static void audit_reload(struct ctld *d, bool ok, const char *msg)
+{
+	struct audit_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.trigger = AUDIT_T_config;
+	ev.peer_uid = -1;
+	snprintf(ev.actor, sizeof(ev.actor), "SIGHUP");
+	ev.action = AUDIT_A_reload;
+	ev.result = ok ? AUDIT_R_ok : AUDIT_R_failed;
+	snprintf(ev.message, sizeof(ev.message), "%s", msg);
+	audit_record(&d->audit, &ev);
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct ctld *d = arg;
 	static struct config c;
 	char err[512];
-	if (config_build(&c, d->config_file, d->overrides, d->noverrides, err, sizeof(err))) {
+	struct policy_conf *pc = NULL;
+	if (config_build_all(&c, &pc, d->config_file, d->overrides, d->noverrides, err,
+	                     sizeof(err))) {
 		log_error("reload failed, keeping the current settings: %s", err);
+		audit_reload(d, false, err);
 		return;
 	}
 	if (strcmp(c.socket, d->cfg.socket) || strcmp(c.listen, d->cfg.listen) ||
@@ -86,10 +103,17 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	d->cfg = c;
 	log_level = c.log_level;
 	audit_configure(&d->audit, (size_t)c.audit_ring, c.audit_journal);
+	char msg[160];
+	snprintf(msg, sizeof(msg), "%s: %d profiles, %d policies",
+	         d->config_file ? d->config_file : "(no file)", pc->nprofiles, pc->npolicies);
+	audit_reload(d, true, msg);
+	int nprofiles = pc->nprofiles, npolicies = pc->npolicies;
 	discover_reconfigure(d);
 	timeline_reconfigure(d);
-	log_info("configuration reloaded (%d run directories configured, %d processes)",
-	         c.nrun_dirs, d->nprocs);
+	policy_reconfigure(d, pc);
+	log_info("configuration reloaded (%d run directories configured, %d processes, %d "
+	         "profiles, %d policies)",
+	         c.nrun_dirs, d->nprocs, nprofiles, npolicies);
 }
 
 /* The ready file, written through a descriptor of its directory: a new file under a random
@@ -279,14 +303,18 @@ int main(int argc, char **argv)
 	}
 	struct ctld *d = &daemon_state;
 	char err[512];
-	if (config_build(&d->cfg, config_file, overrides, noverrides, err, sizeof(err))) {
+	struct policy_conf *pc = NULL;
+	if (config_build_all(&d->cfg, &pc, config_file, overrides, noverrides, err, sizeof(err))) {
 		fprintf(stderr, "allocctld: %s\n", err);
 		return 2;
 	}
 	if (check) {
-		printf("configuration ok: socket %s, listen %s, %d run directories%s\n",
+		printf("configuration ok: socket %s, listen %s, %d run directories%s, %d "
+		       "profiles, %d policies%s\n",
 		       d->cfg.socket, d->cfg.listen, d->cfg.nrun_dirs,
-		       d->cfg.default_dirs ? " + /dev/shm/liballoc-<uid>" : "");
+		       d->cfg.default_dirs ? " + /dev/shm/liballoc-<uid>" : "", pc->nprofiles,
+		       pc->npolicies, d->cfg.policy_dry_run ? " (dry run)" : "");
+		policy_conf_free(pc);
 		return 0;
 	}
 	d->config_file = config_file;
@@ -336,6 +364,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	int rc = 1;
+	/* before discovery: processes found at start get their profiles */
+	if (policy_init(d, pc)) {
+		log_error("out of memory for the policies");
+		goto out;
+	}
 	if ((d->cfg.history_sample_ms && timeline_init(d)) || discover_init(d) || control_init(d) ||
 	    http_init(d))
 		goto out;
@@ -346,6 +379,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	commands_shutdown(d);
+	policy_shutdown(d);
 	http_shutdown(d);
 	control_shutdown(d);
 	timeline_shutdown(d);

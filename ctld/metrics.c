@@ -64,7 +64,17 @@ static const struct counter_desc class_stats[] = {
 #define NCLASS_STATS ((int)(sizeof(class_stats) / sizeof(class_stats[0])))
 
 /* family numbers: process totals, per arena, per class, then the fixed ones */
-enum { F_TUNABLE = 0, F_RSS, F_THREADS, F_ARENAS, F_CONTROL, F_UNREADABLE, F_INFO, F_FIXED };
+enum {
+	F_TUNABLE = 0,
+	F_RSS,
+	F_THREADS,
+	F_ARENAS,
+	F_CONTROL,
+	F_UNREADABLE,
+	F_INFO,
+	F_PROFILE,
+	F_FIXED
+};
 #define F_TOTAL0 0
 #define F_ARENA0 (F_TOTAL0 + NCOUNTERS)
 #define F_CLASS0 (F_ARENA0 + NCOUNTERS)
@@ -167,6 +177,9 @@ static bool fam_head(struct scrape *s, int f)
 		                {"liballoc_process_info",
 		                 "Identity of the process from /proc: the name it was run as and "
 		                 "the segment's owner"},
+		        [F_PROFILE] = {"liballoc_process_profile_info",
+		                       "The profile allocctld applied to the process (always 1; no "
+		                       "series: none)"},
 		};
 		family_head(b, "", fixed[f - F_OTHER0].name, "", "gauge", fixed[f - F_OTHER0].help,
 		            "");
@@ -250,6 +263,13 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		                    x->labels, name, p->seg.uid);
 		break;
 	}
+	case F_PROFILE: {
+		const char *profile = policy_proc_profile(p); /* names need no escaping */
+		if (profile)
+			evbuffer_add_printf(b, "liballoc_process_profile_info{%s,profile=\"%s\"} 1\n",
+			                    x->labels, profile);
+		break;
+	}
 	}
 	return false;
 }
@@ -299,6 +319,7 @@ static void write_own(struct scrape *s)
 	}
 	audit_write_metrics(&d->audit, b);
 	timeline_write_metrics(d, b);
+	policy_write_metrics(d, b);
 }
 
 static int json_to_evbuffer(const char *buf, size_t size, void *data)

@@ -6,8 +6,8 @@ CTLD_OBJS := $(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(CTLD_SRCS))
 CTLD_READER_OBJS := $(BUILD)/obj/ctld/segment.o $(BUILD)/obj/ctld/procfs.o $(BUILD)/obj/ctld/units.o
 CTLD_LIB_OBJS := $(filter-out $(BUILD)/obj/ctld/main.o,$(CTLD_OBJS))
 # libraries of the daemon's modules: the loop, the protocol, the journal (audit.c), JSON
-# (dashboard.c)
-CTLD_LIBS := $(EVENT_LIBS) $(PROTOBUF_LIBS) $(SYSTEMD_LIBS) $(JANSSON_LIBS)
+# (dashboard.c), the configuration file's sections (config.c)
+CTLD_LIBS := $(EVENT_LIBS) $(PROTOBUF_LIBS) $(SYSTEMD_LIBS) $(JANSSON_LIBS) $(INIH_LIBS)
 
 $(CTLD_OBJS): EXTRA_CFLAGS := $(EVENT_CFLAGS) $(PROTOBUF_CFLAGS) $(JANSSON_CFLAGS)
 $(CTLD_OBJS): $(PROTO_GEN_H)

@@ -131,6 +131,9 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	pi->has_rss_bytes = true;
 	pi->rss_bytes = s->rss_bytes;
 	pi->control = (char *)seg_control_name(h->control_state);
+	const char *profile = policy_proc_profile(s->p);
+	if (profile && !(pi->profile = pool_strdup(pl, profile)))
+		return NULL;
 	return pi;
 }
 
@@ -571,6 +574,23 @@ static void handle_log(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	pool_free(&pl);
 }
 
+static void handle_policy(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	struct pool pl;
+	pool_init(&pl);
+	Ctl__Reply r;
+	Ctl__PolicyReply pr = CTL__POLICY_REPLY__INIT;
+	reply_init(&r, env);
+	r.policy = &pr;
+	if (policy_reply(d, conn_uid(c), &pl, &pr)) {
+		reply_init(&r, env);
+		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
+		r.message = "out of memory";
+	}
+	conn_send_reply(c, &r);
+	pool_free(&pl);
+}
+
 bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 {
 	switch (env->payload_case) {
@@ -601,6 +621,9 @@ bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 		return false;
 	case CTL__ENVELOPE__PAYLOAD_HISTORY:
 		return timeline_request(d, c, env);
+	case CTL__ENVELOPE__PAYLOAD_POLICY:
+		handle_policy(d, c, env);
+		return false;
 	default:
 		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_REQUEST,
 		            "unknown or missing request type");

@@ -677,7 +677,7 @@ int seg_mb_submit(struct seg *s, const struct seg_cmd *c, uint64_t seq)
 	}
 	mb->seq = seq;
 	mb->command = c->command;
-	mb->flags = 0;
+	mb->flags = c->flags;
 	memset(mb->name, 0, sizeof(mb->name));
 	memcpy(mb->name, c->name, strnlen(c->name, LA_NAME_MAX - 1));
 	mb->value = c->value;

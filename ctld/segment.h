@@ -119,6 +119,7 @@ int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid);
 /* ---- the mailbox ------------------------------------------------------------------------ */
 struct seg_cmd {
 	uint32_t command; /* la_command_id */
+	uint32_t flags;   /* LA_MB_* request flags */
 	char name[LA_NAME_MAX];
 	int64_t value;
 	uint64_t arg;

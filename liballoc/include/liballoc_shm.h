@@ -168,7 +168,8 @@ enum la_tunable_id {
 struct la_shm_tunable {
 	int64_t value;
 	uint32_t explicitly_set; /* set by env, mallopt or a command (not the default) */
-	uint32_t reserved;
+	uint32_t by_policy;      /* 1: that setting came from allocctld's profile or policy
+	                          * (a set with LA_MB_FROM_POLICY), not from an operator */
 };
 
 /* ---- Commands -------------------------------------------------------------------------
@@ -222,6 +223,9 @@ enum la_mailbox_state {
 	LA_MB_DONE = 3,
 	LA_MB_CANCELLED = 4,
 };
+
+/* Request flags (la_mailbox.flags). */
+#define LA_MB_FROM_POLICY 1u /* set: on behalf of allocctld's profile or policy */
 
 struct la_mailbox {
 	uint32_t state;           /* la_mailbox_state; futex word the control thread waits on */

@@ -140,6 +140,10 @@ void control_execute(struct la_mailbox *mb)
 				set_reason(mb, reason, NULL);
 				break;
 			}
+			if (mb->flags & LA_MB_FROM_POLICY) {
+				tun_by_policy[id] = 1;
+				shm_publish_tunables();
+			}
 		}
 		mb->value_out = TUN_ID(id);
 		break;

@@ -124,6 +124,7 @@ void shm_publish_tunables(void)
 	for (int i = 0; i < LA_NTUNABLES; i++) {
 		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);
 		t[i].explicitly_set = tun_explicit[i];
+		t[i].by_policy = tun_by_policy[i];
 	}
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }

@@ -24,6 +24,7 @@ int64_t tun_values[LA_NTUNABLES] = {
 #undef TUN_X_VAL
 };
 uint8_t tun_explicit[LA_NTUNABLES];
+uint8_t tun_by_policy[LA_NTUNABLES];
 
 extern char **environ;
 
@@ -247,6 +248,7 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
 	if (from_user) {
 		tun_explicit[id] = 1;
+		tun_by_policy[id] = 0; /* the caller marks a profile's or policy's set */
 		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until
 		 * mmap_dynamic is set again. */
 		if (id == LA_TUNABLE_mmap_threshold || id == LA_TUNABLE_trim_threshold ||

@@ -20,6 +20,8 @@ struct tun_def {
 extern const struct tun_def tun_defs[LA_NTUNABLES];
 extern int64_t tun_values[LA_NTUNABLES];
 extern uint8_t tun_explicit[LA_NTUNABLES];
+/* 1: the explicit setting came from allocctld's profile or policy (LA_MB_FROM_POLICY) */
+extern uint8_t tun_by_policy[LA_NTUNABLES];
 
 #define TUN(name)  __atomic_load_n(&tun_values[LA_TUNABLE_##name], __ATOMIC_RELAXED)
 #define TUN_ID(id) __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED)

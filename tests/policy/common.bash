@@ -28,6 +28,7 @@ pol_teardown() {
 	done
 	POL_PIDS=()
 	stop_daemon
+	remove_cgroups
 	local bad=0
 	if [ -n "${P:-}" ] && [ -f "$P/ctld.log" ] && grep -q 'Sanitizer' "$P/ctld.log"; then
 		cat "$P/ctld.log" >&2
@@ -99,3 +100,59 @@ start_nobody_sleeper() {
 }
 
 metrics() { curl -sf "http://$HTTP/metrics"; }
+
+PRESSURE_SVC="$BUILD/tests/pressure_svc"
+
+# make_cgroup LIMIT: a memory cgroup of the test's own under this process's memory cgroup
+# (v1 memory controller, or v2 where it has one); sets CG (directory), CG_REL (path inside
+# the hierarchy) and CG_VER. Skips where no memory cgroup can be made (not root).
+make_cgroup() {
+	[ "$(id -u)" = 0 ] || skip "needs root to make a memory cgroup"
+	local rel v1 v2
+	rel=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+	v1=$(awk '$9 == "cgroup" && $NF ~ /(^|,)memory(,|$)/ {print $5; exit}' /proc/self/mountinfo)
+	if [ -n "$rel" ] && [ -n "$v1" ]; then
+		CG_VER=1
+		CG_REL="${rel%/}/allocctl-policy-test.$$.$BATS_TEST_NUMBER"
+		CG="$v1$CG_REL"
+	else
+		v2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+		rel=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+		[ -n "$v2" ] && grep -qw memory "$v2/cgroup.controllers" 2>/dev/null ||
+			skip "no memory cgroup hierarchy on this host"
+		CG_VER=2
+		CG_REL="${rel%/}/allocctl-policy-test.$$.$BATS_TEST_NUMBER"
+		CG="$v2$CG_REL"
+		grep -qw memory "$(dirname "$CG")/cgroup.subtree_control" ||
+			skip "the memory controller is not enabled for children of $(dirname "$CG")"
+	fi
+	mkdir "$CG"
+	echo "$CG" >>"$P/cgroups"
+	if [ "$CG_VER" = 1 ]; then echo "$1" >"$CG/memory.limit_in_bytes"; else echo "$1" >"$CG/memory.max"; fi
+}
+
+oom_kills() {
+	if [ "$CG_VER" = 1 ]; then awk '$1 == "oom_kill" {print $2}' "$CG/memory.oom_control"
+	else awk '$1 == "oom_kill" {print $2}' "$CG/memory.events"; fi
+}
+
+# in_cgroup CMD...: run CMD (exec) inside $CG.
+in_cgroup() { sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@"; }
+
+# start_in_cgroup OUT CMD...: the same in the background, output to OUT; BG_PID is CMD's
+# own pid (the shell execs it) and is killed at teardown.
+start_in_cgroup() {
+	local out=$1
+	shift
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@" >"$out" 3>&- &
+	BG_PID=$!
+	POL_PIDS+=("$BG_PID")
+}
+
+remove_cgroups() {
+	[ -f "${P:-/nonexistent}/cgroups" ] || return 0
+	local c
+	while read -r c; do
+		for _ in $(seq 100); do rmdir "$c" 2>/dev/null && break; [ -d "$c" ] || break; sleep 0.05; done
+	done <"$P/cgroups"
+}

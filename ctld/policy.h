@@ -1,0 +1,121 @@
+/* policy.h — allocctld acting on its own: profiles applied to processes as they are found,
+ * and [policy NAME] sections that release memory when the kernel reports pressure (PSI,
+ * a cgroup's usage against its limit, cgroup v2 memory events) or when a process has held
+ * free memory, or been idle, for a while. A policy runs an escalation ladder (flush,
+ * release, trim, then optionally a lower decay_ms for a hold period) on the processes it
+ * covers, largest reclaimable first, and stops when enough came back. Every action goes
+ * through commands.c (so it is audited) under the policy's or profile's name.
+ *
+ * policy_conf.c parses and validates the sections; policy.c runs them on the loop. */
+#ifndef CTLD_POLICY_H
+#define CTLD_POLICY_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile.h"
+
+struct ctld;
+struct proc;
+struct proc_snap;
+
+enum policy_on {
+	POLICY_ON_PSI,    /* a PSI trigger (host, or a cgroup v2 memory.pressure) */
+	POLICY_ON_CGROUP, /* a cgroup's usage against its limit (v1 thresholds, v2 events) */
+	POLICY_ON_FREE,   /* a process holding more than `above` free resident for `for` */
+	POLICY_ON_IDLE,   /* a process with no allocator activity for `for` */
+};
+
+enum policy_rung { RUNG_FLUSH, RUNG_RELEASE, RUNG_TRIM, RUNG_DECAY, RUNG_MAX };
+
+/* A threshold: bytes, or a share of the cgroup's limit in parts per million. */
+struct policy_level {
+	uint64_t bytes;
+	uint32_t ppm;
+};
+
+struct policy {
+	char name[PROFILE_NAME_MAX];
+	int line; /* of its [policy NAME] header */
+	enum policy_on on;
+	bool on_given;
+	/* psi */
+	char psi_file[PATH_MAX]; /* default /proc/pressure/memory */
+	bool psi_full, psi_given;
+	uint64_t psi_stall_us, psi_window_us;
+	uint64_t min_available; /* psi: act only while MemAvailable is below this (0: always) */
+	/* cgroup */
+	char cgroup[PATH_MAX]; /* "" (auto): each covered process's own memory cgroup */
+	struct policy_level high, low;
+	bool high_given, low_given;
+	/* free / idle */
+	uint64_t above;  /* free: free resident bytes */
+	uint64_t for_ms; /* free / idle: how long */
+	/* which processes */
+	char profile[PROFILE_NAME_MAX]; /* "": any */
+	bool scope_all;                 /* pressure: every process, not only the cgroup's */
+	/* the ladder */
+	enum policy_rung rungs[RUNG_MAX];
+	int nrungs;
+	int64_t decay_ms; /* the decay rung's value */
+	uint64_t hold_ms; /* ... held this long, then reverted by the process itself */
+	uint64_t goal;    /* release this much (0: psi all reclaimable; cgroup: down to low) */
+	uint64_t min_interval_ms;
+	uint32_t cpu_budget_ppm; /* of one core, for the commands' time; 0: no budget */
+	bool dry_run;
+};
+
+struct policy_conf {
+	struct profile *profiles;
+	int nprofiles;
+	struct policy *policies;
+	int npolicies;
+	bool dry_run;               /* [daemon] policy_dry_run: every policy only logs */
+	uint64_t check_interval_ms; /* free/idle policies: how often processes are looked at */
+};
+
+/* ---- policy_conf.c --------------------------------------------------------------------- */
+struct policy_conf *policy_conf_new(void);
+void policy_conf_free(struct policy_conf *pc);
+/* A section header's contents ("profile redis", "policy oom-guard"): begin that section.
+ * 0, or -1 with a message (unknown section type, duplicate name). */
+int policy_conf_section(struct policy_conf *pc, const char *section, int line, char *err,
+                        size_t errlen);
+/* One key of the current [profile]/[policy] section. 0, or -1 with a message. */
+int policy_conf_key(struct policy_conf *pc, const char *section, const char *key, const char *value,
+                    char *err, size_t errlen);
+/* The section just ended: check it is complete and consistent (a policy with no action,
+ * low above high, a cgroup that does not exist...). 0, or -1 with a message. */
+int policy_conf_end_section(struct policy_conf *pc, const char *section, char *err, size_t errlen);
+const char *policy_on_name(enum policy_on on);
+const char *policy_rung_name(enum policy_rung r);
+/* Resolve a level against a limit (UINT64_MAX: none -> 0 for shares). */
+uint64_t policy_level_bytes(const struct policy_level *l, uint64_t limit);
+
+/* ---- policy.c ---------------------------------------------------------------------------- */
+/* Start with a configuration (taken over; NULL: none). 0, or -1. */
+int policy_init(struct ctld *d, struct policy_conf *pc);
+/* A new configuration (SIGHUP): watchers are rebuilt, profiles re-matched and applied
+ * (never over a value set live since). pc is taken over; the old one is freed. */
+void policy_reconfigure(struct ctld *d, struct policy_conf *pc);
+void policy_shutdown(struct ctld *d);
+/* discover.c: a process was found (apply its profile), or is gone. */
+void policy_proc_added(struct ctld *d, struct proc *p);
+void policy_proc_removed(struct ctld *d, struct proc *p);
+/* The profile of a process (NULL: none), for ps, stats and /metrics. */
+const char *policy_proc_profile(const struct proc *p);
+/* The daemon's policy families for /metrics: profile applications and their delay from
+ * exec, per policy events, runs, deferrals, bytes and the time from event to done. */
+struct evbuffer;
+void policy_write_metrics(struct ctld *d, struct evbuffer *b);
+/* The PolicyReply of `allocctl profiles/policies` for a client of this uid (the pids it
+ * may see), allocated from pl. 0, or -1 when out of memory. */
+struct pool;
+struct Ctl__PolicyReply;
+int policy_reply(struct ctld *d, uid_t uid, struct pool *pl, struct Ctl__PolicyReply *r);
+/* The bytes flush, release and trim would give back now, from a snapshot. */
+uint64_t policy_reclaimable(const struct proc_snap *s);
+
+#endif

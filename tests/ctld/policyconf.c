@@ -1,0 +1,299 @@
+/* policyconf.c — unit tests of the sectioned configuration (ctld/config.c through inih,
+ * ctld/policy_conf.c) and of profile matching (ctld/profile.c): every refusal names its
+ * line and what would be valid; a good file yields the profiles and policies it says. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "policy.h"
+#include "pressure.h"
+#include "units.h"
+
+static char path[64];
+
+static void write_conf(const char *text)
+{
+	snprintf(path, sizeof(path), "/tmp/ctld-policyconf.XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* Load text; returns the policy conf (NULL on error, with the error in err). */
+static struct policy_conf *load(const char *text, char *err, size_t len)
+{
+	write_conf(text);
+	struct config c;
+	struct policy_conf *pc = NULL;
+	int rc = config_build_all(&c, &pc, path, NULL, 0, err, len);
+	unlink(path);
+	return rc ? NULL : pc;
+}
+
+static void refused(const char *text, int line, const char *what)
+{
+	char err[512] = "";
+	struct policy_conf *pc = load(text, err, sizeof(err));
+	cr_assert_null(pc, "accepted:\n%s", text);
+	char want[96];
+	snprintf(want, sizeof(want), "%s:%d: ", path, line);
+	cr_assert(strstr(err, want) == err, "'%s' does not start with '%s'", err, want);
+	cr_assert(strstr(err, what), "'%s' does not say '%s'", err, what);
+}
+
+static int64_t tun(const char *name)
+{
+	return (int64_t)(tunable_find(name) - tunable_table);
+}
+
+Test(policyconf, a_good_file_gives_its_daemon_settings_profiles_and_policies)
+{
+	char err[512] = "";
+	struct policy_conf *pc = load("# old-style settings before any section still work\n"
+	                              "log_level = debug\n"
+	                              "[daemon]\n"
+	                              "rescan_ms = 700   # a comment after blank space\n"
+	                              "policy_dry_run = no\n"
+	                              "\n"
+	                              "[profile redis]\n"
+	                              "exe = */redis-server\n"
+	                              "cgroup = /system.slice/redis*.service\n"
+	                              "decay_ms = 1s\n"
+	                              "tcache_max_bytes = 64K\n"
+	                              "; another comment\n"
+	                              "[profile batch]\n"
+	                              "uid = 0\n"
+	                              "cmdline = --batch( |$)\n"
+	                              "madvise_throttle = off\n"
+	                              "[policy guard]\n"
+	                              "on = cgroup\n"
+	                              "high = 85%\n"
+	                              "actions = flush, release, trim, decay\n"
+	                              "hold = 2m\n"
+	                              "decay_ms = 200ms\n"
+	                              "min_interval = 500ms\n"
+	                              "cpu_budget = 5%\n"
+	                              "[policy psi]\n"
+	                              "on = psi\n"
+	                              "psi = full 50ms 1s\n"
+	                              "min_available = 1G\n"
+	                              "profile = redis\n"
+	                              "actions = trim\n"
+	                              "dry_run = yes\n"
+	                              "[policy idle]\n"
+	                              "on = idle\n"
+	                              "for = 30s\n"
+	                              "actions = release trim\n",
+	                              err, sizeof(err));
+	cr_assert_not_null(pc, "%s", err);
+	cr_assert_eq(pc->nprofiles, 2);
+	cr_assert_str_eq(pc->profiles[0].name, "redis");
+	cr_assert_eq(pc->profiles[0].nset, 2);
+	cr_assert_eq(pc->profiles[0].set[0].tunable, tun("decay_ms"));
+	cr_assert_eq(pc->profiles[0].set[0].value, 1000);
+	cr_assert_eq(pc->profiles[0].set[1].value, 65536);
+	cr_assert_eq(pc->profiles[0].line, 7);
+	cr_assert_eq(pc->profiles[1].set[0].value, 0);
+	cr_assert_eq(pc->npolicies, 3);
+	const struct policy *g = &pc->policies[0];
+	cr_assert_eq(g->on, POLICY_ON_CGROUP);
+	cr_assert_eq(g->high.ppm, 850000);
+	cr_assert_eq(g->low.ppm, 750000, "low defaults to 10 points under high");
+	cr_assert_eq(g->nrungs, 4);
+	cr_assert_eq(g->rungs[3], RUNG_DECAY);
+	cr_assert_eq(g->hold_ms, 120000);
+	cr_assert_eq(g->decay_ms, 200);
+	cr_assert_eq(g->min_interval_ms, 500);
+	cr_assert_eq(g->cpu_budget_ppm, 50000);
+	const struct policy *p = &pc->policies[1];
+	cr_assert(p->psi_full);
+	cr_assert_eq(p->psi_stall_us, 50000);
+	cr_assert_eq(p->psi_window_us, 1000000);
+	cr_assert_eq(p->min_available, 1u << 30);
+	cr_assert_str_eq(p->profile, "redis");
+	cr_assert(p->dry_run);
+	cr_assert_eq(pc->policies[2].nrungs, 2);
+	cr_assert_eq(policy_level_bytes(&g->high, 1000000000), 850000000);
+	policy_conf_free(pc);
+}
+
+Test(policyconf, an_unknown_key_is_refused_with_its_line)
+{
+	refused("[profile a]\nname = x\ndecay_ms = 1s\nfrobnicate = 3\n", 4,
+	        "unknown key 'frobnicate' in [profile a]");
+	refused("[policy p]\non = idle\nfor = 1s\nactions = trim\nwhen = now\n", 5,
+	        "unknown key 'when' in [policy p]");
+	refused("log_level = info\nno_such_setting = 1\n", 2, "unknown key 'no_such_setting'");
+	refused("[daemon]\nrescan_ms = 5\n", 2, "rescan_ms: bad value '5'");
+	refused("[mystery]\n", 1, "unknown section [mystery]");
+	refused("[profile]\nname = x\n", 1, "a profile needs a name");
+	refused("[profile a]\nname = x\ndecay_ms = 1s\n[profile a]\nname = y\ndecay_ms = 1s\n", 4,
+	        "profile a is defined twice (first on line 1)");
+	refused("[profile a]\nthis is not a key\n", 2, "expected 'key = value' or a [section]");
+}
+
+Test(policyconf, an_impossible_threshold_is_refused_with_its_line)
+{
+	refused("[policy p]\non = cgroup\nhigh = 150%\nactions = trim\n", 3, "between 0% and 100%");
+	refused("[policy p]\non = cgroup\nhigh = 80%\nlow = 90%\nactions = trim\n", 1,
+	        "low must be below high");
+	refused("[policy p]\non = cgroup\nhigh = 1G\nlow = 2G\nactions = trim\n", 1,
+	        "low must be below high");
+	refused("[policy p]\non = psi\npsi = some 3s 2s\nactions = trim\n", 3, "is impossible");
+	refused("[policy p]\non = psi\npsi = some 10ms 100ms\nactions = trim\n", 3,
+	        "window must be 500ms..10s");
+	refused("[policy p]\non = free\nabove = 0\nfor = 1s\nactions = trim\n", 1, "needs above =");
+	refused("[policy p]\non = cgroup\nhigh = 0\nactions = trim\n", 3,
+	        "0 bytes is no threshold");
+	refused("[profile a]\nname = x\nmmap_threshold = 64G\n", 3, "out of range");
+	refused("[policy p]\non = idle\nfor = 1s\nactions = trim\ndecay_ms = 2h\n", 5,
+	        "decay_ms: 7200000 ms is out of range");
+}
+
+Test(policyconf, a_cgroup_that_does_not_exist_is_refused_with_its_line)
+{
+	char rel[128];
+	snprintf(rel, sizeof(rel), "/no-such-cgroup-%d", (int)getpid());
+	char text[512];
+	snprintf(text, sizeof(text),
+	         "[daemon]\nlog_level = info\n\n[policy p]\non = cgroup\ncgroup = %s\nhigh = "
+	         "90%%\nactions = trim\n",
+	         rel);
+	refused(text, 4, "does not exist");
+	refused("[policy p]\non = cgroup\ncgroup = relative/path\nhigh = 90%\nactions = trim\n", 3,
+	        "must be auto or a path");
+}
+
+Test(policyconf, a_policy_with_no_action_is_refused_with_its_line)
+{
+	refused("[profile a]\nname = x\ndecay_ms = 1s\n\n[policy p]\non = idle\nfor = 10s\n", 5,
+	        "policy p has no action");
+	/* ... also when another section follows it */
+	refused("[policy p]\non = idle\nfor = 10s\n[profile a]\nname = x\ndecay_ms = 1s\n", 1,
+	        "policy p has no action");
+	refused("[policy p]\non = idle\nfor = 10s\nactions = shred\n", 4, "unknown action 'shred'");
+	refused("[policy p]\non = idle\nfor = 10s\nactions = trim, flush\n", 4,
+	        "they escalate in the order");
+	refused("[policy p]\nfor = 10s\nactions = trim\n", 1, "say what it acts on");
+	refused("[profile a]\nname = x\n", 1, "profile a sets no tunable");
+	refused("[profile a]\ndecay_ms = 1s\n", 1, "profile a matches nothing");
+	refused("[policy p]\non = idle\nfor = 1s\nactions = trim\nprofile = nope\n", 1,
+	        "profile 'nope' is not defined");
+}
+
+Test(policyconf, over_long_lines_and_missing_files_are_refused)
+{
+	char text[600] = "[profile a]\nname = ";
+	size_t n = strlen(text);
+	memset(text + n, 'x', 300);
+	strcpy(text + n + 300, "\ndecay_ms = 1s\n");
+	refused(text, 2, "line too long");
+	char err[256];
+	struct config c;
+	cr_assert_eq(config_build_all(&c, NULL, "/nonexistent/allocctld.conf", NULL, 0, err,
+	                              sizeof(err)),
+	             -1);
+	cr_assert_str_eq(err, "/nonexistent/allocctld.conf: No such file or directory");
+}
+
+Test(policyconf, the_example_in_the_tree_is_valid)
+{
+	char file[512], err[512] = "";
+	snprintf(file, sizeof(file), "%s/ctld/allocctld.conf.example",
+	         getenv("ROOT") ? getenv("ROOT") : ".");
+	if (access(file, R_OK) < 0)
+		cr_skip_test("no %s (run from the tree or with ROOT set)", file);
+	struct config c;
+	struct policy_conf *pc = NULL;
+	cr_assert_eq(config_build_all(&c, &pc, file, NULL, 0, err, sizeof(err)), 0, "%s", err);
+	cr_assert_gt(pc->nprofiles + pc->npolicies, 0, "the example shows profiles and policies");
+	policy_conf_free(pc);
+}
+
+/* ---- matching ---------------------------------------------------------------------------- */
+
+static struct profile mk(void)
+{
+	struct profile p;
+	memset(&p, 0, sizeof(p));
+	snprintf(p.name, sizeof(p.name), "t");
+	return p;
+}
+
+static void match(struct profile *p, const char *key, const char *v)
+{
+	char err[256];
+	cr_assert_eq(profile_set_match(p, key, v, err, sizeof(err)), 0, "%s", err);
+}
+
+Test(profile, every_given_match_must_hold)
+{
+	struct profile_subject s = {.name = "redis-server",
+	                            .comm = "redis-server",
+	                            .exe = "/usr/bin/redis-check-rdb",
+	                            .cgroup = "/system.slice/redis-server.service",
+	                            .cmdline = "/usr/bin/redis-server 127.0.0.1:6379",
+	                            .uid = 999};
+	struct profile p = mk();
+	match(&p, "name", "redis-*");
+	cr_assert(profile_matches(&p, &s));
+	match(&p, "exe", "redis-check-rdb"); /* no '/': the binary's basename */
+	cr_assert(profile_matches(&p, &s));
+	match(&p, "cgroup", "/system.slice/redis*");
+	cr_assert(profile_matches(&p, &s));
+	match(&p, "uid", "999");
+	cr_assert(profile_matches(&p, &s));
+	match(&p, "cmdline", ":6379$");
+	cr_assert(profile_matches(&p, &s));
+	s.uid = 1000;
+	cr_assert_not(profile_matches(&p, &s), "one failing match is enough");
+	char buf[256];
+	profile_describe_matches(&p, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "name=redis-* exe=redis-check-rdb cgroup=/system.slice/redis* "
+	                      "uid=999 cmdline=~:6379$");
+	profile_free(&p);
+}
+
+Test(profile, patterns_and_their_errors)
+{
+	struct profile_subject s = {.name = "postgres",
+	                            .comm = "postgres",
+	                            .exe = "/usr/lib/postgresql/15/bin/postgres",
+	                            .cgroup = "/system.slice/postgresql@15-main.service/x",
+	                            .cmdline = "postgres: 15/main: checkpointer ",
+	                            .uid = 105};
+	struct profile p = mk();
+	match(&p, "exe", "/usr/lib/postgresql/*/bin/postgres");
+	match(&p, "cgroup", "/system.slice/postgresql@*"); /* '*' crosses '/' */
+	match(&p, "cmdline", "checkpointer|walwriter");
+	cr_assert(profile_matches(&p, &s));
+	char err[256];
+	cr_assert_eq(profile_set_match(&p, "exe", "x", err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "exe is given twice");
+	cr_assert_eq(profile_set_match(&p, "decay_ms", "1s", err, sizeof(err)), 1,
+	             "not a match key");
+	profile_free(&p);
+	p = mk();
+	cr_assert_eq(profile_set_match(&p, "cmdline", "([a-z", err, sizeof(err)), -1);
+	cr_assert(strstr(err, "is not a regular expression"), "%s", err);
+	cr_assert_eq(profile_set_match(&p, "uid", "no-such-user-xyz", err, sizeof(err)), -1);
+	cr_assert(strstr(err, "neither a number nor a user name"), "%s", err);
+	match(&p, "uid", "root");
+	cr_assert_eq(p.m_uid, 0);
+	cr_assert_eq(profile_set_match(&p, "cgroup", "system.slice", err, sizeof(err)), -1);
+	profile_free(&p);
+	/* the first match in file order wins */
+	struct profile two[2] = {mk(), mk()};
+	snprintf(two[1].name, sizeof(two[1].name), "second");
+	match(&two[0], "name", "nginx");
+	match(&two[1], "name", "*");
+	cr_assert_str_eq(profile_find(two, 2, &s)->name, "second");
+	s.name = "nginx";
+	cr_assert_str_eq(profile_find(two, 2, &s)->name, "t");
+	profile_free(&two[0]);
+	profile_free(&two[1]);
+}
