@@ -122,15 +122,16 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                           const struct render_opts *o)
 {
-	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s  %s\n", "PID", "UID", "NAME",
-	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS", "PROFILE");
+	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s%s\n", "PID", "UID", "NAME",
+	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS",
+	        o->show_profile ? "  PROFILE" : "");
 	for (size_t i = 0; i < n && (max_rows == 0 || i < max_rows); i++) {
 		const Ctl__ProcessInfo *p = procs[i];
 		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF], uid[32];
 		render_uid(uid, sizeof(uid), p);
 		fprintf(f,
 		        "%8" PRId32 " %7s  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
-		        " %8s %11s  %s\n",
+		        " %8s %11s%s%s\n",
 		        p->pid, uid, render_proc_name(p),
 		        p->unreadable ? "unreadable"
 		                      : fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
@@ -140,7 +141,10 @@ void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, siz
 		        p->has_rss_bytes && p->rss_bytes
 		                ? fmt_size(d, sizeof(d), p->rss_bytes, o->raw)
 		                : "-",
-		        p->profile ? p->profile : "-");
+		        o->show_profile ? "  " : "",
+		        !o->show_profile ? ""
+		        : p->profile     ? p->profile
+		                         : "-");
 	}
 }
 
@@ -167,7 +171,9 @@ void render_ps(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, const struct r
 	} else if (n == 0) {
 		fprintf(f, "no processes: the daemon sees no liballoc process you may read\n");
 	} else {
-		render_process_table(f, sorted, n, 0, o);
+		struct render_opts po = *o;
+		po.show_profile = true;
+		render_process_table(f, sorted, n, 0, &po);
 	}
 	free(sorted);
 }

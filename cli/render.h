@@ -13,10 +13,11 @@
 #include "ctl.pb-c.h"
 
 struct render_opts {
-	bool json;       /* --json */
-	bool raw;        /* --bytes: plain numbers instead of human units */
-	bool show_exe;   /* command lines name the executable (for --exe / --all targets) */
-	uint64_t now_ns; /* CLOCK_REALTIME, for uptimes */
+	bool json;         /* --json */
+	bool raw;          /* --bytes: plain numbers instead of human units */
+	bool show_exe;     /* command lines name the executable (for --exe / --all targets) */
+	bool show_profile; /* the process table ends with the PROFILE column (ps) */
+	uint64_t now_ns;   /* CLOCK_REALTIME, for uptimes */
 };
 
 /* The basename of an executable path ("/usr/bin/redis-server" -> "redis-server"). */

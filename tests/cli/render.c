@@ -87,7 +87,16 @@ Test(ps, json_has_the_documented_keys)
 	                 "\"bytes_in_use\":314572800,"
 	                 "\"bytes_mapped\":1166016512,\"bytes_retained\":851443712,"
 	                 "\"rss_bytes\":1166016512,\"control\":\"running\",\"unreadable\":false,"
-	                 "\"unreadable_reads\":0}]}\n");
+	                 "\"unreadable_reads\":0,\"profile\":null}]}\n");
+	free(out);
+	a.profile = "redis";
+	CAPTURE(out, render_ps(f, list, 1, &o));
+	cr_assert(strstr(out, "\"unreadable_reads\":0,\"profile\":\"redis\"}"), "%s", out);
+	free(out);
+	o.json = false;
+	CAPTURE(out, render_ps(f, list, 1, &o));
+	cr_assert(strstr(out, " RSS  PROFILE\n"), "%s", out);
+	cr_assert(strstr(out, "  redis\n"), "%s", out);
 	free(out);
 }
 

@@ -35,7 +35,7 @@ teardown() {
 	  [p["pid"] for p in d["processes"]] == [4242, 4343] and
 	  all(set(p) == {"pid","exe","name","cmdline","uid","owner_uid","start_time_ns","uptime_s",
 	                 "arenas","threads","allocator_threads","bytes_in_use","bytes_mapped",
-	                 "bytes_retained","rss_bytes","control","unreadable","unreadable_reads"}
+	                 "bytes_retained","rss_bytes","control","unreadable","unreadable_reads","profile"}
 	      for p in d["processes"]) and
 	  d["processes"][0]["exe"] == "/usr/bin/fake-service" and
 	  d["processes"][0]["bytes_retained"] == 812 * 2**20 and

@@ -289,7 +289,7 @@ teardown() {
 	echo "bogus_key = 1" >"$T/conf"
 	kill -HUP "$DPID"
 	sleep 0.2
-	grep -q "reload failed, keeping the current settings: .*unknown setting 'bogus_key'" "$T/log"
+	grep -q "reload failed, keeping the current settings: $T/conf:1: unknown key 'bogus_key'" "$T/log"
 	run ctl list
 	[[ "$output" == *"pid=$FPID "* ]]
 }
