@@ -140,10 +140,8 @@ void control_execute(struct la_mailbox *mb)
 				set_reason(mb, reason, NULL);
 				break;
 			}
-			if (mb->flags & LA_MB_FROM_POLICY) {
-				tun_by_policy[id] = 1;
-				shm_publish_tunables();
-			}
+			if (mb->flags & LA_MB_FROM_POLICY)
+				tun_mark_policy(id);
 		}
 		mb->value_out = TUN_ID(id);
 		break;

@@ -269,6 +269,14 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 	return LA_ST_OK;
 }
 
+void tun_mark_policy(int id)
+{
+	la_lock(&tun_lock);
+	tun_by_policy[id] = 1;
+	shm_publish_tunables();
+	la_unlock(&tun_lock);
+}
+
 void tun_init_from_env(void)
 {
 	int ncpu = os_ncpus();

@@ -32,6 +32,8 @@ int tun_find(const char *name);
  * from_user: an explicit setting (env, mallopt, command), which turns off the dynamic
  * mmap threshold when it sets a threshold, like glibc. */
 int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len);
+/* The explicit setting just made came from allocctld's profile or policy (published). */
+void tun_mark_policy(int id);
 /* Parse a value for tunable id from text (human units for sizes, true/false for bools). */
 int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 /* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
