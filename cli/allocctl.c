@@ -341,10 +341,17 @@ static int cmd_get(struct ctx *c, int argc, char **argv)
 
 static int cmd_set(struct ctx *c, int argc, char **argv)
 {
-	struct opt opts[] = {{"--exe", true, NULL}, {"--all", false, NULL}};
-	int npos = parse_options(c->cmd, argc, argv, opts, 2);
+	struct opt opts[] = {{"--exe", true, NULL}, {"--all", false, NULL}, {"--for", true, NULL}};
+	int npos = parse_options(c->cmd, argc, argv, opts, 3);
 	if (npos < 0)
 		return EXIT_USAGE;
+	int64_t hold_ms = 0;
+	if (opts[2].value && (fmt_parse_ms(opts[2].value, &hold_ms) < 0 || hold_ms < 1 ||
+	                      hold_ms > 30LL * 24 * 3600 * 1000))
+		return usage_error(c->cmd,
+		                   "invalid --for '%s': expected a duration from 1ms to 30 days, "
+		                   "e.g. 15m, 2h",
+		                   opts[2].value);
 	Ctl__Target target = CTL__TARGET__INIT;
 	bool multi;
 	if (parse_target(c->cmd, &opts[0], &opts[1], &npos, argv, &target, &multi))
@@ -402,6 +409,8 @@ static int cmd_set(struct ctx *c, int argc, char **argv)
 	req.target = &target;
 	req.assignments = asp;
 	req.n_assignments = n;
+	req.has_hold_ms = hold_ms > 0;
+	req.hold_ms = (uint64_t)hold_ms;
 	Ctl__Envelope env = CTL__ENVELOPE__INIT;
 	env.payload_case = CTL__ENVELOPE__PAYLOAD_SET;
 	env.set = &req;
@@ -694,10 +703,12 @@ static const struct command commands[] = {
          "Value, whether it was set explicitly (env, mallopt, allocctl) or is the default,\n"
          "its valid range and whether it can change live.\n",
          true},
-        {"set", cmd_set, "PID|--exe NAME|--all NAME=VALUE...",
+        {"set", cmd_set, "PID|--exe NAME|--all NAME=VALUE... [--for DURATION]",
          "change tunables live in one process, all of an executable, or all",
          "Sizes take units (64K, 1.5M, 2G), booleans on/off, durations 250ms/10s.\n"
-         "Prints each new value, and the old one for a PID target.\n",
+         "Prints each new value, and the old one for a PID target.\n"
+         "--for DURATION: for a limited time: the process puts each value back by itself\n"
+         "then (with or without the daemon); get shows what is held and for how long.\n",
          true},
         {"trim", cmd_action, "PID|--exe NAME|--all [--pad BYTES]",
          "return free memory to the system now, bypassing the throttle",

@@ -203,6 +203,14 @@ static struct tunable_view tunable_view(const Ctl__Tunable *t)
 	return v;
 }
 
+/* "15m00s", "2 s": how long a hold has left */
+static char *fmt_left(char *buf, size_t n, uint64_t ms)
+{
+	if (ms < 60000)
+		return fmt_ms(buf, n, (int64_t)ms);
+	return fmt_uptime(buf, n, (ms + 999) / 1000);
+}
+
 static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
 {
 	json_object_begin(j, "tunables");
@@ -218,6 +226,10 @@ static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
 		json_i64(j, "min", v.min);
 		json_i64(j, "max", v.max);
 		json_bool(j, "live", v.live);
+		if (t[i]->has_expires_in_ms) { /* set for a limited time */
+			json_u64(j, "expires_in_ms", t[i]->expires_in_ms);
+			json_i64(j, "revert_value", t[i]->revert_value);
+		}
 		json_object_end(j);
 	}
 	json_object_end(j);
@@ -235,10 +247,15 @@ static void tunables_table(FILE *f, const char *indent, Ctl__Tunable *const *t, 
 			tunable_format_range(range, sizeof(range), v.type, v.min, v.max, o->raw);
 		else
 			snprintf(range, sizeof(range), "?");
-		fprintf(f, "%s%-20s %12s  %-7s  %-26s %s\n", indent, v.name,
+		char held[2 * FMT_BUF + 32] = "", rv[FMT_BUF], left[FMT_BUF];
+		if (t[i]->has_expires_in_ms)
+			snprintf(held, sizeof(held), "   held: back to %s in %s",
+			         tunable_format(rv, sizeof(rv), v.type, t[i]->revert_value, o->raw),
+			         fmt_left(left, sizeof(left), t[i]->expires_in_ms));
+		fprintf(f, "%s%-20s %12s  %-7s  %-26s %s%s\n", indent, v.name,
 		        tunable_format(val, sizeof(val), v.type, v.value, o->raw),
 		        v.set_known ? (v.set ? "set" : "default") : "-", range,
-		        v.live ? "yes" : "no");
+		        v.live ? "yes" : "no", held);
 	}
 }
 
@@ -527,6 +544,13 @@ void render_set(FILE *f, Ctl__CommandResult *const *res, size_t n, const Ctl__Co
 			if (b)
 				fprintf(f, " (was %s)",
 				        tunable_format(was, sizeof(was), v.type, b->value, o->raw));
+			if (r->tunables[k]->has_expires_in_ms) {
+				char rv[FMT_BUF], left[FMT_BUF];
+				fprintf(f, " for %s, then back to %s",
+				        fmt_left(left, sizeof(left), r->tunables[k]->expires_in_ms),
+				        tunable_format(rv, sizeof(rv), v.type,
+				                       r->tunables[k]->revert_value, o->raw));
+			}
 		}
 		char d[FMT_BUF];
 		fprintf(f, " in %s\n",

@@ -151,6 +151,8 @@ static void target_finish(struct job *j, struct target *t, Ctl__ErrorCode code, 
 		log_info("%s on pid %d: %s", seg_command_name(j->steps[0].cmd.command),
 		         t->p->seg.hdr.pid, t->message);
 	audit_target(j, t);
+	if (j->kind == JOB_SET)
+		policy_holds_check(j->d, t->p); /* a hold made or ended: its revert is audited */
 }
 
 static void target_fail_seg(struct job *j, struct target *t, int err)
@@ -289,6 +291,15 @@ static Ctl__Tunable *make_tunable(struct pool *pl, int idx, int64_t value)
 	return tu;
 }
 
+void tunable_add_hold(struct Ctl__Tunable *tu, const struct la_shm_hold *h, uint64_t now)
+{
+	if (!h->expires_ns)
+		return;
+	tu->has_expires_in_ms = tu->has_revert_value = true;
+	tu->expires_in_ms = h->expires_ns > now ? (h->expires_ns - now + 999999) / 1000000 : 0;
+	tu->revert_value = h->revert_value;
+}
+
 static void job_reply(struct job *j)
 {
 	if (!j->conn)
@@ -324,11 +335,20 @@ static void job_reply(struct job *j)
 		r->mprotect_calls = t->sum.syscalls_mprotect;
 		r->duration_ns = t->sum.duration_ns;
 		if ((j->kind == JOB_GET || j->kind == JOB_SET) && t->nvalues) {
+			struct la_shm_hold holds[LA_NTUNABLES];
+			uint32_t nh = 0;
+			if (seg_read_holds(&t->p->seg, holds, &nh) != SEG_E_OK)
+				nh = 0;
+			uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
 			r->tunables = pool_alloc(&pl, sizeof(*r->tunables) * (size_t)t->nvalues);
-			for (int k = 0; r->tunables && k < t->nvalues; k++)
-				if ((r->tunables[k] =
-				             make_tunable(&pl, j->steps[k].tunable, t->values[k])))
-					r->n_tunables++;
+			for (int k = 0; r->tunables && k < t->nvalues; k++) {
+				int ti = j->steps[k].tunable;
+				if (!(r->tunables[k] = make_tunable(&pl, ti, t->values[k])))
+					continue;
+				if (ti >= 0 && (uint32_t)ti < nh)
+					tunable_add_hold(r->tunables[k], &holds[ti], now);
+				r->n_tunables++;
+			}
 		}
 		reply.results[i] = r;
 	}

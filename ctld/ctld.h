@@ -233,6 +233,9 @@ void commands_start(struct ctld *d, struct conn *c, uint64_t req_id, enum job_ki
 int commands_run(struct ctld *d, const struct job_origin *origin, enum job_kind kind,
                  struct proc **targets, int ntargets, const struct job_step *steps, int nsteps);
 void commands_conn_closed(struct ctld *d, struct conn *c);
+/* A tunable held for a limited time: expires_in_ms and revert_value of the reply. */
+struct Ctl__Tunable;
+void tunable_add_hold(struct Ctl__Tunable *tu, const struct la_shm_hold *h, uint64_t now);
 void commands_shutdown(struct ctld *d);
 
 /* timeline.c: history on the loop, and the hooks that put events on it */

@@ -115,6 +115,13 @@ struct pol_proc {
 	/* the profile's application */
 	bool applying;
 	uint64_t applied_delay_ns; /* exec -> in effect */
+	/* holds seen in its segment, with the value each held tunable had: when one ends in
+	 * its revert, that is audited (trigger expiry) */
+	struct la_shm_hold holds[LA_NTUNABLES];
+	int64_t held_value[LA_NTUNABLES];
+	struct event *hold_ev;
+	struct proc *p;
+	struct ctld *d;
 };
 
 struct policy_engine {
@@ -958,6 +965,69 @@ static void match_profile(struct ctld *d, struct proc *p, bool apply)
 		apply_profile(d, p, pr);
 }
 
+/* ---- holds: reverts audited ------------------------------------------------------------------ */
+
+static void on_hold_timer(evutil_socket_t fd, short what, void *arg);
+
+void policy_holds_check(struct ctld *d, struct proc *p)
+{
+	struct pol_proc *pp = p->pol;
+	if (!pp || p->gone)
+		return;
+	struct la_shm_hold h[LA_NTUNABLES];
+	struct la_shm_tunable tun[LA_NTUNABLES];
+	uint32_t nh = 0, nt = 0;
+	if (seg_read_holds(&p->seg, h, &nh) != SEG_E_OK ||
+	    seg_read_tunables(&p->seg, tun, &nt) != SEG_E_OK)
+		return;
+	uint64_t next = 0;
+	for (uint32_t i = 0; i < nh && i < nt; i++) {
+		const struct la_shm_hold *was = &pp->holds[i];
+		if (was->expires_ns && !h[i].expires_ns && tun[i].value == was->revert_value) {
+			struct audit_event ev;
+			memset(&ev, 0, sizeof(ev));
+			ev.trigger = AUDIT_T_expiry;
+			ev.peer_uid = -1;
+			snprintf(ev.actor, sizeof(ev.actor), "hold expired");
+			ev.action = AUDIT_A_revert;
+			ev.result = AUDIT_R_ok;
+			ev.pid = p->seg.hdr.pid;
+			ev.target_uid = p->seg.uid;
+			snprintf(ev.exe, sizeof(ev.exe), "%.*s", (int)sizeof(ev.exe) - 1,
+			         proc_name(p));
+			snprintf(ev.name, sizeof(ev.name), "%s", tunable_table[i].name);
+			ev.has_values = true;
+			ev.old_value = pp->held_value[i];
+			ev.new_value = tun[i].value;
+			audit_record(&d->audit, &ev);
+		}
+		if (h[i].expires_ns) {
+			pp->held_value[i] = tun[i].value;
+			if (!next || h[i].expires_ns < next)
+				next = h[i].expires_ns;
+		}
+		pp->holds[i] = h[i];
+	}
+	if (!next) {
+		if (pp->hold_ev)
+			evtimer_del(pp->hold_ev);
+		return;
+	}
+	if (!pp->hold_ev && !(pp->hold_ev = evtimer_new(d->base, on_hold_timer, pp)))
+		return;
+	/* a little after the expiry: the process's control thread reverts at it */
+	uint64_t now = mono_ns(), wait = (next > now ? next - now : 0) + 20000000u;
+	struct timeval tv = {(time_t)(wait / 1000000000u),
+	                     (suseconds_t)(wait % 1000000000u / 1000)};
+	evtimer_add(pp->hold_ev, &tv);
+}
+
+static void on_hold_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct pol_proc *pp = arg;
+	policy_holds_check(pp->d, pp->p);
+}
+
 /* ---- processes -------------------------------------------------------------------------------- */
 
 static void cg_attach(struct ctld *d, struct proc *p)
@@ -1007,11 +1077,14 @@ void policy_proc_added(struct ctld *d, struct proc *p)
 	if (!pp)
 		return;
 	p->pol = pp;
+	pp->p = p;
+	pp->d = d;
 	pp->have_cg = cgroup_of_pid(p->seg.hdr.pid, pp->cg_dir, sizeof(pp->cg_dir), pp->cg_rel,
 	                            sizeof(pp->cg_rel)) == 0;
 	match_profile(d, p, true);
 	cg_attach(d, p);
 	tick_arm(d);
+	policy_holds_check(d, p); /* holds made before we saw it: their reverts are audited */
 }
 
 void policy_proc_removed(struct ctld *d, struct proc *p)
@@ -1020,6 +1093,8 @@ void policy_proc_removed(struct ctld *d, struct proc *p)
 		return;
 	if (d->policy)
 		cg_detach(d, p);
+	if (p->pol->hold_ev)
+		event_free(p->pol->hold_ev);
 	free(p->pol);
 	p->pol = NULL;
 	if (d->policy)

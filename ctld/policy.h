@@ -104,6 +104,9 @@ void policy_shutdown(struct ctld *d);
 /* discover.c: a process was found (apply its profile), or is gone. */
 void policy_proc_added(struct ctld *d, struct proc *p);
 void policy_proc_removed(struct ctld *d, struct proc *p);
+/* A set finished on p (commands.c), or p was found: look at its holds, so that the
+ * revert of each is audited when its hold expires. */
+void policy_holds_check(struct ctld *d, struct proc *p);
 /* The profile of a process (NULL: none), for ps, stats and /metrics. */
 const char *policy_proc_profile(const struct proc *p);
 /* The daemon's policy families for /metrics: profile applications and their delay from

@@ -315,6 +315,11 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 	free(cls);
 	sr.tunables = pool_alloc(&pl, sizeof(*sr.tunables) * (s.ntun + 1));
 	ok = ok && sr.tunables;
+	struct la_shm_hold holds[LA_NTUNABLES];
+	uint32_t nholds = 0;
+	if (seg_read_holds(&p->seg, holds, &nholds) != SEG_E_OK)
+		nholds = 0;
+	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
 	for (uint32_t i = 0; ok && i < s.ntun; i++) {
 		const struct tunable_info *ti = &tunable_table[i];
 		Ctl__Tunable *tu = pool_alloc(&pl, sizeof(*tu));
@@ -330,6 +335,8 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 		tu->live = ti->live;
 		tu->type = (char *)units_type_name(ti->type);
 		tu->help = (char *)ti->help;
+		if (i < nholds)
+			tunable_add_hold(tu, &holds[i], now);
 		sr.tunables[sr.n_tunables++] = tu;
 	}
 	if (!ok) {
@@ -448,6 +455,9 @@ static bool handle_get(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	return start(d, c, env, JOB_GET, &t, "get", steps, n);
 }
 
+/* The longest hold of a set (allocctl set --for): 30 days. */
+#define SET_HOLD_MAX_MS (30ull * 24 * 3600 * 1000)
+
 static bool handle_set(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 {
 	struct job_step steps[LA_NTUNABLES];
@@ -455,6 +465,13 @@ static bool handle_set(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	if (s->n_assignments == 0 || s->n_assignments > LA_NTUNABLES) {
 		reply_error(c, env, CTL__ERROR_CODE__ERR_UNKNOWN_TUNABLE,
 		            s->n_assignments ? "too many assignments" : "no assignment given");
+		return false;
+	}
+	if (s->has_hold_ms && s->hold_ms > SET_HOLD_MAX_MS) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "hold of %llu ms is out of range (at most 30 days)",
+		         (unsigned long long)s->hold_ms);
+		reply_error(c, env, CTL__ERROR_CODE__ERR_RANGE, msg);
 		return false;
 	}
 	for (size_t i = 0; i < s->n_assignments; i++) {
@@ -478,6 +495,7 @@ static bool handle_set(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 			return false;
 		}
 		steps[i].cmd.command = LA_CMD_set;
+		steps[i].cmd.arg = s->has_hold_ms ? s->hold_ms : 0; /* the library's hold, in ms */
 		snprintf(steps[i].cmd.name, sizeof(steps[i].cmd.name), "%s", ti->name);
 		steps[i].tunable = (int)(ti - tunable_table);
 	}

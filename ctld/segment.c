@@ -158,6 +158,14 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 	    !range_ok(h->off_mailbox, LA_SHM_PAGE, total))
 		return fail(why, whylen, SEG_E_LAYOUT, "mailbox at %llu",
 		            (unsigned long long)h->off_mailbox);
+	/* holds (0: a writer without them): in the mailbox's page, after the mailbox */
+	if (h->off_holds &&
+	    (h->off_holds % 8 || h->off_holds < h->off_mailbox + sizeof(struct la_mailbox) ||
+	     !range_ok(h->off_holds, sizeof(struct la_shm_hold) * h->tunable_count,
+	               h->off_mailbox + LA_SHM_PAGE) ||
+	     !range_ok(h->off_holds, sizeof(struct la_shm_hold) * h->tunable_count, total)))
+		return fail(why, whylen, SEG_E_LAYOUT, "holds at %llu",
+		            (unsigned long long)h->off_holds);
 	return SEG_E_OK;
 }
 
@@ -293,7 +301,8 @@ int seg_refresh(struct seg *s)
 	    h.off_process != o->off_process || h.off_arenas != o->off_arenas ||
 	    h.arena_stride != o->arena_stride || h.off_tunables != o->off_tunables ||
 	    h.off_classes != o->off_classes || h.class_stride != o->class_stride ||
-	    h.off_mailbox != o->off_mailbox || h.start_time != o->start_time)
+	    h.off_mailbox != o->off_mailbox || h.off_holds != o->off_holds ||
+	    h.start_time != o->start_time)
 		return fail(s->why, sizeof(s->why), SEG_E_CHANGED,
 		            "layout changed (generation %llu -> %llu)",
 		            (unsigned long long)o->generation, (unsigned long long)h.generation);
@@ -456,6 +465,20 @@ int seg_read_tunables(struct seg *s, struct la_shm_tunable out[LA_NTUNABLES], ui
 	/* the array's seqlock word lives in the header (tunables_seq) */
 	int err = seq_read(s, offsetof(struct la_shm_header, tunables_seq), out, sizeof(out[0]) * k,
 	                   s->hdr.off_tunables);
+	if (!err)
+		*n = k;
+	return err;
+}
+
+int seg_read_holds(struct seg *s, struct la_shm_hold out[LA_NTUNABLES], uint32_t *n)
+{
+	uint32_t k = s->hdr.tunable_count < LA_NTUNABLES ? s->hdr.tunable_count : LA_NTUNABLES;
+	*n = 0;
+	memset(out, 0, sizeof(out[0]) * LA_NTUNABLES);
+	if (!s->hdr.off_holds)
+		return SEG_E_OK; /* a writer without holds: nothing is held */
+	int err = seq_read(s, offsetof(struct la_shm_header, tunables_seq), out, sizeof(out[0]) * k,
+	                   s->hdr.off_holds);
 	if (!err)
 		*n = k;
 	return err;

@@ -105,6 +105,9 @@ int seg_read_blocks(struct seg *s, uint32_t first, uint32_t count, struct seg_bl
 int seg_read_totals(struct seg *s, struct la_counters *total);
 /* Effective tunables (min(tunable_count, LA_NTUNABLES) entries); *n receives the count. */
 int seg_read_tunables(struct seg *s, struct la_shm_tunable out[LA_NTUNABLES], uint32_t *n);
+/* The holds of the tunables (liballoc_shm.h: la_shm_hold), under the same seqlock; all
+ * zero (nothing held) for a writer without them. */
+int seg_read_holds(struct seg *s, struct la_shm_hold out[LA_NTUNABLES], uint32_t *n);
 /* Up to max size-class entries; *n receives how many were copied. */
 int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint32_t *n);
 

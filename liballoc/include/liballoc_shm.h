@@ -224,6 +224,18 @@ enum la_mailbox_state {
 	LA_MB_CANCELLED = 4,
 };
 
+/* A tunable set for a limited time (a set whose mailbox arg is a hold in ms: allocctl set
+ * --for, a policy's decay rung) is reverted by the process's own control thread when the
+ * hold expires, whether a daemon runs or not: the value it had before and where that came
+ * from are kept here, one entry per tunable (header.off_holds). Setting a held tunable
+ * again with a hold extends it (the value to revert to stays the first one); an explicit
+ * setting without one ends it. */
+struct la_shm_hold {
+	uint64_t expires_ns; /* CLOCK_MONOTONIC (the same for every process); 0: not held */
+	int64_t revert_value;
+	uint32_t revert_explicit, revert_by_policy; /* the flags it had before */
+};
+
 /* Request flags (la_mailbox.flags). */
 #define LA_MB_FROM_POLICY 1u /* set: on behalf of allocctld's profile or policy */
 
@@ -303,7 +315,9 @@ struct la_shm_header {
 	uint64_t threads;      /* threads using the allocator now */
 	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the last control-thread pass */
 	uint64_t tunables_seq; /* seqlock of the tunables block */
-	uint64_t reserved[31];
+	uint64_t off_holds;    /* struct la_shm_hold[tunable_count] (0: none), in the mailbox's
+	                        * page after the mailbox, guarded by tunables_seq */
+	uint64_t reserved[30];
 };
 
 enum la_control_state {
@@ -327,6 +341,7 @@ _Static_assert(offsetof(struct la_shm_header, abi_version) == 8, "version at 8")
 _Static_assert(offsetof(struct la_shm_header, total_size) == 16, "size at 16");
 _Static_assert(sizeof(struct la_shm_header) <= LA_SHM_PAGE, "header fits one page");
 _Static_assert(sizeof(struct la_shm_tunable) == 16, "tunable entry");
+_Static_assert(sizeof(struct la_shm_hold) == 24, "hold entry");
 _Static_assert(LA_NCOUNTERS <= LA_SHM_COUNTERS_MAX, "counters within the shared limit");
 _Static_assert(LA_NTUNABLES <= LA_SHM_TUNABLES_MAX, "tunables within the shared limit");
 _Static_assert(sizeof(struct la_shm_arena) <= LA_SHM_ARENA_STRIDE_MAX, "arena block limit");

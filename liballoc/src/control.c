@@ -134,7 +134,10 @@ void control_execute(struct la_mailbox *mb)
 				break;
 			}
 			char reason[LA_REASON_MAX];
-			int st = tun_set(id, mb->value, true, reason, sizeof(reason));
+			/* arg: a hold in ms (the value reverts by itself then), 0: none */
+			uint64_t hold_ns = mb->arg > UINT64_MAX / 1000000u ? UINT64_MAX / 2
+			                                                   : mb->arg * 1000000u;
+			int st = tun_set_held(id, mb->value, true, hold_ns, reason, sizeof(reason));
 			if (st != LA_ST_OK) {
 				mb->status = st;
 				set_reason(mb, reason, NULL);
@@ -374,6 +377,18 @@ static void *control_main(void *arg)
 		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * 1000000u;
 		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
 		uint64_t wait_ns = watch_ns; /* 0: no deadline */
+		/* held tunables revert when their hold expires (only this thread sets holds,
+		 * from the mailbox, so the next expiry is known before it sleeps) */
+		uint64_t hold_due = tun_holds_next();
+		if (hold_due) {
+			uint64_t now = os_now_ns();
+			if (now >= hold_due) {
+				tun_holds_expire(now);
+				continue;
+			}
+			if (!wait_ns || hold_due - now < wait_ns)
+				wait_ns = hold_due - now;
+		}
 		if (armed) {
 			uint64_t now = os_now_ns();
 			if (now - last_decay >= decay_ns) {

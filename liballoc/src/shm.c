@@ -32,10 +32,13 @@
 #define OFF_PROCESS     SEG_ALIGN(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class), 64)
 #define OFF_ARENAS      (OFF_PROCESS + sizeof(struct la_shm_arena))
 #define OFF_MAILBOX     SEG_ALIGN(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_SHM_PAGE)
+#define OFF_HOLDS       (OFF_MAILBOX + SEG_ALIGN(sizeof(struct la_mailbox), 64))
 #define SEG_SIZE        (OFF_MAILBOX + LA_SHM_PAGE)
 
 _Static_assert(LA_NCLASSES == LA_SHM_CLASSES_MAX, "the size classes readers expect");
 _Static_assert(SEG_SIZE <= LA_SHM_SIZE_MAX, "segment within the readers' limit");
+_Static_assert(OFF_HOLDS + LA_NTUNABLES * sizeof(struct la_shm_hold) <= SEG_SIZE,
+               "the holds share the mailbox's page");
 _Static_assert(OFF_ARENAS + 4 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
                "header, tunables, classes, process and four arena blocks share a page");
 
@@ -93,6 +96,7 @@ void shm_boot(void)
 	h->off_classes = OFF_CLASSES;
 	h->class_stride = sizeof(struct la_shm_class);
 	h->off_mailbox = OFF_MAILBOX;
+	h->off_holds = OFF_HOLDS;
 	h->control_state = LA_CONTROL_OFF;
 	la_counters_add(&shm_process_block()->c, &fallback_block.c);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
@@ -125,6 +129,13 @@ void shm_publish_tunables(void)
 		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);
 		t[i].explicitly_set = tun_explicit[i];
 		t[i].by_policy = tun_by_policy[i];
+	}
+	struct la_shm_hold *hd = (struct la_shm_hold *)(seg + OFF_HOLDS);
+	for (int i = 0; i < LA_NTUNABLES; i++) {
+		hd[i].expires_ns = __atomic_load_n(&tun_holds[i].expires_ns, __ATOMIC_RELAXED);
+		hd[i].revert_value = tun_holds[i].revert_value;
+		hd[i].revert_explicit = tun_holds[i].revert_explicit;
+		hd[i].revert_by_policy = tun_holds[i].revert_by_policy;
 	}
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }

@@ -25,6 +25,7 @@ int64_t tun_values[LA_NTUNABLES] = {
 };
 uint8_t tun_explicit[LA_NTUNABLES];
 uint8_t tun_by_policy[LA_NTUNABLES];
+struct tun_hold tun_holds[LA_NTUNABLES];
 
 extern char **environ;
 
@@ -231,7 +232,31 @@ void tun_fork_child(void)
 	la_lock_reinit(&tun_lock);
 }
 
+static bool pins_threshold(int id)
+{
+	return id == LA_TUNABLE_mmap_threshold || id == LA_TUNABLE_trim_threshold ||
+	       id == LA_TUNABLE_top_pad || id == LA_TUNABLE_mmap_max;
+}
+
+/* Under tun_lock: hold id until expires (its value and flags now are what comes back,
+ * unless it is held already: then only the expiry moves). */
+static void hold_locked(int id, uint64_t expires)
+{
+	struct tun_hold *h = &tun_holds[id];
+	if (!h->expires_ns) {
+		h->revert_value = __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED);
+		h->revert_explicit = tun_explicit[id];
+		h->revert_by_policy = tun_by_policy[id];
+	}
+	__atomic_store_n(&h->expires_ns, expires, __ATOMIC_RELAXED);
+}
+
 int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
+{
+	return tun_set_held(id, value, from_user, 0, reason, len);
+}
+
+int tun_set_held(int id, int64_t value, bool from_user, uint64_t hold_ns, char *reason, size_t len)
 {
 	if (id < 0 || id >= LA_NTUNABLES) {
 		if (reason && len)
@@ -245,14 +270,22 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 	}
 	bool cache_limit = id == LA_TUNABLE_tcache_max_bytes || id == LA_TUNABLE_check_free_lists;
 	la_lock(&tun_lock);
+	if (from_user && hold_ns) {
+		uint64_t expires = os_now_ns() + hold_ns;
+		hold_locked(id, expires);
+		/* the pinning below turns mmap_dynamic off: it comes back with the rest */
+		if (pins_threshold(id) && TUN(mmap_dynamic))
+			hold_locked(LA_TUNABLE_mmap_dynamic, expires);
+	} else if (from_user) {
+		__atomic_store_n(&tun_holds[id].expires_ns, 0, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
 	if (from_user) {
 		tun_explicit[id] = 1;
 		tun_by_policy[id] = 0; /* the caller marks a profile's or policy's set */
 		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until
 		 * mmap_dynamic is set again. */
-		if (id == LA_TUNABLE_mmap_threshold || id == LA_TUNABLE_trim_threshold ||
-		    id == LA_TUNABLE_top_pad || id == LA_TUNABLE_mmap_max)
+		if (pins_threshold(id))
 			__atomic_store_n(&tun_values[LA_TUNABLE_mmap_dynamic], 0, __ATOMIC_RELAXED);
 	}
 	/* caches recompute their limits: the generation moves after the value (release), and
@@ -267,6 +300,51 @@ int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
 	if (id == LA_TUNABLE_decay_ms)
 		shm_wake_control();
 	return LA_ST_OK;
+}
+
+uint64_t tun_holds_next(void)
+{
+	uint64_t next = 0;
+	for (int i = 0; i < LA_NTUNABLES; i++) {
+		uint64_t e = __atomic_load_n(&tun_holds[i].expires_ns, __ATOMIC_RELAXED);
+		if (e && (!next || e < next))
+			next = e;
+	}
+	return next;
+}
+
+uint64_t tun_holds_expire(uint64_t now)
+{
+	bool any = false, cache_limit = false, decay = false;
+	uint64_t next = 0;
+	la_lock(&tun_lock);
+	for (int i = 0; i < LA_NTUNABLES; i++) {
+		struct tun_hold *h = &tun_holds[i];
+		if (!h->expires_ns)
+			continue;
+		if (h->expires_ns > now) {
+			if (!next || h->expires_ns < next)
+				next = h->expires_ns;
+			continue;
+		}
+		__atomic_store_n(&tun_values[i], h->revert_value, __ATOMIC_RELAXED);
+		tun_explicit[i] = h->revert_explicit;
+		tun_by_policy[i] = h->revert_by_policy;
+		__atomic_store_n(&h->expires_ns, 0, __ATOMIC_RELAXED);
+		any = true;
+		cache_limit |= i == LA_TUNABLE_tcache_max_bytes || i == LA_TUNABLE_check_free_lists;
+		decay |= i == LA_TUNABLE_decay_ms;
+	}
+	if (cache_limit)
+		__atomic_fetch_add(&tcache_gen, 1, __ATOMIC_RELEASE);
+	if (any)
+		shm_publish_tunables();
+	la_unlock(&tun_lock);
+	if (cache_limit)
+		tcache_check_self();
+	if (decay)
+		shm_wake_control();
+	return next;
 }
 
 void tun_mark_policy(int id)

@@ -32,6 +32,20 @@ int tun_find(const char *name);
  * from_user: an explicit setting (env, mallopt, command), which turns off the dynamic
  * mmap threshold when it sets a threshold, like glibc. */
 int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len);
+/* tun_set, and when hold_ns is not 0 (an explicit setting only), held: the value before is
+ * restored hold_ns from now by tun_holds_expire (la_shm_hold). An explicit setting without
+ * a hold ends the tunable's hold. */
+int tun_set_held(int id, int64_t value, bool from_user, uint64_t hold_ns, char *reason, size_t len);
+/* The holds: the earliest expiry (CLOCK_MONOTONIC, 0: none), and the reverting of those
+ * due by now (returns the next expiry). The control thread calls them. */
+uint64_t tun_holds_next(void);
+uint64_t tun_holds_expire(uint64_t now);
+struct tun_hold {
+	uint64_t expires_ns;
+	int64_t revert_value;
+	uint8_t revert_explicit, revert_by_policy;
+};
+extern struct tun_hold tun_holds[LA_NTUNABLES];
 /* The explicit setting just made came from allocctld's profile or policy (published). */
 void tun_mark_policy(int id);
 /* Parse a value for tunable id from text (human units for sizes, true/false for bools). */

@@ -101,6 +101,11 @@ start_nobody_sleeper() {
 
 metrics() { curl -sf "http://$HTTP/metrics"; }
 
+# value PID NAME: a tunable's value in the process (no python: it runs in loops);
+# value_is PID NAME VALUE for wait_for (which must evaluate it each time).
+value() { "$ALLOCCTL" --json get "$1" "$2" | sed -n "s/.*\"$2\":{\"value\":\(-\{0,1\}[0-9]*\).*/\1/p"; }
+value_is() { [ "$(value "$1" "$2")" = "$3" ]; }
+
 PRESSURE_SVC="$BUILD/tests/pressure_svc"
 
 # make_cgroup LIMIT: a memory cgroup of the test's own under this process's memory cgroup

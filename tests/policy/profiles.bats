@@ -10,8 +10,6 @@ load common
 setup() { pol_setup; }
 teardown() { pol_teardown; }
 
-# value PID NAME: the tunable's value in the process (no python: this runs in loops)
-value() { "$ALLOCCTL" --json get "$1" "$2" | sed -n "s/.*\"$2\":{\"value\":\(-\{0,1\}[0-9]*\).*/\1/p"; }
 
 profile_conf() {
 	cat >"$P/conf" <<EOC
@@ -29,7 +27,7 @@ EOC
 	profile_conf
 	start_daemon --config "$P/conf"
 	start_sleeper
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 65536
+	wait_for value_is "$SP" tcache_max_bytes 65536
 	[ "$(value "$SP" decay_ms)" = 2000 ]
 	run -0 "$ALLOCCTL" ps
 	[[ "$output" == *" $SP "*" sleepers"* ]]
@@ -59,7 +57,7 @@ EOC
 	profile_conf
 	start_daemon --config "$P/conf"
 	start_sleeper LIBALLOC_DECAY_MS=4s
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 65536
+	wait_for value_is "$SP" tcache_max_bytes 65536
 	[ "$(value "$SP" decay_ms)" = 4000 ]
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "
@@ -73,7 +71,7 @@ EOC
 	start_sleeper
 	run -1 "$ALLOCCTL" get "$SP" decay_ms # no daemon yet
 	start_daemon --config "$P/conf"
-	wait_for test "$(value "$SP" decay_ms)" = 2000
+	wait_for value_is "$SP" decay_ms 2000
 	[ "$(value "$SP" tcache_max_bytes)" = 65536 ]
 }
 
@@ -81,12 +79,12 @@ EOC
 	profile_conf 2s 64K
 	start_daemon --config "$P/conf"
 	start_sleeper
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 65536
+	wait_for value_is "$SP" tcache_max_bytes 65536
 	run -0 "$ALLOCCTL" set "$SP" decay_ms=7s # an operator, live
 	stop_daemon
 	profile_conf 3s 32K # the profile changed while the daemon was down
 	start_daemon --config "$P/conf"
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 32768
+	wait_for value_is "$SP" tcache_max_bytes 32768
 	[ "$(value "$SP" decay_ms)" = 7000 ]
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "
@@ -98,7 +96,7 @@ EOC
 	profile_conf 2s 64K
 	start_daemon --config "$P/conf"
 	start_sleeper
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 65536
+	wait_for value_is "$SP" tcache_max_bytes 65536
 	printf '[profile sleepers]\nname = sleep\ndecay_ms = 1s\nbogus_key = 1\n' >"$P/conf"
 	kill -HUP "$DPID"
 	wait_for grep -q "reload failed, keeping the current settings: $P/conf:4: unknown key 'bogus_key'" "$P/ctld.log"
@@ -106,7 +104,7 @@ EOC
 	echo "$output" | json_check "d['profiles'][0]['settings']['decay_ms'] == 2000 and len(d['profiles']) == 2"
 	profile_conf 2s 128K
 	kill -HUP "$DPID"
-	wait_for test "$(value "$SP" tcache_max_bytes)" = 131072
+	wait_for value_is "$SP" tcache_max_bytes 131072
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "
 	  [(e['action'], e['result']) for e in d['events'] if e['trigger'] == 'config'] ==
@@ -126,8 +124,8 @@ EOC
 	start_daemon --config "$P/conf" --run-dir "$P/seg-nobody"
 	start_nobody_sleeper
 	start_sleeper # sleep 300: by its command line
-	wait_for test "$(value "$NSP" decay_ms)" = 3000
-	wait_for test "$(value "$SP" decay_ms)" = 4000
+	wait_for value_is "$NSP" decay_ms 3000
+	wait_for value_is "$SP" decay_ms 4000
 	run -0 "$ALLOCCTL" --json profiles
 	echo "$output" | json_check "[p['pids'] for p in d['profiles']] == [[$NSP], [$SP]]"
 	# nobody sees its own process in the listing, not root's
