@@ -266,7 +266,8 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 	case F_PROFILE: {
 		const char *profile = policy_proc_profile(p); /* names need no escaping */
 		if (profile)
-			evbuffer_add_printf(b, "liballoc_process_profile_info{%s,profile=\"%s\"} 1\n",
+			evbuffer_add_printf(b,
+			                    "liballoc_process_profile_info{%s,profile=\"%s\"} 1\n",
 			                    x->labels, profile);
 		break;
 	}
