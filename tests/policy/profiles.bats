@@ -43,7 +43,7 @@ EOC
 	  d['applied'] == 1 and d['delay_p50_ns'] > 0"
 	run -0 "$ALLOCCTL" profiles
 	[[ "$output" == *"sleepers (line 1)"*"matches: name=sleep"*"processes: $SP"* ]]
-	metrics | grep -qx "liballoc_process_profile_info{pid=\"$SP\",exe=\"/usr/bin/sleep\",profile=\"sleepers\"} 1"
+	metrics | grep -qx "liballoc_process_profile_info{pid=\"$SP\",uid=\"0\",exe=\"/usr/bin/sleep\",profile=\"sleepers\"} 1"
 	metrics | grep -q '^liballoc_ctld_profile_apply_delay_seconds_count 1$'
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "
