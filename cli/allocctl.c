@@ -694,14 +694,16 @@ static int cmd_help(struct ctx *c, int argc, char **argv);
 
 static const struct command commands[] = {
         {"ps", cmd_ps, "", "list the processes running under liballoc",
-         "One line per process: pid, executable, bytes in use, mapped and retained, arenas,\n"
-         "threads, uptime and RSS.\n",
+         "One line per process: pid, executable, RSS, in use, cached, free resident,\n"
+         "reclaimable, non-allocator (other) RSS, threads, uptime and notes (another\n"
+         "allocator mapped, control thread off). The figures: allocctl(1), MEMORY FIGURES.\n",
          true},
         {"stats", cmd_stats, "PID", "every statistic of one process",
-         "Totals, system calls, remote frees, per arena, per size class, tunables.\n", true},
+         "Memory figures, system calls, remote frees, per arena, per size class, tunables.\n",
+         true},
         {"get", cmd_get, "PID [NAME...]", "show tunables of one process (all without NAME)",
-         "Value, whether it was set explicitly (env, mallopt, allocctl) or is the default,\n"
-         "its valid range and whether it can change live.\n",
+         "Value, its source (default, environment, mallopt, command, api, dynamic), its\n"
+         "valid range and whether it can change live.\n",
          true},
         {"set", cmd_set, "PID|--exe NAME|--all NAME=VALUE... [--for DURATION]",
          "change tunables live in one process, all of an executable, or all",
@@ -729,8 +731,8 @@ static const struct command commands[] = {
          "default auto); --points (default 60) averages the samples down to that many.\n",
          true},
         {"top", cmd_top, "[--interval DURATION] [--iterations N]",
-         "live view sorted by retained memory (q quits)",
-         "Keys: q quit; r, u, m, s, p sort by retained, in use, mapped, RSS, pid.\n"
+         "live view sorted by reclaimable memory (q quits)",
+         "Keys: q quit; r, u, o, s, p sort by reclaimable, in use, other RSS, RSS, pid.\n"
          "--interval sets the refresh period (default 1s); --iterations N stops after N\n"
          "refreshes (needed when stdout is not a terminal: plain snapshots).\n",
          false},

@@ -15,17 +15,30 @@
 #include "wire.h"
 
 #ifndef ALLOCCTL_VERSION
-#define ALLOCCTL_VERSION "0.1.0"
+#define ALLOCCTL_VERSION LA_VERSION
 #endif
 
 static const struct counter_unit {
 	const char *name;
 	bool bytes;
 } counter_units[] = {
-#define X_UNIT(name, kind, unit, help) {#name, sizeof(unit) > 1},
+#define X_UNIT(name, kind, unit, scope, help) {#name, sizeof(unit) > 1},
         LA_COUNTERS(X_UNIT)
 #undef X_UNIT
 };
+
+/* A counter block from a reply's counter list (names the daemon and we share). */
+static void counters_of(Ctl__Counter *const *c, size_t n, struct la_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n; i++) {
+#define X_SET(cname, kind, unit, scope, help) \
+	if (strcmp(c[i]->name, #cname) == 0)  \
+		out->cname = c[i]->value;
+		LA_COUNTERS(X_SET)
+#undef X_SET
+	}
+}
 
 static bool counter_is_bytes(const char *name)
 {
@@ -93,6 +106,27 @@ static int cmp_pid(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+#define MEM(p, field) ((p)->memory ? (p)->memory->field : 0)
+
+static void memory_json(struct json *j, const Ctl__Memory *m)
+{
+	json_object_begin(j, "memory");
+	if (m) {
+#define X_JSON(name, help)         \
+	if (m->has_##name##_bytes) \
+		json_u64(j, #name "_bytes", m->name##_bytes);
+		LA_MEMORY(X_JSON)
+#undef X_JSON
+		if (m->has_address_space_bytes)
+			json_u64(j, "address_space_bytes", m->address_space_bytes);
+		if (m->has_rss_bytes)
+			json_u64(j, "rss_bytes", m->rss_bytes);
+		if (m->has_non_allocator_rss_bytes)
+			json_u64(j, "non_allocator_rss_bytes", m->non_allocator_rss_bytes);
+	}
+	json_object_end(j);
+}
+
 static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo *p,
                          const struct render_opts *o)
 {
@@ -108,10 +142,13 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_u64(j, "arenas", p->arenas);
 	json_u64(j, "threads", p->threads);
 	json_u64(j, "allocator_threads", p->has_allocator_threads ? p->allocator_threads : 0);
-	json_u64(j, "bytes_in_use", p->bytes_in_use);
-	json_u64(j, "bytes_mapped", p->bytes_mapped);
-	json_u64(j, "bytes_retained", p->bytes_retained);
 	json_u64(j, "rss_bytes", p->has_rss_bytes ? p->rss_bytes : 0);
+	memory_json(j, p->memory);
+	json_array_begin(j, "foreign_allocators");
+	for (size_t i = 0; i < p->n_foreign_allocators; i++)
+		json_string(j, NULL, p->foreign_allocators[i]);
+	json_array_end(j);
+	json_string(j, "version", p->version ? p->version : "");
 	json_string(j, "control", p->control ? p->control : "unknown");
 	json_bool(j, "unreadable", p->has_unreadable && p->unreadable);
 	json_u64(j, "unreadable_reads", p->has_unreadable_reads ? p->unreadable_reads : 0);
@@ -119,32 +156,97 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_object_end(j);
 }
 
+/* What an operator should know about a process, in words: other allocators it maps, a
+ * control thread that is not running. "" when nothing. */
+static const char *notes(const Ctl__ProcessInfo *p, char *buf, size_t n)
+{
+	size_t off = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < p->n_foreign_allocators && off < n; i++) {
+		int w = snprintf(buf + off, n - off, "%s%s", i ? ", " : "also maps ",
+		                 p->foreign_allocators[i]);
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+	if (p->control && strcmp(p->control, "running") != 0 && off < n)
+		snprintf(buf + off, n - off, "%scontrol %s", off ? "; " : "", p->control);
+	return buf;
+}
+
+/* Characters (not bytes) of a UTF-8 string. */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; s && *s; s++)
+		w += ((unsigned char)*s & 0xc0) != 0x80;
+	return w;
+}
+
+/* s, then spaces up to width characters. */
+static void put_padded(FILE *f, const char *s, size_t width)
+{
+	fputs(s, f);
+	for (size_t w = text_width(s); w < width; w++)
+		fputc(' ', f);
+}
+
 void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                           const struct render_opts *o)
 {
-	fprintf(f, "%8s %7s  %-16s %11s %11s %11s %6s %7s %8s %11s%s\n", "PID", "UID", "NAME",
-	        "IN USE", "MAPPED", "RETAINED", "ARENAS", "THREADS", "UPTIME", "RSS",
-	        o->show_profile ? "  PROFILE" : "");
-	for (size_t i = 0; i < n && (max_rows == 0 || i < max_rows); i++) {
+	size_t rows = max_rows && max_rows < n ? max_rows : n;
+	size_t xw = o->extra ? text_width(o->extra_title) : 0;
+	for (size_t i = 0; o->extra && i < rows; i++)
+		if (text_width(o->extra[i]) > xw)
+			xw = text_width(o->extra[i]);
+	char nb[128];
+	/* NOTES is the last column, often empty: a row pads only what it has notes after (no
+	 * trailing blanks) */
+	size_t profile_w = 12;
+	fprintf(f, "%8s %7s  %-16s %10s %10s %10s %10s %10s %10s %7s %8s", "PID", "UID", "NAME",
+	        "RSS", "IN USE", "CACHED", "FREE RES", "RECLAIM", "OTHER RSS", "THREADS", "UPTIME");
+	if (o->show_profile) {
+		fputs("  ", f);
+		put_padded(f, "PROFILE", profile_w);
+	}
+	if (o->extra) {
+		fputs("  ", f);
+		put_padded(f, o->extra_title ? o->extra_title : "", xw);
+	}
+	fputs("  NOTES\n", f);
+	for (size_t i = 0; i < rows; i++) {
 		const Ctl__ProcessInfo *p = procs[i];
-		char a[FMT_BUF], b[FMT_BUF], c[FMT_BUF], d[FMT_BUF], u[FMT_BUF], uid[32];
+		char r[FMT_BUF], a[FMT_BUF], c[FMT_BUF], fr[FMT_BUF], rc[FMT_BUF], ot[FMT_BUF],
+		        u[FMT_BUF], uid[32];
 		render_uid(uid, sizeof(uid), p);
 		fprintf(f,
-		        "%8" PRId32 " %7s  %-16.16s %11s %11s %11s %6" PRIu32 " %7" PRIu64
-		        " %8s %11s%s%s\n",
+		        "%8" PRId32 " %7s  %-16.16s %10s %10s %10s %10s %10s %10s %7" PRIu64 " %8s",
 		        p->pid, uid, render_proc_name(p),
-		        p->unreadable ? "unreadable"
-		                      : fmt_size(a, sizeof(a), p->bytes_in_use, o->raw),
-		        fmt_size(b, sizeof(b), p->bytes_mapped, o->raw),
-		        fmt_size(c, sizeof(c), p->bytes_retained, o->raw), p->arenas, p->threads,
-		        fmt_uptime(u, sizeof(u), uptime_s(p, o)),
 		        p->has_rss_bytes && p->rss_bytes
-		                ? fmt_size(d, sizeof(d), p->rss_bytes, o->raw)
+		                ? fmt_size(r, sizeof(r), p->rss_bytes, o->raw)
 		                : "-",
-		        o->show_profile ? "  " : "",
-		        !o->show_profile ? ""
-		        : p->profile     ? p->profile
-		                         : "-");
+		        p->unreadable ? "unreadable"
+		                      : fmt_size(a, sizeof(a), MEM(p, in_use_bytes), o->raw),
+		        fmt_size(c, sizeof(c), MEM(p, cached_bytes), o->raw),
+		        fmt_size(fr, sizeof(fr), MEM(p, free_resident_bytes), o->raw),
+		        fmt_size(rc, sizeof(rc), MEM(p, reclaimable_bytes), o->raw),
+		        p->has_rss_bytes && p->rss_bytes
+		                ? fmt_size(ot, sizeof(ot), MEM(p, non_allocator_rss_bytes), o->raw)
+		                : "-",
+		        p->threads, fmt_uptime(u, sizeof(u), uptime_s(p, o)));
+		notes(p, nb, sizeof(nb));
+		bool more = o->extra || *nb;
+		if (o->show_profile) {
+			fputs("  ", f);
+			put_padded(f, p->profile ? p->profile : "-", more ? profile_w : 0);
+		}
+		if (o->extra) {
+			fputs("  ", f);
+			put_padded(f, o->extra[i] ? o->extra[i] : "", *nb ? xw : 0);
+		}
+		if (*nb)
+			fprintf(f, "  %s", nb);
+		fputc('\n', f);
 	}
 }
 
@@ -183,9 +285,10 @@ void render_ps(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, const struct r
 /* A reply tunable completed from the local table where the daemon left fields out. */
 struct tunable_view {
 	const char *name;
+	const char *source; /* la_source name; NULL when the daemon did not say */
 	int64_t value, min, max;
 	int type;
-	bool set, set_known, live, known_range;
+	bool live, known_range;
 };
 
 static struct tunable_view tunable_view(const Ctl__Tunable *t)
@@ -194,8 +297,11 @@ static struct tunable_view tunable_view(const Ctl__Tunable *t)
 	struct tunable_view v = {.name = t->name, .value = t->value};
 	int type = tunable_type_from_name(t->type);
 	v.type = type >= 0 ? type : info ? info->type : LA_T_INT;
-	v.set_known = t->has_explicitly_set;
-	v.set = t->has_explicitly_set && t->explicitly_set;
+	/* a protocol-1 daemon says only whether a value was set */
+	v.source = t->source                                    ? t->source
+	           : t->has_explicitly_set && t->explicitly_set ? "set"
+	           : t->has_explicitly_set                      ? "default"
+	                                                        : NULL;
 	v.live = t->has_live ? t->live : info ? info->live : true;
 	v.known_range = (t->has_min && t->has_max) || info;
 	v.min = t->has_min ? t->min : info ? info->min : 0;
@@ -218,10 +324,7 @@ static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
 		struct tunable_view v = tunable_view(t[i]);
 		json_object_begin(j, v.name);
 		json_i64(j, "value", v.value);
-		if (v.set_known)
-			json_bool(j, "explicitly_set", v.set);
-		else
-			json_string(j, "explicitly_set", NULL);
+		json_string(j, "source", v.source);
 		json_string(j, "type", tunable_type_name(v.type));
 		json_i64(j, "min", v.min);
 		json_i64(j, "max", v.max);
@@ -229,6 +332,7 @@ static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
 		if (t[i]->has_expires_in_ms) { /* set for a limited time */
 			json_u64(j, "expires_in_ms", t[i]->expires_in_ms);
 			json_i64(j, "revert_value", t[i]->revert_value);
+			json_string(j, "revert_source", t[i]->revert_source);
 		}
 		json_object_end(j);
 	}
@@ -238,7 +342,7 @@ static void tunables_json(struct json *j, Ctl__Tunable *const *t, size_t n)
 static void tunables_table(FILE *f, const char *indent, Ctl__Tunable *const *t, size_t n,
                            const struct render_opts *o)
 {
-	fprintf(f, "%s%-20s %12s  %-7s  %-26s %s\n", indent, "NAME", "VALUE", "SOURCE", "RANGE",
+	fprintf(f, "%s%-20s %12s  %-11s  %-26s %s\n", indent, "NAME", "VALUE", "SOURCE", "RANGE",
 	        "LIVE");
 	for (size_t i = 0; i < n; i++) {
 		struct tunable_view v = tunable_view(t[i]);
@@ -249,22 +353,21 @@ static void tunables_table(FILE *f, const char *indent, Ctl__Tunable *const *t, 
 			snprintf(range, sizeof(range), "?");
 		char held[2 * FMT_BUF + 32] = "", rv[FMT_BUF], left[FMT_BUF];
 		if (t[i]->has_expires_in_ms)
-			snprintf(held, sizeof(held), "   held: back to %s in %s",
+			snprintf(held, sizeof(held), "   held: back to %s%s%s%s in %s",
 			         tunable_format(rv, sizeof(rv), v.type, t[i]->revert_value, o->raw),
+			         t[i]->revert_source ? " (" : "",
+			         t[i]->revert_source ? t[i]->revert_source : "",
+			         t[i]->revert_source ? ")" : "",
 			         fmt_left(left, sizeof(left), t[i]->expires_in_ms));
-		fprintf(f, "%s%-20s %12s  %-7s  %-26s %s%s\n", indent, v.name,
+		fprintf(f, "%s%-20s %12s  %-11s  %-26s %s%s\n", indent, v.name,
 		        tunable_format(val, sizeof(val), v.type, v.value, o->raw),
-		        v.set_known ? (v.set ? "set" : "default") : "-", range,
-		        v.live ? "yes" : "no", held);
+		        v.source ? v.source : "-", range, v.live ? "yes" : "no", held);
 	}
 }
 
 /* ---- stats -------------------------------------------------------------------------- */
 
-static const char *const group_memory[] = {"bytes_in_use",
-                                           "bytes_cached",
-                                           "bytes_mapped",
-                                           "bytes_retained",
+static const char *const group_memory[] = {"address_space_bytes",
                                            "heaps",
                                            "heaps_released",
                                            "direct_mappings",
@@ -275,8 +378,24 @@ static const char *const group_memory[] = {"bytes_in_use",
                                            NULL};
 static const char *const group_syscalls[] = {"mmap", "munmap", "madvise", "mprotect", NULL};
 static const char *const group_remote[] = {"remote_frees_queued", "remote_frees_drained", NULL};
-static const char *const group_other[] = {"madvise_deferred", "cache_refills",     "cache_flushes",
-                                          "lock_contended",   "commands_executed", NULL};
+static const char *const group_other[] = {"madvise_deferred",
+                                          "cache_refills",
+                                          "cache_flushes",
+                                          "lock_contended",
+                                          "commands_executed",
+                                          "released_bytes",
+                                          NULL};
+
+/* The counters only the memory figures show (LA_INPUT). */
+static bool is_input(const char *name)
+{
+#define X_INPUT(cname, kind, unit, scope, help)            \
+	if (kind == LA_INPUT && strcmp(name, #cname) == 0) \
+		return true;
+	LA_COUNTERS(X_INPUT)
+#undef X_INPUT
+	return false;
+}
 
 static bool in_group(const char *const *g, const char *name)
 {
@@ -369,15 +488,46 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 	if (p->has_owner_uid && p->owner_uid != p->uid)
 		snprintf(owner, sizeof(owner), " (segment owned by uid %" PRIu32 ")", p->owner_uid);
 	fprintf(f,
-	        "  uid %" PRIu32 "%s, up %s, %" PRIu64 " thread%s, %" PRIu32
-	        " arena%s, control thread %s, rss %s\n",
+	        "  uid %" PRIu32 "%s, up %s, %" PRIu64 " thread%s (%" PRIu64
+	        " used the allocator), %" PRIu32 " arena%s, control thread %s, liballoc %s\n",
 	        p->uid, owner, fmt_uptime(a, sizeof(a), uptime_s(p, o)), p->threads,
-	        p->threads == 1 ? "" : "s", p->arenas, p->arenas == 1 ? "" : "s",
-	        p->control ? p->control : "unknown",
-	        p->has_rss_bytes && p->rss_bytes ? fmt_size(b, sizeof(b), p->rss_bytes, o->raw)
-	                                         : "unknown");
+	        p->threads == 1 ? "" : "s", p->has_allocator_threads ? p->allocator_threads : 0,
+	        p->arenas, p->arenas == 1 ? "" : "s", p->control ? p->control : "unknown",
+	        p->version && *p->version ? p->version : "?");
+	for (size_t i = 0; i < p->n_foreign_allocators; i++)
+		fprintf(f,
+		        "  also maps %s: liballoc serves its malloc; %s's own statistics and "
+		        "controls no longer describe this process\n",
+		        p->foreign_allocators[i], p->foreign_allocators[i]);
 
-	counter_group(f, "memory", group_memory, s->totals, s->n_totals, o);
+	/* the memory figures (LA_MEMORY) and the kernel's RSS */
+	fprintf(f, "\nmemory\n");
+	const Ctl__Memory *m = p->memory;
+	if (m) {
+		const struct {
+			const char *label;
+			bool has;
+			uint64_t v;
+		} rows[] = {
+		        {"rss", p->has_rss_bytes && p->rss_bytes, p->rss_bytes},
+		        {"in use", m->has_in_use_bytes, m->in_use_bytes},
+		        {"cached", m->has_cached_bytes, m->cached_bytes},
+		        {"fragmented", m->has_fragmented_bytes, m->fragmented_bytes},
+		        {"free resident", m->has_free_resident_bytes, m->free_resident_bytes},
+		        {"metadata", m->has_metadata_bytes, m->metadata_bytes},
+		        {"non-allocator rss", p->has_rss_bytes && p->rss_bytes,
+		         m->non_allocator_rss_bytes},
+		        {"reclaimable", m->has_reclaimable_bytes, m->reclaimable_bytes},
+		        {"free reserved", m->has_free_reserved_bytes, m->free_reserved_bytes},
+		        {"address space", m->has_address_space_bytes, m->address_space_bytes},
+		};
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			fprintf(f, "  %-22s %14s\n", rows[i].label,
+			        rows[i].has ? fmt_size(b, sizeof(b), rows[i].v, o->raw)
+			                    : "unknown");
+	}
+
+	counter_group(f, "allocator", group_memory, s->totals, s->n_totals, o);
 
 	fprintf(f, "\nsystem calls\n  %-10s %12s %14s\n", "KIND", "CALLS", "BYTES");
 	for (const char *const *k = group_syscalls; *k; k++) {
@@ -397,7 +547,7 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 	for (size_t i = 0; i < s->n_totals; i++) {
 		const char *nm = s->totals[i]->name;
 		if (in_group(group_memory, nm) || in_group(group_remote, nm) ||
-		    in_group(group_other, nm) || is_syscall_counter(nm))
+		    in_group(group_other, nm) || is_syscall_counter(nm) || is_input(nm))
 			continue;
 		if (!other)
 			fprintf(f, "\nother\n");
@@ -405,19 +555,25 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 		counter_line(f, nm, s->totals[i]->value, o);
 	}
 
-	fprintf(f, "\narenas\n  %5s %7s %11s %11s %11s %6s %9s %9s %9s\n", "ARENA", "THREADS",
-	        "IN USE", "MAPPED", "RETAINED", "HEAPS", "REMOTE-Q", "REMOTE-D", "CONTENDED");
+	fprintf(f, "\narenas\n  %5s %7s %10s %10s %10s %10s %6s %9s %9s %9s\n", "ARENA", "THREADS",
+	        "IN USE", "CACHED", "FRAG", "FREE RES", "HEAPS", "REMOTE-Q", "REMOTE-D",
+	        "CONTENDED");
 	for (size_t i = 0; i < s->n_arenas; i++) {
 		const Ctl__ArenaStats *ar = s->arenas[i];
 		Ctl__Counter *const *k = ar->counters;
 		size_t kn = ar->n_counters;
+		struct la_counters ac;
+		struct la_memory am;
+		counters_of(k, kn, &ac);
+		la_memory_of(&ac, &am);
+		char e[FMT_BUF];
 		fprintf(f,
-		        "  %5" PRIu32 " %7" PRIu32 " %11s %11s %11s %6" PRIu64 " %9" PRIu64
+		        "  %5" PRIu32 " %7" PRIu32 " %10s %10s %10s %10s %6" PRIu64 " %9" PRIu64
 		        " %9" PRIu64 " %9" PRIu64 "\n",
-		        ar->index, ar->threads,
-		        fmt_size(a, sizeof(a), counter_value(k, kn, "bytes_in_use"), o->raw),
-		        fmt_size(b, sizeof(b), counter_value(k, kn, "bytes_mapped"), o->raw),
-		        fmt_size(c, sizeof(c), counter_value(k, kn, "bytes_retained"), o->raw),
+		        ar->index, ar->threads, fmt_size(a, sizeof(a), am.in_use, o->raw),
+		        fmt_size(b, sizeof(b), am.cached, o->raw),
+		        fmt_size(c, sizeof(c), am.fragmented, o->raw),
+		        fmt_size(e, sizeof(e), am.free_resident, o->raw),
 		        counter_value(k, kn, "heaps"), counter_value(k, kn, "remote_frees_queued"),
 		        counter_value(k, kn, "remote_frees_drained"),
 		        counter_value(k, kn, "lock_contended"));

@@ -16,8 +16,12 @@ struct render_opts {
 	bool json;         /* --json */
 	bool raw;          /* --bytes: plain numbers instead of human units */
 	bool show_exe;     /* command lines name the executable (for --exe / --all targets) */
-	bool show_profile; /* the process table ends with the PROFILE column (ps) */
+	bool show_profile; /* the process table has the PROFILE column (ps) */
 	uint64_t now_ns;   /* CLOCK_REALTIME, for uptimes */
+	/* a column of the process table before NOTES (top: the RSS trend): its title and
+	 * one text per row (UTF-8; aligned by characters) */
+	const char *extra_title;
+	const char *const *extra;
 };
 
 /* The basename of an executable path ("/usr/bin/redis-server" -> "redis-server"). */

@@ -58,17 +58,18 @@ static void top_on_signal(int sig)
 
 static uint64_t sort_value(const Ctl__ProcessInfo *p, enum top_sort by)
 {
+	const Ctl__Memory *m = p->memory;
 	switch (by) {
 	case TOP_SORT_IN_USE:
-		return p->bytes_in_use;
-	case TOP_SORT_MAPPED:
-		return p->bytes_mapped;
+		return m ? m->in_use_bytes : 0;
+	case TOP_SORT_OTHER:
+		return m ? m->non_allocator_rss_bytes : 0;
 	case TOP_SORT_RSS:
 		return p->has_rss_bytes ? p->rss_bytes : 0;
 	case TOP_SORT_PID:
 		return (uint64_t)(uint32_t)p->pid;
 	default:
-		return p->bytes_retained;
+		return m ? m->reclaimable_bytes : 0;
 	}
 }
 
@@ -95,11 +96,11 @@ int top_sort_key(int key)
 {
 	switch (key) {
 	case 'r':
-		return TOP_SORT_RETAINED;
+		return TOP_SORT_RECLAIMABLE;
 	case 'u':
 		return TOP_SORT_IN_USE;
-	case 'm':
-		return TOP_SORT_MAPPED;
+	case 'o':
+		return TOP_SORT_OTHER;
 	case 's':
 		return TOP_SORT_RSS;
 	case 'p':
@@ -109,7 +110,7 @@ int top_sort_key(int key)
 	}
 }
 
-static const char *const sort_names[] = {"retained", "in use", "mapped", "RSS", "pid"};
+static const char *const sort_names[] = {"reclaimable", "in use", "other RSS", "RSS", "pid"};
 
 static void top_restore(void)
 {
@@ -144,33 +145,25 @@ static int top_enter_raw(void)
 	return 0;
 }
 
-/* The process table with each row followed by its RSS trend over the last minute (from
+/* The process table with a column of each process's RSS trend over the last minute (from
  * the daemon's history; "-" where it has none yet). */
 static void table_with_trend(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                              const struct render_opts *o, const Ctl__HistoryReply *h)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *t = open_memstream(&buf, &len);
-	if (!t)
-		return;
-	render_process_table(t, procs, n, max_rows, o);
-	fclose(t);
-	size_t row = 0;
-	for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL, row++) {
-		nl = strchr(line, '\n');
-		int ll = nl ? (int)(nl - line) : (int)strlen(line);
-		char trend[160];
-		if (row == 0)
-			snprintf(trend, sizeof(trend), "RSS, LAST MINUTE");
-		else if (row - 1 < n)
-			history_trend(trend, sizeof(trend), history_of(h, procs[row - 1]->pid),
-			              o->raw);
-		else
-			trend[0] = 0;
-		fprintf(f, "%.*s  %s\n", ll, line, trend);
+	size_t rows = max_rows && max_rows < n ? max_rows : n;
+	char(*trend)[160] = calloc(rows ? rows : 1, sizeof(*trend));
+	const char **col = calloc(rows ? rows : 1, sizeof(*col));
+	struct render_opts to = *o;
+	if (trend && col) {
+		for (size_t i = 0; i < rows; i++)
+			col[i] = history_trend(trend[i], sizeof(trend[i]),
+			                       history_of(h, procs[i]->pid), o->raw);
+		to.extra_title = "RSS, LAST MINUTE";
+		to.extra = col;
 	}
-	free(buf);
+	render_process_table(f, procs, n, max_rows, &to);
+	free(col);
+	free(trend);
 }
 
 /* The last minute of every process, for the trend column (NULL if the daemon has none). */
@@ -201,25 +194,27 @@ static char *top_frame(struct client *c, const struct render_opts *o, Ctl__ListR
 	FILE *f = open_memstream(&buf, len);
 	if (!f)
 		return NULL;
-	uint64_t in_use = 0, mapped = 0, retained = 0;
+	uint64_t in_use = 0, rss = 0, reclaimable = 0;
 	size_t n = l ? l->n_processes : 0;
 	for (size_t i = 0; i < n; i++) {
-		in_use += l->processes[i]->bytes_in_use;
-		mapped += l->processes[i]->bytes_mapped;
-		retained += l->processes[i]->bytes_retained;
+		const Ctl__ProcessInfo *p = l->processes[i];
+		in_use += p->memory ? p->memory->in_use_bytes : 0;
+		reclaimable += p->memory ? p->memory->reclaimable_bytes : 0;
+		rss += p->has_rss_bytes ? p->rss_bytes : 0;
 	}
 	char a[FMT_BUF], b[FMT_BUF], d[FMT_BUF], ts[16];
 	time_t now = (time_t)(o->now_ns / 1000000000ULL);
 	struct tm tm;
 	localtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-	fprintf(f, "allocctl top  %s  %zu process%s  in use %s  mapped %s  retained %s\n", ts, n,
-	        n == 1 ? "" : "es", fmt_size(a, sizeof(a), in_use, o->raw),
-	        fmt_size(b, sizeof(b), mapped, o->raw), fmt_size(d, sizeof(d), retained, o->raw));
+	fprintf(f, "allocctl top  %s  %zu process%s  rss %s  in use %s  reclaimable %s\n", ts, n,
+	        n == 1 ? "" : "es", fmt_size(a, sizeof(a), rss, o->raw),
+	        fmt_size(b, sizeof(b), in_use, o->raw),
+	        fmt_size(d, sizeof(d), reclaimable, o->raw));
 	if (error)
 		fprintf(f, "%s\n", error);
 	else
-		fprintf(f, "sorted by %s; keys: q quit, r u m s p sort; daemon %s\n",
+		fprintf(f, "sorted by %s; keys: q quit, r u o s p sort; daemon %s\n",
 		        sort_names[sort_by], c->socket);
 	if (l) {
 		top_sort(l->processes, n, sort_by);
@@ -260,7 +255,7 @@ int top_run(struct client *c, const struct render_opts *opts, int interval_ms, l
 {
 	bool tty = iterations == 0 || (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
 	struct render_opts o = *opts;
-	sort_by = TOP_SORT_RETAINED;
+	sort_by = TOP_SORT_RECLAIMABLE;
 
 	/* Fail early and plainly when there is no daemon, before taking the terminal. */
 	if (client_connect(c) < 0) {

@@ -1,5 +1,6 @@
 /* top.h — `allocctl top`: a live view of every process, refreshed each interval and sorted
- * by retained memory; keys: q quits, r/u/m/s/p sort by retained, in use, mapped, RSS, pid.
+ * by reclaimable memory; keys: q quits, r/u/o/s/p sort by reclaimable, in use, other
+ * (non-allocator) RSS, RSS, pid.
  * On a terminal it uses the alternate screen, ANSI escapes and termios non-canonical mode
  * (restored on every exit path); elsewhere it needs a snapshot count and prints plain
  * frames. */
@@ -12,7 +13,7 @@
 #include "render.h"
 #include "ctl.pb-c.h"
 
-enum top_sort { TOP_SORT_RETAINED, TOP_SORT_IN_USE, TOP_SORT_MAPPED, TOP_SORT_RSS, TOP_SORT_PID };
+enum top_sort { TOP_SORT_RECLAIMABLE, TOP_SORT_IN_USE, TOP_SORT_OTHER, TOP_SORT_RSS, TOP_SORT_PID };
 
 /* Sort procs in place for the view (largest first; pid ascending for TOP_SORT_PID). */
 void top_sort(Ctl__ProcessInfo **procs, size_t n, enum top_sort by);

@@ -33,8 +33,9 @@ struct target {
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC */
 	Ctl__ErrorCode code;
 	char message[LA_REASON_MAX + 96];
-	struct seg_result sum;        /* bytes and syscalls summed over the steps */
-	int64_t values[LA_NTUNABLES]; /* value_out per step (get/set) */
+	struct seg_result sum;          /* bytes and syscalls summed over the steps */
+	int64_t values[LA_NTUNABLES];   /* value_out per step (get/set) */
+	uint32_t sources[LA_NTUNABLES]; /* and its source */
 	int nvalues;
 	int64_t old[LA_NTUNABLES]; /* set: every tunable's value before the job */
 	bool has_old;
@@ -258,8 +259,10 @@ static void target_advance(struct job *j, struct target *t, uint64_t now)
 				target_finish(j, t, code_of_status(r.status), msg);
 				return;
 			}
-			if (t->nvalues < LA_NTUNABLES)
+			if (t->nvalues < LA_NTUNABLES) {
+				t->sources[t->nvalues] = r.source;
 				t->values[t->nvalues++] = r.value_out;
+			}
 			if (++t->step == j->nsteps) {
 				target_finish(j, t, CTL__ERROR_CODE__OK, NULL);
 				return;
@@ -273,7 +276,7 @@ static void target_advance(struct job *j, struct target *t, uint64_t now)
 	}
 }
 
-static Ctl__Tunable *make_tunable(struct pool *pl, int idx, int64_t value)
+static Ctl__Tunable *make_tunable(struct pool *pl, int idx, int64_t value, uint32_t source)
 {
 	const struct tunable_info *ti = &tunable_table[idx];
 	Ctl__Tunable *tu = pool_alloc(pl, sizeof(*tu));
@@ -282,6 +285,9 @@ static Ctl__Tunable *make_tunable(struct pool *pl, int idx, int64_t value)
 	ctl__tunable__init(tu);
 	tu->name = (char *)ti->name;
 	tu->value = value;
+	tu->has_explicitly_set = true;
+	tu->explicitly_set = source != LA_SRC_default;
+	tu->source = (char *)la_source_name(source);
 	tu->has_min = tu->has_max = tu->has_live = true;
 	tu->min = ti->min;
 	tu->max = ti->max;
@@ -298,6 +304,7 @@ void tunable_add_hold(struct Ctl__Tunable *tu, const struct la_shm_hold *h, uint
 	tu->has_expires_in_ms = tu->has_revert_value = true;
 	tu->expires_in_ms = h->expires_ns > now ? (h->expires_ns - now + 999999) / 1000000 : 0;
 	tu->revert_value = h->revert_value;
+	tu->revert_source = (char *)la_source_name(h->revert_source);
 }
 
 static void job_reply(struct job *j)
@@ -343,7 +350,8 @@ static void job_reply(struct job *j)
 			r->tunables = pool_alloc(&pl, sizeof(*r->tunables) * (size_t)t->nvalues);
 			for (int k = 0; r->tunables && k < t->nvalues; k++) {
 				int ti = j->steps[k].tunable;
-				if (!(r->tunables[k] = make_tunable(&pl, ti, t->values[k])))
+				if (!(r->tunables[k] =
+				              make_tunable(&pl, ti, t->values[k], t->sources[k])))
 					continue;
 				if (ti >= 0 && (uint32_t)ti < nh)
 					tunable_add_hold(r->tunables[k], &holds[ti], now);

@@ -18,7 +18,7 @@
 #include "procfs.h"
 #include "segment.h"
 
-#define CTLD_VERSION "0.1.0"
+#define CTLD_VERSION LA_VERSION
 
 /* Event priorities: I/O and timers first; long work (discovery, scrapes) runs in slices of
  * a few milliseconds at the lowest, so a request never waits behind it for long. */
@@ -165,7 +165,9 @@ struct proc_snap {
 	struct la_shm_tunable tun[LA_NTUNABLES];
 	uint32_t ntun;
 	uint64_t rss_bytes;
-	uint32_t threads; /* the process's threads (/proc) */
+	uint32_t threads;                 /* the process's threads (/proc) */
+	struct la_memory mem;             /* la_memory_of(total) */
+	uint64_t non_allocator_rss_bytes; /* rss_bytes - mem.resident, at least 0 */
 };
 /* Refresh the header and read everything (arenas too when with_arenas); false on error,
  * logged; a segment whose layout changed is dropped and rediscovered. */

@@ -1120,6 +1120,13 @@ static void mark_unreadable(struct ctld *d, struct proc *p)
 	p->unreadable = true;
 }
 
+/* The memory figures of a snapshot's totals, and RSS beyond them. */
+static void snap_memory(struct proc_snap *s)
+{
+	la_memory_of(&s->total, &s->mem);
+	s->non_allocator_rss_bytes = la_sub0(s->rss_bytes, s->mem.resident);
+}
+
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas)
 {
 	memset(s, 0, sizeof(*s));
@@ -1133,6 +1140,7 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 	if (p->unreadable && seg_now_ns(CLOCK_MONOTONIC) < p->retry_ns) {
 		s->unreadable = true;
 		s->total = p->last_total;
+		snap_memory(s);
 		return false;
 	}
 	int err = seg_refresh(&p->seg);
@@ -1157,6 +1165,7 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 		proc_snap_free(s);
 		s->unreadable = true;
 		s->total = p->last_total;
+		snap_memory(s);
 		return false;
 	}
 	if (err) {
@@ -1173,6 +1182,7 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 	p->unreadable = false;
 	p->backoff_ms = 0;
 	p->last_total = s->total;
+	snap_memory(s);
 	s->ok = true;
 	return true;
 }

@@ -30,6 +30,7 @@
 #define HIST_FIGURES(X)                                                                   \
 	X(in_use, "in use")               /* handed out to the program */                 \
 	X(cached, "cached")               /* free blocks in thread caches */              \
+	X(fragmented, "fragmented")       /* free bytes on pages that hold live blocks */ \
 	X(free_resident, "free resident") /* free pages kept resident by the allocator */ \
 	X(metadata, "metadata")           /* the allocator's own resident bookkeeping */  \
 	X(non_alloc, "non-allocator RSS") /* RSS the allocator does not account for */    \

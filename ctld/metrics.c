@@ -24,6 +24,7 @@
 #include "jsontext.h"
 #include "log.h"
 #include "units.h"
+#include "wire.h"
 
 #define SLICE_NS    2000000ull
 #define OUT_HIGH    (1u << 20)
@@ -41,45 +42,63 @@ static void label_value(char *dst, size_t cap, const char *src)
 	dst[o] = 0;
 }
 
-/* ---- the families ----------------------------------------------------------------------- */
+/* ---- the families -----------------------------------------------------------------------
+ * One family per memory figure, counter and tunable; names carry their unit (base units:
+ * bytes, seconds), counters end in _total, and no family mixes units. Names, kinds, scopes
+ * and help come from LA_MEMORY, LA_COUNTERS (the memory figures' inputs, LA_INPUT, only
+ * through the figures; process-wide counters, LA_PROCESS, have no per-arena series) and
+ * LA_TUNABLES (units_metric_name). */
 
 struct counter_desc {
 	const char *name, *help;
-	int kind;
+	int kind, scope;
 	size_t off; /* in struct la_counters */
 };
 static const struct counter_desc counters[] = {
-#define MET_X_DESC(cname, kind, unit, help) \
-	{#cname, help, kind, offsetof(struct la_counters, cname)},
+#define MET_X_DESC(cname, kind, unit, scope, help) \
+	{#cname, help, kind, scope, offsetof(struct la_counters, cname)},
         LA_COUNTERS(MET_X_DESC)
 #undef MET_X_DESC
 };
 static const struct counter_desc class_stats[] = {
 #define MET_X_CDESC(cname, kind, unit, help) \
-	{#cname, help, kind, offsetof(struct la_class_stats, cname)},
+	{#cname, help, kind, 0, offsetof(struct la_class_stats, cname)},
         LA_CLASS_STATS(MET_X_CDESC)
 #undef MET_X_CDESC
 };
+static const struct counter_desc figures[] = {
+#define MET_X_FIG(name, help) {#name, help, LA_GAUGE, 0, offsetof(struct la_memory, name)},
+        LA_MEMORY(MET_X_FIG)
+#undef MET_X_FIG
+};
 #define NCOUNTERS    ((int)(sizeof(counters) / sizeof(counters[0])))
 #define NCLASS_STATS ((int)(sizeof(class_stats) / sizeof(class_stats[0])))
+#define NFIGURES     ((int)(sizeof(figures) / sizeof(figures[0])))
 
-/* family numbers: process totals, per arena, per class, then the fixed ones */
+/* family numbers: memory figures and counters (process totals), the same per arena, per
+ * class, one per tunable, then the fixed ones */
 enum {
-	F_TUNABLE = 0,
-	F_RSS,
+	F_RSS = 0,
+	F_NON_ALLOC,
 	F_THREADS,
+	F_ALLOC_THREADS,
 	F_ARENAS,
 	F_CONTROL,
 	F_UNREADABLE,
 	F_INFO,
 	F_PROFILE,
+	F_BUILD,
+	F_FOREIGN,
 	F_FIXED
 };
-#define F_TOTAL0 0
-#define F_ARENA0 (F_TOTAL0 + NCOUNTERS)
-#define F_CLASS0 (F_ARENA0 + NCOUNTERS)
-#define F_OTHER0 (F_CLASS0 + NCLASS_STATS)
-#define F_END    (F_OTHER0 + F_FIXED)
+#define F_FIG0       0
+#define F_TOTAL0     (F_FIG0 + NFIGURES)
+#define F_ARENA_FIG0 (F_TOTAL0 + NCOUNTERS)
+#define F_ARENA0     (F_ARENA_FIG0 + NFIGURES)
+#define F_CLASS0     (F_ARENA0 + NCOUNTERS)
+#define F_TUN0       (F_CLASS0 + NCLASS_STATS)
+#define F_OTHER0     (F_TUN0 + LA_NTUNABLES)
+#define F_END        (F_OTHER0 + F_FIXED)
 
 struct snapx {
 	struct proc_snap s;
@@ -140,36 +159,65 @@ static void family_head(struct evbuffer *b, const char *prefix, const char *name
 static bool fam_head(struct scrape *s, int f)
 {
 	struct evbuffer *b = s->out;
-	if (f < F_ARENA0) {
+	if (f < F_TOTAL0) {
+		family_head(b, "liballoc_", figures[f - F_FIG0].name, "_bytes", "gauge",
+		            figures[f - F_FIG0].help, "");
+	} else if (f < F_ARENA_FIG0) {
 		const struct counter_desc *c = &counters[f - F_TOTAL0];
+		if (c->kind == LA_INPUT)
+			return false;
 		family_head(b, "liballoc_", c->name, c->kind == LA_COUNTER ? "_total" : "",
 		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help,
 		            " (process total)");
-	} else if (f < F_CLASS0) {
+	} else if (f < F_ARENA0) {
 		if (!s->arenas)
 			return false;
+		family_head(b, "liballoc_arena_", figures[f - F_ARENA_FIG0].name, "_bytes", "gauge",
+		            figures[f - F_ARENA_FIG0].help, " (per arena)");
+	} else if (f < F_CLASS0) {
 		const struct counter_desc *c = &counters[f - F_ARENA0];
+		if (!s->arenas || c->kind == LA_INPUT || c->scope == LA_PROCESS)
+			return false;
 		family_head(b, "liballoc_arena_", c->name, c->kind == LA_COUNTER ? "_total" : "",
 		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help, " (per arena)");
-	} else if (f < F_OTHER0) {
+	} else if (f < F_TUN0) {
 		if (!s->classes)
 			return false;
 		const struct counter_desc *c = &class_stats[f - F_CLASS0];
 		family_head(b, "liballoc_class_", c->name, c->kind == LA_COUNTER ? "_total" : "",
 		            c->kind == LA_COUNTER ? "counter" : "gauge", c->help,
 		            " (per size class)");
+	} else if (f < F_OTHER0) {
+		const struct tunable_info *t = &tunable_table[f - F_TUN0];
+		char name[128], help[256];
+		units_metric_name(t, name, sizeof(name));
+		snprintf(help, sizeof(help), "Effective value of the tunable %s: %s", t->name,
+		         t->help);
+		family_head(b, "", name, "", "gauge", help, "");
 	} else {
 		static const struct {
 			const char *name, *help;
 		} fixed[F_FIXED] = {
-		        [F_TUNABLE] = {"liballoc_tunable", "Effective value of a tunable"},
 		        [F_RSS] = {"liballoc_process_rss_bytes",
-		                   "Resident set size of the process"},
+		                   "Resident set size of the process (/proc/<pid>/stat)"},
+		        [F_NON_ALLOC] =
+		                {"liballoc_process_non_allocator_rss_bytes",
+		                 "Resident set size minus what the allocator holds resident: "
+		                 "code, stacks, other mappings (at least 0)"},
 		        [F_THREADS] = {"liballoc_process_threads", "Threads of the process"},
-		        [F_ARENAS] = {"liballoc_process_arenas", "Arenas in use"},
-		        [F_CONTROL] = {"liballoc_process_control_running",
+		        [F_ALLOC_THREADS] = {"liballoc_allocator_threads",
+		                             "Threads that used the allocator and have not exited"},
+		        [F_ARENAS] = {"liballoc_arenas", "Arenas in use"},
+		        [F_CONTROL] = {"liballoc_control_running",
 		                       "1 if the process's control thread runs (commands are "
 		                       "answered)"},
+		        [F_BUILD] = {"liballoc_build_info",
+		                     "The liballoc version a process runs and its segment ABI "
+		                     "(always 1)"},
+		        [F_FOREIGN] =
+		                {"liballoc_foreign_allocator_info",
+		                 "Another allocator's library mapped in the process (always 1): "
+		                 "its own statistics no longer describe the process's memory"},
 		        [F_UNREADABLE] = {"liballoc_process_unreadable",
 		                          "1 while the process's statistics cannot be read "
 		                          "consistently (its other series are left out then)"},
@@ -201,13 +249,31 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 	const struct proc_snap *sn = &x->s;
 	const struct proc *p = sn->p;
 	bool readable = !sn->unreadable;
-	if (f < F_ARENA0) {
+	if (f < F_TOTAL0) {
+		if (readable)
+			evbuffer_add_printf(
+			        b, "liballoc_%s_bytes{%s} %llu\n", figures[f - F_FIG0].name,
+			        x->labels,
+			        (unsigned long long)field(&sn->mem, figures[f - F_FIG0].off));
+		return false;
+	}
+	if (f < F_ARENA_FIG0) {
 		const struct counter_desc *c = &counters[f - F_TOTAL0];
 		if (readable)
 			evbuffer_add_printf(b, "liballoc_%s%s{%s} %llu\n", c->name,
 			                    c->kind == LA_COUNTER ? "_total" : "", x->labels,
 			                    (unsigned long long)field(&sn->total, c->off));
 		return false;
+	}
+	if (f < F_ARENA0) {
+		if (!readable || a >= sn->narenas)
+			return false;
+		struct la_memory m;
+		la_memory_of(&sn->arenas[a].c, &m);
+		evbuffer_add_printf(b, "liballoc_arena_%s_bytes{%s,arena=\"%u\"} %llu\n",
+		                    figures[f - F_ARENA_FIG0].name, x->labels, sn->arenas[a].index,
+		                    (unsigned long long)field(&m, figures[f - F_ARENA_FIG0].off));
+		return a + 1 < sn->narenas;
 	}
 	if (f < F_CLASS0) {
 		const struct counter_desc *c = &counters[f - F_ARENA0];
@@ -219,7 +285,7 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		                    (unsigned long long)field(&sn->arenas[a].c, c->off));
 		return a + 1 < sn->narenas;
 	}
-	if (f < F_OTHER0) {
+	if (f < F_TUN0) {
 		const struct counter_desc *c = &class_stats[f - F_CLASS0];
 		if (!readable || !x->cls || a >= x->ncls)
 			return false;
@@ -229,29 +295,59 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		                    (unsigned long long)field(&x->cls[a].s, c->off));
 		return a + 1 < x->ncls;
 	}
+	if (f < F_OTHER0) {
+		const struct tunable_info *t = &tunable_table[f - F_TUN0];
+		uint32_t k = (uint32_t)(f - F_TUN0);
+		if (readable && k < sn->ntun) {
+			char name[128], v[32];
+			units_metric_name(t, name, sizeof(name));
+			units_metric_value(t, sn->tun[k].value, v, sizeof(v));
+			evbuffer_add_printf(b, "%s{%s} %s\n", name, x->labels, v);
+		}
+		return false;
+	}
 	const struct la_shm_header *h = &p->seg.hdr;
 	switch (f - F_OTHER0) {
-	case F_TUNABLE:
-		if (!readable || a >= sn->ntun)
-			return false;
-		evbuffer_add_printf(b, "liballoc_tunable{%s,name=\"%s\"} %lld\n", x->labels,
-		                    tunable_table[a].name, (long long)sn->tun[a].value);
-		return a + 1 < sn->ntun;
 	case F_RSS:
 		evbuffer_add_printf(b, "liballoc_process_rss_bytes{%s} %llu\n", x->labels,
 		                    (unsigned long long)sn->rss_bytes);
 		break;
+	case F_NON_ALLOC:
+		if (readable)
+			evbuffer_add_printf(
+			        b, "liballoc_process_non_allocator_rss_bytes{%s} %llu\n", x->labels,
+			        (unsigned long long)sn->non_allocator_rss_bytes);
+		break;
 	case F_THREADS:
 		evbuffer_add_printf(b, "liballoc_process_threads{%s} %u\n", x->labels, sn->threads);
 		break;
+	case F_ALLOC_THREADS:
+		evbuffer_add_printf(b, "liballoc_allocator_threads{%s} %llu\n", x->labels,
+		                    (unsigned long long)h->allocator_threads);
+		break;
 	case F_ARENAS:
-		evbuffer_add_printf(b, "liballoc_process_arenas{%s} %u\n", x->labels,
-		                    h->arena_count);
+		evbuffer_add_printf(b, "liballoc_arenas{%s} %u\n", x->labels, h->arena_count);
 		break;
 	case F_CONTROL:
-		evbuffer_add_printf(b, "liballoc_process_control_running{%s} %d\n", x->labels,
+		evbuffer_add_printf(b, "liballoc_control_running{%s} %d\n", x->labels,
 		                    h->control_state == LA_CONTROL_RUNNING);
 		break;
+	case F_BUILD:
+		evbuffer_add_printf(
+		        b, "liballoc_build_info{%s,version=\"%.15s\",segment_abi=\"%u\"} 1\n",
+		        x->labels, h->version, h->abi_version);
+		break;
+	case F_FOREIGN: {
+		uint32_t bit = 1u << a;
+		if (a >= 32)
+			return false;
+		const char *fa = la_foreign_name(bit);
+		if ((h->foreign_allocators & bit) && fa)
+			evbuffer_add_printf(
+			        b, "liballoc_foreign_allocator_info{%s,allocator=\"%s\"} 1\n",
+			        x->labels, fa);
+		return a + 1 < 32;
+	}
 	case F_UNREADABLE:
 		evbuffer_add_printf(b, "liballoc_process_unreadable{%s} %d\n", x->labels,
 		                    sn->unreadable);
@@ -279,6 +375,12 @@ static void write_own(struct scrape *s)
 {
 	struct ctld *d = s->d;
 	struct evbuffer *b = s->out;
+	family_head(b, "", "liballoc_ctld_build_info", "", "gauge",
+	            "allocctld's version, control protocol and segment ABI (always 1)", "");
+	evbuffer_add_printf(b,
+	                    "liballoc_ctld_build_info{version=\"%s\",protocol=\"%u\","
+	                    "segment_abi=\"%u\"} 1\n",
+	                    CTLD_VERSION, CTL_PROTOCOL_VERSION, LA_SHM_ABI_VERSION);
 	family_head(b, "", "liballoc_ctld_processes", "", "gauge", "Processes with a valid segment",
 	            "");
 	evbuffer_add_printf(b, "liballoc_ctld_processes %d\n", d->nprocs);
@@ -336,15 +438,20 @@ static void json_process(struct scrape *s, struct snapx *x, bool first)
 	const struct proc_snap *sn = &x->s;
 	const struct proc *p = sn->p;
 	const struct la_shm_header *h = &p->seg.hdr;
-	json_t *o = json_pack(
-	        "{s:i,s:i,s:i,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:i,s:i,s:s,s:b}", "pid", h->pid, "uid",
-	        (int)proc_uid(p), "owner_uid", (int)p->seg.uid, "exe", json_text(proc_exe(p)),
-	        "name", json_text(proc_name(p)), "cmdline", json_text(p->id.cmdline),
-	        "bytes_in_use", (json_int_t)sn->total.bytes_in_use, "bytes_mapped",
-	        (json_int_t)sn->total.bytes_mapped, "bytes_retained",
-	        (json_int_t)sn->total.bytes_retained, "rss_bytes", (json_int_t)sn->rss_bytes,
-	        "threads", (int)sn->threads, "arenas", (int)h->arena_count, "control",
-	        seg_control_name(h->control_state), "unreadable", sn->unreadable);
+	json_t *o = json_pack("{s:i,s:i,s:i,s:o,s:o,s:o,s:I,s:I,s:i,s:I,s:i,s:s,s:b,s:s}", "pid",
+	                      h->pid, "uid", (int)proc_uid(p), "owner_uid", (int)p->seg.uid, "exe",
+	                      json_text(proc_exe(p)), "name", json_text(proc_name(p)), "cmdline",
+	                      json_text(p->id.cmdline), "rss_bytes", (json_int_t)sn->rss_bytes,
+	                      "non_allocator_rss_bytes", (json_int_t)sn->non_allocator_rss_bytes,
+	                      "threads", (int)sn->threads, "allocator_threads",
+	                      (json_int_t)h->allocator_threads, "arenas", (int)h->arena_count,
+	                      "control", seg_control_name(h->control_state), "unreadable",
+	                      sn->unreadable, "version", h->version);
+#define MET_X_JSON(fig, help) \
+	if (o)                \
+		json_object_set_new(o, #fig "_bytes", json_integer((json_int_t)sn->mem.fig));
+	LA_MEMORY(MET_X_JSON)
+#undef MET_X_JSON
 	if (!first)
 		evbuffer_add(b, ",", 1);
 	if (!o) { /* out of memory: the process is still listed */

@@ -142,7 +142,7 @@ struct policy_engine {
 
 uint64_t policy_reclaimable(const struct proc_snap *s)
 {
-	return s->total.bytes_retained + s->total.bytes_cached + s->total.direct_cache_bytes;
+	return s->mem.reclaimable; /* liballoc_shm.h's one definition (la_memory_of) */
 }
 
 const char *policy_proc_profile(const struct proc *p)
@@ -513,7 +513,7 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 		if (!proc_snapshot(d, p, &s, false))
 			continue;
 		uint64_t rc = policy_reclaimable(&s);
-		uint64_t cached = s.total.bytes_cached;
+		uint64_t cached = s.mem.cached;
 		proc_snap_free(&s);
 		/* nothing reclaimable by its figures: last, still tried (a figure may lag) */
 		r->c[r->n].p = p;
@@ -730,7 +730,7 @@ static void on_psi_event(struct pressure_watch *w, const struct pressure_event *
 
 static void activity_sig(const struct proc_snap *s, uint64_t sig[6])
 {
-	sig[0] = s->total.bytes_in_use;
+	sig[0] = s->total.allocated_bytes;
 	sig[1] = s->total.cache_refills;
 	sig[2] = s->total.mmap_calls;
 	sig[3] = s->total.remote_frees_queued;
@@ -889,7 +889,8 @@ static void apply_profile(struct ctld *d, struct proc *p, const struct profile *
 		int t = pr->set[i].tunable;
 		if ((uint32_t)t >= ntun || tun[t].value == pr->set[i].value)
 			continue;
-		if (tun[t].explicitly_set && !tun[t].by_policy) {
+		uint32_t src = tun[t].source;
+		if (src != LA_SRC_default && src != LA_SRC_dynamic && src != LA_SRC_policy) {
 			/* set by the environment, mallopt, the program or an operator: theirs */
 			struct audit_event ev;
 			memset(&ev, 0, sizeof(ev));

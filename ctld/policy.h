@@ -118,7 +118,8 @@ void policy_write_metrics(struct ctld *d, struct evbuffer *b);
 struct pool;
 struct Ctl__PolicyReply;
 int policy_reply(struct ctld *d, uid_t uid, struct pool *pl, struct Ctl__PolicyReply *r);
-/* The bytes flush, release and trim would give back now, from a snapshot. */
+/* The bytes flush, release and trim would give back now, from a snapshot: the memory
+ * figure "reclaimable" (la_memory_of). */
 uint64_t policy_reclaimable(const struct proc_snap *s);
 
 #endif

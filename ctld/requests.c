@@ -87,7 +87,7 @@ static Ctl__Counter **counters_msg(struct pool *pl, const struct la_counters *v,
 	if (!arr)
 		return NULL;
 	size_t i = 0;
-#define REQ_X_COUNTER(cname, kind, unit, help)                 \
+#define REQ_X_COUNTER(cname, kind, unit, scope, help)          \
 	if ((arr[i] = pool_alloc(pl, sizeof(Ctl__Counter)))) { \
 		ctl__counter__init(arr[i]);                    \
 		arr[i]->name = #cname;                         \
@@ -120,17 +120,39 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	pi->arenas = h->arena_count;
 	pi->threads = s->threads;
 	pi->has_allocator_threads = true;
-	pi->allocator_threads = h->threads;
+	pi->allocator_threads = h->allocator_threads;
 	pi->has_unreadable = true;
 	pi->unreadable = s->unreadable;
 	pi->has_unreadable_reads = true;
 	pi->unreadable_reads = s->p->unreadable_reads;
-	pi->bytes_in_use = s->total.bytes_in_use;
-	pi->bytes_mapped = s->total.bytes_mapped;
-	pi->bytes_retained = s->total.bytes_retained;
 	pi->has_rss_bytes = true;
 	pi->rss_bytes = s->rss_bytes;
 	pi->control = (char *)seg_control_name(h->control_state);
+	pi->version = pool_strdup(pl, h->version);
+	Ctl__Memory *m = pool_alloc(pl, sizeof(*m));
+	if (!m || !pi->version)
+		return NULL;
+	ctl__memory__init(m);
+#define REQ_X_MEM(name, help)         \
+	m->has_##name##_bytes = true; \
+	m->name##_bytes = s->mem.name;
+	LA_MEMORY(REQ_X_MEM)
+#undef REQ_X_MEM
+	m->has_address_space_bytes = m->has_rss_bytes = m->has_non_allocator_rss_bytes = true;
+	m->address_space_bytes = s->total.address_space_bytes;
+	m->rss_bytes = s->rss_bytes;
+	m->non_allocator_rss_bytes = s->non_allocator_rss_bytes;
+	pi->memory = m;
+	uint32_t nforeign = (uint32_t)__builtin_popcount(h->foreign_allocators);
+	if (nforeign) {
+		pi->foreign_allocators = pool_alloc(pl, sizeof(char *) * nforeign);
+		if (!pi->foreign_allocators)
+			return NULL;
+		for (uint32_t bit = 1; bit; bit <<= 1)
+			if ((h->foreign_allocators & bit) && la_foreign_name(bit))
+				pi->foreign_allocators[pi->n_foreign_allocators++] =
+				        (char *)la_foreign_name(bit);
+	}
 	const char *profile = policy_proc_profile(s->p);
 	if (profile && !(pi->profile = pool_strdup(pl, profile)))
 		return NULL;
@@ -329,7 +351,8 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 		tu->name = (char *)ti->name;
 		tu->value = s.tun[i].value;
 		tu->has_explicitly_set = tu->has_min = tu->has_max = tu->has_live = true;
-		tu->explicitly_set = s.tun[i].explicitly_set != 0;
+		tu->explicitly_set = s.tun[i].source != LA_SRC_default;
+		tu->source = (char *)la_source_name(s.tun[i].source);
 		tu->min = ti->min;
 		tu->max = ti->max;
 		tu->live = ti->live;

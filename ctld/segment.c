@@ -257,6 +257,11 @@ int seg_openat(struct seg *s, int dfd, const char *path, uid_t expected_uid)
 	for (char *c = s->hdr.exe; *c; c++)
 		if (*c < 0x20 || *c > 0x7e)
 			*c = '?';
+	/* so is the version (a label value: no quote or backslash either) */
+	s->hdr.version[sizeof(s->hdr.version) - 1] = 0;
+	for (char *c = s->hdr.version; *c; c++)
+		if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\')
+			*c = '?';
 	s->fd = fd;
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
@@ -311,7 +316,8 @@ int seg_refresh(struct seg *s)
 		            h.arena_count, o->arena_slots);
 	s->hdr.arena_count = h.arena_count;
 	s->hdr.control_state = h.control_state;
-	s->hdr.threads = h.threads;
+	s->hdr.allocator_threads = h.allocator_threads;
+	s->hdr.foreign_allocators = h.foreign_allocators;
 	s->hdr.heartbeat_ns = h.heartbeat_ns;
 	return SEG_E_OK;
 }
@@ -738,6 +744,7 @@ int seg_mb_poll(struct seg *s, uint64_t seq, struct seg_result *r)
 		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
 			*c = '?';
 	r->value_out = mb->value_out;
+	r->source = mb->source_out;
 	r->bytes_released = mb->bytes_released;
 	r->syscalls_mmap = mb->syscalls_mmap;
 	r->syscalls_munmap = mb->syscalls_munmap;

@@ -132,6 +132,7 @@ struct seg_result {
 	int32_t status; /* la_status */
 	char reason[LA_REASON_MAX];
 	int64_t value_out;
+	uint32_t source; /* get/set: la_source of value_out */
 	uint64_t bytes_released;
 	uint64_t syscalls_mmap, syscalls_munmap, syscalls_madvise, syscalls_mprotect;
 	uint64_t duration_ns;

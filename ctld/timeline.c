@@ -30,20 +30,20 @@ int64_t timeline_now_ms(void)
 	return (int64_t)(seg_now_ns(CLOCK_REALTIME) / 1000000u);
 }
 
-/* The sample's figures from what the segment and /proc say. The allocator's own split
- * (in use / cached / free resident / metadata) comes from the segment's counters;
- * non-allocator RSS is what RSS holds beyond the allocator's resident bytes. */
+/* The sample's figures from what the segment and /proc say: the memory figures of
+ * liballoc_shm.h (la_memory_of, the one definition) and non-allocator RSS, what RSS holds
+ * beyond the allocator's resident bytes. The stack sums to RSS where RSS is larger. */
 void timeline_figures(const struct la_counters *c, uint64_t rss, uint64_t out[HIST_NFIG])
 {
-	uint64_t cached = c->bytes_cached;
-	uint64_t in_use = c->bytes_in_use > cached ? c->bytes_in_use - cached : 0;
+	struct la_memory m;
+	la_memory_of(c, &m);
 	memset(out, 0, sizeof(uint64_t) * HIST_NFIG);
-	out[HIST_F_in_use] = in_use;
-	out[HIST_F_cached] = cached;
-	out[HIST_F_free_resident] = c->bytes_retained;
-	out[HIST_F_metadata] = 0; /* not published by the segment (yet) */
-	uint64_t alloc = in_use + cached + c->bytes_retained;
-	out[HIST_F_non_alloc] = rss > alloc ? rss - alloc : 0;
+	out[HIST_F_in_use] = m.in_use;
+	out[HIST_F_cached] = m.cached;
+	out[HIST_F_fragmented] = m.fragmented;
+	out[HIST_F_free_resident] = m.free_resident;
+	out[HIST_F_metadata] = m.metadata;
+	out[HIST_F_non_alloc] = la_sub0(rss, m.resident);
 	out[HIST_F_rss] = rss;
 }
 

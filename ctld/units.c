@@ -4,6 +4,7 @@
 #include "units.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,4 +251,34 @@ void units_format(int type, int64_t v, char *buf, size_t len)
 		return;
 	}
 	snprintf(buf, len, "%lld", (long long)v);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void units_metric_name(const struct tunable_info *t, char *buf, size_t len)
+{
+	size_t n = strlen(t->name);
+	if (t->type == LA_T_MS && ends_with(t->name, "_ms"))
+		snprintf(buf, len, "liballoc_tunable_%.*s_seconds", (int)(n - 3), t->name);
+	else if (t->type == LA_T_MS)
+		snprintf(buf, len, "liballoc_tunable_%s_seconds", t->name);
+	else if (t->type == LA_T_SIZE && !ends_with(t->name, "_bytes"))
+		snprintf(buf, len, "liballoc_tunable_%s_bytes", t->name);
+	else
+		snprintf(buf, len, "liballoc_tunable_%s", t->name);
+}
+
+void units_metric_value(const struct tunable_info *t, int64_t v, char *buf, size_t len)
+{
+	if (t->type == LA_T_MS && v % 1000 != 0)
+		snprintf(buf, len, "%s%lld.%03lld", v < 0 ? "-" : "", (long long)(llabs(v) / 1000),
+		         (long long)(llabs(v) % 1000));
+	else if (t->type == LA_T_MS)
+		snprintf(buf, len, "%lld", (long long)(v / 1000));
+	else
+		snprintf(buf, len, "%lld", (long long)v);
 }

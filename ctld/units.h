@@ -35,5 +35,11 @@ int units_parse_tunable(const struct tunable_info *t, const char *text, int64_t 
                         size_t errlen);
 /* Format v the way a human writes it for type: "64K", "1.5G", "true", "10s". */
 void units_format(int type, int64_t v, char *buf, size_t len);
+/* The Prometheus family of a tunable, in its base unit: "liballoc_tunable_" + the name,
+ * sizes ending in _bytes, durations in _seconds (decay_ms: liballoc_tunable_decay_seconds),
+ * booleans and counts bare. */
+void units_metric_name(const struct tunable_info *t, char *buf, size_t len);
+/* v in that unit ("10", "0.25" seconds). */
+void units_metric_value(const struct tunable_info *t, int64_t v, char *buf, size_t len);
 
 #endif

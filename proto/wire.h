@@ -10,7 +10,7 @@
 #include "ctl.pb-c.h"
 
 /* Bump on any incompatible change to ctl.proto (don't forget). */
-#define CTL_PROTOCOL_VERSION 1u
+#define CTL_PROTOCOL_VERSION 2u
 #define CTL_MAX_FRAME        (1u << 20) /* requests and replies; a stats reply is ~40 KiB */
 #define CTL_DEFAULT_SOCKET   "/run/allocctld/ctl.sock"
 #define CTL_SOCKET_ENV       "ALLOCCTL_SOCKET"

@@ -105,9 +105,12 @@ import json, sys
 p = [p for p in json.load(sys.stdin)['processes'] if p['pid'] == $WL][0]
 rss = [int(l.split()[1]) * 1024 for l in open('/proc/$WL/status') if l.startswith('VmRSS:')][0]
 mib = lambda b: '%.1f MiB' % (b / 1048576)
-print('%s%-7s RSS %s (/proc/$WL/status); allocator: in use %s, mapped %s, retained %s%s' % (
-    '$B', sys.argv[1], mib(rss), mib(p['bytes_in_use']), mib(p['bytes_mapped']),
-    mib(p['bytes_retained']), '$N'))" "$1"
+m = p['memory']
+print('%s%-7s RSS %s (/proc/$WL/status); allocator: in use %s, cached %s, free resident %s, '
+      'reclaimable %s; not the allocator: %s%s' % (
+    '$B', sys.argv[1], mib(rss), mib(m['in_use_bytes']), mib(m['cached_bytes']),
+    mib(m['free_resident_bytes']), mib(m['reclaimable_bytes']),
+    mib(m['non_allocator_rss_bytes']), '$N'))" "$1"
 }
 total() { "$ALLOCCTL" --json stats "$WL" | python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['$1'])"; }
 
@@ -129,8 +132,9 @@ if [ $ready = 1 ]; then
 	after=$(total direct_mappings)
 	note "direct mappings: $before before, $after after ($((after - before)) new)"
 
-	step "release the heaps that hold no live block"
+	step "flush the thread caches, then release the heaps that hold no live block"
 	memory before
+	show "$ALLOCCTL" flush "$WL"
 	show "$ALLOCCTL" release "$WL"
 	memory after
 

@@ -5,11 +5,11 @@
 // ever goes into textContent.
 'use strict';
 
-const FIG = ['in_use', 'cached', 'free_resident', 'metadata', 'non_alloc', 'rss'];
-const STACK = ['in_use', 'cached', 'free_resident', 'metadata', 'non_alloc'];
+const FIG = ['in_use', 'cached', 'fragmented', 'free_resident', 'metadata', 'non_alloc', 'rss'];
+const STACK = ['in_use', 'cached', 'fragmented', 'free_resident', 'metadata', 'non_alloc'];
 const FIG_COLOR = {
-  in_use: '#3b6fd4', cached: '#41a6a0', free_resident: '#e39b3b', metadata: '#9a6fc9',
-  non_alloc: '#b9bfca', rss: '#1d2330',
+  in_use: '#3b6fd4', cached: '#41a6a0', fragmented: '#c9a227', free_resident: '#e39b3b',
+  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330',
 };
 const EVENT_COLOR = {
   trim: '#2d8a4e', release: '#2d8a4e', flush: '#2d8a4e', set: '#3b6fd4', revert: '#3b6fd4',

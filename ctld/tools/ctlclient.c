@@ -41,6 +41,8 @@ static void print_tunable(const char *prefix, int pid, const Ctl__Tunable *t)
 		printf(" min=%lld max=%lld", (long long)t->min, (long long)t->max);
 	if (t->has_explicitly_set)
 		printf(" explicit=%d", t->explicitly_set);
+	if (t->source)
+		printf(" source=%s", t->source);
 	printf("\n");
 }
 
@@ -58,17 +60,20 @@ static void print_reply(const Ctl__Reply *r)
 	if (r->list)
 		for (size_t i = 0; i < r->list->n_processes; i++) {
 			const Ctl__ProcessInfo *p = r->list->processes[i];
+			const Ctl__Memory *m = p->memory;
 			printf("process pid=%d name=%s exe=%s uid=%u owner=%u arenas=%u "
-			       "threads=%llu "
-			       "alloc_threads=%llu in_use=%llu "
-			       "mapped=%llu retained=%llu rss=%llu control=%s%s\n",
+			       "threads=%llu alloc_threads=%llu in_use=%llu cached=%llu "
+			       "free_resident=%llu reclaimable=%llu address_space=%llu rss=%llu "
+			       "control=%s%s\n",
 			       p->pid, p->name ? p->name : "-", p->exe, p->uid,
 			       p->has_owner_uid ? p->owner_uid : p->uid, p->arenas,
 			       (unsigned long long)p->threads,
 			       (unsigned long long)p->allocator_threads,
-			       (unsigned long long)p->bytes_in_use,
-			       (unsigned long long)p->bytes_mapped,
-			       (unsigned long long)p->bytes_retained,
+			       (unsigned long long)(m ? m->in_use_bytes : 0),
+			       (unsigned long long)(m ? m->cached_bytes : 0),
+			       (unsigned long long)(m ? m->free_resident_bytes : 0),
+			       (unsigned long long)(m ? m->reclaimable_bytes : 0),
+			       (unsigned long long)(m ? m->address_space_bytes : 0),
 			       (unsigned long long)p->rss_bytes, p->control ? p->control : "?",
 			       p->unreadable ? " unreadable" : "");
 		}

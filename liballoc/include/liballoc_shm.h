@@ -35,7 +35,8 @@
 #include <stdint.h>
 
 #define LA_SHM_MAGIC            0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
-#define LA_SHM_ABI_VERSION      1u
+#define LA_SHM_ABI_VERSION      2u
+#define LA_VERSION              "0.1.0" /* the project's version: liballoc, allocctld, allocctl */
 #define LA_SHM_PREFIX           "liballoc."
 #define LA_SHM_SUFFIX           ".seg"
 #define LA_SHM_DEFAULT_RUN_DIR  "/dev/shm/liballoc"
@@ -66,52 +67,136 @@
 	 (unsigned)(LA_SHM_ARENA_STRIDE_MAX * (1 + LA_SHM_ARENAS_MAX)) + LA_SHM_PAGE)
 
 /* ---- Counters -------------------------------------------------------------------------
- * X(name, kind, unit, help). kind: LA_GAUGE (a level) or LA_COUNTER (monotonic).
- * One block of these exists per arena and one for the process (direct mappings, the
- * control thread); the process total is their sum (la_counters_add). */
+ * X(name, kind, unit, scope, help). Names end in their unit, as Prometheus names do
+ * (readers add "_total" to counters).
+ * kind: LA_GAUGE (a level), LA_COUNTER (monotonic), or LA_INPUT: a gauge published only
+ *       through the memory figures below (la_memory_of), not on its own.
+ * scope: where the counter lives. LA_ARENA: in every arena block (the process total is
+ *       their sum); LA_PROCESS: only in the process block (direct mappings, the control
+ *       thread: readers publish no per-arena series of it); LA_BOTH: in both (each arena
+ *       for its heaps, the process block for direct mappings and process-wide tables).
+ * The process total is the sum of the process block and every arena (la_counters_add). */
 #define LA_GAUGE   0
 #define LA_COUNTER 1
+#define LA_INPUT   2
 
-#define LA_COUNTERS(X)                                                                            \
-	X(bytes_in_use, LA_GAUGE, "bytes",                                                        \
-	  "Bytes in blocks handed out (thread caches count as in use)")                           \
-	X(bytes_cached, LA_GAUGE, "bytes", "Bytes of free blocks held in thread caches")          \
-	X(bytes_mapped, LA_GAUGE, "bytes", "Bytes of address space mapped from the kernel")       \
-	X(bytes_retained, LA_GAUGE, "bytes", "Free bytes kept resident (not yet returned)")       \
-	X(heaps, LA_GAUGE, "", "Heaps currently mapped")                                          \
-	X(direct_mappings, LA_GAUGE, "", "Direct mappings currently live")                        \
-	X(direct_bytes, LA_GAUGE, "bytes", "Bytes in live direct mappings")                       \
-	X(direct_cache_bytes, LA_GAUGE, "bytes", "Bytes of freed direct mappings kept for reuse") \
-	X(direct_cache_hits, LA_COUNTER, "",                                                      \
-	  "Large allocations served from the direct-mapping cache")                               \
-	X(mmap_calls, LA_COUNTER, "", "mmap system calls")                                        \
-	X(mmap_bytes, LA_COUNTER, "bytes", "Bytes covered by mmap calls")                         \
-	X(munmap_calls, LA_COUNTER, "", "munmap system calls")                                    \
-	X(munmap_bytes, LA_COUNTER, "bytes", "Bytes covered by munmap calls")                     \
-	X(madvise_calls, LA_COUNTER, "", "madvise system calls")                                  \
-	X(madvise_bytes, LA_COUNTER, "bytes", "Bytes covered by madvise calls")                   \
-	X(mprotect_calls, LA_COUNTER, "", "mprotect system calls")                                \
-	X(mprotect_bytes, LA_COUNTER, "bytes", "Bytes covered by mprotect calls")                 \
-	X(madvise_deferred, LA_COUNTER, "", "Page returns deferred by the madvise throttle")      \
-	X(heaps_released, LA_COUNTER, "", "Idle heaps unmapped")                                  \
-	X(threshold_raises, LA_COUNTER, "", "Dynamic mmap threshold adjustments")                 \
-	X(remote_frees_queued, LA_COUNTER, "", "Frees enqueued on this arena by other threads")   \
-	X(remote_frees_drained, LA_COUNTER, "", "Remote frees drained by this arena's users")     \
-	X(remote_frees_locked, LA_COUNTER, "",                                                    \
-	  "Frees by other threads that took this arena's lock (only when no thread uses it)")     \
-	X(cache_refills, LA_COUNTER, "", "Thread-cache refills from the arena")                   \
-	X(cache_flushes, LA_COUNTER, "", "Thread-cache flushes to the arena")                     \
-	X(lock_contended, LA_COUNTER, "", "Arena lock acquisitions that had to wait")             \
-	X(commands_executed, LA_COUNTER, "", "Mailbox commands executed")
+#define LA_ARENA   1
+#define LA_PROCESS 2
+#define LA_BOTH    3
+
+#define LA_COUNTERS(X)                                                                          \
+	X(allocated_bytes, LA_INPUT, "bytes", LA_BOTH,                                          \
+	  "Bytes of blocks out of the allocator: held by the program or in thread caches")      \
+	X(cached_bytes, LA_INPUT, "bytes", LA_ARENA,                                            \
+	  "Bytes of free blocks in thread caches, as of each cache bin's last refill or flush") \
+	X(data_resident_bytes, LA_INPUT, "bytes", LA_BOTH,                                      \
+	  "Bytes of heap pages and direct mappings that may be resident (metadata excluded)")   \
+	X(free_resident_bytes, LA_INPUT, "bytes", LA_BOTH,                                      \
+	  "Resident free pages that release and trim return")                                   \
+	X(metadata_bytes, LA_INPUT, "bytes", LA_BOTH,                                           \
+	  "Resident bytes of the allocator's own data")                                         \
+	X(idle_metadata_bytes, LA_INPUT, "bytes", LA_ARENA,                                     \
+	  "Metadata of heaps that hold no block (release unmaps them)")                         \
+	X(address_space_bytes, LA_GAUGE, "bytes", LA_BOTH,                                      \
+	  "Address space reserved from the kernel (64 MiB heaps, direct mappings, tables); "    \
+	  "mostly not resident")                                                                \
+	X(heaps, LA_GAUGE, "", LA_ARENA, "Heaps currently mapped")                              \
+	X(heaps_released, LA_COUNTER, "", LA_ARENA, "Idle heaps unmapped")                      \
+	X(direct_mappings, LA_GAUGE, "", LA_PROCESS, "Direct mappings currently live")          \
+	X(direct_bytes, LA_GAUGE, "bytes", LA_PROCESS, "Bytes in live direct mappings")         \
+	X(direct_cache_bytes, LA_GAUGE, "bytes", LA_PROCESS,                                    \
+	  "Bytes of freed direct mappings kept for reuse")                                      \
+	X(direct_cache_hits, LA_COUNTER, "", LA_PROCESS,                                        \
+	  "Large allocations served from the direct-mapping cache")                             \
+	X(mmap_calls, LA_COUNTER, "", LA_BOTH, "mmap and mremap system calls")                  \
+	X(mmap_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by mmap and mremap calls")   \
+	X(munmap_calls, LA_COUNTER, "", LA_BOTH, "munmap system calls")                         \
+	X(munmap_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by munmap calls")          \
+	X(madvise_calls, LA_COUNTER, "", LA_BOTH, "madvise system calls")                       \
+	X(madvise_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by madvise calls")        \
+	X(mprotect_calls, LA_COUNTER, "", LA_BOTH, "mprotect system calls")                     \
+	X(mprotect_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by mprotect calls")      \
+	X(madvise_deferred, LA_COUNTER, "", LA_ARENA,                                           \
+	  "Page returns deferred by the madvise throttle")                                      \
+	X(threshold_raises, LA_COUNTER, "", LA_PROCESS, "Dynamic mmap threshold adjustments")   \
+	X(remote_frees_queued, LA_COUNTER, "", LA_ARENA,                                        \
+	  "Frees enqueued on an arena by threads that do not use it")                           \
+	X(remote_frees_drained, LA_COUNTER, "", LA_ARENA, "Remote frees drained by the arena")  \
+	X(remote_frees_locked, LA_COUNTER, "", LA_ARENA,                                        \
+	  "Frees by other threads that took the lock of an arena no thread uses")               \
+	X(cache_refills, LA_COUNTER, "", LA_ARENA, "Thread-cache refills from the arena")       \
+	X(cache_flushes, LA_COUNTER, "", LA_ARENA, "Thread-cache flushes to the arena")         \
+	X(lock_contended, LA_COUNTER, "", LA_ARENA, "Arena lock acquisitions that had to wait") \
+	X(commands_executed, LA_COUNTER, "", LA_PROCESS, "Mailbox commands executed")           \
+	X(released_bytes, LA_COUNTER, "bytes", LA_PROCESS,                                      \
+	  "Resident bytes returned to the system by trim, release and flush (measured)")
 
 #define LA_X_COUNT(name, ...) +1
 enum { LA_NCOUNTERS = 0 LA_COUNTERS(LA_X_COUNT) };
 
 struct la_counters {
-#define LA_X_FIELD(name, kind, unit, help) uint64_t name;
+#define LA_X_FIELD(name, kind, unit, scope, help) uint64_t name;
 	LA_COUNTERS(LA_X_FIELD)
 #undef LA_X_FIELD
 };
+
+/* ---- Memory figures -------------------------------------------------------------------
+ * The one definition of each figure liballoc reports (README "Memory figures", allocctl(1)),
+ * derived from the LA_INPUT counters of one block or of the process total. X(name, help);
+ * readers publish each as <name>_bytes. What is exact and what is an estimate:
+ *   - allocated, free_resident (heap part), metadata and address space are kept exactly
+ *     by the allocator (it knows every page it touched, handed out and returned);
+ *   - cached is published at each cache bin's refill and flush, not by the fast path,
+ *     so cached and in_use may be off by what the fast path moved since (their sum is
+ *     exact);
+ *   - pages of large blocks and direct mappings handed out are counted resident whole:
+ *     the allocator cannot see what the program touched. A freed direct mapping kept in
+ *     the cache is measured (mincore) when it enters the cache, and free heap pages,
+ *     empty spans and the parked block are measured by each decay pass.
+ * resident = in_use + cached + fragmented + free_resident + metadata. */
+#define LA_MEMORY(X)                                                                               \
+	X(in_use, "Bytes handed out to the program and not freed (thread caches excluded)")        \
+	X(cached, "Bytes of free blocks in thread caches (flush returns them to their spans)")     \
+	X(fragmented, "Free bytes on resident pages that also hold live blocks: no command can "   \
+	              "return them until those blocks are freed")                                  \
+	X(free_resident, "Free pages kept resident that release and trim return now (free heap "   \
+	                 "pages, empty spans, the parked block, the direct-mapping cache)")        \
+	X(free_reserved, "Address space held but not resident (costs no memory)")                  \
+	X(metadata, "The allocator's own resident data: heap headers, span descriptors, tables, "  \
+	            "the segment, thread-cache structures")                                        \
+	X(reclaimable, "Resident bytes flush, release and trim give back now: free resident plus " \
+	               "the metadata of heaps that hold no block")                                 \
+	X(resident, "Bytes the allocator holds resident: in use + cached + fragmented + free "     \
+	            "resident + metadata (an upper bound: handed-out pages count whole)")
+
+struct la_memory {
+#define LA_X_MEM(name, help) uint64_t name;
+	LA_MEMORY(LA_X_MEM)
+#undef LA_X_MEM
+};
+
+static inline uint64_t la_sub0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* The memory figures of a counter block (one arena, the process block, or the total). A
+ * gauge updated without a lock may briefly lag another: differences are clamped at 0. */
+static inline void la_memory_of(const struct la_counters *c, struct la_memory *m)
+{
+	uint64_t cached =
+	        c->cached_bytes < c->allocated_bytes ? c->cached_bytes : c->allocated_bytes;
+	m->cached = cached;
+	m->in_use = c->allocated_bytes - cached;
+	m->free_resident = c->free_resident_bytes;
+	m->fragmented =
+	        la_sub0(c->data_resident_bytes, c->allocated_bytes + c->free_resident_bytes);
+	m->metadata = c->metadata_bytes;
+	m->resident = m->in_use + m->cached + m->fragmented + m->free_resident + m->metadata;
+	m->free_reserved =
+	        la_sub0(c->address_space_bytes, c->data_resident_bytes + c->metadata_bytes);
+	m->reclaimable = m->free_resident + c->idle_metadata_bytes;
+}
 
 /* ---- Tunables -------------------------------------------------------------------------
  * X(name, type, default, min, max, live, mallopt, help)
@@ -164,12 +249,42 @@ enum la_tunable_id {
 	        LA_NTUNABLES
 };
 
-/* One published tunable: the effective value, as the process uses it now. */
+/* Where a tunable's effective value came from. X(name, id, text); ids are wire values. */
+#define LA_SOURCES(X)                                                                  \
+	X(default, 0, "default")         /* never set */                               \
+	X(environment, 1, "environment") /* LIBALLOC_<NAME> at start */                \
+	X(mallopt, 2, "mallopt")         /* mallopt(3) */                              \
+	X(command, 3, "command")         /* set live through the mailbox (allocctl) */ \
+	X(api, 4, "api")                 /* liballoc_set() */                          \
+	X(dynamic, 5, "dynamic")         /* adjusted by the allocator itself */        \
+	X(policy, 6, "policy")           /* set live by allocctld's profile or policy */
+
+enum la_source {
+#define LA_X_SRC(name, id, text) LA_SRC_##name = id,
+	LA_SOURCES(LA_X_SRC)
+#undef LA_X_SRC
+	        LA_SRC_MAX
+};
+
+static inline const char *la_source_name(uint32_t src)
+{
+	switch (src) {
+#define LA_X_SRC_NAME(name, id, text) \
+	case id:                      \
+		return text;
+		LA_SOURCES(LA_X_SRC_NAME)
+#undef LA_X_SRC_NAME
+	}
+	return "unknown";
+}
+
+/* One published tunable: the effective value, as the process uses it now, and where it
+ * came from (la_source). Setting mmap_threshold, trim_threshold, top_pad or mmap_max
+ * turns mmap_dynamic off: mmap_dynamic then carries the source of that setting. */
 struct la_shm_tunable {
 	int64_t value;
-	uint32_t explicitly_set; /* set by env, mallopt or a command (not the default) */
-	uint32_t by_policy;      /* 1: that setting came from allocctld's profile or policy
-	                          * (a set with LA_MB_FROM_POLICY), not from an operator */
+	uint32_t source; /* la_source */
+	uint32_t reserved;
 };
 
 /* ---- Commands -------------------------------------------------------------------------
@@ -233,7 +348,8 @@ enum la_mailbox_state {
 struct la_shm_hold {
 	uint64_t expires_ns; /* CLOCK_MONOTONIC (the same for every process); 0: not held */
 	int64_t revert_value;
-	uint32_t revert_explicit, revert_by_policy; /* the flags it had before */
+	uint32_t revert_source; /* la_source of the value before */
+	uint32_t reserved;
 };
 
 /* Request flags (la_mailbox.flags). */
@@ -252,8 +368,8 @@ struct la_mailbox {
 	uint64_t arg;           /* trim: pad bytes */
 	/* result: written by the control thread before state := DONE */
 	uint64_t result_seq;
-	int32_t status; /* la_status */
-	uint32_t reserved0;
+	int32_t status;             /* la_status */
+	uint32_t source_out;        /* get/set: the value's la_source */
 	char reason[LA_REASON_MAX]; /* human text on failure (names the valid range) */
 	int64_t value_out;          /* get/set: the (new) effective value */
 	uint64_t bytes_released;
@@ -312,13 +428,36 @@ struct la_shm_header {
 	uint64_t off_classes;  /* struct la_shm_class[class_count]; each field atomic */
 	uint64_t class_stride; /* sizeof(struct la_shm_class) of the writer */
 	uint64_t off_mailbox;  /* struct la_mailbox, page aligned, its own page */
-	uint64_t threads;      /* threads using the allocator now */
-	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the last control-thread pass */
-	uint64_t tunables_seq; /* seqlock of the tunables block */
-	uint64_t off_holds;    /* struct la_shm_hold[tunable_count] (0: none), in the mailbox's
-	                        * page after the mailbox, guarded by tunables_seq */
-	uint64_t reserved[30];
+	uint64_t allocator_threads;  /* threads that used the allocator and have not exited (not
+	                             * the process's thread count: see /proc/<pid>/status) */
+	uint64_t heartbeat_ns;       /* CLOCK_MONOTONIC of the last control-thread pass */
+	uint64_t tunables_seq;       /* seqlock of the tunables block */
+	uint64_t off_holds;          /* struct la_shm_hold[tunable_count] (0: none), in the
+	                             * mailbox's page after the mailbox, guarded by tunables_seq */
+	uint32_t foreign_allocators; /* LA_FOREIGN bits: other allocators mapped at start */
+	uint32_t reserved0;
+	char version[16]; /* LA_VERSION of the writer */
+	uint64_t reserved[26];
 };
+
+/* Other allocators liballoc recognises in its process (their libraries mapped at start):
+ * the program's own allocator statistics and controls then describe nothing.
+ * X(name, bit, library prefix). */
+#define LA_FOREIGN(X)                     \
+	X(jemalloc, 1u, "libjemalloc.so") \
+	X(tcmalloc, 2u, "libtcmalloc")    \
+	X(mimalloc, 4u, "libmimalloc.so")
+
+/* The name of one LA_FOREIGN bit ("jemalloc"), NULL if unknown. */
+static inline const char *la_foreign_name(uint32_t bit)
+{
+#define LA_X_FOREIGN_NAME(name, b, lib) \
+	if (bit == (b))                 \
+		return #name;
+	LA_FOREIGN(LA_X_FOREIGN_NAME)
+#undef LA_X_FOREIGN_NAME
+	return NULL;
+}
 
 enum la_control_state {
 	LA_CONTROL_OFF = 0, /* LIBALLOC_CONTROL=0 */

@@ -25,6 +25,7 @@ static struct la_lock arenas_lock = LA_LOCK_INIT; /* attaching threads, creating
 
 static void arena_init(struct arena *a, uint32_t i)
 {
+	STAT_ADD(&shm_process_block()->c, metadata_bytes, sizeof(*a));
 	a->index = i;
 	a->pub = shm_arena_block(i);
 	a->c = &a->pub->c;
@@ -116,11 +117,9 @@ static void release_heap(struct arena *a, struct heap *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	a->nheaps--;
-	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
-	STAT_SUB(a->c, bytes_mapped, LA_HEAP_SIZE);
-	STAT_SUB(a->c, heaps, 1);
-	STAT_ADD(a->c, heaps_released, 1);
-	heap_destroy(h, a->c);
+	STAT_SUB_LOCKED(a->c, heaps, 1);
+	STAT_ADD_LOCKED(a->c, heaps_released, 1);
+	heap_destroy(h);
 }
 
 /* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
@@ -132,7 +131,6 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, u
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		struct span *s = heap_alloc_pages(h, n, dirty);
 		if (s) {
-			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)*dirty << LA_PAGE_SHIFT);
 			*hp = h;
 			return s;
 		}
@@ -145,8 +143,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, u
 		h->next->prev = h;
 	a->heaps = h;
 	a->nheaps++;
-	STAT_ADD(a->c, bytes_mapped, LA_HEAP_SIZE);
-	STAT_ADD(a->c, heaps, 1);
+	STAT_ADD_LOCKED(a->c, heaps, 1);
 	*hp = h;
 	return heap_alloc_pages(h, n, dirty);
 }
@@ -178,16 +175,37 @@ static void after_free_pages(struct arena *a, struct heap *h)
 			return;
 		}
 	}
-	uint32_t purged = heap_purge(h, keep, a->c, NULL);
-	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+	heap_purge(h, keep);
 	h->purged_recently = TUN(madvise_throttle) != 0;
 }
 
 static void free_pages(struct arena *a, struct heap *h, struct span *s)
 {
-	STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	heap_free_pages(h, s);
 	after_free_pages(a, h);
+}
+
+/* Spans that hold no live block but stay in their heap: the parked large block and empty
+ * small spans (SPAN_PARKED, or SPAN_SMALL with used == 0). Their resident pages (their set
+ * `resident` bits) are free resident memory that release and trim return, and a heap
+ * holding nothing else is as good as idle (release unmaps it). */
+LA_INLINE void spare_add(struct arena *a, struct heap *h, struct span *s, uint32_t resident)
+{
+	h->spare_pages += s->npages;
+	STAT_ADD_LOCKED(a->c, free_resident_bytes, (uint64_t)resident << LA_PAGE_SHIFT);
+	heap_idle_update(h);
+}
+
+LA_INLINE void spare_sub(struct arena *a, struct heap *h, struct span *s, uint32_t resident)
+{
+	h->spare_pages -= s->npages;
+	STAT_SUB_LOCKED(a->c, free_resident_bytes, (uint64_t)resident << LA_PAGE_SHIFT);
+	heap_idle_update(h);
+}
+
+static uint32_t span_resident(struct heap *h, struct span *s)
+{
+	return heap_resident_in(h, s->first, s->npages);
 }
 
 /* ---- small spans --------------------------------------------------------------------- */
@@ -231,28 +249,29 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 	s->offset = 0;
 	heap_map_span(h, s, true);
 	partial_push(a, s);
-	STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
 	STAT_ADD(&shm_classes()[cls].s, spans, 1);
 	return s;
 }
 
 static void release_span(struct arena *a, struct heap *h, struct span *s);
 
-/* An empty span goes back to its heap unless it is the only one left for its class in
- * the arena's newest heap (kept to avoid remapping a span per block; any other empty
- * span must go, or it would pin an otherwise idle heap). */
+/* An empty span (spare from now on) goes back to its heap unless it is the only one left
+ * for its class in the arena's newest heap (kept to avoid remapping a span per block; any
+ * other empty span must go, or it would pin an otherwise idle heap). */
 static void maybe_release_span(struct arena *a, struct heap *h, struct span *s)
 {
-	if (s->used != 0 || (h == a->heaps && a->partial[s->cls] == s && !s->next))
+	spare_add(a, h, s, span_resident(h, s));
+	if (h == a->heaps && a->partial[s->cls] == s && !s->next)
 		return;
 	release_span(a, h, s);
 }
 
+/* An empty (spare) small span goes back to its heap. */
 static void release_span(struct arena *a, struct heap *h, struct span *s)
 {
 	unsigned cls = s->cls;
+	spare_sub(a, h, s, span_resident(h, s));
 	partial_remove(a, s);
-	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)sc_blocks[cls] * sc_size[cls]);
 	STAT_SUB(&shm_classes()[cls].s, spans, 1);
 	heap_unmap_small(h, s);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
@@ -317,6 +336,8 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 	for (struct span *s = a->partial[cls], *next; s && got < want; s = next) {
 		next = s->next;
 		struct heap *h = heap_of(s);
+		if (s->used == 0 && s->free)
+			spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
 		while (got < want && (p = span_pop(h, s)) != NULL) {
 			*(void **)p = link_encode(head, p);
 			head = p;
@@ -331,12 +352,19 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 		if (!s && !(s = new_small_span(a, cls)))
 			break;
 		struct heap *h = heap_of(s);
+		uint32_t bump0 = s->bump;
 		while (got < want && (carve || s->warm) && (p = span_carve(h, s)) != NULL) {
 			if (!s->warm)
 				carve--;
 			*(void **)p = link_encode(head, p);
 			head = p;
 			got++;
+		}
+		if (s->bump != bump0) { /* the pages of the blocks carved may be resident now */
+			uint32_t lo = (uint32_t)(((size_t)bump0 * sc_size[cls]) >> LA_PAGE_SHIFT);
+			uint32_t hi =
+			        (uint32_t)(((size_t)s->bump * sc_size[cls] - 1) >> LA_PAGE_SHIFT);
+			heap_touch(h, s->first + lo, hi - lo + 1);
 		}
 		struct span *next = s->next;
 		bool more = s->bump < sc_blocks[cls]; /* it stopped for want or the budget */
@@ -345,9 +373,7 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 			break;
 		s = next;
 	}
-	uint64_t bytes = (uint64_t)got * sc_size[cls];
-	STAT_ADD_LOCKED(a->c, bytes_in_use, bytes);
-	STAT_SUB_LOCKED(a->c, bytes_retained, bytes);
+	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)got * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	arena_unlock(a);
 	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
@@ -377,15 +403,19 @@ static void span_push(struct arena *a, struct heap *h, struct span *s, void *p)
 }
 
 /* The parked span goes back to its heap (lock held). */
-static void unpark(struct arena *a)
+static LA_NOINLINE void unpark_slow(struct arena *a)
 {
 	struct span *s = a->parked;
-	if (!s)
-		return;
 	a->parked = NULL;
-	STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	spare_sub(a, heap_of(s), s, a->parked_resident);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
 	free_pages(a, heap_of(s), s);
+}
+
+LA_INLINE void unpark(struct arena *a)
+{
+	if (a->parked)
+		unpark_slow(a);
 }
 
 /* A freed large block is parked whole; the one parked before goes back to its heap. A
@@ -395,17 +425,17 @@ static void unpark(struct arena *a)
  * throttle turned off nothing is kept (pages go back at every shrink, as asked). */
 static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 {
-	uint64_t bytes = (uint64_t)s->npages << LA_PAGE_SHIFT;
-	STAT_SUB_LOCKED(a->c, bytes_in_use, bytes);
+	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	s->offset = 0;
 	unpark(a); /* one block is kept at a time (none once the throttle is off) */
 	if (!TUN(madvise_throttle)) {
 		free_pages(a, h, s);
 		return;
 	}
-	STAT_ADD_LOCKED(a->c, bytes_retained, bytes);
 	s->kind = SPAN_PARKED;
 	a->parked = s;
+	a->parked_resident = s->npages; /* a large block's pages are all counted resident */
+	spare_add(a, h, s, s->npages);
 	shm_note_retained(); /* the decay pass returns it if no allocation takes it */
 }
 
@@ -421,8 +451,7 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 {
 	if (!t->bytes)
 		return;
-	STAT_SUB_LOCKED(a->c, bytes_in_use, t->bytes);
-	STAT_ADD_LOCKED(a->c, bytes_retained, t->bytes);
+	STAT_SUB_LOCKED(a->c, allocated_bytes, t->bytes);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (t->blocks[c])
@@ -571,9 +600,11 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		a->parked = NULL;
 		h = heap_of(s);
 		h->alloc_events++; /* in use: the decay pass leaves this heap alone */
+		spare_sub(a, h, s, a->parked_resident);
 		s->kind = SPAN_LARGE;
-		STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)n << LA_PAGE_SHIFT);
-		STAT_ADD_LOCKED(a->c, bytes_in_use, (uint64_t)n << LA_PAGE_SHIFT);
+		if (a->parked_resident != n)
+			heap_touch(h, s->first, n); /* pages a measurement found not resident */
+		STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)n << LA_PAGE_SHIFT);
 		arena_unlock(a);
 		return span_base(h, s);
 	}
@@ -597,11 +628,11 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 			s = t;
 		}
 		heap_shrink_span(h, s, keep);
-		STAT_ADD_LOCKED(a->c, bytes_retained, (uint64_t)(n - lead - keep) << LA_PAGE_SHIFT);
 		base = span_base(h, s);
 	}
 	heap_map_span(h, s, false);
-	STAT_ADD_LOCKED(a->c, bytes_in_use, (uint64_t)s->npages << LA_PAGE_SHIFT);
+	heap_touch(h, s->first, s->npages); /* the program may write all of it */
+	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
 	return base;
 }
@@ -619,9 +650,7 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 	if (s->offset == 0 && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */
 			heap_shrink_span(h, s, want);
-			STAT_SUB_LOCKED(a->c, bytes_in_use,
-			                (uint64_t)(have - want) << LA_PAGE_SHIFT);
-			STAT_ADD_LOCKED(a->c, bytes_retained,
+			STAT_SUB_LOCKED(a->c, allocated_bytes,
 			                (uint64_t)(have - want) << LA_PAGE_SHIFT);
 			after_free_pages(a, h);
 			ok = true;
@@ -631,8 +660,8 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 	} else if (s->offset == 0) {
 		uint32_t dirty;
 		if (heap_grow_span(h, s, want, &dirty)) {
-			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)dirty << LA_PAGE_SHIFT);
-			STAT_ADD_LOCKED(a->c, bytes_in_use,
+			heap_touch(h, s->first + have, want - have);
+			STAT_ADD_LOCKED(a->c, allocated_bytes,
 			                (uint64_t)(want - have) << LA_PAGE_SHIFT);
 			ok = true;
 		}
@@ -656,9 +685,8 @@ static void release_empty_spans(struct arena *a)
 		}
 }
 
-size_t arena_trim(struct arena *a, size_t pad, bool measure)
+void arena_trim(struct arena *a, size_t pad)
 {
-	size_t resident = 0;
 	arena_lock(a);
 	arena_drain(a);
 	release_empty_spans(a);
@@ -666,22 +694,17 @@ size_t arena_trim(struct arena *a, size_t pad, bool measure)
 	for (struct heap *h = a->heaps, *next; h; h = next) {
 		next = h->next;
 		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
-			if (measure)
-				resident += os_resident(h, LA_HEAP_SIZE);
 			release_heap(a, h);
 			continue;
 		}
-		uint32_t purged = heap_purge(h, keep, a->c, measure ? &resident : NULL);
-		STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
+		heap_purge(h, keep);
 		keep = 0; /* the pad is kept once per arena */
 	}
 	arena_unlock(a);
-	return resident;
 }
 
-size_t arena_release_idle(struct arena *a, bool all, bool measure)
+void arena_release_idle(struct arena *a, bool all)
 {
-	size_t resident = 0;
 	arena_lock(a);
 	arena_drain(a);
 	release_empty_spans(a);
@@ -689,12 +712,30 @@ size_t arena_release_idle(struct arena *a, bool all, bool measure)
 		next = h->next;
 		if (h->used_pages != 0 || (!all && a->nheaps == 1))
 			continue;
-		if (measure)
-			resident += os_resident(h, LA_HEAP_SIZE);
 		release_heap(a, h);
 	}
 	arena_unlock(a);
-	return resident;
+}
+
+/* Measure what the arena counts as free resident (lock held): its heaps' free pages and
+ * the parked block, whose pages the program may have touched only in part. */
+static void measure_locked(struct arena *a)
+{
+	for (struct heap *h = a->heaps; h; h = h->next)
+		heap_measure(h);
+	struct span *s = a->parked;
+	if (s) {
+		int32_t gone = (int32_t)heap_measure_range(heap_of(s), s->first, s->npages);
+		a->parked_resident = (uint32_t)((int32_t)a->parked_resident - gone);
+		STAT_SUB_LOCKED(a->c, free_resident_bytes, (uint64_t)((int64_t)gone * LA_PAGE));
+	}
+}
+
+void arena_measure(struct arena *a)
+{
+	arena_lock(a);
+	measure_locked(a);
+	arena_unlock(a);
 }
 
 bool arena_decay(struct arena *a)
@@ -707,15 +748,16 @@ bool arena_decay(struct arena *a)
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		/* no span allocated in this heap for a whole decay period: return its
 		 * retained pages */
-		if (h->dirty_pages && h->alloc_events == h->decay_seen) {
-			uint32_t purged = heap_purge(h, 0, a->c, NULL);
-			STAT_SUB_LOCKED(a->c, bytes_retained, (uint64_t)purged << LA_PAGE_SHIFT);
-		}
+		if (h->dirty_pages && h->alloc_events == h->decay_seen)
+			heap_purge(h, 0);
 		h->decay_seen = h->alloc_events;
 		if (h->purge_shift)
 			h->purge_shift--;
-		more |= h->dirty_pages || h->purge_shift;
 	}
+	/* what stays is measured: large blocks the program touched in part */
+	measure_locked(a);
+	for (struct heap *h = a->heaps; h; h = h->next)
+		more |= h->dirty_pages || h->purge_shift;
 	more |= !cds_wfcq_empty(&a->rq_head, &a->rq_tail);
 	arena_unlock(a);
 	return more;

@@ -22,6 +22,7 @@ struct arena {
 	struct heap *heaps;                /* lock; most recently grown first */
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
+	uint32_t parked_resident;          /* lock; its pages counted resident */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
@@ -86,9 +87,12 @@ bool arena_resize_large(struct arena *a, void *p, size_t size);
 /* Usable bytes of a heap block (validated by the caller). */
 size_t arena_usable(struct heap *h, struct span *s, void *p);
 
-/* Maintenance (each takes the arena lock). bytes: what was really resident and released. */
-size_t arena_trim(struct arena *a, size_t pad, bool measure);
-size_t arena_release_idle(struct arena *a, bool all, bool measure);
+/* Maintenance (each takes the arena lock). What they release is measured by the caller
+ * (os_measure). */
+void arena_trim(struct arena *a, size_t pad);
+void arena_release_idle(struct arena *a, bool all);
+/* Measure the arena's free resident pages (mincore), the decay pass's refinement. */
+void arena_measure(struct arena *a);
 /* The decay pass over a: drains its remote frees, releases empty spans and the parked
  * block, purges the free pages of heaps that allocated no span for a whole pass. True when
  * it left something a later pass may return (free pages still resident, a throttle still

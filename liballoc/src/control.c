@@ -31,15 +31,22 @@ static struct la_counters totals(void)
 	return c;
 }
 
+/* An operation measures what it releases: every range this thread purges or unmaps until
+ * op_end is measured first (os_measure), so bytes_released is resident memory that left,
+ * whichever path returned it (a purge, an idle heap, a cached mapping, an empty span a
+ * flush freed). */
 static void op_begin(struct op_result *r, struct la_counters *before)
 {
 	memset(r, 0, sizeof(*r));
 	*before = totals();
 	r->duration_ns = os_now_ns();
+	os_measure = &r->bytes_released;
 }
 
 static void op_end(struct op_result *r, const struct la_counters *before)
 {
+	os_measure = NULL;
+	STAT_ADD(&shm_process_block()->c, released_bytes, r->bytes_released);
 	struct la_counters after = totals();
 	r->mmap = after.mmap_calls - before->mmap_calls;
 	r->munmap = after.munmap_calls - before->munmap_calls;
@@ -54,10 +61,10 @@ void op_trim(size_t pad, struct op_result *r)
 	op_begin(r, &before);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++) {
-		r->bytes_released += arena_trim(&arenas[i], pad, true);
+		arena_trim(&arenas[i], pad);
 		pad = 0;
 	}
-	r->bytes_released += direct_trim(true);
+	direct_trim();
 	op_end(r, &before);
 }
 
@@ -67,7 +74,7 @@ void op_release_idle(struct op_result *r)
 	op_begin(r, &before);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		r->bytes_released += arena_release_idle(&arenas[i], true, true);
+		arena_release_idle(&arenas[i], true);
 	op_end(r, &before);
 }
 
@@ -83,6 +90,13 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 		arena_unlock(&arenas[i]);
 	}
 	op_end(r, &before);
+}
+
+void op_measure(void)
+{
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		arena_measure(&arenas[i]);
 }
 
 bool op_decay(void)
@@ -113,6 +127,7 @@ void control_execute(struct la_mailbox *mb)
 	mb->status = LA_ST_OK;
 	mb->reason[0] = 0;
 	mb->value_out = 0;
+	mb->source_out = 0;
 	mb->bytes_released = 0;
 	mb->syscalls_mmap = mb->syscalls_munmap = mb->syscalls_madvise = mb->syscalls_mprotect = 0;
 	uint64_t t0 = os_now_ns();
@@ -137,16 +152,18 @@ void control_execute(struct la_mailbox *mb)
 			/* arg: a hold in ms (the value reverts by itself then), 0: none */
 			uint64_t hold_ns = mb->arg > UINT64_MAX / 1000000u ? UINT64_MAX / 2
 			                                                   : mb->arg * 1000000u;
-			int st = tun_set_held(id, mb->value, true, hold_ns, reason, sizeof(reason));
+			uint32_t source =
+			        mb->flags & LA_MB_FROM_POLICY ? LA_SRC_policy : LA_SRC_command;
+			int st = tun_set_held(id, mb->value, source, hold_ns, reason,
+			                      sizeof(reason));
 			if (st != LA_ST_OK) {
 				mb->status = st;
 				set_reason(mb, reason, NULL);
 				break;
 			}
-			if (mb->flags & LA_MB_FROM_POLICY)
-				tun_mark_policy(id);
 		}
 		mb->value_out = TUN_ID(id);
+		mb->source_out = __atomic_load_n(&tun_source[id], __ATOMIC_RELAXED);
 		break;
 	}
 	case LA_CMD_trim:
@@ -170,6 +187,7 @@ void control_execute(struct la_mailbox *mb)
 	}
 	case LA_CMD_refresh:
 		tun_publish();
+		op_measure();
 		break;
 	default:
 		mb->status = LA_ST_EBADCMD;

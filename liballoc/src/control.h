@@ -28,6 +28,8 @@ struct op_result {
 void op_trim(size_t pad, struct op_result *r);
 void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
+/* Measure what counts as free resident (mincore): the refresh command. */
+void op_measure(void);
 /* The decay pass; true when something is left that a later pass may return (blocks in
  * thread caches, resident free pages, queued remote frees, cached mappings): the control
  * thread stays armed. Otherwise it sleeps until a free arms it again. */

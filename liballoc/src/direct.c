@@ -1,6 +1,10 @@
 /* direct.c — registry, cache and dynamic threshold of direct mappings. The registry is an
  * open-addressing hash table (linear probing, tombstones) in memory mapped here; it grows
- * by doubling. The cache is a small array of freed mappings, evicted oldest first. */
+ * by doubling. The cache is a small array of freed mappings, evicted oldest first.
+ * Accounting (process block): a live mapping counts as allocated and resident whole (the
+ * program may write all of it); a freed one that enters the cache is measured then
+ * (mincore, once, outside the lock): its resident bytes are free resident until it is
+ * reused or unmapped. The table is metadata. */
 #include "direct.h"
 
 #include <errno.h>
@@ -22,6 +26,7 @@ struct dcached {
 	size_t len;
 	uintptr_t user; /* the pointer it was last handed out as (double-free detection) */
 	uint64_t epoch;
+	size_t resident; /* measured when it entered the cache */
 };
 
 #define DCACHE_SLOTS 64
@@ -40,6 +45,21 @@ static unsigned dfreed_next;
 static struct la_counters *pc(void)
 {
 	return &shm_process_block()->c;
+}
+
+/* Bytes of a mapping that leave the cache (reused or unmapped): no longer free resident. */
+static void uncache(size_t len, size_t resident, bool unmapped)
+{
+	STAT_SUB(pc(), direct_cache_bytes, len);
+	STAT_SUB(pc(), free_resident_bytes, resident);
+	STAT_SUB(pc(), data_resident_bytes, resident);
+	if (unmapped)
+		STAT_SUB(pc(), address_space_bytes, len);
+}
+
+static size_t table_bytes(size_t cap)
+{
+	return la_align_up(cap * sizeof(struct dmap), LA_PAGE);
 }
 
 static size_t hash_ptr(uintptr_t u, size_t cap)
@@ -72,6 +92,8 @@ static bool insert(uintptr_t user, void *base, size_t len)
 		struct dmap *nt = os_map(ncap * sizeof(*nt), pc());
 		if (!nt)
 			return false;
+		STAT_ADD(pc(), metadata_bytes, table_bytes(ncap));
+		STAT_ADD(pc(), address_space_bytes, table_bytes(ncap));
 		for (size_t i = 0; i < dcap; i++) {
 			if (dtab[i].user <= 1)
 				continue;
@@ -80,8 +102,11 @@ static bool insert(uintptr_t user, void *base, size_t len)
 				j = (j + 1) & (ncap - 1);
 			nt[j] = dtab[i];
 		}
-		if (dtab)
+		if (dtab) {
 			os_unmap(dtab, dcap * sizeof(*dtab), pc());
+			STAT_SUB(pc(), metadata_bytes, table_bytes(dcap));
+			STAT_SUB(pc(), address_space_bytes, table_bytes(dcap));
+		}
 		dtab = nt;
 		dcap = ncap;
 		dused = dlive;
@@ -99,7 +124,7 @@ static bool insert(uintptr_t user, void *base, size_t len)
 }
 
 /* Take a cached mapping of at least len bytes and at most 1.25 x len (lock held). */
-static bool cache_take(size_t len, void **base, size_t *got)
+static bool cache_take(size_t len, void **base, size_t *got, size_t *resident)
 {
 	int best = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
@@ -111,10 +136,9 @@ static bool cache_take(size_t len, void **base, size_t *got)
 		return false;
 	*base = dcache[best].base;
 	*got = dcache[best].len;
+	*resident = dcache[best].resident;
 	dcache_bytes -= dcache[best].len;
 	dcache[best] = dcache[--dcached_n];
-	STAT_SUB(pc(), direct_cache_bytes, *got);
-	STAT_ADD(pc(), direct_cache_hits, 1);
 	return true;
 }
 
@@ -127,15 +151,19 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
 	}
 	size_t len = la_align_up(size + extra, LA_PAGE);
 	void *base = NULL;
-	size_t got = 0;
+	size_t got = 0, resident = 0;
 	la_lock(&direct_lock);
-	bool hit = !extra && cache_take(len, &base, &got);
+	bool hit = !extra && cache_take(len, &base, &got, &resident);
 	la_unlock(&direct_lock);
-	if (!hit) {
+	if (hit) {
+		uncache(got, resident, false);
+		STAT_ADD(pc(), direct_cache_hits, 1);
+	} else {
 		base = os_map(len, pc());
 		if (!base)
 			return NULL;
 		got = len;
+		STAT_ADD(pc(), address_space_bytes, got);
 	}
 	if (fresh)
 		*fresh = !hit;
@@ -144,14 +172,15 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
 	bool ok = insert(user, base, got);
 	la_unlock(&direct_lock);
 	if (!ok) {
+		STAT_SUB(pc(), address_space_bytes, got);
 		os_unmap(base, got, pc());
 		errno = ENOMEM;
 		return NULL;
 	}
 	STAT_ADD(pc(), direct_mappings, 1);
 	STAT_ADD(pc(), direct_bytes, got);
-	STAT_ADD(pc(), bytes_mapped, got);
-	STAT_ADD(pc(), bytes_in_use, got);
+	STAT_ADD(pc(), allocated_bytes, got);
+	STAT_ADD(pc(), data_resident_bytes, got);
 	return (void *)user;
 }
 
@@ -172,7 +201,7 @@ int direct_free(void *p)
 {
 	uintptr_t user = (uintptr_t)p;
 	void *evict[DCACHE_SLOTS];
-	size_t evict_len[DCACHE_SLOTS];
+	size_t evict_len[DCACHE_SLOTS], evict_res[DCACHE_SLOTS];
 	unsigned nevict = 0;
 	la_lock(&direct_lock);
 	struct dmap *m = find_slot(user);
@@ -192,44 +221,48 @@ int direct_free(void *p)
 	m->user = 1; /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	raise_threshold(len);
-	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
-	bool cached = false;
 	/* below the ceiling of a dynamic threshold, blocks of this size now come from heaps:
 	 * keeping the mapping would only hold memory */
 	bool recycles = !TUN(mmap_dynamic) || (int64_t)len >= TUN(mmap_threshold_max);
-	if (len <= limit && recycles) {
-		while (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS) {
-			unsigned old = 0; /* evict the oldest */
-			for (unsigned i = 1; i < dcached_n; i++)
-				if (dcache[i].epoch < dcache[old].epoch)
-					old = i;
-			evict[nevict] = dcache[old].base;
-			evict_len[nevict++] = dcache[old].len;
-			dcache_bytes -= dcache[old].len;
-			dcache[old] = dcache[--dcached_n];
-		}
-		dcache[dcached_n++] = (struct dcached){base, len, user, decay_epoch};
-		dcache_bytes += len;
-		cached = true;
-	} else {
+	bool cached = len <= (uint64_t)TUN(direct_cache_bytes) && recycles;
+	if (!cached)
 		dfreed[dfreed_next++ % DFREED_RING] = user;
-	}
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), direct_mappings, 1);
 	STAT_SUB(pc(), direct_bytes, len);
-	STAT_SUB(pc(), bytes_in_use, len);
+	STAT_SUB(pc(), allocated_bytes, len);
+	STAT_SUB(pc(), data_resident_bytes, len);
+	if (!cached) {
+		STAT_SUB(pc(), address_space_bytes, len);
+		os_unmap(base, len, pc());
+		return 0;
+	}
+	/* what the program touched of it: free resident while it is cached */
+	size_t resident = os_resident(base, len);
+	la_lock(&direct_lock);
+	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
+	while (dcached_n && (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS)) {
+		unsigned old = 0; /* evict the oldest */
+		for (unsigned i = 1; i < dcached_n; i++)
+			if (dcache[i].epoch < dcache[old].epoch)
+				old = i;
+		evict[nevict] = dcache[old].base;
+		evict_len[nevict] = dcache[old].len;
+		evict_res[nevict++] = dcache[old].resident;
+		dcache_bytes -= dcache[old].len;
+		dcache[old] = dcache[--dcached_n];
+	}
+	dcache[dcached_n++] = (struct dcached){base, len, user, decay_epoch, resident};
+	dcache_bytes += len;
+	la_unlock(&direct_lock);
+	STAT_ADD(pc(), direct_cache_bytes, len);
+	STAT_ADD(pc(), free_resident_bytes, resident);
+	STAT_ADD(pc(), data_resident_bytes, resident);
 	for (unsigned i = 0; i < nevict; i++) {
-		STAT_SUB(pc(), direct_cache_bytes, evict_len[i]);
-		STAT_SUB(pc(), bytes_mapped, evict_len[i]);
+		uncache(evict_len[i], evict_res[i], true);
 		os_unmap(evict[i], evict_len[i], pc());
 	}
-	if (cached) {
-		STAT_ADD(pc(), direct_cache_bytes, len);
-		shm_note_retained();
-	} else {
-		STAT_SUB(pc(), bytes_mapped, len);
-		os_unmap(base, len, pc());
-	}
+	shm_note_retained();
 	return 0;
 }
 
@@ -263,16 +296,16 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 		la_fatal("realloc()", "cannot register a direct mapping");
 	if (q && len != old) {
 		STAT_ADD(pc(), direct_bytes, len - old);
-		STAT_ADD(pc(), bytes_mapped, len - old);
-		STAT_ADD(pc(), bytes_in_use, len - old);
+		STAT_ADD(pc(), address_space_bytes, len - old);
+		STAT_ADD(pc(), allocated_bytes, len - old);
+		STAT_ADD(pc(), data_resident_bytes, len - old);
 	}
 	return q;
 }
 
-static size_t drop_cache(bool only_old, bool measure)
+static void drop_cache(bool only_old)
 {
-	void *base[DCACHE_SLOTS];
-	size_t len[DCACHE_SLOTS];
+	struct dcached gone[DCACHE_SLOTS];
 	unsigned n = 0;
 	la_lock(&direct_lock);
 	for (unsigned i = 0; i < dcached_n;) {
@@ -280,31 +313,26 @@ static size_t drop_cache(bool only_old, bool measure)
 			i++;
 			continue;
 		}
-		base[n] = dcache[i].base;
-		len[n++] = dcache[i].len;
+		gone[n++] = dcache[i];
 		dcache_bytes -= dcache[i].len;
 		dcache[i] = dcache[--dcached_n];
 	}
 	decay_epoch++;
 	la_unlock(&direct_lock);
-	size_t released = 0;
 	for (unsigned i = 0; i < n; i++) {
-		released += measure ? os_resident(base[i], len[i]) : len[i];
-		STAT_SUB(pc(), direct_cache_bytes, len[i]);
-		STAT_SUB(pc(), bytes_mapped, len[i]);
-		os_unmap(base[i], len[i], pc());
+		uncache(gone[i].len, gone[i].resident, true);
+		os_unmap(gone[i].base, gone[i].len, pc());
 	}
-	return released;
 }
 
-size_t direct_trim(bool measure)
+void direct_trim(void)
 {
-	return drop_cache(false, measure);
+	drop_cache(false);
 }
 
 bool direct_decay(void)
 {
-	drop_cache(true, false);
+	drop_cache(true);
 	la_lock(&direct_lock);
 	bool left = dcached_n != 0;
 	la_unlock(&direct_lock);

@@ -17,8 +17,8 @@ int direct_free(void *p);
 size_t direct_usable(const void *p);
 /* Resize in place or by mremap; NULL if p is not a direct mapping or on failure. */
 void *direct_realloc(void *p, size_t size, bool *was_direct);
-/* Unmap every cached mapping; returns resident bytes released when measure. */
-size_t direct_trim(bool measure);
+/* Unmap every cached mapping. */
+void direct_trim(void);
 /* Unmap cached mappings not reused during the last decay period; true while the cache
  * still holds some (a later pass may unmap them). */
 bool direct_decay(void);

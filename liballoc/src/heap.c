@@ -4,8 +4,10 @@
 #include "heap.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #include "os.h"
+#include "shm.h"
 
 uint16_t heap_owner[LA_HEAP_SLOTS];
 
@@ -14,6 +16,162 @@ uint16_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_data_pages(void)
 {
 	return (uint32_t)LA_HEAP_PAGES - HEADER_PAGES;
+}
+
+/* ---- accounting --------------------------------------------------------------------- */
+
+/* Bits [first, first + n) of a page bitmap, a word at a time: each word becomes NEW (an
+ * expression of `word` and the range's `mask` in it); `before` (declared by the caller)
+ * adds how many bits of the range were set. */
+#define BITS_FOR(m, first, n, NEW)                                                      \
+	do {                                                                            \
+		uint32_t i_ = (first), end_ = (first) + (n);                            \
+		while (i_ < end_) {                                                     \
+			uint32_t w_ = i_ >> 6, lo_ = i_ & 63;                           \
+			uint32_t k_ = LA_MIN(64 - lo_, end_ - i_);                      \
+			uint64_t mask = (k_ == 64 ? ~0ULL : ((1ULL << k_) - 1)) << lo_; \
+			uint64_t word = (m)[w_];                                        \
+			before += (uint32_t)__builtin_popcountll(word & mask);          \
+			(m)[w_] = (NEW);                                                \
+			i_ += k_;                                                       \
+		}                                                                       \
+	} while (0)
+
+uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t before = 0;
+	uint32_t i = first, end = first + n;
+	while (i < end) {
+		uint32_t w = i >> 6, lo = i & 63, k = LA_MIN(64 - lo, end - i);
+		uint64_t mask = (k == 64 ? ~0ULL : ((1ULL << k) - 1)) << lo;
+		before += (uint32_t)__builtin_popcountll(h->resident[w] & mask);
+		i += k;
+	}
+	return before;
+}
+
+static void resident_add(struct heap *h, int64_t pages)
+{
+	h->resident_pages = (uint32_t)((int64_t)h->resident_pages + pages);
+	STAT_ADD_LOCKED(h->c, data_resident_bytes, (uint64_t)(pages * (int64_t)LA_PAGE));
+}
+
+/* FREE pages that may be resident are free resident memory. */
+static void dirty_add(struct heap *h, int64_t pages)
+{
+	h->dirty_pages = (uint32_t)((int64_t)h->dirty_pages + pages);
+	STAT_ADD_LOCKED(h->c, free_resident_bytes, (uint64_t)(pages * (int64_t)LA_PAGE));
+}
+
+void heap_touch(struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t before = 0;
+	BITS_FOR(h->resident, first, n, word | mask);
+	resident_add(h, (int64_t)n - before);
+}
+
+/* Header pages written: the fields and the resident bitmap, the page map and the
+ * descriptor index entries of pages [first_page, hwm), and descriptors [1, desc_top). The
+ * header is never purged, so these are its resident pages for the heap's life. */
+static uint32_t meta_pages(const struct heap *h)
+{
+	const size_t pm = offsetof(struct heap, pagemap), si = offsetof(struct heap, spanidx),
+	             de = offsetof(struct heap, desc);
+	const size_t range[4][2] = {
+	        {0, pm},
+	        {pm + 4 * (size_t)h->first_page, pm + 4 * (size_t)h->hwm},
+	        {si + 2 * (size_t)h->first_page, si + 2 * (size_t)h->hwm},
+	        {de + sizeof(struct span), de + sizeof(struct span) * h->desc_top},
+	};
+	uint32_t pages = 0;
+	size_t next = 0; /* first page not counted yet */
+	for (int r = 0; r < 4; r++) {
+		if (range[r][1] <= range[r][0])
+			continue;
+		size_t lo = range[r][0] >> LA_PAGE_SHIFT, hi = (range[r][1] - 1) >> LA_PAGE_SHIFT;
+		if (lo < next)
+			lo = next;
+		if (hi >= lo)
+			pages += (uint32_t)(hi - lo + 1);
+		if (hi + 1 > next)
+			next = hi + 1;
+	}
+	return pages;
+}
+
+static void meta_update(struct heap *h)
+{
+	uint32_t now = meta_pages(h);
+	if (now == h->meta_pages)
+		return;
+	uint64_t delta = (uint64_t)((int64_t)now - h->meta_pages) * LA_PAGE;
+	h->meta_pages = now;
+	STAT_ADD_LOCKED(h->c, metadata_bytes, delta);
+	if (h->idle)
+		STAT_ADD_LOCKED(h->c, idle_metadata_bytes, delta);
+}
+
+void heap_idle_flip(struct heap *h)
+{
+	bool idle = !h->idle;
+	h->idle = idle;
+	uint64_t bytes = (uint64_t)h->meta_pages << LA_PAGE_SHIFT;
+	if (idle)
+		STAT_ADD_LOCKED(h->c, idle_metadata_bytes, bytes);
+	else
+		STAT_SUB_LOCKED(h->c, idle_metadata_bytes, bytes);
+}
+
+/* Entries of pages below end (and the head of the free span at end) may be written. */
+static void hwm_update(struct heap *h, uint32_t end)
+{
+	uint32_t w = LA_MIN(end + 1, (uint32_t)LA_HEAP_PAGES);
+	if (w > h->hwm) {
+		h->hwm = w;
+		meta_update(h);
+	}
+}
+
+uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n)
+{
+	unsigned char vec[512];
+	uint32_t cleared = 0;
+	int64_t set = 0;
+	for (uint32_t at = first, end = first + n; at < end;) {
+		uint32_t k = LA_MIN(end - at, (uint32_t)sizeof(vec));
+		if (mincore((char *)h + ((size_t)at << LA_PAGE_SHIFT), (size_t)k << LA_PAGE_SHIFT,
+		            vec) == 0) {
+			for (uint32_t i = 0; i < k; i++) {
+				uint32_t pg = at + i;
+				uint64_t bit = 1ULL << (pg & 63), *w = &h->resident[pg >> 6];
+				bool res = vec[i] & 1, known = *w & bit;
+				if (known && !res) {
+					*w &= ~bit;
+					cleared++;
+				} else if (!known && res) {
+					/* resident though no allocator write made it so (a huge page
+					 * the kernel backed a span with): count it */
+					*w |= bit;
+					set++;
+				}
+			}
+		}
+		at += k;
+	}
+	resident_add(h, set - (int64_t)cleared);
+	return (uint32_t)((int64_t)cleared - set);
+}
+
+void heap_measure(struct heap *h)
+{
+	for (int b = 0; b < HEAP_NBINS; b++)
+		for (struct span *s = h->bins[b]; s; s = s->next) {
+			if (!s->dirty)
+				continue;
+			int32_t gone = (int32_t)heap_measure_range(h, s->first, s->npages);
+			s->dirty = (uint32_t)((int32_t)s->dirty - gone);
+			dirty_add(h, -gone);
+		}
 }
 
 static unsigned bin_of(uint32_t n)
@@ -76,10 +234,12 @@ void heap_unmap_small(struct heap *h, struct span *s)
 static struct span *desc_new(struct heap *h, uint32_t first)
 {
 	struct span *s = h->desc_free;
-	if (s)
+	if (s) {
 		h->desc_free = s->next;
-	else
+	} else {
 		s = &h->desc[h->desc_top++];
+		meta_update(h); /* the pool may reach into a new page */
+	}
 	memset(s, 0, sizeof(*s));
 	s->first = first;
 	h->spanidx[first] = (uint16_t)(s - h->desc);
@@ -122,17 +282,35 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 		return NULL;
 	h->magic = HEAP_MAGIC;
 	h->arena = a;
+	h->c = c;
 	h->first_page = HEADER_PAGES;
 	h->free_pages = heap_data_pages();
 	h->desc_top = 1; /* desc[0] stays SPAN_NONE */
+	h->hwm = HEADER_PAGES + 1;
+	h->idle = 1;
+	STAT_ADD_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
 	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0);
-	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], heap_tag(arena_index),
-	                 __ATOMIC_RELEASE);
+	meta_update(h);
+	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
+	/* the owner table's page of this slot is resident from now on: metadata */
+	static uint8_t owner_page_seen[sizeof(heap_owner) / LA_PAGE];
+	if (!__atomic_exchange_n(&owner_page_seen[slot * sizeof(heap_owner[0]) / LA_PAGE], 1,
+	                         __ATOMIC_RELAXED))
+		STAT_ADD(&shm_process_block()->c, metadata_bytes, LA_PAGE);
+	__atomic_store_n(&heap_owner[slot], heap_tag(arena_index), __ATOMIC_RELEASE);
 	return h;
 }
 
-void heap_destroy(struct heap *h, struct la_counters *c)
+void heap_destroy(struct heap *h)
 {
+	struct la_counters *c = h->c;
+	uint64_t meta = (uint64_t)h->meta_pages << LA_PAGE_SHIFT;
+	STAT_SUB_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
+	STAT_SUB_LOCKED(c, data_resident_bytes, (uint64_t)h->resident_pages << LA_PAGE_SHIFT);
+	STAT_SUB_LOCKED(c, free_resident_bytes, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
+	STAT_SUB_LOCKED(c, metadata_bytes, meta);
+	if (h->idle)
+		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);
 	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], 0, __ATOMIC_RELEASE);
 	os_unmap(h, LA_HEAP_SIZE, c);
 }
@@ -191,7 +369,8 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 		return NULL;
 	bin_remove(h, s);
 	uint32_t first = s->first, total = s->npages, d = s->dirty;
-	uint32_t take_dirty = LA_MIN(d, n);
+	/* the dirty pages these n really are: a free span's dirty pages lie anywhere in it */
+	uint32_t take_dirty = d == 0 ? 0 : d == total ? n : heap_resident_in(h, first, n);
 	if (total > n)
 		make_free(h, desc_new(h, first + n), total - n, d - take_dirty);
 	s->kind = SPAN_NONE; /* the caller sets SMALL or LARGE */
@@ -199,7 +378,9 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	s->dirty = 0;
 	h->free_pages -= n;
 	h->used_pages += n;
-	h->dirty_pages -= take_dirty;
+	dirty_add(h, -(int64_t)take_dirty);
+	hwm_update(h, first + n);
+	heap_idle_update(h);
 	h->alloc_events++;
 	trend(h, true);
 	if (take_dirty < n && h->purged_recently) {
@@ -215,10 +396,11 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 
 struct span *heap_free_pages(struct heap *h, struct span *s)
 {
-	uint32_t first = s->first, n = s->npages, d = n;
+	uint32_t first = s->first, n = s->npages, d = heap_resident_in(h, first, n);
 	h->used_pages -= n;
 	h->free_pages += n;
-	h->dirty_pages += n;
+	dirty_add(h, d);
+	heap_idle_update(h);
 	trend(h, false);
 	/* coalesce with the right neighbour */
 	uint32_t r = first + n;
@@ -273,13 +455,15 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	if (rs->kind != SPAN_FREE || rs->npages < need)
 		return false;
 	bin_remove(h, rs);
-	uint32_t total = rs->npages, d = rs->dirty, take_dirty = LA_MIN(d, need);
+	uint32_t total = rs->npages, d = rs->dirty;
+	uint32_t take_dirty = d == 0 ? 0 : d == total ? need : heap_resident_in(h, r, need);
 	desc_drop(h, rs);
 	if (total > need)
 		make_free(h, desc_new(h, r + need), total - need, d - take_dirty);
 	h->free_pages -= need;
 	h->used_pages += need;
-	h->dirty_pages -= take_dirty;
+	dirty_add(h, -(int64_t)take_dirty);
+	hwm_update(h, r + need);
 	h->alloc_events++;
 	trend(h, true);
 	s->npages = want;
@@ -288,7 +472,7 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	return true;
 }
 
-uint32_t heap_purge(struct heap *h, uint32_t keep, struct la_counters *c, size_t *resident)
+uint32_t heap_purge(struct heap *h, uint32_t keep)
 {
 	uint32_t purged = 0;
 	/* largest spans first: fewest system calls for the most memory */
@@ -298,11 +482,12 @@ uint32_t heap_purge(struct heap *h, uint32_t keep, struct la_counters *c, size_t
 				continue;
 			void *base = span_base(h, s);
 			size_t len = (size_t)s->npages << LA_PAGE_SHIFT;
-			if (resident)
-				*resident += os_resident(base, len);
-			if (os_purge(base, len, c) != 0)
+			if (os_purge(base, len, h->c) != 0)
 				continue;
-			h->dirty_pages -= s->dirty;
+			uint32_t before = 0;
+			BITS_FOR(h->resident, s->first, s->npages, word & ~mask);
+			resident_add(h, -(int64_t)before);
+			dirty_add(h, -(int64_t)s->dirty);
 			purged += s->dirty;
 			s->dirty = 0;
 		}

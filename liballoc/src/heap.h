@@ -11,7 +11,15 @@
  * on every page of a live SMALL span it also carries PM_SMALL and the class, so free's
  * fast path needs no span descriptor. The heap also carries the grow/shrink trend that
  * drives the madvise throttle. Everything here is guarded by the owning arena's lock,
- * except the registration bitmap (atomic) and the read-only fields set at creation. */
+ * except the registration bitmap (atomic) and the read-only fields set at creation.
+ *
+ * Accounting (liballoc_shm.h, LA_MEMORY): `resident` has a bit per data page that may be
+ * resident, as far as the allocator knows: set for a large block's pages when it is
+ * handed out (the program may write all of it), for a small span's pages as blocks are
+ * carved from them, kept while the page is free, cleared when the page is purged or
+ * measured not resident (heap_measure). A FREE span's `dirty` is the count of its set
+ * bits, exactly: an allocation takes the dirty pages it really covers. The heap keeps
+ * its arena's data_resident, free_resident, metadata and idle_metadata gauges. */
 #ifndef LA_HEAP_H
 #define LA_HEAP_H
 
@@ -29,7 +37,7 @@ struct span {
 	uint16_t used;      /* SMALL: blocks out (held by users or thread caches); a span
 	                     * holds at most 23 pages of 16 bytes (sc_init): 5888 blocks */
 	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
-	uint32_t dirty;     /* FREE: pages that may be resident */
+	uint32_t dirty;     /* FREE: pages that may be resident (its set `resident` bits) */
 	uint32_t offset;    /* LARGE: bytes from the span start to the block (aligned blocks) */
 	void *free;         /* SMALL: free blocks, safe-linked */
 	struct span *next;  /* FREE: size bin; SMALL: partial list */
@@ -60,9 +68,19 @@ struct heap {
 	uint64_t decay_seen;
 	uint64_t bin_mask[2]; /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
-	struct span *desc_free;          /* descriptors given back (linked by next) */
-	uint32_t desc_top;               /* desc[1, desc_top) were handed out at least once */
-	uint32_t pagemap[LA_HEAP_PAGES]; /* see PM_* */
+	struct span *desc_free;  /* descriptors given back (linked by next) */
+	uint32_t desc_top;       /* desc[1, desc_top) were handed out at least once */
+	uint32_t hwm;            /* page map and index entries [first_page, hwm) may be written */
+	uint32_t resident_pages; /* set bits in `resident` */
+	uint32_t meta_pages;     /* header pages written (heap_meta_pages) */
+	uint32_t spare_pages;    /* pages of spans that hold no live block but stay (the
+	                           * arena's parked block, empty small spans): with nothing
+	                           * else in use the heap is idle (release unmaps it) */
+	uint8_t idle;            /* used_pages == spare_pages, as last published */
+	uint8_t reserved2[3];
+	struct la_counters *c;                 /* the owning arena's published counters */
+	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
+	uint32_t pagemap[LA_HEAP_PAGES];       /* see PM_* */
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 };
@@ -131,12 +149,31 @@ LA_INLINE void *span_base(struct heap *h, const struct span *s)
 }
 
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
-void heap_destroy(struct heap *h, struct la_counters *c);
+void heap_destroy(struct heap *h);
 /* Take n pages; returns the span (kind still FREE's caller to set) or NULL.
  * *dirty_used receives how many of them may have been resident. */
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
-/* Give a span back; coalesces; returns the resulting free span. */
+/* Give a span back; coalesces; returns the resulting free span. Its pages keep their
+ * `resident` bits: the caller sets them first for pages the program had (heap_touch). */
 struct span *heap_free_pages(struct heap *h, struct span *s);
+/* Pages [first, first + n) may be resident from now on (handed out, or carved). */
+void heap_touch(struct heap *h, uint32_t first, uint32_t n);
+/* Set `resident` bits among pages [first, first + n). */
+uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n);
+/* Measure pages [first, first + n) (mincore) and clear the bits of those not resident;
+ * returns how many were cleared. The caller adjusts what counts them (FREE: heap_measure
+ * does; others: their owner). */
+uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n);
+/* Measure every FREE span holding dirty pages (the decay pass, a refresh command). */
+void heap_measure(struct heap *h);
+/* The heap's spare pages changed (the caller updated spare_pages): publish whether it is
+ * idle. Also called by heap.c when used_pages changes. */
+void heap_idle_flip(struct heap *h);
+LA_INLINE void heap_idle_update(struct heap *h)
+{
+	if ((h->used_pages == h->spare_pages) != (bool)h->idle)
+		heap_idle_flip(h);
+}
 /* Split span s (in use, not SMALL) at `lead` pages: s keeps the first lead pages; returns
  * the new span of the rest, of the same kind, with offset 0. Both are mapped (first and
  * last page). */
@@ -151,8 +188,8 @@ void heap_map_span(struct heap *h, struct span *s, bool all);
 /* A small span is given back: clear PM_SMALL from all its pages. */
 void heap_unmap_small(struct heap *h, struct span *s);
 /* Return dirty free pages to the system until at most keep_pages remain dirty. Returns the
- * pages purged; *resident (if not NULL) receives the bytes that were really resident. */
-uint32_t heap_purge(struct heap *h, uint32_t keep_pages, struct la_counters *c, size_t *resident);
+ * pages purged. */
+uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
 uint32_t heap_data_pages(void);

@@ -454,7 +454,7 @@ LA_EXPORT int LA_API(mallopt)(int param, int value)
 	for (int i = 0; i < LA_NTUNABLES; i++) {
 		if (tun_defs[i].mallopt != param || param == 0)
 			continue;
-		int st = tun_set(i, value, true, NULL, 0);
+		int st = tun_set(i, value, LA_SRC_mallopt, NULL, 0);
 		return st == LA_ST_OK;
 	}
 	/* parameters glibc knows that have no meaning here (M_CHECK_ACTION, M_PERTURB...) */
@@ -475,15 +475,19 @@ LA_EXPORT struct mallinfo2 LA_API(mallinfo2)(void)
 	ENSURE_INIT();
 	struct la_counters h, p;
 	sum_counters(&h, &p);
+	/* glibc's fields from the heaps' memory figures (liballoc_shm.h); direct mappings
+	 * are its "mmapped" regions */
+	struct la_memory m;
+	la_memory_of(&h, &m);
 	struct mallinfo2 mi = {0};
-	mi.arena = h.bytes_mapped;
+	mi.arena = m.resident;
 	mi.ordblks = 1;
 	mi.hblks = p.direct_mappings;
 	mi.hblkhd = p.direct_bytes;
-	mi.uordblks = h.bytes_in_use - h.bytes_cached;
-	mi.fsmblks = h.bytes_cached;
-	mi.fordblks = h.bytes_mapped - mi.uordblks;
-	mi.keepcost = h.bytes_retained;
+	mi.uordblks = m.in_use;
+	mi.fsmblks = m.cached;
+	mi.fordblks = m.cached + m.fragmented + m.free_resident;
+	mi.keepcost = m.free_resident;
 	return mi;
 }
 
@@ -508,11 +512,14 @@ LA_EXPORT struct mallinfo LA_API(mallinfo)(void)
  * mappings, for the totals only). */
 static void info_figures(FILE *fp, const struct la_counters *c, const struct la_counters *direct)
 {
-	unsigned long long mapped = c->bytes_mapped + (direct ? direct->bytes_mapped : 0);
+	struct la_memory m;
+	la_memory_of(c, &m);
+	unsigned long long mapped =
+	        c->address_space_bytes + (direct ? direct->address_space_bytes : 0);
 	fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"%llu\"/>\n",
-	        (unsigned long long)c->bytes_cached);
+	        (unsigned long long)m.cached);
 	fprintf(fp, "<total type=\"rest\" count=\"0\" size=\"%llu\"/>\n",
-	        (unsigned long long)c->bytes_retained);
+	        (unsigned long long)(m.fragmented + m.free_resident));
 	if (direct)
 		fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
 		        (unsigned long long)direct->direct_mappings,
@@ -553,14 +560,18 @@ LA_EXPORT void LA_API(malloc_stats)(void)
 	for (uint32_t i = 0; i < n; i++) {
 		struct la_counters c = *arenas[i].c;
 		la_counters_add(&tot, &c);
+		struct la_memory m;
+		la_memory_of(&c, &m);
 		fprintf(stderr, "Arena %u:\nsystem bytes     = %10llu\nin use bytes     = %10llu\n",
-		        i, (unsigned long long)c.bytes_mapped, (unsigned long long)c.bytes_in_use);
+		        i, (unsigned long long)m.resident, (unsigned long long)m.in_use);
 	}
+	la_counters_add(&tot, &p);
+	struct la_memory m;
+	la_memory_of(&tot, &m);
 	fprintf(stderr,
 	        "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
 	        "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
-	        (unsigned long long)(tot.bytes_mapped + p.bytes_mapped),
-	        (unsigned long long)(tot.bytes_in_use + p.bytes_in_use),
+	        (unsigned long long)m.resident, (unsigned long long)m.in_use,
 	        (unsigned long long)p.direct_mappings, (unsigned long long)p.direct_bytes);
 }
 
@@ -585,7 +596,7 @@ LA_EXPORT int liballoc_set(const char *name, int64_t value, char *reason, size_t
 			la_strlcpy(reason, "unknown tunable", len);
 		return -1;
 	}
-	int st = tun_set(id, value, true, reason, len);
+	int st = tun_set(id, value, LA_SRC_api, reason, len);
 	return st == LA_ST_OK ? 0 : -1;
 }
 
@@ -657,7 +668,7 @@ static void fork_child(void)
 		return;
 	control_announce();
 	shm_fork_child();
-	shm_header()->threads = tc->state == TC_LIVE ? 1 : 0;
+	shm_header()->allocator_threads = tc->state == TC_LIVE ? 1 : 0;
 	control_fork_child();
 }
 
@@ -668,6 +679,7 @@ __attribute__((constructor)) static void liballoc_ctor(void)
 	if (LA_NO_STATS)
 		return; /* statistics compiled out: no segment, no control thread */
 	control_announce();
+	shm_detect_foreign();
 	shm_publish_file();
 	control_start();
 }

@@ -28,8 +28,12 @@ void *os_map(size_t size, struct la_counters *c)
 	return p;
 }
 
+__thread uint64_t *os_measure __attribute__((tls_model("initial-exec")));
+
 int os_unmap(void *p, size_t size, struct la_counters *c)
 {
+	if (unlikely(os_measure != NULL))
+		*os_measure += os_resident(p, size);
 	STAT_ADD(c, munmap_calls, 1);
 	STAT_ADD(c, munmap_bytes, size);
 	return munmap(p, size) == 0 ? 0 : errno;
@@ -74,6 +78,8 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c)
 
 int os_purge(void *p, size_t size, struct la_counters *c)
 {
+	if (unlikely(os_measure != NULL))
+		*os_measure += os_resident(p, size);
 	STAT_ADD(c, madvise_calls, 1);
 	STAT_ADD(c, madvise_bytes, size);
 	return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;

@@ -17,9 +17,11 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c);
 int os_unmap(void *p, size_t size, struct la_counters *c);
 /* Return pages to the system (MADV_DONTNEED); contents read back as zero. */
 int os_purge(void *p, size_t size, struct la_counters *c);
-/* Bytes of [p, p+size) that are resident, via mincore (for reporting what a command
- * really released). */
+/* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);
+/* While a thread has this set, every range it purges or unmaps is measured first (mincore)
+ * and its resident bytes added here: what a command really released, the kernel's word. */
+extern __thread uint64_t *os_measure __attribute__((tls_model("initial-exec")));
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */

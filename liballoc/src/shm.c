@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;
 static pid_t seg_pid;
 static char seg_path[256];
+static uint32_t seg_meta_pages; /* pages of the segment in use (metadata) */
 uint32_t shm_decay_armed;
 uint32_t shm_kicks;
 
@@ -98,7 +100,9 @@ void shm_boot(void)
 	h->off_mailbox = OFF_MAILBOX;
 	h->off_holds = OFF_HOLDS;
 	h->control_state = LA_CONTROL_OFF;
+	la_strlcpy(h->version, LA_VERSION, sizeof(h->version));
 	la_counters_add(&shm_process_block()->c, &fallback_block.c);
+	shm_process_block()->c.address_space_bytes += SEG_SIZE;
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		shm_classes()[c].size = sc_size[c];
 	shm_publish_tunables();
@@ -107,12 +111,22 @@ void shm_boot(void)
 void shm_set_arena_count(uint32_t n)
 {
 	__atomic_store_n(&shm_header()->arena_count, n, __ATOMIC_RELEASE);
+	/* the pages in use: header .. the last arena block, and the mailbox's page */
+	uint32_t pages =
+	        (uint32_t)((OFF_ARENAS + n * sizeof(struct la_shm_arena) + LA_SHM_PAGE - 1) /
+	                   LA_SHM_PAGE) +
+	        1;
+	if (pages != seg_meta_pages) {
+		STAT_ADD(&shm_process_block()->c, metadata_bytes,
+		         (uint64_t)((int64_t)pages - seg_meta_pages) * LA_SHM_PAGE);
+		seg_meta_pages = pages;
+	}
 }
 
 void shm_thread_count(int delta)
 {
 	if (seg)
-		__atomic_fetch_add(&shm_header()->threads, (uint64_t)(int64_t)delta,
+		__atomic_fetch_add(&shm_header()->allocator_threads, (uint64_t)(int64_t)delta,
 		                   __ATOMIC_RELAXED);
 }
 
@@ -127,15 +141,13 @@ void shm_publish_tunables(void)
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_ACQ_REL);
 	for (int i = 0; i < LA_NTUNABLES; i++) {
 		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);
-		t[i].explicitly_set = tun_explicit[i];
-		t[i].by_policy = tun_by_policy[i];
+		t[i].source = __atomic_load_n(&tun_source[i], __ATOMIC_RELAXED);
 	}
 	struct la_shm_hold *hd = (struct la_shm_hold *)(seg + OFF_HOLDS);
 	for (int i = 0; i < LA_NTUNABLES; i++) {
 		hd[i].expires_ns = __atomic_load_n(&tun_holds[i].expires_ns, __ATOMIC_RELAXED);
 		hd[i].revert_value = tun_holds[i].revert_value;
-		hd[i].revert_explicit = tun_holds[i].revert_explicit;
-		hd[i].revert_by_policy = tun_holds[i].revert_by_policy;
+		hd[i].revert_source = tun_holds[i].revert_source;
 	}
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }
@@ -216,6 +228,15 @@ static int run_dir(char *dir, size_t cap)
 	const char *env = tun_getenv("LIBALLOC_RUN_DIR"), *why = NULL;
 	bool ours;
 	if (env && *env) {
+		size_t len = strlen(env);
+		if (len >= cap) { /* never a cut path: that would be another directory */
+			char l[24], m[24];
+			la_fmt_u64(l, len);
+			la_fmt_u64(m, cap - 1);
+			la_warn("statistics not published: LIBALLOC_RUN_DIR is ", l,
+			        " bytes long; a run directory may have at most ", m, (char *)NULL);
+			return -1;
+		}
 		la_strlcpy(dir, env, cap);
 		int fd = open_run_dir(dir, &why, &ours);
 		if (fd < 0)
@@ -398,6 +419,46 @@ void shm_publish_file(void)
 	close(dfd);
 }
 
+/* ---- other allocators ------------------------------------------------------------ */
+
+static const struct {
+	uint32_t bit;
+	const char *name, *lib;
+} foreign[] = {
+#define SHM_X_FOREIGN(name, bit, lib) {bit, #name, lib},
+        LA_FOREIGN(SHM_X_FOREIGN)
+#undef SHM_X_FOREIGN
+};
+
+static int foreign_one(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	(void)size;
+	const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
+	base = base ? base + 1 : path;
+	if (!base)
+		return 0;
+	for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+		if (strncmp(base, foreign[i].lib, strlen(foreign[i].lib)) != 0 ||
+		    (*(uint32_t *)ctx & foreign[i].bit))
+			continue;
+		*(uint32_t *)ctx |= foreign[i].bit;
+		la_warn("this process also maps ", path, ": liballoc serves its malloc, so ",
+		        foreign[i].name,
+		        "'s own statistics and controls (mallctl, a program's allocator stats, "
+		        "e.g. redis INFO memory and MEMORY PURGE) no longer describe its memory",
+		        (char *)NULL);
+	}
+	return 0;
+}
+
+void shm_detect_foreign(void)
+{
+	uint32_t found = 0;
+	dl_iterate_phdr(foreign_one, &found);
+	if (seg)
+		shm_header()->foreign_allocators = found;
+}
+
 const char *shm_path(void)
 {
 	return seg_path;
@@ -462,7 +523,7 @@ void shm_fork_child(void)
 	seg_path[0] = 0;
 	struct la_mailbox *mb = shm_mailbox();
 	memset(mb, 0, sizeof(*mb));
-	shm_header()->threads = 1;
+	shm_header()->allocator_threads = 1;
 	/* the parent's decay pass may have disarmed itself mid-pass: the child's first pass
 	 * looks at what it inherited */
 	shm_decay_armed = 1;

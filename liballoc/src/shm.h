@@ -21,6 +21,9 @@ void shm_thread_count(int delta);
 /* Create the file (constructor, or child after fork). Failure is reported once. */
 void shm_publish_file(void);
 void shm_unpublish(void);
+/* Look for other allocators' libraries mapped into the process (jemalloc, tcmalloc,
+ * mimalloc): record them in the header and say so once on stderr. */
+void shm_detect_foreign(void);
 const char *shm_path(void);
 void shm_fork_child(void);
 /* Free memory was retained: make sure the control thread will run a decay pass. */

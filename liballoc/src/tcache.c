@@ -64,7 +64,7 @@ static void set_limits(struct tcache *tc)
 	tc->gen = gen;
 }
 
-/* The arena's bytes_cached follows each bin as of its last refill or flush (publish_bin,
+/* The arena's cached_bytes follows each bin as of its last refill or flush (publish_bin,
  * one bin: refills stay O(1)); publish brings every bin up to date (flushes of the whole
  * cache, thread exit, tunable changes), so the gauge is exact whenever a cache was
  * emptied. */
@@ -72,7 +72,7 @@ static void publish_bin(struct tcache *tc, unsigned c)
 {
 	int64_t delta = ((int64_t)tc->bins[c].count - tc->pub_count[c]) * sc_size[c];
 	if (delta && tc->arena) {
-		STAT_ADD(tc->arena->c, bytes_cached, (uint64_t)delta);
+		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)delta);
 		tc->pub_count[c] = (uint16_t)tc->bins[c].count;
 	}
 }
@@ -101,6 +101,7 @@ static void tcache_init(struct tcache *tc)
 	la_unlock(&tc_list_lock);
 	pthread_setspecific(tc_key, tc);
 	shm_thread_count(1);
+	STAT_ADD(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 }
 
 struct arena *tcache_arena(struct tcache *tc)
@@ -307,7 +308,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	((void **)p)[1] = (void *)la_key;
 	b->head = p;
 	b->count++;
-	if (flushed) /* bytes_cached is published at refills and flushes, not per free */
+	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
 		publish_bin(tc, cls);
 	tc_leave(tc);
 }
@@ -347,6 +348,7 @@ void tcache_thread_exit(void *arg)
 	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);
 	shm_thread_count(-1);
+	STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	control_thread_exiting();
 }
 
@@ -469,6 +471,17 @@ void tcache_fork_child(void)
 	/* only the forking thread survives; the other caches' blocks are lost, as in glibc */
 	la_lock_reinit(&tc_list_lock);
 	struct tcache *self = &la_tcache;
+	/* the other threads' caches are gone: their blocks stay allocated (lost, as in glibc),
+	 * no longer cached, and their structures are no longer the allocator's */
+	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+		if (tc == self)
+			continue;
+		for (unsigned c = 0; c < LA_NCLASSES; c++)
+			if (tc->pub_count[c] && tc->arena)
+				STAT_SUB(tc->arena->c, cached_bytes,
+				         (uint64_t)tc->pub_count[c] * sc_size[c]);
+		STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
+	}
 	tc_list = NULL;
 	if (self->state == TC_LIVE) {
 		self->next = self->prev = NULL;

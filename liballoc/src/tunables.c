@@ -23,8 +23,7 @@ int64_t tun_values[LA_NTUNABLES] = {
         LA_TUNABLES(TUN_X_VAL)
 #undef TUN_X_VAL
 };
-uint8_t tun_explicit[LA_NTUNABLES];
-uint8_t tun_by_policy[LA_NTUNABLES];
+uint32_t tun_source[LA_NTUNABLES];
 struct tun_hold tun_holds[LA_NTUNABLES];
 
 extern char **environ;
@@ -183,7 +182,7 @@ toobig:
 	return LA_ST_ERANGE;
 }
 
-/* Every write of tun_values and tun_explicit, and of the segment's tunables block, holds
+/* Every write of tun_values and tun_source, and of the segment's tunables block, holds
  * tun_lock: liballoc_set and mallopt in any thread, the control thread's commands, frees
  * raising the dynamic threshold. So the block's seqlock has one writer at a time (two
  * writers interleaving their seq increments let readers copy a torn table), and a value
@@ -210,6 +209,10 @@ bool tun_raise_threshold(int64_t size)
 		__atomic_store_n(&tun_values[LA_TUNABLE_mmap_threshold], t, __ATOMIC_RELAXED);
 		__atomic_store_n(&tun_values[LA_TUNABLE_trim_threshold],
 		                 LA_MIN(2 * t, tun_defs[LA_TUNABLE_trim_threshold].max),
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&tun_source[LA_TUNABLE_mmap_threshold], LA_SRC_dynamic,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&tun_source[LA_TUNABLE_trim_threshold], LA_SRC_dynamic,
 		                 __ATOMIC_RELAXED);
 		shm_publish_tunables(); /* both at once */
 	}
@@ -238,25 +241,24 @@ static bool pins_threshold(int id)
 	       id == LA_TUNABLE_top_pad || id == LA_TUNABLE_mmap_max;
 }
 
-/* Under tun_lock: hold id until expires (its value and flags now are what comes back,
+/* Under tun_lock: hold id until expires (its value and source now are what comes back,
  * unless it is held already: then only the expiry moves). */
 static void hold_locked(int id, uint64_t expires)
 {
 	struct tun_hold *h = &tun_holds[id];
 	if (!h->expires_ns) {
 		h->revert_value = __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED);
-		h->revert_explicit = tun_explicit[id];
-		h->revert_by_policy = tun_by_policy[id];
+		h->revert_source = __atomic_load_n(&tun_source[id], __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&h->expires_ns, expires, __ATOMIC_RELAXED);
 }
 
-int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len)
+int tun_set(int id, int64_t value, uint32_t source, char *reason, size_t len)
 {
-	return tun_set_held(id, value, from_user, 0, reason, len);
+	return tun_set_held(id, value, source, 0, reason, len);
 }
 
-int tun_set_held(int id, int64_t value, bool from_user, uint64_t hold_ns, char *reason, size_t len)
+int tun_set_held(int id, int64_t value, uint32_t source, uint64_t hold_ns, char *reason, size_t len)
 {
 	if (id < 0 || id >= LA_NTUNABLES) {
 		if (reason && len)
@@ -270,23 +272,22 @@ int tun_set_held(int id, int64_t value, bool from_user, uint64_t hold_ns, char *
 	}
 	bool cache_limit = id == LA_TUNABLE_tcache_max_bytes || id == LA_TUNABLE_check_free_lists;
 	la_lock(&tun_lock);
-	if (from_user && hold_ns) {
+	if (hold_ns) {
 		uint64_t expires = os_now_ns() + hold_ns;
 		hold_locked(id, expires);
 		/* the pinning below turns mmap_dynamic off: it comes back with the rest */
 		if (pins_threshold(id) && TUN(mmap_dynamic))
 			hold_locked(LA_TUNABLE_mmap_dynamic, expires);
-	} else if (from_user) {
+	} else {
 		__atomic_store_n(&tun_holds[id].expires_ns, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&tun_values[id], value, __ATOMIC_RELAXED);
-	if (from_user) {
-		tun_explicit[id] = 1;
-		tun_by_policy[id] = 0; /* the caller marks a profile's or policy's set */
-		/* Like glibc: pinning a threshold turns the dynamic adjustment off, until
-		 * mmap_dynamic is set again. */
-		if (pins_threshold(id))
-			__atomic_store_n(&tun_values[LA_TUNABLE_mmap_dynamic], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&tun_source[id], source, __ATOMIC_RELAXED);
+	/* Like glibc: pinning a threshold turns the dynamic adjustment off, until
+	 * mmap_dynamic is set again; mmap_dynamic then carries the source of that setting. */
+	if (pins_threshold(id) && TUN(mmap_dynamic)) {
+		__atomic_store_n(&tun_values[LA_TUNABLE_mmap_dynamic], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&tun_source[LA_TUNABLE_mmap_dynamic], source, __ATOMIC_RELAXED);
 	}
 	/* caches recompute their limits: the generation moves after the value (release), and
 	 * a cache reads the generation before the values (set_limits), so one that records
@@ -328,8 +329,7 @@ uint64_t tun_holds_expire(uint64_t now)
 			continue;
 		}
 		__atomic_store_n(&tun_values[i], h->revert_value, __ATOMIC_RELAXED);
-		tun_explicit[i] = h->revert_explicit;
-		tun_by_policy[i] = h->revert_by_policy;
+		__atomic_store_n(&tun_source[i], h->revert_source, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->expires_ns, 0, __ATOMIC_RELAXED);
 		any = true;
 		cache_limit |= i == LA_TUNABLE_tcache_max_bytes || i == LA_TUNABLE_check_free_lists;
@@ -345,14 +345,6 @@ uint64_t tun_holds_expire(uint64_t now)
 	if (decay)
 		shm_wake_control();
 	return next;
-}
-
-void tun_mark_policy(int id)
-{
-	la_lock(&tun_lock);
-	tun_by_policy[id] = 1;
-	shm_publish_tunables();
-	la_unlock(&tun_lock);
 }
 
 void tun_init_from_env(void)
@@ -374,7 +366,7 @@ void tun_init_from_env(void)
 		int64_t v;
 		int st = tun_parse(i, val, &v, reason, sizeof(reason));
 		if (st == LA_ST_OK)
-			st = tun_set(i, v, true, reason, sizeof(reason));
+			st = tun_set(i, v, LA_SRC_environment, reason, sizeof(reason));
 		if (st != LA_ST_OK) {
 			la_warn(var, "=", val, ": ignored: ", reason, (char *)NULL);
 			continue;
@@ -386,7 +378,9 @@ void tun_init_from_env(void)
 	if (dynamic_given) {
 		const char *val = tun_getenv("LIBALLOC_MMAP_DYNAMIC");
 		int64_t v;
-		if (val && tun_parse(LA_TUNABLE_mmap_dynamic, val, &v, NULL, 0) == LA_ST_OK)
+		if (val && tun_parse(LA_TUNABLE_mmap_dynamic, val, &v, NULL, 0) == LA_ST_OK) {
 			tun_values[LA_TUNABLE_mmap_dynamic] = v;
+			tun_source[LA_TUNABLE_mmap_dynamic] = LA_SRC_environment;
+		}
 	}
 }

@@ -19,9 +19,7 @@ struct tun_def {
 
 extern const struct tun_def tun_defs[LA_NTUNABLES];
 extern int64_t tun_values[LA_NTUNABLES];
-extern uint8_t tun_explicit[LA_NTUNABLES];
-/* 1: the explicit setting came from allocctld's profile or policy (LA_MB_FROM_POLICY) */
-extern uint8_t tun_by_policy[LA_NTUNABLES];
+extern uint32_t tun_source[LA_NTUNABLES]; /* la_source of each value */
 
 #define TUN(name)  __atomic_load_n(&tun_values[LA_TUNABLE_##name], __ATOMIC_RELAXED)
 #define TUN_ID(id) __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED)
@@ -29,13 +27,14 @@ extern uint8_t tun_by_policy[LA_NTUNABLES];
 /* Look a tunable up by name; -1 if unknown. */
 int tun_find(const char *name);
 /* Validate and set. Returns LA_ST_OK or a status with a human reason in reason[len].
- * from_user: an explicit setting (env, mallopt, command), which turns off the dynamic
- * mmap threshold when it sets a threshold, like glibc. */
-int tun_set(int id, int64_t value, bool from_user, char *reason, size_t len);
-/* tun_set, and when hold_ns is not 0 (an explicit setting only), held: the value before is
- * restored hold_ns from now by tun_holds_expire (la_shm_hold). An explicit setting without
- * a hold ends the tunable's hold. */
-int tun_set_held(int id, int64_t value, bool from_user, uint64_t hold_ns, char *reason, size_t len);
+ * source (la_source) says who set it (LA_SRC_policy: allocctld's profile or policy);
+ * setting a threshold turns off the dynamic mmap threshold, like glibc. */
+int tun_set(int id, int64_t value, uint32_t source, char *reason, size_t len);
+/* tun_set, and when hold_ns is not 0, held: the value before and its source are restored
+ * hold_ns from now by tun_holds_expire (la_shm_hold). A setting without a hold ends the
+ * tunable's hold. */
+int tun_set_held(int id, int64_t value, uint32_t source, uint64_t hold_ns, char *reason,
+                 size_t len);
 /* The holds: the earliest expiry (CLOCK_MONOTONIC, 0: none), and the reverting of those
  * due by now (returns the next expiry). The control thread calls them. */
 uint64_t tun_holds_next(void);
@@ -43,11 +42,9 @@ uint64_t tun_holds_expire(uint64_t now);
 struct tun_hold {
 	uint64_t expires_ns;
 	int64_t revert_value;
-	uint8_t revert_explicit, revert_by_policy;
+	uint32_t revert_source;
 };
 extern struct tun_hold tun_holds[LA_NTUNABLES];
-/* The explicit setting just made came from allocctld's profile or policy (published). */
-void tun_mark_policy(int id);
 /* Parse a value for tunable id from text (human units for sizes, true/false for bools). */
 int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 /* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
@@ -55,7 +52,7 @@ int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 void tun_init_from_env(void);
 /* The dynamic threshold (glibc's rule): a freed direct mapping of size bytes, at or above
  * mmap_threshold and below mmap_threshold_max, raises mmap_threshold past it and
- * trim_threshold to twice that (not marked explicit). Checked and written in one step
+ * trim_threshold to twice that (source: dynamic). Checked and written in one step
  * with every other writer excluded; false when nothing was raised (also when another
  * writer holds the table: the caller does not wait). */
 bool tun_raise_threshold(int64_t size);

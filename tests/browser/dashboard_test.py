@@ -34,7 +34,7 @@ ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(os.path.dirname(__
 BUILD = os.environ.get("BUILD") or os.path.join(ROOT, "build")
 SO = os.environ.get("LIBALLOC_SO") or os.path.join(BUILD, "liballoc.so")
 SAMPLE_MS = 1000
-SERIES = "in_use,cached,free_resident,metadata,non_alloc,rss"
+SERIES = "in_use,cached,fragmented,free_resident,metadata,non_alloc,rss"
 
 results = []
 T_START = time.monotonic()
@@ -142,7 +142,7 @@ class Scenario:
 CHARTS_JS = """(() => {
   const S = window.allocDashboard, out = {};
   const hex = (c) => [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
-  const COLORS = {in_use: '#3b6fd4', cached: '#41a6a0', free_resident: '#e39b3b',
+  const COLORS = {in_use: '#3b6fd4', cached: '#41a6a0', fragmented: '#c9a227', free_resident: '#e39b3b',
                   metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330'};
   const near = (px, i, r, g, b, tol) =>
     Math.abs(px[i] - r) <= tol && Math.abs(px[i + 1] - g) <= tol && Math.abs(px[i + 2] - b) <= tol;
@@ -223,7 +223,7 @@ def scenario(sc):
             missing = [f for f in drawn if c["pixels"][f] < 20]
             check("drawn_%s" % name, not missing and c["points"] >= 3,
                   "figures with a value: %s; pixels per figure %s; missing %s" % (drawn, c["pixels"], missing))
-            check("legend_%s" % name, c["legend"][:6] == SERIES.split(","), "legend %s" % c["legend"])
+            check("legend_%s" % name, c["legend"][:7] == SERIES.split(","), "legend %s" % c["legend"])
             check("title_%s" % name, ("pid %d" % pid) in c["title"], c["title"])
         a_in_use = charts[str(pid_a)]["last"].get("in_use", 0)
         b_in_use = charts[str(pid_b)]["last"].get("in_use", 0)

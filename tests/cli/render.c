@@ -9,21 +9,33 @@
 #include "render.h"
 #include "top.h"
 
-static Ctl__ProcessInfo proc(int32_t pid, const char *exe, uint64_t in_use, uint64_t retained)
+/* A process whose RSS is its in-use and reclaimable (free resident) bytes plus 1 MiB of
+ * its own. */
+static Ctl__ProcessInfo proc(int32_t pid, const char *exe, uint64_t in_use, uint64_t reclaimable)
 {
 	Ctl__ProcessInfo p = CTL__PROCESS_INFO__INIT;
+	Ctl__Memory *m = calloc(1, sizeof(*m));
+	ctl__memory__init(m);
 	p.pid = pid;
 	p.exe = (char *)exe;
 	p.uid = 1000;
 	p.start_time_ns = 1000ULL * 1000000000ULL;
 	p.arenas = 4;
 	p.threads = 5;
-	p.bytes_in_use = in_use;
-	p.bytes_mapped = in_use + retained;
-	p.bytes_retained = retained;
+	p.has_allocator_threads = 1;
+	p.allocator_threads = 3;
+	m->has_in_use_bytes = m->has_free_resident_bytes = m->has_reclaimable_bytes = 1;
+	m->has_resident_bytes = m->has_rss_bytes = m->has_non_allocator_rss_bytes = 1;
+	m->in_use_bytes = in_use;
+	m->free_resident_bytes = m->reclaimable_bytes = reclaimable;
+	m->resident_bytes = in_use + reclaimable;
+	m->rss_bytes = in_use + reclaimable + (1 << 20);
+	m->non_allocator_rss_bytes = 1 << 20;
+	p.memory = m;
 	p.has_rss_bytes = 1;
-	p.rss_bytes = in_use + retained;
+	p.rss_bytes = m->rss_bytes;
 	p.control = "running";
+	p.version = "0.1.0";
 	return p;
 }
 
@@ -54,9 +66,54 @@ Test(ps, table_is_sorted_by_pid_with_human_units_and_exe_basenames)
 	cr_assert(strncmp(first, "    4242    1000  redis-server", 30) == 0, "4242 first:\n%s",
 	          out);
 	cr_assert(strstr(first, "300.0 MiB") && strstr(first, "812.0 MiB") &&
+	                  strstr(first, "1.1 GiB") && strstr(first, "1.0 MiB") &&
 	                  strstr(first, "1m02s"),
 	          "%s", out);
 	cr_assert(strstr(out, "/usr/bin") == NULL, "basenames only:\n%s", out);
+	cr_assert(strstr(out, "also maps") == NULL, "no notes:\n%s", out);
+	free(out);
+}
+
+Test(ps, notes_name_other_allocators_and_a_control_thread_off)
+{
+	Ctl__ProcessInfo a = proc(4242, "/usr/bin/redis-server", 1 << 20, 0);
+	char *foreign[] = {"jemalloc"};
+	a.foreign_allocators = foreign;
+	a.n_foreign_allocators = 1;
+	a.control = "off";
+	Ctl__ProcessInfo *list[] = {&a};
+	struct render_opts o = opts(false, false);
+	char *out;
+	CAPTURE(out, render_ps(f, list, 1, &o));
+	cr_assert(strstr(out, "  also maps jemalloc; control off\n"), "%s", out);
+	free(out);
+}
+
+Test(ps, profile_trend_and_notes_line_up_without_trailing_blanks)
+{
+	Ctl__ProcessInfo a = proc(4242, "/usr/bin/redis-server", 1 << 20, 0);
+	Ctl__ProcessInfo b = proc(4343, "/usr/sbin/nginx", 1 << 20, 0);
+	char *foreign[] = {"jemalloc"};
+	b.foreign_allocators = foreign;
+	b.n_foreign_allocators = 1;
+	b.profile = "web";
+	Ctl__ProcessInfo *list[] = {&a, &b};
+	const char *trend[] = {"\u2581\u2582\u2583 +1.0 MiB", "-"};
+	struct render_opts o = opts(false, false);
+	o.show_profile = true;
+	o.extra_title = "RSS, LAST MINUTE";
+	o.extra = trend;
+	char *out;
+	CAPTURE(out, render_process_table(f, list, 2, 0, &o));
+	char *l1 = strchr(out, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
+	cr_assert(strstr(out, " UPTIME  PROFILE       RSS, LAST MINUTE  NOTES\n"), "%s", out);
+	cr_assert(strstr(l1, "  -             \u2581\u2582\u2583 +1.0 MiB\n"), "%s", out);
+	/* the note starts in the NOTES column (counted in characters) */
+	size_t col = (size_t)(strstr(out, "NOTES") - out);
+	cr_assert_eq((size_t)(strstr(l2, "also maps jemalloc") - l2), col, "%s", out);
+	cr_assert(strstr(l2, "  web           -                 also maps jemalloc\n"), "%s", out);
+	for (char *p = out; (p = strchr(p, '\n')); p++)
+		cr_assert(p == out || p[-1] != ' ', "a trailing blank:\n%s", out);
 	free(out);
 }
 
@@ -79,15 +136,16 @@ Test(ps, json_has_the_documented_keys)
 	struct render_opts o = opts(true, false);
 	char *out;
 	CAPTURE(out, render_ps(f, list, 1, &o));
-	cr_assert_str_eq(out,
-	                 "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
-	                 "\"name\":\"redis-server\",\"cmdline\":\"\","
-	                 "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
-	                 "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":0,"
-	                 "\"bytes_in_use\":314572800,"
-	                 "\"bytes_mapped\":1166016512,\"bytes_retained\":851443712,"
-	                 "\"rss_bytes\":1166016512,\"control\":\"running\",\"unreadable\":false,"
-	                 "\"unreadable_reads\":0,\"profile\":null}]}\n");
+	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
+	                      "\"name\":\"redis-server\",\"cmdline\":\"\","
+	                      "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
+	                      "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":3,"
+	                      "\"rss_bytes\":1167065088,\"memory\":{\"in_use_bytes\":314572800,"
+	                      "\"free_resident_bytes\":851443712,\"reclaimable_bytes\":851443712,"
+	                      "\"resident_bytes\":1166016512,\"rss_bytes\":1167065088,"
+	                      "\"non_allocator_rss_bytes\":1048576},\"foreign_allocators\":[],"
+	                      "\"version\":\"0.1.0\",\"control\":\"running\",\"unreadable\":false,"
+	                      "\"unreadable_reads\":0,\"profile\":null}]}\n");
 	free(out);
 	a.profile = "redis";
 	CAPTURE(out, render_ps(f, list, 1, &o));
@@ -95,7 +153,7 @@ Test(ps, json_has_the_documented_keys)
 	free(out);
 	o.json = false;
 	CAPTURE(out, render_ps(f, list, 1, &o));
-	cr_assert(strstr(out, " RSS  PROFILE\n"), "%s", out);
+	cr_assert(strstr(out, " UPTIME  PROFILE       NOTES\n"), "%s", out);
 	cr_assert(strstr(out, "  redis\n"), "%s", out);
 	free(out);
 }
@@ -237,8 +295,7 @@ Test(set, shows_new_and_previous_values_in_units)
 Test(get, table_fills_range_and_type_from_the_local_table)
 {
 	Ctl__Tunable t = tun("decay_ms", 2000);
-	t.has_explicitly_set = 1;
-	t.explicitly_set = 1;
+	t.source = "environment";
 	Ctl__Tunable *tv[] = {&t};
 	Ctl__CommandResult r = CTL__COMMAND_RESULT__INIT;
 	r.pid = 9;
@@ -250,14 +307,24 @@ Test(get, table_fills_range_and_type_from_the_local_table)
 	CAPTURE(out, render_get(f, res, 1, &o));
 	char *row = strchr(out, '\n') + 1;
 	cr_assert(strncmp(row, "decay_ms", 8) == 0, "%s", out);
-	cr_assert(strstr(row, "2 s") && strstr(row, " set ") && strstr(row, "0 ms .. 3600 s"), "%s",
-	          out);
+	cr_assert(strstr(row, "2 s") && strstr(row, " environment ") &&
+	                  strstr(row, "0 ms .. 3600 s"),
+	          "%s", out);
 	free(out);
 	o.json = true;
 	CAPTURE(out, render_get(f, res, 1, &o));
-	cr_assert(strstr(out, "\"tunables\":{\"decay_ms\":{\"value\":2000,\"explicitly_set\":true,"
-	                      "\"type\":\"ms\",\"min\":0,\"max\":3600000,\"live\":true}}") != NULL,
+	cr_assert(strstr(out,
+	                 "\"tunables\":{\"decay_ms\":{\"value\":2000,\"source\":\"environment\","
+	                 "\"type\":\"ms\",\"min\":0,\"max\":3600000,\"live\":true}}") != NULL,
 	          "%s", out);
+	free(out);
+	/* a protocol-1 daemon only said whether it was set */
+	t.source = NULL;
+	t.has_explicitly_set = 1;
+	t.explicitly_set = 1;
+	o.json = false;
+	CAPTURE(out, render_get(f, res, 1, &o));
+	cr_assert(strstr(strchr(out, '\n') + 1, " set "), "%s", out);
 	free(out);
 }
 
@@ -276,16 +343,16 @@ Test(errors, each_code_explains_what_was_wrong_and_what_is_valid)
 	cr_assert(strstr(b, "process 7 did not answer in time") && strstr(b, "LIBALLOC_CONTROL"),
 	          "%s", b);
 	render_error(b, sizeof(b), CTL__ERROR_CODE__ERR_VERSION, "v2", 0, 0);
-	cr_assert(strstr(b, "protocol version mismatch: allocctl speaks protocol 1"), "%s", b);
+	cr_assert(strstr(b, "protocol version mismatch: allocctl speaks protocol 2"), "%s", b);
 	cr_assert(strchr(b, '\n') == NULL, "one line");
 }
 
-Test(top, sorts_by_retained_then_by_the_chosen_key)
+Test(top, sorts_by_reclaimable_then_by_the_chosen_key)
 {
 	Ctl__ProcessInfo a = proc(1, "/a", 50, 10), b = proc(2, "/b", 10, 30),
 	                 c = proc(3, "/c", 30, 20);
 	Ctl__ProcessInfo *l[] = {&a, &b, &c};
-	top_sort(l, 3, TOP_SORT_RETAINED);
+	top_sort(l, 3, TOP_SORT_RECLAIMABLE);
 	cr_assert(l[0]->pid == 2 && l[1]->pid == 3 && l[2]->pid == 1);
 	top_sort(l, 3, (enum top_sort)top_sort_key('u'));
 	cr_assert(l[0]->pid == 1 && l[1]->pid == 3 && l[2]->pid == 2);

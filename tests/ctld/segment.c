@@ -153,12 +153,12 @@ Test(segment, valid_segment_opens_and_reads_every_block)
 	struct seg_block b;
 	cr_assert_eq(seg_read_block(&s, 1, &b), SEG_E_OK);
 	cr_assert_eq(b.index, 1);
-	cr_assert_eq(b.c.bytes_in_use, 2000);
-	cr_assert_eq(b.c.commands_executed, 2000 + LA_NCOUNTERS - 1);
+	cr_assert_eq(b.c.allocated_bytes, 2000);
+	cr_assert_eq(b.c.released_bytes, 2000 + LA_NCOUNTERS - 1);
 	cr_assert_eq(seg_read_block(&s, 2, &b), SEG_E_COUNTS, "arena 2 is beyond arena_count");
 	struct la_counters tot;
 	cr_assert_eq(seg_read_totals(&s, &tot), SEG_E_OK);
-	cr_assert_eq(tot.bytes_in_use, 0 + 1000 + 2000);
+	cr_assert_eq(tot.allocated_bytes, 0 + 1000 + 2000);
 	struct la_shm_tunable t[LA_NTUNABLES];
 	uint32_t n;
 	cr_assert_eq(seg_read_tunables(&s, t, &n), SEG_E_OK);

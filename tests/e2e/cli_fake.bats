@@ -16,8 +16,8 @@ teardown() {
 	run -0 --separate-stderr "$ALLOCCTL" ps
 	[ -z "$stderr" ]
 	[ "${#lines[@]}" -eq 3 ]
-	[[ "${lines[0]}" == *PID*UID*NAME*"IN USE"*MAPPED*RETAINED*ARENAS*THREADS*UPTIME*RSS* ]]
-	[[ "${lines[1]}" == "    4242 "*" fake-service"*"300.0 MiB"*"812.0 MiB"*" 2 "*" 5 "*"1m0"* ]]
+	[[ "${lines[0]}" == *PID*UID*NAME*RSS*"IN USE"*CACHED*"FREE RES"*RECLAIM*"OTHER RSS"*THREADS*UPTIME*NOTES ]]
+	[[ "${lines[1]}" == "    4242 "*" fake-service"*"1.1 GiB"*"300.0 MiB"*"1.0 MiB"*"812.0 MiB"*"812.0 MiB"*" 5 "*"1m0"* ]]
 	[[ "${lines[2]}" == "    4343 "*" other-service"* ]]
 }
 
@@ -34,11 +34,17 @@ teardown() {
 	echo "$output" | json_check '
 	  [p["pid"] for p in d["processes"]] == [4242, 4343] and
 	  all(set(p) == {"pid","exe","name","cmdline","uid","owner_uid","start_time_ns","uptime_s",
-	                 "arenas","threads","allocator_threads","bytes_in_use","bytes_mapped",
-	                 "bytes_retained","rss_bytes","control","unreadable","unreadable_reads","profile"}
+	                 "arenas","threads","allocator_threads","rss_bytes","memory",
+	                 "foreign_allocators","version","control","unreadable","unreadable_reads",
+	                 "profile"}
+	      for p in d["processes"]) and
+	  all(set(p["memory"]) == {"in_use_bytes","cached_bytes","fragmented_bytes",
+	                           "free_resident_bytes","free_reserved_bytes","metadata_bytes",
+	                           "reclaimable_bytes","resident_bytes","address_space_bytes",
+	                           "rss_bytes","non_allocator_rss_bytes"}
 	      for p in d["processes"]) and
 	  d["processes"][0]["exe"] == "/usr/bin/fake-service" and
-	  d["processes"][0]["bytes_retained"] == 812 * 2**20 and
+	  d["processes"][0]["memory"]["reclaimable_bytes"] == 812 * 2**20 and
 	  isinstance(d["processes"][0]["uptime_s"], int) and d["processes"][0]["control"] == "running"'
 }
 
@@ -57,7 +63,9 @@ teardown() {
 	for section in memory "system calls" "remote frees" arenas "size classes" tunables; do
 		printf '%s\n' "${lines[@]}" | grep -qx "$section" || { echo "no $section"; false; }
 	done
-	[[ "$output" == *"bytes_retained"*"812.0 MiB"* ]]
+	printf '%s\n' "${lines[@]}" | grep -Eqx "  free resident +812.0 MiB"
+	printf '%s\n' "${lines[@]}" | grep -Eqx "  reclaimable +812.0 MiB"
+	printf '%s\n' "${lines[@]}" | grep -Eqx "  in use +300.0 MiB"
 	[[ "$output" == *"mmap_threshold"*"128.0 KiB"*default*"0 B .. 32.0 MiB"*yes* ]]
 	[[ "$output" == *"1 class without activity not shown"* ]]
 }
@@ -75,7 +83,7 @@ teardown() {
 	  all(set(a) == {'index','threads','counters'} for a in d['arenas']) and len(d['arenas']) == 2 and
 	  all(set(c) == {'size','counters'} and set(c['counters']) == {'blocks_in_use','spans','refills','flushes'} for c in d['classes']) and
 	  len(d['classes']) == 5 and
-	  d['tunables']['mmap_threshold'] == {'value': 131072, 'explicitly_set': False, 'type': 'size',
+	  d['tunables']['mmap_threshold'] == {'value': 131072, 'source': 'default', 'type': 'size',
 	                                      'min': 0, 'max': 33554432, 'live': True}"
 }
 
@@ -91,7 +99,7 @@ teardown() {
 	echo "$output" | json_check '
 	  d["command"] == "get" and len(d["results"]) == 1 and
 	  d["results"][0]["pid"] == 4242 and d["results"][0]["ok"] is True and
-	  d["results"][0]["tunables"] == {"decay_ms": {"value": 10000, "explicitly_set": False,
+	  d["results"][0]["tunables"] == {"decay_ms": {"value": 10000, "source": "default",
 	     "type": "ms", "min": 0, "max": 3600000, "live": True}}'
 }
 
@@ -100,7 +108,7 @@ teardown() {
 	run -0 --separate-stderr "$ALLOCCTL" set 4242 mmap_threshold=1M mmap_dynamic=off
 	[ "$output" = "set 4242: mmap_threshold = 1.0 MiB (was 128.0 KiB), mmap_dynamic = off (was on) in 180.0 us" ]
 	run -0 "$ALLOCCTL" get 4242 mmap_threshold
-	[[ "${lines[1]}" == "mmap_threshold"*"1.0 MiB"*" set "* ]]
+	[[ "${lines[1]}" == "mmap_threshold"*"1.0 MiB"*" command "* ]]
 }
 
 @test "set --exe and --all: one line per process, naming the executable" {
@@ -131,7 +139,7 @@ teardown() {
 	run -0 "$ALLOCCTL" trim 4242
 	[ "$output" = "trim 4242: released 812.0 MiB in 3.1 ms (1 madvise, 3 munmap)" ]
 	run -0 "$ALLOCCTL" ps --json
-	echo "$output" | json_check 'd["processes"][0]["bytes_retained"] == 0'
+	echo "$output" | json_check 'd["processes"][0]["memory"]["reclaimable_bytes"] == 0'
 }
 
 @test "trim/release/flush --json: one result per process with bytes, time, system calls" {
@@ -158,9 +166,9 @@ teardown() {
 @test "version: client and daemon, human and --json" {
 	start_fake
 	run -0 "$ALLOCCTL" version
-	[ "${lines[1]}" = "allocctld fake-0 (protocol 1, segment ABI 1) at $ALLOCCTL_SOCKET" ]
+	[ "${lines[1]}" = "allocctld fake-0 (protocol 2, segment ABI 2) at $ALLOCCTL_SOCKET" ]
 	run -0 "$ALLOCCTL" version --json
-	echo "$output" | json_check 'd["daemon"]["version"] == "fake-0" and d["daemon"]["socket"] and d["client"]["segment_abi_version"] == 1'
+	echo "$output" | json_check 'd["daemon"]["version"] == "fake-0" and d["daemon"]["socket"] and d["client"]["segment_abi_version"] == 2'
 }
 
 @test "no such process: exit 1, one line pointing at allocctl ps" {
@@ -186,7 +194,7 @@ teardown() {
 	start_fake --mismatch
 	run -1 --separate-stderr "$ALLOCCTL" ps
 	one_line "$stderr"
-	[[ "$stderr" == *"protocol version mismatch: allocctl speaks protocol 1, daemon says: daemon speaks protocol 2"* ]]
+	[[ "$stderr" == *"protocol version mismatch: allocctl speaks protocol 2, daemon says: daemon speaks protocol 3"* ]]
 }
 
 @test "an undecodable reply: exit 1" {
@@ -203,14 +211,14 @@ teardown() {
 	[[ "$stderr" == *"did not answer within 300 ms"* ]]
 }
 
-@test "top without a terminal: --iterations prints plain frames sorted by retained" {
+@test "top without a terminal: --iterations prints plain frames sorted by reclaimable" {
 	start_fake
 	"$ALLOCCTL" trim 4343 --pad 100M >/dev/null
 	run -0 "$ALLOCCTL" top --iterations 2 --interval 100ms
 	[ "$(grep -c '^allocctl top' <<<"$output")" -eq 2 ]
 	[[ "$output" != *$'\e'* ]]
 	first=$(grep -m1 -A3 '^allocctl top' <<<"$output")
-	[[ "$first" == *"2 processes"*"sorted by retained"* ]]
+	[[ "$first" == *"2 processes"*"sorted by reclaimable"* ]]
 	# 4242 retains 812 MiB, 4343 only the 100 MiB pad: 4242 comes first.
 	[ "$(grep -E '^ +(4242|4343) ' <<<"$output" | head -1 | awk '{print $1}')" = 4242 ]
 }
@@ -220,7 +228,7 @@ teardown() {
 	T=(tmux -S "$CLI_TMP/tmux.sock")
 	"${T[@]}" new-session -d -x 120 -y 20 \
 		"ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms; echo \$? > $CLI_TMP/rc; sleep 30"
-	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by retained'"
+	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by reclaimable'"
 	"${T[@]}" capture-pane -p > "$CLI_TMP/screen"
 	grep -q '^allocctl top .* 2 processes' "$CLI_TMP/screen"
 	grep -Eq '^ +4242 +[0-9]+  fake-service' "$CLI_TMP/screen"
@@ -239,14 +247,14 @@ teardown() {
 	(sleep 0.8; printf q) | script -qfec "$ALLOCCTL top --interval 200ms" /dev/null > "$CLI_TMP/out"
 	grep -q $'\e\\[?1049h' "$CLI_TMP/out"
 	grep -q $'\e\\[?1049l' "$CLI_TMP/out"
-	grep -q 'sorted by retained' "$CLI_TMP/out"
+	grep -q 'sorted by reclaimable' "$CLI_TMP/out"
 }
 
 @test "top reports a daemon that goes away and keeps running" {
 	start_fake
 	T=(tmux -S "$CLI_TMP/tmux.sock")
 	"${T[@]}" new-session -d -x 140 -y 20 "ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms; sleep 30"
-	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by retained'"
+	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by reclaimable'"
 	kill "${CLI_PIDS[0]}"
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q '(retrying) no daemon at'"
 	"${T[@]}" send-keys q
@@ -277,15 +285,15 @@ complete_line() {
 	T=(tmux -S "$CLI_TMP/tmux.sock")
 	"${T[@]}" new-session -d -x 120 -y 20 "bash --norc --noprofile"
 	"${T[@]}" send-keys "ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms" Enter
-	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by retained'"
+	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by reclaimable'"
 	"${T[@]}" send-keys C-z
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'Stopped'"
-	! "${T[@]}" capture-pane -p | grep -q 'sorted by retained'
+	! "${T[@]}" capture-pane -p | grep -q 'sorted by reclaimable'
 	"${T[@]}" send-keys fg Enter
-	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by retained'"
+	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by reclaimable'"
 	# Keys work again without Enter: the terminal is back in non-canonical mode.
-	"${T[@]}" send-keys m
-	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by mapped'"
+	"${T[@]}" send-keys o
+	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by other RSS'"
 	"${T[@]}" send-keys q
 	"${T[@]}" send-keys 'echo "rc=$?"' Enter
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q '^rc=0'"
@@ -342,7 +350,7 @@ complete_line() {
 @test "top: each row ends with its RSS trend over the last minute" {
 	start_fake
 	run -0 "$ALLOCCTL" top --iterations 1
-	[[ "${lines[2]}" == *"RSS  RSS, LAST MINUTE" ]]
+	[[ "${lines[2]}" == *" UPTIME  RSS, LAST MINUTE "*" NOTES" ]]
 	[[ "${lines[3]}" == "    4242 "*" fake-service "*"▁▁▂▃▄ ▅▆▇█ +90.0 MiB" ]]
 	[[ "${lines[4]}" == "    4343 "*" other-service "*"▁▁▁▁▁▁▁▁▁▁ +0 B" ]]
 }

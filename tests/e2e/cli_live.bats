@@ -70,7 +70,11 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	echo "$output" | json_check "
 	  [p for p in d['processes'] if p['pid'] == $WL][0]['exe'].endswith('/workload') and
 	  all(isinstance(p[k], int) for p in d['processes'] for k in
-	      ('bytes_in_use','bytes_mapped','bytes_retained','rss_bytes','arenas','threads','uptime_s')) and
+	      ('rss_bytes','arenas','threads','allocator_threads','uptime_s')) and
+	  all(isinstance(p['memory'][k], int) for p in d['processes'] for k in
+	      ('in_use_bytes','cached_bytes','fragmented_bytes','free_resident_bytes',
+	       'free_reserved_bytes','metadata_bytes','reclaimable_bytes','resident_bytes',
+	       'address_space_bytes','rss_bytes','non_allocator_rss_bytes')) and
 	  [p for p in d['processes'] if p['pid'] == $WL][0]['control'] == 'running'"
 }
 
@@ -86,7 +90,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	  d['process']['pid'] == $WL and
 	  set('$counters'.split()) <= set(d['totals']) and
 	  set('$tunables'.split()) == set(d['tunables']) and
-	  len(d['arenas']) >= 1 and all('bytes_in_use' in a['counters'] for a in d['arenas'])"
+	  len(d['arenas']) >= 1 and all('allocated_bytes' in a['counters'] for a in d['arenas'])"
 }
 
 @test "live: get reads what the environment set" {
@@ -161,7 +165,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 
 @test "live: version names the daemon" {
 	run -0 "$ALLOCCTL" version
-	[[ "${lines[1]}" == "allocctld "*"(protocol 1, segment ABI 1) at $ALLOCCTL_SOCKET" ]]
+	[[ "${lines[1]}" == "allocctld "*"(protocol 2, segment ABI 2) at $ALLOCCTL_SOCKET" ]]
 	run -0 "$ALLOCCTL" --json version
 	echo "$output" | json_check "d['daemon']['protocol_version'] == d['client']['protocol_version']"
 }

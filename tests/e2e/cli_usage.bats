@@ -140,10 +140,10 @@ teardown() { cli_cleanup; }
 
 @test "version prints the client's version even without a daemon, then fails" {
 	run -1 --separate-stderr "$ALLOCCTL" version
-	[[ "$output" == "allocctl "*" (protocol 1, segment ABI 1)" ]]
+	[[ "$output" == "allocctl "*" (protocol 2, segment ABI 2)" ]]
 	[[ "$stderr" == *"no daemon at"* ]]
 	run -1 --separate-stderr "$ALLOCCTL" --json version
-	echo "$output" | json_check '"daemon" not in d and d["client"]["protocol_version"] == 1'
+	echo "$output" | json_check '"daemon" not in d and d["client"]["protocol_version"] == 2'
 }
 
 @test "help tunables lists every tunable of the segment ABI with type and range" {

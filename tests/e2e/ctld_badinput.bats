@@ -53,8 +53,8 @@ still_serving() {
 	run ctl raw-empty
 	[[ "$output" == *"code=ERR_UNKNOWN_REQUEST"* ]]
 	[[ "$output" == *"open"* ]]
-	# protocol_version=1 plus an unknown field 99: a request type from the future
-	run ctl raw-hex "000000050801980601"
+	# protocol_version=2 plus an unknown field 99: a request type from the future
+	run ctl raw-hex "000000050802980601"
 	[[ "$output" == *"code=ERR_UNKNOWN_REQUEST"* ]]
 	still_serving
 }
@@ -69,8 +69,8 @@ still_serving() {
 @test "a wrong protocol version gets ERR_VERSION with the daemon's version" {
 	run ctl raw-version 99
 	[[ "$output" == *"code=ERR_VERSION"* ]]
-	[[ "$output" == *"message=protocol version 99, this daemon speaks 1"* ]]
-	[[ "$output" == *"protocol=1"* ]]
+	[[ "$output" == *"message=protocol version 99, this daemon speaks 2"* ]]
+	[[ "$output" == *"protocol=2"* ]]
 	[[ "$output" == *"open"* ]]
 	still_serving
 }

@@ -19,7 +19,7 @@ teardown() {
 	run ctl version
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"code=OK"* ]]
-	[[ "$output" == *"protocol_version=1 abi=1"* ]]
+	[[ "$output" == *"protocol_version=2 abi=2"* ]]
 }
 
 @test "a fake process is discovered and listed with its identity from /proc and its counters" {
@@ -46,11 +46,11 @@ teardown() {
 	wait_listed "$FPID"
 	run ctl stats "$FPID"
 	[[ "$output" == *"code=OK"* ]]
-	# mapped: process block 4M*1 + arena 0 4M*2 + arena 1 4M*3
-	[[ "$output" == *"total bytes_mapped=25165824"* ]]
-	[[ "$output" == *"arena 1 bytes_mapped=12582912"* ]]
+	# address space: process block 4M*1 + arena 0 4M*2 + arena 1 4M*3
+	[[ "$output" == *"total address_space_bytes=25165824"* ]]
+	[[ "$output" == *"arena 1 address_space_bytes=12582912"* ]]
 	[[ "$output" == *"class 16 blocks_in_use=100"* ]]
-	[[ "$output" == *"tunable pid=$FPID name=mmap_threshold value=131072 min=0 max=33554432 explicit=0"* ]]
+	[[ "$output" == *"tunable pid=$FPID name=mmap_threshold value=131072 min=0 max=33554432 explicit=0 source=default"* ]]
 	# one line per counter of the X-macro list
 	n=$(grep -c '^total ' <<<"$output")
 	want=$(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" | grep -c 'X(')
@@ -67,11 +67,42 @@ teardown() {
 	[ "$status" -eq 0 ]
 	# the exe label is /proc/<pid>/exe, never what the segment claims (/opt/svc/fake-exe)
 	! grep -q 'fake-exe' "$T/m"
-	grep -q "^liballoc_bytes_in_use{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} " "$T/m"
+	# Prometheus's own linter: names, units, counters, help
+	run promtool check metrics <"$T/m"
+	echo "$output"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	# the memory figures (allocated 1M*(1+2+3), free resident 64K per block)
+	grep -q "^liballoc_in_use_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 6[0-9]*$" "$T/m"
+	grep -q "^liballoc_free_resident_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 196608$" "$T/m"
+	grep -q "^liballoc_reclaimable_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 196608$" "$T/m"
+	grep -q "^liballoc_process_non_allocator_rss_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} " "$T/m"
 	grep -q "^liballoc_mmap_calls_total{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 30$" "$T/m"
-	grep -q "^liballoc_arena_bytes_mapped{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",arena=\"1\"} 12582912$" "$T/m"
-	grep -q "^liballoc_tunable{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",name=\"decay_ms\"} 10000$" "$T/m"
+	grep -q "^liballoc_arena_address_space_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",arena=\"1\"} 12582912$" "$T/m"
+	# one family per tunable, in base units
+	grep -q "^liballoc_tunable_decay_seconds{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 10$" "$T/m"
+	grep -q "^liballoc_tunable_mmap_threshold_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 131072$" "$T/m"
+	grep -q "^liballoc_tunable_tcache_max_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 262144$" "$T/m"
+	! grep -q '^liballoc_tunable{' "$T/m"
 	grep -q '^# TYPE liballoc_commands_executed_total counter$' "$T/m"
+	grep -q "^liballoc_build_info{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",version=\"[0-9.]*\",segment_abi=\"2\"} 1$" "$T/m"
+	grep -q '^liballoc_ctld_build_info{version="[0-9.]*",protocol="2",segment_abi="2"} 1$' "$T/m"
+	# no per-arena series of what only the process block counts
+	for c in $(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" |
+		grep -o 'X([a-z_]*, LA_[A-Z]*, "[a-z]*", LA_PROCESS' | cut -d'(' -f2 | cut -d, -f1); do
+		! grep -q "^liballoc_arena_$c" "$T/m"
+	done
+	! grep -q '^liballoc_arena_direct_' "$T/m"
+	! grep -q '^liballoc_arena_commands_executed' "$T/m"
+	! grep -q '^liballoc_arena_threshold_raises' "$T/m"
+}
+
+@test "promtool's linter catches what the naming rules forbid (the check can fail)" {
+	printf '# HELP x_milliseconds a duration\n# TYPE x_milliseconds gauge\nx_milliseconds 1\n' >"$T/bad"
+	run promtool check metrics <"$T/bad"
+	[ "$status" -ne 0 ]
+	printf '# HELP y a count\n# TYPE y counter\ny 1\n' >"$T/bad"
+	run promtool check metrics <"$T/bad"
+	[ "$status" -ne 0 ]
 }
 
 @test "per-size-class series are exported when metrics_classes is set" {
@@ -119,7 +150,7 @@ teardown() {
 	[[ "$output" == *"value pid=$FPID name=decay_ms value=2000"* ]]
 	[[ "$output" == *"value pid=$FPID name=madvise_throttle value=0"* ]]
 	run ctl stats "$FPID"
-	[[ "$output" == *"name=mmap_threshold value=65536 min=0 max=33554432 explicit=1"* ]]
+	[[ "$output" == *"name=mmap_threshold value=65536 min=0 max=33554432 explicit=1 source=command"* ]]
 	run ctl get "$FPID" mmap_threshold
 	[[ "$output" == *"value pid=$FPID name=mmap_threshold value=65536"* ]]
 }

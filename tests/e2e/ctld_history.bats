@@ -49,7 +49,7 @@ wait_json() {
 	wait_json "/api/history?pid=$A" "len(d['processes'][0]['series']['rss']) >= 3"
 	api "/api/history?pid=$A" | json "
 	  d['daemon']['sample_ms'] == 1000 and d['daemon']['host'] and
-	  d['figures'] == ['in_use','cached','free_resident','metadata','non_alloc','rss'] and
+	  d['figures'] == ['in_use','cached','fragmented','free_resident','metadata','non_alloc','rss'] and
 	  len(d['processes']) == 1 and d['processes'][0]['pid'] == $A and
 	  d['processes'][0]['exe'] == 'svc-a' and d['processes'][0]['live'] and
 	  d['processes'][0]['res_ms'] == 1000 and d['processes'][0]['t0'] % 1000 == 0 and

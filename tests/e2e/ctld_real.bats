@@ -35,7 +35,7 @@ start_real() {
 	[[ "$output" == *"control=running"* ]]
 }
 
-@test "its metrics pass the exposition format check" {
+@test "its metrics pass the exposition format check and promtool's linter" {
 	start_daemon
 	start_real sleep 30
 	wait_listed "$RPID"
@@ -43,8 +43,14 @@ start_real() {
 	run "$PROMCHECK" "$T/m"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	grep -q "^liballoc_bytes_mapped{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
-	grep -q "^liballoc_tunable{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} " "$T/m"
+	run promtool check metrics <"$T/m"
+	echo "$output"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	grep -q "^liballoc_address_space_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
+	grep -q "^liballoc_in_use_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
+	grep -q "^liballoc_metadata_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
+	grep -q "^liballoc_process_rss_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} [1-9]" "$T/m"
+	grep -q "^liballoc_tunable_mmap_threshold_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} " "$T/m"
 }
 
 @test "set and get round-trip through the process's control thread" {
@@ -57,7 +63,8 @@ start_real() {
 	[[ "$output" == *"value pid=$RPID name=mmap_threshold value=65536"* ]]
 	run ctl get "$RPID" mmap_threshold
 	[[ "$output" == *"value pid=$RPID name=mmap_threshold value=65536"* ]]
-	metrics | grep -q "^liballoc_tunable{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\",name=\"mmap_threshold\"} 65536$"
+	[[ "$output" == *"source=command"* ]]
+	metrics | grep -q "^liballoc_tunable_mmap_threshold_bytes{pid=\"$RPID\",uid=\"0\",exe=\"/usr/bin/sleep\"} 65536$"
 }
 
 @test "trim, release and flush run and report" {

@@ -283,17 +283,17 @@ wait_gone() {
 	work "$WPID" "$WFD" churn 64 100
 }
 
-@test "trim: bytes_retained drop and the syscall counters rise by what it reported" {
+@test "trim: free resident bytes drop and the syscall counters rise by what it reported" {
 	start_work LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G
 	work "$WPID" "$WFD" alloc 32K 1024
 	work "$WPID" "$WFD" free
 	local r0 ma0 mu0 mab0 mub0
-	r0=$(sv "$WPID" bytes_retained)
+	r0=$(sv "$WPID" free_resident_bytes)
 	ma0=$(sv "$WPID" madvise_calls)
 	mu0=$(sv "$WPID" munmap_calls)
 	mab0=$(sv "$WPID" madvise_bytes)
 	mub0=$(sv "$WPID" munmap_bytes)
-	echo "retained before: $r0"
+	echo "free resident before: $r0"
 	[ "$r0" -ge $((16 << 20)) ]
 	mb "$WPID" trim 0
 	cat "$T/mb"
@@ -301,7 +301,7 @@ wait_gone() {
 	local released
 	released=$(field bytes_released)
 	[ "$released" -ge $((16 << 20)) ]
-	[ "$(sv "$WPID" bytes_retained)" -le $((r0 - released)) ]
+	[ "$(sv "$WPID" free_resident_bytes)" -le $((r0 - released)) ]
 	[ "$(sv "$WPID" madvise_calls)" -eq $((ma0 + $(field madvise))) ]
 	[ "$(sv "$WPID" munmap_calls)" -eq $((mu0 + $(field munmap))) ]
 	[ $(($(field madvise) + $(field munmap))) -ge 1 ]
@@ -356,10 +356,10 @@ release_heaps_after() {
 	start_work LIBALLOC_DECAY_MS=0
 	# from an empty start, so what is cached next is the sleeper's
 	mb "$WPID" flush_caches
-	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	[ "$(sv "$WPID" cached_bytes)" -eq 0 ]
 	work "$WPID" "$WFD" sleeper 64 4000
 	local cached flushes
-	cached=$(sv "$WPID" bytes_cached)
+	cached=$(sv "$WPID" cached_bytes)
 	flushes=$(sv "$WPID" cache_flushes)
 	echo "cached with the sleeper idle: $cached"
 	[ "$cached" -gt 0 ]
@@ -367,7 +367,7 @@ release_heaps_after() {
 	cat "$T/mb"
 	[ "$(field status_text)" = ok ]
 	[ -z "$(field reason)" ]
-	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	[ "$(sv "$WPID" cached_bytes)" -eq 0 ]
 	[ "$(sv "$WPID" cache_flushes)" -gt "$flushes" ]
 	# the blocked thread is still there and the process is healthy
 	[ "$(sv "$WPID" threads)" -ge 2 ]
@@ -377,12 +377,12 @@ release_heaps_after() {
 @test "set tcache_max_bytes 0 and mmap_max 0 change what the allocator does next" {
 	start_work LIBALLOC_DECAY_MS=0
 	work "$WPID" "$WFD" churn 64 500
-	[ "$(sv "$WPID" bytes_cached)" -gt 0 ]
+	[ "$(sv "$WPID" cached_bytes)" -gt 0 ]
 	mb "$WPID" set tcache_max_bytes 0
 	[ "$(field status_text)" = ok ]
 	mb "$WPID" flush_caches
 	work "$WPID" "$WFD" churn 64 500
-	[ "$(sv "$WPID" bytes_cached)" -eq 0 ]
+	[ "$(sv "$WPID" cached_bytes)" -eq 0 ]
 	# no direct mapping allowed: a 1 MiB block comes from a heap
 	local d0
 	d0=$(sv "$WPID" direct_mappings)
@@ -446,7 +446,7 @@ release_heaps_after() {
 	[ "$(field value)" = 1048576 ]
 	mb "$WPID" refresh
 	[ "$(field status_text)" = ok ]
-	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.top_pad=1048576 explicit=1'
+	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.top_pad=1048576 source=environment'
 }
 
 @test "bad command records are refused with a reason" {
@@ -536,6 +536,6 @@ release_heaps_after() {
 	[[ "$stderr" == *"0..32M"* ]]
 	# the default stays in effect
 	start_work LIBALLOC_MMAP_THRESHOLD=banana
-	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.mmap_threshold=131072 explicit=0'
+	"$SEGTOOL" info "$(seg "$WPID")" | grep -qx 'tunable.mmap_threshold=131072 source=default'
 	[ "$(grep -c LIBALLOC_MMAP_THRESHOLD "$T/err")" -eq 1 ]
 }

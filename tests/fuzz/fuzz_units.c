@@ -72,8 +72,8 @@ static void check_tun_parse(const char *s)
 				abort();
 			continue;
 		}
-		int64_t before = tun_values[id];
-		int st = tun_set(id, v, false, reason, sizeof(reason));
+		int64_t before = tun_values[id], dyn = tun_values[LA_TUNABLE_mmap_dynamic];
+		int st = tun_set(id, v, LA_SRC_api, reason, sizeof(reason));
 		const struct tun_def *d = &tun_defs[id];
 		bool in_range = v >= d->min && v <= d->max;
 		if ((st == LA_ST_OK) != in_range)
@@ -81,6 +81,8 @@ static void check_tun_parse(const char *s)
 		if (st != LA_ST_OK && tun_values[id] != before)
 			abort(); /* refused, never clamped */
 		tun_values[id] = before;
+		tun_values[LA_TUNABLE_mmap_dynamic] = dyn; /* a pinned threshold turned it off */
+		memset(tun_source, 0, sizeof(tun_source));
 	}
 	if (tun_find(s) >= 0 && strcmp(tun_defs[tun_find(s)].name, s) != 0)
 		abort();
@@ -115,7 +117,7 @@ static void check_env(int id, const char *s)
 			abort(); /* only the named tunable (and what it implies) may change */
 	}
 	memcpy(tun_values, defaults, sizeof(defaults));
-	memset(tun_explicit, 0, sizeof(tun_explicit));
+	memset(tun_source, 0, sizeof(tun_source));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -142,14 +142,16 @@ static void fill(void)
 	hdr->control_state = !opt.control                  ? LA_CONTROL_RUNNING
 	                     : !strcmp(opt.control, "off") ? LA_CONTROL_OFF
 	                                                   : LA_CONTROL_FAILED;
-	hdr->threads = 3;
+	hdr->allocator_threads = 3;
+	snprintf(hdr->version, sizeof(hdr->version), "%s", LA_VERSION);
 	for (int i = -1; i < opt.arenas; i++) {
 		struct la_shm_arena *a = block(i);
 		a->index = i < 0 ? 0 : (uint32_t)i;
 		a->threads = 1;
-		a->c.bytes_in_use = 1048576ull * (uint64_t)(i + 2);
-		a->c.bytes_mapped = 4194304ull * (uint64_t)(i + 2);
-		a->c.bytes_retained = 65536;
+		a->c.allocated_bytes = 1048576ull * (uint64_t)(i + 2);
+		a->c.data_resident_bytes = a->c.allocated_bytes + 65536;
+		a->c.free_resident_bytes = 65536;
+		a->c.address_space_bytes = 4194304ull * (uint64_t)(i + 2);
 		a->c.heaps = 1;
 		a->c.mmap_calls = 10;
 		a->c.mmap_bytes = 4194304ull * (uint64_t)(i + 2);
@@ -204,10 +206,11 @@ static void execute(struct la_mailbox *mb)
 			uint64_t *seq = &hdr->tunables_seq;
 			seq_begin(seq);
 			tunable(t)->value = mb->value;
-			tunable(t)->explicitly_set = 1;
+			tunable(t)->source = LA_SRC_command;
 			seq_end(seq);
 		}
 		mb->value_out = tunable(t)->value;
+		mb->source_out = tunable(t)->source;
 		break;
 	case LA_CMD_trim:
 	case LA_CMD_release_idle_heaps:
@@ -477,8 +480,9 @@ int main(int argc, char **argv)
 			for (int i = 0; i < opt.arenas; i++) {
 				struct la_shm_arena *a = block(i);
 				seq_begin(&a->seq);
-				a->c.bytes_in_use =
+				a->c.allocated_bytes =
 				        1048576ull * (uint64_t)(i + 2) + (tick % 16) * 4096;
+				a->c.data_resident_bytes = a->c.allocated_bytes + 65536;
 				a->c.cache_refills++;
 				seq_end(&a->seq);
 			}

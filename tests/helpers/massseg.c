@@ -1,7 +1,7 @@
 /* massseg.c — many segments, or one hostile one, for the daemon's scale and security tests
  * (tests/security/segments.bats, bench): forks N children that only wait, and publishes a
  * well-formed segment for each child's pid (its start time, this uid, flock held by this
- * process), with known figures: child i has bytes_in_use = 4096 * (i + 1). The segments do
+ * process), with known figures: child i has allocated_bytes (in use) = 4096 * (i + 1). The segments do
  * not change and their mailboxes are never answered.
  *
  * usage: massseg --dir D [--count N] [--arenas A] [--slots S] [--torn] [--ready FILE]
@@ -144,10 +144,10 @@ int main(int argc, char **argv)
 		h->off_classes = off_cls;
 		h->class_stride = sizeof(struct la_shm_class);
 		h->off_mailbox = off_mb;
-		h->threads = 1;
+		h->allocator_threads = 1;
 		struct la_shm_arena *pb = (struct la_shm_arena *)(seg + off_process);
-		pb->c.bytes_in_use = 4096ull * (uint64_t)(i + 1);
-		pb->c.bytes_mapped = 65536;
+		pb->c.allocated_bytes = 4096ull * (uint64_t)(i + 1);
+		pb->c.address_space_bytes = 65536;
 		pb->seq = torn ? 1 : 0;
 		for (long a = 0; a < arenas; a++) {
 			struct la_shm_arena *ab =

@@ -83,7 +83,7 @@ for how in mailbox allocctl; do
 	echo "free" >&8
 	wait_for "^$BIG ok 3 free" "$T/big.$how.out"
 	rss=$(awk '/VmRSS/ {print $2}' "/proc/$BIG/status")
-	retained=$("$SEGTOOL" info "$T/segs/liballoc.$BIG.seg" | sed -n 's/^bytes_retained=//p')
+	retained=$("$SEGTOOL" info "$T/segs/liballoc.$BIG.seg" | sed -n 's/^free_resident_bytes=//p')
 	if [ "$how" = mailbox ]; then
 		res=$("$SEGTOOL" cmd "$T/segs/liballoc.$BIG.seg" -t 30000 trim 0 |
 			grep -E '^(bytes_released|duration_ns|madvise|munmap)=' | tr '\n' ' ')

@@ -52,9 +52,11 @@ static int cmd_info(struct seg *s)
 	}
 	const struct la_shm_header *h = &s->hdr;
 	int live = seg_liveness(s, true);
-	printf("pid=%d\nuid=%u\nstart_time=%llu\nexe=%s\ncontrol=%s\nthreads=%llu\n", h->pid,
-	       h->uid, (unsigned long long)h->start_time, h->exe,
-	       seg_control_name(h->control_state), (unsigned long long)h->threads);
+	printf("pid=%d\nuid=%u\nstart_time=%llu\nexe=%s\ncontrol=%s\nthreads=%llu\n"
+	       "version=%.15s\nforeign=%u\n",
+	       h->pid, h->uid, (unsigned long long)h->start_time, h->exe,
+	       seg_control_name(h->control_state), (unsigned long long)h->allocator_threads,
+	       h->version, h->foreign_allocators);
 	printf("arenas=%u\nliveness=%s\n", h->arena_count, live == SEG_E_OK ? "live" : "stale");
 	struct la_counters c;
 	err = seg_read_totals(s, &c);
@@ -73,8 +75,8 @@ static int cmd_info(struct seg *s)
 		return 1;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		printf("tunable.%s=%lld explicit=%u\n", tunable_names[i], (long long)t[i].value,
-		       t[i].explicitly_set);
+		printf("tunable.%s=%lld source=%s\n", tunable_names[i], (long long)t[i].value,
+		       la_source_name(t[i].source));
 	return 0;
 }
 

@@ -16,7 +16,7 @@ teardown() { pol_teardown; }
 	run -0 "$ALLOCCTL" set "$SP" decay_ms=100ms mmap_threshold=1M --for 2s
 	[[ "$output" == "set $SP: decay_ms = 100 ms (was 10 s) for "*", then back to 10 s, mmap_threshold = 1.0 MiB (was 128.0 KiB) for "*", then back to 128.0 KiB in "* ]]
 	run -0 "$ALLOCCTL" get "$SP" decay_ms
-	[[ "${lines[1]}" == "decay_ms"*"100 ms"*"held: back to 10 s in "* ]]
+	[[ "${lines[1]}" == "decay_ms"*"100 ms"*"held: back to 10 s (default) in "* ]]
 	run -0 "$ALLOCCTL" --json get "$SP" decay_ms mmap_dynamic
 	echo "$output" | json_check "
 	  0 < d['results'][0]['tunables']['decay_ms']['expires_in_ms'] <= 2000 and
@@ -33,7 +33,7 @@ teardown() { pol_teardown; }
 	# back to the default, as it was: not set explicitly, not held
 	run -0 "$ALLOCCTL" --json stats "$SP"
 	echo "$output" | json_check "
-	  d['tunables']['decay_ms']['explicitly_set'] == False and
+	  d['tunables']['decay_ms']['source'] == 'default' and
 	  'expires_in_ms' not in d['tunables']['decay_ms']"
 }
 

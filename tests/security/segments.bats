@@ -45,7 +45,7 @@ d = json.load(sys.stdin)
 assert len(d['arenas']) == 1024, len(d['arenas'])
 assert [a['index'] for a in d['arenas']] == list(range(1024))
 assert d['totals']['heaps'] == 1024
-assert d['totals']['bytes_in_use'] == 4096"
+assert d['totals']['allocated_bytes'] == 4096"
 	metrics >"$T/m"
 	"$PROMCHECK" "$T/m"
 	[ "$(grep -c "^liballoc_arena_heaps{pid=\"$pid\"" "$T/m")" -eq 1024 ]
@@ -98,7 +98,7 @@ assert len(ps) == 5000, len(ps)
 pids = [p["pid"] for p in ps]
 assert pids == sorted(pids) and len(set(pids)) == 5000
 # massseg's child i has 4096 * (i + 1) bytes in use: every figure appears once
-assert sorted(p["bytes_in_use"] for p in ps) == [4096 * (i + 1) for i in range(5000)]
+assert sorted(p["memory"]["in_use_bytes"] for p in ps) == [4096 * (i + 1) for i in range(5000)]
 assert all(p["name"] == "massseg" and p["exe"].endswith("/massseg") for p in ps)
 PY
 	local pid
@@ -107,7 +107,7 @@ PY
 	[[ "$output" == *"code=OK"* ]]
 	curl -sf --max-time 60 "http://$HTTP/metrics" >"$T/m"
 	"$PROMCHECK" "$T/m"
-	[ "$(grep -c '^liballoc_bytes_in_use{' "$T/m")" -eq 5000 ]
+	[ "$(grep -c '^liballoc_in_use_bytes{' "$T/m")" -eq 5000 ]
 	run curl -sf "http://$HTTP/healthz"
 	[ "$output" = "ok 5000 processes" ]
 }

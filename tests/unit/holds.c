@@ -19,8 +19,8 @@
 static void held(int id, int64_t v, uint64_t hold_ns)
 {
 	char reason[160];
-	cr_assert_eq(tun_set_held(id, v, true, hold_ns, reason, sizeof(reason)), LA_ST_OK, "%s",
-	             reason);
+	cr_assert_eq(tun_set_held(id, v, LA_SRC_command, hold_ns, reason, sizeof(reason)), LA_ST_OK,
+	             "%s", reason);
 }
 
 static const struct la_shm_hold *published(int id)
@@ -30,28 +30,29 @@ static const struct la_shm_hold *published(int id)
 	return (const struct la_shm_hold *)((const char *)h + h->off_holds) + id;
 }
 
-Test(holds, a_held_value_returns_with_its_flags_when_the_hold_expires)
+Test(holds, a_held_value_returns_with_its_source_when_the_hold_expires)
 {
 	free(malloc(16)); /* the allocator is up */
 	int id = LA_TUNABLE_decay_ms;
 	int64_t before = TUN(decay_ms);
-	uint8_t explicit_before = tun_explicit[id];
+	uint32_t source_before = tun_source[id];
 	uint64_t now = os_now_ns();
 	held(id, 123, 60 * SEC);
 	cr_assert_eq(TUN(decay_ms), 123);
-	cr_assert_eq(tun_explicit[id], 1);
+	cr_assert_eq(tun_source[id], LA_SRC_command);
 	uint64_t due = tun_holds_next();
 	cr_assert(due >= now + 60 * SEC && due < os_now_ns() + 61 * SEC, "due %llu",
 	          (unsigned long long)due);
 	cr_assert_eq(published(id)->expires_ns, due);
 	cr_assert_eq(published(id)->revert_value, before);
+	cr_assert_eq(published(id)->revert_source, source_before);
 	/* not yet: nothing changes, the next expiry is reported */
 	cr_assert_eq(tun_holds_expire(due - 1), due);
 	cr_assert_eq(TUN(decay_ms), 123);
-	/* due: back, with the flags it had; nothing held any more */
+	/* due: back, with the source it had; nothing held any more */
 	cr_assert_eq(tun_holds_expire(due), 0);
 	cr_assert_eq(TUN(decay_ms), before);
-	cr_assert_eq(tun_explicit[id], explicit_before);
+	cr_assert_eq(tun_source[id], source_before);
 	cr_assert_eq(tun_holds_next(), 0);
 	cr_assert_eq(published(id)->expires_ns, 0);
 	const struct la_shm_tunable *t =
@@ -81,7 +82,7 @@ Test(holds, an_explicit_set_without_a_hold_ends_it)
 	int id = LA_TUNABLE_decay_ms;
 	held(id, 500, 10 * SEC);
 	char reason[160];
-	cr_assert_eq(tun_set(id, 700, true, reason, sizeof(reason)), LA_ST_OK);
+	cr_assert_eq(tun_set(id, 700, LA_SRC_command, reason, sizeof(reason)), LA_ST_OK);
 	cr_assert_eq(tun_holds_next(), 0, "the operator decided: nothing reverts");
 	cr_assert_eq(tun_holds_expire(os_now_ns() + 100 * SEC), 0);
 	cr_assert_eq(TUN(decay_ms), 700);
@@ -92,13 +93,15 @@ Test(holds, a_held_threshold_brings_mmap_dynamic_back_too)
 	free(malloc(16));
 	cr_assert_eq(TUN(mmap_dynamic), 1);
 	int64_t thr = TUN(mmap_threshold);
+	uint32_t thr_src = tun_source[LA_TUNABLE_mmap_threshold];
 	held(LA_TUNABLE_mmap_threshold, 1 << 20, 5 * SEC);
 	cr_assert_eq(TUN(mmap_dynamic), 0, "pinning a threshold turns the dynamic one off");
 	cr_assert_neq(tun_holds[LA_TUNABLE_mmap_dynamic].expires_ns, 0);
 	tun_holds_expire(os_now_ns() + 6 * SEC);
 	cr_assert_eq(TUN(mmap_threshold), thr);
 	cr_assert_eq(TUN(mmap_dynamic), 1);
-	cr_assert_eq(tun_explicit[LA_TUNABLE_mmap_threshold], 0);
+	cr_assert_eq(tun_source[LA_TUNABLE_mmap_threshold], thr_src);
+	cr_assert_eq(tun_source[LA_TUNABLE_mmap_dynamic], LA_SRC_default);
 }
 
 Test(holds, the_control_thread_reverts_by_itself)

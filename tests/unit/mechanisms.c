@@ -138,7 +138,7 @@ Test(throttle, an_explicit_trim_bypasses_it)
 	struct la_counters after = stats();
 	cr_assert_gt(after.madvise_calls + after.munmap_calls,
 	             before.madvise_calls + before.munmap_calls);
-	cr_assert_lt(after.bytes_retained, before.bytes_retained);
+	cr_assert_lt(after.free_resident_bytes, before.free_resident_bytes);
 }
 
 /* ---- a freed large block is parked for the next allocation of its size ------------------ */
@@ -152,15 +152,15 @@ Test(parked, the_next_block_of_its_size_takes_it_back)
 	struct la_counters before = stats();
 	A(free)(p);
 	struct la_counters freed = stats();
-	cr_assert_eq(freed.bytes_in_use, before.bytes_in_use - 48 * 4096);
-	cr_assert_eq(freed.bytes_retained, before.bytes_retained + 48 * 4096,
+	cr_assert_eq(freed.allocated_bytes, before.allocated_bytes - 48 * 4096);
+	cr_assert_eq(freed.free_resident_bytes, before.free_resident_bytes + 48 * 4096,
 	             "a parked block is free memory kept resident");
 	char *q = A(malloc)(48 * 4096 - 100);
 	cr_assert_eq(q, p, "the same span comes back");
 	cr_assert_eq(q[0], 1, "untouched: not returned to the system meanwhile");
 	struct la_counters again = stats();
-	cr_assert_eq(again.bytes_in_use, before.bytes_in_use);
-	cr_assert_eq(again.bytes_retained, before.bytes_retained);
+	cr_assert_eq(again.allocated_bytes, before.allocated_bytes);
+	cr_assert_eq(again.free_resident_bytes, before.free_resident_bytes);
 	A(free)(q);
 	A(free)(keep);
 }
@@ -183,7 +183,7 @@ Test(parked, turning_the_throttle_off_returns_it_at_the_next_large_free)
 	set("mmap_threshold", 1 << 20);
 	set("trim_threshold", 128 * 1024);
 	char *keep = A(malloc)(100000);
-	uint64_t base = stats().bytes_retained;
+	uint64_t base = stats().free_resident_bytes;
 	char *p = A(malloc)(48 * 4096);
 	memset(p, 1, 48 * 4096);
 	A(free)(p); /* parked */
@@ -191,11 +191,12 @@ Test(parked, turning_the_throttle_off_returns_it_at_the_next_large_free)
 	char *q = A(malloc)(50 * 4096);
 	memset(q, 1, 50 * 4096);
 	A(free)(q);
-	uint64_t retained = stats().bytes_retained;
-	cr_assert_leq(retained, base + 128 * 1024,
-	              "both blocks went back, the heap keeps at most top_pad: %llu bytes retained, "
-	              "%llu before",
-	              (unsigned long long)retained, (unsigned long long)base);
+	uint64_t retained = stats().free_resident_bytes;
+	cr_assert_leq(
+	        retained, base + 128 * 1024,
+	        "both blocks went back, the heap keeps at most top_pad: %llu bytes free resident, "
+	        "%llu before",
+	        (unsigned long long)retained, (unsigned long long)base);
 	A(free)(keep);
 }
 
@@ -207,17 +208,17 @@ Test(parked, a_trim_returns_it)
 	memset(p, 1, 200 * 4096);
 	A(free)(p);
 	struct la_counters before = stats();
-	cr_assert_geq(before.bytes_retained, 200 * 4096);
+	cr_assert_geq(before.free_resident_bytes, 200 * 4096);
 	cr_assert_eq(A(malloc_trim)(0), 1);
 	struct la_counters after = stats();
 	cr_assert_gt(after.madvise_calls, before.madvise_calls);
 	cr_assert_geq(after.madvise_bytes - before.madvise_bytes, 200 * 4096,
 	              "the parked pages went back: %llu bytes",
 	              (unsigned long long)(after.madvise_bytes - before.madvise_bytes));
-	cr_assert_geq(before.bytes_retained - after.bytes_retained, 200 * 4096,
-	              "retained: %llu bytes before the trim, %llu after",
-	              (unsigned long long)before.bytes_retained,
-	              (unsigned long long)after.bytes_retained);
+	cr_assert_geq(before.free_resident_bytes - after.free_resident_bytes, 200 * 4096,
+	              "free resident: %llu bytes before the trim, %llu after",
+	              (unsigned long long)before.free_resident_bytes,
+	              (unsigned long long)after.free_resident_bytes);
 	A(free)(keep);
 }
 
@@ -240,10 +241,11 @@ Test(parked, the_decay_pass_returns_it_when_no_allocation_takes_it)
 	cr_assert_geq(purged, 200 * 4096, "returned by the decay pass: %llu bytes",
 	              (unsigned long long)purged);
 	struct la_counters after = stats();
-	cr_assert_geq(before.bytes_retained + 200 * 4096 - after.bytes_retained, 200 * 4096,
-	              "retained: %llu bytes before the free, %llu after the decay pass",
-	              (unsigned long long)before.bytes_retained,
-	              (unsigned long long)after.bytes_retained);
+	cr_assert_geq(before.free_resident_bytes + 200 * 4096 - after.free_resident_bytes,
+	              200 * 4096,
+	              "free resident: %llu bytes before the free, %llu after the decay pass",
+	              (unsigned long long)before.free_resident_bytes,
+	              (unsigned long long)after.free_resident_bytes);
 	A(free)(keep);
 }
 
@@ -273,11 +275,11 @@ Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
 	struct idle_cache ic;
 	pthread_barrier_init(&ic.filled, NULL, 2);
 	pthread_barrier_init(&ic.done, NULL, 2);
-	uint64_t base = stats().bytes_cached;
+	uint64_t base = stats().cached_bytes;
 	pthread_t t;
 	pthread_create(&t, NULL, fill_cache_and_idle, &ic);
 	pthread_barrier_wait(&ic.filled);
-	uint64_t before = stats().bytes_cached;
+	uint64_t before = stats().cached_bytes;
 	cr_assert_gt(before, base,
 	             "the idle thread holds blocks: %llu bytes cached, %llu before it",
 	             (unsigned long long)before, (unsigned long long)base);
@@ -286,7 +288,7 @@ Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
 	uint64_t cached = before;
 	for (int i = 0; i < 200 && before - cached < held; i++) {
 		usleep(25000);
-		cached = stats().bytes_cached;
+		cached = stats().cached_bytes;
 	}
 	cr_assert_geq(before - cached, held,
 	              "the decay pass took the idle cache (%llu bytes): %llu bytes cached before, "

@@ -97,12 +97,26 @@ static Ctl__ProcessInfo *proc_info(const struct fake_proc *p)
 	i->start_time_ns = started_ns - 62ULL * 1000000000ULL;
 	i->arenas = 2;
 	i->threads = 5;
-	i->bytes_in_use = p->in_use;
-	i->bytes_mapped = p->mapped;
-	i->bytes_retained = p->retained;
+	i->has_allocator_threads = 1;
+	i->allocator_threads = 3;
 	i->has_rss_bytes = 1;
 	i->rss_bytes = p->in_use + p->retained + p->cached;
 	i->control = "running";
+	i->version = LA_VERSION;
+	Ctl__Memory *m = calloc(1, sizeof(*m));
+	ctl__memory__init(m);
+	m->has_in_use_bytes = m->has_cached_bytes = m->has_fragmented_bytes = 1;
+	m->has_free_resident_bytes = m->has_free_reserved_bytes = m->has_metadata_bytes = 1;
+	m->has_reclaimable_bytes = m->has_resident_bytes = m->has_address_space_bytes = 1;
+	m->has_rss_bytes = m->has_non_allocator_rss_bytes = 1;
+	m->in_use_bytes = p->in_use;
+	m->cached_bytes = p->cached;
+	m->free_resident_bytes = m->reclaimable_bytes = p->retained;
+	m->resident_bytes = p->in_use + p->cached + p->retained;
+	m->free_reserved_bytes = p->mapped - m->resident_bytes;
+	m->address_space_bytes = p->mapped;
+	m->rss_bytes = i->rss_bytes;
+	i->memory = m;
 	return i;
 }
 
@@ -114,6 +128,7 @@ static Ctl__Tunable *tunable_msg(const struct fake_proc *p, size_t t)
 	m->value = p->tun[t];
 	m->has_explicitly_set = 1;
 	m->explicitly_set = p->set[t];
+	m->source = p->set[t] ? "command" : "default";
 	m->has_min = m->has_max = m->has_live = 1;
 	m->min = tunable_table[t].min;
 	m->max = tunable_table[t].max;
@@ -136,14 +151,19 @@ static Ctl__Counter **counters(const struct fake_proc *p, size_t *n, unsigned sh
 		ctl__counter__init(c[i]);
 		c[i]->name = (char *)names[i];
 		c[i]->value = (i + 1) * 10 / share;
-		if (!strcmp(names[i], "bytes_in_use"))
-			c[i]->value = p->in_use / share;
-		else if (!strcmp(names[i], "bytes_mapped"))
+		if (!strcmp(names[i], "allocated_bytes"))
+			c[i]->value = (p->in_use + p->cached) / share;
+		else if (!strcmp(names[i], "address_space_bytes"))
 			c[i]->value = p->mapped / share;
-		else if (!strcmp(names[i], "bytes_retained"))
+		else if (!strcmp(names[i], "free_resident_bytes"))
 			c[i]->value = p->retained / share;
-		else if (!strcmp(names[i], "bytes_cached"))
+		else if (!strcmp(names[i], "data_resident_bytes"))
+			c[i]->value = (p->in_use + p->cached + p->retained) / share;
+		else if (!strcmp(names[i], "cached_bytes"))
 			c[i]->value = p->cached / share;
+		else if (!strcmp(names[i], "metadata_bytes") ||
+		         !strcmp(names[i], "idle_metadata_bytes"))
+			c[i]->value = 0;
 	}
 	*n = LA_NCOUNTERS;
 	return c;
@@ -497,7 +517,7 @@ static void serve(int fd)
 		} else if (opt_mismatch) {
 			rep.code = CTL__ERROR_CODE__ERR_VERSION;
 			rep.protocol_version = CTL_PROTOCOL_VERSION + 1;
-			rep.message = "daemon speaks protocol 2";
+			rep.message = "daemon speaks protocol 3";
 		} else {
 			rep.has_id = env->has_id;
 			rep.id = env->id;

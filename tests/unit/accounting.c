@@ -1,0 +1,334 @@
+/* accounting.c — the memory figures (liballoc_shm.h, LA_MEMORY) mean what they say: after
+ * every kind of change (small and large blocks, aligned ones, in-place resizes, parked
+ * blocks, empty spans, trims, idle-heap releases, the decay pass and a measurement) each
+ * arena's published gauges equal what a walk of its heaps finds, every page the kernel
+ * has resident in a heap is one the allocator counts, the header pages it counts as
+ * metadata are exactly those mincore finds, and what trim, release and flush report
+ * released is what left the process's RSS. Linked with liballoc.a; every test runs in
+ * its own process. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "arena.h"
+#include "control.h"
+#include "heap.h"
+#include "liballoc.h"
+#include "shm.h"
+
+static void set(const char *name, int64_t v)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
+}
+
+/* Resident pages of [p, p + pages) by mincore, one flag per page into v (NULL: count). */
+static uint32_t resident(const void *p, uint32_t pages, unsigned char *v)
+{
+	unsigned char local[LA_HEAP_PAGES];
+	unsigned char *vec = v ? v : local;
+	cr_assert_eq(mincore((void *)p, (size_t)pages << LA_PAGE_SHIFT, vec), 0);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+static bool bit(const struct heap *h, uint32_t pg)
+{
+	return h->resident[pg >> 6] >> (pg & 63) & 1;
+}
+
+/* Walk arena a under its lock and check every gauge it publishes against its heaps. */
+static void check_arena(struct arena *a)
+{
+	static unsigned char vec[LA_HEAP_PAGES];
+	arena_lock(a);
+	uint64_t allocated = 0, data = 0, free_res = 0, meta = 0, idle_meta = 0, parked = 0;
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		uint32_t bits = 0, dirty = 0, spare = 0;
+		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES; pg++)
+			bits += bit(h, pg);
+		cr_assert_eq(bits, h->resident_pages, "heap %p: %u bits set, %u counted", (void *)h,
+		             bits, h->resident_pages);
+		/* every page the kernel holds is one the allocator knows may be resident */
+		resident(h, LA_HEAP_PAGES, vec);
+		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES; pg++)
+			cr_assert(!(vec[pg] & 1) || bit(h, pg),
+			          "heap %p: page %u is resident but not counted", (void *)h, pg);
+		/* the header: exactly the pages counted as metadata are resident */
+		uint32_t hdr = 0;
+		for (uint32_t pg = 0; pg < h->first_page; pg++)
+			hdr += vec[pg] & 1;
+		cr_assert_eq(hdr, h->meta_pages, "heap %p: %u header pages resident, %u counted",
+		             (void *)h, hdr, h->meta_pages);
+		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES;) {
+			struct span *s = span_at(h, pg);
+			uint32_t set = heap_resident_in(h, s->first, s->npages);
+			switch (s->kind) {
+			case SPAN_FREE:
+				cr_assert_eq(s->dirty, set, "free span at %u: dirty %u, %u bits",
+				             pg, s->dirty, set);
+				dirty += set;
+				break;
+			case SPAN_SMALL:
+				allocated += (uint64_t)s->used * sc_size[s->cls];
+				if (s->used == 0) {
+					free_res += (uint64_t)set << LA_PAGE_SHIFT;
+					spare += s->npages;
+				}
+				break;
+			case SPAN_LARGE:
+				cr_assert_eq(set, s->npages, "a large block counts whole");
+				allocated += (uint64_t)s->npages << LA_PAGE_SHIFT;
+				break;
+			case SPAN_PARKED:
+				cr_assert_eq(s, a->parked);
+				cr_assert_eq(set, a->parked_resident);
+				parked++;
+				free_res += (uint64_t)set << LA_PAGE_SHIFT;
+				spare += s->npages;
+				break;
+			default:
+				cr_assert_fail("page %u starts no span", pg);
+			}
+			pg += s->npages;
+		}
+		cr_assert_eq(dirty, h->dirty_pages);
+		cr_assert_eq(spare, h->spare_pages);
+		cr_assert_eq((bool)h->idle, h->used_pages == spare);
+		data += (uint64_t)bits << LA_PAGE_SHIFT;
+		free_res += (uint64_t)dirty << LA_PAGE_SHIFT;
+		meta += (uint64_t)h->meta_pages << LA_PAGE_SHIFT;
+		if (h->idle)
+			idle_meta += (uint64_t)h->meta_pages << LA_PAGE_SHIFT;
+	}
+	cr_assert_eq(parked, a->parked ? 1 : 0);
+	const struct la_counters *c = a->c;
+	cr_assert_eq(c->allocated_bytes, allocated, "arena %u: allocated %llu, walk %llu", a->index,
+	             (unsigned long long)c->allocated_bytes, (unsigned long long)allocated);
+	cr_assert_eq(c->data_resident_bytes, data, "arena %u: data resident %llu, walk %llu",
+	             a->index, (unsigned long long)c->data_resident_bytes,
+	             (unsigned long long)data);
+	cr_assert_eq(c->free_resident_bytes, free_res, "arena %u: free resident %llu, walk %llu",
+	             a->index, (unsigned long long)c->free_resident_bytes,
+	             (unsigned long long)free_res);
+	cr_assert_eq(c->metadata_bytes, meta);
+	cr_assert_eq(c->idle_metadata_bytes, idle_meta);
+	cr_assert_eq(c->address_space_bytes, (uint64_t)a->nheaps * LA_HEAP_SIZE);
+	cr_assert_eq(c->heaps, a->nheaps);
+	arena_unlock(a);
+}
+
+static void check_all(void)
+{
+	for (uint32_t i = 0; i < arena_count; i++)
+		check_arena(&arenas[i]);
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A mix of everything a heap does: small blocks of every class, large ones (some aligned,
+ * some touched only in part), in-place growth and shrinking, frees in random order. */
+Test(accounting, every_gauge_matches_a_walk_of_the_heaps, .timeout = 120)
+{
+	set("mmap_threshold", 4 << 20); /* large blocks come from heaps */
+	enum { N = 3000 };
+	static void *p[N];
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < N; i++) {
+			if (p[i] && xorshift(&rng) % 3 == 0) {
+				A(free)(p[i]);
+				p[i] = NULL;
+			}
+			if (p[i])
+				continue;
+			uint64_t r = xorshift(&rng);
+			size_t n = r % 16 < 13 ? 16 + r % 4000 : 20000 + r % (512 << 10);
+			if (r % 97 == 0) {
+				cr_assert_eq(A(posix_memalign)(&p[i], 65536, n), 0);
+			} else {
+				p[i] = A(malloc)(n);
+			}
+			cr_assert_not_null(p[i]);
+			/* touch all of a small block, the first half of a large one */
+			memset(p[i], 7, n <= 16384 ? n : n / 2);
+			if (n > 16384 && r % 5 == 0) { /* grow or shrink in place if it can */
+				size_t m = r % 2 ? n + 40000 : n / 2 + 1;
+				void *q = A(realloc)(p[i], m);
+				cr_assert_not_null(q);
+				p[i] = q;
+			}
+		}
+		check_all();
+		if (round == 2)
+			liballoc_flush_caches();
+		if (round == 3) {
+			liballoc_trim(0);
+			check_all();
+			op_measure();
+		}
+		if (round == 4)
+			liballoc_release_idle_heaps();
+		check_all();
+	}
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	check_all();
+	liballoc_flush_caches();
+	check_all();
+	op_measure();
+	check_all();
+	liballoc_release_idle_heaps();
+	check_all();
+	liballoc_trim(0);
+	check_all();
+}
+
+/* A large block the program touched in part counts whole until it is measured: the decay
+ * pass's measurement (op_measure) brings the free figures down to what is resident. */
+Test(accounting, a_measurement_finds_the_pages_never_touched)
+{
+	set("mmap_threshold", 4 << 20);
+	set("trim_threshold", 64 << 20); /* keep freed pages */
+	char *keep = A(malloc)(100000);
+	char *big = A(malloc)(1000 * 4096);
+	memset(big, 1, 100 * 4096);
+	struct la_counters before;
+	liballoc_stats(&before);
+	A(free)(big); /* parked whole */
+	struct la_counters parked;
+	liballoc_stats(&parked);
+	cr_assert_eq(parked.free_resident_bytes - before.free_resident_bytes, 1000 * 4096);
+	op_measure();
+	check_all();
+	struct la_counters measured;
+	liballoc_stats(&measured);
+	cr_assert_eq(
+	        measured.free_resident_bytes - before.free_resident_bytes, 100 * 4096,
+	        "%llu bytes free resident after the measurement",
+	        (unsigned long long)(measured.free_resident_bytes - before.free_resident_bytes));
+	/* taken back whole: all of it counts again */
+	char *again = A(malloc)(1000 * 4096);
+	cr_assert_eq(again, big);
+	check_all();
+	A(free)(again);
+	A(free)(keep);
+}
+
+/* A freed direct mapping kept in the cache is measured when it enters it. */
+Test(accounting, a_cached_direct_mapping_counts_what_was_touched)
+{
+	set("mmap_dynamic", 0);
+	struct la_counters c0, c1, c2;
+	char *m = A(malloc)(8 << 20);
+	memset(m, 1, 3 << 20);
+	liballoc_stats(&c0);
+	A(free)(m);
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.free_resident_bytes - c0.free_resident_bytes, 3 << 20);
+	cr_assert_eq(c0.allocated_bytes - c1.allocated_bytes, 8 << 20);
+	cr_assert_eq(c1.address_space_bytes, c0.address_space_bytes, "still mapped (cached)");
+	char *again = A(malloc)(8 << 20);
+	cr_assert_eq(again, m, "reused from the cache");
+	liballoc_stats(&c2);
+	cr_assert_eq(c2.free_resident_bytes, c0.free_resident_bytes);
+	cr_assert_eq(c2.allocated_bytes, c0.allocated_bytes);
+	cr_assert_eq(c2.address_space_bytes, c0.address_space_bytes, "a hit maps nothing new");
+	A(free)(again);
+}
+
+/* RssAnon of /proc/self/status in bytes, read without stdio (whose buffer would be
+ * allocated): the anonymous memory the allocator's pages are part of (file pages such as
+ * code faulted in by a first call would blur RSS) */
+static long rss_anon(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	cr_assert_gt(n, 0);
+	buf[n] = 0;
+	char *k = strstr(buf, "RssAnon:");
+	cr_assert_not_null(k);
+	return atol(k + 8) * 1024;
+}
+
+/* A thread that fills its own arena's heap and frees it all before it exits: the heap
+ * stays (the arena's only one) and is idle. */
+static void *fill_and_leave(void *arg)
+{
+	enum { N = 3000 };
+	void **p = arg;
+	for (int i = 0; i < N; i++) {
+		p[i] = A(malloc)(2048);
+		memset(p[i], 2, 2048);
+	}
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	return NULL;
+}
+
+/* What trim and release say they released is what left the RSS, to the page; and it is
+ * what reclaimable promised, an idle heap's header included. */
+Test(accounting, released_is_what_left_the_rss)
+{
+	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
+	set("decay_ms", 0);
+	/* every path once, so that the stack and data they touch are resident before */
+	liballoc_release_idle_heaps();
+	liballoc_trim(0);
+	(void)rss_anon();
+	enum { N = 40000 };
+	static void *p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = A(malloc)(16 + (size_t)(i % 64) * 16);
+		memset(p[i], 1, 16 + (size_t)(i % 64) * 16);
+	}
+	void *big[64];
+	for (int i = 0; i < 64; i++) {
+		big[i] = A(malloc)(100000);
+		memset(big[i], 1, 100000);
+	}
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	for (int i = 0; i < 64; i++)
+		A(free)(big[i]);
+	static void *slots[3000];
+	pthread_t t;
+	pthread_create(&t, NULL, fill_and_leave, slots);
+	pthread_join(t, NULL);
+	liballoc_flush_caches();
+	check_all();
+	struct la_counters c;
+	liballoc_stats(&c);
+	struct la_memory m;
+	la_memory_of(&c, &m);
+	long r0 = rss_anon();
+	size_t rel = liballoc_release_idle_heaps();
+	long r1 = rss_anon();
+	size_t trim = liballoc_trim(0);
+	long r2 = rss_anon();
+	cr_assert_eq((long)rel, r0 - r1, "release: %zu bytes said, %ld left the RSS", rel, r0 - r1);
+	cr_assert_eq((long)trim, r1 - r2, "trim: %zu bytes said, %ld left the RSS", trim, r1 - r2);
+	cr_assert_gt(rel, 5 << 20, "the idle heap of the thread's arena: %zu bytes", rel);
+	cr_assert_gt(trim, 4 << 20);
+	cr_assert_eq(rel + trim, m.reclaimable, "released %zu, reclaimable was %llu", rel + trim,
+	             (unsigned long long)m.reclaimable);
+	check_all();
+}
