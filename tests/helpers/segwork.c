@@ -3,7 +3,8 @@
  * test decides exactly when it allocates, frees, forks or execs. Between commands the main
  * thread sits in read(2). Allocation goes through tests/api/api.h (A(malloc)).
  *
- *   alloc SIZE N      allocate N blocks of SIZE bytes, touch every page, hold them
+ *   alloc SIZE N [T]  allocate N blocks of SIZE bytes, touch every page (or the first T
+ *                     bytes of each), hold them
  *   free              free every held block (and the list that held them)
  *   reserve N         size the list of held blocks for N entries now (so that later allocs
  *                     allocate nothing but their blocks)
@@ -187,12 +188,12 @@ static void do_fork(const char *fifo)
 static void run(char **argv, int argc)
 {
 	const char *w = argv[0];
-	size_t size, n;
-	if (strcmp(w, "alloc") == 0 && argc == 3 && !parse_size(argv[1], &size) &&
-	    !parse_size(argv[2], &n)) {
+	size_t size, n, part;
+	if (strcmp(w, "alloc") == 0 && (argc == 3 || argc == 4) && !parse_size(argv[1], &size) &&
+	    !parse_size(argv[2], &n) && (argc == 3 || !parse_size(argv[3], &part))) {
 		for (size_t i = 0; i < n; i++) {
 			void *p = must_alloc(size);
-			touch(p, size);
+			touch(p, argc == 4 && part < size ? part : size);
 			hold(p);
 		}
 	} else if (strcmp(w, "free") == 0 && argc == 1) {
