@@ -40,6 +40,24 @@ wait_for() {
 	return 1
 }
 
+# live_daemon DIR [allocctld options...]: a real allocctld on DIR/ctl.sock watching DIR/seg
+# (made 0700), logging to DIR/ctld.log; waits until it is ready (setup_file of the live
+# suites). live_daemon_stop DIR stops it.
+live_daemon() {
+	local dir=$1
+	shift
+	mkdir -m 700 "$dir/seg"
+	"$BUILD/allocctld" --socket "$dir/ctl.sock" --run-dir "$dir/seg" --no-default-dirs \
+		--listen off --rescan-ms 200 --ready-file "$dir/ready" "$@" 2>"$dir/ctld.log" 3>&- &
+	echo $! >"$dir/ctld.pid"
+	for _ in $(seq 200); do [ -s "$dir/ready" ] && break; sleep 0.05; done
+}
+
+live_daemon_stop() {
+	[ -s "$1/ctld.pid" ] && kill "$(cat "$1/ctld.pid")" 2>/dev/null
+	rm -rf "$1"
+}
+
 # start_fake [FLAG]: the stand-in daemon on $CLI_TMP/ctl.sock; exports ALLOCCTL_SOCKET.
 start_fake() {
 	[ -n "${CLI_TMP:-}" ] || cli_tmp

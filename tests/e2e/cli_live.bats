@@ -16,18 +16,11 @@ setup_file() {
 	LIVE_DIR=$(mktemp -d /tmp/allocctl-live.XXXXXX)
 	# 0711: the daemon-permission test runs allocctl as nobody against a 0666 socket.
 	chmod 711 "$LIVE_DIR"
-	mkdir -m 700 "$LIVE_DIR/seg"
-	"$CTLD" --socket "$LIVE_DIR/ctl.sock" --socket-mode 0666 --run-dir "$LIVE_DIR/seg" \
-		--no-default-dirs --listen off --rescan-ms 200 --ready-file "$LIVE_DIR/ready" \
-		2>"$LIVE_DIR/ctld.log" 3>&- &
-	echo $! >"$LIVE_DIR/ctld.pid"
-	for _ in $(seq 100); do [ -s "$LIVE_DIR/ready" ] && break; sleep 0.05; done
+	live_daemon "$LIVE_DIR" --socket-mode 0666
 }
 
 teardown_file() {
-	[ -n "${LIVE_DIR:-}" ] || return 0
-	[ -s "$LIVE_DIR/ctld.pid" ] && kill "$(cat "$LIVE_DIR/ctld.pid")" 2>/dev/null
-	rm -rf "$LIVE_DIR"
+	[ -z "${LIVE_DIR:-}" ] || live_daemon_stop "$LIVE_DIR"
 }
 
 setup() {

@@ -17,18 +17,11 @@ setup_file() {
 	export FIG_DIR
 	FIG_DIR=$(mktemp -d /tmp/allocctl-fig.XXXXXX)
 	chmod 700 "$FIG_DIR"
-	mkdir -m 700 "$FIG_DIR/seg"
-	"$CTLD" --socket "$FIG_DIR/ctl.sock" --run-dir "$FIG_DIR/seg" --no-default-dirs \
-		--listen off --rescan-ms 200 --ready-file "$FIG_DIR/ready" \
-		2>"$FIG_DIR/ctld.log" 3>&- &
-	echo $! >"$FIG_DIR/ctld.pid"
-	for _ in $(seq 200); do [ -s "$FIG_DIR/ready" ] && break; sleep 0.05; done
+	live_daemon "$FIG_DIR"
 }
 
 teardown_file() {
-	[ -n "${FIG_DIR:-}" ] || return 0
-	[ -s "$FIG_DIR/ctld.pid" ] && kill "$(cat "$FIG_DIR/ctld.pid")" 2>/dev/null
-	rm -rf "$FIG_DIR"
+	[ -z "${FIG_DIR:-}" ] || live_daemon_stop "$FIG_DIR"
 }
 
 setup() {
@@ -74,13 +67,11 @@ near() {
 # check PID: the figures against /proc, then flush, release and trim against the RSS drop.
 # Sets RECLAIMABLE and RELEASED for the caller's own assertions.
 check() {
-	local pid=$1 json
-	json=$("$ALLOCCTL" --json stats "$pid")
-	local fr res rec meta
-	fr=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['process']['memory']['free_resident_bytes'])" "$json")
-	res=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['process']['memory']['resident_bytes'])" "$json")
-	rec=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['process']['memory']['reclaimable_bytes'])" "$json")
-	meta=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['process']['memory']['metadata_bytes'])" "$json")
+	local pid=$1 fr res rec meta
+	read -r fr res rec meta < <("$ALLOCCTL" --json stats "$pid" | python3 -c "
+import json, sys
+m = json.load(sys.stdin)['process']['memory']
+print(m['free_resident_bytes'], m['resident_bytes'], m['reclaimable_bytes'], m['metadata_bytes'])")
 	local anon0 rss0 ranon0 rrss0
 	anon0=$(status "$pid" RssAnon)
 	rss0=$(status "$pid" VmRSS)
