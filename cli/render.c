@@ -132,6 +132,8 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 {
 	json_object_begin(j, key);
 	json_i64(j, "pid", p->pid);
+	json_i64(j, "ns_pid", p->has_ns_pid ? p->ns_pid : p->pid);
+	json_u64(j, "pid_namespace", p->has_pid_namespace ? p->pid_namespace : 0);
 	json_string(j, "exe", p->exe);
 	json_string(j, "name", render_proc_name(p));
 	json_string(j, "cmdline", p->cmdline ? p->cmdline : "");

@@ -55,7 +55,8 @@ struct rundir {
 /* A discovered, validated segment and the process it describes. */
 struct proc {
 	TAILQ_ENTRY(proc) link;
-	struct proc *hnext; /* pid hash chain */
+	struct proc *hnext; /* pid hash chain (its pid here: seg.hdr.pid) */
+	struct proc *nnext; /* file name hash chain */
 	struct rundir *dir; /* where its file is (valid while !gone) */
 	char name[48];      /* its file's name in dir */
 	uint64_t seen_pass; /* last rescan pass that saw its file */
@@ -88,6 +89,8 @@ struct rejected {
 	off_t size;
 	int64_t mtime_ns;
 	bool seen;
+	bool hidden; /* its lock is held by a process not found from here (SEG_E_HIDDEN): never
+	                removed while held; only the lock is probed again */
 };
 
 TAILQ_HEAD(proc_list, proc);

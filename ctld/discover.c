@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -58,7 +59,11 @@ struct uid_count {
 };
 
 static struct {
-	struct proc *hash[HASH_BUCKETS];
+	struct proc *hash[HASH_BUCKETS];  /* by pid (here) */
+	struct proc *names[HASH_BUCKETS]; /* by run directory and file name */
+	struct pending_list later;        /* looked at again shortly (a process of another
+	                                     namespace that started moments ago) */
+	struct event *later_ev;
 	struct pending_list queue;
 	int nqueue;
 	struct uid_count *uids;
@@ -97,6 +102,16 @@ static unsigned bucket(pid_t pid)
 	return (unsigned)pid * 2654435761u % HASH_BUCKETS;
 }
 
+/* Processes are found by their pid here (hash) and by their file (names: a process of
+ * another pid namespace has another pid here than in its file's name). */
+static unsigned name_bucket(const struct rundir *dir, const char *name)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)(uintptr_t)dir;
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	return h % HASH_BUCKETS;
+}
+
 static struct uid_count *uid_slot(uid_t uid, bool create)
 {
 	for (int i = 0; i < g.nuids; i++)
@@ -129,6 +144,11 @@ static void forget(struct ctld *d, struct proc *p, const char *why)
 		pp = &(*pp)->hnext;
 	if (*pp)
 		*pp = p->hnext;
+	pp = &g.names[name_bucket(p->dir, p->name)];
+	while (*pp && *pp != p)
+		pp = &(*pp)->nnext;
+	if (*pp)
+		*pp = p->nnext;
 	struct uid_count *u = uid_slot(p->seg.uid, false);
 	if (u)
 		u->n--;
@@ -152,27 +172,48 @@ struct proc *discover_find(struct ctld *d, pid_t pid)
 	return NULL;
 }
 
-static struct proc *find_name(struct rundir *dir, const char *name, long pid)
+static struct proc *find_name(struct rundir *dir, const char *name)
 {
-	for (struct proc *p = g.hash[bucket((pid_t)pid)]; p; p = p->hnext)
+	for (struct proc *p = g.names[name_bucket(dir, name)]; p; p = p->nnext)
 		if (p->dir == dir && !strcmp(p->name, name))
 			return p;
 	return NULL;
 }
 
-/* "liballoc.<digits><suffix>" -> pid, else -1. */
-static long name_pid(const char *name, const char *suffix)
+/* "liballoc.<digits>[.ns<digits>]<suffix>" -> pid (and the pid namespace's inode in *ns,
+ * 0 when the name has none), else -1. */
+static long name_pid_ns(const char *name, const char *suffix, uint64_t *ns)
 {
 	size_t pl = strlen(LA_SHM_PREFIX), sl = strlen(suffix), n = strlen(name);
+	*ns = 0;
 	if (n <= pl + sl || strncmp(name, LA_SHM_PREFIX, pl) || strcmp(name + n - sl, suffix))
 		return -1;
 	long pid = 0;
-	for (size_t i = pl; i < n - sl; i++) {
-		if (name[i] < '0' || name[i] > '9' || pid > 100000000)
+	size_t i = pl;
+	for (; i < n - sl && name[i] >= '0' && name[i] <= '9'; i++) {
+		if (pid > 100000000)
 			return -1;
 		pid = pid * 10 + (name[i] - '0');
 	}
+	size_t tl = strlen(LA_SHM_NS_TAG);
+	if (i < n - sl) {
+		if (strncmp(name + i, LA_SHM_NS_TAG, tl) || i + tl >= n - sl)
+			return -1;
+		for (i += tl; i < n - sl; i++) {
+			if (name[i] < '0' || name[i] > '9' || *ns > UINT64_MAX / 10 - 10)
+				return -1;
+			*ns = *ns * 10 + (uint64_t)(name[i] - '0');
+		}
+		if (!*ns)
+			return -1;
+	}
 	return pid > 0 ? pid : -1;
+}
+
+static long name_pid(const char *name, const char *suffix)
+{
+	uint64_t ns;
+	return name_pid_ns(name, suffix, &ns);
 }
 
 static int64_t mtime_ns(const struct stat *st)
@@ -218,14 +259,17 @@ static bool note_rejected(struct ctld *d, const char *path, const struct stat *s
 	return changed;
 }
 
-static bool rejected_unchanged(struct ctld *d, const char *path, const struct stat *st)
+/* The refusal of this very file, if it was refused before and has not changed since (a
+ * hidden one's writer moves its mtime: it counts as unchanged while it is the same file). */
+static struct rejected *rejected_unchanged(struct ctld *d, const char *path, const struct stat *st)
 {
 	struct rejected *r = find_rejected(d, path);
 	if (!r)
-		return false;
+		return NULL;
 	r->seen = true;
-	return r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
-	       r->mtime_ns == mtime_ns(st);
+	bool same = r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
+	            (r->hidden || r->mtime_ns == mtime_ns(st));
+	return same ? r : NULL;
 }
 
 static void drop_rejected(struct ctld *d, const char *path)
@@ -270,12 +314,46 @@ static void note_over_cap(struct ctld *d, struct uid_count *u, const struct rund
 	u->over = 0;
 }
 
+/* A hidden segment (its lock held, its process not found from here) is removed only once
+ * its lock is free: probe the lock of the very file that was refused. */
+static void probe_hidden(struct ctld *d, struct rundir *dir, const char *name, const char *path,
+                         struct rejected *r)
+{
+	int fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	bool free_lock = fstat(fd, &st) == 0 && st.st_dev == r->dev && st.st_ino == r->ino &&
+	                 flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	if (free_lock && remove_stale(d, dir, name, r->dev, r->ino)) {
+		log_info("removed stale segment %s (no process holds its lock)", path);
+		drop_rejected(d, path);
+	}
+}
+
+/* Look at name again in a few tens of milliseconds. */
+static void look_later(struct ctld *d, struct rundir *dir, const char *name)
+{
+	struct pending *q = malloc(sizeof(*q));
+	if (!q)
+		return;
+	q->recheck = NULL;
+	q->dir = dir;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	TAILQ_INSERT_TAIL(&g.later, q, link);
+	if (!event_pending(g.later_ev, EV_TIMEOUT, NULL)) {
+		struct timeval tv = {0, 2 * PROCFS_NS_RESCAN_MS * 1000};
+		event_add(g.later_ev, &tv);
+	}
+}
+
 static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long pid)
 {
 	char path[PATH_MAX + 64];
 	full_path(path, sizeof(path), dir, name);
 	struct stat st;
-	struct proc *old = find_name(dir, name, pid);
+	struct proc *old = find_name(dir, name);
 	if (dir->fd < 0 || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (old)
 			forget(d, old, "segment removed");
@@ -288,8 +366,12 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	}
 	if (old)
 		forget(d, old, "segment replaced");
-	if (rejected_unchanged(d, path, &st))
+	struct rejected *r = rejected_unchanged(d, path, &st);
+	if (r) {
+		if (r->hidden)
+			probe_hidden(d, dir, name, path, r);
 		return;
+	}
 	struct uid_count *u = uid_slot(dir->uid, true);
 	if (u && u->n >= g.effective_cap) {
 		note_over_cap(d, u, dir);
@@ -312,7 +394,9 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 		return;
 	}
 	err = seg_liveness(&p->seg, true);
-	if (err) {
+	if (err == SEG_E_HIDDEN && p->seg.look_again) {
+		look_later(d, dir, name);
+	} else if (err) {
 		bool removed =
 		        err == SEG_E_STALE && remove_stale(d, dir, name, p->seg.dev, p->seg.ino);
 		if (removed)
@@ -322,6 +406,10 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 			         p->seg.why);
 		if (removed)
 			drop_rejected(d, path);
+		else if ((r = find_rejected(d, path)))
+			r->hidden = err == SEG_E_HIDDEN;
+	}
+	if (err) {
 		seg_close(&p->seg);
 		free(p);
 		return;
@@ -340,21 +428,33 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	unsigned b = bucket(p->seg.hdr.pid);
 	p->hnext = g.hash[b];
 	g.hash[b] = p;
+	b = name_bucket(dir, name);
+	p->nnext = g.names[b];
+	g.names[b] = p;
 	if (u)
 		u->n++;
 	d->nprocs++;
-	log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p), proc_uid(p),
-	         dir->path);
+	if (p->seg.pidns)
+		log_info("discovered pid %d (%s) uid %u in %s: pid %d of pid namespace %llu",
+		         p->seg.hdr.pid, proc_name(p), proc_uid(p), dir->path, p->seg.nspid,
+		         (unsigned long long)p->seg.pidns);
+	else
+		log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p),
+		         proc_uid(p), dir->path);
 	policy_proc_added(d, p); /* its profile, as early as possible */
 }
 
-/* A left-over "liballoc.<pid>.tmp" of a process that died while creating its segment. */
+/* A left-over "liballoc.<pid>.tmp" of a process that died while creating its segment (only
+ * of our own pid namespace: another's pid means nothing here, and such a file holds no
+ * lock to tell; it stays). */
 static void scan_tmp(struct ctld *d, struct rundir *dir, const char *name, long pid)
 {
 	struct stat st;
-	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH || dir->fd < 0 ||
-	    fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != dir->uid)
+	uint64_t ns;
+	name_pid_ns(name, ".tmp", &ns);
+	if ((ns && ns != procfs_self_pidns()) || kill((pid_t)pid, 0) == 0 || errno != ESRCH ||
+	    dir->fd < 0 || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || st.st_uid != dir->uid)
 		return;
 	if (remove_stale(d, dir, name, st.st_dev, st.st_ino))
 		log_info("removed stale %s/%s (pid %ld is gone)", dir->path, name, pid);
@@ -414,6 +514,11 @@ static void drop_queued(struct rundir *dir)
 	if (q->dir == dir) {
 		TAILQ_REMOVE(&g.queue, q, link);
 		g.nqueue--;
+		free_pending(q);
+	}
+	TAILQ_FOREACH_SAFE(q, &g.later, link, tmp)
+	if (q->dir == dir) {
+		TAILQ_REMOVE(&g.later, q, link);
 		free_pending(q);
 	}
 }
@@ -916,7 +1021,7 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 				continue;
 			if (ev->mask & IN_CLOSE_WRITE) {
 				/* the owner closed it: exited, or died (no unlink then) */
-				struct proc *pr = find_name(dir, ev->name, pid);
+				struct proc *pr = find_name(dir, ev->name);
 				if (pr)
 					check_live(d, pr);
 				continue;
@@ -926,6 +1031,19 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 	}
 	if (rescan)
 		discover_rescan(d);
+}
+
+/* The names to look at again: into the queue. */
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctld *d = arg;
+	struct pending *q;
+	while ((q = TAILQ_FIRST(&g.later))) {
+		TAILQ_REMOVE(&g.later, q, link);
+		TAILQ_INSERT_TAIL(&g.queue, q, link);
+		g.nqueue++;
+	}
+	kick(d);
 }
 
 static void on_rescan(evutil_socket_t fd, short what, void *arg)
@@ -983,6 +1101,7 @@ int discover_init(struct ctld *d)
 	TAILQ_INIT(&d->dirs);
 	TAILQ_INIT(&d->rejected);
 	TAILQ_INIT(&g.queue);
+	TAILQ_INIT(&g.later);
 	d->shm_root_wd = -1;
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->inotify_fd < 0) {
@@ -992,7 +1111,9 @@ int discover_init(struct ctld *d)
 	d->inotify_ev = event_new(d->base, d->inotify_fd, EV_READ | EV_PERSIST, on_inotify, d);
 	d->rescan_ev = event_new(d->base, -1, EV_PERSIST, on_rescan, d);
 	g.work = event_new(d->base, -1, 0, on_work, d);
-	if (!d->inotify_ev || !d->rescan_ev || !g.work || event_add(d->inotify_ev, NULL))
+	g.later_ev = evtimer_new(d->base, on_later, d);
+	if (!d->inotify_ev || !d->rescan_ev || !g.work || !g.later_ev ||
+	    event_add(d->inotify_ev, NULL))
 		return -1;
 	event_priority_set(g.work, CTLD_PRIO_SLICE);
 	compute_cap(d);
@@ -1038,6 +1159,7 @@ void discover_shutdown(struct ctld *d)
 		proc_unref(p);
 	}
 	memset(g.hash, 0, sizeof(g.hash));
+	memset(g.names, 0, sizeof(g.names));
 	d->nprocs = 0;
 	struct rundir *dir;
 	while ((dir = TAILQ_FIRST(&d->dirs))) {
@@ -1060,6 +1182,13 @@ void discover_shutdown(struct ctld *d)
 	if (g.work)
 		event_free(g.work);
 	g.work = NULL;
+	while ((q = TAILQ_FIRST(&g.later))) {
+		TAILQ_REMOVE(&g.later, q, link);
+		free_pending(q);
+	}
+	if (g.later_ev)
+		event_free(g.later_ev);
+	g.later_ev = NULL;
 	if (d->inotify_ev)
 		event_free(d->inotify_ev);
 	if (d->rescan_ev)

@@ -1,11 +1,14 @@
 /* procfs.c — reads /proc/<pid> through one directory descriptor (procfs.h). */
 #include "procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static uint64_t page_size(void)
@@ -202,6 +205,195 @@ bool procfs_name_matches(const struct procfs_info *pi, const char *name)
 
 static const char *proc_root = "/proc";
 
+int procfs_parse_uid_map(const char *buf, struct procfs_info *out)
+{
+	out->n_uid_map = 0;
+	for (const char *line = buf; *line && out->n_uid_map < PROCFS_IDMAP_MAX;) {
+		unsigned long long in, o, n;
+		if (sscanf(line, "%llu %llu %llu", &in, &o, &n) != 3 || !n || in > UINT32_MAX ||
+		    o > UINT32_MAX || n > UINT32_MAX)
+			return -1;
+		out->uid_map[out->n_uid_map++] =
+		        (struct procfs_idmap){(uint32_t)in, (uint32_t)o, (uint32_t)n};
+		const char *nl = strchr(line, '\n');
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return out->n_uid_map ? 0 : -1;
+}
+
+bool procfs_uid_outside(const struct procfs_info *pi, uint32_t inside, uid_t *outside)
+{
+	if (!(pi->have & PROCFS_UIDMAP))
+		return false;
+	for (int i = 0; i < pi->n_uid_map; i++) {
+		const struct procfs_idmap *m = &pi->uid_map[i];
+		if (inside >= m->inside && inside - m->inside < m->count) {
+			*outside = (uid_t)(m->outside + (inside - m->inside));
+			return true;
+		}
+	}
+	return false;
+}
+
+static uint64_t ns_of(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+uint64_t procfs_self_pidns(void)
+{
+	static uint64_t ino;
+	if (!ino)
+		ino = ns_of("/proc/self/ns/pid");
+	return ino;
+}
+
+uint64_t procfs_self_userns(void)
+{
+	static uint64_t ino;
+	if (!ino)
+		ino = ns_of("/proc/self/ns/user");
+	return ino;
+}
+
+/* The pid namespace /proc shows (its processes have one NSpid), or 0 when that is not the
+ * reader's own (a /proc mounted for a parent namespace): then nothing can be skipped. */
+static uint64_t proc_mount_pidns(void)
+{
+	static int known;
+	static uint64_t ino;
+	if (!known) {
+		struct procfs_info self;
+		if (procfs_read(getpid(), PROCFS_STATUS, 0, &self) == 0 && self.n_nspid == 1)
+			ino = procfs_self_pidns();
+		known = 1;
+	}
+	return ino;
+}
+
+/* The processes of other pid namespaces than /proc's own, from one walk of /proc: their
+ * namespace and pid here. Their pid there (last NSpid) is read when a lookup needs it. */
+static struct {
+	struct nsent {
+		uint64_t ns;
+		pid_t pid;
+		pid_t nspid; /* 0 until read, -1 unreadable */
+	} * v;
+	size_t n, cap;
+	uint64_t built_ms;    /* CLOCK_MONOTONIC of the walk, 0: never */
+	uint64_t built_ticks; /* the same on the start-time clock (boot time, clock ticks) */
+} nsidx;
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void nsidx_build(void)
+{
+	struct timespec bt;
+	clock_gettime(CLOCK_BOOTTIME, &bt);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		hz = 100;
+	nsidx.built_ticks = (uint64_t)bt.tv_sec * (uint64_t)hz +
+	                    (uint64_t)bt.tv_nsec / (1000000000ull / (uint64_t)hz);
+	nsidx.built_ms = mono_ms();
+	nsidx.n = 0;
+	int pfd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dh = pfd >= 0 ? fdopendir(pfd) : NULL;
+	if (!dh) {
+		if (pfd >= 0)
+			close(pfd);
+		return;
+	}
+	uint64_t mine = proc_mount_pidns();
+	struct dirent *e;
+	while ((e = readdir(dh))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[sizeof(e->d_name) + 8];
+		snprintf(path, sizeof(path), "%s/ns/pid", e->d_name);
+		struct stat st;
+		if (fstatat(pfd, path, &st, 0) < 0 || (mine && (uint64_t)st.st_ino == mine))
+			continue;
+		if (nsidx.n == nsidx.cap) {
+			size_t cap = nsidx.cap ? 2 * nsidx.cap : 64;
+			struct nsent *v = realloc(nsidx.v, cap * sizeof(*v));
+			if (!v)
+				break;
+			nsidx.v = v;
+			nsidx.cap = cap;
+		}
+		nsidx.v[nsidx.n++] =
+		        (struct nsent){(uint64_t)st.st_ino, (pid_t)strtol(e->d_name, NULL, 10), 0};
+	}
+	closedir(dh);
+}
+
+/* Is pid (here) the process nspid of namespace pidns that started at start_time? */
+static bool is_it(pid_t pid, uint64_t pidns, pid_t nspid, uint64_t start_time)
+{
+	struct procfs_info pi;
+	if (procfs_read(pid, PROCFS_STATUS | PROCFS_NS, start_time, &pi) < 0)
+		return false;
+	return pi.pidns == pidns && pi.n_nspid > 0 && pi.nspid[pi.n_nspid - 1] == nspid;
+}
+
+static bool nsidx_lookup(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid)
+{
+	for (size_t i = 0; i < nsidx.n; i++) {
+		struct nsent *e = &nsidx.v[i];
+		if (e->ns != pidns)
+			continue;
+		if (!e->nspid) {
+			struct procfs_info pi;
+			e->nspid = procfs_read(e->pid, PROCFS_STATUS, 0, &pi) == 0 && pi.n_nspid > 0
+			                   ? pi.nspid[pi.n_nspid - 1]
+			                   : -1;
+		}
+		if (e->nspid == nspid && is_it(e->pid, pidns, nspid, start_time)) {
+			*pid = e->pid;
+			return true;
+		}
+	}
+	return false;
+}
+
+int procfs_find_nspid(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid)
+{
+	if (nspid <= 0)
+		return PROCFS_NS_HIDDEN;
+	if (!pidns) {
+		/* the writer could not tell: its pid is taken as one of ours (checked by start
+		 * time, as before namespaces were known) */
+		struct procfs_info pi;
+		if (procfs_read(nspid, 0, start_time, &pi) < 0)
+			return PROCFS_NS_HIDDEN;
+		*pid = nspid;
+		return PROCFS_NS_FOUND;
+	}
+	/* the same pid here first: the reader's own namespace, the common case */
+	if (is_it(nspid, pidns, nspid, start_time)) {
+		*pid = nspid;
+		return PROCFS_NS_FOUND;
+	}
+	if (nsidx.built_ms && nsidx_lookup(pidns, nspid, start_time, pid))
+		return PROCFS_NS_FOUND;
+	if (!nsidx.built_ms || mono_ms() - nsidx.built_ms >= PROCFS_NS_RESCAN_MS) {
+		nsidx_build();
+		return nsidx_lookup(pidns, nspid, start_time, pid) ? PROCFS_NS_FOUND
+		                                                   : PROCFS_NS_HIDDEN;
+	}
+	/* listed moments ago: a process that started since then is not in the list yet */
+	return start_time + 1 >= nsidx.built_ticks ? PROCFS_NS_LATER : PROCFS_NS_HIDDEN;
+}
+
 int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -258,6 +450,17 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 			}
 		}
 	}
+	if (what & PROCFS_NS) {
+		struct stat ps, us;
+		if (fstatat(dfd, "ns/pid", &ps, 0) == 0 && fstatat(dfd, "ns/user", &us, 0) == 0) {
+			out->pidns = (uint64_t)ps.st_ino;
+			out->userns = (uint64_t)us.st_ino;
+			out->have |= PROCFS_NS;
+		}
+	}
+	if ((what & PROCFS_UIDMAP) && read_at(dfd, "uid_map", buf, sizeof(buf)) >= 0 &&
+	    procfs_parse_uid_map(buf, out) == 0)
+		out->have |= PROCFS_UIDMAP;
 	if (what & PROCFS_COMM) {
 		ssize_t n = read_at(dfd, "comm", out->comm, sizeof(out->comm));
 		if (n > 0) {

@@ -156,6 +156,9 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	const char *profile = policy_proc_profile(s->p);
 	if (profile && !(pi->profile = pool_strdup(pl, profile)))
 		return NULL;
+	pi->has_ns_pid = pi->has_pid_namespace = true;
+	pi->ns_pid = s->p->seg.nspid;
+	pi->pid_namespace = h->pidns_ino;
 	return pi;
 }
 

@@ -169,13 +169,19 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 	return SEG_E_OK;
 }
 
-/* The file name must be LA_SHM_PREFIX <pid> LA_SHM_SUFFIX with the header's pid. */
-static bool name_matches(const char *path, int32_t pid)
+/* The file name must be LA_SHM_PREFIX <pid> LA_SHM_SUFFIX with the header's pid, with
+ * LA_SHM_NS_TAG <inode> before the suffix when the header's pid namespace is not the
+ * initial one. */
+static bool name_matches(const char *path, int32_t pid, uint64_t pidns)
 {
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
-	char want[64];
-	snprintf(want, sizeof(want), LA_SHM_PREFIX "%d" LA_SHM_SUFFIX, pid);
+	char want[80];
+	if (pidns && pidns != LA_SHM_INIT_PIDNS)
+		snprintf(want, sizeof(want), LA_SHM_PREFIX "%d" LA_SHM_NS_TAG "%llu" LA_SHM_SUFFIX,
+		         pid, (unsigned long long)pidns);
+	else
+		snprintf(want, sizeof(want), LA_SHM_PREFIX "%d" LA_SHM_SUFFIX, pid);
 	return strcmp(base, want) == 0;
 }
 
@@ -243,15 +249,23 @@ int seg_openat(struct seg *s, int dfd, const char *path, uid_t expected_uid)
 	err = seg_validate_header(&s->hdr, (uint64_t)st.st_size, s->why, sizeof(s->why));
 	if (err)
 		goto out;
-	if (s->hdr.uid != st.st_uid) {
+	/* a process in another user namespace wrote its uid there: seg_liveness checks it
+	 * through that process's uid_map */
+	s->foreign_userns = s->hdr.userns_ino && procfs_self_userns() &&
+	                    s->hdr.userns_ino != procfs_self_userns();
+	if (!s->foreign_userns && s->hdr.uid != st.st_uid) {
 		err = fail(s->why, sizeof(s->why), SEG_E_OWNER, "header uid %u, file owner %u",
 		           s->hdr.uid, st.st_uid);
 		goto out;
 	}
-	if (!name_matches(path, s->hdr.pid)) {
-		err = fail(s->why, sizeof(s->why), SEG_E_NAME, "header pid %d", s->hdr.pid);
+	if (!name_matches(path, s->hdr.pid, s->hdr.pidns_ino)) {
+		err = fail(s->why, sizeof(s->why), SEG_E_NAME, "header pid %d, pid namespace %llu",
+		           s->hdr.pid, (unsigned long long)s->hdr.pidns_ino);
 		goto out;
 	}
+	s->nspid = s->hdr.pid;
+	/* the reader's own namespace needs no mapping (0: as the writer could not tell) */
+	s->pidns = s->hdr.pidns_ino == procfs_self_pidns() ? 0 : s->hdr.pidns_ino;
 	/* exe is shown and used in labels: keep it terminated and printable ASCII. */
 	s->hdr.exe[LA_EXE_MAX - 1] = 0;
 	for (char *c = s->hdr.exe; *c; c++)
@@ -300,7 +314,8 @@ int seg_refresh(struct seg *s)
 	const struct la_shm_header *o = &s->hdr;
 	if (h.magic != o->magic || h.abi_version != o->abi_version ||
 	    h.header_size != o->header_size || h.total_size != o->total_size ||
-	    h.generation != o->generation || h.pid != o->pid || h.uid != o->uid ||
+	    h.generation != o->generation || h.pid != s->nspid || h.uid != o->uid ||
+	    h.pidns_ino != o->pidns_ino || h.userns_ino != o->userns_ino ||
 	    h.counter_count != o->counter_count || h.tunable_count != o->tunable_count ||
 	    h.class_count != o->class_count || h.arena_slots != o->arena_slots ||
 	    h.off_process != o->off_process || h.off_arenas != o->off_arenas ||
@@ -533,6 +548,7 @@ int seg_liveness(struct seg *s, bool check_owner)
 {
 	if (s->fd < 0)
 		return SEG_E_OPEN;
+	s->look_again = false;
 	/* The owner holds LOCK_SH for its whole life: if we can take LOCK_EX it is gone. */
 	if (flock(s->fd, LOCK_EX | LOCK_NB) == 0) {
 		flock(s->fd, LOCK_UN);
@@ -540,22 +556,57 @@ int seg_liveness(struct seg *s, bool check_owner)
 	}
 	if (errno != EWOULDBLOCK)
 		return fail(s->why, sizeof(s->why), SEG_E_IO, "flock: %s", strerror(errno));
-	uint64_t start;
-	uid_t uids[4];
-	if (seg_proc_identity(s->hdr.pid, &start, check_owner ? uids : NULL) < 0)
-		return fail(s->why, sizeof(s->why), SEG_E_STALE, "pid %d is gone", s->hdr.pid);
-	if (start != s->hdr.start_time)
-		return fail(s->why, sizeof(s->why), SEG_E_STALE,
-		            "pid %d was reused (start time %llu, segment says %llu)", s->hdr.pid,
-		            (unsigned long long)start, (unsigned long long)s->hdr.start_time);
+	/* Someone holds the lock: from here on nothing says the file is stale. */
+	if (!s->mapped) {
+		pid_t here = 0;
+		int found = procfs_find_nspid(s->pidns, s->nspid, s->hdr.start_time, &here);
+		if (found != PROCFS_NS_FOUND) {
+			s->look_again = found == PROCFS_NS_LATER;
+			if (s->pidns)
+				return fail(s->why, sizeof(s->why), SEG_E_HIDDEN,
+				            "pid %d of pid namespace %llu (start time %llu) is not "
+				            "visible from this one",
+				            s->nspid, (unsigned long long)s->pidns,
+				            (unsigned long long)s->hdr.start_time);
+			return fail(s->why, sizeof(s->why), SEG_E_HIDDEN,
+			            "its lock is held but pid %d is gone or was reused (start "
+			            "time %llu expected)",
+			            s->nspid, (unsigned long long)s->hdr.start_time);
+		}
+		s->hdr.pid = here;
+		s->mapped = true;
+	}
+	struct procfs_info pi;
+	unsigned what = check_owner ? PROCFS_STATUS : 0;
+	if (check_owner && s->foreign_userns)
+		what |= PROCFS_NS | PROCFS_UIDMAP;
+	if (procfs_read(s->hdr.pid, what, s->hdr.start_time, &pi) < 0 && !(pi.have & PROCFS_STAT))
+		return fail(s->why, sizeof(s->why), SEG_E_HIDDEN,
+		            "its lock is held but pid %d is gone or was reused", s->hdr.pid);
+	if (!check_owner)
+		return SEG_E_OK;
+	if (!(pi.have & PROCFS_STATUS))
+		return fail(s->why, sizeof(s->why), SEG_E_OWNER, "cannot read pid %d's uids",
+		            s->hdr.pid);
+	/* Written in another user namespace (root in a container): its uid there must map to
+	 * the file's owner here, in the user namespace the process runs in. */
+	uid_t outside;
+	if (s->foreign_userns &&
+	    (!(pi.have & PROCFS_NS) || pi.userns != s->hdr.userns_ino ||
+	     !procfs_uid_outside(&pi, s->hdr.uid, &outside) || outside != s->uid))
+		return fail(
+		        s->why, sizeof(s->why), SEG_E_OWNER,
+		        "header uid %u of user namespace %llu does not map to the file owner %u",
+		        s->hdr.uid, (unsigned long long)s->hdr.userns_ino, s->uid);
 	/* A segment may only describe a process running as its owner (any of its uids, so
 	 * set-uid programs still count): nobody may plant a segment for another's pid. Only
 	 * root can own a root-owned file, so root's segments may describe a process that has
-	 * since dropped to another uid (a server's workers forked as root). */
-	if (check_owner && s->uid != 0 && uids[0] != s->uid && uids[1] != s->uid &&
-	    uids[2] != s->uid && uids[3] != s->uid)
+	 * since dropped to another uid (a server's workers forked as root). The uids /proc
+	 * shows are the reader's view: a container's root is its host uid here. */
+	if (s->uid != 0 && pi.uid[0] != s->uid && pi.uid[1] != s->uid && pi.uid[2] != s->uid &&
+	    pi.uid[3] != s->uid)
 		return fail(s->why, sizeof(s->why), SEG_E_OWNER,
-		            "pid %d runs as uid %u, segment owned by %u", s->hdr.pid, uids[0],
+		            "pid %d runs as uid %u, segment owned by %u", s->hdr.pid, pi.uid[0],
 		            s->uid);
 	return SEG_E_OK;
 }

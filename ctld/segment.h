@@ -45,6 +45,7 @@
 	X(CHANGED, "segment changed under the reader")        \
 	X(TORN, "seqlock retries exhausted")                  \
 	X(STALE, "owner process is gone")                     \
+	X(HIDDEN, "process not found from this namespace")    \
 	X(BUSY, "mailbox held by another client")             \
 	X(TIMEOUT, "the process did not answer in time")      \
 	X(RUNNING, "command still running after the timeout") \
@@ -63,14 +64,24 @@ const char *seg_control_name(uint32_t state);
 
 /* An open segment. Owned by one thread at a time. */
 struct seg {
-	int fd;                   /* O_RDONLY, kept for pread/fstat/flock; -1 when closed */
-	dev_t dev;                /* identity of the file validated at open */
-	ino_t ino;                /* ... */
-	uid_t uid;                /* file owner == header uid */
-	struct la_shm_header hdr; /* validated copy of the header (layout fields fixed) */
-	struct la_mailbox *mb;    /* shared mapping of the mailbox page, NULL until mapped */
-	bool mb_broken;           /* the mailbox page faulted (file truncated): never use again */
-	char why[192];            /* detail of the last error, for logs */
+	int fd;    /* O_RDONLY, kept for pread/fstat/flock; -1 when closed */
+	dev_t dev; /* identity of the file validated at open */
+	ino_t ino; /* ... */
+	uid_t uid; /* file owner (== header uid in the reader's user namespace) */
+	/* Validated copy of the header (layout fields fixed), with one translation: once
+	 * seg_liveness has found the process, hdr.pid is its pid in the reader's pid namespace
+	 * (what /proc, kill and every reader of this struct use); the pid the process wrote
+	 * is nspid. */
+	struct la_shm_header hdr;
+	pid_t nspid;           /* the header's pid: the process's own, in its pid namespace */
+	uint64_t pidns;        /* that namespace's inode (hdr.pidns_ino; 0: the reader's own) */
+	bool mapped;           /* hdr.pid is the reader's pid of the process */
+	bool foreign_userns;   /* written in another user namespace: hdr.uid is checked through
+	                        the process's uid_map, not against the file owner directly */
+	bool look_again;       /* SEG_E_HIDDEN that may resolve in moments (seg_liveness) */
+	struct la_mailbox *mb; /* shared mapping of the mailbox page, NULL until mapped */
+	bool mb_broken;        /* the mailbox page faulted (file truncated): never use again */
+	char why[192];         /* detail of the last error, for logs */
 };
 
 /* Validate a header copy against the file size it came from (pure; fuzzers call it).
@@ -111,10 +122,18 @@ int seg_read_holds(struct seg *s, struct la_shm_hold out[LA_NTUNABLES], uint32_t
 /* Up to max size-class entries; *n receives how many were copied. */
 int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint32_t *n);
 
-/* Liveness: SEG_E_OK when the owner lives, SEG_E_STALE when it is gone (no process holds
- * the file's lock, the pid is gone, or it was reused: another start time). check_owner
- * also requires the process to run as the segment's owner (SEG_E_OWNER otherwise): done
- * once at discovery; a later change of identity shows as a new start time. */
+/* Liveness: SEG_E_OK when the owner lives; SEG_E_STALE only when no process holds the
+ * file's lock (the one proof that the owner is gone: only then may the file be removed).
+ * While the lock is held, the process is looked up in the reader's /proc: first by the
+ * pid it wrote, then, for a process of another pid namespace (a container), by that
+ * namespace and its NSpid (procfs_find_nspid), always with the start time it wrote; found,
+ * hdr.pid becomes its pid here. SEG_E_HIDDEN when it is not found (a namespace this /proc
+ * does not show, a pid that went while something still holds the lock): never removed;
+ * look_again is set when a second look in a few tens of milliseconds may find it.
+ * check_owner also requires the process to run as the segment's owner (SEG_E_OWNER
+ * otherwise; for a writer in another user namespace, its uid_map must map the header's
+ * uid to the file's owner): done once at discovery; a later change of identity shows as a
+ * new start time. */
 int seg_liveness(struct seg *s, bool check_owner);
 /* /proc/<pid>/stat start time (field 22) and owner uid; 0 on success, -1 if gone. */
 int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid);

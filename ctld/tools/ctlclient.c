@@ -64,7 +64,7 @@ static void print_reply(const Ctl__Reply *r)
 			printf("process pid=%d name=%s exe=%s uid=%u owner=%u arenas=%u "
 			       "threads=%llu alloc_threads=%llu in_use=%llu cached=%llu "
 			       "free_resident=%llu reclaimable=%llu address_space=%llu rss=%llu "
-			       "control=%s%s\n",
+			       "control=%s nspid=%d pidns=%llu%s\n",
 			       p->pid, p->name ? p->name : "-", p->exe, p->uid,
 			       p->has_owner_uid ? p->owner_uid : p->uid, p->arenas,
 			       (unsigned long long)p->threads,
@@ -75,6 +75,8 @@ static void print_reply(const Ctl__Reply *r)
 			       (unsigned long long)(m ? m->reclaimable_bytes : 0),
 			       (unsigned long long)(m ? m->address_space_bytes : 0),
 			       (unsigned long long)p->rss_bytes, p->control ? p->control : "?",
+			       p->has_ns_pid ? p->ns_pid : p->pid,
+			       (unsigned long long)p->pid_namespace,
 			       p->unreadable ? " unreadable" : "");
 		}
 	if (r->stats) {

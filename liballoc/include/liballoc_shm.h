@@ -7,7 +7,12 @@
  * Lifecycle of a segment:
  *   1. A process running liballoc creates "<run_dir>/liballoc.<pid>.tmp" with mode 0600,
  *      sizes it, fills the header and renames it to "<run_dir>/liballoc.<pid>.seg".
- *      run_dir is $LIBALLOC_RUN_DIR, else LA_SHM_DEFAULT_RUN_DIR-<uid> (made 0700).
+ *      run_dir is $LIBALLOC_RUN_DIR (its last component made 0700 when missing), else
+ *      LA_SHM_DEFAULT_RUN_DIR-<uid> (made 0700). <pid> is the pid the process sees: in a pid
+ *      namespace other than the initial one (a container) the name also carries that
+ *      namespace, "liballoc.<pid>.ns<inode>.seg" (and .tmp), so processes of several
+ *      containers sharing one run directory never take each other's name; the header holds
+ *      the same inode (pidns_ino).
  *      The process keeps a shared flock(2) on the file for its whole life, through an
  *      O_CLOEXEC descriptor: a reader that can take LOCK_EX|LOCK_NB knows the owner is
  *      gone (exited, crashed, or exec'd into a program without liballoc): stale.
@@ -46,6 +51,10 @@
  * a root process creates its own) in which no other user can create anything. */
 #define LA_SHM_FALLBACK_RUN_DIR "/run/liballoc"
 #define LA_SHM_PAGE             4096u
+#define LA_SHM_NS_TAG           ".ns" /* liballoc.<pid>.ns<pid namespace inode>.seg */
+/* The inode of the initial pid namespace (the kernel's PROC_PID_INIT_INO, fixed since
+ * Linux 3.8): its processes' segments keep the short name. */
+#define LA_SHM_INIT_PIDNS       0xEFFFFFFCu
 
 /* ---- Limits both sides hold ------------------------------------------------------------
  * The library never writes a header beyond these, and readers refuse one that goes beyond
@@ -437,7 +446,12 @@ struct la_shm_header {
 	uint32_t foreign_allocators; /* LA_FOREIGN bits: other allocators mapped at start */
 	uint32_t reserved0;
 	char version[16]; /* LA_VERSION of the writer */
-	uint64_t reserved[26];
+	/* The namespaces the process saw when it published (inodes of /proc/self/ns/pid and
+	 * /proc/self/ns/user; 0: unknown). pid and uid above are the values in those namespaces:
+	 * a reader in another namespace maps them (NSpid and ns/pid of /proc/<pid>, uid_map). */
+	uint64_t pidns_ino;
+	uint64_t userns_ino;
+	uint64_t reserved[24];
 };
 
 /* Other allocators liballoc recognises in its process (their libraries mapped at start):

@@ -238,6 +238,9 @@ static int run_dir(char *dir, size_t cap)
 			return -1;
 		}
 		la_strlcpy(dir, env, cap);
+		/* its last component is made when missing (a per-pod directory under a shared
+		 * host directory); what exists is checked as it is, never replaced */
+		mkdir(dir, 0700);
 		int fd = open_run_dir(dir, &why, &ours);
 		if (fd < 0)
 			warn_dir(dir, why);
@@ -297,12 +300,48 @@ static uint64_t proc_start_time(void)
 	return v;
 }
 
+/* The inode of one of this process's namespaces ("pid", "user"); 0 when /proc cannot
+ * tell (not mounted). */
+static uint64_t ns_inode(const char *which)
+{
+	char path[32];
+	size_t n = la_strlcpy(path, "/proc/self/ns/", sizeof(path));
+	la_strlcpy(path + n, which, sizeof(path) - n);
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* What follows the pid in a segment's name: "" in the initial pid namespace (or where it is
+ * unknown), else LA_SHM_NS_TAG<inode>, so containers sharing a run directory never take
+ * each other's names. */
+static void ns_tag(char *buf, size_t cap, uint64_t pidns)
+{
+	buf[0] = 0;
+	if (pidns && pidns != LA_SHM_INIT_PIDNS) {
+		char num[24];
+		la_fmt_u64(num, pidns);
+		append(buf, la_strlcpy(buf, LA_SHM_NS_TAG, cap), cap, num);
+	}
+}
+
+/* "liballoc.<pid><ns tag>": the stem of the segment's name and of its temporary name. */
+static size_t seg_stem(char *buf, size_t cap, pid_t pid, uint64_t pidns)
+{
+	char num[24], tag[32];
+	la_fmt_u64(num, (uint64_t)pid);
+	ns_tag(tag, sizeof(tag), pidns);
+	size_t n = la_strlcpy(buf, LA_SHM_PREFIX, cap);
+	n = append(buf, n, cap, num);
+	return append(buf, n, cap, tag);
+}
+
 /* Remove a few stale segments of this user (owner gone: their flock is free), so that
  * processes ending with _exit do not litter the run directory when no daemon runs.
  * Bounded work: at most REAP_MAX files are examined per publication. */
 #define REAP_MAX 16
 struct reap {
-	char own[32]; /* our own segment's name */
+	char own[40]; /* our own segment's name */
+	char ns[32];  /* LA_SHM_NS_TAG<our pid namespace>, "" in the initial one */
 	int examined;
 };
 
@@ -314,9 +353,14 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	    strcmp(name + len - sl, LA_SHM_SUFFIX) != 0 || strcmp(name, r->own) == 0)
 		return true;
 	/* only segments of processes that are gone: a live pid may be exec'ing and about
-	 * to rename its new segment over this name (allocctld judges those) */
+	 * to rename its new segment over this name (allocctld judges those). A pid is
+	 * looked up only when the name is of our own pid namespace; for the others (a run
+	 * directory shared by containers) the free lock below is the whole answer. */
 	long pid = la_parse_long(name + pl);
-	if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+	const char *rest = name + pl + strspn(name + pl, "0123456789");
+	bool same_ns = strncmp(rest, r->ns, strlen(r->ns)) == 0 &&
+	               strcmp(rest + strlen(r->ns), LA_SHM_SUFFIX) == 0;
+	if (pid <= 0 || (same_ns && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
 		return ++r->examined < REAP_MAX;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0) {
@@ -331,12 +375,12 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	return ++r->examined < REAP_MAX;
 }
 
-static void reap_stale(int dfd, pid_t self)
+static void reap_stale(int dfd, pid_t self, uint64_t pidns)
 {
 	struct reap r = {.examined = 0};
-	size_t n = la_strlcpy(r.own, LA_SHM_PREFIX, sizeof(r.own));
-	n += la_fmt_u64(r.own + n, (uint64_t)self);
-	la_strlcpy(r.own + n, LA_SHM_SUFFIX, sizeof(r.own) - n);
+	size_t n = seg_stem(r.own, sizeof(r.own), self, pidns);
+	append(r.own, n, sizeof(r.own), LA_SHM_SUFFIX);
+	ns_tag(r.ns, sizeof(r.ns), pidns);
 	os_dir_each(dfd, reap_one, &r);
 }
 
@@ -344,20 +388,21 @@ static void reap_stale(int dfd, pid_t self)
  * goes through a descriptor of that very directory (never the path again). */
 static dev_t seg_dir_dev;
 static ino_t seg_dir_ino;
-static char seg_dir[200], seg_name[40];
+static char seg_dir[200], seg_name[48];
 
 void shm_publish_file(void)
 {
-	char dir[200], tmp[40], num[24];
+	char dir[200], tmp[48];
 	if (!seg)
 		return;
 	int dfd = run_dir(dir, sizeof(dir));
 	if (dfd < 0)
 		return;
 	pid_t pid = os_getpid();
-	la_fmt_u64(num, (uint64_t)pid);
-	size_t n = la_strlcpy(seg_name, LA_SHM_PREFIX, sizeof(seg_name));
-	n = append(seg_name, n, sizeof(seg_name), num);
+	struct la_shm_header *h = shm_header();
+	h->pidns_ino = ns_inode("pid");
+	h->userns_ino = ns_inode("user");
+	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, h->pidns_ino);
 	la_strlcpy(tmp, seg_name, sizeof(tmp));
 	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
 	append(tmp, n, sizeof(tmp), ".tmp");
@@ -365,7 +410,6 @@ void shm_publish_file(void)
 	n = append(seg_path, n, sizeof(seg_path), "/");
 	append(seg_path, n, sizeof(seg_path), seg_name);
 
-	struct la_shm_header *h = shm_header();
 	h->pid = pid;
 	h->uid = (uint32_t)os_getuid();
 	h->start_time = proc_start_time();
@@ -415,7 +459,7 @@ void shm_publish_file(void)
 	seg_dir_dev = dst.st_dev;
 	seg_dir_ino = dst.st_ino;
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
-	reap_stale(dfd, pid);
+	reap_stale(dfd, pid, h->pidns_ino);
 	close(dfd);
 }
 

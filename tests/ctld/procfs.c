@@ -146,3 +146,56 @@ Test(procfs, a_program_run_through_a_symlink_answers_to_both_names)
 	unlink(link);
 	rmdir(dir);
 }
+
+Test(procfs, uid_map_ranges_translate_uids)
+{
+	struct procfs_info pi;
+	memset(&pi, 0, sizeof(pi));
+	cr_assert_eq(procfs_parse_uid_map("         0     100000      65536\n"
+	                                  "     65536      65534          1\n",
+	                                  &pi),
+	             0);
+	pi.have |= PROCFS_UIDMAP;
+	cr_assert_eq(pi.n_uid_map, 2);
+	uid_t out;
+	cr_assert(procfs_uid_outside(&pi, 0, &out));
+	cr_assert_eq(out, 100000);
+	cr_assert(procfs_uid_outside(&pi, 65535, &out));
+	cr_assert_eq(out, 165535);
+	cr_assert(procfs_uid_outside(&pi, 65536, &out));
+	cr_assert_eq(out, 65534);
+	cr_assert(!procfs_uid_outside(&pi, 65537, &out), "outside every range");
+	cr_assert_neq(procfs_parse_uid_map("", &pi), 0, "an empty map maps nothing");
+	cr_assert_neq(procfs_parse_uid_map("0 1\n", &pi), 0, "malformed");
+	cr_assert_neq(procfs_parse_uid_map("0 1 0\n", &pi), 0, "an empty range");
+}
+
+Test(procfs, this_process_namespaces)
+{
+	struct procfs_info pi;
+	cr_assert_eq(procfs_read(getpid(), PROCFS_NS | PROCFS_UIDMAP, 0, &pi), 0);
+	cr_assert_eq(pi.pidns, procfs_self_pidns());
+	cr_assert_eq(pi.userns, procfs_self_userns());
+	uid_t out;
+	cr_assert(procfs_uid_outside(&pi, getuid(), &out));
+	cr_assert_eq(out, getuid(), "the reader's own namespace maps each uid to itself");
+}
+
+Test(procfs, find_nspid_in_the_readers_namespace_and_not_elsewhere)
+{
+	struct procfs_info self;
+	cr_assert_eq(procfs_read(getpid(), 0, 0, &self), 0);
+	pid_t pid = 0;
+	cr_assert_eq(procfs_find_nspid(procfs_self_pidns(), getpid(), self.start_time, &pid),
+	             PROCFS_NS_FOUND);
+	cr_assert_eq(pid, getpid());
+	cr_assert_eq(procfs_find_nspid(0, getpid(), self.start_time, &pid), PROCFS_NS_FOUND,
+	             "an unknown namespace is the reader's own");
+	/* another start time: not this process */
+	cr_assert_neq(procfs_find_nspid(procfs_self_pidns(), getpid(), self.start_time + 1, &pid),
+	              PROCFS_NS_FOUND);
+	/* a namespace no process is in: not found, and never our own pid */
+	pid = 0;
+	cr_assert_neq(procfs_find_nspid(1, getpid(), self.start_time, &pid), PROCFS_NS_FOUND);
+	cr_assert_eq(pid, 0);
+}

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "procfs.h"
 #include "segment.h"
 
 #define NSLOTS 4
@@ -517,8 +518,58 @@ Test(segment, liveness_follows_the_owners_lock_and_identity)
 	cr_assert_eq(seg_liveness(&s, false), SEG_E_OK, "the owner check is only done on demand");
 	s.uid = getuid();
 	s.hdr.start_time += 1; /* as if the pid had been reused */
-	cr_assert_eq(seg_liveness(&s, true), SEG_E_STALE);
-	cr_assert(strstr(s.why, "reused"));
+	cr_assert_eq(seg_liveness(&s, true), SEG_E_HIDDEN,
+	             "a held lock is never stale, whatever its pid says");
+	cr_assert(strstr(s.why, "reused"), "%s", s.why);
+	seg_close(&s);
+	close(fd);
+}
+
+static uint64_t other_ns = 4026530000u; /* no process is in it */
+static void in_other_ns(struct la_shm_header *h)
+{
+	h->pidns_ino = other_ns;
+}
+
+Test(segment, a_segment_of_another_pid_namespace_is_named_for_it_and_never_taken_for_ours)
+{
+	/* the plain name with a namespace in the header: refused (names never collide) */
+	cr_assert_eq(open_err(in_other_ns), SEG_E_NAME);
+	struct la_shm_header h;
+	size = make_header(&h);
+	in_other_ns(&h);
+	char named[PATH_MAX + 64];
+	snprintf(named, sizeof(named), "%s/" LA_SHM_PREFIX "%d" LA_SHM_NS_TAG "%llu" LA_SHM_SUFFIX,
+	         dir, (int)getpid(), (unsigned long long)other_ns);
+	int fd = open(named, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+	cr_assert_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	struct seg s;
+	cr_assert_eq(seg_open(&s, named, getuid()), SEG_E_OK, "%s", s.why);
+	cr_assert_eq(s.nspid, getpid());
+	cr_assert_eq(s.pidns, other_ns);
+	cr_assert_eq(seg_liveness(&s, true), SEG_E_STALE, "a free lock is stale in any namespace");
+	cr_assert_eq(flock(fd, LOCK_SH), 0);
+	/* our pid, our start time, but another namespace: not us, and not removable */
+	cr_assert_eq(seg_liveness(&s, true), SEG_E_HIDDEN, "%s", s.why);
+	cr_assert(strstr(s.why, "not visible"), "%s", s.why);
+	cr_assert(!s.mapped);
+	seg_close(&s);
+	/* our own namespace named: the same as the plain name */
+	h.pidns_ino = procfs_self_pidns();
+	cr_assert_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	cr_assert_eq(seg_open(&s, named, getuid()), SEG_E_NAME, "the name says another namespace");
+	close(fd);
+	if (h.pidns_ino != LA_SHM_INIT_PIDNS)
+		return;
+	fd = write_segment(NULL);
+	cr_assert_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	cr_assert_eq(flock(fd, LOCK_SH), 0);
+	cr_assert_eq(seg_open(&s, path, getuid()), SEG_E_OK, "%s", s.why);
+	cr_assert_eq(seg_liveness(&s, true), SEG_E_OK, "%s", s.why);
+	cr_assert(s.mapped);
+	cr_assert_eq(s.hdr.pid, getpid());
 	seg_close(&s);
 	close(fd);
 }

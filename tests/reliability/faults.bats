@@ -136,12 +136,24 @@ teardown() {
 
 # unpublished [VAR=VALUE...] CMD...: CMD runs to completion, prints the right thing, and
 # liballoc says exactly once why it does not publish
-@test "run directory missing: the service runs unpublished, one line says why" {
-	run env LIBALLOC_RUN_DIR="$T/missing" LD_PRELOAD="$LIBALLOC_SO" "$REL_BIN/soak" 2 1 64
+@test "run directory missing (its parent too): the service runs unpublished, one line says why" {
+	# (a missing last component alone is created, mode 0700: see the next test)
+	run env LIBALLOC_RUN_DIR="$T/missing/dir" LD_PRELOAD="$LIBALLOC_SO" "$REL_BIN/soak" 2 1 64
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"corrupt=0 failed=0"* ]]
 	[ "$(grep -c '^liballoc:' <<<"$output")" -eq 1 ]
-	[[ "$output" == *"liballoc: statistics not published: run directory $T/missing: No such file or directory"* ]]
+	[[ "$output" == *"liballoc: statistics not published: run directory $T/missing/dir: No such file or directory"* ]]
+	[ ! -e "$T/missing" ]
+}
+
+@test "run directory whose last component is missing: created mode 0700, the service publishes" {
+	mkdir -m 1777 "$T/shared"
+	run env LIBALLOC_RUN_DIR="$T/shared/pod" LD_PRELOAD="$LIBALLOC_SO" sh -c \
+		'ls "$LIBALLOC_RUN_DIR"; stat -c "%a %u" "$LIBALLOC_RUN_DIR"'
+	[ "$status" -eq 0 ]
+	[[ "$output" != *liballoc:* ]]
+	[[ "$output" == *"liballoc."*".seg"* ]]
+	[ "${lines[-1]}" = "700 $(id -u)" ]
 }
 
 @test "run directory not writable by the service's user: it runs unpublished, one line says why" {
