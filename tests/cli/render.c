@@ -136,7 +136,8 @@ Test(ps, json_has_the_documented_keys)
 	struct render_opts o = opts(true, false);
 	char *out;
 	CAPTURE(out, render_ps(f, list, 1, &o));
-	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"exe\":\"/usr/bin/redis-server\","
+	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"ns_pid\":4242,\"pid_namespace\":0,"
+	                      "\"exe\":\"/usr/bin/redis-server\","
 	                      "\"name\":\"redis-server\",\"cmdline\":\"\","
 	                      "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
 	                      "\"uptime_s\":62,\"arenas\":4,\"threads\":5,\"allocator_threads\":3,"

@@ -121,11 +121,12 @@ Test(procfs, a_program_run_through_a_symlink_answers_to_both_names)
 		execl(link, link, "30", (char *)NULL);
 		_exit(127);
 	}
-	/* wait for the exec: comm changes from ours to the symlink's name */
+	/* wait for the exec: comm changes from ours to the symlink's name, and the new command
+	 * line is there (the kernel sets comm before the new arguments can be read) */
 	struct procfs_info pi;
 	for (int i = 0; i < 3000; i++) { /* 30 s: a loaded machine may take long to exec */
 		if (procfs_read(pid, PROCFS_IDENTITY, 0, &pi) == 0 &&
-		    !strncmp(pi.comm, "my-sleeper", 10))
+		    !strncmp(pi.comm, "my-sleeper", 10) && !strncmp(pi.cmdline, link, strlen(link)))
 			break;
 		usleep(10000);
 	}
