@@ -11,8 +11,10 @@
 
 #define FMT_BUF 48 /* enough for any formatted value below */
 
-/* "4096", "64K", "64k", "64KiB", "64KB", "1.5G", "2 M": binary multiples
- * (K = 1024). A fractional result is rounded to the nearest byte. */
+/* The parsers are la_parse's (liballoc_parse.h: the grammar of the environment, the
+ * daemon and the CLI alike; blanks around a value are ignored).
+ * "4096", "64K", "64k", "64KiB", "64KB", "1.5G", "2 M": binary multiples
+ * (K = 1024), at most INT64_MAX. A fractional result is rounded to the nearest byte. */
 int fmt_parse_size(const char *s, uint64_t *out);
 /* Milliseconds: "250", "250ms", "10s", "1.5s", "2m", "1h". */
 int fmt_parse_ms(const char *s, int64_t *out);

@@ -12,6 +12,7 @@
 
 #include <ini.h>
 
+#include "liballoc_parse.h"
 #include "liballoc_shm.h"
 #include "log.h"
 #include "units.h"
@@ -47,14 +48,28 @@ void config_defaults(struct config *c)
 	c->check_interval_ms = 1000;
 }
 
+/* Numbers, durations and booleans are read by la_parse (liballoc_parse.h), as the
+ * environment and allocctl read them. */
 static int set_int(int *dst, const char *key, const char *v, long lo, long hi, char *err,
                    size_t len)
 {
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi) {
+	int64_t x;
+	if (la_parse(LA_T_INT, v, &x) || x < lo || x > hi) {
 		snprintf(err, len, "%s: bad value '%s' (an integer in [%ld, %ld])", key, v, lo, hi);
+		return -1;
+	}
+	*dst = (int)x;
+	return 0;
+}
+
+/* A duration in milliseconds: "250", "250ms", "2s", "1.5m", "1h". */
+static int set_ms(int *dst, const char *key, const char *v, long lo, long hi, char *err, size_t len)
+{
+	int64_t x;
+	if (la_parse(LA_T_MS, v, &x) || x < lo || x > hi) {
+		snprintf(err, len,
+		         "%s: bad value '%s' (a duration from %ld ms to %ld ms: 250, 2s, 1.5m, 1h)",
+		         key, v, lo, hi);
 		return -1;
 	}
 	*dst = (int)x;
@@ -63,18 +78,13 @@ static int set_int(int *dst, const char *key, const char *v, long lo, long hi, c
 
 static int set_bool(bool *dst, const char *key, const char *v, char *err, size_t len)
 {
-	if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-	    !strcasecmp(v, "on")) {
-		*dst = true;
-		return 0;
+	int64_t b;
+	if (la_parse(LA_T_BOOL, v, &b)) {
+		snprintf(err, len, "%s: bad value '%s' (true or false)", key, v);
+		return -1;
 	}
-	if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
-	    !strcasecmp(v, "off")) {
-		*dst = false;
-		return 0;
-	}
-	snprintf(err, len, "%s: bad value '%s' (true or false)", key, v);
-	return -1;
+	*dst = b != 0;
+	return 0;
 }
 
 static int set_str(char *dst, size_t cap, const char *key, const char *v, char *err, size_t len)
@@ -136,19 +146,19 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 	if (!strcmp(key, "shm_root"))
 		return set_path(c->shm_root, sizeof(c->shm_root), key, v, err, len);
 	if (!strcmp(key, "rescan_ms"))
-		return set_int(&c->rescan_ms, key, v, 50, 3600000, err, len);
+		return set_ms(&c->rescan_ms, key, v, 50, 3600000, err, len);
 	if (!strcmp(key, "command_timeout_ms"))
-		return set_int(&c->command_timeout_ms, key, v, 10, 600000, err, len);
+		return set_ms(&c->command_timeout_ms, key, v, 10, 600000, err, len);
 	if (!strcmp(key, "read_timeout_ms"))
-		return set_int(&c->read_timeout_ms, key, v, 10, 600000, err, len);
+		return set_ms(&c->read_timeout_ms, key, v, 10, 600000, err, len);
 	if (!strcmp(key, "idle_timeout_ms"))
-		return set_int(&c->idle_timeout_ms, key, v, 10, 86400000, err, len);
+		return set_ms(&c->idle_timeout_ms, key, v, 10, 86400000, err, len);
 	if (!strcmp(key, "max_connections"))
 		return set_int(&c->max_connections, key, v, 1, 100000, err, len);
 	if (!strcmp(key, "max_connections_per_uid"))
 		return set_int(&c->max_connections_per_uid, key, v, 1, 100000, err, len);
 	if (!strcmp(key, "http_request_timeout_ms"))
-		return set_int(&c->http_request_timeout_ms, key, v, 10, 600000, err, len);
+		return set_ms(&c->http_request_timeout_ms, key, v, 10, 600000, err, len);
 	if (!strcmp(key, "http_allowed_hosts"))
 		return set_str(c->http_allowed_hosts, sizeof(c->http_allowed_hosts), key, v, err,
 		               len);
@@ -182,7 +192,7 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 	if (!strcmp(key, "policy_dry_run"))
 		return set_bool(&c->policy_dry_run, key, v, err, len);
 	if (!strcmp(key, "check_interval_ms"))
-		return set_int(&c->check_interval_ms, key, v, 100, 3600000, err, len);
+		return set_ms(&c->check_interval_ms, key, v, 100, 3600000, err, len);
 	if (!strcmp(key, "audit_ring"))
 		return set_int(&c->audit_ring, key, v, 16, 1000000, err, len);
 	if (!strcmp(key, "audit_journal")) {
@@ -205,7 +215,7 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 			c->history_sample_ms = 0;
 			return 0;
 		}
-		return set_int(&c->history_sample_ms, key, v, 100, 60000, err, len);
+		return set_ms(&c->history_sample_ms, key, v, 100, 60000, err, len);
 	}
 	if (!strcmp(key, "history_max_bytes")) {
 		int64_t b;

@@ -3,13 +3,12 @@
  * outside the tunable's range is refused with the range in the message (never clamped). */
 #include "units.h"
 
-#include <ctype.h>
 #include <stdbool.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+
+#include "liballoc_parse.h"
 
 const struct tunable_info tunable_table[LA_NTUNABLES] = {
 #define UNITS_X_INFO(name, type, def, min, max, live, mallopt, help) \
@@ -41,152 +40,16 @@ const char *units_type_name(int type)
 	return "unknown";
 }
 
-static int syntax(char *err, size_t len, const char *text, const char *expect)
-{
-	if (err && len)
-		snprintf(err, len, "bad value '%.64s': expected %s", text, expect);
-	return UNITS_E_SYNTAX;
-}
-
-/* A non-negative decimal number with an optional fraction, scaled by mult, into *out. */
-static int scaled(const char *num, size_t numlen, int64_t mult, int64_t *out)
-{
-	char buf[64];
-	if (numlen == 0 || numlen >= sizeof(buf))
-		return -1;
-	memcpy(buf, num, numlen);
-	buf[numlen] = 0;
-	int dots = 0;
-	for (size_t i = 0; i < numlen; i++) {
-		if (buf[i] == '.')
-			dots++;
-		else if (!isdigit((unsigned char)buf[i]))
-			return -1;
-	}
-	if (dots > 1 || buf[0] == '.' || buf[numlen - 1] == '.')
-		return -1;
-	if (dots == 0) {
-		errno = 0;
-		unsigned long long v = strtoull(buf, NULL, 10);
-		int64_t r;
-		if (errno || v > INT64_MAX || __builtin_mul_overflow((int64_t)v, mult, &r))
-			return -1;
-		*out = r;
-		return 0;
-	}
-	/* fractions: exact enough for "1.5G"; the result must be a whole number of units */
-	long double v = strtold(buf, NULL) * (long double)mult;
-	if (!(v >= 0) || v > (long double)INT64_MAX)
-		return -1;
-	int64_t r = (int64_t)(v + 0.5L); /* no libm: callers link units.o alone */
-	long double diff = v - (long double)r;
-	if (diff < 0)
-		diff = -diff;
-	if (diff > 1e-6L * (v > 1 ? v : 1))
-		return -1;
-	*out = r;
-	return 0;
-}
-
-static int parse_size(const char *text, int64_t *out, char *err, size_t len)
-{
-	const char *expect = "a size such as 4096, 64K, 1.5M, 2G (K/M/G/T/P, binary)";
-	size_t n = strlen(text);
-	while (n && isspace((unsigned char)text[n - 1]))
-		n--;
-	size_t numlen = 0;
-	while (numlen < n && (isdigit((unsigned char)text[numlen]) || text[numlen] == '.'))
-		numlen++;
-	const char *suf = text + numlen;
-	size_t suflen = n - numlen;
-	while (suflen && isspace((unsigned char)*suf))
-		suf++, suflen--;
-	int64_t mult = 1;
-	if (suflen) {
-		static const char units[] = "KMGTP";
-		const char *u = strchr(units, toupper((unsigned char)suf[0]));
-		if (!u || !suf[0])
-			return syntax(err, len, text, expect);
-		mult = 1;
-		for (const char *k = units; k <= u; k++)
-			mult *= 1024;
-		const char *rest = suf + 1;
-		size_t restlen = suflen - 1;
-		if (!(restlen == 0 || (restlen == 1 && toupper((unsigned char)rest[0]) == 'B') ||
-		      (restlen == 2 && rest[0] == 'i' && toupper((unsigned char)rest[1]) == 'B')))
-			return syntax(err, len, text, expect);
-	}
-	if (scaled(text, numlen, mult, out) < 0)
-		return syntax(err, len, text, expect);
-	return UNITS_OK;
-}
-
-static int parse_ms(const char *text, int64_t *out, char *err, size_t len)
-{
-	const char *expect = "a duration such as 250, 250ms, 10s, 5m, 1h";
-	size_t n = strlen(text);
-	size_t numlen = 0;
-	while (numlen < n && (isdigit((unsigned char)text[numlen]) || text[numlen] == '.'))
-		numlen++;
-	const char *suf = text + numlen;
-	int64_t mult;
-	if (!*suf || strcmp(suf, "ms") == 0)
-		mult = 1;
-	else if (strcmp(suf, "s") == 0)
-		mult = 1000;
-	else if (strcmp(suf, "m") == 0 || strcmp(suf, "min") == 0)
-		mult = 60000;
-	else if (strcmp(suf, "h") == 0)
-		mult = 3600000;
-	else
-		return syntax(err, len, text, expect);
-	if (scaled(text, numlen, mult, out) < 0)
-		return syntax(err, len, text, expect);
-	return UNITS_OK;
-}
-
-static int parse_int(const char *text, int64_t *out, char *err, size_t len)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(text, &end, 10);
-	if (errno || end == text || *end || isspace((unsigned char)text[0]))
-		return syntax(err, len, text, "an integer");
-	*out = v;
-	return UNITS_OK;
-}
-
-static int parse_bool(const char *text, int64_t *out, char *err, size_t len)
-{
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off"};
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(text, yes[i]) == 0) {
-			*out = 1;
-			return UNITS_OK;
-		}
-		if (strcasecmp(text, no[i]) == 0) {
-			*out = 0;
-			return UNITS_OK;
-		}
-	}
-	return syntax(err, len, text, "0/1, true/false, yes/no or on/off");
-}
-
 int units_parse(int type, const char *text, int64_t *out, char *err, size_t errlen)
 {
-	if (!text || !*text)
-		return syntax(err, errlen, text ? text : "", "a value");
-	switch (type) {
-	case LA_T_SIZE:
-		return parse_size(text, out, err, errlen);
-	case LA_T_MS:
-		return parse_ms(text, out, err, errlen);
-	case LA_T_BOOL:
-		return parse_bool(text, out, err, errlen);
-	default:
-		return parse_int(text, out, err, errlen);
-	}
+	int r = la_parse(type, text, out);
+	if (r == LA_PARSE_OK)
+		return UNITS_OK;
+	if (err && errlen)
+		snprintf(err, errlen, "bad value '%.64s': %s%s", text ? text : "",
+		         r == LA_PARSE_RANGE ? "too large for " : "expected ",
+		         la_parse_expect(type));
+	return r == LA_PARSE_RANGE ? UNITS_E_RANGE : UNITS_E_SYNTAX;
 }
 
 int units_parse_tunable(const struct tunable_info *t, const char *text, int64_t *out, char *err,

@@ -25,9 +25,9 @@ const char *units_type_name(int type); /* "size", "bool", "int", "ms" */
 
 enum units_error { UNITS_OK = 0, UNITS_E_SYNTAX = 1, UNITS_E_RANGE = 2 };
 
-/* Parse text as a value of type. Sizes accept K/M/G/T/P (binary, optional "B"/"iB") and
- * decimals ("1.5G"); bools 0/1/true/false/yes/no/on/off; ms plain or with ms/s/m/h.
- * Returns UNITS_OK, or an error with a one-line message in err. */
+/* Parse text as a value of type with la_parse (liballoc_parse.h: the one grammar of the
+ * library, the daemon and the CLI). Returns UNITS_OK, or UNITS_E_SYNTAX / UNITS_E_RANGE
+ * (a number too large) with a one-line message in err. */
 int units_parse(int type, const char *text, int64_t *out, char *err, size_t errlen);
 /* Parse a value for the named tunable, checking its range: the message names the tunable,
  * the value and the valid range ("mmap_threshold = 64G is out of range [0, 32M]"). */

@@ -74,3 +74,10 @@ $(TESTS_BIN)/forkfree: $(BUILD)/obj/tests/stress/forkfree.o $(BUILD)/obj/ctld/se
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread
+
+# jemalloc_user links Debian's libjemalloc2 (a program with an allocator of its own, as
+# redis-server is): liballoc must say it serves that program's malloc (tests/e2e/envparse.bats).
+$(TESTS_BIN)/jemalloc_user: $(BUILD)/obj/tests/helpers/jemalloc_user.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -Wl,--no-as-needed -l:libjemalloc.so.2 -lpthread

@@ -431,8 +431,7 @@ static void *control_main(void *arg)
 static void start_thread(void)
 {
 	struct la_shm_header *h = shm_header();
-	const char *env = tun_getenv("LIBALLOC_CONTROL");
-	if (env && strcmp(env, "0") == 0) {
+	if (!tun_control_enabled()) {
 		h->control_state = LA_CONTROL_OFF;
 		return;
 	}
@@ -464,9 +463,7 @@ static void start_thread(void)
 
 void control_announce(void)
 {
-	const char *env = tun_getenv("LIBALLOC_CONTROL");
-	shm_header()->control_state =
-	        env && strcmp(env, "0") == 0 ? LA_CONTROL_OFF : LA_CONTROL_RUNNING;
+	shm_header()->control_state = tun_control_enabled() ? LA_CONTROL_RUNNING : LA_CONTROL_OFF;
 }
 
 void control_start(void)

@@ -488,8 +488,8 @@ static int foreign_one(struct dl_phdr_info *info, size_t size, void *ctx)
 		*(uint32_t *)ctx |= foreign[i].bit;
 		la_warn("this process also maps ", path, ": liballoc serves its malloc, so ",
 		        foreign[i].name,
-		        "'s own statistics and controls (mallctl, a program's allocator stats, "
-		        "e.g. redis INFO memory and MEMORY PURGE) no longer describe its memory",
+		        "'s own statistics and controls (a program's allocator figures, e.g. "
+		        "redis INFO memory and MEMORY PURGE) no longer describe its memory",
 		        (char *)NULL);
 	}
 	return 0;

@@ -3,9 +3,9 @@
 #include "tunables.h"
 
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
+#include "liballoc_parse.h"
 #include "lock.h"
 #include "os.h"
 #include "shm.h"
@@ -97,89 +97,19 @@ static void range_reason(int id, const char *what, char *reason, size_t len)
 int tun_parse(int id, const char *s, int64_t *out, char *reason, size_t len)
 {
 	const struct tun_def *d = &tun_defs[id];
-	if (d->type == LA_T_BOOL) {
-		static const char *const yes[] = {"1", "true", "yes", "on"};
-		static const char *const no[] = {"0", "false", "no", "off"};
-		for (int i = 0; i < 4; i++) {
-			if (strcasecmp(s, yes[i]) == 0) {
-				*out = 1;
-				return LA_ST_OK;
-			}
-			if (strcasecmp(s, no[i]) == 0) {
-				*out = 0;
-				return LA_ST_OK;
-			}
-		}
-		range_reason(id, "not a boolean", reason, len);
+	switch (la_parse(d->type, s, out)) {
+	case LA_PARSE_OK:
+		return LA_ST_OK;
+	case LA_PARSE_RANGE:
+		range_reason(id, "too large", reason, len);
+		return LA_ST_ERANGE;
+	default: {
+		char what[96] = "expected ";
+		la_strlcpy(what + 9, la_parse_expect(d->type), sizeof(what) - 9);
+		range_reason(id, what, reason, len);
 		return LA_ST_ERANGE;
 	}
-	const char *p = s;
-	bool neg = false;
-	if (*p == '-') {
-		neg = true;
-		p++;
 	}
-	if (*p < '0' || *p > '9') {
-		range_reason(id, "not a number", reason, len);
-		return LA_ST_ERANGE;
-	}
-	uint64_t v = 0;
-	while (*p >= '0' && *p <= '9') {
-		uint64_t d10 = (uint64_t)(*p - '0');
-		if (v > (UINT64_MAX - d10) / 10)
-			goto toobig;
-		v = v * 10 + d10;
-		p++;
-	}
-	int shift = 0;
-	if (*p && d->type == LA_T_SIZE) {
-		switch (*p | 0x20) {
-		case 'k':
-			shift = 10;
-			break;
-		case 'm':
-			shift = 20;
-			break;
-		case 'g':
-			shift = 30;
-			break;
-		case 't':
-			shift = 40;
-			break;
-		case 'b':
-			shift = 0;
-			break;
-		default:
-			range_reason(id, "bad unit", reason, len);
-			return LA_ST_ERANGE;
-		}
-		p++;
-		if ((*p | 0x20) == 'i')
-			p++;
-		if ((*p | 0x20) == 'b')
-			p++;
-	} else if (*p && d->type == LA_T_MS && strcmp(p, "ms") == 0) {
-		p += 2;
-	} else if (*p && d->type == LA_T_MS && strcmp(p, "s") == 0) {
-		if (v > UINT64_MAX / 1000)
-			goto toobig;
-		v *= 1000;
-		p++;
-	}
-	if (*p) {
-		range_reason(id, "trailing characters", reason, len);
-		return LA_ST_ERANGE;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		goto toobig;
-	v <<= shift;
-	if (v > (uint64_t)INT64_MAX)
-		goto toobig;
-	*out = neg ? -(int64_t)v : (int64_t)v;
-	return LA_ST_OK;
-toobig:
-	range_reason(id, "too large", reason, len);
-	return LA_ST_ERANGE;
 }
 
 /* Every write of tun_values and tun_source, and of the segment's tunables block, holds
@@ -347,18 +277,110 @@ uint64_t tun_holds_expire(uint64_t now)
 	return next;
 }
 
+/* LIBALLOC_ variables that are not tunables: read elsewhere in the library (RUN_DIR,
+ * CONTROL), or used by liballoc's own scripts and tests to name the library (SO). */
+static const char *const env_other[] = {"RUN_DIR", "CONTROL", "SO"};
+#define ENV_NAME_MAX 64
+
+/* NAME of tunable i as its variable spells it ("DECAY_MS"). */
+static void env_name(int i, char *buf)
+{
+	size_t n = 0;
+	for (const char *c = tun_defs[i].name; *c && n < ENV_NAME_MAX - 1; c++)
+		buf[n++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
+	buf[n] = 0;
+}
+
+/* Edit distance between a (alen bytes) and b, without allocating; names are cut at
+ * ENV_NAME_MAX - 1 bytes. */
+static size_t edit_distance(const char *a, size_t alen, const char *b)
+{
+	size_t row[ENV_NAME_MAX], blen = strlen(b);
+	alen = LA_MIN(alen, (size_t)ENV_NAME_MAX - 1);
+	blen = LA_MIN(blen, (size_t)ENV_NAME_MAX - 1);
+	for (size_t j = 0; j <= blen; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= alen; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= blen; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			best = LA_MIN(best, up + 1);
+			best = LA_MIN(best, row[j - 1] + 1);
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[blen];
+}
+
+/* One line for a LIBALLOC_ variable liballoc does not know (entry: "LIBALLOC_X=v"),
+ * naming the known one closest to it; an unreadable LIBALLOC_CONTROL likewise. */
+static void env_check_one(const char *entry)
+{
+	const char *name = entry + 9, *eq = strchr(name, '=');
+	if (!eq)
+		return;
+	size_t len = (size_t)(eq - name);
+	char known[ENV_NAME_MAX], best[ENV_NAME_MAX] = "";
+	size_t best_d = (size_t)-1;
+	for (int i = 0; i < LA_NTUNABLES + (int)(sizeof(env_other) / sizeof(env_other[0])); i++) {
+		if (i < LA_NTUNABLES)
+			env_name(i, known);
+		else
+			la_strlcpy(known, env_other[i - LA_NTUNABLES], sizeof(known));
+		if (strlen(known) == len && strncmp(known, name, len) == 0) {
+			int64_t on;
+			if (strcmp(known, "CONTROL") == 0 && la_parse(LA_T_BOOL, eq + 1, &on))
+				la_warn(entry,
+				        ": not a boolean (1/0, true/false, yes/no, on/off); ",
+				        "the control thread runs", (char *)NULL);
+			return;
+		}
+		if (i >= LA_NTUNABLES && strcmp(known, "SO") == 0)
+			continue; /* never suggested: it sets nothing */
+		/* a name the known one starts with ("DECAY" for DECAY_MS) is the closest */
+		size_t d = len >= 3 && strncmp(known, name, len) == 0
+		                   ? 0
+		                   : edit_distance(name, len, known);
+		if (d < best_d) {
+			best_d = d;
+			la_strlcpy(best, known, sizeof(best));
+		}
+	}
+	char shown[ENV_NAME_MAX + 9];
+	la_strlcpy(shown, entry, LA_MIN(sizeof(shown), (size_t)(eq - entry) + 1));
+	la_warn(shown, " is not a liballoc setting and is ignored; did you mean LIBALLOC_", best,
+	        "?", (char *)NULL);
+}
+
+static void env_check(void)
+{
+	if (!environ)
+		return;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "LIBALLOC_", 9) == 0)
+			env_check_one(*e);
+}
+
+bool tun_control_enabled(void)
+{
+	int64_t on;
+	const char *env = tun_getenv("LIBALLOC_CONTROL");
+	return !env || la_parse(LA_T_BOOL, env, &on) != LA_PARSE_OK || on;
+}
+
 void tun_init_from_env(void)
 {
 	int ncpu = os_ncpus();
 	if (tun_values[LA_TUNABLE_arena_max] == LA_DEFAULT_AUTO)
 		tun_values[LA_TUNABLE_arena_max] = LA_MIN(8 * ncpu, LA_ARENAS_MAX);
+	env_check();
 	bool dynamic_given = false;
 	for (int i = 0; i < LA_NTUNABLES; i++) {
-		char var[96] = "LIBALLOC_";
-		size_t n = 9;
-		for (const char *c = tun_defs[i].name; *c && n < sizeof(var) - 1; c++)
-			var[n++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
-		var[n] = 0;
+		char var[ENV_NAME_MAX + 9] = "LIBALLOC_";
+		env_name(i, var + 9);
 		const char *val = tun_getenv(var);
 		if (!val)
 			continue;

@@ -48,8 +48,12 @@ extern struct tun_hold tun_holds[LA_NTUNABLES];
 /* Parse a value for tunable id from text (human units for sizes, true/false for bools). */
 int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 /* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
- * An invalid value prints one line to stderr and is ignored. */
+ * An invalid value prints one line to stderr and is ignored; so does a LIBALLOC_
+ * variable liballoc does not know (the line names the closest known one). */
 void tun_init_from_env(void);
+/* LIBALLOC_CONTROL: off (0/false/no/off) or not; a value that is not a boolean leaves the
+ * thread on (tun_init_from_env said so). */
+bool tun_control_enabled(void);
 /* The dynamic threshold (glibc's rule): a freed direct mapping of size bytes, at or above
  * mmap_threshold and below mmap_threshold_max, raises mmap_threshold past it and
  * trim_threshold to twice that (source: dynamic). Checked and written in one step

@@ -11,111 +11,45 @@
 #include "liballoc_shm.h"
 #include "tunable.h"
 
-static uint64_t size_ok(const char *s)
-{
-	uint64_t v = 0;
-	cr_assert_eq(fmt_parse_size(s, &v), 0, "'%s' should parse", s);
-	return v;
-}
+#include "../parse_cases.h"
 
-static void size_bad(const char *s, int err)
+/* allocctl reads every text of the shared table as la_parse does (tests/parse_cases.h),
+ * refusals as EINVAL (not that kind of value) or ERANGE (too large). */
+Test(parse, the_shared_grammar)
 {
-	uint64_t v = 12345;
-	errno = 0;
-	cr_assert_eq(fmt_parse_size(s, &v), -1, "'%s' should be refused", s);
-	cr_assert_eq(errno, err, "'%s': errno %d, expected %d", s, errno, err);
-	cr_assert_eq(v, 12345, "a refused value leaves the output alone");
-}
-
-Test(size_parse, plain_bytes_and_byte_suffix)
-{
-	cr_assert_eq(size_ok("0"), 0);
-	cr_assert_eq(size_ok("4096"), 4096);
-	cr_assert_eq(size_ok("512B"), 512);
-	cr_assert_eq(size_ok("512b"), 512);
-}
-
-Test(size_parse, binary_suffixes_in_every_spelling)
-{
-	cr_assert_eq(size_ok("64K"), 65536);
-	cr_assert_eq(size_ok("64k"), 65536);
-	cr_assert_eq(size_ok("64KB"), 65536);
-	cr_assert_eq(size_ok("64KiB"), 65536);
-	cr_assert_eq(size_ok("64 KiB"), 65536);
-	cr_assert_eq(size_ok("2M"), 2u << 20);
-	cr_assert_eq(size_ok("3G"), 3ULL << 30);
-	cr_assert_eq(size_ok("1T"), 1ULL << 40);
-	cr_assert_eq(size_ok("1P"), 1ULL << 50);
-	cr_assert_eq(size_ok("15E"), 15ULL << 60);
-}
-
-Test(size_parse, fractions_are_exact_and_rounded_to_a_byte)
-{
-	cr_assert_eq(size_ok("1.5G"), 1610612736ULL);
-	cr_assert_eq(size_ok("0.5K"), 512);
-	cr_assert_eq(size_ok(".25M"), 262144);
-	cr_assert_eq(size_ok("0.1K"), 102);  /* 102.4 */
-	cr_assert_eq(size_ok("0.0005K"), 1); /* 0.512 rounds up */
-}
-
-Test(size_parse, refuses_garbage_with_einval)
-{
-	size_bad("", EINVAL);
-	size_bad("K", EINVAL);
-	size_bad("abc", EINVAL);
-	size_bad("-1", EINVAL);
-	size_bad("1X", EINVAL);
-	size_bad("1KK", EINVAL);
-	size_bad("1 ", EINVAL);
-	size_bad(" 1", EINVAL);
-	size_bad("1..2", EINVAL);
-	size_bad(".", EINVAL);
-	size_bad("1KiBs", EINVAL);
-}
-
-Test(size_parse, refuses_overflow_with_erange)
-{
-	size_bad("16E", ERANGE);
-	size_bad("18446744073709551616", ERANGE);
-	size_bad("99999999999999999999999", ERANGE);
-	cr_assert_eq(size_ok("18446744073709551615"), UINT64_MAX);
-}
-
-Test(ms_parse, units_and_fractions)
-{
-	int64_t v;
-	cr_assert_eq(fmt_parse_ms("250", &v), 0);
-	cr_assert_eq(v, 250);
-	cr_assert_eq(fmt_parse_ms("250ms", &v), 0);
-	cr_assert_eq(v, 250);
-	cr_assert_eq(fmt_parse_ms("10s", &v), 0);
-	cr_assert_eq(v, 10000);
-	cr_assert_eq(fmt_parse_ms("1.5s", &v), 0);
-	cr_assert_eq(v, 1500);
-	cr_assert_eq(fmt_parse_ms("2m", &v), 0);
-	cr_assert_eq(v, 120000);
-	cr_assert_eq(fmt_parse_ms("1h", &v), 0);
-	cr_assert_eq(v, 3600000);
-	cr_assert_eq(fmt_parse_ms("10x", &v), -1);
-	cr_assert_eq(fmt_parse_ms("-5", &v), -1);
-	cr_assert_eq(fmt_parse_ms("s", &v), -1);
-}
-
-Test(bool_parse, every_spelling_and_nothing_else)
-{
-	int64_t v;
-	const char *yes[] = {"1", "on", "ON", "true", "Yes"}, *no[] = {"0", "off", "False", "no"};
-	for (size_t i = 0; i < 5; i++) {
-		cr_assert_eq(fmt_parse_bool(yes[i], &v), 0);
-		cr_assert_eq(v, 1);
+	for (size_t i = 0; i < PARSE_NCASES; i++) {
+		const struct parse_case *c = &parse_cases[i];
+		int64_t v = -12345;
+		uint64_t u = 12345;
+		int r;
+		errno = 0;
+		switch (c->type) {
+		case LA_T_SIZE:
+			r = fmt_parse_size(c->text, &u);
+			if (r == 0)
+				v = (int64_t)u;
+			break;
+		case LA_T_MS:
+			r = fmt_parse_ms(c->text, &v);
+			break;
+		case LA_T_BOOL:
+			r = fmt_parse_bool(c->text, &v);
+			break;
+		default:
+			r = fmt_parse_int(c->text, &v);
+			break;
+		}
+		if (c->status == LA_PARSE_OK) {
+			cr_assert_eq(r, 0, "'%s' should parse", c->text);
+			cr_assert_eq(v, c->value, "'%s': %lld", c->text, (long long)v);
+			continue;
+		}
+		cr_assert_eq(r, -1, "'%s' should be refused", c->text);
+		cr_assert_eq(errno, c->status == LA_PARSE_RANGE ? ERANGE : EINVAL, "'%s': errno %d",
+		             c->text, errno);
+		cr_assert(v == -12345 && u == 12345,
+		          "'%s': a refused value leaves the output alone", c->text);
 	}
-	for (size_t i = 0; i < 4; i++) {
-		cr_assert_eq(fmt_parse_bool(no[i], &v), 0);
-		cr_assert_eq(v, 0);
-	}
-	cr_assert_eq(fmt_parse_bool("2", &v), -1);
-	cr_assert_eq(fmt_parse_bool("", &v), -1);
-	cr_assert_eq(fmt_parse_bool("onn", &v), -1);
 }
 
 Test(pid_parse, positive_int32_only)
@@ -130,7 +64,8 @@ Test(pid_parse, positive_int32_only)
 	cr_assert_eq(fmt_parse_pid("2147483648", &pid), -1);
 	cr_assert_eq(fmt_parse_pid("12ab", &pid), -1);
 	cr_assert_eq(fmt_parse_pid("", &pid), -1);
-	cr_assert_eq(fmt_parse_pid(" 1", &pid), -1);
+	cr_assert_eq(fmt_parse_pid(" 1 ", &pid), 0, "blanks around a number, as everywhere");
+	cr_assert_eq(pid, 1);
 }
 
 Test(size_format, human_units_with_one_decimal)

@@ -122,7 +122,22 @@ Test(config, keys_are_validated_with_the_key_named)
 	cr_assert_eq(config_set(&c, "rescan_ms", "500", err, sizeof(err)), 0);
 	cr_assert_eq(c.rescan_ms, 500);
 	cr_assert_eq(config_set(&c, "rescan_ms", "5", err, sizeof(err)), -1);
-	cr_assert_str_eq(err, "rescan_ms: bad value '5' (an integer in [50, 3600000])");
+	cr_assert_str_eq(err, "rescan_ms: bad value '5' (a duration from 50 ms to 3600000 ms: 250, "
+	                      "2s, 1.5m, 1h)");
+	/* durations, counts and booleans in the one grammar of liballoc_parse.h */
+	cr_assert_eq(config_set(&c, "rescan_ms", "1.5s", err, sizeof(err)), 0);
+	cr_assert_eq(c.rescan_ms, 1500);
+	cr_assert_eq(config_set(&c, "rescan_ms", " 2m ", err, sizeof(err)), 0);
+	cr_assert_eq(c.rescan_ms, 120000);
+	cr_assert_eq(config_set(&c, "rescan_ms", "2h", err, sizeof(err)), -1);
+	cr_assert_eq(c.rescan_ms, 120000, "a refused value leaves the setting alone");
+	cr_assert_eq(config_set(&c, "max_connections", "5 ", err, sizeof(err)), 0);
+	cr_assert_eq(c.max_connections, 5);
+	cr_assert_eq(config_set(&c, "max_connections", "5s", err, sizeof(err)), -1);
+	cr_assert_eq(config_set(&c, "metrics_arenas", "Off", err, sizeof(err)), 0);
+	cr_assert_eq(c.metrics_arenas, false);
+	cr_assert_eq(config_set(&c, "metrics_arenas", "yes", err, sizeof(err)), 0);
+	cr_assert_eq(c.metrics_arenas, true);
 	cr_assert_eq(config_set(&c, "socket_mode", "0666", err, sizeof(err)), 0);
 	cr_assert_eq(c.socket_mode, 0666);
 	cr_assert_eq(config_set(&c, "socket_mode", "999", err, sizeof(err)), -1);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "liballoc.h"
@@ -18,6 +19,8 @@
 #include "sizeclass.h"
 #include "tcache.h"
 #include "tunables.h"
+
+#include "parse_cases.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -238,4 +241,148 @@ Test(tunables, a_raise_never_overwrites_an_explicit_threshold)
 		lost += TUN(mmap_threshold) != mine;
 	}
 	cr_assert_eq(lost, 0, "%d of 300 explicit thresholds were overwritten by a raise", lost);
+}
+
+/* ---- the environment --------------------------------------------------------------------
+ * LIBALLOC_<NAME> is read by la_parse, like the daemon's configuration and allocctl; a
+ * LIBALLOC_ variable liballoc does not know gets one line naming the closest known one. */
+
+Test(environment, every_text_of_the_shared_grammar)
+{
+	for (size_t i = 0; i < PARSE_NCASES; i++) {
+		const struct parse_case *c = &parse_cases[i];
+		int id = c->type == LA_T_SIZE   ? LA_TUNABLE_trim_threshold
+		         : c->type == LA_T_MS   ? LA_TUNABLE_decay_ms
+		         : c->type == LA_T_BOOL ? LA_TUNABLE_madvise_throttle
+		                                : LA_TUNABLE_mmap_max;
+		int64_t v = -12345;
+		char reason[LA_REASON_MAX] = "";
+		int st = tun_parse(id, c->text, &v, reason, sizeof(reason));
+		if (c->status == LA_PARSE_OK) {
+			cr_assert_eq(st, LA_ST_OK, "'%s': %s", c->text, reason);
+			cr_assert_eq(v, c->value, "'%s': %lld", c->text, (long long)v);
+		} else {
+			cr_assert_neq(st, LA_ST_OK, "'%s' accepted", c->text);
+			cr_assert_eq(v, -12345, "'%s': output untouched", c->text);
+			cr_assert(strncmp(reason, tun_defs[id].name, strlen(tun_defs[id].name)) ==
+			                  0,
+			          "'%s': %s", c->text, reason);
+		}
+	}
+}
+
+extern char **environ;
+
+/* Read env as the environment into the tunables; the lines printed on stderr in err. */
+static void read_env(char **env, char *err, size_t cap)
+{
+	char path[] = "/tmp/liballoc-env.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	unlink(path);
+	int saved = dup(2);
+	dup2(fd, 2);
+	char **was = environ;
+	environ = env;
+	tun_init_from_env();
+	environ = was;
+	dup2(saved, 2);
+	close(saved);
+	ssize_t n = pread(fd, err, cap - 1, 0);
+	err[n > 0 ? n : 0] = 0;
+	close(fd);
+}
+
+static int lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+Test(environment, unknown_variables_get_one_line_naming_the_closest)
+{
+	char *env[] = {"LIBALLOC_DECAY=5s",
+	               "LIBALLOC_MMAP_TRESHOLD=1M",
+	               "LIBALLOC_RUNDIR=/x",
+	               "LIBALLOC_CONTROLL=0",
+	               "LIBALLOC_decay_ms=7",
+	               "LIBALLOC_SO=/x/liballoc.so",
+	               "LIBALLOC_DECAY_MS=1.5s",
+	               "LIBALLOC_RUN_DIR=/nonexistent",
+	               "LIBALLOCDECAY_MS=3",
+	               "LIBALLOC_TCACHE_MAX=1",
+	               "HOME=/root",
+	               NULL};
+	char err[4096];
+	int64_t threshold = TUN(mmap_threshold);
+	read_env(env, err, sizeof(err));
+	cr_assert_eq(lines(err), 6, "%s", err);
+	cr_assert(strstr(err, "LIBALLOC_TCACHE_MAX is not a liballoc setting and is ignored; did "
+	                      "you mean LIBALLOC_TCACHE_MAX_BYTES?\n"),
+	          "%s", err);
+	cr_assert(strstr(err, "liballoc: LIBALLOC_DECAY is not a liballoc setting and is ignored; "
+	                      "did you mean LIBALLOC_DECAY_MS?\n"),
+	          "%s", err);
+	cr_assert(strstr(err, "LIBALLOC_MMAP_TRESHOLD is not a liballoc setting and is ignored; "
+	                      "did you mean LIBALLOC_MMAP_THRESHOLD?\n"),
+	          "%s", err);
+	cr_assert(strstr(err, "LIBALLOC_RUNDIR is not a liballoc setting and is ignored; did you "
+	                      "mean LIBALLOC_RUN_DIR?\n"),
+	          "%s", err);
+	cr_assert(strstr(err, "LIBALLOC_CONTROLL is not a liballoc setting and is ignored; did you "
+	                      "mean LIBALLOC_CONTROL?\n"),
+	          "%s", err);
+	cr_assert(strstr(err, "LIBALLOC_decay_ms is not a liballoc setting and is ignored; did you "
+	                      "mean LIBALLOC_DECAY_MS?\n"),
+	          "%s", err);
+	cr_assert_eq(TUN(decay_ms), 1500, "the known one is read");
+	cr_assert_eq(tun_source[LA_TUNABLE_decay_ms], LA_SRC_environment);
+	cr_assert_eq(TUN(mmap_threshold), threshold, "a misspelled one sets nothing");
+}
+
+Test(environment, known_variables_alone_print_nothing)
+{
+	char *env[] = {"LIBALLOC_TRIM_THRESHOLD= 1.5 GiB ", "LIBALLOC_MADVISE_THROTTLE=off",
+	               "LIBALLOC_CONTROL=yes", "LIBALLOC_SO=x", NULL};
+	char err[1024];
+	read_env(env, err, sizeof(err));
+	cr_assert_str_eq(err, "");
+	cr_assert_eq(TUN(trim_threshold), 1610612736LL);
+	cr_assert_eq(TUN(madvise_throttle), 0);
+}
+
+Test(environment, control_is_a_boolean)
+{
+	static const struct {
+		const char *text;
+		bool on, warned;
+	} cases[] = {{"0", false, false},   {"off", false, false},   {"false", false, false},
+	             {"No", false, false},  {" OFF ", false, false}, {"1", true, false},
+	             {"on", true, false},   {"yes", true, false},    {"TRUE", true, false},
+	             {"maybe", true, true}, {"", true, true},        {"2", true, true}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char var[64] = "LIBALLOC_CONTROL=";
+		strcat(var, cases[i].text);
+		char *env[] = {var, NULL}, err[512];
+		read_env(env, err, sizeof(err));
+		char **was = environ;
+		environ = env;
+		bool on = tun_control_enabled();
+		environ = was;
+		cr_assert_eq(on, cases[i].on, "'%s'", cases[i].text);
+		if (cases[i].warned)
+			cr_assert(lines(err) == 1 && strstr(err, var) &&
+			                  strstr(err, "not a boolean") &&
+			                  strstr(err, "the control thread runs"),
+			          "'%s': %s", cases[i].text, err);
+		else
+			cr_assert_str_eq(err, "", "'%s'", cases[i].text);
+	}
+	char *none[] = {NULL};
+	char **was = environ;
+	environ = none;
+	cr_assert(tun_control_enabled(), "unset: on");
+	environ = was;
 }

@@ -1,0 +1,224 @@
+#!/usr/bin/env bats
+# san: skip
+# envparse.bats — what a process is told through its environment, and what liballoc tells
+# back (issue 17): the same text means the same value in LIBALLOC_<NAME>, in `allocctl set`
+# and in a profile of the daemon's configuration (one parser, liballoc_parse.h), and a bad
+# one is refused by all three; an unknown LIBALLOC_ variable gets one line naming the
+# closest known one; LIBALLOC_CONTROL takes every boolean spelling; an over-long
+# LIBALLOC_RUN_DIR is an error, never another directory; a program that maps another
+# allocator (linked against jemalloc, or tcmalloc/mimalloc loaded) is told so once on
+# stderr, and its segment, allocctl ps/stats and /metrics say it.
+load ../policy/common
+
+setup() {
+	pol_setup
+	SEGTOOL="$TESTS_BIN/segtool"
+}
+teardown() { pol_teardown; }
+
+# seginfo PID KEY: a header field as segtool reads it from the process's segment.
+seginfo() { "$SEGTOOL" info "$LIBALLOC_RUN_DIR/liballoc.$1.seg" | sed -n "s/^$2=//p"; }
+
+# NAME TEXT VALUE: one text per tunable, each in another form of the grammar.
+CASES=(
+	"decay_ms 1.5s 1500"
+	"tcache_max_bytes 1.5M 1572864"
+	"trim_threshold 0.5G 536870912"
+	"top_pad 64KiB 65536"
+	"madvise_throttle Off 0"
+	"mmap_max 42 42"
+	"direct_cache_bytes 100m 104857600"
+)
+
+upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
+
+@test "the same text means the same value in the environment, allocctl set and a profile" {
+	local c name text want envs=() sets=()
+	{
+		echo "[profile envparse]"
+		echo "name = envparse-prof"
+		for c in "${CASES[@]}"; do
+			read -r name text want <<<"$c"
+			echo "$name = $text"
+		done
+	} >"$P/conf"
+	for c in "${CASES[@]}"; do
+		read -r name text want <<<"$c"
+		envs+=("LIBALLOC_$(upper "$name")=$text")
+		sets+=("$name=$text")
+	done
+	# blanks around a value, as a shell script or a unit file may leave them
+	envs+=("LIBALLOC_MMAP_THRESHOLD= 256 K ")
+	start_daemon --config "$P/conf"
+	start_sleeper "${envs[@]}"
+	local from_env=$SP
+	start_sleeper
+	local from_cli=$SP
+	run -0 "$ALLOCCTL" set "$from_cli" "${sets[@]}" "mmap_threshold= 256 K "
+	ln -s "$(command -v sleep)" "$P/envparse-prof"
+	env LD_PRELOAD="$LIBALLOC_SO" "$P/envparse-prof" 300 3>&- &
+	local from_profile=$!
+	POL_PIDS+=("$from_profile")
+	wait_for listed "$from_profile"
+	wait_for value_is "$from_profile" mmap_max 42
+	# each process's values in one get; the profile leaves mmap_threshold alone
+	local want_all="{" p
+	for c in "${CASES[@]}"; do
+		read -r name text want <<<"$c"
+		want_all+="'$name': $want, "
+	done
+	want_all+="}"
+	for p in "$from_env" "$from_cli" "$from_profile"; do
+		"$ALLOCCTL" --json get "$p" >"$P/get.$p"
+		json_check "all(d['results'][0]['tunables'][k]['value'] == v for k, v in $want_all.items())" <"$P/get.$p"
+	done
+	json_check "d['results'][0]['tunables']['mmap_threshold']['value'] == 262144" <"$P/get.$from_env"
+	json_check "d['results'][0]['tunables']['mmap_threshold']['value'] == 262144" <"$P/get.$from_cli"
+	run -0 "$ALLOCCTL" --json get "$from_env" decay_ms
+	[[ "$output" == *'"source":"environment"'* ]]
+}
+
+@test "a text that is not a value is refused by the environment, allocctl set and a profile" {
+	local bad="1.5x"
+	# environment: one line, the default stays
+	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_DECAY_MS="$bad" /bin/echo hello
+	[ "$status" -eq 0 ] && [ "$output" = hello ]
+	[ "$stderr" = "liballoc: LIBALLOC_DECAY_MS=$bad: ignored: decay_ms: expected a duration such as 250 (ms), 250ms, 10s, 1.5m, 1h (valid: 0..3600000 ms)" ]
+	# allocctl: a usage error naming the value and what was expected; nothing changed
+	start_daemon
+	start_sleeper
+	run "$ALLOCCTL" set "$SP" decay_ms="$bad"
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"invalid value '$bad' for decay_ms: expected a duration"* ]]
+	[ "$(value "$SP" decay_ms)" = 10000 ]
+	# a too-large number is a range error, never wrapped
+	run "$ALLOCCTL" set "$SP" trim_threshold=9000P
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"out of range for trim_threshold"* ]]
+	stop_daemon
+	# the daemon's configuration: refused with its line, the daemon does not start
+	printf '[profile p]\nname = x\ndecay_ms = %s\n' "$bad" >"$P/conf"
+	run "$CTLD" --config "$P/conf" --socket "$P/c2.sock" --listen off --no-default-dirs
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"conf:3: decay_ms: bad value '$bad': expected a duration"* ]]
+}
+
+@test "an unknown LIBALLOC_ variable gets one line naming the closest known one" {
+	local var want
+	while read -r var want; do
+		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" "$var" /bin/echo hello
+		echo "$var: $stderr"
+		[ "$status" -eq 0 ] && [ "$output" = hello ]
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[ "$stderr" = "liballoc: ${var%%=*} is not a liballoc setting and is ignored; did you mean LIBALLOC_$want?" ]
+	done <<-EOF
+		LIBALLOC_DECAY=5s DECAY_MS
+		LIBALLOC_MMAP_TRESHOLD=1M MMAP_THRESHOLD
+		LIBALLOC_RUNDIR=/tmp RUN_DIR
+		LIBALLOC_CONTROLL=0 CONTROL
+		LIBALLOC_decay_ms=5s DECAY_MS
+		LIBALLOC_TCACHE_MAX=64K TCACHE_MAX_BYTES
+	EOF
+	# known ones (and LIBALLOC_SO, which liballoc's scripts use to name the library) print
+	# nothing
+	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_SO="$LIBALLOC_SO" \
+		LIBALLOC_DECAY_MS=5s LIBALLOC_CONTROL=on LIBALLOC_MMAP_THRESHOLD=1M /bin/echo hello
+	[ "$status" -eq 0 ] && [ "$output" = hello ] && [ -z "$stderr" ]
+	# the misspelled one set nothing: the default is in effect
+	start_sleeper LIBALLOC_MMAP_TRESHOLD=1M 2>/dev/null
+	"$SEGTOOL" info "$LIBALLOC_RUN_DIR/liballoc.$SP.seg" | grep -qx 'tunable.mmap_threshold=131072 source=default'
+}
+
+@test "LIBALLOC_CONTROL takes 0/1, true/false, yes/no, on/off; anything else keeps it on" {
+	# every spelling is read by la_parse (tests/unit/tunables.c checks them all); one of
+	# each kind in a live process
+	start_sleeper LIBALLOC_CONTROL=Off
+	[ "$(seginfo "$SP" control)" = off ]
+	local off=$SP
+	start_sleeper LIBALLOC_CONTROL=yes
+	wait_for test "$(seginfo "$SP" control)" = running
+	start_sleeper LIBALLOC_CONTROL=maybe 2>"$P/err"
+	wait_for test "$(seginfo "$SP" control)" = running
+	[ "$(cat "$P/err")" = "liballoc: LIBALLOC_CONTROL=maybe: not a boolean (1/0, true/false, yes/no, on/off); the control thread runs" ]
+	# off means off: a command is never answered
+	run "$SEGTOOL" cmd "$LIBALLOC_RUN_DIR/liballoc.$off.seg" -t 300 trim
+	[ "$status" -eq 5 ]
+}
+
+@test "an over-long LIBALLOC_RUN_DIR is an error, never another directory" {
+	# paths of exactly 199 bytes (the longest a run directory may be) and 200 bytes, whose
+	# first 199 bytes name another directory that exists
+	local base="$P/r" fit long cut
+	mkdir -m 700 "$base"
+	fit="$base/$(printf 'a%.0s' $(seq $((199 - ${#base} - 1))))"
+	long="$base/$(printf 'b%.0s' $(seq $((200 - ${#base} - 1))))"
+	cut=${long:0:199}
+	[ "${#fit}" -eq 199 ] && [ "${#long}" -eq 200 ] && [ "${#cut}" -eq 199 ]
+	mkdir -m 700 "$fit" "$long" "$cut"
+	LIBALLOC_RUN_DIR="$fit" start_sleeper
+	[ -e "$fit/liballoc.$SP.seg" ]
+	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$long" /bin/echo hello
+	echo "$stderr"
+	[ "$status" -eq 0 ] && [ "$output" = hello ]
+	[ "$stderr" = "liballoc: statistics not published: LIBALLOC_RUN_DIR is 200 bytes long; a run directory may have at most 199" ]
+	# a live process too: nothing in either directory
+	env LIBALLOC_RUN_DIR="$long" LD_PRELOAD="$LIBALLOC_SO" sleep 300 2>"$P/err" 3>&- &
+	POL_PIDS+=($!)
+	wait_for test -s "$P/err"
+	[ -z "$(ls -A "$long")" ] && [ -z "$(ls -A "$cut")" ]
+	kill -0 "${POL_PIDS[-1]}"
+}
+
+@test "a program linked against jemalloc: said once on stderr, in its segment, ps, stats and /metrics" {
+	start_daemon
+	local jfifo="$P/jin"
+	mkfifo "$jfifo"
+	env LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/jemalloc_user" <"$jfifo" >"$P/jout" 2>"$P/jerr" 3>&- &
+	local jp=$!
+	POL_PIDS+=("$jp")
+	exec {jfd}>"$jfifo"
+	wait_for grep -q '^child ' "$P/jout"
+	local child
+	child=$(sed -n 's/^child //p' "$P/jout")
+	POL_PIDS+=("$child")
+	grep -q '^jemalloc [0-9]' "$P/jout"
+	# one line, from the process (its forked child says nothing more)
+	[ "$(wc -l <"$P/jerr")" -eq 1 ]
+	grep -q "^liballoc: this process also maps .*/libjemalloc.so.2: liballoc serves its malloc, so jemalloc's own statistics and controls" "$P/jerr"
+	[ "$(seginfo "$jp" foreign)" = 1 ]
+	[ "$(seginfo "$child" foreign)" = 1 ]
+	wait_for listed "$jp"
+	run -0 "$ALLOCCTL" ps
+	[[ "$(grep -E "^ *$jp " <<<"$output")" == *"also maps jemalloc"* ]]
+	run -0 "$ALLOCCTL" stats "$jp"
+	[[ "$output" == *"also maps jemalloc: liballoc serves its malloc; jemalloc's own statistics and controls no longer describe this process"* ]]
+	run -0 "$ALLOCCTL" --json ps
+	echo "$output" | json_check "[p['foreign_allocators'] for p in d['processes'] if p['pid'] == $jp] == [['jemalloc']]"
+	metrics | grep -q "^liballoc_foreign_allocator_info{pid=\"$jp\",.*allocator=\"jemalloc\"} 1$"
+	# a process without another allocator shows none of it
+	start_sleeper
+	[ "$(seginfo "$SP" foreign)" = 0 ]
+	run -0 "$ALLOCCTL" stats "$SP"
+	[[ "$output" != *"also maps"* ]]
+	! metrics | grep -q "^liballoc_foreign_allocator_info{pid=\"$SP\","
+	exec {jfd}>&-
+}
+
+@test "tcmalloc and mimalloc loaded into a process are named the same way" {
+	local so lib name bit
+	while read -r so name bit; do
+		lib=$(/sbin/ldconfig -p | awk -v so="$so" '$1 == so {print $NF; exit}')
+		[ -n "$lib" ] || skip "$so is missing (scripts/deps.sh test installs it)"
+		env LD_PRELOAD="$LIBALLOC_SO $lib" sleep 300 2>"$P/err.$name" 3>&- &
+		POL_PIDS+=($!)
+		wait_for test -e "$LIBALLOC_RUN_DIR/liballoc.$!.seg"
+		[ "$(seginfo "$!" foreign)" = "$bit" ]
+		[ "$(wc -l <"$P/err.$name")" -eq 1 ]
+		grep -q "also maps $lib: liballoc serves its malloc, so $name's own" "$P/err.$name"
+	done <<-EOF
+		libtcmalloc_minimal.so.4 tcmalloc 2
+		libmimalloc.so.2 mimalloc 4
+	EOF
+}
