@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "history.h"
+#include "timeline.h"
 
 #define T0 1699999980000LL /* ms: a whole minute, so coarse periods start on it */
 
@@ -258,4 +259,39 @@ Test(history, events_ring_keeps_the_newest_in_order)
 	cr_assert_eq(n, 2);
 	cr_assert_eq(h.ev[h.ev_head].seq, 5u);
 	history_free(&h);
+}
+
+/* A sample charts the memory split of liballoc_shm.h (la_memory_of: in use, cached,
+ * fragmented, free resident, metadata) plus the RSS the allocator does not hold, so the
+ * stack sums to RSS; RSS below the allocator's resident bytes (a gauge read a moment
+ * apart) gives non-allocator 0, never a wrapped number. */
+Test(history, a_sample_is_the_memory_split_and_stacks_to_rss)
+{
+	struct la_counters c;
+	memset(&c, 0, sizeof(c));
+	c.allocated_bytes = 10 << 20;
+	c.cached_bytes = 1 << 20;
+	c.free_resident_bytes = 3 << 20;
+	c.data_resident_bytes = (10 << 20) + (3 << 20) + (512 << 10); /* 512K fragmented */
+	c.metadata_bytes = 256 << 10;
+	c.idle_metadata_bytes = 64 << 10;
+	c.address_space_bytes = 1 << 30;
+	struct la_memory m;
+	la_memory_of(&c, &m);
+	uint64_t rss = m.resident + (5 << 20), fig[HIST_NFIG];
+	timeline_figures(&c, rss, fig);
+	cr_assert_eq(fig[HIST_F_in_use], 9 << 20);
+	cr_assert_eq(fig[HIST_F_cached], 1 << 20);
+	cr_assert_eq(fig[HIST_F_fragmented], 512 << 10);
+	cr_assert_eq(fig[HIST_F_free_resident], 3 << 20);
+	cr_assert_eq(fig[HIST_F_metadata], 256 << 10);
+	cr_assert_eq(fig[HIST_F_non_alloc], 5 << 20);
+	cr_assert_eq(fig[HIST_F_rss], rss);
+	uint64_t stack = 0;
+	for (int f = 0; f < HIST_NFIG; f++)
+		if (f != HIST_F_rss)
+			stack += fig[f];
+	cr_assert_eq(stack, rss, "the stack sums to RSS");
+	timeline_figures(&c, m.resident - 4096, fig);
+	cr_assert_eq(fig[HIST_F_non_alloc], 0);
 }
