@@ -7,7 +7,8 @@
 # closest known one; LIBALLOC_CONTROL takes every boolean spelling; an over-long
 # LIBALLOC_RUN_DIR is an error, never another directory; a program that maps another
 # allocator (linked against jemalloc, or tcmalloc/mimalloc loaded) is told so once on
-# stderr, and its segment, allocctl ps/stats and /metrics say it.
+# stderr, and its segment, allocctl ps/stats and /metrics say it; `allocctl get` shows where
+# each value came from.
 load ../policy/common
 
 setup() {
@@ -221,4 +222,35 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 		libtcmalloc_minimal.so.4 tcmalloc 2
 		libmimalloc.so.2 mimalloc 4
 	EOF
+}
+
+@test "get shows where each value came from: default, environment, mallopt, the program, allocctl" {
+	start_daemon
+	# a preloaded python3 calls mallopt(M_TRIM_THRESHOLD) and liballoc_set itself
+	env LIBALLOC_DECAY_MS=2s LD_PRELOAD="$LIBALLOC_SO" python3 -c '
+import ctypes, sys, time
+c = ctypes.CDLL(None)
+assert c.mallopt(-1, 262144) == 1                                   # M_TRIM_THRESHOLD
+assert c.liballoc_set(b"tcache_max_bytes", ctypes.c_int64(65536), None, ctypes.c_size_t(0)) == 0
+open(sys.argv[1], "w").write("ready\n")
+time.sleep(300)' "$P/py.ready" 3>&- &
+	local py=$!
+	POL_PIDS+=("$py")
+	wait_for test -s "$P/py.ready"
+	wait_for listed "$py"
+	run -0 "$ALLOCCTL" set "$py" top_pad=1M
+	run -0 "$ALLOCCTL" get "$py" decay_ms trim_threshold tcache_max_bytes top_pad mmap_max
+	echo "$output"
+	[[ "${lines[0]}" == "NAME"*"VALUE"*"SOURCE"* ]]
+	[[ "${lines[1]}" =~ ^decay_ms\ +2\ s\ +environment\  ]]
+	[[ "${lines[2]}" =~ ^trim_threshold\ +256.0\ KiB\ +mallopt\  ]]
+	[[ "${lines[3]}" =~ ^tcache_max_bytes\ +64.0\ KiB\ +api\  ]]
+	[[ "${lines[4]}" =~ ^top_pad\ +1.0\ MiB\ +command\  ]]
+	[[ "${lines[5]}" =~ ^mmap_max\ +65536\ +default\  ]]
+	run -0 "$ALLOCCTL" --json get "$py"
+	echo "$output" | json_check "
+	  {k: v['source'] for k, v in d['results'][0]['tunables'].items() if k in
+	   ('decay_ms', 'trim_threshold', 'tcache_max_bytes', 'top_pad', 'mmap_max')} ==
+	  {'decay_ms': 'environment', 'trim_threshold': 'mallopt', 'tcache_max_bytes': 'api',
+	   'top_pad': 'command', 'mmap_max': 'default'}"
 }
