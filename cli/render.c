@@ -155,6 +155,13 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_bool(j, "unreadable", p->has_unreadable && p->unreadable);
 	json_u64(j, "unreadable_reads", p->has_unreadable_reads ? p->unreadable_reads : 0);
 	json_string(j, "profile", p->profile); /* null: none */
+	if (p->has_pressure_watch) {           /* its own pressure watch: only when it has one */
+		json_bool(j, "pressure_watch", p->pressure_watch);
+		json_u64(j, "pressure_events", p->pressure_events);
+		json_u64(j, "pressure_released_bytes", p->pressure_released_bytes);
+		if (p->has_pressure_response_ns)
+			json_u64(j, "pressure_response_ns", p->pressure_response_ns);
+	}
 	json_object_end(j);
 }
 
@@ -487,6 +494,18 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 		fprintf(f, "  command line: %s\n", p->cmdline);
 	if (p->profile)
 		fprintf(f, "  profile: %s (allocctl profiles)\n", p->profile);
+	if (p->has_pressure_watch) {
+		char rel[FMT_BUF], took[FMT_BUF] = "";
+		if (p->has_pressure_response_ns)
+			fmt_duration_ns(took, sizeof(took), p->pressure_response_ns);
+		fprintf(f,
+		        "  own pressure watch: %s, %" PRIu64
+		        " event%s acted on, released %s%s%s%s\n",
+		        p->pressure_watch ? "on" : "ended", p->pressure_events,
+		        p->pressure_events == 1 ? "" : "s",
+		        fmt_size(rel, sizeof(rel), p->pressure_released_bytes, o->raw),
+		        took[0] ? " (the last in " : "", took, took[0] ? ")" : "");
+	}
 	if (p->has_owner_uid && p->owner_uid != p->uid)
 		snprintf(owner, sizeof(owner), " (segment owned by uid %" PRIu32 ")", p->owner_uid);
 	fprintf(f,

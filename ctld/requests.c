@@ -153,6 +153,15 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 				pi->foreign_allocators[pi->n_foreign_allocators++] =
 				        (char *)la_foreign_name(bit);
 	}
+	if (h->pressure_watching || h->pressure_events) {
+		pi->has_pressure_watch = pi->has_pressure_events = true;
+		pi->has_pressure_released_bytes = true;
+		pi->pressure_watch = h->pressure_watching != 0;
+		pi->pressure_events = h->pressure_events;
+		pi->pressure_released_bytes = h->pressure_released_bytes;
+		pi->has_pressure_response_ns = h->pressure_events != 0;
+		pi->pressure_response_ns = h->pressure_response_ns;
+	}
 	const char *profile = policy_proc_profile(s->p);
 	if (profile && !(pi->profile = pool_strdup(pl, profile)))
 		return NULL;

@@ -451,7 +451,14 @@ struct la_shm_header {
 	 * a reader in another namespace maps them (NSpid and ns/pid of /proc/<pid>, uid_map). */
 	uint64_t pidns_ino;
 	uint64_t userns_ino;
-	uint64_t reserved[24];
+	/* the in-process pressure watch (LIBALLOC_PRESSURE, $MEMORY_PRESSURE_WATCH): events
+	 * acted on and the bytes the control thread released for them (atomic) */
+	uint32_t pressure_watching; /* 1 while a watch runs */
+	uint32_t reserved1;
+	uint64_t pressure_events;
+	uint64_t pressure_released_bytes;
+	uint64_t pressure_response_ns; /* the last event: from the watch's wake-up to the end */
+	uint64_t reserved[20];
 };
 
 /* Other allocators liballoc recognises in its process (their libraries mapped at start):

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -18,6 +17,7 @@
 #include "direct.h"
 #include "lock.h"
 #include "os.h"
+#include "pressure.h"
 #include "shm.h"
 #include "tcache.h"
 #include "tunables.h"
@@ -108,6 +108,29 @@ bool op_decay(void)
 		more |= arena_decay(&arenas[i]);
 	more |= direct_decay();
 	return more;
+}
+
+/* Memory pressure seen by the in-process watch (pressure.c): give back what can be given,
+ * at most once a second (a watch may signal every window while pressure lasts). */
+void op_pressure(uint64_t since)
+{
+	static uint64_t last;
+	uint64_t now = os_now_ns();
+	if (last && now - last < 1000000000u)
+		return;
+	last = now;
+	struct op_result r, t;
+	uint32_t skipped = 0;
+	op_flush_caches(&r, &skipped);
+	uint64_t released = r.bytes_released;
+	op_release_idle(&t);
+	released += t.bytes_released;
+	op_trim(0, &t);
+	released += t.bytes_released;
+	struct la_shm_header *h = shm_header();
+	__atomic_fetch_add(&h->pressure_events, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->pressure_response_ns, os_now_ns() - since, __ATOMIC_RELAXED);
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -236,7 +259,7 @@ static bool task_alive(void *ctx, int dfd, const char *name)
 	if (name[0] < '0' || name[0] > '9')
 		return true;
 	pid_t tid = (pid_t)la_parse_long(name);
-	if (tid == scan->self || tid == control_tid)
+	if (tid == scan->self || tid == control_tid || tid == pressure_tid())
 		return true;
 	char path[64], stat[512];
 	size_t k = la_strlcpy(path, "/proc/self/task/", sizeof(path));
@@ -256,7 +279,8 @@ static bool task_alive(void *ctx, int dfd, const char *name)
 static bool others_alive(void)
 {
 	long n = count_threads();
-	if (n < 0 || n > 2)
+	/* the pressure watch's thread, like this one, keeps no process alive */
+	if (n < 0 || n > 2 + (pressure_tid() != 0))
 		return true;
 	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
@@ -369,6 +393,9 @@ static void *control_main(void *arg)
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
 	struct exit_watch watch = {(uint32_t)(uintptr_t)arg, 0, 0};
+	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
+	if (pressure_configure())
+		pressure_start();
 	for (;;) {
 		/* read before the deadlines are computed: a kick after it wakes the wait */
 		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
@@ -378,6 +405,7 @@ static void *control_main(void *arg)
 		if (__atomic_load_n(&control_stop, __ATOMIC_ACQUIRE)) {
 			__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 			shm_header()->control_state = LA_CONTROL_OFF;
+			pressure_stop(); /* its thread would keep the process alive */
 			return NULL;
 		}
 		uint32_t st = __atomic_load_n(&mb->state, __ATOMIC_ACQUIRE);
@@ -390,6 +418,11 @@ static void *control_main(void *arg)
 				__atomic_store_n(&mb->state, LA_MB_DONE, __ATOMIC_RELEASE);
 				la_futex(&mb->state, FUTEX_WAKE, INT32_MAX, NULL);
 			}
+			continue;
+		}
+		uint64_t pressure_at = pressure_take();
+		if (pressure_at) {
+			op_pressure(pressure_at);
 			continue;
 		}
 		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * 1000000u;
@@ -438,20 +471,10 @@ static void start_thread(void)
 	control_stop = 0;
 	control_running = 0;
 	control_tid = 0;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	pthread_t t;
 	/* running before it runs: a thread exiting meanwhile must already count */
 	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
 	uintptr_t exits = __atomic_load_n(&thread_exits, __ATOMIC_ACQUIRE);
-	int err = pthread_create(&t, &attr, control_main, (void *)exits);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int err = os_thread_start(control_main, (void *)exits, 64 * 1024);
 	if (err) {
 		__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 		h->control_state = LA_CONTROL_FAILED;
@@ -473,5 +496,6 @@ void control_start(void)
 
 void control_fork_child(void)
 {
+	pressure_fork_child();
 	start_thread();
 }

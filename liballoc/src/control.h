@@ -34,6 +34,9 @@ void op_measure(void);
  * thread caches, resident free pages, queued remote frees, cached mappings): the control
  * thread stays armed. Otherwise it sleeps until a free arms it again. */
 bool op_decay(void);
+/* The in-process pressure watch signalled at `since` (CLOCK_MONOTONIC ns): flush, release,
+ * trim (at most once a second); the time to the end is published in the segment. */
+void op_pressure(uint64_t since);
 /* Run one mailbox request record (validated) into its result fields. */
 void control_execute(struct la_mailbox *mb);
 

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -212,4 +214,20 @@ uint64_t os_random(void)
 	v *= 0xff51afd7ed558ccdULL;
 	v ^= v >> 33;
 	return v;
+}
+
+int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, stack);
+	pthread_t t;
+	int err = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
 }

@@ -41,5 +41,8 @@ uid_t os_geteuid(void);
 int os_rename(const char *from, const char *to); /* 0 or an errno value */
 /* Cheap per-process random 64-bit value (getrandom, or time/pid mixed). */
 uint64_t os_random(void);
+/* A detached thread of STACK bytes running fn(arg), started with every signal blocked (the
+ * program's handlers never run on it): 0 or an errno value. */
+int os_thread_start(void *(*fn)(void *), void *arg, size_t stack);
 
 #endif

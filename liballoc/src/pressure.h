@@ -1,0 +1,28 @@
+/* pressure.h — the in-process memory pressure watch (see pressure.c): configured from the
+ * environment at start, run by a thread of its own that asks the control thread to give
+ * memory back when the kernel (or systemd's protocol) signals pressure. */
+#ifndef LA_PRESSURE_H
+#define LA_PRESSURE_H
+
+#include "common.h"
+
+#include <sys/types.h>
+
+/* Read $MEMORY_PRESSURE_WATCH/WRITE and LIBALLOC_PRESSURE, open what is to be watched:
+ * true when there is something (then pressure_start runs the thread). */
+bool pressure_configure(void);
+/* In a forked child, before configuring again: the parent's watch is not ours. */
+void pressure_fork_child(void);
+/* Start the watching thread (with the control thread; again in a forked child). */
+void pressure_start(void);
+/* The control thread ends (the program's last thread has gone): end the watch's too. */
+void pressure_stop(void);
+/* The control thread: when pressure was first signalled since it last looked
+ * (CLOCK_MONOTONIC ns; 0: it was not). Clears it. */
+uint64_t pressure_take(void);
+/* The watching thread's tid (0: none): it does not keep the process alive. */
+pid_t pressure_tid(void);
+/* What is watched, for messages (NULL: nothing). */
+const char *pressure_watching(void);
+
+#endif

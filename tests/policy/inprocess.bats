@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# san: skip
+# The in-process fallback (issue 20): a process without a daemon still gives memory back
+# under pressure. systemd's memory pressure protocol ($MEMORY_PRESSURE_WATCH and the base64
+# $MEMORY_PRESSURE_WRITE) over an AF_UNIX socket and a FIFO, "/dev/null" meaning off; and
+# LIBALLOC_PRESSURE=on in a memory cgroup made by the test: the OOM scenario of
+# pressure.bats with no daemon, nobody killed. The watch's thread keeps no process alive.
+load common
+
+setup() { pol_setup; }
+teardown() { pol_teardown; }
+
+RETAIN=(LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_TRIM_THRESHOLD=1G LIBALLOC_DECAY_MS=0)
+rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
+threads() { cat /proc/"$1"/task/*/comm | tr '\n' ' '; }
+rss_below() { [ "$(rss "$1")" -lt "$2" ]; }
+
+# hold_with ENV...: service A with a retained $HOLD_MB MiB (64; all but 1/32 freed); sets A_PID
+hold_with() {
+	local mb=${HOLD_MB:-64}
+	env "$@" "${RETAIN[@]}" LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold "${mb}M" 32 >"$P/a.out" 3>&- &
+	A_PID=$!
+	POL_PIDS+=("$A_PID")
+	wait_for grep -q quiet "$P/a.out"
+	[ "$(rss "$A_PID")" -gt $((mb * 3 / 4 << 20)) ]
+}
+
+@test "inprocess: systemd's protocol over a socket: the trigger is written, an event trims" {
+	python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1] + "/mp.sock"); s.listen(1)
+c, _ = s.accept()
+got = b""
+while not got.endswith(b"\0"):
+    got += c.recv(100)
+open(sys.argv[1] + "/mp.got", "wb").write(got)
+while True:
+    time.sleep(0.1)
+    try:
+        open(sys.argv[1] + "/mp.go").close()
+        break
+    except OSError:
+        pass
+c.send(b"x")
+time.sleep(60)' "$P" 3>&- &
+	POL_PIDS+=($!)
+	wait_for test -S "$P/mp.sock"
+	hold_with MEMORY_PRESSURE_WATCH="$P/mp.sock" \
+		MEMORY_PRESSURE_WRITE="$(printf 'some 150000 2000000\0' | base64)"
+	wait_for test -s "$P/mp.got"
+	[ "$(tr '\0' '@' <"$P/mp.got")" = "some 150000 2000000@" ]
+	[[ "$(threads "$A_PID")" == *liballoc-psi* ]]
+	touch "$P/mp.go"
+	wait_for rss_below "$A_PID" $((24 << 20))
+	# a daemon started now sees what the process did by itself
+	start_daemon
+	wait_for listed "$A_PID"
+	run -0 "$ALLOCCTL" --json stats "$A_PID"
+	echo "$output" | json_check "
+	  d['process']['pressure_watch'] and d['process']['pressure_events'] == 1 and
+	  d['process']['pressure_released_bytes'] > 32 << 20 and
+	  0 < d['process']['pressure_response_ns'] < 10**10"
+	run -0 "$ALLOCCTL" stats "$A_PID"
+	[[ "$output" == *"own pressure watch: on, 1 event acted on, released "*"MiB (the last in "* ]]
+}
+
+@test "inprocess: over a FIFO; and /dev/null or LIBALLOC_PRESSURE=off mean no watch" {
+	mkfifo "$P/mp.fifo"
+	exec 4<>"$P/mp.fifo"
+	hold_with MEMORY_PRESSURE_WATCH="$P/mp.fifo"
+	[[ "$(threads "$A_PID")" == *liballoc-psi* ]]
+	printf x >&4
+	wait_for rss_below "$A_PID" $((24 << 20))
+	exec 4>&-
+	kill "$A_PID"
+	HOLD_MB=4 hold_with MEMORY_PRESSURE_WATCH=/dev/null LIBALLOC_PRESSURE=on
+	[[ "$(threads "$A_PID")" != *liballoc-psi* ]]
+	kill "$A_PID"
+	HOLD_MB=4 hold_with MEMORY_PRESSURE_WATCH="$P/mp.fifo" LIBALLOC_PRESSURE=off
+	[[ "$(threads "$A_PID")" != *liballoc-psi* ]]
+	# a value that is not a boolean: one line, no watch (and the program runs)
+	run -0 --separate-stderr env LIBALLOC_PRESSURE=maybe LD_PRELOAD="$LIBALLOC_SO" sleep 0.2
+	[ "$stderr" = "liballoc: LIBALLOC_PRESSURE=maybe: not a boolean (1/0, true/false, yes/no, on/off); no pressure watch" ]
+}
+
+@test "inprocess: LIBALLOC_PRESSURE=on in a memory cgroup: the OOM scenario, no daemon, nobody killed" {
+	make_cgroup $((160 << 20))
+	before=$(oom_kills)
+	start_in_cgroup "$P/a.out" env LIBALLOC_PRESSURE=on "${RETAIN[@]}" \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold $((120 << 20)) 32
+	A_PID=$BG_PID
+	wait_for grep -q quiet "$P/a.out"
+	[[ "$(threads "$A_PID")" == *liballoc-psi* ]]
+	# B as fast as it can (no pacing): the kernel's own reclaim signal reaches A in time
+	in_cgroup env LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" grab $((80 << 20)) 100 >"$P/b.out"
+	kill -0 "$A_PID"
+	[ "$(oom_kills)" -eq "$before" ]
+}
+
+@test "inprocess: the watch's thread does not keep a process whose last thread left alive" {
+	run -0 timeout 60 env LIBALLOC_PRESSURE=on LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/lastthread" main-exit 10
+	run -0 timeout 60 env LIBALLOC_PRESSURE=on LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/lastthread" fork-thread 10
+}
