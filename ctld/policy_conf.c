@@ -353,6 +353,15 @@ static int policy_key(struct policy *po, const char *key, const char *v, char *e
 			         v);
 			return -1;
 		}
+		/* checked here, so that the error names this line */
+		char dir[PATH_MAX];
+		struct cg_memory m;
+		if (cgroup_dir_of(v, dir, sizeof(dir)) < 0 || cgroup_memory_read(dir, &m) < 0) {
+			snprintf(err, errlen,
+			         "cgroup: %s does not exist (no memory cgroup directory %s)", v,
+			         dir[0] ? dir : "(no memory hierarchy)");
+			return -1;
+		}
 		snprintf(po->cgroup, sizeof(po->cgroup), "%s", v);
 		return 0;
 	}
@@ -516,19 +525,6 @@ static int end_policy(const struct policy_conf *pc, struct policy *po, char *err
 			         "where the policy re-arms)",
 			         po->name);
 			return -1;
-		}
-		if (po->cgroup[0]) {
-			char dir[PATH_MAX];
-			struct cg_memory m;
-			if (cgroup_dir_of(po->cgroup, dir, sizeof(dir)) < 0 ||
-			    cgroup_memory_read(dir, &m) < 0) {
-				snprintf(err, errlen,
-				         "policy %s: cgroup %s does not exist (no memory cgroup "
-				         "directory %s)",
-				         po->name, po->cgroup,
-				         dir[0] ? dir : "(no memory hierarchy)");
-				return -1;
-			}
 		}
 		break;
 	}

@@ -163,7 +163,7 @@ Test(policyconf, a_cgroup_that_does_not_exist_is_refused_with_its_line)
 	         "[daemon]\nlog_level = info\n\n[policy p]\non = cgroup\ncgroup = %s\nhigh = "
 	         "90%%\nactions = trim\n",
 	         rel);
-	refused(text, 4, "does not exist");
+	refused(text, 6, "does not exist");
 	refused("[policy p]\non = cgroup\ncgroup = relative/path\nhigh = 90%\nactions = trim\n", 3,
 	        "must be auto or a path");
 }

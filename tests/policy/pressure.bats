@@ -5,7 +5,7 @@
 # its free memory: LIBALLOC_IDLE_HEAP_RELEASE=0, LIBALLOC_TRIM_THRESHOLD=1G) allocates 0.75
 # of the limit, frees all but 1/32 of it and goes quiet; service B then allocates half the
 # limit. Without a policy the kernel OOM-kills one of them; with one, allocctld trims A
-# when usage reaches `high` and nobody is killed. Also: dry run, a time (idle) policy.
+# when usage reaches `high` and nobody is killed. Also: dry run, the time policies (idle, free).
 load common
 
 setup() { pol_setup; }
@@ -121,4 +121,40 @@ EOC
 	sleep 1
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "len([e for e in d['events'] if e['pid'] == $A_PID]) == 2"
+}
+
+@test "pressure: a free policy trims a process holding more than its bound for its time, not one below" {
+	cat >"$P/conf" <<EOC
+[daemon]
+check_interval_ms = 100
+[policy spare]
+on = free
+above = 32M
+for = 500ms
+actions = release, trim
+EOC
+	start_daemon --config "$P/conf"
+	hold() {
+		env LIBALLOC_RUN_DIR="$P/seg" LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_TRIM_THRESHOLD=1G \
+			LIBALLOC_DECAY_MS=0 LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold "$1" 32 >"$2" 3>&- &
+		POL_PIDS+=($!)
+	}
+	hold 64M "$P/a.out"
+	A_PID=$!
+	hold 16M "$P/s.out"
+	S_PID=$!
+	wait_for grep -q quiet "$P/a.out"
+	wait_for grep -q quiet "$P/s.out"
+	wait_for grep -q "policy spare: released" "$P/ctld.log"
+	rss=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$A_PID/status")
+	echo "A's RSS $rss"
+	[ "$rss" -lt $((24 << 20)) ]
+	# S (about 15 MiB free, under the bound) is left alone, however long it holds it
+	sleep 1
+	run -0 "$ALLOCCTL" --json log
+	echo "$output" | json_check "
+	  [(e['trigger'], e['action']) for e in d['events'] if e['pid'] == $A_PID] ==
+	  [('time', 'release'), ('time', 'trim')] and
+	  not [e for e in d['events'] if e['pid'] == $S_PID]"
+	[ "$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$S_PID/status")" -gt $((12 << 20)) ]
 }
