@@ -36,6 +36,8 @@ $(BENCH_BIN)/libglibc_shim.so: $(BUILD)/obj/bench/glibc_shim.o
 BENCH_ALL := $(BENCH_PROGS) $(BENCH_BIN)/ctl_client $(BENCH_BIN)/libglibc_shim.so
 # the daemon-under-attack figures (ctld/attack-bench.sh)
 BENCH_ALL += $(BUILD)/tests/massseg $(BUILD)/tests/ctlclient
+# issue 20: the services of the policy figures (bench/policy_bench.py)
+BENCH_ALL += $(BUILD)/tests/pressure_svc
 BENCH_RUN := python3 $(ROOT)/bench/run.py --root $(ROOT) --build $(abspath $(BUILD)) \
 	$(if $(filter 1 yes,$(QUICK)),--quick)
 

@@ -36,6 +36,8 @@ import threading
 import time
 import urllib.request
 
+import policy_bench  # issue 20: OOM avoided, bursty service, daemon at idle
+
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 COMPETITORS = [
     ("glibc", None, "libc6"),
@@ -2154,6 +2156,9 @@ def main():
             if not only or "liballoc" in only or "history" in only:
                 suite.run_hook(suite.hook_history, "history")
                 suite.run_hook(suite.hook_daemon_attacks, "daemon under attack")
+            if not only or "liballoc" in only or "policy" in only:
+                suite.run_hook(lambda: policy_bench.run(suite, sys.modules[__name__]),
+                               "policy")
         except KeyboardInterrupt:
             interrupted = True
             print("bench: interrupted: reporting what ran", file=sys.stderr)
