@@ -334,6 +334,11 @@ int seg_refresh(struct seg *s)
 	s->hdr.allocator_threads = h.allocator_threads;
 	s->hdr.foreign_allocators = h.foreign_allocators;
 	s->hdr.heartbeat_ns = h.heartbeat_ns;
+	/* the process's own pressure watch (it starts after the segment, counts as it acts) */
+	s->hdr.pressure_watching = h.pressure_watching;
+	s->hdr.pressure_events = h.pressure_events;
+	s->hdr.pressure_released_bytes = h.pressure_released_bytes;
+	s->hdr.pressure_response_ns = h.pressure_response_ns;
 	return SEG_E_OK;
 }
 

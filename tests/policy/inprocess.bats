@@ -13,6 +13,7 @@ teardown() { pol_teardown; }
 RETAIN=(LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_TRIM_THRESHOLD=1G LIBALLOC_DECAY_MS=0)
 rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
 threads() { cat /proc/"$1"/task/*/comm | tr '\n' ' '; }
+pressure_seen() { "$ALLOCCTL" stats "$1" | grep -q "own pressure watch: on, 1 event"; }
 rss_below() { [ "$(rss "$1")" -lt "$2" ]; }
 
 # hold_with ENV...: service A with a retained $HOLD_MB MiB (64; all but 1/32 freed); sets A_PID
@@ -46,6 +47,8 @@ c.send(b"x")
 time.sleep(60)' "$P" 3>&- &
 	POL_PIDS+=($!)
 	wait_for test -S "$P/mp.sock"
+	# a daemon running before the process: it must see the watch start and act
+	start_daemon
 	hold_with MEMORY_PRESSURE_WATCH="$P/mp.sock" \
 		MEMORY_PRESSURE_WRITE="$(printf 'some 150000 2000000\0' | base64)"
 	wait_for test -s "$P/mp.got"
@@ -53,9 +56,8 @@ time.sleep(60)' "$P" 3>&- &
 	[[ "$(threads "$A_PID")" == *liballoc-psi* ]]
 	touch "$P/mp.go"
 	wait_for rss_below "$A_PID" $((24 << 20))
-	# a daemon started now sees what the process did by itself
-	start_daemon
 	wait_for listed "$A_PID"
+	wait_for pressure_seen "$A_PID"
 	run -0 "$ALLOCCTL" --json stats "$A_PID"
 	echo "$output" | json_check "
 	  d['process']['pressure_watch'] and d['process']['pressure_events'] == 1 and
