@@ -1627,7 +1627,7 @@ class Suite:
             self.extra(sec, "history memory per process",
                        "%.0f" % (b["history_bytes"] / n), "bytes",
                        "%d processes with %d samples each in the fine ring; bound at full "
-                       "retention (24 h) 56,664 bytes (tests/ctld/history.c)" % (
+                       "retention (24 h) 66,096 bytes (tests/ctld/history.c)" % (
                            n, min(900, taken // n)))
             # the page: load until every row and the default charts are drawn
             prof = os.path.join(self.ctx.tmp, "chromium-history")

@@ -724,11 +724,12 @@ static const struct command commands[] = {
          "Prints what was released, how long it took and the system calls made.\n", true},
         {"history", cmd_history, "PID [--since DURATION] [--res fine|coarse] [--points N]",
          "memory of one process over time, and the events on it",
-         "One line per figure (in use, cached, free resident, metadata, non-allocator RSS,\n"
-         "RSS) with its minimum, maximum, last value and a sparkline, then the events\n"
-         "(commands, policy actions, start and exit). --since (default 15m) picks the\n"
-         "window: the daemon keeps 15 minutes at 1 s and 24 hours at 1 min (--res chooses,\n"
-         "default auto); --points (default 60) averages the samples down to that many.\n",
+         "One line per figure (in use, cached, fragmented, free resident, metadata,\n"
+         "reclaimable, RSS, non-allocator RSS) with its minimum, maximum, last value and a\n"
+         "sparkline, then the events (commands, policy actions, start and exit).\n"
+         "--since (default 15m) picks the window: the daemon keeps 15 minutes at 1 s and\n"
+         "24 hours at 1 min (--res chooses, default auto); --points (default 60) averages\n"
+         "the samples down to that many.\n",
          true},
         {"top", cmd_top, "[--interval DURATION] [--iterations N]",
          "live view sorted by reclaimable memory (q quits)",

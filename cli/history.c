@@ -109,10 +109,11 @@ static json_t *process_json(const Ctl__ProcessHistory *ph)
 		}
 		json_object_set_new(series, ph->series[i]->name, a);
 	}
-	return json_pack("{s:i,s:o,s:i,s:I,s:o,s:o,s:I,s:o,s:b,s:o}", "pid", ph->pid, "exe",
-	                 json_text(ph->exe), "uid", (int)ph->uid, "started_ms",
-	                 (json_int_t)(ph->has_started_ms ? ph->started_ms : 0), "exited_ms",
-	                 ph->has_exited_ms ? json_integer(ph->exited_ms) : json_null(),
+	return json_pack("{s:i,s:o,s:o,s:i,s:I,s:o,s:o,s:I,s:o,s:b,s:o}", "pid", ph->pid, "exe",
+	                 json_text(ph->exe), "profile",
+	                 ph->profile ? json_text(ph->profile) : json_null(), "uid", (int)ph->uid,
+	                 "started_ms", (json_int_t)(ph->has_started_ms ? ph->started_ms : 0),
+	                 "exited_ms", ph->has_exited_ms ? json_integer(ph->exited_ms) : json_null(),
 	                 "exit_reason", json_text(ph->exit_reason), "resolution_ms",
 	                 (json_int_t)ph->resolution_ms, "first_ms",
 	                 ph->has_first_ms ? json_integer(ph->first_ms) : json_null(), "truncated",
@@ -148,10 +149,12 @@ static void history_json(FILE *f, const Ctl__HistoryReply *r)
 static const char *const figure_label[][2] = {
         {"in_use", "in use"},
         {"cached", "cached"},
+        {"fragmented", "fragmented"},
         {"free_resident", "free resident"},
         {"metadata", "metadata"},
-        {"non_alloc", "non-allocator RSS"},
+        {"reclaimable", "reclaimable"},
         {"rss", "RSS"},
+        {"non_alloc", "non-allocator RSS"},
 };
 
 static const char *label_of(const char *name)
@@ -173,6 +176,8 @@ void render_history(FILE *f, const Ctl__HistoryReply *r, const struct render_opt
 		size_t n = ph->n_series ? ph->series[0]->n_kib : 0;
 		char a[32], b[32], span[FMT_BUF], per[FMT_BUF];
 		fprintf(f, "%s%" PRId32 " (%s)", i ? "\n" : "", ph->pid, render_exe_name(ph->exe));
+		if (ph->profile)
+			fprintf(f, ", profile %s", ph->profile);
 		if (ph->has_exited_ms) {
 			clock_text(a, sizeof(a), ph->exited_ms);
 			fprintf(f, ", exited %s (%s)", a, ph->exit_reason ? ph->exit_reason : "");
@@ -217,11 +222,17 @@ void render_history(FILE *f, const Ctl__HistoryReply *r, const struct render_opt
 		        "WHAT");
 		for (size_t i = 0; i < r->n_events; i++) {
 			const Ctl__HistoryEvent *e = r->events[i];
-			char t[32];
+			char t[32], who[160];
 			clock_text(t, sizeof(t), e->t_ms);
+			/* a policy run by pressure or time says so: "policy oom-guard (pressure)" */
+			const char *w = e->who && *e->who ? e->who : "-", *tr = e->trigger;
+			if (tr && *tr && strcmp(tr, "operator") && strncmp(w, tr, strlen(tr)))
+				snprintf(who, sizeof(who), "%s (%s)", w, tr);
+			else
+				snprintf(who, sizeof(who), "%s", w);
 			fprintf(f, "  %-8s %7" PRId32 "  %-8s %-20s %s%s\n", t,
-			        e->has_pid ? e->pid : 0, e->kind, e->who && *e->who ? e->who : "-",
-			        e->what ? e->what : "", e->has_ok && !e->ok ? " [failed]" : "");
+			        e->has_pid ? e->pid : 0, e->kind, who, e->what ? e->what : "",
+			        e->has_ok && !e->ok ? " [failed]" : "");
 		}
 	}
 }

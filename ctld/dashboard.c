@@ -273,9 +273,10 @@ static json_t *process_json(struct ctld *d, const struct hist_proc *p, const str
 	if (s.seen)
 		series_emit(&s);
 	json_t *o = json_pack(
-	        "{s:i,s:o,s:i,s:I,s:o,s:o,s:b,s:b,s:I,s:o,s:I,s:I,s:o}", "pid", p->pid, "exe",
-	        json_text(p->exe), "uid", (int)p->uid, "started_ms", (json_int_t)p->started_ms,
-	        "exited_ms", p->exited_ms ? json_integer(p->exited_ms) : json_null(), "exit_reason",
+	        "{s:i,s:o,s:o,s:i,s:I,s:o,s:o,s:b,s:b,s:I,s:o,s:I,s:I,s:o}", "pid", p->pid, "exe",
+	        json_text(p->exe), "profile", p->profile[0] ? json_text(p->profile) : json_null(),
+	        "uid", (int)p->uid, "started_ms", (json_int_t)p->started_ms, "exited_ms",
+	        p->exited_ms ? json_integer(p->exited_ms) : json_null(), "exit_reason",
 	        json_text(p->exit_reason), "live", !p->exited_ms, "truncated", p->truncated,
 	        "res_ms", (json_int_t)(history_period_ms(h, coarse) * s.group), "t0",
 	        s.first_ms >= 0 ? json_integer(s.first_ms) : json_null(), "fine_first_ms",

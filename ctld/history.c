@@ -297,7 +297,7 @@ static void coarse_flush(struct history *h, struct hist_proc *p)
 	if (!p->acc_n)
 		return;
 	struct hist_sample m;
-	for (int f = 0; f < HIST_NFIG; f++) {
+	for (int f = 0; f < HIST_NSTORED; f++) {
 		uint64_t v = (p->acc[f] + p->acc_n / 2) / p->acc_n;
 		m.v[f] = v > HIST_KIB_MAX ? HIST_KIB_MAX : (uint32_t)v;
 	}
@@ -316,7 +316,7 @@ void history_sample(struct history *h, struct hist_proc *p, const uint64_t bytes
 	if (p->fine.len && tick <= p->fine.last_tick)
 		return; /* this tick has its sample (or the clock went back) */
 	struct hist_sample s;
-	for (int f = 0; f < HIST_NFIG; f++)
+	for (int f = 0; f < HIST_NSTORED; f++)
 		s.v[f] = to_kib(bytes[f]);
 	tier_fill_gaps(h, p, &p->fine, tick, true);
 	tier_push(h, p, &p->fine, &s, tick);
@@ -325,7 +325,7 @@ void history_sample(struct history *h, struct hist_proc *p, const uint64_t bytes
 	if (p->acc_n && ctick != p->acc_tick)
 		coarse_flush(h, p);
 	p->acc_tick = ctick;
-	for (int f = 0; f < HIST_NFIG; f++)
+	for (int f = 0; f < HIST_NSTORED; f++)
 		p->acc[f] += s.v[f];
 	p->acc_n++;
 }
@@ -378,9 +378,20 @@ void history_walk(const struct history *h, const struct hist_proc *p, bool coars
 			return;
 		i = (uint32_t)(want - first);
 	}
+	uint32_t v[HIST_NFIG];
 	for (; i < t->len; i++) {
 		const struct hist_sample *s = tier_slot(t, i);
-		cb(arg, (int64_t)(first + i) * period, s->v[0] == HIST_GAP ? NULL : s->v);
+		if (s->v[0] == HIST_GAP) {
+			cb(arg, (int64_t)(first + i) * period, NULL);
+			continue;
+		}
+		memcpy(v, s->v, sizeof(s->v));
+		uint64_t resident = (uint64_t)v[HIST_F_in_use] + v[HIST_F_cached] +
+		                    v[HIST_F_fragmented] + v[HIST_F_free_resident] +
+		                    v[HIST_F_metadata];
+		v[HIST_F_non_alloc] =
+		        v[HIST_F_rss] > resident ? (uint32_t)(v[HIST_F_rss] - resident) : 0;
+		cb(arg, (int64_t)(first + i) * period, v);
 	}
 }
 

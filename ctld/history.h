@@ -25,16 +25,22 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Figures of one sample: X(name, label). Order is the stacking order of the page's chart
- * (bottom to top); rss is drawn as a line over the stack. */
+/* Figures of one sample: X(name, label), liballoc_shm.h's memory figures (la_memory_of)
+ * and the kernel's RSS. The page stacks in use .. metadata (bottom to top) and non-allocator
+ * RSS over them, draws RSS as a line and reclaimable (what flush, release and trim give back:
+ * free resident + the metadata of empty heaps) as a hatch over the free resident band.
+ * Figures up to HIST_NSTORED are stored; non_alloc (RSS beyond the allocator's resident
+ * bytes: rss - in use - cached - fragmented - free resident - metadata, at least 0) is
+ * derived when read, so a sample costs 7 x 4 bytes. */
 #define HIST_FIGURES(X)                                                                   \
 	X(in_use, "in use")               /* handed out to the program */                 \
 	X(cached, "cached")               /* free blocks in thread caches */              \
 	X(fragmented, "fragmented")       /* free bytes on pages that hold live blocks */ \
 	X(free_resident, "free resident") /* free pages kept resident by the allocator */ \
 	X(metadata, "metadata")           /* the allocator's own resident bookkeeping */  \
-	X(non_alloc, "non-allocator RSS") /* RSS the allocator does not account for */    \
-	X(rss, "RSS")                     /* resident set size (kernel) */
+	X(reclaimable, "reclaimable")     /* what flush + release + trim give back now */ \
+	X(rss, "RSS")                     /* resident set size (kernel) */                \
+	X(non_alloc, "non-allocator RSS") /* RSS the allocator does not account (derived) */
 
 enum hist_figure {
 #define HIST_X_ENUM(name, label) HIST_F_##name,
@@ -42,6 +48,7 @@ enum hist_figure {
 #undef HIST_X_ENUM
 	        HIST_NFIG
 };
+#define HIST_NSTORED HIST_F_non_alloc /* the figures before it are stored */
 extern const char *const hist_figure_name[HIST_NFIG];
 extern const char *const hist_figure_label[HIST_NFIG];
 
@@ -52,7 +59,7 @@ extern const char *const hist_figure_label[HIST_NFIG];
 #define HIST_KIB_MAX      (UINT32_MAX - 1u)
 
 struct hist_sample {
-	uint32_t v[HIST_NFIG]; /* KiB; v[0] == HIST_GAP marks a tick without a sample */
+	uint32_t v[HIST_NSTORED]; /* KiB; v[0] == HIST_GAP marks a tick without a sample */
 };
 
 /* One tier: a vector that grows until cap, then a ring. */
@@ -74,12 +81,13 @@ struct hist_proc {
 	int64_t started_ms;   /* CLOCK_REALTIME ms when the segment was created */
 	int64_t exited_ms;    /* 0 while it lives */
 	char exe[256];        /* basename */
+	char profile[64];     /* the profile the daemon applied ("": none), as last sampled */
 	char exit_reason[64]; /* why the daemon forgot it */
 	bool truncated;       /* a ring was kept shorter than its cap by the total bound */
 	struct hist_tier fine, coarse;
-	uint64_t acc[HIST_NFIG]; /* sums of the coarse period in progress */
-	uint32_t acc_n;          /* samples in acc */
-	uint64_t acc_tick;       /* coarse tick acc belongs to */
+	uint64_t acc[HIST_NSTORED]; /* sums of the coarse period in progress */
+	uint32_t acc_n;             /* samples in acc */
+	uint64_t acc_tick;          /* coarse tick acc belongs to */
 };
 
 /* Worst case for one process: both rings full. */
@@ -120,7 +128,7 @@ struct hist_event {
 	uint64_t bytes; /* bytes released, or the value set; 0 if none */
 	char exe[64];
 	char trigger[16]; /* the audit trail's: operator, profile, pressure, time, expiry, config */
-	char who[64];     /* "uid 0 pid 1234", "pressure NAME", "daemon" */
+	char who[64];     /* "uid 0 pid 1234", "profile NAME", "policy NAME", "daemon" */
 	char what[160];   /* "released 12.0 MiB (3 madvise)", "mmap_threshold = 1048576" */
 };
 

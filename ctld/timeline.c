@@ -15,6 +15,7 @@
 #include "ctl.pb-c.h"
 #include "ctld.h"
 #include "log.h"
+#include "policy.h"
 #include "pool.h"
 #include "procfs.h"
 #include "timeline.h"
@@ -43,7 +44,8 @@ void timeline_figures(const struct la_counters *c, uint64_t rss, uint64_t out[HI
 	out[HIST_F_fragmented] = m.fragmented;
 	out[HIST_F_free_resident] = m.free_resident;
 	out[HIST_F_metadata] = m.metadata;
-	out[HIST_F_non_alloc] = la_sub0(rss, m.resident);
+	out[HIST_F_reclaimable] = m.reclaimable;
+	out[HIST_F_non_alloc] = la_sub0(rss, m.resident); /* derived again when read */
 	out[HIST_F_rss] = rss;
 }
 
@@ -128,6 +130,10 @@ static void sample_one(struct ctld *d, struct proc *p, int64_t tick_ms)
 	uint64_t rss = 0;
 	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0)
 		rss = pi.vm_rss;
+	/* profiles are matched at discovery and again on SIGHUP: the newest is the page's */
+	const char *profile = policy_proc_profile(p);
+	if (strcmp(p->hist->profile, profile ? profile : ""))
+		snprintf(p->hist->profile, sizeof(p->hist->profile), "%s", profile ? profile : "");
 	uint64_t fig[HIST_NFIG];
 	timeline_figures(&c, rss, fig);
 	history_sample(&tl->h, p->hist, fig, tick_ms);
@@ -227,10 +233,9 @@ static void on_audit(const struct audit_event *a, void *arg)
 	e.uid = a->target_uid >= 0 ? (uint32_t)a->target_uid : 0;
 	snprintf(e.exe, sizeof(e.exe), "%.63s", a->exe);
 	snprintf(e.trigger, sizeof(e.trigger), "%s", audit_trigger_name(a->trigger));
-	if (a->trigger == AUDIT_T_operator)
-		snprintf(e.who, sizeof(e.who), "%.63s", a->actor);
-	else
-		snprintf(e.who, sizeof(e.who), "%.15s %.47s", e.trigger, a->actor);
+	/* an operator ("uid 0 pid 1234"), "profile NAME", "policy NAME", "hold expired": the
+	 * trigger (pressure, time, ...) is its own field */
+	snprintf(e.who, sizeof(e.who), "%.63s", a->actor);
 	char what[160] = "", v0[32], v1[32];
 	if (a->has_values) {
 		const struct tunable_info *ti = tunable_find(a->name);
@@ -438,6 +443,8 @@ static Ctl__ProcessHistory *process_history(struct pool *pl, const struct histor
 	}
 	ph->has_truncated = true;
 	ph->truncated = p->truncated;
+	if (p->profile[0] && !(ph->profile = pool_strdup(pl, p->profile)))
+		return NULL;
 	int64_t since = q->has_since_ms ? q->since_ms : 0;
 	bool coarse = timeline_pick_coarse(h, p, q->resolution, since);
 	struct series_build b = {.pl = pl, .group = 1};

@@ -5,11 +5,11 @@
 // ever goes into textContent.
 'use strict';
 
-const FIG = ['in_use', 'cached', 'fragmented', 'free_resident', 'metadata', 'non_alloc', 'rss'];
+const FIG = ['in_use', 'cached', 'fragmented', 'free_resident', 'metadata', 'non_alloc', 'rss', 'reclaimable'];
 const STACK = ['in_use', 'cached', 'fragmented', 'free_resident', 'metadata', 'non_alloc'];
 const FIG_COLOR = {
   in_use: '#3b6fd4', cached: '#41a6a0', fragmented: '#c9a227', free_resident: '#e39b3b',
-  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330',
+  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330', reclaimable: '#0b6e3a',
 };
 const EVENT_COLOR = {
   trim: '#2d8a4e', release: '#2d8a4e', flush: '#2d8a4e', set: '#3b6fd4', revert: '#3b6fd4',
@@ -29,6 +29,7 @@ const S = {
   range: 15 * 60 * 1000,
   selected: new Set(),   // pids charted
   sort: { key: 'rss', dir: -1 },
+  group: 'exe',          // the table's groups: exe (service), profile or uid (user)
   filter: '',
   showExited: true,
   connected: false,
@@ -140,7 +141,7 @@ function upsert(p) {
     q = { key: k, fine: emptySeries(), coarse: null, full: false };
     S.procs.set(k, q);
   }
-  for (const f of ['pid', 'exe', 'uid', 'started_ms', 'exited_ms', 'exit_reason', 'live', 'truncated', 'fine_first_ms', 'coarse_first_ms'])
+  for (const f of ['pid', 'exe', 'profile', 'uid', 'started_ms', 'exited_ms', 'exit_reason', 'live', 'truncated', 'fine_first_ms', 'coarse_first_ms'])
     q[f] = p[f];
   return q;
 }
@@ -316,9 +317,22 @@ async function tick() {
 function stateOf(q) {
   return q.live ? 'up ' + fmtAge(Date.now() - q.started_ms) : 'exited ' + fmtClock(q.exited_ms, false);
 }
+// The group a process is in: its service (run name), the profile the daemon applied to it,
+// or its user.
+function groupOf(q) {
+  if (S.group === 'profile') return q.profile || '';
+  if (S.group === 'uid') return 'uid ' + q.uid;
+  return q.exe;
+}
+function groupLabel(name) {
+  if (S.group === 'profile') return name ? 'profile ' + name : 'no profile';
+  return name || '?';
+}
+const NAME_KEYS = ['pid', 'exe', 'profile', 'uid', 'state'];
 function sortValue(q, key) {
   if (key === 'pid' || key === 'uid') return q[key];
   if (key === 'exe') return q.exe;
+  if (key === 'profile') return q.profile || '';
   if (key === 'state') return q.live ? q.started_ms : -q.exited_ms;
   const l = latest(q);
   return l ? l[key] || 0 : -1;
@@ -327,7 +341,7 @@ function visible(q) {
   if (!S.showExited && !q.live) return false;
   if (!S.filter) return true;
   const f = S.filter.toLowerCase();
-  return q.exe.toLowerCase().includes(f) || String(q.pid) === f || String(q.pid).startsWith(f) || ('uid ' + q.uid) === f || String(q.uid) === f;
+  return q.exe.toLowerCase().includes(f) || (q.profile || '').toLowerCase().includes(f) || String(q.pid) === f || String(q.pid).startsWith(f) || ('uid ' + q.uid) === f || String(q.uid) === f;
 }
 
 function renderTable() {
@@ -335,8 +349,9 @@ function renderTable() {
   const groups = new Map();
   for (const q of S.procs.values()) {
     if (!visible(q)) continue;
-    if (!groups.has(q.exe)) groups.set(q.exe, []);
-    groups.get(q.exe).push(q);
+    const k = groupOf(q);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(q);
   }
   const { key, dir } = S.sort;
   const cmp = (a, b) => {
@@ -348,7 +363,7 @@ function renderTable() {
   const gsum = (list, f) => list.reduce((s, q) => s + ((latest(q) || {})[f] || 0), 0);
   const names = [...groups.keys()];
   names.sort((a, b) => {
-    if (key === 'exe' || key === 'pid' || key === 'uid' || key === 'state') return dir * (a < b ? -1 : a > b ? 1 : 0);
+    if (NAME_KEYS.includes(key)) return dir * (a < b ? -1 : a > b ? 1 : 0);
     return dir * (gsum(groups.get(a), key) - gsum(groups.get(b), key)) || (a < b ? -1 : 1);
   });
   const frag = document.createDocumentFragment();
@@ -356,14 +371,16 @@ function renderTable() {
   for (const name of names) {
     const list = groups.get(name).sort(cmp);
     const g = el('tr', 'group');
-    g.style.setProperty('--svc', serviceColor(name));
+    // a service's own colour; profiles and users are not services: a neutral one
+    g.style.setProperty('--svc', S.group === 'exe' ? serviceColor(name) : '#8a93a6');
+    g.dataset.group = name;
     const td = el('td');
-    td.colSpan = 10;
+    td.colSpan = document.querySelectorAll('#procs thead th').length;
     td.appendChild(el('span', 'swatch'));
-    td.appendChild(el('span', 'gname', name || '?'));
+    td.appendChild(el('span', 'gname', groupLabel(name)));
     const live = list.filter((q) => q.live).length;
     td.appendChild(el('span', 'gsum', list.length + ' process' + (list.length === 1 ? '' : 'es') + (live !== list.length ? ' (' + live + ' running)' : '') + ' · in use ' + fmtBytes(gsum(list, 'in_use')) + ' · RSS ' + fmtBytes(gsum(list, 'rss'))));
-    td.title = 'chart every running process of ' + name;
+    td.title = 'chart every running process of ' + groupLabel(name);
     td.addEventListener('click', () => { for (const q of list) if (q.live) S.selected.add(q.pid); saveHash(); loadCharted(false).then(render, () => {}); });
     g.appendChild(td);
     frag.appendChild(g);
@@ -373,9 +390,12 @@ function renderTable() {
       const l = latest(q) || {};
       const tr = el('tr', 'proc' + (S.selected.has(q.pid) ? ' selected' : '') + (q.live ? '' : ' exited'));
       tr.dataset.pid = q.pid;
-      const cells = [q.pid, q.exe, q.uid, stateOf(q), fmtBytes(l.in_use), fmtBytes(l.cached), fmtBytes(l.free_resident), fmtBytes(l.non_alloc), fmtBytes(l.rss)];
+      tr.style.setProperty('--svc', serviceColor(q.exe));
+      const cells = [q.pid, q.exe, q.profile || '–', q.uid, stateOf(q), fmtBytes(l.in_use), fmtBytes(l.cached), fmtBytes(l.fragmented), fmtBytes(l.free_resident), fmtBytes(l.reclaimable), fmtBytes(l.non_alloc), fmtBytes(l.rss)];
       for (const c of cells) tr.appendChild(el('td', null, String(c)));
-      if (!q.live && q.exit_reason) tr.children[3].title = q.exit_reason;
+      // grouped by profile or user, the service's colour is on its name
+      if (S.group !== 'exe') tr.children[1].prepend(el('span', 'swatch'));
+      if (!q.live && q.exit_reason) tr.children[4].title = q.exit_reason;
       const tt = el('td', 'trend');
       const cv = el('canvas');
       tt.appendChild(cv);
@@ -390,7 +410,8 @@ function renderTable() {
   for (const th of document.querySelectorAll('#procs th[data-sort]'))
     th.className = th.dataset.sort === key ? (dir > 0 ? 'asc' : 'desc') : '';
   document.getElementById('empty').hidden = S.procs.size > 0;
-  document.getElementById('summary').textContent = nlive + ' running, ' + (nproc - nlive) + ' exited shown · ' + names.length + ' service' + (names.length === 1 ? '' : 's');
+  const what = { exe: ['service', 'services'], profile: ['profile', 'profiles'], uid: ['user', 'users'] }[S.group];
+  document.getElementById('summary').textContent = nlive + ' running, ' + (nproc - nlive) + ' exited shown · ' + names.length + ' ' + what[names.length === 1 ? 0 : 1];
 }
 
 function drawSpark(cv, q) {
@@ -461,6 +482,18 @@ function byteStep(max) {
   return niceStep(max / u, 4) * u;
 }
 
+// Diagonal lines in the reclaimable colour, see-through between them (one pattern per
+// context: patterns belong to the canvas that made them).
+function hatch(g) {
+  const t = document.createElement('canvas');
+  t.width = t.height = 8;
+  const h = t.getContext('2d');
+  h.strokeStyle = FIG_COLOR.reclaimable;
+  h.lineWidth = 2;
+  h.beginPath(); h.moveTo(-2, 10); h.lineTo(10, -2); h.moveTo(-2, 2); h.lineTo(2, -2); h.moveTo(6, 10); h.lineTo(10, 6); h.stroke();
+  return g.createPattern(t, 'repeat');
+}
+
 function ensureCard(q) {
   let c = S.charts.get(q.pid);
   if (c) return c;
@@ -494,6 +527,11 @@ function ensureCard(q) {
   r.appendChild(document.createTextNode(S.labels.rss || 'RSS'));
   r.dataset.series = 'rss';
   legend.appendChild(r);
+  const rc = el('span', 'item');
+  rc.appendChild(el('i', 'hatch'));
+  rc.appendChild(document.createTextNode((S.labels.reclaimable || 'reclaimable') + ' (what release and trim give back)'));
+  rc.dataset.series = 'reclaimable';
+  legend.appendChild(rc);
   const m = el('span', 'item');
   m.appendChild(el('i', 'marker'));
   m.appendChild(document.createTextNode('event (hover for who, what, how much)'));
@@ -576,6 +614,26 @@ function drawChart(c) {
     for (let k = 0; k < d.t.length; k++) if (top[k] != null) base[k] = top[k];
     c.series.push(f);
   }
+  // reclaimable: hatched over the bottom of the free resident band (free resident pages and
+  // the metadata of empty heaps, just above it, are what release and trim give back)
+  g.fillStyle = hatch(g);
+  for (let i = 0; i < d.t.length;) {
+    while (i < d.t.length && !d.v.reclaimable[i]) i++;
+    let j = i;
+    while (j < d.t.length && d.v.reclaimable[j]) j++;
+    if (j > i) {
+      const lo = (k) => (d.v.in_use[k] || 0) + (d.v.cached[k] || 0) + (d.v.fragmented[k] || 0);
+      const step = (k) => (k + 1 < d.t.length ? d.t[k + 1] - d.t[k] : (S.daemon ? S.daemon.sample_ms : 1000));
+      g.beginPath();
+      g.moveTo(X(d.t[i]), Y(lo(i)));
+      for (let k = i; k < j; k++) { g.lineTo(X(d.t[k]), Y(lo(k) + d.v.reclaimable[k])); if (k === j - 1) g.lineTo(X(d.t[k] + step(k) * 0.9), Y(lo(k) + d.v.reclaimable[k])); }
+      g.lineTo(X(d.t[j - 1] + step(j - 1) * 0.9), Y(lo(j - 1)));
+      for (let k = j - 1; k >= i; k--) g.lineTo(X(d.t[k]), Y(lo(k)));
+      g.closePath();
+      g.fill();
+    }
+    i = j;
+  }
   // RSS over the stack
   g.strokeStyle = FIG_COLOR.rss;
   g.lineWidth = 1.6;
@@ -589,7 +647,7 @@ function drawChart(c) {
     pen = true;
   }
   g.stroke();
-  c.series.push('rss');
+  c.series.push('rss', 'reclaimable');
   c.points = points;
   c.first = d.t.length ? d.t[0] : null;
   // events: a line and a marker at the top
@@ -616,7 +674,7 @@ function drawChart(c) {
   g.strokeRect(L + 0.5, T + 0.5, pw, ph);
   c.geom = { L, T, pw, ph, t0, t1, d };
   const l = latest(q) || {};
-  c.card.querySelector('.sub').textContent = 'pid ' + q.pid + ' · uid ' + q.uid + ' · ' + (q.live ? 'up ' + fmtAge(Date.now() - q.started_ms) : 'exited ' + fmtClock(q.exited_ms, true) + (q.exit_reason ? ' (' + q.exit_reason + ')' : '')) + ' · RSS ' + fmtBytes(l.rss) + ' · in use ' + fmtBytes(l.in_use) + (q.truncated ? ' · window cut by history_max_bytes' : '');
+  c.card.querySelector('.sub').textContent = 'pid ' + q.pid + ' · uid ' + q.uid + (q.profile ? ' · profile ' + q.profile : '') + ' · ' + (q.live ? 'up ' + fmtAge(Date.now() - q.started_ms) : 'exited ' + fmtClock(q.exited_ms, true) + (q.exit_reason ? ' (' + q.exit_reason + ')' : '')) + ' · RSS ' + fmtBytes(l.rss) + ' · in use ' + fmtBytes(l.in_use) + (q.truncated ? ' · window cut by history_max_bytes' : '');
   c.canvas.setAttribute('aria-label', 'memory of ' + q.exe + ' pid ' + q.pid + ' over ' + fmtAge(S.range));
   c.canvas.dataset.series = c.series.join(',');
   c.canvas.dataset.points = String(points);
@@ -627,13 +685,9 @@ function hover(c, ev) {
   const tip = document.getElementById('tip');
   const r = c.canvas.getBoundingClientRect();
   const x = ev.clientX - r.left, y = ev.clientY - r.top;
-  let text = null;
-  for (const m of c.markers)
-    if (Math.abs(m.x - x) <= 5) {
-      const e = m.e;
-      text = e.kind + (e.ok === false ? ' (not done)' : '') + ' at ' + fmtClock(e.t, true) + '\n' + (e.who ? 'by ' + e.who + (e.trigger && e.trigger !== 'operator' && !e.who.startsWith(e.trigger) ? ' (' + e.trigger + ')' : '') + '\n' : '') + e.what;
-      break;
-    }
+  // every marker under the pointer (a profile's sets land at the process's start)
+  const under = c.markers.filter((m) => Math.abs(m.x - x) <= 5).slice(-6);
+  let text = under.map(({ e }) => e.kind + (e.ok === false ? ' (not done)' : '') + ' at ' + fmtClock(e.t, true) + '\n' + (e.who ? 'by ' + e.who + (e.trigger && e.trigger !== 'operator' && !e.who.startsWith(e.trigger) ? ' (' + e.trigger + ')' : '') + '\n' : '') + e.what).join('\n\n') || null;
   if (!text && c.geom && x >= c.geom.L) {
     const { L, pw, t0, t1, d } = c.geom;
     const t = t0 + (x - L) / pw * (t1 - t0);
@@ -695,6 +749,7 @@ function saveHash() {
   if (S.selected.size) p.set('pid', [...S.selected].join(','));
   p.set('sort', (S.sort.dir > 0 ? '' : '-') + S.sort.key);
   if (S.filter) p.set('filter', S.filter);
+  if (S.group !== 'exe') p.set('group', S.group);
   if (!S.showExited) p.set('exited', '0');
   history.replaceState(null, '', '#' + p.toString());
 }
@@ -706,6 +761,8 @@ function loadHash() {
   const s = p.get('sort');
   if (s) S.sort = { key: s.replace(/^-/, ''), dir: s.startsWith('-') ? -1 : 1 };
   S.filter = p.get('filter') || '';
+  S.group = ['profile', 'uid'].includes(p.get('group')) ? p.get('group') : 'exe';
+  document.getElementById('groupby').value = S.group;
   S.showExited = p.get('exited') !== '0';
   document.getElementById('filter').value = S.filter;
   document.getElementById('exited').checked = S.showExited;
@@ -716,7 +773,7 @@ function init() {
   for (const th of document.querySelectorAll('#procs th[data-sort]'))
     th.addEventListener('click', () => {
       const k = th.dataset.sort;
-      S.sort = S.sort.key === k ? { key: k, dir: -S.sort.dir } : { key: k, dir: k === 'exe' || k === 'pid' || k === 'uid' ? 1 : -1 };
+      S.sort = S.sort.key === k ? { key: k, dir: -S.sort.dir } : { key: k, dir: NAME_KEYS.includes(k) && k !== 'state' ? 1 : -1 };
       saveHash();
       render();
     });
@@ -727,6 +784,7 @@ function init() {
       loadCharted(true).then(render, () => render());
     });
   document.getElementById('filter').addEventListener('input', (e) => { S.filter = e.target.value.trim(); saveHash(); render(); });
+  document.getElementById('groupby').addEventListener('change', (e) => { S.group = e.target.value; saveHash(); render(); });
   document.getElementById('exited').addEventListener('change', (e) => { S.showExited = e.target.checked; saveHash(); render(); });
   window.addEventListener('resize', () => renderCharts());
   tick();

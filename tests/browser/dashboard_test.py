@@ -7,8 +7,12 @@ result line per check to RESULTS (JSON lines: name, ok, detail); tests/e2e/ctld_
 turns each into a test. Screenshots go to $BUILD/browser/.
 
   1 the page loads with no console error, no exception, no failed request
-  2 each process gets a chart with the six series (pixels of every stacked figure that has a
-    value, and of the RSS line, are on the canvas), a time axis and a legend
+  2 each process gets a chart with the split (in use, cached, fragmented, free resident,
+    metadata, non-allocator RSS stacked; RSS a line; reclaimable a hatch): pixels of every
+    figure that has a value are on the canvas; a time axis and a legend
+  2b grouped by profile (the daemon's [profile caches] matches cache-svc), the table's groups
+    are the profiles; the profile's set at cache-svc's start is a marker on its chart (and
+    not on web-svc's), its hover says which profile did what
   3 a trim issued with allocctl shows as a marker on that process's chart within two sample
     periods; hovering it shows who, what and how much
   4 a reload keeps the history (the chart starts where it started before) and the marker
@@ -34,7 +38,7 @@ ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(os.path.dirname(__
 BUILD = os.environ.get("BUILD") or os.path.join(ROOT, "build")
 SO = os.environ.get("LIBALLOC_SO") or os.path.join(BUILD, "liballoc.so")
 SAMPLE_MS = 1000
-SERIES = "in_use,cached,fragmented,free_resident,metadata,non_alloc,rss"
+SERIES = "in_use,cached,fragmented,free_resident,metadata,non_alloc,rss,reclaimable"
 
 results = []
 T_START = time.monotonic()
@@ -83,6 +87,9 @@ class Scenario:
 
     def start_daemon(self):
         ready = os.path.join(self.t, "ready")
+        conf = os.path.join(self.t, "allocctld.conf")
+        with open(conf, "w") as f:
+            f.write("[profile caches]\nname = cache-svc\nmmap_threshold = 1M\n")
         if os.path.exists(ready):
             os.unlink(ready)
         log = open(os.path.join(self.t, "daemon.log"), "ab")
@@ -90,7 +97,7 @@ class Scenario:
             self.daemon = subprocess.Popen(
                 [os.path.join(BUILD, "allocctld"), "--socket", self.sock, "--listen",
                  "127.0.0.1:%d" % self.port, "--run-dir", self.segs, "--no-default-dirs",
-                 "--ready-file", ready], stdout=log, stderr=subprocess.STDOUT)
+                 "--ready-file", ready, "--config", conf], stdout=log, stderr=subprocess.STDOUT)
             t0 = time.monotonic()
             while not os.path.exists(ready) and self.daemon.poll() is None and time.monotonic() - t0 < 10:
                 time.sleep(0.02)
@@ -104,10 +111,10 @@ class Scenario:
         self.daemon.send_signal(signal.SIGTERM)
         self.daemon.wait(10)
 
-    def start_service(self, name, size, keep):
+    def start_service(self, name, size, keep, **more_env):
         exe = os.path.join(self.t, name)
         shutil.copy(os.path.join(BUILD, "tests", "workload"), exe)
-        env = dict(os.environ, LD_PRELOAD=SO, LIBALLOC_RUN_DIR=self.segs)
+        env = dict(os.environ, LD_PRELOAD=SO, LIBALLOC_RUN_DIR=self.segs, **more_env)
         p = subprocess.Popen([exe, "-t", "2", "-s", size, "-d", "0.5", "-k", keep], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         # "quiet": the churn is over, what it keeps stays (and leaves free memory to trim)
@@ -143,7 +150,7 @@ CHARTS_JS = """(() => {
   const S = window.allocDashboard, out = {};
   const hex = (c) => [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
   const COLORS = {in_use: '#3b6fd4', cached: '#41a6a0', fragmented: '#c9a227', free_resident: '#e39b3b',
-                  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330'};
+                  metadata: '#9a6fc9', non_alloc: '#b9bfca', rss: '#1d2330', reclaimable: '#0b6e3a'};
   const near = (px, i, r, g, b, tol) =>
     Math.abs(px[i] - r) <= tol && Math.abs(px[i + 1] - g) <= tol && Math.abs(px[i + 2] - b) <= tol;
   for (const card of document.querySelectorAll('#charts .card')) {
@@ -153,8 +160,8 @@ CHARTS_JS = """(() => {
     for (const [f, c] of Object.entries(COLORS)) {
       const [r, g, b] = hex(c);
       let n = 0;
-      // areas are flat colour; the RSS line is antialiased
-      const tol = f === 'rss' ? 40 : 2;
+      // areas are flat colour; the RSS line and the reclaimable hatch are antialiased
+      const tol = f === 'rss' || f === 'reclaimable' ? 40 : 2;
       for (let i = 0; i < px.length; i += 4) if (near(px, i, r, g, b, tol)) n++;
       count[f] = n;
     }
@@ -173,11 +180,32 @@ CHARTS_JS = """(() => {
       legend: [...card.querySelectorAll('.legend .item')].map((e) => e.dataset.series || e.textContent),
       title: card.querySelector('h2').textContent,
       marker_x: c.markers.filter((m) => m.e.kind === 'trim').map((m) => m.x),
+      set_x: c.markers.filter((m) => m.e.kind === 'set').map((m) => m.x),
       rect: (() => { const r = cv.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })(),
     };
   }
   return out;
 })()"""
+
+
+def hover_marker(page, pid, kind):
+    """Point the mouse at pid's marker of kind and return the tooltip. The time axis moves
+    on with every sample (a marker of a 1-minute chart moves ~8 px a second), so a busy
+    machine may redraw between measuring and moving: measure again and retry."""
+    tip = ""
+    for _ in range(5):
+        x, rect = page.eval("(() => { const c = window.allocDashboard.charts.get(%d);"
+                            " const m = c.markers.find((m) => m.e.kind === '%s');"
+                            " const r = c.canvas.getBoundingClientRect();"
+                            " return [m ? m.x : null, [r.left, r.top]]; })()" % (pid, kind))
+        if x is None:
+            return "no %s marker" % kind
+        page.mouse_move(rect[0] + x, rect[1] + 60)
+        tip, _ = page.wait_for("(() => { const t = document.getElementById('tip'); return !t.hidden && t.textContent; })()", timeout=5)
+        if (kind + " at") in tip:
+            return tip
+        page.mouse_move(5, 5)
+    return tip
 
 
 def run(out):
@@ -195,7 +223,10 @@ def scenario(sc):
     sc.browser = browser
     sc.start_daemon()
     phase("daemon up")
-    pid_a = sc.start_service("cache-svc", "32M", "12M")
+    # cache-svc keeps its free pages (no decay, no automatic trim): they are reclaimable
+    # until the trim below gives them back
+    pid_a = sc.start_service("cache-svc", "32M", "12M", LIBALLOC_DECAY_MS="0",
+                             LIBALLOC_TRIM_THRESHOLD="1G")
     pid_b = sc.start_service("web-svc", "8M", "3M")
     phase("services up")
     url = "http://127.0.0.1:%d/" % sc.port
@@ -223,12 +254,21 @@ def scenario(sc):
             missing = [f for f in drawn if c["pixels"][f] < 20]
             check("drawn_%s" % name, not missing and c["points"] >= 3,
                   "figures with a value: %s; pixels per figure %s; missing %s" % (drawn, c["pixels"], missing))
-            check("legend_%s" % name, c["legend"][:7] == SERIES.split(","), "legend %s" % c["legend"])
+            check("legend_%s" % name, c["legend"][:8] == SERIES.split(","), "legend %s" % c["legend"])
             check("title_%s" % name, ("pid %d" % pid) in c["title"], c["title"])
         a_in_use = charts[str(pid_a)]["last"].get("in_use", 0)
         b_in_use = charts[str(pid_b)]["last"].get("in_use", 0)
         check("values_per_process", a_in_use > b_in_use > 0,
               "in use: cache-svc %d, web-svc %d (cache-svc keeps more)" % (a_in_use, b_in_use))
+        # reclaimable is free resident + the metadata of empty heaps, in every sample
+        rec = page.eval("(() => { const S = window.allocDashboard, out = {}; for (const [pid, c] of S.charts) {"
+                        " const v = c.q.fine.v; out[c.q.exe] = {below: v.rss.filter((x, i) => x != null &&"
+                        " !(v.reclaimable[i] >= v.free_resident[i])).length, last: v.reclaimable.filter((x) =>"
+                        " x != null).pop()}; } return out; })()")
+        rec_before = rec["cache-svc"]["last"]
+        check("reclaimable_values", all(r["below"] == 0 for r in rec.values()) and rec_before >= 4 << 20,
+              "samples where reclaimable < free resident, last reclaimable: %s (cache-svc keeps its"
+              " free pages)" % rec)
         table = page.eval("[...document.querySelectorAll('#procs tr.group .gname')].map(e => e.textContent)")
         check("grouped_by_service", sorted(table) == ["cache-svc", "web-svc"], "groups %s" % table)
         page.screenshot(os.path.join(sc.shots, "dashboard-1-two-services.png"))
@@ -250,6 +290,28 @@ def scenario(sc):
         check("filterable", filtered == [pid_b] and charts_shown == [pid_b] and len(page.eval(rows)) == 2,
               "filter 'web': rows %s, charts %s" % (filtered, charts_shown))
 
+        # grouped by profile: one group per profile, the rest together
+        page.eval("(() => { const g = document.getElementById('groupby'); g.value = 'profile';"
+                  " g.dispatchEvent(new Event('change')); })()")
+        groups = page.eval("[...document.querySelectorAll('#procs tr.group .gname')].map(e => e.textContent)")
+        cells = page.eval("Object.fromEntries([...document.querySelectorAll('#procs tr.proc')]"
+                          ".map(r => [r.dataset.pid, r.children[2].textContent]))")
+        in_hash = page.eval("location.hash.includes('group=profile')")
+        page.screenshot(os.path.join(sc.shots, "dashboard-1b-by-profile.png"))
+        page.eval("(() => { const g = document.getElementById('groupby'); g.value = 'exe';"
+                  " g.dispatchEvent(new Event('change')); })()")
+        check("grouped_by_profile", sorted(groups) == ["no profile", "profile caches"] and
+              cells == {str(pid_a): "caches", str(pid_b): "\u2013"} and in_hash,
+              "groups %s, profile column %s, in the address: %s" % (groups, cells, in_hash))
+        # the profile's action is on cache-svc's chart, with who and what on hover
+        xs = charts[str(pid_a)]["set_x"]
+        if check("profile_marker", len(xs) == 1 and not charts[str(pid_b)]["set_x"],
+                 "set markers: cache-svc at %s, web-svc at %s" % (xs, charts[str(pid_b)]["set_x"])):
+            tip = hover_marker(page, pid_a, "set")
+            check("profile_marker_hover", "set at" in tip and "by profile caches" in tip and "mmap_threshold" in tip,
+                  tip.replace("\n", " | "))
+            page.mouse_move(5, 5)
+
         phase("charts checked")
         # 3. a trim through allocctl appears as a marker within two sample periods
         r = sc.allocctl("trim", str(pid_a))
@@ -262,12 +324,19 @@ def scenario(sc):
                   "marker drawn %.2f s after the trim (sample period %d ms)" % (waited, SAMPLE_MS))
         except CDPError as e:
             check("trim_marker_in_two_periods", False, str(e))
+        # what the trim gave back leaves the reclaimable hatch
+        try:
+            page.wait_for("(() => { const v = window.allocDashboard.charts.get(%d).q.fine.v.reclaimable;"
+                          " return v.length && v[v.length - 1] != null && v[v.length - 1] < %d; })()"
+                          % (pid_a, max(rec_before // 2, 1)), timeout=10, interval=0.05)
+            check("trim_empties_reclaimable", True, "reclaimable %d before the trim, %d after" % (
+                rec_before, page.eval("window.allocDashboard.charts.get(%d).q.fine.v.reclaimable.filter((x) => x != null).pop()" % pid_a)))
+        except CDPError as e:
+            check("trim_empties_reclaimable", False, "reclaimable %d before the trim; %s" % (rec_before, e))
         charts = page.eval(CHARTS_JS)
         xs = charts[str(pid_a)]["marker_x"]
         if check("trim_marker_position", len(xs) == 1, "trim markers at %s" % xs):
-            left, top = charts[str(pid_a)]["rect"][:2]
-            page.mouse_move(left + xs[0], top + 60)
-            tip, _ = page.wait_for("(() => { const t = document.getElementById('tip'); return !t.hidden && t.textContent; })()", timeout=5)
+            tip = hover_marker(page, pid_a, "trim")
             check("trim_marker_hover", "trim" in tip and "by uid" in tip and "released" in tip,
                   tip.replace("\n", " | "))
             page.screenshot(os.path.join(sc.shots, "dashboard-2-trim-marker.png"))

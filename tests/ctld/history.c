@@ -263,7 +263,7 @@ Test(history, events_ring_keeps_the_newest_in_order)
 
 /* A sample charts the memory split of liballoc_shm.h (la_memory_of: in use, cached,
  * fragmented, free resident, metadata) plus the RSS the allocator does not hold, so the
- * stack sums to RSS; RSS below the allocator's resident bytes (a gauge read a moment
+ * stack sums to RSS (reclaimable and RSS are drawn over it); RSS below the allocator's resident bytes (a gauge read a moment
  * apart) gives non-allocator 0, never a wrapped number. */
 Test(history, a_sample_is_the_memory_split_and_stacks_to_rss)
 {
@@ -287,11 +287,75 @@ Test(history, a_sample_is_the_memory_split_and_stacks_to_rss)
 	cr_assert_eq(fig[HIST_F_metadata], 256 << 10);
 	cr_assert_eq(fig[HIST_F_non_alloc], 5 << 20);
 	cr_assert_eq(fig[HIST_F_rss], rss);
+	cr_assert_eq(fig[HIST_F_reclaimable], (3 << 20) + (64 << 10),
+	             "free resident + idle metadata");
 	uint64_t stack = 0;
 	for (int f = 0; f < HIST_NFIG; f++)
-		if (f != HIST_F_rss)
+		if (f != HIST_F_rss &&
+		    f != HIST_F_reclaimable) /* a line and a hatch, not stacked */
 			stack += fig[f];
 	cr_assert_eq(stack, rss, "the stack sums to RSS");
 	timeline_figures(&c, m.resident - 4096, fig);
 	cr_assert_eq(fig[HIST_F_non_alloc], 0);
+}
+
+struct figures {
+	int n;
+	uint32_t v[HIST_NFIG];
+};
+
+static void last_figures(void *arg, int64_t t_ms, const uint32_t *kib)
+{
+	struct figures *f = arg;
+	if (kib)
+		memcpy(f->v, kib, sizeof(f->v));
+	f->n++;
+}
+
+/* A sample stores the allocator's figures, reclaimable and RSS (7 x 4 bytes); non-allocator
+ * RSS is what RSS holds beyond the allocator's resident bytes, derived as it is read (0 when
+ * the allocator counts more than RSS: handed-out pages count whole). */
+Test(history, reclaimable_is_kept_and_non_allocator_rss_is_derived)
+{
+	cr_assert_eq(sizeof(struct hist_sample), 28);
+	cr_assert_eq(HIST_PROC_MAX_BYTES, 66096, "README.md and ctld/README.md document 66,096");
+	struct history h;
+	cr_assert_eq(history_init(&h, 1000, 64 << 20, 16), 0);
+	struct hist_proc *p = history_open(&h, 42, 7, 0, "svc", T0);
+	uint64_t v[HIST_NFIG] = {0};
+	v[HIST_F_in_use] = 10 << 20;
+	v[HIST_F_cached] = 1 << 20;
+	v[HIST_F_fragmented] = 2 << 20;
+	v[HIST_F_free_resident] = 3 << 20;
+	v[HIST_F_metadata] = 1 << 20;
+	v[HIST_F_reclaimable] = (3 << 20) + (256 << 10);
+	v[HIST_F_rss] = 25 << 20;
+	v[HIST_F_non_alloc] = 12345; /* not stored: derived */
+	history_sample(&h, p, v, T0);
+	v[HIST_F_rss] = 16 << 20; /* less than the allocator's 17 MiB */
+	history_sample(&h, p, v, T0 + 1000);
+	struct figures f = {0};
+	history_walk(&h, p, false, T0, last_figures, &f);
+	cr_assert_eq(f.n, 2);
+	cr_assert_eq(f.v[HIST_F_reclaimable], 3 * 1024 + 256);
+	cr_assert_eq(f.v[HIST_F_rss], 16 * 1024);
+	cr_assert_eq(f.v[HIST_F_non_alloc], 0, "clamped: %u KiB", f.v[HIST_F_non_alloc]);
+	memset(&f, 0, sizeof(f));
+	history_walk(&h, p, false, T0 + 1, last_figures, &f); /* only the second tick */
+	cr_assert_eq(f.n, 1);
+	/* RSS above the allocator's: 25 MiB RSS - 17 MiB resident */
+	struct hist_proc *q = history_open(&h, 43, 8, 0, "svc", T0);
+	v[HIST_F_rss] = 25 << 20;
+	history_sample(&h, q, v, T0);
+	memset(&f, 0, sizeof(f));
+	history_walk(&h, q, false, 0, last_figures, &f);
+	cr_assert_eq(f.v[HIST_F_non_alloc], 8 * 1024, "%u KiB", f.v[HIST_F_non_alloc]);
+	/* the coarse means derive it from the means */
+	history_close(&h, q, T0 + 1000, "exit");
+	memset(&f, 0, sizeof(f));
+	history_walk(&h, q, true, 0, last_figures, &f);
+	cr_assert_eq(f.n, 1);
+	cr_assert_eq(f.v[HIST_F_non_alloc], 8 * 1024);
+	cr_assert_eq(f.v[HIST_F_reclaimable], 3 * 1024 + 256);
+	history_free(&h);
 }

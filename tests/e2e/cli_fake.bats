@@ -299,19 +299,19 @@ complete_line() {
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q '^rc=0'"
 }
 
-@test "history PID: min, max, last and a sparkline per figure (a gap shows), then the events" {
+@test "history PID: its profile, min, max, last and a sparkline per figure (a gap shows), then the events with who did them" {
 	start_fake
 	run -0 --separate-stderr "$ALLOCCTL" history 4242
 	[ -z "$stderr" ]
-	[[ "${lines[0]}" == "4242 (fake-service): 10 samples every 1 s, "*" (10s)" ]]
+	[[ "${lines[0]}" == "4242 (fake-service), profile web: 10 samples every 1 s, "*" (10s)" ]]
 	[[ "${lines[1]}" == *FIGURE*MIN*MAX*LAST*TREND* ]]
 	# in use climbs 100 -> 190 MiB with the sixth sample missing
 	[[ "${lines[2]}" == "  in use               100.0 MiB   190.0 MiB   190.0 MiB  ▁▁▂▃▄ ▅▆▇█" ]]
-	[[ "${lines[7]}" == "  RSS                  150.0 MiB   240.0 MiB   240.0 MiB  ▁▁▂▃▄ ▅▆▇█" ]]
-	for f in cached "free resident" metadata "non-allocator RSS"; do
+	[[ "${lines[8]}" == "  RSS                  150.0 MiB   240.0 MiB   240.0 MiB  ▁▁▂▃▄ ▅▆▇█" ]]
+	for f in cached fragmented "free resident" metadata reclaimable "non-allocator RSS"; do
 		printf '%s\n' "${lines[@]}" | grep -q "^  $f " || { echo "no $f"; false; }
 	done
-	[[ "$output" == *"events"*"4242  trim     uid 0 (pid 99)       released 12.0 MiB (3 madvise, 0 munmap)"* ]]
+	[[ "$output" == *"events"*"4242  set      profile web          decay_ms 10s -> 2s"*"4242  trim     uid 0 (pid 99)       released 12.0 MiB (3 madvise, 0 munmap)"*"4242  release  policy oom-guard (pressure) released 1.0 MiB"* ]]
 }
 
 @test "history --json: series in bytes with null for a gap, and the events" {
@@ -319,16 +319,18 @@ complete_line() {
 	run -0 --separate-stderr "$ALLOCCTL" --json history 4242
 	echo "$output" | json_check '
 	  len(d["processes"]) == 1 and d["sample_ms"] == 1000 and
-	  set(d["processes"][0]) == {"pid","exe","uid","started_ms","exited_ms","exit_reason",
-	                             "resolution_ms","first_ms","truncated","series"} and
-	  sorted(d["processes"][0]["series"]) == sorted(["in_use","cached","free_resident",
-	                                                 "metadata","non_alloc","rss"]) and
+	  set(d["processes"][0]) == {"pid","exe","profile","uid","started_ms","exited_ms",
+	                             "exit_reason","resolution_ms","first_ms","truncated","series"} and
+	  d["processes"][0]["profile"] == "web" and
+	  list(d["processes"][0]["series"]) == ["in_use","cached","fragmented","free_resident",
+	                                        "metadata","reclaimable","rss","non_alloc"] and
 	  d["processes"][0]["series"]["in_use"][0] == 100 * 2**20 and
 	  d["processes"][0]["series"]["in_use"][5] is None and
 	  d["processes"][0]["series"]["rss"][9] == 240 * 2**20 and
 	  d["processes"][0]["resolution_ms"] == 1000 and d["processes"][0]["exited_ms"] is None and
-	  [e["kind"] for e in d["events"]] == ["trim"] and d["events"][0]["bytes"] == 12 * 2**20 and
-	  d["events"][0]["who"] == "uid 0 (pid 99)"'
+	  [e["kind"] for e in d["events"]] == ["set", "trim", "release"] and
+	  d["events"][1]["bytes"] == 12 * 2**20 and d["events"][1]["who"] == "uid 0 (pid 99)" and
+	  [e["trigger"] for e in d["events"]] == ["profile", "operator", "pressure"]'
 }
 
 @test "history: another user's process, an unknown one, bad options" {

@@ -2,8 +2,9 @@
 # ctld_dashboard.bats — the page served by allocctld, in headless Chromium (Debian's
 # chromium, driven over the DevTools protocol by tests/browser/cdp.py: python3 alone, no npm).
 # One scenario (tests/browser/dashboard_test.py, ~20 s) runs once for the file: a private
-# daemon, two services under the preload (cache-svc, web-svc), the page loaded, a trim issued
-# with allocctl, a reload, the daemon stopped and started again. Each check below is one of
+# daemon with one profile (caches: cache-svc), two services under the preload (cache-svc,
+# web-svc), the page loaded, grouped by profile, a trim issued with allocctl, a reload, the
+# daemon stopped and started again. Each check below is one of
 # its results; screenshots are left in $BUILD/browser/ (dashboard-1..4-*.png).
 # san: skip
 
@@ -58,6 +59,7 @@ EOF
 	result drawn_cache-svc
 	result drawn_web-svc
 	result values_per_process
+	result reclaimable_values
 }
 
 @test "the table groups the processes by service, sorts by a column and filters" {
@@ -66,11 +68,18 @@ EOF
 	result filterable
 }
 
-@test "a trim through allocctl is a marker within two sample periods; hover says who, what, how much" {
+@test "grouped by profile; the profile's action is a marker on its process's chart, hover says which profile did what" {
+	result grouped_by_profile
+	result profile_marker
+	result profile_marker_hover
+}
+
+@test "a trim through allocctl is a marker within two sample periods; hover says who, what, how much; reclaimable falls" {
 	result allocctl_trim
 	result trim_marker_in_two_periods
 	result trim_marker_position
 	result trim_marker_hover
+	result trim_empties_reclaimable
 }
 
 @test "a reload keeps the history and the markers" {
@@ -88,7 +97,7 @@ EOF
 }
 
 @test "screenshots are saved under build/browser" {
-	for n in 1-two-services 2-trim-marker 3-daemon-down 4-after-restart; do
+	for n in 1-two-services 1b-by-profile 2-trim-marker 3-daemon-down 4-after-restart; do
 		[ -s "$BUILD/browser/dashboard-$n.png" ] || { echo "missing dashboard-$n.png"; false; }
 	done
 }

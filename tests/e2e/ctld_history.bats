@@ -49,12 +49,13 @@ wait_json() {
 	wait_json "/api/history?pid=$A" "len(d['processes'][0]['series']['rss']) >= 3"
 	api "/api/history?pid=$A" | json "
 	  d['daemon']['sample_ms'] == 1000 and d['daemon']['host'] and
-	  d['figures'] == ['in_use','cached','fragmented','free_resident','metadata','non_alloc','rss'] and
+	  d['figures'] == ['in_use','cached','fragmented','free_resident','metadata','reclaimable','rss','non_alloc'] and
 	  len(d['processes']) == 1 and d['processes'][0]['pid'] == $A and
 	  d['processes'][0]['exe'] == 'svc-a' and d['processes'][0]['live'] and
 	  d['processes'][0]['res_ms'] == 1000 and d['processes'][0]['t0'] % 1000 == 0 and
 	  all(v == 3 * 2**20 for v in d['processes'][0]['series']['in_use']) and
 	  all(v == 128 * 1024 for v in d['processes'][0]['series']['free_resident']) and
+	  all(v == 128 * 1024 for v in d['processes'][0]['series']['reclaimable']) and
 	  all(v > 0 for v in d['processes'][0]['series']['rss'])"
 	# points averages down; since skips what came before; res picks the tier
 	api "/api/history?pid=$A&points=1" | json "len(d['processes'][0]['series']['in_use']) == 1"
@@ -131,6 +132,39 @@ wait_json() {
 	run -0 "$BUILD/allocctl" --socket "$SOCK" top --iterations 1
 	[[ "$output" == *"RSS, LAST MINUTE"* ]]
 	[[ "$(grep -E "^ +$D " <<<"$output")" == *" +"* ]]
+}
+
+@test "a profile's actions are on the timeline as the profile's, and each history says its profile" {
+	cat >"$T/conf" <<EOC
+[profile caches]
+name = svc-p
+decay_ms = 5s
+EOC
+	start_daemon --config "$T/conf"
+	start_fake --exe /usr/bin/svc-p --arenas 1 --interval-ms 0
+	P=$FPID
+	start_fake --exe /usr/bin/svc-q --arenas 1 --interval-ms 0
+	Q=$FPID
+	wait_json "/api/events" "any(e['kind'] == 'set' and e['pid'] == $P for e in d['events'])"
+	# who is the profile (not an operator), the trigger says what kind of actor it is
+	api "/api/events" | json "
+	  [(e['trigger'], e['who'], e['what'].endswith('-> 5s'), e['ok'])
+	   for e in d['events'] if e['kind'] == 'set'] ==
+	  [('profile', 'profile caches', True, True)] and
+	  [e['what'] for e in d['events'] if e['kind'] == 'set'][0].startswith('decay_ms ')"
+	wait_json "/api/history?pid=$P,$Q" "len(d['processes']) == 2 and
+	  all(len(p['series']['rss']) >= 1 for p in d['processes'])"
+	api "/api/history?pid=$P,$Q" | json "
+	  sorted((p['pid'], p['profile']) for p in d['processes']) == sorted([($P, 'caches'), ($Q, None)])"
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" history "$P"
+	[[ "${lines[0]}" == "$P (svc-p), profile caches: "* ]]
+	[[ "$output" == *"set"*"profile caches"* ]]
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" --json history "$P"
+	echo "$output" | json "
+	  [p['profile'] for p in d['processes']] == ['caches'] and
+	  [e['trigger'] for e in d['events'] if e['kind'] == 'set'] == ['profile']"
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" --json history "$Q"
+	echo "$output" | json "[p['profile'] for p in d['processes']] == [None]"
 }
 
 @test "history_sample_ms = off: no history, said plainly; bad history settings are refused" {

@@ -322,13 +322,16 @@ static void do_action(Ctl__Reply *rep, const Ctl__Target *target, int kind, uint
 	}
 }
 
-/* A scripted history: 10 samples a second apart ending now. 4242's in use climbs from 100
- * to 190 MiB in steps of 10 MiB with a gap at the sixth sample (RSS = in use + 50 MiB);
- * 4343 stays at 20 MiB. One event: a trim of 4242 that released 12 MiB. */
+/* A scripted history: 10 samples a second apart ending now, the daemon's figures. 4242
+ * (profile web) has its in use climb from 100 to 190 MiB in steps of 10 MiB with a gap at
+ * the sixth sample (RSS = in use + 50 MiB); 4343 stays at 20 MiB. Events of 4242: its
+ * profile's set, a trim by an operator that released 12 MiB, a pressure policy's release. */
 static Ctl__ProcessHistory *fake_history(const struct fake_proc *p)
 {
-	static const char *const names[] = {"in_use",   "cached",    "free_resident",
-	                                    "metadata", "non_alloc", "rss"};
+	static const char *const names[] = {"in_use",        "cached",   "fragmented",
+	                                    "free_resident", "metadata", "reclaimable",
+	                                    "rss",           "non_alloc"};
+	enum { NF = sizeof(names) / sizeof(names[0]), RSS = 6 };
 	Ctl__ProcessHistory *ph = calloc(1, sizeof(*ph));
 	ctl__process_history__init(ph);
 	ph->pid = p->pid;
@@ -338,9 +341,11 @@ static Ctl__ProcessHistory *fake_history(const struct fake_proc *p)
 	ph->started_ms = (int64_t)(started_ns / 1000000) - 62000;
 	ph->first_ms = (int64_t)(now_ns() / 1000000) / 1000 * 1000 - 9000;
 	ph->resolution_ms = 1000;
-	ph->n_series = 6;
-	ph->series = calloc(6, sizeof(*ph->series));
-	for (int f = 0; f < 6; f++) {
+	if (p->pid == 4242)
+		ph->profile = "web";
+	ph->n_series = NF;
+	ph->series = calloc(NF, sizeof(*ph->series));
+	for (int f = 0; f < NF; f++) {
 		Ctl__FigureSeries *s = calloc(1, sizeof(*s));
 		ctl__figure_series__init(s);
 		s->name = (char *)names[f];
@@ -349,9 +354,9 @@ static Ctl__ProcessHistory *fake_history(const struct fake_proc *p)
 		for (int i = 0; i < 10; i++) {
 			uint64_t in_use =
 			        p->pid == 4242 ? (100u + 10u * (unsigned)i) << 10 : 20u << 10;
-			uint64_t v = f == 0   ? in_use
-			             : f == 5 ? in_use + (50u << 10)
-			                      : (uint64_t)f << 10;
+			uint64_t v = f == 0     ? in_use
+			             : f == RSS ? in_use + (50u << 10)
+			                        : (uint64_t)f << 10;
 			s->kib[i] = p->pid == 4242 && i == 5 ? UINT64_MAX : v;
 		}
 		ph->series[f] = s;
@@ -381,21 +386,33 @@ static void do_history(Ctl__Reply *rep, const Ctl__HistoryRequest *q)
 	}
 	bool want_4242 = !q->n_pids || q->pids[0] == 4242;
 	if (q->has_events && q->events && want_4242 && !opt_empty) {
-		Ctl__HistoryEvent *e = calloc(1, sizeof(*e));
-		ctl__history_event__init(e);
-		e->seq = 1;
-		e->t_ms = h->now_ms - 3000;
-		e->has_pid = e->has_bytes = e->has_ok = 1;
-		e->pid = 4242;
-		e->exe = "fake-service";
-		e->kind = "trim";
-		e->who = "uid 0 (pid 99)";
-		e->what = "released 12.0 MiB (3 madvise, 0 munmap)";
-		e->bytes = 12ULL << 20;
-		e->ok = 1;
-		h->n_events = 1;
-		h->events = calloc(1, sizeof(*h->events));
-		h->events[0] = e;
+		static const struct {
+			const char *kind, *trigger, *who, *what;
+			uint64_t bytes;
+		} ev[] = {
+		        {"set", "profile", "profile web", "decay_ms 10s -> 2s", 0},
+		        {"trim", "operator", "uid 0 (pid 99)",
+		         "released 12.0 MiB (3 madvise, 0 munmap)", 12ULL << 20},
+		        {"release", "pressure", "policy oom-guard", "released 1.0 MiB", 1ULL << 20},
+		};
+		h->n_events = sizeof(ev) / sizeof(ev[0]);
+		h->events = calloc(h->n_events, sizeof(*h->events));
+		for (size_t i = 0; i < h->n_events; i++) {
+			Ctl__HistoryEvent *e = calloc(1, sizeof(*e));
+			ctl__history_event__init(e);
+			e->seq = i + 1;
+			e->t_ms = h->now_ms - 9000 + 3000 * (int64_t)i;
+			e->has_pid = e->has_bytes = e->has_ok = 1;
+			e->pid = 4242;
+			e->exe = "fake-service";
+			e->kind = (char *)ev[i].kind;
+			e->trigger = (char *)ev[i].trigger;
+			e->who = (char *)ev[i].who;
+			e->what = (char *)ev[i].what;
+			e->bytes = ev[i].bytes;
+			e->ok = 1;
+			h->events[i] = e;
+		}
 	}
 	rep->history = h;
 }
