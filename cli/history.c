@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "jsontext.h"
+#include "render.h"
 
 #include "fmt.h"
 
@@ -137,8 +138,10 @@ static void history_json(FILE *f, const Ctl__HistoryReply *r)
 		json_array_append_new(procs, process_json(r->processes[i]));
 	for (size_t i = 0; i < r->n_events; i++)
 		json_array_append_new(events, event_json(r->events[i]));
-	json_t *doc = json_pack("{s:i,s:I,s:o,s:o}", "sample_ms", (int)r->sample_ms, "now_ms",
-	                        (json_int_t)r->now_ms, "processes", procs, "events", events);
+	json_t *doc =
+	        json_pack("{s:i,s:i,s:I,s:o,s:o}", "schema_version", ALLOCCTL_JSON_SCHEMA_VERSION,
+	                  "sample_ms", (int)r->sample_ms, "now_ms", (json_int_t)r->now_ms,
+	                  "processes", procs, "events", events);
 	json_dumpf(doc, f, JSON_COMPACT);
 	fputc('\n', f);
 	json_decref(doc);

@@ -43,6 +43,13 @@ void json_object_begin(struct json *j, const char *key)
 	begin(j, key, json_object());
 }
 
+void json_document_begin(struct json *j, FILE *f)
+{
+	json_init(j, f);
+	json_object_begin(j, NULL);
+	json_u64(j, "schema_version", ALLOCCTL_JSON_SCHEMA_VERSION);
+}
+
 void json_object_end(struct json *j)
 {
 	if (j->depth > 0)

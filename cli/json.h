@@ -15,16 +15,19 @@
 
 #define JSON_DEPTH 16
 
-#define json_init         cli_json_init
-#define json_object_begin cli_json_object_begin
-#define json_object_end   cli_json_object_end
-#define json_array_begin  cli_json_array_begin
-#define json_array_end    cli_json_array_end
-#define json_string       cli_json_string
-#define json_u64          cli_json_u64
-#define json_i64          cli_json_i64
-#define json_bool         cli_json_bool
-#define json_finish       cli_json_finish
+#define json_init           cli_json_init
+#define json_object_begin   cli_json_object_begin
+#define json_object_end     cli_json_object_end
+#define json_array_begin    cli_json_array_begin
+#define json_array_end      cli_json_array_end
+#define json_string         cli_json_string
+#define json_u64            cli_json_u64
+#define json_i64            cli_json_i64
+#define json_bool           cli_json_bool
+#define json_finish         cli_json_finish
+#define json_document_begin cli_json_document_begin
+
+#include "render.h" /* ALLOCCTL_JSON_SCHEMA_VERSION */
 
 struct json_t;
 
@@ -44,6 +47,8 @@ void json_string(struct json *j, const char *key, const char *value); /* NULL ->
 void json_u64(struct json *j, const char *key, uint64_t value);
 void json_i64(struct json *j, const char *key, int64_t value);
 void json_bool(struct json *j, const char *key, bool value);
+/* json_init, then the document's object with "schema_version" as its first key. */
+void json_document_begin(struct json *j, FILE *f);
 /* Writes the document and a newline (call after the outermost end). */
 void json_finish(struct json *j);
 

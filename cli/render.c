@@ -134,6 +134,7 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_i64(j, "pid", p->pid);
 	json_i64(j, "ns_pid", p->has_ns_pid ? p->ns_pid : p->pid);
 	json_u64(j, "pid_namespace", p->has_pid_namespace ? p->pid_namespace : 0);
+	json_string(j, "cgroup", p->cgroup); /* null: unknown */
 	json_string(j, "exe", p->exe);
 	json_string(j, "name", render_proc_name(p));
 	json_string(j, "cmdline", p->cmdline ? p->cmdline : "");
@@ -165,14 +166,23 @@ static void process_json(struct json *j, const char *key, const Ctl__ProcessInfo
 	json_object_end(j);
 }
 
-/* What an operator should know about a process, in words: other allocators it maps, a
- * control thread that is not running. "" when nothing. */
+/* What an operator should know about a process, in words: its pid inside its container
+ * (another pid namespace), other allocators it maps, a control thread that is not
+ * running. "" when nothing. */
 static const char *notes(const Ctl__ProcessInfo *p, char *buf, size_t n)
 {
 	size_t off = 0;
 	buf[0] = 0;
+	if (p->has_ns_pid && p->ns_pid != p->pid) {
+		int w = snprintf(buf, n, "pid %" PRId32 " in its namespace", p->ns_pid);
+		if (w > 0 && (size_t)w < n)
+			off = (size_t)w;
+	}
 	for (size_t i = 0; i < p->n_foreign_allocators && off < n; i++) {
-		int w = snprintf(buf + off, n - off, "%s%s", i ? ", " : "also maps ",
+		int w = snprintf(buf + off, n - off, "%s%s",
+		                 i     ? ", "
+		                 : off ? "; also maps "
+		                       : "also maps ",
 		                 p->foreign_allocators[i]);
 		if (w < 0)
 			break;
@@ -271,8 +281,7 @@ void render_ps(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, const struct r
 	}
 	if (o->json) {
 		struct json j;
-		json_init(&j, f);
-		json_object_begin(&j, NULL);
+		json_document_begin(&j, f);
 		json_array_begin(&j, "processes");
 		for (size_t i = 0; i < n; i++)
 			process_json(&j, NULL, sorted[i], o);
@@ -455,8 +464,7 @@ static void counters_json(struct json *j, const char *key, Ctl__Counter *const *
 static void stats_json(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o)
 {
 	struct json j;
-	json_init(&j, f);
-	json_object_begin(&j, NULL);
+	json_document_begin(&j, f);
 	process_json(&j, "process", s->process, o);
 	counters_json(&j, "totals", s->totals, s->n_totals);
 	json_array_begin(&j, "arenas");
@@ -506,6 +514,11 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 		        fmt_size(rel, sizeof(rel), p->pressure_released_bytes, o->raw),
 		        took[0] ? " (the last in " : "", took, took[0] ? ")" : "");
 	}
+	if (p->has_ns_pid && p->ns_pid != p->pid)
+		fprintf(f, "  container: pid %" PRId32 " in pid namespace %" PRIu64 "\n", p->ns_pid,
+		        p->pid_namespace);
+	if (p->cgroup && *p->cgroup)
+		fprintf(f, "  cgroup: %s\n", p->cgroup);
 	if (p->has_owner_uid && p->owner_uid != p->uid)
 		snprintf(owner, sizeof(owner), " (segment owned by uid %" PRIu32 ")", p->owner_uid);
 	fprintf(f,
@@ -652,8 +665,7 @@ static void result_json(struct json *j, const Ctl__CommandResult *r)
 void render_results_json(FILE *f, const char *verb, Ctl__CommandResult *const *res, size_t n)
 {
 	struct json j;
-	json_init(&j, f);
-	json_object_begin(&j, NULL);
+	json_document_begin(&j, f);
 	json_string(&j, "command", verb);
 	json_array_begin(&j, "results");
 	for (size_t i = 0; i < n; i++)
@@ -775,8 +787,7 @@ void render_profiles(FILE *f, const Ctl__PolicyReply *r, const struct render_opt
 {
 	if (o->json) {
 		struct json j;
-		json_init(&j, f);
-		json_object_begin(&j, NULL);
+		json_document_begin(&j, f);
 		json_array_begin(&j, "profiles");
 		for (size_t i = 0; i < r->n_profiles; i++) {
 			const Ctl__ProfileInfo *p = r->profiles[i];
@@ -845,8 +856,7 @@ void render_policies(FILE *f, const Ctl__PolicyReply *r, const struct render_opt
 {
 	if (o->json) {
 		struct json j;
-		json_init(&j, f);
-		json_object_begin(&j, NULL);
+		json_document_begin(&j, f);
 		json_bool(&j, "dry_run", r->has_dry_run && r->dry_run);
 		json_array_begin(&j, "policies");
 		for (size_t i = 0; i < r->n_policies; i++) {
@@ -957,8 +967,7 @@ void render_log(FILE *f, Ctl__AuditEvent *const *ev, size_t n, const struct rend
 {
 	if (o->json) {
 		struct json j;
-		json_init(&j, f);
-		json_object_begin(&j, NULL);
+		json_document_begin(&j, f);
 		json_array_begin(&j, "events");
 		for (size_t i = 0; i < n; i++)
 			audit_json(&j, ev[i]);
@@ -1025,8 +1034,7 @@ void render_version(FILE *f, const Ctl__VersionReply *d, const char *socket,
 {
 	if (o->json) {
 		struct json j;
-		json_init(&j, f);
-		json_object_begin(&j, NULL);
+		json_document_begin(&j, f);
 		json_object_begin(&j, "client");
 		json_string(&j, "version", ALLOCCTL_VERSION);
 		json_u64(&j, "protocol_version", CTL_PROTOCOL_VERSION);

@@ -7,6 +7,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+/* The version of the --json documents' shapes (allocctl(1), JSON OUTPUT;
+ * cli/allocctl.schema.json). Every document carries it as "schema_version" (its first key).
+ * Within a version keys are only added; a key removed, or changed in meaning or type, makes
+ * a new version. */
+#define ALLOCCTL_JSON_SCHEMA_VERSION 1
 #include <stdint.h>
 #include <stdio.h>
 

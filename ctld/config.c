@@ -187,6 +187,42 @@ int config_set(struct config *c, const char *key, const char *v, char *err, size
 		return set_bool(&c->metrics_arenas, key, v, err, len);
 	if (!strcmp(key, "metrics_classes"))
 		return set_bool(&c->metrics_classes, key, v, err, len);
+	if (!strcmp(key, "metrics_mode")) {
+		if (strcmp(v, "pid") && strcmp(v, "service")) {
+			snprintf(err, len, "metrics_mode: bad value '%s' (pid or service)", v);
+			return -1;
+		}
+		c->metrics_service = !strcmp(v, "service");
+		return 0;
+	}
+	if (!strcmp(key, "provide_uid_dirs")) {
+		/* uids separated by commas or blanks; "" or "none": none */
+		c->nprovide_uids = 0;
+		char list[512];
+		if (snprintf(list, sizeof(list), "%s", v) >= (int)sizeof(list)) {
+			snprintf(err, len, "provide_uid_dirs: too long");
+			return -1;
+		}
+		for (char *save = NULL, *t = strtok_r(list, ", \t", &save); t;
+		     t = strtok_r(NULL, ", \t", &save)) {
+			if (!strcmp(t, "none"))
+				continue;
+			char *end;
+			errno = 0;
+			unsigned long u = strtoul(t, &end, 10);
+			if (errno || end == t || *end || u > 0x7fffffffUL || *t == '-') {
+				snprintf(err, len, "provide_uid_dirs: '%s' is not a uid", t);
+				return -1;
+			}
+			if (c->nprovide_uids == CFG_MAX_DIRS) {
+				snprintf(err, len, "provide_uid_dirs: at most %d uids",
+				         CFG_MAX_DIRS);
+				return -1;
+			}
+			c->provide_uids[c->nprovide_uids++] = (uint32_t)u;
+		}
+		return 0;
+	}
 	if (!strcmp(key, "remove_stale"))
 		return set_bool(&c->remove_stale, key, v, err, len);
 	if (!strcmp(key, "policy_dry_run"))

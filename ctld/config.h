@@ -33,8 +33,11 @@ struct config {
 	int max_segments_per_uid;     /* segments tracked per uid (lowered to fit the fd limit) */
 	char uid_dirs[PATH_MAX];      /* root-owned parent of per-uid fallback run dirs, "" off */
 	int log_level;
-	bool metrics_arenas;       /* per-arena families on /metrics */
-	bool metrics_classes;      /* per-size-class families on /metrics (many series) */
+	bool metrics_arenas;  /* per-arena families on /metrics */
+	bool metrics_classes; /* per-size-class families on /metrics (many series) */
+	bool metrics_service; /* metrics_mode = service: series per service, not per pid */
+	uint32_t provide_uids[CFG_MAX_DIRS]; /* <uid> directories made under uid_dirs at start */
+	int nprovide_uids;
 	bool remove_stale;         /* unlink stale segments we may remove */
 	char ready_file[PATH_MAX]; /* written once listening (tests, supervisors) */
 	int audit_ring;            /* events the audit ring keeps for `allocctl log` */

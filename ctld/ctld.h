@@ -78,6 +78,7 @@ struct proc {
 	uint64_t retry_ns;
 	uint64_t unreadable_reads;
 	struct la_counters last_total;
+	char cgroup[256]; /* its memory cgroup (path in the hierarchy; "" unknown), with id */
 };
 
 /* A file that was refused, remembered so it is logged once until it changes. */

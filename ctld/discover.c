@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "ctld.h"
+#include "http.h"
 #include "log.h"
+#include "pressure.h"
 
 #define DIR_EVENTS                                                                               \
 	(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | \
@@ -137,6 +139,7 @@ static void forget(struct ctld *d, struct proc *p, const char *why)
 {
 	log_info("forgetting pid %d (%s): %s", p->seg.hdr.pid, proc_name(p), why);
 	timeline_proc_gone(d, p, why);
+	metrics_proc_gone(d, p); /* before the policy forgets its profile */
 	policy_proc_removed(d, p);
 	TAILQ_REMOVE(&d->procs, p, link);
 	struct proc **pp = &g.hash[bucket(p->seg.hdr.pid)];
@@ -741,6 +744,27 @@ static void open_uid_root(struct ctld *d)
 	g.root_ino = st.st_ino;
 }
 
+/* Make <uid_dirs>/<uid> (owned by uid and gid, 0700) unless something has that name;
+ * true when made. */
+static bool make_uid_dir(struct ctld *d, unsigned long uid, gid_t gid)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%lu", uid);
+	struct stat st;
+	if (g.root_fd < 0 || fstatat(g.root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return false;
+	if (mkdirat(g.root_fd, name, 0700) < 0 ||
+	    fchownat(g.root_fd, name, (uid_t)uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		log_warn("cannot provide %s/%s: %s", d->cfg.uid_dirs, name, strerror(errno));
+		unlinkat(g.root_fd, name, AT_REMOVEDIR);
+		return false;
+	}
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", d->cfg.uid_dirs, name);
+	want_dir(d, path, true);
+	return true;
+}
+
 /* The default directory of uid is squatted: give that uid its directory under uid_dirs
  * (owned by it, 0700), where its processes publish instead. Only for uids that exist. */
 static void provide_uid_dir(struct ctld *d, struct rundir *dir)
@@ -752,26 +776,30 @@ static void provide_uid_dir(struct ctld *d, struct rundir *dir)
 	unsigned long uid = strtoul(num, &end, 10);
 	if (*end || uid > 0x7fffffff)
 		return;
-	char name[16];
-	snprintf(name, sizeof(name), "%lu", uid);
-	struct stat st;
-	if (fstatat(g.root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return;
 	struct passwd pw, *res = NULL;
 	char buf[1024];
 	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
 		return;
-	if (mkdirat(g.root_fd, name, 0700) < 0 ||
-	    fchownat(g.root_fd, name, (uid_t)uid, pw.pw_gid, AT_SYMLINK_NOFOLLOW) < 0) {
-		log_warn("cannot provide %s/%s: %s", d->cfg.uid_dirs, name, strerror(errno));
-		unlinkat(g.root_fd, name, AT_REMOVEDIR);
-		return;
+	if (make_uid_dir(d, uid, pw.pw_gid))
+		log_warn("%s is not uid %lu's own (squatted): its processes publish in %s/%lu",
+		         dir->path, uid, d->cfg.uid_dirs, uid);
+}
+
+/* provide_uid_dirs: the directories of the uids configured (containers whose processes
+ * publish in <uid_dirs>/<uid> mounted from the host: their uids need not exist here, the
+ * group is the uid's number then). */
+static void provide_configured(struct ctld *d)
+{
+	for (int i = 0; i < d->cfg.nprovide_uids; i++) {
+		unsigned long uid = d->cfg.provide_uids[i];
+		struct passwd pw, *res = NULL;
+		char buf[1024];
+		gid_t gid = getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) == 0 && res
+		                    ? pw.pw_gid
+		                    : (gid_t)uid;
+		if (make_uid_dir(d, uid, gid))
+			log_info("provided %s/%lu for uid %lu", d->cfg.uid_dirs, uid, uid);
 	}
-	log_warn("%s is not uid %lu's own (squatted): its processes publish in %s/%s", dir->path,
-	         uid, d->cfg.uid_dirs, name);
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/%s", d->cfg.uid_dirs, name);
-	want_dir(d, path, true);
 }
 
 /* Read a directory's names into the queue (names only: examining them is sliced). */
@@ -1118,6 +1146,7 @@ int discover_init(struct ctld *d)
 	event_priority_set(g.work, CTLD_PRIO_SLICE);
 	compute_cap(d);
 	open_uid_root(d);
+	provide_configured(d);
 	watch_shm_root(d);
 	arm_rescan(d);
 	discover_rescan(d);
@@ -1131,6 +1160,7 @@ void discover_reconfigure(struct ctld *d)
 {
 	compute_cap(d);
 	open_uid_root(d);
+	provide_configured(d);
 	watch_shm_root(d);
 	arm_rescan(d);
 	discover_rescan(d);
@@ -1214,6 +1244,9 @@ bool proc_identity(struct proc *p, bool force)
 		return false;
 	p->id = pi; /* what could be read (a non-root daemon may not read another's exe) */
 	p->id_ns = now;
+	char dir[PATH_MAX], rel[PATH_MAX];
+	if (cgroup_of_pid(p->seg.hdr.pid, dir, sizeof(dir), rel, sizeof(rel)) == 0)
+		snprintf(p->cgroup, sizeof(p->cgroup), "%.*s", (int)sizeof(p->cgroup) - 1, rel);
 	return true;
 }
 

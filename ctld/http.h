@@ -20,6 +20,10 @@ struct scrape *metrics_start(struct ctld *d, bool json, struct evbuffer *out,
                              void (*done)(void *arg, bool ok), void *arg);
 void metrics_resume(struct scrape *s); /* the client read some: go on */
 void metrics_cancel(struct scrape *s); /* the client went away */
+/* A process is forgotten: in metrics_mode = service its counters are carried into its
+ * service's (they stay monotonic). */
+struct proc;
+void metrics_proc_gone(struct ctld *d, struct proc *p);
 
 /* A request as the content handlers see it (dashboard.c). */
 struct hconn;

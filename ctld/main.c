@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	        "  --idle-timeout-ms T     close idle connections after T (300000)\n"
 	        "  --max-connections N     concurrent clients (default 64)\n"
 	        "  --log-level LEVEL       error, warn, info (default), debug\n"
+	        "  --metrics-mode MODE     /metrics series per pid (default) or per service\n"
 	        "  --ready-file FILE       write pid, socket and http address once serving\n"
 	        "  --audit-journal MODE    audit trail to journald: auto (default), on, off\n"
 	        "  --daemon                detach (default: stay in the foreground)\n"
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
 		O_VERSION,
 		O_CHECK,
 		O_AUDIT_JOURNAL,
+		O_METRICS_MODE,
 	};
 	static const struct option opts[] = {
 	        {"socket", required_argument, NULL, O_SOCKET},
@@ -230,6 +232,7 @@ int main(int argc, char **argv)
 	        {"check-config", no_argument, NULL, O_CHECK},
 	        {"version", no_argument, NULL, O_VERSION},
 	        {"audit-journal", required_argument, NULL, O_AUDIT_JOURNAL},
+	        {"metrics-mode", required_argument, NULL, O_METRICS_MODE},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *config_file = NULL;
@@ -275,6 +278,9 @@ int main(int argc, char **argv)
 			break;
 		case O_AUDIT_JOURNAL:
 			add_override("audit_journal", optarg);
+			break;
+		case O_METRICS_MODE:
+			add_override("metrics_mode", optarg);
 			break;
 		case O_DAEMON:
 			detach = true;

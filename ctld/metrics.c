@@ -9,7 +9,14 @@
  * time and only while less than OUT_HIGH bytes wait for the client (it resumes as the
  * client reads). So 5,000 processes or a 1024-arena process cost other clients at most a
  * slice's wait, and the daemon's memory per scrape is the snapshots plus OUT_HIGH.
- * The labels pid, uid and exe come from /proc (never from the segment). */
+ * The labels pid, uid and exe come from /proc (never from the segment).
+ *
+ * metrics_mode = service aggregates instead: one series set per service (exe and profile)
+ * rather than per process, so short-lived processes do not make new series. Levels are
+ * sums over the live processes; counters are those sums plus what the service's exited
+ * processes had counted (their last figures, carried when the daemon forgets them), so
+ * they never go down. Per-arena, per-class, tunable and identity families are per-process
+ * only and left out in that mode. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +96,8 @@ enum {
 	F_PROFILE,
 	F_BUILD,
 	F_FOREIGN,
+	F_CONTROL_FAILED,
+	F_SERVICE_PROCS,
 	F_FIXED
 };
 #define F_FIG0       0
@@ -100,12 +109,78 @@ enum {
 #define F_OTHER0     (F_TUN0 + LA_NTUNABLES)
 #define F_END        (F_OTHER0 + F_FIXED)
 
+/* The sums of one service (metrics_mode = service). */
+struct group {
+	uint32_t procs, control_running, control_failed, unreadable, arenas;
+	uint64_t allocator_threads;
+};
+
 struct snapx {
 	struct proc_snap s;
 	struct la_shm_class *cls; /* when classes are exported */
 	uint32_t ncls;
-	char labels[PROCFS_EXE_MAX * 2 + 64]; /* pid="..",uid="..",exe=".." */
+	struct group *g;                      /* a service's sums instead of one process */
+	char labels[PROCFS_EXE_MAX * 2 + 96]; /* pid="..",uid="..",exe=".." (service:
+	                                         exe="..",profile="..") */
 };
+
+/* ---- services ----------------------------------------------------------------------------
+ * What the exited processes of each service had counted, added to its counters so they
+ * stay monotonic (metrics_proc_gone). Bounded: past MAX_CARRY services, an exited process
+ * of a new one is not carried (its service's counters may then go down once). */
+#define MAX_CARRY 4096
+struct carry {
+	char labels[PROCFS_EXE_MAX * 2 + 96];
+	struct la_counters c;
+};
+static struct carry *carries;
+static int ncarries, cap_carries;
+
+static void service_labels(const struct proc *p, char *dst, size_t cap)
+{
+	char exe[2 * PROCFS_EXE_MAX];
+	label_value(exe, sizeof(exe), proc_exe(p));
+	const char *profile = policy_proc_profile(p); /* names need no escaping */
+	snprintf(dst, cap, "exe=\"%s\",profile=\"%s\"", exe, profile ? profile : "");
+}
+
+static struct carry *carry_of(const char *labels, bool create)
+{
+	for (int i = 0; i < ncarries; i++)
+		if (!strcmp(carries[i].labels, labels))
+			return &carries[i];
+	if (!create || ncarries >= MAX_CARRY)
+		return NULL;
+	if (ncarries == cap_carries) {
+		int cap = cap_carries ? cap_carries * 2 : 16;
+		struct carry *c = realloc(carries, (size_t)cap * sizeof(*c));
+		if (!c)
+			return NULL;
+		carries = c;
+		cap_carries = cap;
+	}
+	struct carry *c = &carries[ncarries++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->labels, sizeof(c->labels), "%s", labels);
+	return c;
+}
+
+void metrics_proc_gone(struct ctld *d, struct proc *p)
+{
+	if (!d->cfg.metrics_service)
+		return;
+	char labels[sizeof(carries->labels)];
+	service_labels(p, labels, sizeof(labels));
+	struct carry *c = carry_of(labels, true);
+	if (!c)
+		return;
+	/* its last figures: read once more (the mapping outlives the process), else the last
+	 * good ones */
+	struct la_counters t;
+	if (seg_read_totals(&p->seg, &t))
+		t = p->last_total;
+	la_counters_add(&c->c, &t);
+}
 
 struct scrape {
 	TAILQ_ENTRY(scrape) link;
@@ -118,6 +193,10 @@ struct scrape {
 	struct proc **procs; /* referenced */
 	int nprocs, collected;
 	struct snapx *x;
+	bool service;         /* metrics_mode = service: emit groups, not processes */
+	struct snapx *groups; /* service mode: one per service (built once collected) */
+	struct group *sums;   /* their sums (groups[k].g) */
+	int ngroups;
 	int fam, i, fam_started;
 	uint32_t a;
 };
@@ -159,6 +238,14 @@ static void family_head(struct evbuffer *b, const char *prefix, const char *name
 static bool fam_head(struct scrape *s, int f)
 {
 	struct evbuffer *b = s->out;
+	if (s->service && f >= F_ARENA_FIG0 && f < F_OTHER0)
+		return false; /* arenas, classes, tunables: per process */
+	if (f >= F_OTHER0) {
+		int k = f - F_OTHER0;
+		if (s->service ? (k == F_INFO || k == F_PROFILE || k == F_BUILD || k == F_FOREIGN)
+		               : k == F_SERVICE_PROCS)
+			return false;
+	}
 	if (f < F_TOTAL0) {
 		family_head(b, "liballoc_", figures[f - F_FIG0].name, "_bytes", "gauge",
 		            figures[f - F_FIG0].help, "");
@@ -221,13 +308,20 @@ static bool fam_head(struct scrape *s, int f)
 		        [F_UNREADABLE] = {"liballoc_process_unreadable",
 		                          "1 while the process's statistics cannot be read "
 		                          "consistently (its other series are left out then)"},
-		        [F_INFO] =
-		                {"liballoc_process_info",
-		                 "Identity of the process from /proc: the name it was run as and "
-		                 "the segment's owner"},
+		        [F_INFO] = {"liballoc_process_info",
+		                    "Identity of the process from /proc: the name it was run as, "
+		                    "the segment's owner, its pid in its own pid namespace and "
+		                    "that namespace (a container's), its cgroup"},
 		        [F_PROFILE] = {"liballoc_process_profile_info",
 		                       "The profile allocctld applied to the process (always 1; no "
 		                       "series: none)"},
+		        [F_CONTROL_FAILED] =
+		                {"liballoc_control_failed",
+		                 "1 if the process's control thread could not start "
+		                 "(commands fail; LIBALLOC_CONTROL=0 is not a failure)"},
+		        [F_SERVICE_PROCS] = {"liballoc_service_processes",
+		                             "Processes of the service now (metrics_mode = "
+		                             "service)"},
 		};
 		family_head(b, "", fixed[f - F_OTHER0].name, "", "gauge", fixed[f - F_OTHER0].help,
 		            "");
@@ -307,6 +401,7 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		return false;
 	}
 	const struct la_shm_header *h = &p->seg.hdr;
+	const struct group *g = x->g;
 	switch (f - F_OTHER0) {
 	case F_RSS:
 		evbuffer_add_printf(b, "liballoc_process_rss_bytes{%s} %llu\n", x->labels,
@@ -322,15 +417,27 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		evbuffer_add_printf(b, "liballoc_process_threads{%s} %u\n", x->labels, sn->threads);
 		break;
 	case F_ALLOC_THREADS:
-		evbuffer_add_printf(b, "liballoc_allocator_threads{%s} %llu\n", x->labels,
-		                    (unsigned long long)h->allocator_threads);
+		evbuffer_add_printf(
+		        b, "liballoc_allocator_threads{%s} %llu\n", x->labels,
+		        (unsigned long long)(g ? g->allocator_threads : h->allocator_threads));
 		break;
 	case F_ARENAS:
-		evbuffer_add_printf(b, "liballoc_arenas{%s} %u\n", x->labels, h->arena_count);
+		evbuffer_add_printf(b, "liballoc_arenas{%s} %u\n", x->labels,
+		                    g ? g->arenas : h->arena_count);
 		break;
 	case F_CONTROL:
-		evbuffer_add_printf(b, "liballoc_control_running{%s} %d\n", x->labels,
-		                    h->control_state == LA_CONTROL_RUNNING);
+		evbuffer_add_printf(b, "liballoc_control_running{%s} %u\n", x->labels,
+		                    g ? g->control_running
+		                      : (unsigned)(h->control_state == LA_CONTROL_RUNNING));
+		break;
+	case F_CONTROL_FAILED:
+		evbuffer_add_printf(b, "liballoc_control_failed{%s} %u\n", x->labels,
+		                    g ? g->control_failed
+		                      : (unsigned)(h->control_state == LA_CONTROL_FAILED));
+		break;
+	case F_SERVICE_PROCS:
+		evbuffer_add_printf(b, "liballoc_service_processes{%s} %u\n", x->labels,
+		                    g ? g->procs : 1);
 		break;
 	case F_BUILD:
 		evbuffer_add_printf(
@@ -349,14 +456,18 @@ static bool sample(struct scrape *s, int f, struct snapx *x, uint32_t a)
 		return a + 1 < 32;
 	}
 	case F_UNREADABLE:
-		evbuffer_add_printf(b, "liballoc_process_unreadable{%s} %d\n", x->labels,
-		                    sn->unreadable);
+		evbuffer_add_printf(b, "liballoc_process_unreadable{%s} %u\n", x->labels,
+		                    g ? g->unreadable : (unsigned)sn->unreadable);
 		break;
 	case F_INFO: {
-		char name[2 * PROCFS_COMM_MAX];
+		char name[2 * PROCFS_COMM_MAX], cg[2 * sizeof(p->cgroup)];
 		label_value(name, sizeof(name), proc_name(p));
-		evbuffer_add_printf(b, "liballoc_process_info{%s,name=\"%s\",owner_uid=\"%u\"} 1\n",
-		                    x->labels, name, p->seg.uid);
+		label_value(cg, sizeof(cg), p->cgroup);
+		evbuffer_add_printf(b,
+		                    "liballoc_process_info{%s,name=\"%s\",owner_uid=\"%u\","
+		                    "ns_pid=\"%d\",pid_namespace=\"%llu\",cgroup=\"%s\"} 1\n",
+		                    x->labels, name, p->seg.uid, p->seg.nspid,
+		                    (unsigned long long)h->pidns_ino, cg);
 		break;
 	}
 	case F_PROFILE: {
@@ -462,10 +573,59 @@ static void json_process(struct scrape *s, struct snapx *x, bool first)
 	json_decref(o);
 }
 
+/* metrics_mode = service: sum the snapshots into one entry per service (plus what its
+ * exited processes counted). Quadratic in services, linear in processes; false when out of
+ * memory (the scrape then fails). */
+static bool build_groups(struct scrape *s)
+{
+	s->groups = calloc((size_t)s->nprocs + 1, sizeof(*s->groups));
+	struct group *gs = s->sums = calloc((size_t)s->nprocs + 1, sizeof(*gs));
+	if (!s->groups || !gs)
+		return false;
+	for (int i = 0; i < s->nprocs; i++) {
+		const struct snapx *x = &s->x[i];
+		if (!x->s.p)
+			continue;
+		char labels[sizeof(x->labels)];
+		service_labels(x->s.p, labels, sizeof(labels));
+		int k = 0;
+		while (k < s->ngroups && strcmp(s->groups[k].labels, labels))
+			k++;
+		struct snapx *gx = &s->groups[k];
+		if (k == s->ngroups) {
+			s->ngroups++;
+			gx->g = &gs[k];
+			gx->s.p = x->s.p;
+			snprintf(gx->labels, sizeof(gx->labels), "%s", labels);
+			const struct carry *c = carry_of(labels, false);
+			if (c)
+				gx->s.total = c->c;
+		}
+		struct group *g = gx->g;
+		const struct la_shm_header *h = &x->s.p->seg.hdr;
+		la_counters_add(&gx->s.total, &x->s.total);
+#define MET_X_SUM(fig, help) gx->s.mem.fig += x->s.mem.fig;
+		LA_MEMORY(MET_X_SUM)
+#undef MET_X_SUM
+		gx->s.rss_bytes += x->s.rss_bytes;
+		gx->s.non_allocator_rss_bytes += x->s.non_allocator_rss_bytes;
+		gx->s.threads += x->s.threads;
+		g->procs++;
+		g->control_running += h->control_state == LA_CONTROL_RUNNING;
+		g->control_failed += h->control_state == LA_CONTROL_FAILED;
+		g->unreadable += x->s.unreadable;
+		g->arenas += h->arena_count;
+		g->allocator_threads += h->allocator_threads;
+	}
+	return true;
+}
+
 /* Emit until the deadline or the output high mark; true when everything is written. */
 static bool emit_step(struct scrape *s, uint64_t deadline)
 {
 	int n = 0;
+	struct snapx *xs = s->service ? s->groups : s->x;
+	int nx = s->service ? s->ngroups : s->nprocs;
 	while (s->fam < (s->json ? 1 : F_END)) {
 		if ((++n & 15) == 0 && seg_now_ns(CLOCK_MONOTONIC) > deadline)
 			return false;
@@ -482,7 +642,7 @@ static bool emit_step(struct scrape *s, uint64_t deadline)
 				continue;
 			}
 		}
-		if (s->i >= s->nprocs) {
+		if (s->i >= nx) {
 			if (s->json)
 				evbuffer_add_printf(s->out, "]}\n");
 			s->fam++;
@@ -490,7 +650,7 @@ static bool emit_step(struct scrape *s, uint64_t deadline)
 			s->a = 0;
 			continue;
 		}
-		struct snapx *x = &s->x[s->i];
+		struct snapx *x = &xs[s->i];
 		if (!x->s.p) {
 			s->i++;
 			continue;
@@ -529,6 +689,8 @@ static void scrape_free(struct scrape *s)
 	}
 	free(s->procs);
 	free(s->x);
+	free(s->sums);
+	free(s->groups);
 	event_free(s->ev);
 	free(s);
 }
@@ -540,6 +702,13 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
 	s->waiting = false;
 	if (!collect_step(s, deadline)) {
 		event_active(s->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	if (s->service && !s->sums && !build_groups(s)) {
+		void (*done)(void *, bool) = s->done;
+		void *a = s->arg;
+		scrape_free(s);
+		done(a, false);
 		return;
 	}
 	if (!emit_step(s, deadline)) {
@@ -568,6 +737,7 @@ struct scrape *metrics_start(struct ctld *d, bool json, struct evbuffer *out,
 	s->json = json;
 	s->arenas = !json && d->cfg.metrics_arenas;
 	s->classes = !json && d->cfg.metrics_classes;
+	s->service = !json && d->cfg.metrics_service;
 	s->procs = calloc((size_t)d->nprocs + 1, sizeof(*s->procs));
 	s->x = calloc((size_t)d->nprocs + 1, sizeof(*s->x));
 	s->ev = event_new(d->base, -1, 0, on_step, s);

@@ -168,6 +168,8 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 	pi->has_ns_pid = pi->has_pid_namespace = true;
 	pi->ns_pid = s->p->seg.nspid;
 	pi->pid_namespace = h->pidns_ino;
+	if (s->p->cgroup[0] && !(pi->cgroup = pool_strdup(pl, s->p->cgroup)))
+		return NULL;
 	return pi;
 }
 

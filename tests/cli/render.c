@@ -136,7 +136,8 @@ Test(ps, json_has_the_documented_keys)
 	struct render_opts o = opts(true, false);
 	char *out;
 	CAPTURE(out, render_ps(f, list, 1, &o));
-	cr_assert_str_eq(out, "{\"processes\":[{\"pid\":4242,\"ns_pid\":4242,\"pid_namespace\":0,"
+	cr_assert_str_eq(out, "{\"schema_version\":1,\"processes\":[{\"pid\":4242,\"ns_pid\":4242,"
+	                      "\"pid_namespace\":0,\"cgroup\":null,"
 	                      "\"exe\":\"/usr/bin/redis-server\","
 	                      "\"name\":\"redis-server\",\"cmdline\":\"\","
 	                      "\"uid\":1000,\"owner_uid\":1000,\"start_time_ns\":1000000000000,"
@@ -193,7 +194,7 @@ Test(ps, empty_list_says_so)
 	free(out);
 	o.json = true;
 	CAPTURE(out, render_ps(f, NULL, 0, &o));
-	cr_assert_str_eq(out, "{\"processes\":[]}\n");
+	cr_assert_str_eq(out, "{\"schema_version\":1,\"processes\":[]}\n");
 	free(out);
 }
 
@@ -255,11 +256,12 @@ Test(action, json_shape_is_shared_by_every_command)
 	Ctl__CommandResult *res[] = {&r};
 	char *out;
 	CAPTURE(out, render_results_json(f, "trim", res, 1));
-	cr_assert_str_eq(out, "{\"command\":\"trim\",\"results\":[{\"pid\":4242,"
-	                      "\"exe\":\"/usr/bin/redis-server\",\"ok\":true,\"code\":\"OK\","
-	                      "\"message\":\"\",\"bytes_released\":851443712,"
-	                      "\"duration_ns\":3100000,\"syscalls\":{\"mmap\":0,\"munmap\":3,"
-	                      "\"madvise\":1,\"mprotect\":0},\"tunables\":{}}]}\n");
+	cr_assert_str_eq(out,
+	                 "{\"schema_version\":1,\"command\":\"trim\",\"results\":[{\"pid\":4242,"
+	                 "\"exe\":\"/usr/bin/redis-server\",\"ok\":true,\"code\":\"OK\","
+	                 "\"message\":\"\",\"bytes_released\":851443712,"
+	                 "\"duration_ns\":3100000,\"syscalls\":{\"mmap\":0,\"munmap\":3,"
+	                 "\"madvise\":1,\"mprotect\":0},\"tunables\":{}}]}\n");
 	free(out);
 }
 

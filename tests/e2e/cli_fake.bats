@@ -32,8 +32,9 @@ teardown() {
 	start_fake
 	run -0 --separate-stderr "$ALLOCCTL" ps --json
 	echo "$output" | json_check '
+	  d["schema_version"] == 1 and list(d)[0] == "schema_version" and
 	  [p["pid"] for p in d["processes"]] == [4242, 4343] and
-	  all(set(p) == {"pid","exe","name","cmdline","uid","owner_uid","start_time_ns","uptime_s",
+	  all(set(p) == {"pid","ns_pid","pid_namespace","cgroup","exe","name","cmdline","uid","owner_uid","start_time_ns","uptime_s",
 	                 "arenas","threads","allocator_threads","rss_bytes","memory",
 	                 "foreign_allocators","version","control","unreadable","unreadable_reads",
 	                 "profile"}
