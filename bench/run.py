@@ -1713,6 +1713,45 @@ class Suite:
                        res.stderr.strip()[-150:])
         self.progress("daemon under attack")
 
+    def hook_containers(self):
+        """Issue 22: /metrics series, size and scrape time with N preloaded processes of 5
+        services in metrics_mode pid and service, and the discovery delay of a process in
+        a new pid namespace beside one in the daemon's (ctld/containers-bench.sh; root)."""
+        sec = "containers and fleets"
+        ctx = self.ctx
+        script = os.path.join(ctx.root, "ctld", "containers-bench.sh")
+        need = [os.path.join(ctx.build, p) for p in ("allocctld", "liballoc.so", "tests/ctlclient")]
+        missing = [os.path.relpath(p, ctx.root) for p in need if not os.path.exists(p)]
+        if os.geteuid() != 0:
+            missing.append("root")
+        if missing:
+            self.extra(sec, "all", "n/a", "", "missing: " + ", ".join(missing))
+            return
+        n, runs = (100, 3) if ctx.quick else (500, 5)
+        env = dict(ctx.base_env, ROOT=ctx.root, BUILD=ctx.build)
+        res = run_process(["bash", script, str(n), "5", str(runs)], env, 900)
+        for line in res.stdout.splitlines():
+            kv = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if "mode" in kv:
+                self.extra(sec, "/metrics, metrics_mode %s: series" % kv["mode"],
+                           kv.get("series", "-"), "",
+                           "%s processes of %s services, %s bytes" % (
+                               kv.get("processes", "-"), kv.get("services", "-"),
+                               kv.get("bytes", "-")))
+                self.extra(sec, "/metrics, metrics_mode %s: scrape" % kv["mode"],
+                           kv.get("scrape_ms_p50", "-"), "ms",
+                           "median of %d, max %s ms" % (runs, kv.get("scrape_ms_max", "-")))
+            elif "discovery" in kv:
+                self.extra(sec, "discovery delay, process in the %s pid namespace" % (
+                               "daemon's" if kv["discovery"] == "host" else "a new"),
+                           kv.get("delay_ms_p50", "-"), "ms",
+                           "median of 10, max %s ms: segment published to daemon's log line" %
+                           kv.get("delay_ms_max", "-"))
+        if not res.ok:
+            self.extra(sec, "containers-bench.sh", "FAIL", "", (res.failure or "") + ": " +
+                       res.stderr.strip()[-150:])
+        self.progress("containers and fleets")
+
 
 # ---------------------------------------------------------------------------------------
 # Helpers of the real-program and control scenarios
@@ -2156,6 +2195,7 @@ def main():
             if not only or "liballoc" in only or "history" in only:
                 suite.run_hook(suite.hook_history, "history")
                 suite.run_hook(suite.hook_daemon_attacks, "daemon under attack")
+                suite.run_hook(suite.hook_containers, "containers and fleets")
             if not only or "liballoc" in only or "policy" in only:
                 suite.run_hook(lambda: policy_bench.run(suite, sys.modules[__name__]),
                                "policy")
