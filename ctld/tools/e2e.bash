@@ -97,10 +97,11 @@ ctl() {
 	"$CTLCLIENT" --socket "$SOCK" "$@"
 }
 
-# wait_listed PID [present|absent] [seconds]
+# wait_listed PID [present|absent] [seconds, default 30: a bound for a machine loaded far
+# beyond the usual, not a wait: it returns as soon as the condition holds]
 wait_listed() {
 	local want=${2:-present} i
-	for i in $(seq $((${3:-5} * 20))); do
+	for i in $(seq $((${3:-30} * 20))); do
 		if ctl list | grep -q "^process pid=$1 "; then
 			[ "$want" = present ] && return 0
 		else
@@ -108,7 +109,7 @@ wait_listed() {
 		fi
 		sleep 0.05
 	done
-	echo "pid $1 not $want after ${3:-5}s" >&2
+	echo "pid $1 not $want after ${3:-30}s" >&2
 	return 1
 }
 

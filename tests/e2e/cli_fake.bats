@@ -54,7 +54,7 @@ teardown() {
 	run -0 "$ALLOCCTL" ps
 	[[ "$output" == "no processes:"* ]]
 	run -0 "$ALLOCCTL" ps --json
-	echo "$output" | json_check 'd == {"processes": []}'
+	echo "$output" | json_check 'd == {"schema_version": 1, "processes": []}'
 }
 
 @test "stats PID: grouped report" {
@@ -78,7 +78,7 @@ teardown() {
 	names=$(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" |
 		grep -o 'X([a-z_]*' | cut -c3- | tr '\n' ' ')
 	echo "$output" | json_check "
-	  sorted(d) == sorted(['process','totals','arenas','classes','tunables']) and
+	  sorted(d) == sorted(['schema_version','process','totals','arenas','classes','tunables']) and d['schema_version'] == 1 and
 	  sorted(d['totals']) == sorted('$names'.split()) and
 	  d['process']['pid'] == 4242 and
 	  all(set(a) == {'index','threads','counters'} for a in d['arenas']) and len(d['arenas']) == 2 and
