@@ -103,7 +103,8 @@ TAILQ_HEAD(job_list, job);
 struct ctld_stats {
 	uint64_t segments_rejected, segments_stale_removed, requests, requests_denied,
 	        requests_malformed, commands, command_timeouts, connections_refused, scrapes,
-	        segments_over_cap, unreadable_reads, http_requests, http_refused, http_timeouts;
+	        segments_over_cap, unreadable_reads, http_requests, http_refused, http_timeouts,
+	        rescans;
 };
 
 struct ctld {

@@ -922,6 +922,7 @@ static void on_work(evutil_socket_t fd, short what, void *arg)
 	}
 	if (g.pass_open) {
 		g.pass_open = false;
+		d->st.rescans++; /* every name of the pass examined */
 		if (g.sweep_pending) {
 			g.sweep_pending = false;
 			sweep_start(d);

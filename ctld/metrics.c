@@ -526,6 +526,9 @@ static void write_own(struct scrape *s)
 	         "HTTP connections or requests refused (caps, Host, method)", d->st.http_refused},
 	        {"liballoc_ctld_http_timeouts_total",
 	         "HTTP connections closed at the request deadline", d->st.http_timeouts},
+	        {"liballoc_ctld_rescans_total",
+	         "Scans of the run directories completed (periodic, and after directory events)",
+	         d->st.rescans},
 	};
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
 		family_head(b, "", own[i].name, "", "counter", own[i].help, "");

@@ -1,7 +1,10 @@
 #!/bin/bash
 # run-tests.sh — run every test suite through prove; its summary line closes `make test`.
 # Environment: ROOT (source tree), BUILD (absolute build dir), SAN (asan|tsan|empty),
-# TESTS (optional: a space-separated subset of test paths to run).
+# TESTS (optional: a space-separated subset of test paths to run), VERBOSE=1 (prove -v:
+# every test's TAP and output as it runs; otherwise a failed test's reason is shown under
+# it: see scripts/tap-exec.sh), SUITE_TIMEOUT (seconds a suite may run, default 1800),
+# TEST_LONG=1 (the long forms of the soak, programs and stress suites: tests/README.md).
 set -euo pipefail
 : "${ROOT:?}" "${BUILD:?}"
 export ROOT BUILD SAN="${SAN:-}"
@@ -34,5 +37,7 @@ else
 		list+=("$f")
 	done
 fi
+export VERBOSE="${VERBOSE:-0}"
+if [ "$VERBOSE" = 1 ]; then show=(--verbose); else show=(--failures --comments); fi
 echo "running ${#list[@]} suites${SAN:+ ($SAN)}"
-exec prove --exec "$ROOT/scripts/tap-exec.sh" --timer "${list[@]}"
+exec prove --exec "$ROOT/scripts/tap-exec.sh" --timer "${show[@]}" "${list[@]}"

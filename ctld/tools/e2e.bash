@@ -11,10 +11,22 @@ FAKESEG="$TESTS_BIN/fakeseg"
 FAKESEG_EXE=$(realpath "$FAKESEG" 2>/dev/null || echo "$FAKESEG") # as /proc/<pid>/exe shows it
 CTLCLIENT="$TESTS_BIN/ctlclient"
 PROMCHECK="$ROOT/ctld/tools/promcheck.py"
+source "$ROOT/tests/helpers/crossuid.bash"
+source "$ROOT/tests/helpers/wait.bash"
 
+# ctld_setup [--other-uid]: with --other-uid, $T is where every uid can reach it and the
+# daemon, the clients, fakeseg and liballoc.so are run from copies in $T/bin
+# (tests/helpers/crossuid.bash): a test that runs any of them as nobody works from a
+# checkout in a 0700 home directory.
 ctld_setup() {
-	mkdir -p "$BUILD/run"
-	T=$(mktemp -d "$BUILD/run/ctld.XXXXXX")
+	if [ "${1:-}" = --other-uid ]; then
+		T=$(xuid_mkdir ctld) || return 1
+		xuid_share "$T" CTLD CTLCLIENT FAKESEG LIBALLOC_SO || return 1
+		FAKESEG_EXE=$FAKESEG
+	else
+		mkdir -p "$BUILD/run"
+		T=$(mktemp -d "$BUILD/run/ctld.XXXXXX")
+	fi
 	mkdir -m 700 "$T/segs" "$T/sock"
 	: >"$T/pids"
 	NFAKE=0
@@ -24,13 +36,14 @@ ctld_teardown() {
 	if [ -n "${T:-}" ] && [ -f "$T/pids" ]; then
 		while read -r p; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null || true; done <"$T/pids"
 		while read -r p; do
-			for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
+			wait_until -t 10 gone "$p" 2>/dev/null
 			kill -9 "$p" 2>/dev/null || true
 		done <"$T/pids"
 	fi
 	if [ -n "${DPID:-}" ]; then
 		kill -TERM "$DPID" 2>/dev/null || true
-		for _ in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.02; done
+		# a sanitizer build writes its report at exit: give it the time it takes
+		wait_until -t 30 gone "$DPID" 2>/dev/null
 		kill -9 "$DPID" 2>/dev/null || true
 	fi
 	# a sanitizer report from the daemon (errors, leaks at exit) fails the test
@@ -43,28 +56,26 @@ ctld_teardown() {
 	return $bad
 }
 
-# Wait until a file exists (at most $2 seconds, default 5).
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# wait_file PATH: until PATH exists
 wait_file() {
-	local i
-	for i in $(seq $((${2:-5} * 50))); do
-		[ -e "$1" ] && return 0
-		sleep 0.02
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
+	wait_until test -e "$1"
 }
 
-# start_daemon [allocctld options...]: sets DPID, SOCK, HTTP; log in $T/log.
+# start_daemon [allocctld options...]: sets DPID, SOCK, HTTP; log in $T/log. Commands
+# wait up to 30 s for a process (a busy machine is slow) unless the options say otherwise.
 start_daemon() {
 	rm -f "$T/ready"
 	# CTLD_DEFAULT_DIRS=1: also watch the default directories (/dev/shm/liballoc-<uid>)
 	local dd=--no-default-dirs
 	[ -n "${CTLD_DEFAULT_DIRS:-}" ] && dd=
 	"$CTLD" --socket "${SOCK_PATH:-$T/sock/ctl.sock}" --listen "${CTLD_LISTEN:-127.0.0.1:0}" \
-		--run-dir "$T/segs" $dd --ready-file "$T/ready" "$@" \
+		--run-dir "$T/segs" $dd --ready-file "$T/ready" \
+		--command-timeout-ms 30000 "$@" \
 		>>"$T/log" 2>&1 3>&- &
 	DPID=$!
-	wait_file "$T/ready" 5 || { cat "$T/log" >&2; return 1; }
+	wait_file "$T/ready" || { cat "$T/log" >&2; return 1; }
 	SOCK=$(sed -n 's/^socket=//p' "$T/ready")
 	HTTP=$(sed -n 's/^http=//p' "$T/ready")
 }
@@ -90,27 +101,50 @@ start_fake() {
 	"$prog" --dir "${FAKE_DIR:-$T/segs}" --ready "$ready" "$@" >>"$T/fake.log" 2>&1 3>&- &
 	FPID=$!
 	echo "$FPID" >>"$T/pids"
-	wait_file "$ready" 5
+	wait_file "$ready"
 }
 
+# ctl ARGS...: a request through the test client (a minute to answer unless ARGS give
+# their own --timeout: a busy machine is slow)
 ctl() {
-	"$CTLCLIENT" --socket "$SOCK" "$@"
+	"$CTLCLIENT" --socket "$SOCK" --timeout 60000 "$@"
 }
 
-# wait_listed PID [present|absent] [seconds, default 30: a bound for a machine loaded far
-# beyond the usual, not a wait: it returns as soon as the condition holds]
+listed() {
+	ctl list | grep -q "^process pid=$1 "
+}
+
+# wait_listed PID [present|absent]: until the daemon lists PID (or no longer does); on
+# failure the daemon's log says why
 wait_listed() {
-	local want=${2:-present} i
-	for i in $(seq $((${3:-30} * 20))); do
-		if ctl list | grep -q "^process pid=$1 "; then
-			[ "$want" = present ] && return 0
-		else
-			[ "$want" = absent ] && return 0
-		fi
-		sleep 0.05
-	done
-	echo "pid $1 not $want after ${3:-30}s" >&2
-	return 1
+	local rc=0
+	if [ "${2:-present}" = present ]; then
+		wait_until listed "$1" || rc=1
+	else
+		wait_until eval "! listed $1" || rc=1
+	fi
+	if [ $rc != 0 ]; then
+		echo "the daemon's log (last 20 lines):" >&2
+		tail -n 20 "$T/log" >&2
+	fi
+	return $rc
+}
+
+# metric NAME: the value of one of the daemon's own series (no labels)
+metric() {
+	metrics | sed -n "s/^$1 \([0-9]*\)\$/\1/p"
+}
+
+# rescans: how many times the daemon has scanned its run directories
+rescans() {
+	metric liballoc_ctld_rescans_total
+}
+
+# wait_rescans N: until the daemon has scanned its run directories N more times (what a
+# test must see before it can say something did not happen, e.g. a refusal not logged again)
+wait_rescans() {
+	local want=$(($(rescans) + $1))
+	wait_until eval '[ "$(rescans)" -ge '"$want"' ]'
 }
 
 metrics() {

@@ -9,6 +9,8 @@ ALLOCCTL="$BUILD/allocctl"
 FAKE_CTLD="$BUILD/tests/cli/fake-ctld"
 WORKLOAD="$BUILD/tests/workload"
 CLI_PIDS=()
+source "$ROOT/tests/helpers/crossuid.bash"
+source "$ROOT/tests/helpers/wait.bash"
 
 # A short private directory: Unix socket paths are limited to 107 bytes.
 cli_tmp() {
@@ -29,15 +31,9 @@ cli_cleanup() {
 	return 0
 }
 
-# wait_for CONDITION-COMMAND... : poll (50 ms) up to 10 s.
+# wait_for CONDITION-COMMAND...: until it holds (tests/helpers/wait.bash)
 wait_for() {
-	local i
-	for i in $(seq 200); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	echo "timed out waiting for: $*" >&2
-	return 1
+	wait_until "$@"
 }
 
 # live_daemon DIR [allocctld options...]: a real allocctld on DIR/ctl.sock watching DIR/seg
@@ -50,7 +46,7 @@ live_daemon() {
 	"$BUILD/allocctld" --socket "$dir/ctl.sock" --run-dir "$dir/seg" --no-default-dirs \
 		--listen off --rescan-ms 200 --ready-file "$dir/ready" "$@" 2>"$dir/ctld.log" 3>&- &
 	echo $! >"$dir/ctld.pid"
-	for _ in $(seq 200); do [ -s "$dir/ready" ] && break; sleep 0.05; done
+	wait_until test -s "$dir/ready" || true # the suite's setup() reports it
 }
 
 live_daemon_stop() {

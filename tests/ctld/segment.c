@@ -579,6 +579,7 @@ struct answerer {
 	struct la_mailbox *mb;
 	volatile int stop;
 	int executed;
+	int looks; /* times it looked at the mailbox (atomic) */
 };
 
 static void *answer(void *arg)
@@ -586,6 +587,7 @@ static void *answer(void *arg)
 	struct answerer *a = arg;
 	while (!a->stop) {
 		uint32_t st = __atomic_load_n(&a->mb->state, __ATOMIC_ACQUIRE);
+		__atomic_fetch_add(&a->looks, 1, __ATOMIC_RELEASE);
 		if (st != LA_MB_REQUESTED) {
 			struct timespec ts = {0, 1000000};
 			syscall(SYS_futex, &a->mb->state, FUTEX_WAIT, st, &ts, NULL, 0);
@@ -654,7 +656,9 @@ Test(segment, a_timed_out_request_is_cancelled_and_never_runs)
 	struct answerer a = {.mb = mb};
 	pthread_t th;
 	pthread_create(&th, NULL, answer, &a);
-	usleep(20000);
+	/* it has looked at the mailbox a few times (however slow the machine) */
+	while (__atomic_load_n(&a.looks, __ATOMIC_ACQUIRE) < 5)
+		usleep(1000);
 	a.stop = 1;
 	pthread_join(th, NULL);
 	cr_assert_eq(a.executed, 0);

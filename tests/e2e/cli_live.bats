@@ -13,9 +13,9 @@ CTLD="$BUILD/allocctld"
 setup_file() {
 	[ -x "$CTLD" ] && [ -e "$LIBALLOC_SO" ] || return 0
 	export LIVE_DIR
-	LIVE_DIR=$(mktemp -d /tmp/allocctl-live.XXXXXX)
-	# 0711: the daemon-permission test runs allocctl as nobody against a 0666 socket.
-	chmod 711 "$LIVE_DIR"
+	# reachable by nobody (0711): the daemon-permission test runs a copy of allocctl as
+	# nobody against a 0666 socket
+	LIVE_DIR=$(xuid_mkdir allocctl-live) || return 1
 	live_daemon "$LIVE_DIR" --socket-mode 0666
 }
 
@@ -56,7 +56,7 @@ rss_bytes() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
 total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['$2'])"; }
 
 @test "live: ps lists the preloaded process, human and --json" {
-	start_workload -- -t 2 -s 8M -d 0.2
+	start_workload -- -t 2 -s 8M -d 0
 	run -0 --separate-stderr "$ALLOCCTL" ps
 	grep -Eq "^ +$WL +$(id -u)  workload " <<<"$output"
 	run -0 "$ALLOCCTL" ps --json
@@ -72,7 +72,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 }
 
 @test "live: stats shows every counter of the segment ABI and every tunable" {
-	start_workload -- -t 2 -s 8M -d 0.2
+	start_workload -- -t 2 -s 8M -d 0
 	run -0 "$ALLOCCTL" stats "$WL"
 	[[ "${lines[0]}" == "process $WL workload ("*"/workload)" ]]
 	[[ "$output" == *"system calls"*"arenas"*"size classes"*"tunables"* ]]
@@ -87,7 +87,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 }
 
 @test "live: get reads what the environment set" {
-	start_workload LIBALLOC_MMAP_THRESHOLD=256K LIBALLOC_DECAY_MS=0 -- -t 1 -s 4M -d 0.1
+	start_workload LIBALLOC_MMAP_THRESHOLD=256K LIBALLOC_DECAY_MS=0 -- -t 1 -s 4M -d 0
 	run -0 "$ALLOCCTL" get "$WL" mmap_threshold decay_ms
 	[[ "${lines[1]}" == "mmap_threshold"*"256.0 KiB"* ]]
 	[[ "${lines[2]}" == "decay_ms"*"0 ms"* ]]
@@ -96,7 +96,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 }
 
 @test "live: set lowers the mmap threshold and the next allocations become direct mappings" {
-	start_workload LIBALLOC_MMAP_THRESHOLD=1M -- -t 1 -s 4M -d 0.1 -b 512K -n 8
+	start_workload LIBALLOC_MMAP_THRESHOLD=1M -- -t 1 -s 4M -d 0 -b 512K -n 8
 	d0=$(total "$WL" direct_mappings)
 	# 512 KiB is below the 1 MiB threshold: served from a heap.
 	kill -USR1 "$WL"
@@ -115,7 +115,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 }
 
 @test "live: set --exe and --all reach the process and name it" {
-	start_workload -- -t 1 -s 4M -d 0.1
+	start_workload -- -t 1 -s 4M -d 0
 	run -0 "$ALLOCCTL" set --exe workload decay_ms=5s
 	grep -qx "set $WL (workload): decay_ms = 5 s in .*" <<<"$output"
 	run -0 "$ALLOCCTL" --json set --all decay_ms=6s
@@ -128,7 +128,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	# Keep freed memory resident (no decay, no automatic idle-heap release, a high trim
 	# threshold), and keep blocks off direct mappings, so release has whole idle heaps.
 	start_workload LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G \
-		LIBALLOC_MMAP_THRESHOLD=32M -- -t 1 -s 256M -d 0.3 -k 2M
+		LIBALLOC_MMAP_THRESHOLD=32M -- -t 1 -s 256M -d 0 -k 2M
 	before=$(rss_bytes "$WL")
 	run -0 "$ALLOCCTL" --json release "$WL"
 	after=$(rss_bytes "$WL")
@@ -142,7 +142,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 
 @test "live: release, trim and flush print what they measurably did" {
 	start_workload LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G \
-		LIBALLOC_MMAP_THRESHOLD=32M -- -t 1 -s 256M -d 0.3 -k 2M
+		LIBALLOC_MMAP_THRESHOLD=32M -- -t 1 -s 256M -d 0 -k 2M
 	run -0 "$ALLOCCTL" release "$WL"
 	grep -Eqx "release $WL: released [0-9.]+ MiB in [0-9.]+ (ns|us|ms|s) \(([0-9]+ (madvise|munmap|mmap|mprotect)(, )?)+\)" <<<"$output"
 	before=$(rss_bytes "$WL")
@@ -173,16 +173,16 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 
 @test "live: another user cannot see or act on root's process (permission denied, exit 1)" {
 	[ "$(id -u)" = 0 ] || skip "needs root to run allocctl as nobody"
-	command -v runuser >/dev/null || skip "runuser missing"
-	runuser -u nobody -- test -x "$ALLOCCTL" || skip "nobody cannot execute $ALLOCCTL"
-	start_workload -- -t 1 -s 4M -d 0.1
-	run -0 runuser -u nobody -- "$ALLOCCTL" --socket "$ALLOCCTL_SOCKET" --json ps
+	xuid_share "$LIVE_DIR" ALLOCCTL # a copy nobody can run, wherever the checkout is
+	xuid_check nobody "$ALLOCCTL"
+	start_workload -- -t 1 -s 4M -d 0
+	run -0 as_nobody "$ALLOCCTL" --socket "$ALLOCCTL_SOCKET" --json ps
 	echo "$output" | json_check "$WL not in [p['pid'] for p in d['processes']]"
 	decay() { "$ALLOCCTL" get "$WL" decay_ms --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["tunables"]["decay_ms"]["value"])'; }
 	before=$(decay)
 	[ "$before" != 1000 ]
 	for cmd in "stats $WL" "get $WL" "set $WL decay_ms=1s" "trim $WL" "release $WL" "flush $WL"; do
-		run -1 --separate-stderr runuser -u nobody -- "$ALLOCCTL" --socket "$ALLOCCTL_SOCKET" $cmd
+		run -1 --separate-stderr as_nobody "$ALLOCCTL" --socket "$ALLOCCTL_SOCKET" $cmd
 		[ -z "$output" ]
 		[ "$stderr" = "allocctl: permission denied: process $WL belongs to another user; uid $(id -u nobody) may act only on its own processes (root on all)" ] || { echo "$cmd: $stderr"; false; }
 	done
@@ -191,10 +191,10 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 }
 
 @test "live: top under tmux shows the process and quits on q" {
-	start_workload -- -t 1 -s 4M -d 0.1
+	start_workload -- -t 1 -s 4M -d 0
 	T=(tmux -S "$CLI_TMP/tmux.sock")
 	"${T[@]}" new-session -d -x 130 -y 30 \
-		"ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms; echo \$? > $CLI_TMP/rc; sleep 30"
+		"ALLOCCTL_SOCKET=$ALLOCCTL_SOCKET $ALLOCCTL top --interval 200ms; echo \$? > $CLI_TMP/rc; sleep 600"
 	wait_for bash -c "${T[*]} capture-pane -p | grep -Eq '^ +$WL +[0-9]+  workload '"
 	"${T[@]}" send-keys q
 	wait_for test -s "$CLI_TMP/rc"

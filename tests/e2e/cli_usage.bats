@@ -155,7 +155,7 @@ teardown() { cli_cleanup; }
 }
 
 @test "the man page renders without warnings and documents every command" {
-	command -v man >/dev/null || skip "man is not installed"
+	command -v man >/dev/null || { echo "man is not installed (scripts/deps.sh test installs man-db)"; false; }
 	run -0 --separate-stderr env MANWIDTH=100 man --warnings -l "$ROOT/cli/allocctl.1"
 	[ -z "$stderr" ]
 	for c in ps stats get set trim release flush history top version; do

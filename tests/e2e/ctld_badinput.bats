@@ -7,9 +7,29 @@
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
 	ctld_setup
-	start_daemon --read-timeout-ms 400 --max-connections 4
+	# debug: the log says when a connection was accepted
+	start_daemon --read-timeout-ms 400 --max-connections 4 --log-level debug
 	start_fake
 	wait_listed "$FPID"
+}
+
+# restart_daemon [options...]: the same daemon with other options
+restart_daemon() {
+	kill -TERM "$DPID"
+	wait "$DPID" || true
+	start_daemon --log-level debug "$@"
+}
+
+# stalled_client PID-VAR: a client that sends 10 bytes of a 100-byte frame and waits (up to
+# 10 minutes) for an answer; returns once the daemon has accepted its connection. Its
+# output goes to $T/stalled.<pid>.
+stalled_client() {
+	"$CTLCLIENT" --socket "$SOCK" raw-partial 600000 >"$T/stalled.tmp" 2>&1 3>&- &
+	local _sp=$!
+	echo "$_sp" >>"$T/pids"
+	mv "$T/stalled.tmp" "$T/stalled.$_sp"
+	printf -v "$1" '%s' "$_sp"
+	wait_until grep -q "connection of pid $_sp uid" "$T/log"
 }
 
 teardown() {
@@ -18,8 +38,7 @@ teardown() {
 
 still_serving() {
 	run ctl list
-	[[ "$output" == *"code=OK"* ]]
-	[[ "$output" == *"process pid=$FPID "* ]]
+	[[ "$output" == *"code=OK"* ]] && [[ "$output" == *"process pid=$FPID "* ]]
 }
 
 @test "an oversize length gets ERR_MALFORMED and the connection is closed" {
@@ -75,37 +94,48 @@ still_serving() {
 	still_serving
 }
 
-@test "a truncated frame is dropped at the read timeout while others are served" {
-	"$CTLCLIENT" --socket "$SOCK" raw-partial 3000 >"$T/slow" 2>&1 3>&- &
-	slow=$!
-	sleep 0.1
-	start=$(date +%s%N)
+@test "a stalled frame does not hold up other clients" {
+	# a read timeout longer than the test: the stalled client is there all along
+	restart_daemon --read-timeout-ms 600000
+	local slow
+	stalled_client slow
 	still_serving
-	[ $((($(date +%s%N) - start) / 1000000)) -lt 300 ]
+	still_serving
+	kill -0 "$slow" # still waiting: the others were served meanwhile
+	[ ! -s "$T/stalled.$slow" ]
+}
+
+@test "a truncated frame is dropped at the read timeout" {
+	local slow
+	stalled_client slow
 	wait "$slow" || true
-	cat "$T/slow"
-	grep -q "code=ERR_MALFORMED" "$T/slow"
-	grep -q "message=frame incomplete at the read timeout" "$T/slow"
-	grep -q "closed" "$T/slow"
+	cat "$T/stalled.$slow"
+	grep -q "code=ERR_MALFORMED" "$T/stalled.$slow"
+	grep -q "message=frame incomplete at the read timeout" "$T/stalled.$slow"
+	grep -q "closed" "$T/stalled.$slow"
 	grep -q "did not finish a frame within 400 ms" "$T/log"
+	still_serving
 }
 
 @test "connections over the cap get ERR_BUSY; freed slots are usable again" {
-	# four idle connections fill the cap of 4 (root may use them all)
-	"$CTLCLIENT" --socket "$SOCK" hold 4 3 >"$T/hold" 2>&1 3>&- &
-	local h=$!
-	wait_file "$T/hold"
-	local busy=0
-	for _ in $(seq 50); do
-		run ctl list
-		if [[ "$output" == *"code=ERR_BUSY"* ]]; then busy=1; break; fi
-		sleep 0.05
+	# a read timeout longer than the test: the stalled clients hold their slots until
+	# they go
+	restart_daemon --read-timeout-ms 600000 --max-connections 4
+	local pids=() p
+	for _ in 1 2 3 4; do
+		stalled_client p
+		pids+=("$p")
 	done
-	[ "$busy" -eq 1 ]
+	run ctl list
+	echo "$output"
+	[[ "$output" == *"code=ERR_BUSY"* ]]
 	[[ "$output" == *"message=too many connections (4 open)"* ]]
-	wait "$h" || true
-	still_serving
 	grep -q "refusing connection" "$T/log"
+	for p in "${pids[@]}"; do
+		kill "$p"
+		wait "$p" || true
+	done
+	wait_until still_serving
 }
 
 @test "a client that disconnects mid-command does not disturb the daemon" {

@@ -6,8 +6,7 @@
 
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
-	ctld_setup
-	chmod 755 "$T"
+	ctld_setup --other-uid
 	mkdir -m 700 "$T/nob" && chown nobody "$T/nob"
 }
 
@@ -15,8 +14,8 @@ teardown() {
 	ctld_teardown
 }
 
-as_nobody() {
-	runuser -u nobody -- "$CTLCLIENT" --socket "$SOCK" "$@"
+nobody_ctl() {
+	as_nobody "$CTLCLIENT" --socket "$SOCK" "$@"
 }
 
 open_daemon() {
@@ -24,8 +23,8 @@ open_daemon() {
 	SOCK_PATH="$T/pub/ctl.sock" start_daemon --socket-mode 0666 --run-dir "$T/nob"
 	start_fake --exe /usr/bin/rootsvc
 	ROOTP=$FPID
-	# setpriv execs (runuser would fork and linger 2 s when signalled): $! is the fake
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$(fake_bin nobodysvc)" --dir "$T/nob" \
+	# "$AS_USER" execs (runuser would fork and linger 2 s when signalled): $! is the fake
+	"$AS_USER" nobody "$(fake_bin nobodysvc)" --dir "$T/nob" \
 		--exe /usr/bin/nobodysvc --ready "$T/nob/ready" >/dev/null 2>&1 3>&- &
 	NOBP=$!
 	echo "$NOBP" >>"$T/pids"
@@ -36,14 +35,14 @@ open_daemon() {
 
 @test "by default another uid cannot even connect" {
 	start_daemon
-	run runuser -u nobody -- "$CTLCLIENT" --socket "$SOCK" list
+	run nobody_ctl list
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"Permission denied"* ]]
+	[[ "$output" == *"ctlclient: cannot connect to $SOCK: Permission denied"* ]]
 }
 
 @test "nobody lists only its own process; root lists both" {
 	open_daemon
-	run as_nobody list
+	run nobody_ctl list
 	[[ "$output" == *"process pid=$NOBP name=nobodysvc exe=$FAKESEG_EXE uid=65534"* ]]
 	[[ "$output" != *"pid=$ROOTP "* ]]
 	run ctl list
@@ -53,23 +52,23 @@ open_daemon() {
 
 @test "nobody cannot read root's stats or tunables" {
 	open_daemon
-	run as_nobody stats "$ROOTP"
+	run nobody_ctl stats "$ROOTP"
 	[[ "$output" == *"code=ERR_PERMISSION"* ]]
 	[[ "$output" == *"message=permission denied: pid $ROOTP belongs to another user"* ]]
-	run as_nobody get "$ROOTP" mmap_threshold
+	run nobody_ctl get "$ROOTP" mmap_threshold
 	[[ "$output" == *"code=ERR_PERMISSION"* ]]
 	grep -q "denied stats on pid $ROOTP to client pid [0-9]* uid 65534" "$T/log"
 }
 
 @test "nobody cannot act on root's process by pid, exe or all" {
 	open_daemon
-	run as_nobody set "$ROOTP" top_pad=1M
+	run nobody_ctl set "$ROOTP" top_pad=1M
 	[[ "$output" == *"code=ERR_PERMISSION"* ]]
-	run as_nobody trim "$ROOTP"
+	run nobody_ctl trim "$ROOTP"
 	[[ "$output" == *"code=ERR_PERMISSION"* ]]
-	run as_nobody release exe=rootsvc
+	run nobody_ctl release exe=rootsvc
 	[[ "$output" == *"code=ERR_PERMISSION"* ]]
-	run as_nobody flush all
+	run nobody_ctl flush all
 	[[ "$output" == *"result pid=$NOBP exe=nobodysvc code=OK"* ]]
 	[[ "$output" != *"pid=$ROOTP "* ]]
 	run ctl stats "$ROOTP"
@@ -79,7 +78,7 @@ open_daemon() {
 
 @test "nobody acts on its own process; root acts on both" {
 	open_daemon
-	run as_nobody set "$NOBP" top_pad=1M
+	run nobody_ctl set "$NOBP" top_pad=1M
 	[[ "$output" == *"result pid=$NOBP exe=nobodysvc code=OK"* ]]
 	run ctl set all top_pad=2M
 	[ "$(grep -c '^result .*code=OK' <<<"$output")" -eq 2 ]

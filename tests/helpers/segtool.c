@@ -103,7 +103,7 @@ static uint32_t command_id(const char *name)
 
 static int cmd_command(struct seg *s, int argc, char **argv)
 {
-	int timeout_ms = 2000;
+	int timeout_ms = 60000; /* generous: a busy machine is slow (tests pass -t for less) */
 	long long raw_id = -1;
 	int opt;
 	optind = 1;
@@ -174,9 +174,9 @@ static int spin_round_trip(struct seg *s, const struct seg_cmd *c, uint64_t seq)
 {
 	uint32_t token = (uint32_t)getpid();
 	struct seg_result r;
-	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + 1000000000ull;
+	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + 60000000000ull; /* a busy machine */
 	int err;
-	while ((err = seg_mb_lock(s, token, 2000000000ull)) == SEG_E_BUSY &&
+	while ((err = seg_mb_lock(s, token, 60000000000ull)) == SEG_E_BUSY &&
 	       seg_now_ns(CLOCK_MONOTONIC) < deadline)
 		sched_yield(); /* another client holds it: wait for our turn */
 	if (err)
@@ -219,7 +219,7 @@ static int cmd_bench(struct seg *s, int n)
 			uint64_t t0 = seg_now_ns(CLOCK_MONOTONIC);
 			if (way == 0) {
 				struct seg_result r;
-				err = seg_command(s, &c, &r, (uint32_t)getpid(), 2000);
+				err = seg_command(s, &c, &r, (uint32_t)getpid(), 60000);
 				if (!err && r.status != LA_ST_OK)
 					err = SEG_E_PROTOCOL;
 			} else {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -91,7 +92,7 @@ static void churn(size_t size, size_t n)
 
 struct sleeper {
 	size_t size, n;
-	int ready[2]; /* the thread writes one byte here before it blocks */
+	int ready[2]; /* the thread writes its tid here before it blocks */
 	int never[2]; /* nobody writes here: the thread blocks reading it */
 };
 
@@ -99,8 +100,9 @@ static void *sleeper_main(void *arg)
 {
 	struct sleeper *s = arg;
 	churn(s->size, s->n);
-	char c = 1;
-	if (write(s->ready[1], &c, 1) != 1)
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	char c;
+	if (write(s->ready[1], &tid, sizeof(tid)) != sizeof(tid))
 		return NULL;
 	while (read(s->never[0], &c, 1) < 0 && errno == EINTR) {
 	}
@@ -120,12 +122,23 @@ static int start_sleeper(size_t size, size_t n)
 	if (pthread_create(&t, NULL, sleeper_main, &s) != 0)
 		return -1;
 	pthread_detach(t);
-	char c;
-	if (read(s.ready[0], &c, 1) != 1)
+	pid_t tid;
+	if (read(s.ready[0], &tid, sizeof(tid)) != sizeof(tid))
 		return -1;
-	/* let it reach read(2): it never touches the allocator again */
-	usleep(20000);
-	return 0;
+	/* it never touches the allocator again; wait until it sleeps in read(2) */
+	char path[64], st[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		size_t got = f ? fread(st, 1, sizeof(st) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		st[got] = 0;
+		const char *paren = strrchr(st, ')');
+		if (!paren || (paren[1] == ' ' && paren[2] == 'S'))
+			return 0;
+		usleep(1000);
+	}
 }
 
 static int parse_size(const char *s, size_t *out)

@@ -1,19 +1,28 @@
 # common.bash — shared setup of the reliability suites (tests/reliability/*.bats): a private
-# directory under $BUILD/run/reliability.XXXXXX per test (segments, socket, logs), reachable
-# by the second uid (nobody) where a test needs it; background processes are recorded in
-# $T/pids and killed by pid in rel_teardown. Reuses ctld/tools/e2e.bash for the daemon
-# (start_daemon, wait_listed, ctl, start_fake).
+# directory per test (segments, socket, logs) under $BUILD/run/reliability.XXXXXX, or, for
+# suites that run something as a second uid (rel_setup --other-uid), where every uid can
+# reach it, with copies of the programs that uid runs (tests/helpers/crossuid.bash, which
+# also gives as_user and as_nobody); background processes are recorded in $T/pids and
+# killed by pid in rel_teardown. Reuses ctld/tools/e2e.bash for the daemon (start_daemon,
+# wait_listed, ctl, start_fake).
 source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
 ALLOCCTL="$BUILD/allocctl"
 REL_BIN="$TESTS_BIN/reliability"
 
+SOAK="$REL_BIN/soak"
+
+# rel_setup [--other-uid]
 rel_setup() {
 	[ -f "$LIBALLOC_SO" ] || skip "no $LIBALLOC_SO"
 	[ -x "$REL_BIN/soak" ] && [ -x "$REL_BIN/enomem" ] ||
 		skip "$REL_BIN/{soak,enomem} not built (the root Makefile must include tests/reliability/module.mk)"
-	mkdir -p "$BUILD/run"
-	T=$(mktemp -d "$BUILD/run/reliability.XXXXXX")
-	chmod 755 "$T"
+	if [ "${1:-}" = --other-uid ]; then
+		T=$(xuid_mkdir reliability) || return 1
+		xuid_share "$T" CTLD CTLCLIENT FAKESEG LIBALLOC_SO ALLOCCTL SOAK || return 1
+	else
+		mkdir -p "$BUILD/run"
+		T=$(mktemp -d "$BUILD/run/reliability.XXXXXX")
+	fi
 	mkdir -m 700 "$T/segs" "$T/sock"
 	: >"$T/pids"
 	NFAKE=0
@@ -36,12 +45,31 @@ preload() {
 	env LIBALLOC_RUN_DIR="$T/segs" LD_PRELOAD="$LIBALLOC_SO" "$@" >"$T/svc.out" 2>"$T/svc.err" 3>&- &
 	SPID=$!
 	bg_record "$SPID"
-	wait_file "$T/segs/liballoc.$SPID.seg" 5
+	wait_file "$T/segs/liballoc.$SPID.seg"
 }
 
-# as_nobody CMD...: run CMD as uid nobody (setpriv execs, so $! is the command itself)
-as_nobody() {
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
+# The soak service (preload "$SOAK" THREADS 0 SLOTS runs until SIGTERM) prints a progress
+# line about once a second while it allocates.
+ops_lines() {
+	grep -c '^ops=' "$T/svc.out" || true
+}
+
+# still_allocating [N]: until the service has printed N (2) more progress lines
+still_allocating() {
+	local want=$(($(ops_lines) + ${1:-2}))
+	wait_until eval '[ "$(ops_lines)" -ge '"$want"' ]'
+}
+
+# finish_soak: stop the service; it must end well: exit 0, no corrupted block, no failed
+# allocation
+finish_soak() {
+	kill -TERM "$SPID"
+	local rc=0
+	wait "$SPID" || rc=$?
+	tail -n 2 "$T/svc.out"
+	cat "$T/svc.err"
+	[ "$rc" -eq 0 ]
+	grep -q 'corrupt=0 failed=0' "$T/svc.out"
 }
 
 # vmrss_kb PID
@@ -49,12 +77,3 @@ vmrss_kb() {
 	awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
 }
 
-# retry SECONDS CMD...: run CMD until it succeeds, at most SECONDS
-retry() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.1
-	done
-}

@@ -4,8 +4,9 @@
 # (mmap_threshold, trim_threshold, tcache_max_bytes, madvise_throttle, idle_heap_release,
 # decay_ms, mmap_dynamic, direct_cache_bytes) and asks for a trim, a release of idle heaps
 # and a flush of the thread caches, all through allocctl and the daemon. It samples PID's
-# VmRSS each round. Writes "rounds=N commands=N failures=N max_rss_kb=N" to OUT at the
-# end; every failed allocctl call is appended to OUT.fail with its output.
+# VmRSS each round. Writes the rounds done so far to OUT.rounds after each round, and
+# "rounds=N commands=N failures=N max_rss_kb=N" to OUT at the end; every failed allocctl
+# call is appended to OUT.fail with its output.
 set -u
 sock=$1 pid=$2 stop=$3 out=$4
 allocctl=${ALLOCCTL:-$BUILD/allocctl}
@@ -16,7 +17,8 @@ call() {
 	commands=$((commands + 1))
 	for try in 1 2 3; do
 		rc=0
-		o=$("$allocctl" --socket "$sock" --timeout 2s "$@" 2>&1) || rc=$?
+		# a minute to answer: a busy machine is slow (a failure is a wrong answer)
+		o=$("$allocctl" --socket "$sock" --timeout 60s "$@" 2>&1) || rc=$?
 		# 126/127: allocctl itself could not be executed (e.g. being relinked by a
 		# parallel build): not a result of the command, try again
 		[ $rc -eq 126 ] || [ $rc -eq 127 ] || break
@@ -26,7 +28,7 @@ call() {
 		# the process exiting at the end of the run is not a failure of the command (it
 		# removes its segment at exit, a moment before it is gone)
 		local i
-		for i in 1 2 3 4 5 6 7 8 9 10; do
+		for i in $(seq 100); do
 			kill -0 "$pid" 2>/dev/null || return 0
 			sleep 0.1
 		done
@@ -51,6 +53,7 @@ while [ ! -e "$stop" ] && kill -0 "$pid" 2>/dev/null; do
 	call flush "$pid"
 	rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
 	[ "${rss:-0}" -gt "$max_rss" ] && max_rss=$rss
+	echo "$rounds" >"$out.rounds"
 	sleep 0.1
 done
 echo "rounds=$rounds commands=$commands failures=$failures max_rss_kb=$max_rss" >"$out"

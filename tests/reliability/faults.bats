@@ -9,13 +9,13 @@
 
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
-	rel_setup
+	rel_setup --other-uid # some tests run the service as nobody or as a uid of its own
 }
 
 # unpublished_run DIR: the verified workload, as nobody, with DIR as its run directory:
 # it works (no corrupted block, no failure) and leaves nothing in DIR ($output: its output)
 unpublished_run() {
-	run as_nobody env LIBALLOC_RUN_DIR="$1" LD_PRELOAD="$LIBALLOC_SO" "$REL_BIN/soak" 2 1 64
+	run as_nobody env LIBALLOC_RUN_DIR="$1" LD_PRELOAD="$LIBALLOC_SO" "$SOAK" 2 1 64
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"corrupt=0 failed=0"* ]]
 	[ -z "$(ls -A "$1")" ]
@@ -28,103 +28,116 @@ teardown() {
 # A command the daemon relays while the service's control thread cannot answer (the service
 # is stopped): the request sits in the mailbox, the daemon waits for it.
 @test "daemon SIGKILLed mid-command: the service keeps allocating, a restarted daemon takes the mailbox over" {
-	preload "$REL_BIN/soak" 2 6 256
-	start_daemon --rescan-ms 200 --command-timeout-ms 3000
+	preload "$SOAK" 2 0 256
+	start_daemon --rescan-ms 200 --command-timeout-ms 30000
 	wait_listed "$SPID"
 	kill -STOP "$SPID"
-	ctl --timeout 5000 set "$SPID" top_pad=256K >"$T/cmd.out" 2>&1 &
+	ctl --timeout 60000 set "$SPID" top_pad=256K >"$T/cmd.out" 2>&1 &
 	local cpid=$!
-	sleep 0.5 # the request is in the mailbox, the daemon polls for the answer
+	# the request is in the mailbox, the daemon polls for the answer
+	wait_until eval '[ "$(metric liballoc_ctld_commands_total)" -ge 1 ]'
 	kill -9 "$DPID"
 	wait "$DPID" || true
 	DPID=
 	kill -CONT "$SPID"
 	wait "$cpid" || true # the client lost its daemon: no reply
 	# the service keeps running and allocating
-	local before after
-	before=$(grep -c '^ops=' "$T/svc.out" || true)
-	sleep 1.2
-	after=$(grep -c '^ops=' "$T/svc.out" || true)
-	[ "$after" -gt "$before" ]
+	still_allocating
 	# a new daemon picks the process up and its commands get through the recovered mailbox
 	start_daemon --rescan-ms 200
 	wait_listed "$SPID"
 	# (the dead daemon's mailbox lock is displaced once it expires: a few seconds)
-	retry 10 sh -c "'$CTLCLIENT' --socket '$SOCK' set $SPID top_pad=512K | grep -q 'result pid=$SPID .*code=OK'"
+	wait_until sh -c "'$CTLCLIENT' --socket '$SOCK' set $SPID top_pad=512K | grep -q 'result pid=$SPID .*code=OK'"
 	run ctl get "$SPID" top_pad
 	echo "$output"
 	[[ "$output" == *"value pid=$SPID name=top_pad value=524288"* ]]
-	wait "$SPID"
-	grep -q 'corrupt=0 failed=0' "$T/svc.out"
+	finish_soak
 }
 
 @test "service SIGKILLed mid-command: the daemon reports it and cleans up" {
-	preload sleep 30
-	start_daemon --rescan-ms 200 --command-timeout-ms 3000
+	preload sleep 600
+	start_daemon --rescan-ms 200 --command-timeout-ms 30000
 	wait_listed "$SPID"
 	kill -STOP "$SPID"
-	ctl --timeout 6000 trim "$SPID" >"$T/cmd.out" 2>&1 &
+	ctl --timeout 60000 trim "$SPID" >"$T/cmd.out" 2>&1 &
 	local cpid=$!
-	sleep 0.5
+	wait_until eval '[ "$(metric liballoc_ctld_commands_total)" -ge 1 ]'
 	kill -9 "$SPID"
 	wait "$cpid" || true
 	cat "$T/cmd.out"
-	# the command is answered (not left hanging) with an error naming the process
+	# the command is answered (not left hanging, nor by the timeout) with an error naming
+	# the process
 	grep -q "result pid=$SPID exe=sleep code=ERR_NO_PROCESS .*message=the process exited during the command" "$T/cmd.out"
-	wait_listed "$SPID" absent 5
-	retry 5 test ! -e "$T/segs/liballoc.$SPID.seg"
+	wait_listed "$SPID" absent
+	wait_until test ! -e "$T/segs/liballoc.$SPID.seg"
 	kill -0 "$DPID"
 	run ctl list
 	[ "$status" -eq 0 ]
 }
 
+# readers_start / readers_wait N / readers_stop: clients that read the daemon's view of
+# every process (/metrics, stats, list) in a loop; readers_wait waits until they have done
+# N more rounds
+readers_start() {
+	(
+		while [ ! -e "$T/readers.stop" ]; do
+			metrics >/dev/null || true
+			ctl stats "$SPID" >/dev/null 2>&1 || true
+			ctl list >/dev/null || true
+			echo >>"$T/rounds"
+		done
+	) 3>&- &
+	READERS=$!
+	bg_record "$READERS"
+}
+rounds() { wc -l <"$T/rounds" 2>/dev/null || echo 0; }
+readers_wait() {
+	local want=$(($(rounds) + $1))
+	wait_until eval '[ "$(rounds)" -ge '"$want"' ]'
+}
+readers_stop() {
+	touch "$T/readers.stop"
+	wait "$READERS"
+}
+
 @test "segment overwritten while the daemon reads it: refused and logged, the daemon and the service live on" {
-	preload "$REL_BIN/soak" 2 4 256
+	preload "$SOAK" 2 0 256
 	start_daemon --rescan-ms 100
 	wait_listed "$SPID"
 	local seg="$T/segs/liballoc.$SPID.seg"
+	readers_start
+	readers_wait 3
 	# overwrite the header (the service only writes counters and the mailbox page)
 	head -c 512 /dev/urandom | dd of="$seg" conv=notrunc status=none
-	local end=$((SECONDS + 2))
-	while [ $SECONDS -lt $end ]; do
-		metrics >/dev/null || true
-		ctl stats "$SPID" >/dev/null || true
-		ctl list >/dev/null
-	done
+	wait_listed "$SPID" absent
+	readers_wait 10
+	readers_stop
 	kill -0 "$DPID"
-	wait_listed "$SPID" absent 3
 	grep -q "skipping segment $T/segs/liballoc.$SPID.seg: bad magic" "$T/log"
 	[ "$(grep -c "skipping segment $T/segs/liballoc.$SPID.seg" "$T/log")" -eq 1 ] # once
-	wait "$SPID"
-	grep -q 'corrupt=0 failed=0' "$T/svc.out"
+	finish_soak
 }
 
 @test "segment truncated while the daemon reads it: the daemon survives and drops it" {
 	start_daemon --rescan-ms 100
-	preload sleep 30
+	preload sleep 600
 	wait_listed "$SPID"
 	local seg="$T/segs/liballoc.$SPID.seg"
-	(
-		end=$((SECONDS + 2))
-		while [ $SECONDS -lt $end ]; do
-			curl -sf "http://$HTTP/metrics" >/dev/null || true
-			"$CTLCLIENT" --socket "$SOCK" stats "$SPID" >/dev/null 2>&1 || true
-		done
-	) &
-	local readers=$!
-	sleep 0.3
+	readers_start
+	readers_wait 3
 	truncate -s 100 "$seg"
-	sleep 0.3
+	readers_wait 3
 	truncate -s 0 "$seg"
-	wait "$readers"
+	wait_listed "$SPID" absent
+	readers_wait 3
+	readers_stop
 	kill -0 "$DPID"
-	wait_listed "$SPID" absent 3
 	run ctl list
 	[ "$status" -eq 0 ]
 }
 
 @test "KNOWN BUG: a preloaded service survives its own segment being truncated" {
-	preload "$REL_BIN/soak" 2 2 64
+	preload "$SOAK" 2 2 64
 	truncate -s 100 "$T/segs/liballoc.$SPID.seg"
 	local rc=0
 	wait "$SPID" || rc=$?
@@ -138,7 +151,7 @@ teardown() {
 # liballoc says exactly once why it does not publish
 @test "run directory missing (its parent too): the service runs unpublished, one line says why" {
 	# (a missing last component alone is created, mode 0700: see the next test)
-	run env LIBALLOC_RUN_DIR="$T/missing/dir" LD_PRELOAD="$LIBALLOC_SO" "$REL_BIN/soak" 2 1 64
+	run env LIBALLOC_RUN_DIR="$T/missing/dir" LD_PRELOAD="$LIBALLOC_SO" "$SOAK" 2 1 64
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"corrupt=0 failed=0"* ]]
 	[ "$(grep -c '^liballoc:' <<<"$output")" -eq 1 ]
@@ -171,11 +184,11 @@ teardown() {
 }
 
 @test "run directory deleted while the service runs: it keeps running and exits cleanly" {
-	preload "$REL_BIN/soak" 2 3 128
-	sleep 0.5
+	preload "$SOAK" 2 0 128
+	still_allocating 1
 	rm -rf "$T/segs"
-	wait "$SPID"
-	grep -q 'corrupt=0 failed=0' "$T/svc.out"
+	still_allocating
+	finish_soak
 	[ "$(grep -c . "$T/svc.err" || true)" -le 1 ]
 }
 
@@ -183,22 +196,26 @@ teardown() {
 	# a uid of its own: RLIMIT_NPROC counts every process of the real uid (execve fails with
 	# EAGAIN when other processes of that uid exist, e.g. nobody's in parallel suites)
 	local uid=61234
-	if ps -o pid= -u "$uid" | grep -q .; then skip "uid $uid has processes"; fi
+	while ps -o pid= -u "$uid" | grep -q .; do uid=$((uid + 1)); done
 	mkdir -m 700 "$T/own" && chown "$uid:$uid" "$T/own"
 	start_daemon --rescan-ms 100 --run-dir "$T/own"
-	prlimit --nproc=1:1 setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
-		env LIBALLOC_RUN_DIR="$T/own" LD_PRELOAD="$LIBALLOC_SO" \
-		python3 -c 'import time; x = [bytes(100) for _ in range(100000)]; time.sleep(1.5); print(len(x))' \
-		>"$T/py.out" 2>"$T/py.err" 3>&- &
+	prlimit --nproc=1:1 "$AS_USER" "$uid" env LIBALLOC_RUN_DIR="$T/own" LD_PRELOAD="$LIBALLOC_SO" \
+		python3 -c '
+import os, sys, time
+x = [bytes(100) for _ in range(100000)]
+while not os.path.exists(sys.argv[1]):  # alive until the test is done with it
+    time.sleep(0.05)
+print(len(x))' "$T/py.stop" >"$T/py.out" 2>"$T/py.err" 3>&- &
 	local py=$!
 	bg_record "$py"
-	wait_file "$T/own/liballoc.$py.seg" 3 || cat "$T/py.err"
+	wait_file "$T/own/liballoc.$py.seg" || cat "$T/py.err"
 	wait_listed "$py"
 	run ctl list
 	[[ "$output" == *"process pid=$py "*"control=failed"* ]]
 	# a command to it fails at once with the reason, it does not hang
 	run ctl trim "$py"
 	[[ "$output" == *"result pid=$py "*"code=ERR_FAILED"*"control thread failed to start"* ]]
+	touch "$T/py.stop"
 	wait "$py"
 	[ "$(cat "$T/py.out")" = 100000 ]
 	cat "$T/py.err"

@@ -12,7 +12,7 @@
 
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
-	rel_setup
+	rel_setup --other-uid
 	mkdir -m 700 "$T/nob" && chown nobody "$T/nob"
 }
 
@@ -21,7 +21,7 @@ teardown() {
 }
 
 @test "nobody cannot read root's segment or list root's run directory" {
-	preload sleep 30
+	preload sleep 600
 	local seg="$T/segs/liballoc.$SPID.seg"
 	[ "$(stat -c %a "$seg")" = 600 ]
 	[ "$(stat -c %a "$T/segs")" = 700 ]
@@ -41,16 +41,17 @@ teardown() {
 }
 
 @test "nobody's own daemon watching root's run directory sees and controls nothing" {
-	preload LIBALLOC_TOP_PAD=64K sleep 30
+	preload LIBALLOC_TOP_PAD=64K sleep 600
 	chmod 711 "$T/segs" # traversable: the daemon gets as far as opening the files
 	mkdir -m 700 "$T/nobsock" && chown nobody "$T/nobsock"
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$CTLD" --socket "$T/nobsock/ctl.sock" --listen off --run-dir "$T/segs" \
+	"$AS_USER" nobody "$CTLD" --socket "$T/nobsock/ctl.sock" --listen off --run-dir "$T/segs" \
 		--run-dir "$T/nob" --no-default-dirs --rescan-ms 100 \
 		--ready-file "$T/nobsock/ready" >"$T/nob.log" 2>&1 3>&- &
 	local nd=$!
 	bg_record "$nd"
 	wait_file "$T/nobsock/ready"
-	sleep 0.4
+	# its first scan has met root's directory
+	wait_until grep -q "$T/segs: Permission denied" "$T/nob.log"
 	local c=(as_nobody "$CTLCLIENT" --socket "$T/nobsock/ctl.sock")
 	run "${c[@]}" list
 	[ "$status" -eq 0 ]
@@ -73,18 +74,22 @@ teardown() {
 	start_daemon
 	run as_nobody "$CTLCLIENT" --socket "$SOCK" list
 	[ "$status" -ne 0 ]
+	[[ "$output" == *"cannot connect to $SOCK: Permission denied"* ]]
 	ln -s "$SOCK" "$T/nob/ctl.sock"
 	run as_nobody "$CTLCLIENT" --socket "$T/nob/ctl.sock" list
 	[ "$status" -ne 0 ]
+	[[ "$output" == *"cannot connect to $T/nob/ctl.sock: Permission denied"* ]]
 	run as_nobody env ALLOCCTL_SOCKET="$SOCK" "$ALLOCCTL" ps
 	[ "$status" -eq 1 ]
+	[[ "$output" == *"permission denied opening the daemon socket $SOCK"* ]]
 }
 
 # planted NAME REASON: a root daemon watching nobody's directory skips $T/nob/NAME with
 # REASON (logged), does not list it, and keeps serving root's own process
 planted_refused() {
 	local name=$1 reason=$2
-	sleep 0.4 # several rescans
+	wait_until grep -q "skipping segment $T/nob/$name" "$T/log"
+	wait_rescans 3 # later scans neither log it again nor list it
 	run ctl list
 	[[ "$output" == *"process pid=$SPID "* ]]
 	local n
@@ -98,7 +103,7 @@ planted_refused() {
 }
 
 start_root_and_daemon() {
-	preload LIBALLOC_TOP_PAD=64K sleep 30
+	preload LIBALLOC_TOP_PAD=64K sleep 600
 	start_daemon --rescan-ms 100 --run-dir "$T/nob"
 	wait_listed "$SPID"
 }
@@ -134,7 +139,7 @@ start_root_and_daemon() {
 
 # plant MODE: a fakeseg of MODE run as nobody in $T/nob; sets FPID
 plant() {
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$FAKESEG" --dir "$T/nob" --mode "$1" --ready "$T/nob/ready.$1" >/dev/null 2>&1 3>&- &
+	"$AS_USER" nobody "$FAKESEG" --dir "$T/nob" --mode "$1" --ready "$T/nob/ready.$1" >/dev/null 2>&1 3>&- &
 	FPID=$!
 	bg_record "$FPID"
 	wait_file "$T/nob/ready.$1"
@@ -166,8 +171,7 @@ plant() {
 	cp "$T/nob/liballoc.$FPID.seg" "$T/nob/liballoc.$FPID.tmp2"
 	chown root "$T/nob/liballoc.$FPID.tmp2"
 	mv -f "$T/nob/liballoc.$FPID.tmp2" "$T/nob/liballoc.$FPID.seg"
-	sleep 0.4
-	grep -q "skipping segment $T/nob/liballoc.$FPID.seg: wrong owner" "$T/log"
+	wait_until grep -q "skipping segment $T/nob/liballoc.$FPID.seg: wrong owner" "$T/log"
 	run ctl list
 	[[ "$output" != *"process pid=$FPID "* ]]
 }

@@ -7,13 +7,15 @@
  * it (remote frees). Meant to run preloaded while a controller changes tunables, trims and
  * flushes underneath (tests/reliability/soak.bats).
  *
- * usage: soak THREADS SECONDS [SLOTS]   (defaults 4, 10, 512)
+ * usage: soak THREADS SECONDS [SLOTS]   (defaults 4, 10, 512; SECONDS 0: until SIGTERM or
+ * SIGINT, after which it finishes as at the end of its time)
  * Prints progress lines "ops=N live=B peak_live=B" every second and a final line
  * "soak: ops=N corrupt=0 failed=0 peak_live=B"; exit 0 only when no block was corrupted and
  * no allocation failed. Deterministic per thread (xorshift seeded by the thread index). */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@ static double seconds;
 static atomic_ullong ops, corrupt, failed;
 static atomic_llong live, peak_live;
 static atomic_int stop;
+static volatile sig_atomic_t asked_to_stop;
 static struct handoff *hand;
 
 static uint64_t rnd(uint64_t *s)
@@ -209,16 +212,31 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void on_stop(int sig)
+{
+	(void)sig;
+	asked_to_stop = 1;
+}
+
 int main(int argc, char **argv)
 {
 	nthreads = argc > 1 ? atoi(argv[1]) : 4;
 	seconds = argc > 2 ? atof(argv[2]) : 10;
 	nslots = argc > 3 ? atoi(argv[3]) : 512;
-	if (nthreads < 1 || nthreads > 256 || seconds <= 0 || nslots < 1) {
+	if (nthreads < 1 || nthreads > 256 || seconds < 0 || nslots < 1) {
 		fprintf(stderr, "usage: soak THREADS SECONDS [SLOTS]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* the workers inherit the mask with both blocked: the main thread takes them */
+	sigset_t stops;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGINT);
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	pthread_sigmask(SIG_BLOCK, &stops, NULL);
 	hand = calloc((size_t)nthreads, sizeof(*hand));
 	pthread_t *t = calloc((size_t)nthreads, sizeof(*t));
 	if (!hand || !t)
@@ -228,6 +246,7 @@ int main(int argc, char **argv)
 			perror("pthread_create");
 			return 1;
 		}
+	pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -235,7 +254,7 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		double el =
 		        (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
-		if (el >= seconds || atomic_load(&corrupt))
+		if ((seconds > 0 && el >= seconds) || asked_to_stop || atomic_load(&corrupt))
 			break;
 		static int ticks;
 		if (++ticks % 10 == 0)
