@@ -35,7 +35,10 @@ DEPS ?= 1
 ifeq ($(DEPS),1)
 ifneq ($(filter-out clean format format-check help,$(or $(MAKECMDGOALS),all)),)
 DEPS_GROUPS := build
-ifneq ($(filter test asan tsan check fuzz fuzz-ci demo,$(MAKECMDGOALS)),)
+ifneq ($(filter demo,$(MAKECMDGOALS)),)
+DEPS_GROUPS += demo
+endif
+ifneq ($(filter test asan tsan check fuzz fuzz-ci,$(MAKECMDGOALS)),)
 DEPS_GROUPS += test
 endif
 ifneq ($(filter bench bench-results,$(MAKECMDGOALS)),)

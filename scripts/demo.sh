@@ -14,7 +14,8 @@ ALLOCCTL="$BUILD/allocctl"
 CTLD="$BUILD/allocctld"
 SO="$BUILD/liballoc.so"
 WORKLOAD="$BUILD/tests/workload"
-# The service: 4 threads churning 512 MiB for 3 s (DEMO_* override, e.g. for a quick run).
+# The service: 4 threads fill 512 MiB (however long that takes), churn it for 3 s, then free
+# all but 16 MiB (DEMO_* override, e.g. for a quick run).
 WL_ARGS=(-t "${DEMO_THREADS:-4}" -s "${DEMO_SIZE:-512M}" -d "${DEMO_SECONDS:-3}" -k 16M -b 512K -n 8)
 
 if [ -t 1 ]; then B=$'\e[1m' D=$'\e[2m' N=$'\e[0m'; else B='' D='' N=''; fi
@@ -61,7 +62,8 @@ export LIBALLOC_RUN_DIR="$RUN/segments"
 if [ $have_ctld = 1 ]; then
 	step "start the sidecar daemon on a private socket"
 	ctld=("$CTLD" --socket "$ALLOCCTL_SOCKET" --run-dir "$LIBALLOC_RUN_DIR" --no-default-dirs
-		--listen 127.0.0.1:0 --rescan-ms 500 --ready-file "$RUN/ready")
+		--listen 127.0.0.1:0 --rescan-ms 500 --ready-file "$RUN/ready"
+		--command-timeout-ms 30000)
 	echo_cmd "${ctld[@]}"
 	"${ctld[@]}" >"$RUN/allocctld.log" 2>&1 &
 	pids+=($!)
@@ -75,7 +77,7 @@ fi
 WL=
 if [ $have_wl = 1 ] && [ $have_so = 1 ]; then
 	step "start a service under the preload"
-	note "It churns memory in several threads, frees most of it and goes quiet. It runs with"
+	note "It fills memory in several threads, churns it, frees most of it and goes quiet. It runs with"
 	note "decay_ms=0 and idle_heap_release=0: freed memory stays resident until an operator"
 	note "asks for it back, which is what release and trim below do."
 	wl=(env LD_PRELOAD="$SO" LIBALLOC_DECAY_MS=0 LIBALLOC_IDLE_HEAP_RELEASE=0
@@ -86,7 +88,7 @@ if [ $have_wl = 1 ] && [ $have_so = 1 ]; then
 	exec_bg "${wl[@]}" >"$RUN/workload.out" 2>&1 &
 	WL=$!
 	pids+=("$WL")
-	if ! wait_for 60 grep -q '^quiet' "$RUN/workload.out"; then
+	if ! wait_for 600 grep -q '^quiet' "$RUN/workload.out"; then
 		echo "demo: the workload did not go quiet; its output:" && cat "$RUN/workload.out"
 		exit 1
 	fi
@@ -112,6 +114,8 @@ print('%s%-7s RSS %s (/proc/$WL/status); allocator: in use %s, cached %s, free r
     mib(m['free_resident_bytes']), mib(m['reclaimable_bytes']),
     mib(m['non_allocator_rss_bytes']), '$N'))" "$1"
 }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$WL/status"; }
+released_nothing=0
 total() { "$ALLOCCTL" --json stats "$WL" | python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['$1'])"; }
 
 if [ $ready = 1 ]; then
@@ -134,9 +138,17 @@ if [ $ready = 1 ]; then
 
 	step "flush the thread caches, then release the heaps that hold no live block"
 	memory before
+	rss0=$(rss_kb)
 	show "$ALLOCCTL" flush "$WL"
 	show "$ALLOCCTL" release "$WL"
 	memory after
+	rss1=$(rss_kb)
+	if [ "$rss1" -lt "$rss0" ]; then
+		note "RSS fell by $(((rss0 - rss1) / 1024)) MiB: the memory went back to the system"
+	else
+		echo "demo: release returned nothing (RSS $((rss0 / 1024)) MiB before, $((rss1 / 1024)) MiB after)"
+		released_nothing=1
+	fi
 
 	step "trim: return the free pages the heaps still keep resident"
 	memory before
@@ -147,6 +159,10 @@ if [ $ready = 1 ]; then
 	show "$ALLOCCTL" --json ps
 fi
 
+if [ "$released_nothing" = 1 ]; then
+	echo "demo: failed: the release step returned no memory (see $RUN/workload.out)"
+	exit 1
+fi
 if [ ${#skipped[@]} -eq 0 ] && [ $ready = 0 ]; then
 	echo "demo: failed (see $RUN/allocctld.log and $RUN/workload.out)"
 	exit 1

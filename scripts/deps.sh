@@ -1,11 +1,14 @@
 #!/bin/sh
 # deps.sh GROUP... — install the Debian packages a make target needs, only when missing.
-# Groups: build (liballoc, allocctld, allocctl), test (make test), bench (make bench),
-# fuzz (clang + libFuzzer runtime). One clearly printed apt-get step; nothing else.
+# Groups: build (liballoc, allocctld, allocctl), demo (make demo: what demo.sh runs),
+# test (make test: every program a suite runs, checked against a fresh debootstrap of
+# Debian 12), bench (make bench), fuzz (clang + libFuzzer runtime). One apt-get step,
+# announced with the packages and their number, apt's own progress shown.
 set -eu
 
 pkgs_build="gcc make pkg-config clang-format libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler liburcu-dev libsystemd-dev libinih-dev libjansson-dev"
-pkgs_test="libcriterion-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 bats perl procps util-linux curl tmux python3 python3-yaml libpython3.11-testsuite git sqlite3 bash clang libclang-rt-14-dev llvm chromium prometheus nginx-light"
+pkgs_demo="python3"
+pkgs_test="libcriterion-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 bats perl procps util-linux curl tmux python3 python3-yaml libpython3.11-testsuite git sqlite3 bash man-db redis-server redis-tools clang libclang-rt-14-dev llvm chromium prometheus nginx-light"
 pkgs_bench="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox redis-server redis-tools sqlite3 python3 libpython3.11-testsuite valgrind strace time"
 pkgs_fuzz="clang libclang-rt-14-dev llvm"
 
@@ -13,10 +16,11 @@ want=""
 for g in "$@"; do
 	case "$g" in
 	build) want="$want $pkgs_build" ;;
+	demo) want="$want $pkgs_demo" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
-	*) echo "deps.sh: unknown group '$g' (build, test, bench, fuzz)" >&2; exit 2 ;;
+	*) echo "deps.sh: unknown group '$g' (build, demo, test, bench, fuzz)" >&2; exit 2 ;;
 	esac
 done
 
@@ -29,7 +33,8 @@ for p in $want; do
 done
 [ -z "$missing" ] && exit 0
 
-echo "==> installing missing Debian packages:$missing"
+n=$(echo $missing | wc -w)
+echo "==> installing $n missing Debian package(s) and what they depend on:$missing"
 if [ "$(id -u)" != 0 ]; then
 	echo "deps.sh: need root to install:$missing (run: sudo apt-get install$missing)" >&2
 	exit 1
@@ -40,8 +45,9 @@ exec 9>/var/lock/liballoc-deps.lock
 flock 9
 # Refresh the package lists once if they are absent or older than a day.
 if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
-	apt-get update -q >/dev/null
+	echo "==> apt-get update"
+	apt-get update -q
 fi
 # shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 $missing >/dev/null
+apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 $missing
 echo "==> installed:$missing"
