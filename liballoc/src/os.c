@@ -220,6 +220,9 @@ int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
 {
 	sigset_t all, old;
 	sigfillset(&all);
+	/* but SIGBUS: a write to the segment after its file was truncated faults, and the
+	 * kernel kills a thread that blocks the signal its fault raises (sigbus.c) */
+	sigdelset(&all, SIGBUS);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);

@@ -47,7 +47,10 @@ static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;
 static pid_t seg_pid;
 static char seg_path[256];
-static uint32_t seg_meta_pages; /* pages of the segment in use (metadata) */
+static uint32_t seg_meta_pages;  /* pages of the segment in use (metadata) */
+static bool seg_on_file;         /* seg is a shared mapping of seg_fd's file */
+static uint32_t seg_arena_count; /* the header's arena_count, kept for a move */
+static uint32_t seg_moving;      /* a truncated file's segment is being moved */
 uint32_t shm_decay_armed;
 uint32_t shm_kicks;
 
@@ -75,12 +78,9 @@ struct la_shm_class *shm_classes(void)
 	return (struct la_shm_class *)(seg + OFF_CLASSES);
 }
 
-void shm_boot(void)
+/* The header's description of the layout, and the class sizes. */
+static void write_layout(void)
 {
-	/* zero-filled memory of the library itself: no system call, so nothing can fail
-	 * here, before main or under a tight RLIMIT_AS (untouched pages cost nothing) */
-	static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
-	seg = seg_area;
 	struct la_shm_header *h = shm_header();
 	h->magic = LA_SHM_MAGIC;
 	h->abi_version = LA_SHM_ABI_VERSION;
@@ -99,17 +99,27 @@ void shm_boot(void)
 	h->class_stride = sizeof(struct la_shm_class);
 	h->off_mailbox = OFF_MAILBOX;
 	h->off_holds = OFF_HOLDS;
-	h->control_state = LA_CONTROL_OFF;
 	la_strlcpy(h->version, LA_VERSION, sizeof(h->version));
-	la_counters_add(&shm_process_block()->c, &fallback_block.c);
-	shm_process_block()->c.address_space_bytes += SEG_SIZE;
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		shm_classes()[c].size = sc_size[c];
+}
+
+void shm_boot(void)
+{
+	/* zero-filled memory of the library itself: no system call, so nothing can fail
+	 * here, before main or under a tight RLIMIT_AS (untouched pages cost nothing) */
+	static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+	seg = seg_area;
+	write_layout();
+	shm_header()->control_state = LA_CONTROL_OFF;
+	la_counters_add(&shm_process_block()->c, &fallback_block.c);
+	shm_process_block()->c.address_space_bytes += SEG_SIZE;
 	shm_publish_tunables();
 }
 
 void shm_set_arena_count(uint32_t n)
 {
+	__atomic_store_n(&seg_arena_count, n, __ATOMIC_RELAXED);
 	__atomic_store_n(&shm_header()->arena_count, n, __ATOMIC_RELEASE);
 	/* the pages in use: header .. the last arena block, and the mailbox's page */
 	uint32_t pages =
@@ -390,6 +400,20 @@ static dev_t seg_dir_dev;
 static ino_t seg_dir_ino;
 static char seg_dir[200], seg_name[48];
 
+/* Who the segment belongs to (also written again after a move). */
+static void write_identity(pid_t pid)
+{
+	struct la_shm_header *h = shm_header();
+	h->pid = pid;
+	h->pidns_ino = ns_inode("pid");
+	h->userns_ino = ns_inode("user");
+	h->uid = (uint32_t)os_getuid();
+	h->start_time = proc_start_time();
+	h->created_ns = os_wall_ns();
+	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
+	h->exe[el > 0 ? el : 0] = 0;
+}
+
 void shm_publish_file(void)
 {
 	char dir[200], tmp[48];
@@ -400,8 +424,7 @@ void shm_publish_file(void)
 		return;
 	pid_t pid = os_getpid();
 	struct la_shm_header *h = shm_header();
-	h->pidns_ino = ns_inode("pid");
-	h->userns_ino = ns_inode("user");
+	write_identity(pid);
 	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, h->pidns_ino);
 	la_strlcpy(tmp, seg_name, sizeof(tmp));
 	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
@@ -409,13 +432,6 @@ void shm_publish_file(void)
 	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
 	n = append(seg_path, n, sizeof(seg_path), "/");
 	append(seg_path, n, sizeof(seg_path), seg_name);
-
-	h->pid = pid;
-	h->uid = (uint32_t)os_getuid();
-	h->start_time = proc_start_time();
-	h->created_ns = os_wall_ns();
-	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
-	h->exe[el > 0 ? el : 0] = 0;
 
 	unlinkat(dfd, tmp, 0);
 	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -459,6 +475,8 @@ void shm_publish_file(void)
 	seg_dir_dev = dst.st_dev;
 	seg_dir_ino = dst.st_ino;
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
+	seg_on_file = true;
+	sigbus_install();
 	reap_stale(dfd, pid, h->pidns_ino);
 	close(dfd);
 }
@@ -501,6 +519,73 @@ void shm_detect_foreign(void)
 	dl_iterate_phdr(foreign_one, &found);
 	if (seg)
 		shm_header()->foreign_allocators = found;
+}
+
+/* ---- the file truncated under us --------------------------------------------------------
+ * Anyone with the process's uid can truncate its segment file; a write to a page past the
+ * new end then faults with SIGBUS (sigbus.c). The segment moves to private anonymous
+ * memory at the same address, with what the file still holds (the truncation zeroed the
+ * rest, so the statistics restart from what was left), the layout and identity written
+ * again; the file is unpublished and one line says why; the faulting write is retried
+ * there. Async-signal-safe: system calls and memcpy only. Threads that fault meanwhile
+ * wait for the first one's move. */
+static void move_to_private_memory(void)
+{
+	char *copy =
+	        mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (copy == MAP_FAILED)
+		return;
+	/* read, not memcpy: a page past the end of the file faults, pread stops there */
+	size_t got = 0;
+	while (got < SEG_SIZE) {
+		ssize_t r = pread(seg_fd, copy + got, SEG_SIZE - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+	         0) != seg) {
+		munmap(copy, SEG_SIZE);
+		return;
+	}
+	memcpy(seg, copy, got);
+	munmap(copy, SEG_SIZE);
+	seg_on_file = false;
+	write_layout();
+	write_identity(seg_pid);
+	shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
+	shm_publish_tunables();
+
+	char size[24], path[sizeof(seg_path)];
+	struct stat st;
+	la_fmt_u64(size, fstat(seg_fd, &st) == 0 ? (uint64_t)st.st_size : 0);
+	la_strlcpy(path, seg_path[0] ? seg_path : "the segment", sizeof(path));
+	/* the name goes if it is still our file (a forked child faulting on its parent's file
+	 * before it has its own leaves the parent's name alone) */
+	shm_unpublish();
+	la_warn("statistics no longer published: ", path, " was truncated to ", size,
+	        " bytes by another process; they are kept in private memory", (char *)NULL);
+	close(seg_fd);
+	seg_fd = -1;
+	seg_path[0] = 0;
+}
+
+bool shm_fault(const void *addr)
+{
+	const char *p = addr;
+	if (!seg || p < seg || p >= seg + SEG_SIZE)
+		return false;
+	while (__atomic_exchange_n(&seg_moving, 1, __ATOMIC_ACQUIRE))
+		syscall(SYS_sched_yield);
+	bool moved = !seg_on_file;
+	if (!moved && seg_fd >= 0) {
+		move_to_private_memory();
+		moved = !seg_on_file;
+	}
+	__atomic_store_n(&seg_moving, 0, __ATOMIC_RELEASE);
+	return moved;
 }
 
 const char *shm_path(void)
@@ -564,6 +649,7 @@ void shm_fork_child(void)
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
 		seg_fd = -1;
 	}
+	seg_on_file = false;
 	seg_path[0] = 0;
 	struct la_mailbox *mb = shm_mailbox();
 	memset(mb, 0, sizeof(*mb));

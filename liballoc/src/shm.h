@@ -26,6 +26,12 @@ void shm_unpublish(void);
 void shm_detect_foreign(void);
 const char *shm_path(void);
 void shm_fork_child(void);
+/* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the
+ * segment moves to private memory (and is unpublished) and true is returned: the faulting
+ * access can be retried. Async-signal-safe. */
+bool shm_fault(const void *addr);
+/* Install liballoc's SIGBUS handler (once; sigbus.c). */
+void sigbus_install(void);
 /* Free memory was retained: make sure the control thread will run a decay pass. */
 void shm_note_retained(void);
 /* Wake the control thread to look at its deadlines again (the decay pass was armed, or

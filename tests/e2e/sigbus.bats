@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# sigbus.bats — a preloaded process survives its segment file being truncated (someone
+# with its uid can do that; its statistics are written through a shared mapping of the
+# file, and a write past the new end faults with SIGBUS): liballoc moves the segment to
+# private memory, unpublishes it and says so in one line. And the process's own SIGBUS
+# handling is unchanged by liballoc's handler: its handlers (installed after liballoc's,
+# through sigaction or signal), SA_RESETHAND, SA_NODEFER, masks, SIG_DFL, SIG_IGN (also
+# inherited through exec), a fault or a kill. The program: tests/helpers/sigbus.
+# san: skip
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
+	mkdir -p "$BUILD/run"
+	T=$(mktemp -d "$BUILD/run/sigbus.XXXXXX")
+	mkdir -m 700 "$T/segs"
+	ulimit -c 0 # the deaths below are expected: no core files
+}
+
+teardown() {
+	[ -n "${T:-}" ] && rm -rf "$T"
+}
+
+# sigbus MODE [VAR=VALUE...]: run the program preloaded; stdout in $output, stderr in
+# $stderr
+sigbus() {
+	local mode=$1
+	shift
+	run --separate-stderr env "$@" LIBALLOC_RUN_DIR="$T/segs" LD_PRELOAD="$LIBALLOC_SO" \
+		"$TESTS_BIN/sigbus" "$mode"
+	echo "status $status"
+	echo "$output"
+	echo "stderr: $stderr"
+}
+
+# moved_once: liballoc said once, and only that, that the segment moved
+moved_once() {
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == "liballoc: statistics no longer published: $T/segs/liballoc."*".seg was truncated to 0 bytes by another process; they are kept in private memory" ]]
+	[ -z "$(ls -A "$T/segs")" ]
+}
+
+@test "its own handler, installed after liballoc's, gets its faults with address, code and mask" {
+	sigbus handler
+	[ "$status" -eq 0 ]
+	[[ "$output" != *FAIL* ]]
+	[ "${lines[-1]}" = PASSED ]
+	moved_once
+}
+
+@test "a handler set with signal() gets its faults; signal() returns what was set" {
+	sigbus signal
+	[ "$status" -eq 0 ]
+	[ "${lines[-1]}" = PASSED ]
+	moved_once
+}
+
+@test "with the default disposition it survives the truncation and dies of its own fault" {
+	sigbus default
+	[ "$status" -eq 135 ] # killed by SIGBUS
+	[[ "$output" != *FAIL* ]]
+	[ "${lines[-1]}" = "about to die: its own fault with the default disposition" ]
+	moved_once
+}
+
+@test "with the default disposition a SIGBUS sent by kill still kills it" {
+	sigbus sent
+	[ "$status" -eq 135 ]
+	[ "${lines[-1]}" = "about to die: kill(self, SIGBUS) with the default disposition" ]
+	moved_once
+}
+
+@test "SIG_IGN: a sent SIGBUS is ignored, its own fault kills it as the kernel would" {
+	sigbus ignore
+	[ "$status" -eq 135 ]
+	[[ "$output" != *FAIL* ]]
+	[[ "$output" == *"ok a SIGBUS sent by kill is ignored"* ]]
+	[ "${lines[-1]}" = "about to die: its own fault while SIGBUS is ignored" ]
+	moved_once
+}
+
+@test "SA_RESETHAND: one fault reaches the handler, the next kills" {
+	sigbus resethand
+	[ "$status" -eq 135 ]
+	[[ "$output" != *FAIL* ]]
+	[ "${lines[-1]}" = "about to die: its second fault" ]
+	moved_once
+}
+
+@test "SIGBUS ignored before liballoc started (inherited through exec) stays ignored" {
+	# bash (not preloaded) ignores it, then execs env, which execs the preloaded program
+	run --separate-stderr bash -c 'trap "" BUS; exec env LIBALLOC_RUN_DIR="$1" \
+		LD_PRELOAD="$2" "$3" inherited' - "$T/segs" "$LIBALLOC_SO" "$TESTS_BIN/sigbus"
+	echo "status $status"
+	echo "$output"
+	echo "stderr: $stderr"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *FAIL* ]]
+	[ "${lines[-1]}" = PASSED ]
+	moved_once
+}
+
+@test "the control thread's own write to the truncated segment is survived too" {
+	sigbus idle LIBALLOC_DECAY_MS=50
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"ok the control thread's write moved the segment"* ]]
+	[ "${lines[-1]}" = PASSED ]
+	moved_once
+}
+
+@test "without liballoc the program behaves the same (the test's own check)" {
+	run "$TESTS_BIN/sigbus" default
+	[ "$status" -eq 135 ]
+	run env LIBALLOC_RUN_DIR="$T/segs" "$TESTS_BIN/sigbus" ignore
+	[ "$status" -eq 135 ]
+	[[ "$output" == *"ok a SIGBUS sent by kill is ignored"* ]]
+}
