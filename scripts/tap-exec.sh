@@ -1,6 +1,7 @@
 #!/bin/bash
 # tap-exec.sh FILE — run one suite so that it prints TAP on stdout (prove's --exec).
-#   *.bats     bats --tap, with the output of a failed test's last `run`
+#   *.bats     bats --tap (each test's time shown with VERBOSE=1), with the output of a
+#              failed test's last `run`
 #   *.preload  a Criterion binary run under LD_PRELOAD=$LIBALLOC_SO
 #   otherwise  a Criterion binary
 # make test runs prove with --failures --comments: the reason of every failure is shown
@@ -23,7 +24,7 @@ run_suite() {
 	local t=()
 	[ "$limit" != 0 ] && t=(timeout -k 10 "$limit")
 	case "$f" in
-	*.bats) "${t[@]}" bats --tap --print-output-on-failure "$f" ;;
+	*.bats) "${t[@]}" bats --tap --timing --print-output-on-failure "$f" ;;
 	*.preload) "${t[@]}" env LD_PRELOAD="$LIBALLOC_SO" "$f" --tap=/dev/stdout --color=never ;;
 	*) "${t[@]}" "$f" --tap=/dev/stdout --color=never ;;
 	esac

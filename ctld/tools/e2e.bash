@@ -36,14 +36,14 @@ ctld_teardown() {
 	if [ -n "${T:-}" ] && [ -f "$T/pids" ]; then
 		while read -r p; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null || true; done <"$T/pids"
 		while read -r p; do
-			wait_until -t 10 gone "$p" 2>/dev/null
+			wait_until -t 10 ended "$p" 2>/dev/null || true
 			kill -9 "$p" 2>/dev/null || true
 		done <"$T/pids"
 	fi
 	if [ -n "${DPID:-}" ]; then
 		kill -TERM "$DPID" 2>/dev/null || true
 		# a sanitizer build writes its report at exit: give it the time it takes
-		wait_until -t 30 gone "$DPID" 2>/dev/null
+		wait_until -t 30 ended "$DPID" 2>/dev/null || true
 		kill -9 "$DPID" 2>/dev/null || true
 	fi
 	# a sanitizer report from the daemon (errors, leaks at exit) fails the test
@@ -55,8 +55,6 @@ ctld_teardown() {
 	[ -n "${T:-}" ] && rm -rf "$T"
 	return $bad
 }
-
-gone() { ! kill -0 "$1" 2>/dev/null; }
 
 # wait_file PATH: until PATH exists
 wait_file() {

@@ -326,7 +326,7 @@ teardown() {
 	start_fake
 	wait_listed "$FPID"
 	kill -TERM "$DPID"
-	wait_until gone "$DPID"
+	wait_until ended "$DPID"
 	[ ! -e "$SOCK" ]
 	grep -q "shutting down" "$T/log"
 	start_daemon

@@ -31,7 +31,7 @@ teardown() {
 	if [ -f "$T/pids" ]; then
 		while read -r p; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null || true; done <"$T/pids"
 		while read -r p; do
-			wait_until -t 10 eval "! kill -0 $p 2>/dev/null" 2>/dev/null
+			wait_until -t 10 ended "$p" 2>/dev/null || true
 			kill -9 "$p" 2>/dev/null || true
 		done <"$T/pids"
 	fi
@@ -84,6 +84,7 @@ work() {
 }
 
 seg() { echo "$SEGS/liballoc.$1.seg"; }
+
 
 # fork_child: the workload forks; sets CPID (the child) and CFD (its command pipe) and
 # waits for the child's segment
@@ -438,7 +439,7 @@ release_heaps_after() {
 	fork_child
 	[ -e "$(seg "$CPID")" ]
 	work "$CPID" "$CFD" _exit
-	wait_until eval "! kill -0 $CPID 2>/dev/null"
+	wait_until ended "$CPID"
 	[ ! -e "$(seg "$CPID")" ]
 	# the parent is not affected
 	[ "$(sv "$WPID" liveness)" = live ]

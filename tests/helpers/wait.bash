@@ -7,6 +7,8 @@
 #                                    every 100 ms); after SECONDS (default $TEST_DEADLINE)
 #                                    say on stderr what was awaited, and fail
 #   TEST_DEADLINE                    default deadline in seconds (60)
+#   ended PID                        the process has exited (gone, or a zombie not yet
+#                                    reaped by its parent)
 #
 # Sourced by tests/cli/helpers.bash, ctld/tools/e2e.bash (and through it
 # tests/reliability/common.bash) and the suites that have no shared setup.
@@ -27,4 +29,10 @@ wait_until() {
 		n=$((n + 1))
 		if [ "$n" -lt 50 ]; then sleep 0.02; else sleep 0.1; fi
 	done
+}
+
+ended() {
+	local st
+	st=$(sed -n 's/^.*) \([A-Z]\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 0
+	[ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
 }
