@@ -42,8 +42,8 @@ teardown() {
 	local other=$FPID
 	mv "$rd" "$T/swap/old"
 	ln -s "$T/other" "$rd"
-	wait_listed "$other" absent 3
-	sleep 0.5
+	wait_listed "$other" absent
+	wait_rescans 2
 	run ctl list
 	[[ "$output" != *"pid=$other "* ]]
 	grep -q "not watching run directory $rd: not a directory (symbolic links are refused)" "$T/log" || { cat "$T/log"; false; }

@@ -13,6 +13,8 @@
 #                               nobody cannot reach it
 #   xuid_share DIR VAR...       copy the file each VAR names into DIR/bin (0755) and set VAR
 #                               to the copy (e.g. xuid_share "$T" LIBALLOC_SO CTLCLIENT)
+#   xuid_copy DIR FILE...       copy each FILE into DIR/bin (0755), as DIR/bin/BASENAME (a
+#                               FILE already there is left as it is)
 #   xuid_check USER PATH...     fail, naming the first directory in the way, unless USER
 #                               can reach each PATH
 #   as_user USER CMD...         run CMD as USER (a name or a bare uid) with USER's group
@@ -20,8 +22,9 @@
 #   as_nobody CMD...            as_user nobody CMD...
 #   "$AS_USER" USER CMD... &     the same as a command: in the background (or under prlimit,
 #                               timeout...) $! is CMD itself, not a subshell running it
-# Sourced by ctld/tools/e2e.bash (ctld_setup --other-uid), tests/reliability/common.bash
-# (rel_setup --other-uid) and tests/e2e/cli_live.bats.
+# Sourced by ctld/tools/e2e.bash (ctld_setup --other-uid; tests/security/common.bash
+# builds on it), tests/reliability/common.bash (rel_setup --other-uid) and
+# tests/cli/helpers.bash (tests/e2e/cli_live.bats, tests/policy/common.bash).
 AS_USER="$ROOT/tests/helpers/as-user"
 
 as_user() {
@@ -65,19 +68,29 @@ xuid_mkdir() {
 	echo "$d"
 }
 
+# xuid_copy DIR FILE...
+xuid_copy() {
+	local dir=$1 src
+	shift
+	mkdir -p "$dir/bin"
+	chmod 0755 "$dir/bin"
+	for src in "$@"; do
+		[ -f "$src" ] || {
+			echo "xuid_copy: $src is not a file" >&2
+			return 1
+		}
+		[ "$src" -ef "$dir/bin/${src##*/}" ] && continue
+		install -m 0755 "$src" "$dir/bin/" || return 1
+	done
+}
+
 # xuid_share DIR VAR...
 xuid_share() {
 	local dir=$1 var src
 	shift
-	mkdir -p "$dir/bin"
-	chmod 0755 "$dir/bin"
 	for var in "$@"; do
 		src=${!var:?xuid_share: $var is not set}
-		[ -f "$src" ] || {
-			echo "xuid_share: $var=$src is not a file" >&2
-			return 1
-		}
-		install -m 0755 "$src" "$dir/bin/" || return 1
+		xuid_copy "$dir" "$src" || return 1
 		printf -v "$var" '%s' "$dir/bin/${src##*/}"
 	done
 }

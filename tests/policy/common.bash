@@ -1,7 +1,8 @@
 # tests/policy/common.bash — shared by tests/policy/*.bats (issue 20: audit trail, profiles,
 # pressure policies, expiring changes, the sectioned config file). Each test gets a private
 # directory under /tmp (Unix socket paths are short), mode 0711 so that a second uid can
-# reach the copies made for it; processes it starts are recorded and killed by pid.
+# reach the copies made for it (nobody_setup); processes it starts are recorded and killed
+# by pid.
 # wait_for and json_check come from the CLI suites' helpers.
 load ../cli/helpers
 CTLD="$BUILD/allocctld"
@@ -71,29 +72,22 @@ start_sleeper() {
 	if [ -n "${DPID:-}" ]; then wait_for listed "$SP"; fi
 }
 
-# A second uid (nobody) with its own copies of what it runs, reachable through $P (0711).
+# A second uid (nobody) with its own copies of what it runs, reachable through $P (0711;
+# tests/helpers/crossuid.bash, sourced by the CLI helpers: as_nobody, "$AS_USER").
 nobody_setup() {
 	[ "$(id -u)" = 0 ] || skip "needs root to act as a second uid"
-	command -v runuser >/dev/null || skip "runuser is missing"
 	NOBODY_UID=$(id -u nobody)
-	mkdir -m 755 "$P/bin"
-	cp "$ALLOCCTL" "$LIBALLOC_SO" "$P/bin/"
-	chmod 755 "$P/bin/"*
+	NB_ALLOCCTL=$ALLOCCTL
+	NB_SO=$LIBALLOC_SO
+	xuid_share "$P" NB_ALLOCCTL NB_SO
 	mkdir -m 700 "$P/seg-nobody"
 	chown nobody "$P/seg-nobody"
-	NB_ALLOCCTL="$P/bin/allocctl"
-	NB_SO="$P/bin/$(basename "$LIBALLOC_SO")"
 }
-
-as_nobody() { runuser -u nobody -- "$@"; }
 
 # start_nobody_sleeper: a preloaded `sleep 300` of uid nobody in $P/seg-nobody; sets NSP.
 start_nobody_sleeper() {
-	runuser -u nobody -- env LIBALLOC_RUN_DIR="$P/seg-nobody" LD_PRELOAD="$NB_SO" sleep 300 3>&- &
-	local r=$!
-	POL_PIDS+=("$r")
-	wait_for pgrep -P "$r" -x sleep >/dev/null || wait_for test -e "/proc/$r"
-	NSP=$(pgrep -P "$r" -x sleep || echo "$r")
+	"$AS_USER" nobody env LIBALLOC_RUN_DIR="$P/seg-nobody" LD_PRELOAD="$NB_SO" sleep 300 3>&- &
+	NSP=$!
 	POL_PIDS+=("$NSP")
 	wait_for test -e "$P/seg-nobody/liballoc.$NSP.seg"
 	if [ -n "${DPID:-}" ]; then wait_for listed "$NSP"; fi

@@ -13,7 +13,7 @@ bats_require_minimum_version 1.5.0
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
 	sec_setup
-	share "$CTLCLIENT" "$ALLOCCTL"
+	share "$ALLOCCTL"
 	mkdir -m 755 "$T/pub"
 }
 
@@ -32,7 +32,7 @@ open_daemon() {
 	wait_listed "$FPID"
 	local before
 	before=$(peak_rss_kb "$DPID")
-	as nobody "$SEC_SHARE/ctlclient" --socket "$SOCK" flood "$FPID" 100000 6 >"$T/flood" 2>&1 3>&- &
+	"$AS_USER" nobody "$CTLCLIENT" --socket "$SOCK" flood "$FPID" 100000 6 >"$T/flood" 2>&1 3>&- &
 	local fl=$!
 	echo "$fl" >>"$T/pids"
 	# root's requests are answered while the flood runs
@@ -59,13 +59,13 @@ open_daemon() {
 	open_daemon
 	start_fake
 	wait_listed "$FPID"
-	as nobody "$SEC_SHARE/ctlclient" --socket "$SOCK" hold 70 8 >"$T/hold" 2>&1 3>&- &
+	"$AS_USER" nobody "$CTLCLIENT" --socket "$SOCK" hold 70 8 >"$T/hold" 2>&1 3>&- &
 	echo "$!" >>"$T/pids"
 	wait_file "$T/hold"
-	retry 5 grep -q "refusing connection of pid [0-9]* uid 65534: too many connections from uid 65534" "$T/log"
+	wait_until grep -q "refusing connection of pid [0-9]* uid 65534: too many connections from uid 65534" "$T/log"
 	run -0 "$ALLOCCTL" --socket "$SOCK" ps
 	[[ "$output" == *" $FPID "* ]]
-	run -1 --separate-stderr as nobody "$SEC_SHARE/allocctl" --socket "$SOCK" ps
+	run -1 --separate-stderr as_nobody "$SEC_SHARE/allocctl" --socket "$SOCK" ps
 	[ "$stderr" = "allocctl: daemon busy: too many connections from uid 65534; try again" ]
 	# 54 and more refusals, one log line
 	[ "$(grep -c 'refusing connection' "$T/log")" -eq 1 ]
@@ -74,10 +74,10 @@ open_daemon() {
 @test "many uids together cannot take root's reserve of connections" {
 	printf 'max_connections = 16\nmax_connections_per_uid = 100\n' >"$T/conf"
 	open_daemon --config "$T/conf"
-	as nobody "$SEC_SHARE/ctlclient" --socket "$SOCK" hold 40 8 >"$T/hold" 2>&1 3>&- &
+	"$AS_USER" nobody "$CTLCLIENT" --socket "$SOCK" hold 40 8 >"$T/hold" 2>&1 3>&- &
 	echo "$!" >>"$T/pids"
 	wait_file "$T/hold"
-	retry 5 grep -q "uid 65534: too many connections (12 open)" "$T/log"
+	wait_until grep -q "uid 65534: too many connections (12 open)" "$T/log"
 	# root still has its 4 reserved connections
 	run -0 "$ALLOCCTL" --socket "$SOCK" ps
 	run -0 ctl version

@@ -1,19 +1,19 @@
 # common.bash — shared setup of tests/security/*.bats: the attacks of issue 18, each as an
 # unprivileged local user would run them against a root allocctld. A private directory
-# under $BUILD/run per test (from ctld/tools/e2e.bash); the second uid is nobody, or a user
-# created for the test (sec_user, removed at teardown). Other uids get copies of what they
-# run in $SEC_SHARE, a 0755 directory under /tmp, since the checkout may be in a 0700 home.
+# per test that every uid can reach, with copies of the daemon, the clients, fakeseg and
+# liballoc.so in $T/bin (ctld_setup --other-uid, tests/helpers/crossuid.bash: the checkout
+# may be in a 0700 home); the second uid is nobody, or a user created for the test
+# (sec_user, removed at teardown), run with as_user/as_nobody or "$AS_USER" USER CMD &.
 source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
 ALLOCCTL="$BUILD/allocctl"
 SEC_HELPER="$TESTS_BIN/sechelper"
-# SECURITY_LONG=1: the long forms (the symlink race for 30 s instead of 5)
-SECURITY_LONG=${SECURITY_LONG:-0}
+# SECURITY_LONG=1 (or TEST_LONG=1): the long forms (the symlink race for 30 s instead of 5, 5,000 segments
+# instead of 1,000)
+SECURITY_LONG=${SECURITY_LONG:-${TEST_LONG:-0}}
 
 sec_setup() {
-	ctld_setup
-	chmod 755 "$T"
-	SEC_SHARE=$(mktemp -d /tmp/liballoc-sec.XXXXXX)
-	chmod 755 "$SEC_SHARE"
+	ctld_setup --other-uid || return 1
+	SEC_SHARE="$T/bin"
 	SEC_USERS=()
 }
 
@@ -27,7 +27,6 @@ sec_teardown() {
 		rm -rf "/dev/shm/liballoc-$uid" "/run/liballoc/$uid"
 		userdel "$u" 2>/dev/null || true
 	done
-	[ -n "${SEC_SHARE:-}" ] && rm -rf "$SEC_SHARE"
 	return $rc
 }
 
@@ -37,10 +36,9 @@ pkill_uid() {
 	for p in $(ps -o pid= -u "$1" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
 }
 
-# share FILE...: copies another uid can run or read, in $SEC_SHARE
+# share FILE...: copies another uid can run or read, in $SEC_SHARE ($T/bin)
 share() {
-	local f
-	for f in "$@"; do cp "$f" "$SEC_SHARE/" && chmod a+rx "$SEC_SHARE/$(basename "$f")"; done
+	xuid_copy "$T" "$@"
 }
 
 # sec_user: a fresh system user (no home, no login) for this test, in $SEC_U
@@ -50,23 +48,6 @@ sec_user() {
 	useradd --system --no-create-home --shell /usr/sbin/nologin "$SEC_U" >/dev/null 2>&1 ||
 		return 1
 	SEC_USERS+=("$SEC_U")
-}
-
-# as USER CMD...: run CMD as USER (setpriv execs: $! is the command itself)
-as() {
-	local u=$1
-	shift
-	setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups -- "$@"
-}
-
-# retry SECONDS CMD...: run CMD until it succeeds, at most SECONDS
-retry() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.1
-	done
 }
 
 # peak_rss_kb PID: VmHWM of a process

@@ -106,6 +106,6 @@ PY
 	[ "$output" = "ok 0 processes" ]
 	run curl -sf --unix-socket "$T/sock/http.sock" http://x/metrics
 	[[ "$output" == *"liballoc_ctld_processes 0"* ]]
-	run runuser -u nobody -- curl -s --unix-socket "$T/sock/http.sock" http://x/healthz
+	run as_nobody curl -s --unix-socket "$T/sock/http.sock" http://x/healthz
 	[ "$status" -ne 0 ]
 }

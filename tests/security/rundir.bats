@@ -11,7 +11,6 @@
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
 	sec_setup
-	share "$LIBALLOC_SO"
 }
 
 teardown() {
@@ -23,7 +22,7 @@ teardown() {
 	local uid
 	uid=$(id -u "$SEC_U")
 	# nobody squats the victim's default directory before anything of the victim runs
-	as nobody mkdir -m 700 "/dev/shm/liballoc-$uid"
+	as_nobody mkdir -m 700 "/dev/shm/liballoc-$uid"
 	[ "$(stat -c %u "/dev/shm/liballoc-$uid")" = "$(id -u nobody)" ]
 	# the daemon watches the default directories (touching nothing of others': no stale
 	# removal); it sees the squat and provides the victim's directory
@@ -34,9 +33,8 @@ teardown() {
 	[ "$(stat -c '%u %a' /run/liballoc)" = "0 755" ]
 	grep -q "/dev/shm/liballoc-$uid is not uid $uid's own (squatted): its processes publish in /run/liballoc/$uid" "$T/log"
 	# the victim's process publishes there, says so once, and the daemon lists it
-	(exec setpriv --reuid="$SEC_U" --regid="$(id -g "$SEC_U")" --clear-groups -- \
-		env -u LIBALLOC_RUN_DIR LD_PRELOAD="$SEC_SHARE/liballoc.so" sleep 30 \
-		>"$T/victim.out" 2>"$T/victim.err" 3>&-) &
+	"$AS_USER" "$SEC_U" env -u LIBALLOC_RUN_DIR LD_PRELOAD="$LIBALLOC_SO" sleep 30 \
+		>"$T/victim.out" 2>"$T/victim.err" 3>&- &
 	local v=$!
 	echo "$v" >>"$T/pids"
 	wait_file "/run/liballoc/$uid/liballoc.$v.seg" 5 || { cat "$T/victim.err"; ls -la /run/liballoc/ "/dev/shm/liballoc-$uid"; false; }

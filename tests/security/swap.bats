@@ -10,7 +10,7 @@
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
 	sec_setup
-	share "$TESTS_BIN/swapper" "$FAKESEG"
+	share "$TESTS_BIN/swapper"
 }
 
 teardown() {
@@ -24,7 +24,7 @@ teardown() {
 	# symlink to the victim's directory
 	mkdir -m 755 "$T/att"
 	chown nobody "$T/att"
-	as nobody mkdir -m 700 "$T/att/run" "$T/att/tmpl"
+	as_nobody mkdir -m 700 "$T/att/run" "$T/att/tmpl"
 	mkdir -m 700 "$T/victim"
 	# root's live process publishes in the victim directory
 	env LIBALLOC_RUN_DIR="$T/victim" LD_PRELOAD="$LIBALLOC_SO" sleep 600 >/dev/null 2>&1 3>&- &
@@ -32,8 +32,8 @@ teardown() {
 	echo "$live" >>"$T/pids"
 	wait_file "$T/victim/liballoc.$live.seg"
 	# a stale segment of nobody's: a fake killed without cleaning up
-	(exec setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$SEC_SHARE/fakeseg" \
-		--dir "$T/att/tmpl" --ready "$T/att/tmpl/ready" >/dev/null 2>&1 3>&-) &
+	"$AS_USER" nobody "$FAKESEG" --dir "$T/att/tmpl" --ready "$T/att/tmpl/ready" \
+		>/dev/null 2>&1 3>&- &
 	local f=$!
 	wait_file "$T/att/tmpl/ready"
 	kill -9 "$f"
@@ -43,10 +43,10 @@ teardown() {
 	# the victim holds a file of the same name (root's, as a live one would be)
 	cp "$T/att/tmpl/$stale" "$T/victim/$stale"
 	chown root "$T/victim/$stale"
-	as nobody ln -s "$T/victim" "$T/att/link"
+	as_nobody ln -s "$T/victim" "$T/att/link"
 	start_daemon --run-dir "$T/att/run" --rescan-ms 50
 	# the attacker: swap, and keep re-planting the stale file in its directory
-	as nobody "$SEC_SHARE/swapper" "$T/att/run" "$T/att/link" "$secs" "$T/att/tmpl/$stale" \
+	as_nobody "$SEC_SHARE/swapper" "$T/att/run" "$T/att/link" "$secs" "$T/att/tmpl/$stale" \
 		"$stale" >"$T/swap.out" 2>&1 3>&-
 	cat "$T/swap.out"
 	echo "removals=$(grep -c 'removed stale segment' "$T/log")"
