@@ -70,7 +70,7 @@ static void conn_free(struct conn *c)
 	d->nconns--;
 	event_free(c->frame_timer);
 	event_free(c->resume_ev);
-	bufferevent_free(c->bev);
+	guard_free_bev(c->bev);
 	log_debug("connection of pid %d uid %u closed", (int)c->pid, c->uid);
 	free(c);
 }
@@ -305,6 +305,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *arg)
 {
 	struct ctld *d = arg;
+	guard_accepted(&guard);
 	struct ucred cr;
 	socklen_t crlen = sizeof(cr);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || crlen != sizeof(cr)) {

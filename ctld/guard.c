@@ -10,8 +10,9 @@
 #include "log.h"
 #include "segment.h"
 
-#define PAUSE_MS 100
-#define LOG_NS   10000000000ull
+#define PAUSE_MS         100
+#define ACCEPTS_PER_TURN 8
+#define LOG_NS           10000000000ull
 
 static int reserve_fd = -1; /* one descriptor kept for the moment all others are gone */
 /* the listener hands its error callback its own argument (the daemon's state), so each
@@ -34,7 +35,18 @@ bool ratelog_allow(struct ratelog *r, uint64_t period_ns, uint64_t *suppressed)
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct accept_guard *g = arg;
+	g->accepts = 0;
 	evconnlistener_enable(g->l);
+}
+
+void guard_accepted(struct accept_guard *g)
+{
+	if (++g->accepts < ACCEPTS_PER_TURN)
+		return;
+	/* libevent's accept loop stops once the listener is disabled; the resume event runs
+	 * after the callbacks already ready (the reads of the connections just accepted) */
+	evconnlistener_disable(g->l);
+	event_active(g->resume, EV_TIMEOUT, 1);
 }
 
 static void on_error(struct evconnlistener *l, void *arg)
@@ -91,6 +103,15 @@ int guard_init(struct accept_guard *g, struct event_base *base, struct evconnlis
 			return 0;
 		}
 	return -1;
+}
+
+void guard_free_bev(struct bufferevent *bev)
+{
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	bufferevent_setfd(bev, -1); /* its finalizer then has no socket to close */
+	bufferevent_free(bev);
+	if (fd >= 0)
+		evutil_closesocket(fd);
 }
 
 void guard_free(struct accept_guard *g)

@@ -68,7 +68,7 @@ static void hconn_free(struct hconn *c)
 	TAILQ_REMOVE(&h.conns, c, link);
 	h.n--;
 	event_free(c->deadline);
-	bufferevent_free(c->bev);
+	guard_free_bev(c->bev);
 	free(c);
 }
 
@@ -339,6 +339,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *arg)
 {
 	struct ctld *d = arg;
+	guard_accepted(&h.guard);
 	if (h.n >= d->cfg.http_max_connections) {
 		/* make room by dropping the oldest connection that has not even sent its
 		 * request: a real client sends it at once, a slowloris never finishes, so the
