@@ -41,6 +41,15 @@ moved_once() {
 	[ -z "$(ls -A "$T/segs")" ]
 }
 
+# killed_by_sigbus LAST_LINE: the program died of SIGBUS after saying LAST_LINE, with no
+# check of its own failed, and its segment moved once before
+killed_by_sigbus() {
+	[ "$status" -eq 135 ]
+	[[ "$output" != *FAIL* ]]
+	[ "${lines[-1]}" = "$1" ]
+	moved_once
+}
+
 @test "its own handler, installed after liballoc's, gets its faults with address, code and mask" {
 	sigbus handler
 	[ "$status" -eq 0 ]
@@ -58,34 +67,23 @@ moved_once() {
 
 @test "with the default disposition it survives the truncation and dies of its own fault" {
 	sigbus default
-	[ "$status" -eq 135 ] # killed by SIGBUS
-	[[ "$output" != *FAIL* ]]
-	[ "${lines[-1]}" = "about to die: its own fault with the default disposition" ]
-	moved_once
+	killed_by_sigbus "about to die: its own fault with the default disposition"
 }
 
 @test "with the default disposition a SIGBUS sent by kill still kills it" {
 	sigbus sent
-	[ "$status" -eq 135 ]
-	[ "${lines[-1]}" = "about to die: kill(self, SIGBUS) with the default disposition" ]
-	moved_once
+	killed_by_sigbus "about to die: kill(self, SIGBUS) with the default disposition"
 }
 
 @test "SIG_IGN: a sent SIGBUS is ignored, its own fault kills it as the kernel would" {
 	sigbus ignore
-	[ "$status" -eq 135 ]
-	[[ "$output" != *FAIL* ]]
 	[[ "$output" == *"ok a SIGBUS sent by kill is ignored"* ]]
-	[ "${lines[-1]}" = "about to die: its own fault while SIGBUS is ignored" ]
-	moved_once
+	killed_by_sigbus "about to die: its own fault while SIGBUS is ignored"
 }
 
 @test "SA_RESETHAND: one fault reaches the handler, the next kills" {
 	sigbus resethand
-	[ "$status" -eq 135 ]
-	[[ "$output" != *FAIL* ]]
-	[ "${lines[-1]}" = "about to die: its second fault" ]
-	moved_once
+	killed_by_sigbus "about to die: its second fault"
 }
 
 @test "SIGBUS ignored before liballoc started (inherited through exec) stays ignored" {
