@@ -7,7 +7,7 @@ ALLOCCTL="$BUILD/allocctl"
 WORKLOAD="$TESTS_BIN/workload"
 
 ns_setup() {
-	ctld_setup
+	ctld_setup --other-uid # $T under /tmp: a user in a namespace reaches its run directory and the socket
 	NS_USERS=()
 	NS_SHARE=
 }
