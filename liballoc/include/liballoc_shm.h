@@ -95,9 +95,10 @@
 
 #define LA_COUNTERS(X)                                                                          \
 	X(allocated_bytes, LA_INPUT, "bytes", LA_BOTH,                                          \
-	  "Bytes of blocks out of the allocator: held by the program or in thread caches")      \
+	  "Bytes of blocks out of the allocator: held by the program or in caches")             \
 	X(cached_bytes, LA_INPUT, "bytes", LA_ARENA,                                            \
-	  "Bytes of free blocks in thread caches, as of each cache bin's last refill or flush") \
+	  "Bytes of free blocks in thread caches (as of each bin's last refill or flush) and "  \
+	  "the arena's transfer cache")                                                         \
 	X(data_resident_bytes, LA_INPUT, "bytes", LA_BOTH,                                      \
 	  "Bytes of heap pages and direct mappings that may be resident (metadata excluded)")   \
 	X(free_resident_bytes, LA_INPUT, "bytes", LA_BOTH,                                      \
@@ -165,7 +166,8 @@ struct la_counters {
  * resident = in_use + cached + fragmented + free_resident + metadata. */
 #define LA_MEMORY(X)                                                                               \
 	X(in_use, "Bytes handed out to the program and not freed (thread caches excluded)")        \
-	X(cached, "Bytes of free blocks in thread caches (flush returns them to their spans)")     \
+	X(cached, "Bytes of free blocks in thread caches and the arenas' transfer caches (flush "  \
+	          "returns them to their spans)")                                                  \
 	X(fragmented, "Free bytes on resident pages that also hold live blocks: no command can "   \
 	              "return them until those blocks are freed")                                  \
 	X(free_resident, "Free pages kept resident that release and trim return now (free heap "   \

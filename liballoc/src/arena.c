@@ -70,9 +70,25 @@ struct arena *arena_attach(void)
 	return a;
 }
 
+static void xfer_drain(struct arena *a);
+static void free_meta_locked(struct arena *a, void *p, uint64_t counted);
+
 void arena_detach(struct arena *a)
 {
-	__atomic_fetch_sub(&a->threads, 1, __ATOMIC_RELAXED);
+	if (__atomic_sub_fetch(&a->threads, 1, __ATOMIC_RELAXED) == 0) {
+		/* no thread refills from the transfer cache now: its blocks go back to their
+		 * spans and its slots to the heap (an arena without threads keeps nothing that
+		 * pins a heap; the next flush of a thread that attaches makes new slots) */
+		arena_lock(a);
+		struct xfer_slots *x = a->xfer;
+		if (x && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) == 0) {
+			xfer_drain(a);
+			__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
+			free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
+			a->xfer_chunks = 0;
+		}
+		arena_unlock(a);
+	}
 	a->pub->threads = a->threads;
 }
 
@@ -123,17 +139,30 @@ static void release_heap(struct arena *a, struct heap *h)
 }
 
 /* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
- * receives how many of them may already be resident. */
-static struct span *alloc_pages(struct arena *a, uint32_t n, struct heap **hp, uint32_t *dirty)
+ * receives how many of them may already be resident. Heaps are tried newest first, or
+ * oldest first for metadata (slot rows, the transfer cache), which lives as long as its
+ * thread or arena: in the heap the arena keeps longest it pins no newer heap that may
+ * empty and be released. */
+static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, struct heap **hp,
+                                uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
-	for (struct heap *h = a->heaps; h; h = h->next) {
-		struct span *s = heap_alloc_pages(h, n, dirty);
-		if (s) {
-			*hp = h;
-			return s;
+	for (int pass = 0; pass < 2; pass++) {
+		struct heap *first = a->heaps;
+		while (oldest_first && first && first->next)
+			first = first->next;
+		for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
+			struct span *s = heap_alloc_pages(h, n, dirty);
+			if (s) {
+				*hp = h;
+				return s;
+			}
 		}
+		/* no heap has room: blocks waiting in the transfer cache may free whole spans */
+		if (!a->xfer_bytes)
+			break;
+		xfer_drain(a);
 	}
 	struct heap *h = heap_create(a, a->index, a->c);
 	if (!h)
@@ -236,7 +265,7 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
-	struct span *s = alloc_pages(a, sc_pages[cls], &h, &dirty);
+	struct span *s = alloc_pages(a, sc_pages[cls], false, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
@@ -321,12 +350,103 @@ static inline void partial_check(struct arena *a, struct span *s)
 		partial_remove(a, s);
 }
 
-uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want, uint32_t carve)
+/* ---- the transfer cache (lock held) ----------------------------------------------------- */
+
+/* Take up to want blocks of class cls, the most recently put on top (out[k - 1]). */
+static uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
+{
+	uint32_t n = a->xfer_n[cls], k = LA_MIN(n, want);
+	if (!k)
+		return 0;
+	memcpy(out, &a->xfer->row[cls][n - k], k * sizeof(void *));
+	a->xfer_n[cls] = (uint16_t)(n - k);
+	a->xfer_bytes -= (uint64_t)k * sc_size[cls];
+	return k;
+}
+
+/* Keep the n blocks if the class's and the arena's bounds allow; returns how many kept
+ * (all or none: a flush goes one way). */
+static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
+{
+	uint32_t have = a->xfer_n[cls];
+	uint64_t bytes = (uint64_t)n * sc_size[cls];
+	if (have + n > XF_SLOTS || (uint64_t)(have + n) * sc_size[cls] > XF_CLASS_BYTES ||
+	    a->xfer_bytes + bytes > XF_ARENA_BYTES)
+		return 0;
+	memcpy(&a->xfer->row[cls][have], blocks, n * sizeof(void *));
+	a->xfer_n[cls] = (uint16_t)(have + n);
+	a->xfer_bytes += bytes;
+	uint32_t chunks = (have + n - 1) / XF_CHUNK + 1;
+	if (chunks > a->xfer_chunks) { /* pages of the slots written for the first time */
+		STAT_ADD_LOCKED(a->c, metadata_bytes,
+		                xfer_meta_bytes(chunks) - xfer_meta_bytes(a->xfer_chunks));
+		a->xfer_chunks = chunks;
+	}
+	return n;
+}
+
+static void span_push(struct arena *a, struct heap *h, struct span *s, void *p);
+
+/* Blocks of class cls back to their spans (emptied spans go back to their heaps). */
+static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		void *p = blocks[i];
+		struct heap *h = heap_of(p);
+		struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
+		span_push(a, h, s, p);
+	}
+}
+
+/* Everything the transfer cache holds back to the spans. */
+static void xfer_drain(struct arena *a)
+{
+	for (unsigned c = 0; c < LA_NCLASSES && a->xfer_bytes; c++) {
+		uint32_t n = a->xfer_n[c];
+		if (!n)
+			continue;
+		a->xfer_n[c] = 0;
+		uint64_t bytes = (uint64_t)n * sc_size[c];
+		a->xfer_bytes -= bytes;
+		STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
+		STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
+		push_blocks(a, a->xfer->row[c], n);
+	}
+}
+
+void arena_flush(struct arena *a)
+{
+	arena_lock(a);
+	arena_drain(a);
+	xfer_drain(a);
+	arena_unlock(a);
+}
+
+/* Is p, a block of span s of class cls, free in the transfer cache or in s's list? */
+bool arena_holds_free(struct arena *a, struct span *s, const void *p)
+{
+	unsigned cls = s->cls;
+	for (uint32_t i = 0; i < a->xfer_n[cls]; i++)
+		if (a->xfer->row[cls][i] == p)
+			return true;
+	uint32_t n = 0;
+	for (void *q = s->free; q && n <= sc_blocks[cls]; n++) {
+		if (q == p)
+			return true;
+		q = link_decode(*(void **)q, q);
+	}
+	return false;
+}
+
+uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve)
 {
 	arena_lock(a);
 	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		arena_drain(a);
-	void *head = *chain;
+	/* the transfer cache's blocks go on top (handed out first: the most recently used);
+	 * the rest of the refill comes from the spans */
+	uint32_t from_xfer = LA_MIN((uint32_t)a->xfer_n[cls], want);
+	want -= from_xfer;
 	uint32_t got = 0;
 	void *p;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
@@ -338,27 +458,28 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 		struct heap *h = heap_of(s);
 		if (s->used == 0 && s->free)
 			spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
-		while (got < want && (p = span_pop(h, s)) != NULL) {
-			*(void **)p = link_encode(head, p);
-			head = p;
-			got++;
-		}
+		while (got < want && (p = span_pop(h, s)) != NULL)
+			out[got++] = p;
 		partial_check(a, s);
 	}
 	/* none freed: the spans left on the list hold only never-used blocks. Carve from
-	 * the first; when it runs out, from the next (or a new span) while budget is left. */
-	bool recycled = got != 0;
+	 * the first; when it runs out, from the next (or a new span) while budget is left.
+	 * Carved blocks go in descending order: the lowest address is handed out first. */
+	bool recycled = got != 0 || from_xfer != 0;
 	for (struct span *s = a->partial[cls]; !recycled && got < want;) {
 		if (!s && !(s = new_small_span(a, cls)))
 			break;
 		struct heap *h = heap_of(s);
-		uint32_t bump0 = s->bump;
+		uint32_t first = got, bump0 = s->bump;
 		while (got < want && (carve || s->warm) && (p = span_carve(h, s)) != NULL) {
 			if (!s->warm)
 				carve--;
-			*(void **)p = link_encode(head, p);
-			head = p;
-			got++;
+			out[got++] = p;
+		}
+		for (uint32_t i = first, j = got - 1; i < j; i++, j--) {
+			void *t = out[i];
+			out[i] = out[j];
+			out[j] = t;
 		}
 		if (s->bump != bump0) { /* the pages of the blocks carved may be resident now */
 			uint32_t lo = (uint32_t)(((size_t)bump0 * sc_size[cls]) >> LA_PAGE_SHIFT);
@@ -373,21 +494,25 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want
 			break;
 		s = next;
 	}
+	/* blocks from the spans are allocated from now on; the transfer cache's were
+	 * counted allocated (and cached) all along */
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)got * sc_size[cls]);
+	uint32_t taken = xfer_take(a, cls, out + got, from_xfer);
+	STAT_SUB_LOCKED(a->c, cached_bytes, (uint64_t)taken * sc_size[cls]);
+	got += taken;
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	arena_unlock(a);
 	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
 	STAT_ADD(&shm_classes()[cls].s, refills, 1);
-	*chain = head;
 	return got;
 }
 
 void *arena_alloc_small(struct arena *a, unsigned cls)
 {
-	void *chain = NULL;
-	if (arena_refill(a, cls, &chain, 1, 1) != 1)
+	void *p;
+	if (arena_refill(a, cls, &p, 1, 1) != 1)
 		return NULL;
-	return chain;
+	return p;
 }
 
 /* Return one small block to its span (lock held). */
@@ -481,22 +606,38 @@ static void free_block_locked(struct arena *a, void *p)
 	tally_apply(a, &t);
 }
 
-void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls)
+/* The transfer cache's slots: a large block of the arena's own heap (its rows touched as
+ * classes use them). NULL without memory: flushes then go to the spans. */
+static void xfer_setup(struct arena *a)
 {
+	struct xfer_slots *x = arena_alloc_meta(a, sizeof(*x), 0);
+	if (!x)
+		return;
 	arena_lock(a);
-	void *p = chain;
-	while (p) {
-		void *next = link_decode(*(void **)p, p);
-		struct heap *h = heap_of(p);
-		struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
-		span_push(a, h, s, p);
-		p = next;
+	if (!a->xfer) {
+		__atomic_store_n(&a->xfer, x, __ATOMIC_RELAXED);
+		x = NULL;
 	}
-	struct free_tally t = {.bytes = (uint64_t)n * sc_size[cls]};
-	t.blocks[cls] = n;
-	tally_apply(a, &t);
+	if (x)
+		free_meta_locked(a, x, 0);
+	arena_unlock(a);
+}
+
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls)
+{
+	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
+		xfer_setup(a);
+	arena_lock(a);
+	uint32_t kept = a->xfer ? xfer_put(a, cls, blocks, n) : 0;
+	push_blocks(a, blocks + kept, n - kept);
+	/* the transfer cache's blocks stay allocated, as cached (a trim or release returns
+	 * them to their spans) */
+	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)(n - kept) * sc_size[cls]);
+	STAT_ADD_LOCKED(a->c, cached_bytes, (uint64_t)kept * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_flushes, 1);
 	arena_unlock(a);
+	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
+	STAT_SUB(&shm_classes()[cls].s, blocks_in_use, n);
 	STAT_ADD(&shm_classes()[cls].s, flushes, 1);
 }
 
@@ -609,7 +750,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		return span_base(h, s);
 	}
 	uint32_t dirty;
-	s = alloc_pages(a, n, &h, &dirty);
+	s = alloc_pages(a, n, false, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -635,6 +776,42 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
 	return base;
+}
+
+void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
+{
+	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
+	struct heap *h;
+	arena_lock(a);
+	struct span *s = alloc_pages(a, n, true, &h, &dirty);
+	if (s) {
+		s->kind = SPAN_META;
+		s->offset = 0;
+		heap_map_span(h, s, false);
+		/* the allocator's own data: metadata as the caller counts it, not data pages */
+		heap_untouch(h, s->first, n);
+		STAT_ADD_LOCKED(a->c, metadata_bytes, counted);
+	}
+	arena_unlock(a);
+	return s ? span_base(h, s) : NULL;
+}
+
+static void free_meta_locked(struct arena *a, void *p, uint64_t counted)
+{
+	struct heap *h = heap_of(p);
+	struct span *s = span_at(h, heap_page_of(h, p));
+	STAT_SUB_LOCKED(a->c, metadata_bytes, counted);
+	/* data pages from now on: those it wrote count resident (a measurement says which) */
+	heap_measure_range(h, s->first, s->npages);
+	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
+	free_pages(a, h, s);
+}
+
+void arena_free_meta(struct arena *a, void *p, uint64_t counted)
+{
+	arena_lock(a);
+	free_meta_locked(a, p, counted);
+	arena_unlock(a);
 }
 
 bool arena_resize_large(struct arena *a, void *p, size_t size)
@@ -672,10 +849,12 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 
 /* ---- maintenance --------------------------------------------------------------------- */
 
-/* Give back the empty spans and the parked large block kept for reuse (lock held): trims,
- * releases and the decay pass must not find a heap pinned by a span nobody uses. */
+/* Give back the transfer cache's blocks, the empty spans and the parked large block kept
+ * for reuse (lock held): trims, releases and the decay pass must not find a heap pinned by
+ * a span nobody uses. */
 static void release_empty_spans(struct arena *a)
 {
+	xfer_drain(a);
 	unpark(a);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		for (struct span *s = a->partial[c], *next; s; s = next) {

@@ -14,6 +14,27 @@
 #include "lock.h"
 #include "sizeclass.h"
 
+/* The transfer cache: freed small blocks a thread cache flushed, kept for the next refill
+ * of their class (by the same thread or another of the arena), so that a block that
+ * leaves a cache and comes back costs a copy of its pointer instead of a trip through its
+ * span's free list. An array of pointers per class (pages of the arena's own heaps, its
+ * rows touched as classes use them); a class keeps at most XF_SLOTS blocks and
+ * XF_CLASS_BYTES, the arena XF_ARENA_BYTES. Emptied into the spans when the arena would
+ * map a new heap (its blocks may free whole spans for reuse), by trims, idle-heap releases
+ * and the decay pass, and when the arena's last thread leaves. */
+#define XF_SLOTS       512u
+#define XF_CLASS_BYTES (256u << 10)
+#define XF_ARENA_BYTES (1u << 20)
+struct xfer_slots {
+	void *row[LA_NCLASSES][XF_SLOTS];
+};
+/* Metadata bytes of a transfer cache whose first `chunks` chunks were written (the pages
+ * they reach; the rest of its span was never touched). */
+LA_INLINE uint64_t xfer_meta_bytes(uint32_t chunks)
+{
+	return la_align_up((uint64_t)chunks * sizeof(((struct xfer_slots *)0)->chunk[0]), LA_PAGE);
+}
+
 struct arena {
 	struct la_lock lock;
 	uint32_t index;
@@ -23,6 +44,11 @@ struct arena {
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
 	uint32_t parked_resident;          /* lock; its pages counted resident */
+	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
+	                                    * the first flush */
+	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
+	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
+	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
@@ -60,12 +86,15 @@ LA_INLINE void arena_unlock(struct arena *a)
 	la_unlock(&a->lock);
 }
 
-/* Take up to want blocks of class cls into a safe-linked chain: freed ones when there are
- * any, else never-used ones, at most carve (>= 1) of them from spans that are not warm;
- * returns how many. */
-uint32_t arena_refill(struct arena *a, unsigned cls, void **chain, uint32_t want, uint32_t carve);
-/* Return a chain of n blocks of class cls, all owned by a (caller: not holding the lock). */
-void arena_free_chain(struct arena *a, void *chain, uint32_t n, unsigned cls);
+/* Take up to want blocks of class cls into out[0..]: freed ones when there are any, else
+ * never-used ones, at most carve (>= 1) of them from spans that are not warm; returns how
+ * many. out[got - 1] is the one to hand out first (the lowest address of a carving). */
+uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve);
+/* Return n blocks of class cls, all owned by a (caller: not holding the lock): into the
+ * transfer cache as far as it takes them, the rest to their spans. */
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls);
+/* Lock held: is p, a block of span s, free in the transfer cache or in s's free list? */
+bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 /* One block, no thread cache (dead or disabled caches). */
 void *arena_alloc_small(struct arena *a, unsigned cls);
 /* Free one block (small or large) of arena a, taking its lock. */
@@ -82,6 +111,12 @@ void arena_free_any(struct arena *owner, struct arena *mine, void *p);
  * uses owner, free them under its lock instead (like arena_free_any). */
 void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __cds_wfcq_head *head,
                              struct cds_wfcq_tail *tail, uint64_t n);
+/* The allocator's own memory from the arena's heaps (whole pages, not counted as in use,
+ * never a block free() accepts): thread caches' slots, the transfer cache. `counted`
+ * bytes of it count as metadata at once (the caller counts the rest as it writes it);
+ * freeing takes back what was counted in all. */
+void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted);
+void arena_free_meta(struct arena *a, void *p, uint64_t counted);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);
 /* Usable bytes of a heap block (validated by the caller). */
@@ -100,6 +135,8 @@ void arena_measure(struct arena *a);
  * use are not such a thing: no pass can return them. */
 bool arena_decay(struct arena *a);
 void arena_drain(struct arena *a);
+/* Drain the remote frees and return the transfer cache's blocks to their spans. */
+void arena_flush(struct arena *a);
 
 /* Fork: lock every arena and drain its remote frees (parent); unlock (parent); reset the
  * locks, thread counts and remote queues (child: a queue the fork cut is never walked). */

@@ -84,11 +84,8 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 	op_begin(r, &before);
 	tcache_flush_all(skipped);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n; i++) {
-		arena_lock(&arenas[i]);
-		arena_drain(&arenas[i]);
-		arena_unlock(&arenas[i]);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		arena_flush(&arenas[i]);
 	op_end(r, &before);
 }
 

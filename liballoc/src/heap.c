@@ -70,6 +70,13 @@ void heap_touch(struct heap *h, uint32_t first, uint32_t n)
 	resident_add(h, (int64_t)n - before);
 }
 
+void heap_untouch(struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t before = 0;
+	BITS_FOR(h->resident, first, n, word & ~mask);
+	resident_add(h, -(int64_t)before);
+}
+
 /* Header pages written: the fields and the resident bitmap, the page map and the
  * descriptor index entries of pages [first_page, hwm), and descriptors [1, desc_top). The
  * header is never purged, so these are its resident pages for the heap's life. */

@@ -1,7 +1,8 @@
 /* heap.h — heaps: LA_HEAP_SIZE regions aligned to their size, carved into spans of pages.
  * A span is a run of pages that is FREE (in a size bin of its heap), SMALL (blocks of one
- * size class), LARGE (one block) or PARKED (a large block freed and kept whole by its
- * arena for the next large allocation of its size: in use as far as the heap knows).
+ * size class), LARGE (one block), PARKED (a large block freed and kept whole by its
+ * arena for the next large allocation of its size: in use as far as the heap knows) or
+ * META (the allocator's own memory: never a block free() accepts).
  * Span descriptors live in the heap header in a pool, one per span: spanidx[page] names
  * the descriptor of the span starting at that page (0, a SPAN_NONE descriptor, on every
  * other page). So the header pages a heap touches follow its spans, not its pages: with a
@@ -25,7 +26,14 @@
 
 #include "common.h"
 
-enum { SPAN_NONE = 0, SPAN_FREE = 1, SPAN_SMALL = 2, SPAN_LARGE = 3, SPAN_PARKED = 4 };
+enum {
+	SPAN_NONE = 0,
+	SPAN_FREE = 1,
+	SPAN_SMALL = 2,
+	SPAN_LARGE = 3,
+	SPAN_PARKED = 4,
+	SPAN_META = 5, /* the allocator's own: a thread cache's slots, a transfer cache */
+};
 
 struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
@@ -158,6 +166,8 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
 struct span *heap_free_pages(struct heap *h, struct span *s);
 /* Pages [first, first + n) may be resident from now on (handed out, or carved). */
 void heap_touch(struct heap *h, uint32_t first, uint32_t n);
+/* Pages [first, first + n) are no data page from now on (the allocator's own metadata). */
+void heap_untouch(struct heap *h, uint32_t first, uint32_t n);
 /* Set `resident` bits among pages [first, first + n). */
 uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n);
 /* Measure pages [first, first + n) (mincore) and clear the bits of those not resident;

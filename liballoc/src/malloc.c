@@ -89,29 +89,26 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
-	if (likely(n <= LA_SMALL_MAX)) {
-		unsigned cls = sc_class_of(n);
-		struct tcache *tc = &la_tcache;
-		struct tbin *b = &tc->bins[cls];
-		if (likely(tc_enter(tc))) {
-			void *p = b->head;
-			void *next = p ? link_decode(*(void **)p, p) : NULL;
-			/* the fast path takes a link to an aligned block of the same heap; the
-			 * slow path checks every other one (the end of the chain, another heap, a
-			 * link overwritten after free) */
-			if (likely(p != NULL) &&
-			    likely(!(((uintptr_t)next ^ (uintptr_t)p) &
-			             ~((uintptr_t)LA_HEAP_MASK & ~(uintptr_t)(LA_ALIGN - 1))))) {
-				b->head = next;
-				b->count--;
-				((void **)p)[1] = NULL;
-				tc_leave(tc);
-				__builtin_prefetch(next, 1); /* the next pop reads its link */
-				return p;
-			}
+	unsigned cls;
+	if (likely(n <= 1024))
+		cls = sc_lookup[(n + 15) >> 4];
+	else if (likely(n <= LA_SMALL_MAX))
+		cls = sc_class_of(n);
+	else
+		return malloc_slow(n);
+	struct tcache *tc = &la_tcache;
+	if (likely(tc_enter(tc))) {
+		/* slot[0] is NULL: an empty bin goes to the slow path here */
+		uint32_t count = tc->bins[cls].count;
+		void *p = tc->bins[cls].slot[count];
+		if (likely(p != NULL)) {
+			tc->bins[cls].count = count - 1;
+			((void **)p)[1] = NULL; /* no longer marked free */
+			tc_leave(tc);
+			return p;
 		}
-		tc_leave(tc);
 	}
+	tc_leave(tc);
 	return malloc_slow(n);
 }
 
@@ -134,13 +131,10 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 {
 	struct tcache *tc = &la_tcache;
 	unsigned cls = s->cls;
-	uint32_t n = 0;
 	if (tc_enter(tc)) { /* else a flusher is emptying the cache: its blocks go to spans */
-		for (void *q = tc->bins[cls].head; q && n < tc->bins[cls].count + 1; n++) {
-			if (q == p)
+		for (uint32_t i = 1; i <= tc->bins[cls].count; i++)
+			if (tc->bins[cls].slot[i] == p)
 				double_free(func);
-			q = link_decode(*(void **)q, q);
-		}
 		if (tc->rb_n) {
 			struct cds_wfcq_node *node;
 			__cds_wfcq_for_each_blocking(&tc->rb_head, &tc->rb_tail,
@@ -151,17 +145,7 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 	struct arena *a = h->arena;
 	arena_lock(a);
 	arena_drain(a);
-	bool found = false;
-	if (s->kind == SPAN_SMALL) {
-		n = 0;
-		for (void *q = s->free; q && n <= sc_blocks[cls]; n++) {
-			if (q == p) {
-				found = true;
-				break;
-			}
-			q = link_decode(*(void **)q, q);
-		}
-	}
+	bool found = s->kind == SPAN_SMALL && arena_holds_free(a, s, p);
 	arena_unlock(a);
 	if (found)
 		double_free(func);
@@ -229,14 +213,16 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) -
 			               (pm_head(e) << LA_PAGE_SHIFT);
 			if (likely(sc_divisible(off, cls) && ((void **)p)[1] != (void *)la_key)) {
-				struct tbin *b = &tc->bins[cls];
-				if (likely(tc_enter(tc)) && likely(b->count < b->limit)) {
-					*(void **)p = link_encode(b->head, p);
-					((void **)p)[1] = (void *)la_key;
-					b->head = p;
-					b->count++;
-					tc_leave(tc);
-					return;
+				void *key = (void *)la_key;
+				if (likely(tc_enter(tc))) {
+					uint32_t count = tc->bins[cls].count + 1u;
+					if (likely(count <= tc->bins[cls].limit)) {
+						tc->bins[cls].slot[count] = p;
+						tc->bins[cls].count = count;
+						((void **)p)[1] = key; /* free */
+						tc_leave(tc);
+						return;
+					}
 				}
 				tc_leave(tc);
 			}

@@ -1,11 +1,12 @@
-/* tcache.c — thread-cache slow paths: creation (arena attach, limits), refill, flush to
- * the owning arenas (remote frees for blocks of other arenas), thread exit, the flush of
- * every cache by another thread, and fork handling of the cache list. */
+/* tcache.c — thread-cache slow paths: creation (arena attach, slot rows, limits), refill,
+ * flush to the owning arenas (remote frees for blocks of other arenas), thread exit, the
+ * flush of every cache by another thread, and fork handling of the cache list. */
 #include "tcache.h"
 
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,7 +15,17 @@
 #include "shm.h"
 #include "tunables.h"
 
-__thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {.tag = LA_TAG_NONE};
+/* The one row every bin points at before its cache is set up: slot 0, NULL, never written
+ * (a limit of 0 sends every free to the slow path). */
+static void *tc_no_slots[1];
+#define TC_NO_BIN                                \
+	{                                        \
+		.slot = tc_no_slots, .limit = 0, \
+	}
+__thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
+        .bins = {[0 ... LA_NCLASSES - 1] = TC_NO_BIN},
+        .tag = LA_TAG_NONE,
+};
 uint64_t la_key;
 uint32_t tcache_gen = 1;
 
@@ -42,6 +53,27 @@ void tcache_boot(void)
 	        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
+/* A cache's slot rows: pages of its own arena (touched as classes are used; no mapping of
+ * their own), given back when the thread exits. */
+static struct tslots *slots_get(struct arena *a)
+{
+	struct tslots *t = arena_alloc_meta(a, sizeof(*t), la_align_up(sizeof(*t), LA_PAGE));
+	if (t)
+		for (unsigned c = 0; c < LA_NCLASSES; c++)
+			t->row[c][0] = NULL;
+	return t;
+}
+
+/* Point every bin at its row (or at the shared empty slot), empty, with no room. */
+static void reset_bins(struct tcache *tc)
+{
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		tc->bins[c].slot = tc->slots ? tc->slots->row[c] : tc_no_slots;
+		tc->bins[c].count = 0;
+		tc->bins[c].limit = 0;
+	}
+}
+
 static void set_limits(struct tcache *tc)
 {
 	/* the generation first, then the values it covers (tun_set writes them the other way
@@ -51,7 +83,7 @@ static void set_limits(struct tcache *tc)
 	uint32_t gen = __atomic_load_n(&tcache_gen, __ATOMIC_ACQUIRE);
 	/* check_free_lists: no cache, so every block comes from a span list whose links are
 	 * all validated */
-	uint64_t max = TUN(check_free_lists) ? 0 : (uint64_t)TUN(tcache_max_bytes);
+	uint64_t max = TUN(check_free_lists) || !tc->slots ? 0 : (uint64_t)TUN(tcache_max_bytes);
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
 		uint64_t n = max / sc_size[c];
@@ -90,6 +122,8 @@ static void tcache_init(struct tcache *tc)
 	tc->rb_owner = NULL;
 	tc->arena = arena_attach();
 	tc->tag = heap_tag(tc->arena->index);
+	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
+	reset_bins(tc);
 	set_limits(tc);
 	la_lock(&tc_list_lock);
 	tc->prev = NULL;
@@ -121,25 +155,23 @@ struct remote_batch {
 	uint64_t n;
 };
 
-/* Flush blocks from bin cls until `keep` remain. Caller owns the cache (busy or flusher). */
+/* Flush the oldest blocks of bin cls (the bottom of its stack) until `keep` remain. Caller
+ * owns the cache (busy or flusher). */
 static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 {
 	struct tbin *b = &tc->bins[cls];
+	if (b->count <= keep)
+		return 0;
 	struct arena *own = tc->arena;
 	struct remote_batch rb[FLUSH_OWNERS];
 	unsigned nrb = 0;
-	void *mine = NULL;
-	uint32_t nmine = 0, n = 0;
-	while (b->count > keep) {
-		void *p = b->head;
-		b->head = link_decode(*(void **)p, p);
-		b->count--;
-		n++;
+	void **slot = b->slot + 1; /* the blocks, oldest first */
+	uint32_t n = b->count - keep, nmine = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		void *p = slot[i];
 		struct arena *owner = heap_of(p)->arena;
 		if (owner == own) {
-			*(void **)p = link_encode(mine, p);
-			mine = p;
-			nmine++;
+			slot[nmine++] = p; /* compacted in place: i >= nmine */
 			continue;
 		}
 		unsigned k = 0;
@@ -163,7 +195,10 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	for (unsigned k = 0; k < nrb; k++)
 		arena_free_remote_batch(rb[k].owner, own, &rb[k].head, &rb[k].tail, rb[k].n);
 	if (nmine)
-		arena_free_chain(own, mine, nmine, cls);
+		arena_free_blocks(own, slot, nmine, cls);
+	/* the most recent blocks stay, at the bottom now */
+	memmove(slot, slot + n, keep * sizeof(void *));
+	b->count = keep;
 	return n;
 }
 
@@ -216,17 +251,9 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	void *p;
-	if (b->head) {
-		/* the fast path left this block here: a flush was in progress, or its link is
-		 * one the fast path does not follow (the end of the chain, another heap, or a
-		 * link overwritten after free: misaligned or outside every heap) */
-		p = b->head;
-		void *next = link_decode(*(void **)p, p);
-		if (unlikely(((uintptr_t)next & (LA_ALIGN - 1)) ||
-		             (next && !heap_registered(next))))
-			la_fatal("malloc()", "corrupted thread cache detected");
-		b->head = next;
-		b->count--;
+	if (b->count) {
+		/* the fast path found a flush in progress */
+		p = b->slot[b->count--];
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
@@ -235,14 +262,12 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		uint32_t want = b->batch;
 		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
 		bin_event(tc, cls);
-		void *chain = NULL;
-		uint32_t got =
-		        arena_refill(tc->arena, cls, &chain, want, LA_MIN(want, sc_batch[cls]));
+		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
+		                            LA_MIN(want, sc_batch[cls]));
 		if (got == 0) {
 			p = NULL;
 		} else {
-			p = chain;
-			b->head = link_decode(*(void **)p, p);
+			p = b->slot[got];
 			b->count = got - 1;
 			publish_bin(tc, cls);
 		}
@@ -304,10 +329,8 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		flush_bin(tc, cls, b->limit / 2);
 		bin_event(tc, cls);
 	}
-	*(void **)p = link_encode(b->head, p);
+	b->slot[++b->count] = p;
 	((void **)p)[1] = (void *)la_key;
-	b->head = p;
-	b->count++;
 	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
 		publish_bin(tc, cls);
 	tc_leave(tc);
@@ -342,8 +365,10 @@ void tcache_thread_exit(void *arg)
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
 	flush_bins(tc, ~(uint64_t)0);
-	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		tc->bins[c].limit = 0;
+	if (tc->slots)
+		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
+	tc->slots = NULL;
+	reset_bins(tc); /* limit 0: every later call takes the slow path */
 	tc->state = TC_DEAD;
 	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);

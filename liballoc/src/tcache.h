@@ -1,7 +1,10 @@
-/* tcache.h — per-thread caches of small blocks in front of the arenas. The owner thread
- * pushes and pops without a lock or system call. Another thread (the control thread's
- * flush-caches) may empty a cache while its owner is blocked elsewhere: the owner brackets
- * every cache operation with `busy` and checks `steal`; the flusher sets `steal`, issues
+/* tcache.h — per-thread caches of small blocks in front of the arenas. Each size class has
+ * a bin: an array of block pointers (a stack, the most recently freed on top), kept out of
+ * the blocks themselves, so a write after free cannot corrupt a cache, and malloc and free
+ * move one pointer and one count. The owner thread pushes and pops without a lock or
+ * system call. Another thread (the control thread's flush-caches, the decay pass) may
+ * empty a cache while its owner is blocked elsewhere: the owner brackets every cache
+ * operation with `busy` and checks `steal`; the flusher sets `steal`, issues
  * membarrier(PRIVATE_EXPEDITED) (a full barrier on every running thread) and flushes only
  * if `busy` is clear — an asymmetric Dekker handshake, so the fast path pays two plain
  * stores and one load. Neither side ever waits for the other: a flusher that finds the
@@ -16,9 +19,13 @@
 #include "lock.h"
 #include "sizeclass.h"
 
+/* A bin: slot[1..count] hold its blocks (slot[count] is popped next); slot[0] is always
+ * NULL, so the pop of an empty bin reads NULL and needs no test of its own. Before the
+ * cache is set up (and after its thread exited) every bin points at one shared NULL slot
+ * with a limit of 0: every operation takes the slow path. */
 struct tbin {
-	void *head;     /* safe-linked chain of free blocks (owner only, or the flusher) */
-	uint32_t count; /* blocks in the chain */
+	void **slot;    /* this class's row of the cache's slot array (owner, or the flusher) */
+	uint32_t count; /* blocks held */
 	uint16_t limit; /* at most this many */
 	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1, so a
 	                 * program that uses few blocks of a class never touches many; of
@@ -26,7 +33,15 @@ struct tbin {
 };
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
-#define TC_MAX_BLOCKS 64u /* blocks one bin may hold */
+#define TC_SLOTS      64u             /* slots of a bin's row, slot 0 included */
+#define TC_MAX_BLOCKS (TC_SLOTS - 1u) /* blocks one bin may hold */
+
+/* The slot rows of one cache: pages of the thread's arena, taken at its first cache
+ * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
+ * image and clears its zeroed part at every thread start, which would touch them all). */
+struct tslots {
+	void *row[LA_NCLASSES][TC_SLOTS];
+};
 
 #if defined(__SANITIZE_THREAD__)
 #define LA_TSAN 1 /* TSan cannot see the membarrier handshake: use a lock instead */
@@ -36,6 +51,7 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 
 struct tcache {
 	struct tbin bins[LA_NCLASSES];
+	struct tslots *slots; /* the rows the bins point into; NULL before the first use */
 #if LA_TSAN
 	struct la_lock lock;
 #endif
@@ -102,6 +118,11 @@ void tcache_boot(void);
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls);
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
 struct arena *tcache_arena(struct tcache *tc);
+/* Blocks bin cls of the calling thread's cache holds (tests). */
+LA_INLINE uint32_t tcache_count(unsigned cls)
+{
+	return la_tcache.bins[cls].count;
+}
 /* Flush every cache of the process, idle threads included. Returns blocks flushed;
  * *skipped receives caches that stayed busy (retried a few times first). */
 uint64_t tcache_flush_all(uint32_t *skipped);

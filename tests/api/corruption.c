@@ -157,30 +157,52 @@ Test(corruption, realloc_of_an_invalid_pointer)
 	expect_abort(realloc_invalid, "liballoc: realloc(): invalid pointer");
 }
 
+/* A write after free into a block in a thread cache or the transfer cache cannot corrupt
+ * them (they keep their pointers outside the blocks); in a span's free list the link is
+ * checked when the block is taken. So: free blocks while one of their span stays live,
+ * flush the caches and trim (which empties the transfer cache into the spans), overwrite
+ * the first block's link, and allocate until refills have taken every freed block. */
+enum { CORRUPT_N = 300 };
+
+void liballoc_flush_caches(void) __attribute__((weak)); /* liballoc.h, preloaded or linked */
+
+static char *free_into_span(void)
+{
+	char *p[CORRUPT_N];
+	for (int i = 0; i < CORRUPT_N; i++)
+		p[i] = A(malloc)(48);
+	for (int i = 0; i + 1 < CORRUPT_N; i++) /* the last one keeps the span in use */
+		A(free)(p[i]);
+	if (!liballoc_flush_caches)
+		abort();
+	liballoc_flush_caches();
+	A(malloc_trim)(0);
+	return p[0];
+}
+
+static void allocate_past_it(void)
+{
+	for (int i = 0; i < 2 * CORRUPT_N; i++)
+		sink = A(malloc)(48);
+}
 static void corrupt_link(void)
 {
-	char *p = A(malloc)(48);
-	sink = A(malloc)(48);
-	A(free)(p);
+	char *p = free_into_span();
 	memset(p, 0x41, 8); /* use after free: overwrite the free-list link */
-	sink = A(malloc)(48);
-	sink = A(malloc)(48);
+	allocate_past_it();
 }
 Test(corruption, corrupted_free_list_link)
 {
-	expect_abort(corrupt_link, "liballoc: malloc(): corrupted thread cache detected");
+	expect_abort(corrupt_link, "liballoc: malloc(): corrupted free list detected");
 }
 
 static void corrupt_link_low_bits(void)
 {
-	char *p = A(malloc)(48);
-	sink = A(malloc)(48);
-	A(free)(p);
+	char *p = free_into_span();
 	p[0] ^= 0x08; /* the link still points into the same heap, but between blocks */
-	sink = A(malloc)(48);
-	sink = A(malloc)(48);
+	allocate_past_it();
 }
 Test(corruption, free_list_link_pointing_between_blocks)
 {
-	expect_abort(corrupt_link_low_bits, "liballoc: malloc(): corrupted thread cache detected");
+	expect_abort(corrupt_link_low_bits, "liballoc: malloc(): corrupted free list detected");
 }

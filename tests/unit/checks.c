@@ -42,6 +42,7 @@ Test(check_free_lists, blocks_still_work_without_caches)
 	for (int i = 0; i < 1000; i++)
 		A(free)(p[i]);
 	liballoc_stats(&c);
-	cr_assert_eq(c.cached_bytes, c0.cached_bytes, "nothing more cached: %llu -> %llu",
-	             (unsigned long long)c0.cached_bytes, (unsigned long long)c.cached_bytes);
+	/* refills may take blocks the transfer cache held before (less cached) */
+	cr_assert_leq(c.cached_bytes, c0.cached_bytes, "nothing more cached: %llu -> %llu",
+	              (unsigned long long)c0.cached_bytes, (unsigned long long)c.cached_bytes);
 }
