@@ -286,13 +286,15 @@ static void release_span(struct arena *a, struct heap *h, struct span *s);
 
 /* An empty span (spare from now on) goes back to its heap unless it is the only one left
  * for its class in the arena's newest heap (kept to avoid remapping a span per block; any
- * other empty span must go, or it would pin an otherwise idle heap). */
-static void maybe_release_span(struct arena *a, struct heap *h, struct span *s)
+ * other empty span must go, or it would pin an otherwise idle heap). True when it went
+ * back (and its heap, released with it, may be gone). */
+static bool maybe_release_span(struct arena *a, struct heap *h, struct span *s)
 {
 	spare_add(a, h, s, span_resident(h, s));
 	if (h == a->heaps && a->partial[s->cls] == s && !s->next)
-		return;
+		return false;
 	release_span(a, h, s);
+	return true;
 }
 
 /* An empty (spare) small span goes back to its heap. */
@@ -312,19 +314,18 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop a freed block from a span (lock held); NULL when it has none. */
+/* Pop a freed block from a span (lock held); NULL when it has none. Its link must name a
+ * block start of the same span (spans are at most 2^18 bytes: sc_divisible is exact). */
 static inline void *span_pop(struct heap *h, struct span *s)
 {
 	void *p = s->free;
 	if (!p)
 		return NULL;
-	size_t size = sc_size[s->cls];
 	void *next = link_decode(*(void **)p, p);
 	if (next) {
-		uintptr_t base = (uintptr_t)span_base(h, s);
-		uintptr_t off = (uintptr_t)next - base;
+		uintptr_t off = (uintptr_t)next - (uintptr_t)span_base(h, s);
 		if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
-		             sc_index((uint32_t)off, s->cls) * size != off))
+		             !sc_divisible((uint32_t)off, s->cls)))
 			corrupt_span_list();
 	}
 	s->free = next;
@@ -332,15 +333,19 @@ static inline void *span_pop(struct heap *h, struct span *s)
 	return p;
 }
 
-/* Carve a never-used block from a span (lock held); NULL when it has none left. */
-static inline void *span_carve(struct heap *h, struct span *s)
+/* Carve up to k never-used blocks from a span into out[0..], the lowest address last
+ * (handed out first); returns how many (lock held). */
+static inline uint32_t span_carve(struct heap *h, struct span *s, void **out, uint32_t k)
 {
-	if (s->bump >= sc_blocks[s->cls])
-		return NULL;
-	void *p = (char *)span_base(h, s) + (size_t)s->bump * sc_size[s->cls];
-	s->bump++;
-	s->used++;
-	return p;
+	uint32_t left = sc_blocks[s->cls] - s->bump;
+	k = LA_MIN(k, left);
+	size_t size = sc_size[s->cls];
+	char *p = (char *)span_base(h, s) + (size_t)s->bump * size;
+	for (uint32_t i = k; i-- > 0; p += size)
+		out[i] = p;
+	s->bump = (uint16_t)(s->bump + k);
+	s->used = (uint16_t)(s->used + k);
+	return k;
 }
 
 /* A span with nothing left to give leaves the partial list. */
@@ -352,13 +357,30 @@ static inline void partial_check(struct arena *a, struct span *s)
 
 /* ---- the transfer cache (lock held) ----------------------------------------------------- */
 
+/* Copy n slots of class cls from slot i on, to (in) or from (!in) blocks. */
+static void xfer_copy(struct xfer_slots *x, unsigned cls, uint32_t i, void **blocks, uint32_t n,
+                      bool in)
+{
+	while (n) {
+		uint32_t k = LA_MIN(n, XF_CHUNK - i % XF_CHUNK);
+		void **slot = &x->chunk[i / XF_CHUNK][cls][i % XF_CHUNK];
+		if (in)
+			memcpy(slot, blocks, k * sizeof(void *));
+		else
+			memcpy(blocks, slot, k * sizeof(void *));
+		i += k;
+		blocks += k;
+		n -= k;
+	}
+}
+
 /* Take up to want blocks of class cls, the most recently put on top (out[k - 1]). */
 static uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
 {
 	uint32_t n = a->xfer_n[cls], k = LA_MIN(n, want);
 	if (!k)
 		return 0;
-	memcpy(out, &a->xfer->row[cls][n - k], k * sizeof(void *));
+	xfer_copy(a->xfer, cls, n - k, out, k, false);
 	a->xfer_n[cls] = (uint16_t)(n - k);
 	a->xfer_bytes -= (uint64_t)k * sc_size[cls];
 	return k;
@@ -373,7 +395,7 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	if (have + n > XF_SLOTS || (uint64_t)(have + n) * sc_size[cls] > XF_CLASS_BYTES ||
 	    a->xfer_bytes + bytes > XF_ARENA_BYTES)
 		return 0;
-	memcpy(&a->xfer->row[cls][have], blocks, n * sizeof(void *));
+	xfer_copy(a->xfer, cls, have, (void **)blocks, n, true);
 	a->xfer_n[cls] = (uint16_t)(have + n);
 	a->xfer_bytes += bytes;
 	uint32_t chunks = (have + n - 1) / XF_CHUNK + 1;
@@ -385,16 +407,26 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	return n;
 }
 
-static void span_push(struct arena *a, struct heap *h, struct span *s, void *p);
+static bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
-/* Blocks of class cls back to their spans (emptied spans go back to their heaps). */
+/* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
+ * of a flush often share spans: the span found for one serves the next while they do. */
 static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 {
+	struct heap *h = NULL;
+	struct span *s = NULL;
+	uintptr_t lo = 0, hi = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		void *p = blocks[i];
-		struct heap *h = heap_of(p);
-		struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
-		span_push(a, h, s, p);
+		if ((uintptr_t)p - lo >= hi - lo) {
+			h = heap_of(p);
+			s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
+			lo = (uintptr_t)span_base(h, s);
+			hi = lo + ((uintptr_t)s->npages << LA_PAGE_SHIFT);
+		}
+		/* emptied and given back: its descriptor (and heap) may be gone */
+		if (span_push(a, h, s, p))
+			lo = hi = 0;
 	}
 }
 
@@ -402,15 +434,14 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 static void xfer_drain(struct arena *a)
 {
 	for (unsigned c = 0; c < LA_NCLASSES && a->xfer_bytes; c++) {
-		uint32_t n = a->xfer_n[c];
-		if (!n)
-			continue;
-		a->xfer_n[c] = 0;
-		uint64_t bytes = (uint64_t)n * sc_size[c];
-		a->xfer_bytes -= bytes;
-		STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
-		STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
-		push_blocks(a, a->xfer->row[c], n);
+		void *batch[XF_CHUNK];
+		uint32_t k;
+		while ((k = xfer_take(a, c, batch, XF_CHUNK)) != 0) {
+			uint64_t bytes = (uint64_t)k * sc_size[c];
+			STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
+			STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
+			push_blocks(a, batch, k);
+		}
 	}
 }
 
@@ -427,7 +458,7 @@ bool arena_holds_free(struct arena *a, struct span *s, const void *p)
 {
 	unsigned cls = s->cls;
 	for (uint32_t i = 0; i < a->xfer_n[cls]; i++)
-		if (a->xfer->row[cls][i] == p)
+		if (a->xfer->chunk[i / XF_CHUNK][cls][i % XF_CHUNK] == p)
 			return true;
 	uint32_t n = 0;
 	for (void *q = s->free; q && n <= sc_blocks[cls]; n++) {
@@ -470,18 +501,13 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 		if (!s && !(s = new_small_span(a, cls)))
 			break;
 		struct heap *h = heap_of(s);
-		uint32_t first = got, bump0 = s->bump;
-		while (got < want && (carve || s->warm) && (p = span_carve(h, s)) != NULL) {
-			if (!s->warm)
-				carve--;
-			out[got++] = p;
-		}
-		for (uint32_t i = first, j = got - 1; i < j; i++, j--) {
-			void *t = out[i];
-			out[i] = out[j];
-			out[j] = t;
-		}
-		if (s->bump != bump0) { /* the pages of the blocks carved may be resident now */
+		uint32_t bump0 = s->bump;
+		uint32_t k = span_carve(h, s, out + got,
+		                        s->warm ? want - got : LA_MIN(want - got, carve));
+		got += k;
+		if (!s->warm)
+			carve -= k;
+		if (k) { /* the pages of the blocks carved may be resident now */
 			uint32_t lo = (uint32_t)(((size_t)bump0 * sc_size[cls]) >> LA_PAGE_SHIFT);
 			uint32_t hi =
 			        (uint32_t)(((size_t)s->bump * sc_size[cls] - 1) >> LA_PAGE_SHIFT);
@@ -516,15 +542,16 @@ void *arena_alloc_small(struct arena *a, unsigned cls)
 }
 
 /* Return one small block to its span (lock held). */
-static void span_push(struct arena *a, struct heap *h, struct span *s, void *p)
+/* True when the span emptied and went back to its heap (which may have been released with
+ * it: nothing of s or h may be read after). */
+static bool span_push(struct arena *a, struct heap *h, struct span *s, void *p)
 {
 	*(void **)p = link_encode(s->free, p);
 	s->free = p;
 	s->used--;
 	if (!s->on_partial)
 		partial_push(a, s);
-	if (s->used == 0)
-		maybe_release_span(a, h, s);
+	return s->used == 0 && maybe_release_span(a, h, s);
 }
 
 /* The parked span goes back to its heap (lock held). */
@@ -564,11 +591,12 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 	shm_note_retained(); /* the decay pass returns it if no allocation takes it */
 }
 
-/* Free one block of this arena, lock held. */
 /* Statistics of many small frees, applied once (draining a remote queue frees hundreds
- * of blocks under the lock: one atomic per counter instead of three per block). */
+ * of blocks under the lock: one atomic per counter instead of three per block). Only the
+ * classes in mask have a count (set when the class is first seen). */
 struct free_tally {
 	uint64_t bytes;
+	uint64_t mask;
 	uint32_t blocks[LA_NCLASSES];
 };
 
@@ -578,9 +606,10 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 		return;
 	STAT_SUB_LOCKED(a->c, allocated_bytes, t->bytes);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
-	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if (t->blocks[c])
-			STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);
+	for (uint64_t m = t->mask; m; m &= m - 1) {
+		unsigned c = (unsigned)__builtin_ctzll(m);
+		STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);
+	}
 }
 
 /* Free one block of this arena, lock held; small blocks are counted into t. */
@@ -593,6 +622,10 @@ static void free_block_tallied(struct arena *a, void *p, struct free_tally *t)
 		unsigned cls = s->cls;
 		span_push(a, h, s, p);
 		t->bytes += sc_size[cls];
+		if (!(t->mask >> cls & 1)) {
+			t->mask |= (uint64_t)1 << cls;
+			t->blocks[cls] = 0;
+		}
 		t->blocks[cls]++;
 	} else {
 		free_large_locked(a, h, s);
@@ -601,7 +634,8 @@ static void free_block_tallied(struct arena *a, void *p, struct free_tally *t)
 
 static void free_block_locked(struct arena *a, void *p)
 {
-	struct free_tally t = {0};
+	struct free_tally t;
+	t.bytes = t.mask = 0;
 	free_block_tallied(a, p, &t);
 	tally_apply(a, &t);
 }
@@ -689,7 +723,8 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 			STAT_ADD(owner->c, remote_frees_queued, n);
 			STAT_ADD(owner->c, remote_frees_drained, n);
 		}
-		struct free_tally t = {0};
+		struct free_tally t;
+		t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
 		arena_lock(owner);
 		__cds_wfcq_for_each_blocking_safe(head, tail, node, next)
 		        free_block_tallied(owner, node, &t);
@@ -712,7 +747,8 @@ void arena_drain(struct arena *a)
 	    CDS_WFCQ_RET_SRC_EMPTY)
 		return;
 	uint64_t count = 0;
-	struct free_tally t = {0};
+	struct free_tally t;
+	t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
 	__cds_wfcq_for_each_blocking_safe(&head, &tail, node, n)
 	{
 		free_block_tallied(a, node, &t);

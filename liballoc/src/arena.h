@@ -17,16 +17,19 @@
 /* The transfer cache: freed small blocks a thread cache flushed, kept for the next refill
  * of their class (by the same thread or another of the arena), so that a block that
  * leaves a cache and comes back costs a copy of its pointer instead of a trip through its
- * span's free list. An array of pointers per class (pages of the arena's own heaps, its
- * rows touched as classes use them); a class keeps at most XF_SLOTS blocks and
+ * span's free list. An array of pointers per class in pages of the arena's own heaps, laid
+ * out in chunks that hold the next XF_CHUNK slots of every class (so a class that keeps
+ * few blocks touches a slice of a page, not a page of its own); a class keeps at most
+ * XF_SLOTS blocks and
  * XF_CLASS_BYTES, the arena XF_ARENA_BYTES. Emptied into the spans when the arena would
  * map a new heap (its blocks may free whole spans for reuse), by trims, idle-heap releases
  * and the decay pass, and when the arena's last thread leaves. */
 #define XF_SLOTS       512u
+#define XF_CHUNK       64u
 #define XF_CLASS_BYTES (256u << 10)
 #define XF_ARENA_BYTES (1u << 20)
 struct xfer_slots {
-	void *row[LA_NCLASSES][XF_SLOTS];
+	void *chunk[XF_SLOTS / XF_CHUNK][LA_NCLASSES][XF_CHUNK];
 };
 /* Metadata bytes of a transfer cache whose first `chunks` chunks were written (the pages
  * they reach; the rest of its span was never touched). */

@@ -219,12 +219,12 @@ void heap_map_span(struct heap *h, struct span *s, bool all)
 {
 	uint32_t first = s->first, last = first + s->npages - 1;
 	if (all) {
-		uint32_t e = first | PM_SMALL | (uint32_t)s->cls << 24;
+		uint32_t e = pm_small_entry(first, s->cls);
 		for (uint32_t i = first; i <= last; i++)
 			h->pagemap[i] = e;
 	} else {
-		h->pagemap[first] = first;
-		h->pagemap[last] = first;
+		h->pagemap[first] = pm_entry(first);
+		h->pagemap[last] = pm_entry(first);
 	}
 }
 
@@ -232,7 +232,7 @@ void heap_unmap_small(struct heap *h, struct span *s)
 {
 	uint32_t first = s->first, last = first + s->npages - 1;
 	for (uint32_t i = first; i <= last; i++)
-		h->pagemap[i] = first;
+		h->pagemap[i] = pm_entry(first);
 }
 
 /* A descriptor for a span starting at page first (kind SPAN_NONE until the caller sets
@@ -275,9 +275,9 @@ static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32
 	/* the last page's entry serves only the left-coalescing of the span to its right:
 	 * at the heap's end there is none, and not writing it leaves the page map's last
 	 * page untouched (4 KiB of every heap's resident size) */
-	h->pagemap[first] = first;
+	h->pagemap[first] = pm_entry(first);
 	if (first + n < LA_HEAP_PAGES)
-		h->pagemap[first + n - 1] = first;
+		h->pagemap[first + n - 1] = pm_entry(first);
 	bin_insert(h, s);
 	return s;
 }

@@ -25,6 +25,7 @@
 #define LA_HEAP_H
 
 #include "common.h"
+#include "sizeclass.h"
 
 enum {
 	SPAN_NONE = 0,
@@ -88,23 +89,39 @@ struct heap {
 	uint8_t reserved2[3];
 	struct la_counters *c;                 /* the owning arena's published counters */
 	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
-	uint32_t pagemap[LA_HEAP_PAGES];       /* see PM_* */
+	uint32_t pagemap[LA_HEAP_PAGES];       /* see pm_entry */
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 };
 _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
 _Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
 
-/* pagemap entries: bits 0-15 the first page of the covering span; PM_SMALL on every page
- * of a live small span (cleared when the span is given back), the class in bits 24-31. */
-#define PM_SMALL (1u << 16)
+/* pagemap entries: bits 0-25 the byte offset in the heap of the first page of the
+ * covering span; on every page of a live small span (and only there) bits 26-31 hold its
+ * class + 1, so free's fast path reads the class and the span's start in one word. */
+#define PM_OFF_MASK    0x3ffffffu
+#define PM_CLASS_SHIFT 26
+_Static_assert(LA_HEAP_SIZE <= ((size_t)PM_OFF_MASK + 1), "a heap offset fits below the class");
+_Static_assert(LA_NCLASSES < 64, "class + 1 fits in the entry's top bits");
+LA_INLINE uint32_t pm_entry(uint32_t first)
+{
+	return first << LA_PAGE_SHIFT;
+}
+LA_INLINE uint32_t pm_small_entry(uint32_t first, unsigned cls)
+{
+	return first << LA_PAGE_SHIFT | (uint32_t)(cls + 1) << PM_CLASS_SHIFT;
+}
 LA_INLINE uint32_t pm_head(uint32_t e)
 {
-	return e & 0xffffu;
+	return (e & PM_OFF_MASK) >> LA_PAGE_SHIFT;
+}
+LA_INLINE bool pm_small(uint32_t e)
+{
+	return (e >> PM_CLASS_SHIFT) != 0;
 }
 LA_INLINE unsigned pm_class(uint32_t e)
 {
-	return e >> 24;
+	return (e >> PM_CLASS_SHIFT) - 1;
 }
 
 /* Every live heap by address: the tag of its owning arena (heap_tag), 0 where no heap is

@@ -206,26 +206,25 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	if (likely(heap_owner_tag(p) == tc->tag)) {
 		struct heap *h = heap_of(p);
 		uint32_t e = h->pagemap[heap_page_of(h, p)];
-		if (likely(e & PM_SMALL)) {
-			/* every page of a live small span maps to it: no descriptor needed; a
-			 * block of the class starts exactly here or the pointer is not ours */
-			unsigned cls = pm_class(e);
-			uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) -
-			               (pm_head(e) << LA_PAGE_SHIFT);
-			if (likely(sc_divisible(off, cls) && ((void **)p)[1] != (void *)la_key)) {
-				void *key = (void *)la_key;
-				if (likely(tc_enter(tc))) {
-					uint32_t count = tc->bins[cls].count + 1u;
-					if (likely(count <= tc->bins[cls].limit)) {
-						tc->bins[cls].slot[count] = p;
-						tc->bins[cls].count = count;
-						((void **)p)[1] = key; /* free */
-						tc_leave(tc);
-						return;
-					}
+		/* every page of a live small span carries its class + 1 and the span's start:
+		 * no descriptor needed; a block of the class starts exactly here or the pointer
+		 * is not ours (pages of other spans carry 0: nothing divides there) */
+		unsigned c1 = e >> PM_CLASS_SHIFT;
+		uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) - (e & PM_OFF_MASK);
+		void *key = (void *)la_key;
+		if (likely(sc_divisible_pm(off, c1) && ((void **)p)[1] != key)) {
+			struct tbin *b = &tc->bins[c1 - 1];
+			if (likely(tc_enter(tc))) {
+				uint32_t count = b->count + 1u;
+				if (likely(count <= b->limit)) {
+					b->slot[count] = p;
+					b->count = count;
+					((void **)p)[1] = key; /* free */
+					tc_leave(tc);
+					return;
 				}
-				tc_leave(tc);
 			}
+			tc_leave(tc);
 		}
 	}
 	free_slow(p, "free()");

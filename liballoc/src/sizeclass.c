@@ -5,6 +5,7 @@ uint32_t sc_size[LA_NCLASSES];
 uint32_t sc_pages[LA_NCLASSES];
 uint32_t sc_blocks[LA_NCLASSES];
 uint32_t sc_recip[LA_NCLASSES];
+uint32_t sc_recip_pm[LA_NCLASSES + 1];
 uint16_t sc_batch[LA_NCLASSES];
 uint8_t sc_lookup[65];
 
@@ -31,6 +32,7 @@ void sc_init(void)
 		sc_pages[c] = best;
 		sc_blocks[c] = (uint32_t)(best * LA_PAGE / s);
 		sc_recip[c] = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
+		sc_recip_pm[c + 1] = sc_recip[c];
 		sc_batch[c] = (uint16_t)LA_MAX(4u, SC_BATCH_BYTES / s);
 	}
 	for (unsigned i = 0; i <= 64; i++) {

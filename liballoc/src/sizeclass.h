@@ -20,8 +20,11 @@ extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];
 extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 extern uint32_t sc_recip[LA_NCLASSES];  /* ceil(2^32 / size): offset / size by multiply */
-extern uint16_t sc_batch[LA_NCLASSES];  /* most never-used blocks one refill carves */
-extern uint8_t sc_lookup[65];           /* (n+15)>>4 -> class, for n <= 1024 */
+/* sc_recip by class + 1, and 0 at 0: indexed by a page-map entry's class field (0 on pages
+ * that are not small: a reciprocal of 0 makes no offset divisible) */
+extern uint32_t sc_recip_pm[LA_NCLASSES + 1];
+extern uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
+extern uint8_t sc_lookup[65];          /* (n+15)>>4 -> class, for n <= 1024 */
 
 void sc_init(void);
 
@@ -41,6 +44,12 @@ LA_INLINE unsigned sc_class_of(size_t n)
 LA_INLINE bool sc_divisible(uint32_t off, unsigned cls)
 {
 	return off * sc_recip[cls] < sc_recip[cls];
+}
+
+/* The same test for a page-map entry's class field c1 (class + 1; 0: never divisible). */
+LA_INLINE bool sc_divisible_pm(uint32_t off, unsigned c1)
+{
+	return off * sc_recip_pm[c1] < sc_recip_pm[c1];
 }
 
 /* Index of a block in its span from its byte offset; exact for offsets < 2^20. */

@@ -167,7 +167,9 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	unsigned nrb = 0;
 	void **slot = b->slot + 1; /* the blocks, oldest first */
 	uint32_t n = b->count - keep, nmine = 0;
-	for (uint32_t i = 0; i < n; i++) {
+	if (!(tc->foreign_bins >> cls & 1))
+		nmine = n; /* all this arena's */
+	for (uint32_t i = nmine; i < n; i++) {
 		void *p = slot[i];
 		struct arena *owner = heap_of(p)->arena;
 		if (owner == own) {
@@ -199,6 +201,8 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	/* the most recent blocks stay, at the bottom now */
 	memmove(slot, slot + n, keep * sizeof(void *));
 	b->count = keep;
+	if (!keep)
+		tc->foreign_bins &= ~((uint64_t)1 << cls);
 	return n;
 }
 
@@ -324,6 +328,8 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
+	if (owner != tc->arena)
+		tc->foreign_bins |= (uint64_t)1 << cls;
 	bool flushed = b->count >= b->limit;
 	if (flushed) {
 		flush_bin(tc, cls, b->limit / 2);

@@ -59,9 +59,11 @@ struct tcache {
 	uint8_t steal; /* flusher: wants this cache (atomic) */
 	uint8_t state; /* TC_*; owner only */
 	uint8_t reserved;
-	uint32_t gen;        /* tcache_gen the limits were computed for */
-	struct arena *arena; /* the arena this thread allocates from */
-	uint16_t tag;        /* heap_tag of arena; LA_TAG_NONE without one (free's fast path) */
+	uint32_t gen;          /* tcache_gen the limits were computed for */
+	uint64_t foreign_bins; /* owner: bins (bit c: class c) that took blocks of another
+	                        * arena (one no thread uses): their flushes sort by arena */
+	struct arena *arena;   /* the arena this thread allocates from */
+	uint16_t tag;          /* heap_tag of arena; LA_TAG_NONE without one (free's fast path) */
 	uint16_t pub_count[LA_NCLASSES];   /* each bin's count as last published */
 	uint16_t slow_events[LA_NCLASSES]; /* owner: refills and flushes of each bin (wraps) */
 	uint16_t decay_seen[LA_NCLASSES];  /* the decay pass: slow_events at its last look */
