@@ -3,10 +3,12 @@
  * pages (at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init.
  * A thread-cache refill carves at most SC_BATCH_BYTES of never-used blocks of a class, or
  * 4 blocks of the classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES,
- * at least one block); freed blocks it takes in larger batches. A class's touched blocks
- * are then at most its peak of live blocks plus one carving, so this bounds what the
- * caches add to the resident size, class by class: in a churn of random sizes each
- * class's peak comes at a different time, and pages a class touched stay with it. */
+ * at least one block); freed blocks it takes in larger batches. Carving writes nothing
+ * into the blocks (a cache holds their pointers), so a carved block's page is touched
+ * when the block is handed out; a class's blocks ever handed out are at most its peak of
+ * live blocks plus one carving, so this bounds what the caches add to the resident size,
+ * class by class: in a churn of random sizes each class's peak comes at a different time,
+ * and pages a class touched stay with it. */
 #ifndef LA_SIZECLASS_H
 #define LA_SIZECLASS_H
 
@@ -14,7 +16,7 @@
 
 #define LA_SMALL_MAX   16384
 #define LA_NCLASSES    36
-#define SC_BATCH_BYTES 512u
+#define SC_BATCH_BYTES 2048u
 
 extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];
