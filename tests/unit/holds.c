@@ -32,7 +32,7 @@ static const struct la_shm_hold *published(int id)
 
 Test(holds, a_held_value_returns_with_its_source_when_the_hold_expires)
 {
-	free(malloc(16)); /* the allocator is up */
+	A(free)(A(malloc)(16)); /* the allocator is up */
 	int id = LA_TUNABLE_decay_ms;
 	int64_t before = TUN(decay_ms);
 	uint32_t source_before = tun_source[id];
@@ -63,7 +63,7 @@ Test(holds, a_held_value_returns_with_its_source_when_the_hold_expires)
 
 Test(holds, a_second_held_set_extends_and_keeps_the_first_value_to_return_to)
 {
-	free(malloc(16));
+	A(free)(A(malloc)(16));
 	int id = LA_TUNABLE_tcache_max_bytes;
 	int64_t before = TUN(tcache_max_bytes);
 	held(id, 64 << 10, 10 * SEC);
@@ -78,7 +78,7 @@ Test(holds, a_second_held_set_extends_and_keeps_the_first_value_to_return_to)
 
 Test(holds, an_explicit_set_without_a_hold_ends_it)
 {
-	free(malloc(16));
+	A(free)(A(malloc)(16));
 	int id = LA_TUNABLE_decay_ms;
 	held(id, 500, 10 * SEC);
 	char reason[160];
@@ -90,7 +90,7 @@ Test(holds, an_explicit_set_without_a_hold_ends_it)
 
 Test(holds, a_held_threshold_brings_mmap_dynamic_back_too)
 {
-	free(malloc(16));
+	A(free)(A(malloc)(16));
 	cr_assert_eq(TUN(mmap_dynamic), 1);
 	int64_t thr = TUN(mmap_threshold);
 	uint32_t thr_src = tun_source[LA_TUNABLE_mmap_threshold];
@@ -106,7 +106,7 @@ Test(holds, a_held_threshold_brings_mmap_dynamic_back_too)
 
 Test(holds, the_control_thread_reverts_by_itself)
 {
-	free(malloc(16));
+	A(free)(A(malloc)(16));
 	int64_t before = TUN(decay_ms);
 	/* as a held set through the mailbox does: the control thread sleeps until it is due */
 	held(LA_TUNABLE_decay_ms, 4242, SEC / 5);
