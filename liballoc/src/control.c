@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -15,6 +16,7 @@
 
 #include "arena.h"
 #include "direct.h"
+#include "exports.h"
 #include "lock.h"
 #include "os.h"
 #include "pressure.h"
@@ -288,16 +290,79 @@ static bool others_alive(void)
 	return scan.alive;
 }
 
+/* Application threads that have not started to exit: main, and every thread started
+ * through pthread_create (counted by its creator before it exists, so the count never
+ * dips to 0 while one is being created). A thread leaves the count in its exit handler
+ * (tcache_thread_exit), once. */
+static uint32_t app_threads = 1;
+static __thread uint8_t counted __attribute__((tls_model("initial-exec")));
+
+/* The calling thread counts in app_threads (its creator added it) and tells the control
+ * thread when it exits, allocating or not. */
+static void thread_counted(void)
+{
+	counted = 1;
+	tcache_watch_exit();
+}
+
 /* The exiting thread cannot tell whether it is the last: another may be exiting at the
  * same moment, each still seeing the other alive. So it only tells the control thread,
  * which looks again once they are gone (see exit_watch). */
 void control_thread_exiting(void)
 {
+	if (counted) {
+		counted = 0;
+		__atomic_fetch_sub(&app_threads, 1, __ATOMIC_RELEASE);
+	}
 	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE))
 		return;
 	__atomic_fetch_add(&thread_exits, 1, __ATOMIC_RELEASE);
 	la_futex(&thread_exits, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
+
+/* ---- every thread's exit ------------------------------------------------------------------
+ * A thread that never calls the allocator has no cache, so nothing of ours ran at its exit,
+ * and the control thread kept a process alive whose last thread had gone (and, blocking
+ * every signal, left a SIGTERM pending for good). So liballoc interposes pthread_create:
+ * the new thread runs a small start routine that registers its exit (a thread-specific
+ * value whose destructor is tcache_thread_exit) and then the program's. Sanitizer builds
+ * (the sanitizer has its own pthread_create) and the build without statistics (no control
+ * thread) leave pthread_create alone (LA_WRAP_THREADS, os.h). liballoc's own threads
+ * (os_thread_start) are started through libc's. */
+#if LA_WRAP_THREADS
+struct thread_start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_start st = *(struct thread_start *)p;
+	LA_API(free)(p);
+	thread_counted();
+	return st.fn(st.arg);
+}
+
+LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                             void *arg)
+{
+	os_create_fn real = os_real_pthread_create();
+	if (!real)
+		return EAGAIN;
+	struct thread_start *st = LA_API(malloc)(sizeof(*st));
+	if (!st)
+		return EAGAIN;
+	st->fn = fn;
+	st->arg = arg;
+	__atomic_fetch_add(&app_threads, 1, __ATOMIC_RELAXED);
+	int err = real(t, attr, thread_main, st);
+	if (err) {
+		__atomic_fetch_sub(&app_threads, 1, __ATOMIC_RELAXED);
+		LA_API(free)(st);
+	}
+	return err;
+}
+#endif
 
 /* After a thread exit, the control thread checks whether it is alone at 1, 2, 4 ... 1024
  * ms; alone, it ends, and the process ends as it would without liballoc (glibc exits when
@@ -326,9 +391,17 @@ static bool exit_watch_alone(struct exit_watch *w, uint64_t now, uint64_t *wait_
 			return true;
 		w->delay_ms *= 2;
 		if (w->delay_ms > EXIT_WATCH_MAX_MS) {
-			w->delay_ms = 0;
-			*wait_ns = 0;
-			return false;
+			/* While an application thread has not started to exit, its exit will tell
+			 * us: stop looking. Once none is left, the threads still seen are on their
+			 * way out (destructors of other libraries may keep them a while) or were
+			 * never ours to count (started before liballoc, or by clone): keep
+			 * looking, once a second. */
+			if (__atomic_load_n(&app_threads, __ATOMIC_ACQUIRE) != 0) {
+				w->delay_ms = 0;
+				*wait_ns = 0;
+				return false;
+			}
+			w->delay_ms = EXIT_WATCH_MAX_MS;
 		}
 		w->due_ns = now + (uint64_t)w->delay_ms * 1000000u;
 	}
@@ -381,6 +454,27 @@ static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uin
 	la_futex(&mb->state, FUTEX_WAIT, ww->st, &ts);
 }
 
+/* Alone: the process ends when this thread returns (exit(0), as glibc's last thread
+ * does). A terminating signal sent meanwhile, which no thread could take (this one blocks
+ * them all), takes its default action now instead of being dropped: the process dies of
+ * it, as it would have with a thread left to take it. Only where the program left the
+ * default action in place: a handler of the program never runs on this thread. */
+static void honour_pending_terminations(void)
+{
+	static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+	sigset_t pending, deliver;
+	sigemptyset(&deliver);
+	if (sigpending(&pending) != 0)
+		return;
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa;
+		if (sigismember(&pending, sigs[i]) && sigaction(sigs[i], NULL, &sa) == 0 &&
+		    !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL)
+			sigaddset(&deliver, sigs[i]);
+	}
+	pthread_sigmask(SIG_UNBLOCK, &deliver, NULL);
+}
+
 /* arg: thread_exits when the thread was created (exits from then on are watched, even
  * those that happen before the thread first runs) */
 static void *control_main(void *arg)
@@ -397,8 +491,10 @@ static void *control_main(void *arg)
 		/* read before the deadlines are computed: a kick after it wakes the wait */
 		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
 		uint64_t watch_ns = 0;
-		if (exit_watch_alone(&watch, os_now_ns(), &watch_ns))
+		if (exit_watch_alone(&watch, os_now_ns(), &watch_ns)) {
+			honour_pending_terminations();
 			__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
+		}
 		if (__atomic_load_n(&control_stop, __ATOMIC_ACQUIRE)) {
 			__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 			shm_header()->control_state = LA_CONTROL_OFF;
@@ -488,11 +584,15 @@ void control_announce(void)
 
 void control_start(void)
 {
+	thread_counted(); /* main: the constructor runs on it */
 	start_thread();
 }
 
 void control_fork_child(void)
 {
 	pressure_fork_child();
+	/* the forking thread is the child's only thread */
+	__atomic_store_n(&app_threads, 1, __ATOMIC_RELAXED);
+	thread_counted();
 	start_thread();
 }

@@ -2,6 +2,7 @@
  * (calls and bytes) into the counter block the caller names. Never allocates. */
 #include "os.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -216,6 +217,21 @@ uint64_t os_random(void)
 	return v;
 }
 
+os_create_fn os_real_pthread_create(void)
+{
+#if LA_WRAP_THREADS
+	static os_create_fn real;
+	os_create_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (os_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	return f;
+#else
+	return pthread_create;
+#endif
+}
+
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
 {
 	sigset_t all, old;
@@ -229,7 +245,8 @@ int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, stack);
 	pthread_t t;
-	int err = pthread_create(&t, &attr, fn, arg);
+	os_create_fn create = os_real_pthread_create();
+	int err = create ? create(&t, &attr, fn, arg) : EAGAIN;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return err;

@@ -6,6 +6,7 @@
 #ifndef LA_OS_H
 #define LA_OS_H
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "common.h"
@@ -42,7 +43,18 @@ int os_rename(const char *from, const char *to); /* 0 or an errno value */
 /* Cheap per-process random 64-bit value (getrandom, or time/pid mixed). */
 uint64_t os_random(void);
 /* A detached thread of STACK bytes running fn(arg), started with every signal blocked (the
- * program's handlers never run on it): 0 or an errno value. */
+ * program's handlers never run on it), through libc's pthread_create (not liballoc's, which
+ * counts application threads: control.c): 0 or an errno value. */
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack);
+
+/* liballoc interposes pthread_create where it is the process's allocator (control.c). */
+#if !defined(LA_PREFIX) && !LA_NO_STATS
+#define LA_WRAP_THREADS 1
+#else
+#define LA_WRAP_THREADS 0
+#endif
+typedef int (*os_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+/* libc's pthread_create (NULL if it cannot be found). */
+os_create_fn os_real_pthread_create(void);
 
 #endif

@@ -356,11 +356,21 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 }
 _Static_assert(LA_NCLASSES <= 64, "a bin mask is one word");
 
+void tcache_watch_exit(void)
+{
+	if (!pthread_getspecific(tc_key))
+		pthread_setspecific(tc_key, &la_tcache);
+}
+
 void tcache_thread_exit(void *arg)
 {
 	struct tcache *tc = arg;
-	if (!tc || tc->state != TC_LIVE)
+	if (!tc)
 		return;
+	if (tc->state != TC_LIVE) {
+		control_thread_exiting(); /* a thread that never allocated (tcache_watch_exit) */
+		return;
+	}
 	la_lock(&tc_list_lock);
 	if (tc->prev)
 		tc->prev->next = tc->next;

@@ -134,6 +134,9 @@ uint64_t tcache_flush_all(uint32_t *skipped);
  * wait for the next pass. True when caches still hold blocks a later pass may return. */
 bool tcache_flush_cold(void);
 void tcache_thread_exit(void *arg);
+/* Make the calling thread's exit run tcache_thread_exit (and so tell the control thread)
+ * even if it never allocates. */
+void tcache_watch_exit(void);
 /* Apply changed cache tunables to the calling thread's cache now (others: at their next
  * refill or flush). */
 void tcache_check_self(void);

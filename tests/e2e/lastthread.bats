@@ -2,8 +2,9 @@
 # lastthread.bats — a preloaded process ends when its last thread exits (glibc then calls
 # exit(0)), even when threads leave at the same moment or the process was forked from a
 # thread: liballoc's control thread must never keep such a process alive (issue 3:
-# unmodified programs behave as without the preload). tests/helpers/lastthread forks the
-# children and reaps each within 10 s. tests/helpers/nowaitv runs them where futex_waitv
+# unmodified programs behave as without the preload), also when that thread never called
+# the allocator, and a SIGTERM sent meanwhile ends it (issue 19). tests/helpers/lastthread
+# forks the children and reaps each within 10 s. tests/helpers/nowaitv runs them where futex_waitv
 # fails (a seccomp filter), so the control thread's fallback wait is the one at work.
 # san: skip
 
@@ -20,6 +21,21 @@ setup() {
 	[ -z "$output" ]
 }
 
+@test "main leaving through pthread_exit ends the process when a thread that never allocated ends" {
+	# the thread sleeps 2.5 s, longer than the control thread once looked after main left
+	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-thread 2
+	[ -z "$output" ]
+}
+
+@test "SIGTERM ends such a process meanwhile, also when only the control thread could take it" {
+	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-term 3
+	[ -z "$output" ]
+	# the sleeping thread blocks SIGTERM: once it is gone, the signal must not stay pending
+	# in a process kept alive by the control thread (which blocks every signal)
+	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-blocked 2
+	[ -z "$output" ]
+}
+
 @test "a child forked from a thread ends when its threads leave together" {
 	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" fork-thread 40
 	[ -z "$output" ]
@@ -30,6 +46,8 @@ setup() {
 	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" main-exit 3
 	[ -z "$output" ]
 	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" fork-thread 3
+	[ -z "$output" ]
+	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" idle-thread 1
 	[ -z "$output" ]
 }
 
@@ -45,11 +63,14 @@ setup() {
 @test "the same children end without the preload (the helper's own check)" {
 	run -0 "$HELPER" main-exit 5
 	run -0 "$HELPER" fork-thread 5
+	run -0 "$HELPER" idle-thread 1
+	run -0 "$HELPER" idle-term 1
+	run -0 "$HELPER" idle-blocked 1
 }
 
 @test "the helper rejects bad arguments with its usage line" {
 	run -2 "$HELPER" sideways 3
-	[ "$output" = "usage: lastthread main-exit|fork-thread ROUNDS" ]
+	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS" ]
 	run -2 "$HELPER" main-exit 0
-	[ "$output" = "usage: lastthread main-exit|fork-thread ROUNDS" ]
+	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS" ]
 }

@@ -5,11 +5,20 @@
  *               exit at the same moment (main through pthread_exit)
  *   fork-thread: the child is forked from a non-main thread; there it starts a thread,
  *               and both exit at the same moment (the case of CPython's test_threading)
- * usage: lastthread main-exit|fork-thread ROUNDS
+ *   idle-thread: the child's main thread allocates, starts a thread that never calls the
+ *               allocator and only sleeps IDLE_MS, then leaves through pthread_exit: the
+ *               child ends when that thread does (not before it)
+ *   idle-term:  the same, but the thread sleeps a minute and the parent sends SIGTERM
+ *               once main has left: the child must die of it at once
+ *   idle-blocked: the sleeping thread (IDLE_MS) blocks SIGTERM, which the parent sends once
+ *               main has left: nobody can take it until the thread is gone; the child
+ *               must then end (of the signal, or with status 0 as without liballoc)
+ * usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS
  * Exit status 0 when every child ended with status 0 in time; 1 (with a line on stderr)
  * otherwise. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +74,65 @@ static void *forking_thread(void *arg)
 	return (void *)(intptr_t)pid;
 }
 
+#define IDLE_MS 2500 /* longer than the control thread's old 1 + 2 + ... + 1024 ms watch */
+
+static void *sleeping_thread(void *arg)
+{
+	long ms = (long)(intptr_t)arg;
+	if (ms < 0) { /* idle-blocked */
+		sigset_t term;
+		sigemptyset(&term);
+		sigaddset(&term, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &term, NULL);
+		ms = -ms;
+	}
+	/* no allocator call: nanosleep only */
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+	return NULL;
+}
+
+static pid_t start_idle_child(long sleep_ms)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		churn();
+		pthread_t t;
+		if (pthread_create(&t, NULL, sleeping_thread, (void *)(intptr_t)sleep_ms) != 0)
+			_exit(3);
+		pthread_exit(NULL);
+	}
+	return pid;
+}
+
+/* Has pid's main thread left (a zombie leader)? */
+static bool main_left(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'Z';
+}
+
 static pid_t start_child(const char *mode)
 {
+	if (strcmp(mode, "idle-thread") == 0)
+		return start_idle_child(IDLE_MS);
+	if (strcmp(mode, "idle-term") == 0 || strcmp(mode, "idle-blocked") == 0) {
+		pid_t pid = start_idle_child(strcmp(mode, "idle-term") == 0 ? 60000 : -IDLE_MS);
+		for (int i = 0; i < 10000 && pid > 0 && !main_left(pid); i++)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+		if (pid > 0)
+			kill(pid, SIGTERM);
+		return pid;
+	}
 	if (strcmp(mode, "main-exit") == 0) {
 		pid_t pid = fork();
 		if (pid == 0)
@@ -81,9 +147,9 @@ static pid_t start_child(const char *mode)
 }
 
 /* Reap pid within the deadline: its status, or -1 (killed after the deadline). */
-static int reap(pid_t pid)
+static int reap(pid_t pid, int deadline_ms)
 {
-	for (int waited = 0; waited < DEADLINE_MS; waited++) {
+	for (int waited = 0; waited < deadline_ms; waited++) {
 		int status;
 		pid_t r = waitpid(pid, &status, WNOHANG);
 		if (r == pid)
@@ -99,27 +165,55 @@ static int reap(pid_t pid)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[1], "main-exit") && strcmp(argv[1], "fork-thread")) ||
-	    atoi(argv[2]) <= 0) {
-		fprintf(stderr, "usage: lastthread main-exit|fork-thread ROUNDS\n");
+	static const char *const modes[] = {"main-exit", "fork-thread", "idle-thread", "idle-term",
+	                                    "idle-blocked"};
+	int mode = -1;
+	for (int m = 0; argc == 3 && m < 5; m++)
+		if (strcmp(argv[1], modes[m]) == 0)
+			mode = m;
+	if (mode < 0 || atoi(argv[2]) <= 0) {
+		fprintf(stderr, "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|"
+		                "idle-blocked ROUNDS\n");
 		return 2;
 	}
 	int rounds = atoi(argv[2]);
 	churn();
 	for (int i = 0; i < rounds; i++) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		pid_t pid = start_child(argv[1]);
 		if (pid < 0) {
 			fprintf(stderr, "round %d: cannot start the child\n", i);
 			return 1;
 		}
-		int status = reap(pid);
+		int deadline = DEADLINE_MS + (mode == 2 || mode == 4 ? IDLE_MS : 0);
+		int status = reap(pid, deadline);
 		if (status == -1) {
 			fprintf(stderr, "round %d: the child did not end within %d ms\n", i,
-			        DEADLINE_MS);
+			        deadline);
 			return 1;
 		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (mode == 3) {
+			if (status < 0 || !WIFSIGNALED(status) || WTERMSIG(status) != SIGTERM) {
+				fprintf(stderr,
+				        "round %d: the child ended with status %#x, not SIGTERM\n",
+				        i, status);
+				return 1;
+			}
+			continue;
+		}
+		if (mode == 4 && status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
+			continue;
 		if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			fprintf(stderr, "round %d: the child ended with status %#x\n", i, status);
+			return 1;
+		}
+		if (mode == 2 && ms < IDLE_MS) {
+			fprintf(stderr,
+			        "round %d: the child ended after %ld ms, before its thread\n", i,
+			        ms);
 			return 1;
 		}
 	}
