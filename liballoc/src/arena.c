@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "control.h"
 #include "os.h"
 #include "shm.h"
 #include "tunables.h"
@@ -138,27 +139,42 @@ static void release_heap(struct arena *a, struct heap *h)
 	heap_destroy(h);
 }
 
+/* The first of the arena's heaps (newest first, or oldest first) with a free span of n
+ * pages (dirty_only: one holding resident free pages). */
+static struct span *from_heaps(struct arena *a, uint32_t n, bool oldest_first, bool dirty_only,
+                               struct heap **hp, uint32_t *dirty)
+{
+	struct heap *first = a->heaps;
+	while (oldest_first && first && first->next)
+		first = first->next;
+	for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
+		struct span *s = heap_alloc_pages(h, n, dirty_only, dirty);
+		if (s) {
+			*hp = h;
+			return s;
+		}
+	}
+	return NULL;
+}
+
 /* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
- * receives how many of them may already be resident. Heaps are tried newest first, or
- * oldest first for metadata (slot rows, the transfer cache), which lives as long as its
- * thread or arena: in the heap the arena keeps longest it pins no newer heap that may
- * empty and be released. */
+ * receives how many of them may already be resident. Resident free pages in any heap come
+ * first: the newest heap's untouched pages must not be faulted in while an older heap
+ * holds resident free ones. Then any room, heaps tried newest first, or oldest first for
+ * metadata (slot rows, the transfer cache), which lives as long as its thread or arena: in
+ * the heap the arena keeps longest it pins no newer heap that may empty and be released
+ * (metadata skips the resident-first look for the same reason). */
 static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, struct heap **hp,
                                 uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
 	for (int pass = 0; pass < 2; pass++) {
-		struct heap *first = a->heaps;
-		while (oldest_first && first && first->next)
-			first = first->next;
-		for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
-			struct span *s = heap_alloc_pages(h, n, dirty);
-			if (s) {
-				*hp = h;
-				return s;
-			}
-		}
+		struct span *s = oldest_first ? NULL : from_heaps(a, n, false, true, hp, dirty);
+		if (!s)
+			s = from_heaps(a, n, oldest_first, false, hp, dirty);
+		if (s)
+			return s;
 		/* no heap has room: blocks waiting in the transfer cache may free whole spans */
 		if (!a->xfer_bytes)
 			break;
@@ -174,7 +190,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 	a->nheaps++;
 	STAT_ADD_LOCKED(a->c, heaps, 1);
 	*hp = h;
-	return heap_alloc_pages(h, n, dirty);
+	return heap_alloc_pages(h, n, false, dirty);
 }
 
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
@@ -190,7 +206,14 @@ static void after_free_pages(struct arena *a, struct heap *h)
 	if (dirty <= trim)
 		return;
 	uint32_t keep = (uint32_t)((uint64_t)TUN(top_pad) >> LA_PAGE_SHIFT);
+	if (TUN(madvise_throttle) && control_decays()) {
+		/* the decay pass returns these pages once they stay free for decay_ms: none
+		 * goes back here, where the heap's next growth would fault it in again */
+		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
+		return;
+	}
 	if (TUN(madvise_throttle)) {
+		/* no decay pass (LIBALLOC_CONTROL=0, decay_ms=0): the heap's trend decides */
 		/* steady or growing: keep the pages for reuse; shrinking: return them in
 		 * batches of at least the mmap threshold */
 		/* a batch is at least the mmap threshold, and at least a quarter of what the
@@ -776,7 +799,6 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		 * nothing to split or map */
 		a->parked = NULL;
 		h = heap_of(s);
-		h->alloc_events++; /* in use: the decay pass leaves this heap alone */
 		spare_sub(a, h, s, a->parked_resident);
 		s->kind = SPAN_LARGE;
 		if (a->parked_resident != n)
@@ -953,27 +975,27 @@ void arena_measure(struct arena *a)
 	arena_unlock(a);
 }
 
-bool arena_decay(struct arena *a)
+bool arena_decay(struct arena *a, bool full)
 {
 	if (!la_trylock(&a->lock))
 		return true; /* busy: the next pass looks */
 	arena_drain(a);
-	release_empty_spans(a);
+	if (full)
+		release_empty_spans(a); /* their pages age from now on */
 	bool more = false;
+	/* pages free since before the tick HEAP_DECAY_TICKS ago: free for decay_ms */
+	uint32_t before = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - HEAP_DECAY_TICKS;
 	for (struct heap *h = a->heaps; h; h = h->next) {
-		/* no span allocated in this heap for a whole decay period: return its
-		 * retained pages */
-		if (h->dirty_pages && h->alloc_events == h->decay_seen)
-			heap_purge(h, 0);
-		h->decay_seen = h->alloc_events;
-		if (h->purge_shift)
+		heap_purge_aged(h, before);
+		if (full && h->purge_shift)
 			h->purge_shift--;
 	}
-	/* what stays is measured: large blocks the program touched in part */
-	measure_locked(a);
+	/* what stays is measured once a period: large blocks the program touched in part */
+	if (full)
+		measure_locked(a);
 	for (struct heap *h = a->heaps; h; h = h->next)
-		more |= h->dirty_pages || h->purge_shift;
-	more |= !cds_wfcq_empty(&a->rq_head, &a->rq_tail);
+		more |= h->dirty_pages || h->purge_shift; /* younger pages, or a purge refused */
+	more |= a->parked != NULL || !cds_wfcq_empty(&a->rq_head, &a->rq_tail);
 	arena_unlock(a);
 	return more;
 }

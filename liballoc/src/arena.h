@@ -131,12 +131,14 @@ void arena_trim(struct arena *a, size_t pad);
 void arena_release_idle(struct arena *a, bool all);
 /* Measure the arena's free resident pages (mincore), the decay pass's refinement. */
 void arena_measure(struct arena *a);
-/* The decay pass over a: drains its remote frees, releases empty spans and the parked
- * block, purges the free pages of heaps that allocated no span for a whole pass. True when
- * it left something a later pass may return (free pages still resident, a throttle still
- * backing off, frees queued meanwhile) or the arena was busy. Free blocks inside spans in
- * use are not such a thing: no pass can return them. */
-bool arena_decay(struct arena *a);
+/* The decay pass over a, one tick: drains its remote frees and returns the free pages of
+ * every heap that stayed free for decay_ms (heap_epoch); a full pass (once per decay_ms)
+ * also gives back empty spans and the parked block, whose pages then age, and measures
+ * what stays. True when it left something a later pass may return (free pages still
+ * resident, the parked block, a throttle still backing off, frees queued meanwhile) or
+ * the arena was busy. Free blocks inside spans in use are not such a thing: no pass can
+ * return them. */
+bool arena_decay(struct arena *a, bool full);
 void arena_drain(struct arena *a);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);

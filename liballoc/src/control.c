@@ -17,12 +17,15 @@
 #include "arena.h"
 #include "direct.h"
 #include "exports.h"
+#include "heap.h"
 #include "lock.h"
 #include "os.h"
 #include "pressure.h"
 #include "shm.h"
 #include "tcache.h"
 #include "tunables.h"
+
+static uint32_t control_running; /* the control thread runs (or is starting) */
 
 static struct la_counters totals(void)
 {
@@ -100,13 +103,25 @@ void op_measure(void)
 
 bool op_decay(void)
 {
-	/* its blocks go back to spans the arena pass can release */
-	bool more = tcache_flush_cold();
+	/* what the last full pass left in thread caches and the mapping cache */
+	static bool caches_held, mappings_left;
+	uint32_t tick = __atomic_add_fetch(&heap_epoch, 1, __ATOMIC_RELAXED);
+	bool full = tick % HEAP_DECAY_TICKS == 0; /* once per decay_ms */
+	/* idle caches' blocks go back to spans first, which the arena pass can release */
+	if (full)
+		caches_held = tcache_flush_cold();
+	bool more = caches_held;
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		more |= arena_decay(&arenas[i]);
-	more |= direct_decay();
-	return more;
+		more |= arena_decay(&arenas[i], full);
+	if (full)
+		mappings_left = direct_decay();
+	return more || mappings_left;
+}
+
+bool control_decays(void)
+{
+	return __atomic_load_n(&control_running, __ATOMIC_RELAXED) && TUN(decay_ms) != 0;
 }
 
 /* Memory pressure seen by the in-process watch (pressure.c): give back what can be given,
@@ -230,7 +245,6 @@ void control_execute(struct la_mailbox *mb)
 /* ---- the thread ------------------------------------------------------------------------- */
 
 static uint32_t control_stop; /* futex-free flag; the thread checks it on every wake */
-static uint32_t control_running;
 static uint32_t thread_exits; /* bumped by every exiting thread (see control_thread_exiting) */
 
 static pid_t control_tid;
@@ -518,7 +532,8 @@ static void *control_main(void *arg)
 			op_pressure(pressure_at);
 			continue;
 		}
-		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * 1000000u;
+		/* the pass runs once per tick: HEAP_DECAY_TICKS per decay_ms */
+		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * (1000000u / HEAP_DECAY_TICKS);
 		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
 		uint64_t wait_ns = watch_ns; /* 0: no deadline */
 		/* held tunables revert when their hold expires (only this thread sets holds,

@@ -30,13 +30,19 @@ void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
 /* Measure what counts as free resident (mincore): the refresh command. */
 void op_measure(void);
-/* The decay pass; true when something is left that a later pass may return (blocks in
- * thread caches, resident free pages, queued remote frees, cached mappings): the control
- * thread stays armed. Otherwise it sleeps until a free arms it again. */
+/* The decay pass, one tick (decay_ms / HEAP_DECAY_TICKS): free pages go back once free
+ * for decay_ms; every HEAP_DECAY_TICKS-th tick also takes idle cache bins, empty spans,
+ * parked blocks and cached mappings unused for a period. True when something is left that
+ * a later pass may return (blocks in thread caches, resident free pages, queued remote
+ * frees, cached mappings): the control thread stays armed. Otherwise it sleeps until a
+ * free arms it again. */
 bool op_decay(void);
 /* The in-process pressure watch signalled at `since` (CLOCK_MONOTONIC ns): flush, release,
  * trim (at most once a second); the time to the end is published in the segment. */
 void op_pressure(uint64_t since);
+/* The control thread runs and decay_ms is not 0: free pages go back by age, in the decay
+ * pass (else the madvise throttle returns them on frees, by the heap's trend). */
+bool control_decays(void);
 /* Run one mailbox request record (validated) into its result fields. */
 void control_execute(struct la_mailbox *mb);
 

@@ -10,6 +10,18 @@
 #include "shm.h"
 
 uint16_t heap_owner[LA_HEAP_SLOTS];
+uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
+
+static uint32_t epoch_now(void)
+{
+	return __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED);
+}
+
+/* Is tick a older than tick b (the clock wraps)? */
+static bool older(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
 
 #define HEADER_PAGES ((uint32_t)((sizeof(struct heap) + LA_PAGE - 1) >> LA_PAGE_SHIFT))
 
@@ -263,14 +275,17 @@ static void desc_drop(struct heap *h, struct span *s)
 	h->desc_free = s;
 }
 
-/* Make descriptor s (its first page set) a FREE span of n pages, d dirty, in its bin. */
-static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32_t d)
+/* Make descriptor s (its first page set) a FREE span of n pages, d dirty (freed at tick
+ * stamp), in its bin. */
+static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32_t d,
+                              uint32_t stamp)
 {
 	uint32_t first = s->first;
 	s->kind = SPAN_FREE;
 	s->npages = n;
 	s->dirty = d;
-	s->used = s->bump = s->offset = 0;
+	s->stamp = stamp;
+	s->used = s->bump = 0;
 	s->free = NULL;
 	/* the last page's entry serves only the left-coalescing of the span to its right:
 	 * at the heap's end there is none, and not writing it leaves the page map's last
@@ -296,7 +311,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	h->hwm = HEADER_PAGES + 1;
 	h->idle = 1;
 	STAT_ADD_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
-	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0);
+	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0);
 	meta_update(h);
 	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
 	/* the owner table's page of this slot is resident from now on: metadata */
@@ -340,38 +355,52 @@ bool heap_shrinking(const struct heap *h)
 	return h->shrink_rate > 4 * h->grow_rate + 1024;
 }
 
-/* Find the first free span of at least n pages, smallest bin first. */
-static struct span *find_fit(struct heap *h, uint32_t n)
+/* The first non-empty bin at or above k; HEAP_NBINS if none. */
+static unsigned next_bin(const struct heap *h, unsigned k)
 {
-	unsigned b = bin_of(n);
-	/* the bin of n may hold smaller spans (log bins): scan it first */
-	for (struct span *s = h->bins[b]; s; s = s->next)
-		if (s->npages >= n)
-			return s;
-	for (unsigned w = (b + 1) >> 6; w < 2; w++) {
+	for (unsigned w = k >> 6; w < 2; w++) {
 		uint64_t m = h->bin_mask[w];
-		if (w == (b + 1) >> 6)
-			m &= ~0ULL << ((b + 1) & 63);
-		while (m) {
-			unsigned k = (w << 6) + (unsigned)__builtin_ctzll(m);
-			/* every span in a higher bin is large enough; prefer dirty ones */
-			struct span *best = h->bins[k];
-			for (struct span *s = best; s; s = s->next)
-				if (s->dirty) {
-					best = s;
-					break;
-				}
-			return best;
-		}
+		if (w == k >> 6)
+			m &= ~0ULL << (k & 63);
+		if (m)
+			return (w << 6) + (unsigned)__builtin_ctzll(m);
 	}
-	return NULL;
+	return HEAP_NBINS;
 }
 
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
+/* Spans find_fit looks at for dirty pages before it settles for the first fit. */
+#define FIT_SCAN 64
+
+/* A free span of at least n pages. Resident (dirty) pages first, from the smallest bin up:
+ * taking them faults nothing in, and every dirty page left unused is one the decay pass
+ * has to return and a later growth to fault in again. Else (unless dirty_only) the first
+ * span that fits, smallest bin first. */
+static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only)
+{
+	struct span *first = NULL;
+	unsigned looked = 0;
+	if (dirty_only && !h->dirty_pages)
+		return NULL;
+	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
+		for (struct span *s = h->bins[k]; s; s = s->next) {
+			if (s->npages < n) /* only in n's own bin (log bins above 64 pages) */
+				continue;
+			if (s->dirty)
+				return s;
+			if (!first)
+				first = s;
+			if (!h->dirty_pages || ++looked >= FIT_SCAN)
+				return dirty_only ? NULL : first;
+		}
+	}
+	return dirty_only ? NULL : first;
+}
+
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
-	struct span *s = find_fit(h, n);
+	struct span *s = find_fit(h, n, dirty_only);
 	if (!s)
 		return NULL;
 	bin_remove(h, s);
@@ -379,7 +408,7 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	/* the dirty pages these n really are: a free span's dirty pages lie anywhere in it */
 	uint32_t take_dirty = d == 0 ? 0 : d == total ? n : heap_resident_in(h, first, n);
 	if (total > n)
-		make_free(h, desc_new(h, first + n), total - n, d - take_dirty);
+		make_free(h, desc_new(h, first + n), total - n, d - take_dirty, s->stamp);
 	s->kind = SPAN_NONE; /* the caller sets SMALL or LARGE */
 	s->npages = n;
 	s->dirty = 0;
@@ -388,7 +417,6 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	dirty_add(h, -(int64_t)take_dirty);
 	hwm_update(h, first + n);
 	heap_idle_update(h);
-	h->alloc_events++;
 	trend(h, true);
 	if (take_dirty < n && h->purged_recently) {
 		/* the heap grows back into pages the throttle just returned: return less
@@ -401,9 +429,19 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used)
 	return s;
 }
 
+/* The stamp of dirty pages merged from two spans: the older one (a span's pages go back
+ * together, so the oldest of them decides), ignoring a span with nothing dirty. */
+static uint32_t merged_stamp(uint32_t stamp, uint32_t d, const struct span *o)
+{
+	if (!o->dirty)
+		return stamp;
+	return !d || older(o->stamp, stamp) ? o->stamp : stamp;
+}
+
 struct span *heap_free_pages(struct heap *h, struct span *s)
 {
 	uint32_t first = s->first, n = s->npages, d = heap_resident_in(h, first, n);
+	uint32_t stamp = epoch_now();
 	h->used_pages -= n;
 	h->free_pages += n;
 	dirty_add(h, d);
@@ -414,6 +452,7 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
 	if (rs && rs->kind == SPAN_FREE) {
 		bin_remove(h, rs);
+		stamp = merged_stamp(stamp, d, rs);
 		n += rs->npages;
 		d += rs->dirty;
 		desc_drop(h, rs);
@@ -424,13 +463,14 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 		struct span *ls = span_at(h, l);
 		if (l < first && ls->kind == SPAN_FREE && l + ls->npages == first) {
 			bin_remove(h, ls);
+			stamp = merged_stamp(stamp, d, ls);
 			n += ls->npages;
 			d += ls->dirty;
 			desc_drop(h, s);
 			s = ls;
 		}
 	}
-	return make_free(h, s, n, d);
+	return make_free(h, s, n, d, stamp);
 }
 
 struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead)
@@ -462,20 +502,32 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	if (rs->kind != SPAN_FREE || rs->npages < need)
 		return false;
 	bin_remove(h, rs);
-	uint32_t total = rs->npages, d = rs->dirty;
+	uint32_t total = rs->npages, d = rs->dirty, stamp = rs->stamp;
 	uint32_t take_dirty = d == 0 ? 0 : d == total ? need : heap_resident_in(h, r, need);
 	desc_drop(h, rs);
 	if (total > need)
-		make_free(h, desc_new(h, r + need), total - need, d - take_dirty);
+		make_free(h, desc_new(h, r + need), total - need, d - take_dirty, stamp);
 	h->free_pages -= need;
 	h->used_pages += need;
 	dirty_add(h, -(int64_t)take_dirty);
 	hwm_update(h, r + need);
-	h->alloc_events++;
 	trend(h, true);
 	s->npages = want;
 	heap_map_span(h, s, false);
 	*dirty_used = take_dirty;
+	return true;
+}
+
+/* Return free span s's pages to the system (its dirty ones counted); false if refused. */
+static bool purge_span(struct heap *h, struct span *s)
+{
+	if (os_purge(span_base(h, s), (size_t)s->npages << LA_PAGE_SHIFT, h->c) != 0)
+		return false;
+	uint32_t before = 0;
+	BITS_FOR(h->resident, s->first, s->npages, word & ~mask);
+	resident_add(h, -(int64_t)before);
+	dirty_add(h, -(int64_t)s->dirty);
+	s->dirty = 0;
 	return true;
 }
 
@@ -485,18 +537,22 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 	/* largest spans first: fewest system calls for the most memory */
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep; b--) {
 		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep; s = s->next) {
-			if (!s->dirty)
-				continue;
-			void *base = span_base(h, s);
-			size_t len = (size_t)s->npages << LA_PAGE_SHIFT;
-			if (os_purge(base, len, h->c) != 0)
-				continue;
-			uint32_t before = 0;
-			BITS_FOR(h->resident, s->first, s->npages, word & ~mask);
-			resident_add(h, -(int64_t)before);
-			dirty_add(h, -(int64_t)s->dirty);
-			purged += s->dirty;
-			s->dirty = 0;
+			uint32_t d = s->dirty;
+			if (d && purge_span(h, s))
+				purged += d;
+		}
+	}
+	return purged;
+}
+
+uint32_t heap_purge_aged(struct heap *h, uint32_t before)
+{
+	uint32_t purged = 0;
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
+		for (struct span *s = h->bins[b]; s; s = s->next) {
+			uint32_t d = s->dirty;
+			if (d && older(s->stamp, before) && purge_span(h, s))
+				purged += d;
 		}
 	}
 	return purged;

@@ -47,9 +47,13 @@ struct span {
 	                     * holds at most 23 pages of 16 bytes (sc_init): 5888 blocks */
 	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
 	uint32_t dirty;     /* FREE: pages that may be resident (its set `resident` bits) */
-	uint32_t offset;    /* LARGE: bytes from the span start to the block (aligned blocks) */
-	void *free;         /* SMALL: free blocks, safe-linked */
-	struct span *next;  /* FREE: size bin; SMALL: partial list */
+	union {
+		uint32_t offset; /* LARGE: bytes from the span start to the block (aligned) */
+		uint32_t stamp;  /* FREE with dirty pages: heap_epoch when the oldest of them
+		                  * was freed (the decay pass returns them by age) */
+	};
+	void *free;        /* SMALL: free blocks, safe-linked */
+	struct span *next; /* FREE: size bin; SMALL: partial list */
 	struct span *prev;
 };
 
@@ -73,8 +77,6 @@ struct heap {
 	                          * returned were soon faulted back in) */
 	uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
 	uint16_t reserved;
-	uint64_t alloc_events; /* span allocations; the decay pass compares it with decay_seen */
-	uint64_t decay_seen;
 	uint64_t bin_mask[2]; /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
 	struct span *desc_free;  /* descriptors given back (linked by next) */
@@ -173,11 +175,20 @@ LA_INLINE void *span_base(struct heap *h, const struct span *s)
 	return (char *)h + ((size_t)s->first << LA_PAGE_SHIFT);
 }
 
+/* The decay clock: ticks of decay_ms / HEAP_DECAY_TICKS, advanced by the decay pass. A
+ * free span's dirty pages carry the tick they were freed in (merged spans: the oldest),
+ * and the pass returns those free for HEAP_DECAY_TICKS whole ticks, at least decay_ms:
+ * whatever else the heap does, and never pages freed more recently (they may be reused
+ * soon: returning them would only make the program fault them back in). */
+#define HEAP_DECAY_TICKS 4u
+extern uint32_t heap_epoch;
+
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
 void heap_destroy(struct heap *h);
-/* Take n pages; returns the span (kind still FREE's caller to set) or NULL.
+/* Take n pages; returns the span (kind still FREE's caller to set) or NULL. Resident free
+ * pages are taken first; dirty_only: only a span with some (NULL if none fits).
  * *dirty_used receives how many of them may have been resident. */
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t *dirty_used);
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used);
 /* Give a span back; coalesces; returns the resulting free span. Its pages keep their
  * `resident` bits: the caller sets them first for pages the program had (heap_touch). */
 struct span *heap_free_pages(struct heap *h, struct span *s);
@@ -217,6 +228,9 @@ void heap_unmap_small(struct heap *h, struct span *s);
 /* Return dirty free pages to the system until at most keep_pages remain dirty. Returns the
  * pages purged. */
 uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
+/* Return the dirty pages of free spans stamped before epoch `before` (wrapping compare).
+ * Returns the pages purged; younger ones stay (dirty_pages). */
+uint32_t heap_purge_aged(struct heap *h, uint32_t before);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
 uint32_t heap_data_pages(void);
