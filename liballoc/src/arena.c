@@ -193,6 +193,11 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 	return heap_alloc_pages(h, n, false, dirty);
 }
 
+/* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
+ * free resident pages than pages in use; a refault is remembered for this many periods. */
+#define NEARLY_EMPTY   16u
+#define REFAULT_MEMORY 8u
+
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
 static void after_free_pages(struct arena *a, struct heap *h)
 {
@@ -207,12 +212,21 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		return;
 	uint32_t keep = (uint32_t)((uint64_t)TUN(top_pad) >> LA_PAGE_SHIFT);
 	if (TUN(madvise_throttle) && control_decays()) {
-		/* the decay pass returns these pages once they stay free for decay_ms: none
-		 * goes back here, where the heap's next growth would fault it in again */
-		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
-		return;
-	}
-	if (TUN(madvise_throttle)) {
+		/* The decay pass returns free pages once they stay free for decay_ms: in
+		 * general none goes back here, where the heap's next growth would fault it in
+		 * again. But a heap the program left nearly empty (16 times more free resident
+		 * pages than pages in use: a load that dropped, not a heap that breathes) gives
+		 * them back now, in batches of at least the mmap threshold, unless it grew back
+		 * into pages returned that way within the last 8 periods. */
+		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
+		uint32_t since = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - h->refault_epoch;
+		if ((uint64_t)h->dirty_pages < (uint64_t)NEARLY_EMPTY * h->used_pages ||
+		    dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT) ||
+		    (h->refaulted && since < REFAULT_MEMORY * HEAP_DECAY_TICKS)) {
+			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
+			return;
+		}
+	} else if (TUN(madvise_throttle)) {
 		/* no decay pass (LIBALLOC_CONTROL=0, decay_ms=0): the heap's trend decides */
 		/* steady or growing: keep the pages for reuse; shrinking: return them in
 		 * batches of at least the mmap threshold */

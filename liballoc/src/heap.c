@@ -424,6 +424,8 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint3
 		if (h->purge_shift < 8)
 			h->purge_shift++;
 		h->purged_recently = 0;
+		h->refaulted = 1;
+		h->refault_epoch = epoch_now();
 	}
 	*dirty_used = take_dirty;
 	return s;

@@ -76,7 +76,9 @@ struct heap {
 	uint8_t purge_shift;     /* throttle back-off: batches are << this (pages the throttle
 	                          * returned were soon faulted back in) */
 	uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
-	uint16_t reserved;
+	uint8_t refaulted;       /* grew back into pages a free returned, at refault_epoch */
+	uint8_t reserved;
+	uint32_t refault_epoch;
 	uint64_t bin_mask[2]; /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
 	struct span *desc_free;  /* descriptors given back (linked by next) */

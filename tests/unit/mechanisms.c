@@ -132,6 +132,35 @@ Test(throttle, without_the_decay_pass_a_shrinking_heap_returns_pages_in_batches)
 	A(free)(blocks[N - 1]);
 }
 
+/* With the decay pass, frees return pages only from a heap left nearly empty (a load that
+ * dropped); once that heap grows back into such pages it waits for the decay pass. */
+Test(throttle, a_heap_left_nearly_empty_returns_pages_until_it_grows_back_into_them)
+{
+	set("mmap_threshold", 1 << 20);
+	enum { N = 800 }; /* 50 MiB: one heap, 16 x what the test program holds besides */
+	static char *blocks[N];
+	uint64_t madv[2];
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N - 1; i++)
+			memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
+		if (round == 0)
+			memset(blocks[N - 1] = A(malloc)(64 * 1024), 1, 64 * 1024);
+		struct la_counters before = stats();
+		for (int i = 0; i < N - 1; i++)
+			A(free)(blocks[i]);
+		struct la_counters after = stats();
+		madv[round] = after.madvise_calls - before.madvise_calls;
+		if (round == 0)
+			cr_assert_geq((after.madvise_bytes - before.madvise_bytes) / (madv[0] | 1),
+			              1 << 20, "batches of at least the mmap threshold");
+	}
+	cr_assert_gt(madv[0], 0, "the heap left with one block gave its pages back at once");
+	cr_assert_eq(madv[1], 0,
+	             "after growing back into them, it left them to the decay pass: %llu calls",
+	             (unsigned long long)madv[1]);
+	A(free)(blocks[N - 1]);
+}
+
 Test(throttle, an_explicit_trim_bypasses_it)
 {
 	set("mmap_threshold", 1 << 20);
