@@ -33,7 +33,9 @@ $(BENCH_BIN)/libglibc_shim.so: $(BUILD)/obj/bench/glibc_shim.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -ldl
 
-BENCH_ALL := $(BENCH_PROGS) $(BENCH_BIN)/ctl_client $(BENCH_BIN)/libglibc_shim.so
+# the fork loop of issue 19 runs the stress program tests/stress/forkfree.c
+BENCH_ALL := $(BENCH_PROGS) $(BENCH_BIN)/ctl_client $(BENCH_BIN)/libglibc_shim.so \
+	$(BUILD)/tests/forkfree
 # the daemon-under-attack figures (ctld/attack-bench.sh)
 BENCH_ALL += $(BUILD)/tests/massseg $(BUILD)/tests/ctlclient
 # issue 20: the services of the policy figures (bench/policy_bench.py)

@@ -313,7 +313,8 @@ class Scenario:
     strace: None or (trace expression, [syscalls to report]) for a separate strace run."""
 
     def __init__(self, name, group, what, argv, metrics, env=None, strace=None,
-                 check=None, note=None):
+                 check=None, note=None, rounds=None):
+        self.rounds = rounds  # at most this many rounds (long runs), else the suite's
         self.name = name
         self.group = group
         self.what = what
@@ -350,9 +351,9 @@ def pinned_env(ctx, alloc):
 # The idle-after-sweep scenario waits 4 s: the time-based returns are set to 1 s where an
 # allocator has them (liballoc's decay pass, jemalloc's dirty and muzzy decay), so that
 # the run sees them; glibc trims on free, tcmalloc and mimalloc keep their defaults.
-DECAY_NOTE = ("idle-after-sweep: liballoc LIBALLOC_DECAY_MS=1000 (default 10 s), jemalloc "
-              "MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000 (default 10 s); glibc, "
-              "tcmalloc and mimalloc: defaults")
+DECAY_NOTE = ("idle-after-sweep, steady-trickle: liballoc LIBALLOC_DECAY_MS=1000 (default "
+              "10 s), jemalloc MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:1000 (default "
+              "10 s); glibc, tcmalloc and mimalloc: defaults")
 
 
 def decay_env(ctx, alloc):
@@ -483,7 +484,48 @@ def scenarios(ctx):
                  lambda: [p("mech_remote"), "2", "1000000" if q else "16777216"],
                  [elapsed(), Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)],
                  strace=("trace=%memory", ["mmap", "munmap", "madvise", "mprotect", "brk"])),
-    ] + issue23_scenarios(ctx)
+    ] + issue19_scenarios(ctx) + issue23_scenarios(ctx)
+
+
+def issue19_scenarios(ctx):
+    """Issue 19: memory that comes back by time under a steady trickle, pages a breathing
+    heap soon reuses (faults), and a fork loop with remote frees in flight."""
+    q = ctx.quick
+    p = ctx.prog
+    kib = lambda key, label: Metric(key, label, "MiB", False, KB_TO_MIB)
+    faults = Metric("faults_per_cycle", "minor faults per cycle", "faults", False)
+    return [
+        Scenario("steady-trickle", "decay", "issue 19: %d bursts of 40 MiB (92-108 KiB "
+                 "blocks, allocated and freed), 60 MiB allocated and freed down to 5 MiB "
+                 "live, then every 5 ms one block freed and one allocated, for 6 s: RSS at "
+                 "the trickle's start, after 1, 2 and 5 s and at its end (5 MiB live "
+                 "throughout), and the trickle's minor faults" % (10 if q else 40),
+                 lambda: [p("trickle"), "10" if q else "40", "40", "60", "5", "6"],
+                 [kib("rss_start_kb", "RSS at trickle start"),
+                  kib("rss_1s_kb", "RSS after 1 s"), kib("rss_2s_kb", "RSS after 2 s"),
+                  kib("rss_5s_kb", "RSS after 5 s"), kib("rss_end_kb", "RSS after 6 s"),
+                  Metric("trickle_faults", "minor faults (trickle)", "faults", False)],
+                 env=decay_env, note=DECAY_NOTE, rounds=3),
+        Scenario("grow-shrink", "decay", "issue 19: a heap breathing: %d cycles of 64 B-64 "
+                 "KiB blocks (log-uniform, every byte written) allocated up to 64 MiB live "
+                 "and freed at random down to 16 MiB; faults of the cycles after the first "
+                 "(the pages a shrink freed, faulted back in by the next growth); RSS at the "
+                 "last top (16 MiB of it the program's own table)" % (8 if q else 20),
+                 lambda: [p("growshrink"), "8" if q else "20", "16", "64"],
+                 [elapsed(), faults, kib("rss_top_kb", "RSS at the top")]),
+        Scenario("grow-shrink-deep", "decay", "the same down to 1 MiB live each cycle",
+                 lambda: [p("growshrink"), "8" if q else "20", "1", "64"],
+                 [elapsed(), faults, kib("rss_top_kb", "RSS at the top"),
+                  kib("rss_bottom_kb", "RSS at the bottom")]),
+        Scenario("fork-loop", "decay", "issue 19: %d children forked while 4 threads free "
+                 "each other's blocks (16 B-1 KiB and 16-66 KiB); each child trims or waits "
+                 "5 ms, allocates, frees blocks of every thread and exits" % (50 if q else 200),
+                 lambda: [os.path.join(ctx.build, "tests", "forkfree"),
+                          "50" if q else "200", "4", "plain"],
+                 [Metric("children_per_sec", "children/s", "1/s", True),
+                  Metric("faults_per_child", "minor faults per child", "faults", False)],
+                 rounds=3),
+    ]
 
 
 # Producer/consumer parameter sets with more threads than the machine has cores and no
@@ -1012,7 +1054,8 @@ class Suite:
                 continue
             rows = [self.row(sc.name, sc.group, m.label, m.unit, m.higher_better, sc.what)
                     for m in sc.metrics]
-            for rnd in range(ctx.rounds):
+            rounds = min(ctx.rounds, sc.rounds or ctx.rounds)
+            for rnd in range(rounds):
                 for a in self.allocs:
                     extra = sc.env(ctx, a) if sc.env else None
                     res = run_process(sc.argv(), ctx.env(a, extra), ctx.timeout, cwd=ctx.tmp)
@@ -1032,7 +1075,7 @@ class Suite:
                         if res.failure == "misaligned block" and a.name == "mimalloc" and \
                                 MIMALLOC_ALIGN_NOTE not in self.notes:
                             self.notes.append(MIMALLOC_ALIGN_NOTE)
-                self.progress("%-20s round %d/%d" % (sc.name, rnd + 1, ctx.rounds))
+                self.progress("%-20s round %d/%d" % (sc.name, rnd + 1, rounds))
             if sc.note and sc.note not in self.notes:
                 self.notes.append(sc.note)
 
