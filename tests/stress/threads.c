@@ -8,21 +8,9 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "procstatus.h"
 
 static void *handed;
-
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long v = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			v = atol(line + 6);
-	if (f)
-		fclose(f);
-	return v;
-}
 
 static void *worker(void *arg)
 {
@@ -54,9 +42,9 @@ int main(int argc, char **argv)
 	long limit = argc > 2 ? atol(argv[2]) : 1024;
 	(void)handed;
 	run(1000);
-	long before = rss_kib();
+	long before = status_kib("VmRSS:");
 	run(count);
-	long after = rss_kib();
+	long after = status_kib("VmRSS:");
 	printf("threads: %d created and joined, RSS %ld -> %ld KiB (growth %ld KiB, limit %ld)\n",
 	       count, before, after, after - before, limit);
 	return after - before <= limit ? 0 : 1;

@@ -13,25 +13,13 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "procstatus.h"
 #include "liballoc.h"
 
 static void set(const char *name, int64_t v)
 {
 	char reason[160];
 	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
-}
-
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long v = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			v = atol(line + 6);
-	if (f)
-		fclose(f);
-	return v;
 }
 
 static long minflt(void)
@@ -104,12 +92,12 @@ Test(aging, a_steady_trickle_does_not_keep_freed_memory_resident)
 		b[i] = b[--n];
 	}
 	set("decay_ms", decay_ms); /* the default (10 s) until now, as in the run */
-	long start_kib = rss_kib(), bound_kib = (long)(2 * live + 8 * MIB) / KIB;
+	long start_kib = status_kib("VmRSS:"), bound_kib = (long)(2 * live + 8 * MIB) / KIB;
 	double t0 = now_s(), reached = -1, deadline = t0 + 2.0 * decay_ms / 1000 + 10;
 	long worst_after = 0;
 	for (int k = 0;; k++) {
 		double t = now_s();
-		long rss = rss_kib();
+		long rss = status_kib("VmRSS:");
 		if (reached < 0 && rss <= bound_kib)
 			reached = t - t0;
 		else if (reached >= 0 && rss > worst_after)
@@ -130,7 +118,7 @@ Test(aging, a_steady_trickle_does_not_keep_freed_memory_resident)
 	cr_assert_geq(reached, 0,
 	              "RSS stayed above 2 x live + 8 MiB (%ld KiB) for %.0f s of trickle: %ld KiB "
 	              "(%zu KiB live)",
-	              bound_kib, deadline - t0, rss_kib(), live / KIB);
+	              bound_kib, deadline - t0, status_kib("VmRSS:"), live / KIB);
 	cr_assert_leq(reached, 2.0 * decay_ms / 1000,
 	              "2 x live + 8 MiB reached after %.3f s, more than 2 x decay_ms", reached);
 	cr_assert_leq(worst_after, bound_kib, "RSS went back up to %ld KiB (bound %ld KiB)",

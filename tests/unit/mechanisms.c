@@ -12,32 +12,13 @@
 
 #include "api/api.h"
 #include "liballoc.h"
+#include "procstatus.h"
 
 static struct la_counters stats(void)
 {
 	struct la_counters c;
 	liballoc_stats(&c);
 	return c;
-}
-
-/* The number after key in a /proc status file; -1 if absent. */
-static long status_value(const char *path, const char *key)
-{
-	FILE *f = fopen(path, "r");
-	char line[256];
-	long v = -1;
-	size_t n = strlen(key);
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, key, n) == 0)
-			v = atol(line + n);
-	if (f)
-		fclose(f);
-	return v;
-}
-
-static long status_kib(const char *key)
-{
-	return status_value("/proc/self/status", key);
 }
 
 static void set(const char *name, int64_t v)
