@@ -487,6 +487,10 @@ def scenarios(ctx):
     ] + issue19_scenarios(ctx) + issue23_scenarios(ctx)
 
 
+# the calls that return memory (or take it back) in issue 19's heap scenarios
+DECAY_STRACE = ("trace=madvise,munmap,mmap,brk", ["madvise", "munmap", "mmap", "brk"])
+
+
 def issue19_scenarios(ctx):
     """Issue 19: memory that comes back by time under a steady trickle, pages a breathing
     heap soon reuses (faults), and a fork loop with remote frees in flight."""
@@ -505,18 +509,20 @@ def issue19_scenarios(ctx):
                   kib("rss_1s_kb", "RSS after 1 s"), kib("rss_2s_kb", "RSS after 2 s"),
                   kib("rss_5s_kb", "RSS after 5 s"), kib("rss_end_kb", "RSS after 6 s"),
                   Metric("trickle_faults", "minor faults (trickle)", "faults", False)],
-                 env=decay_env, note=DECAY_NOTE, rounds=3),
+                 env=decay_env, note=DECAY_NOTE, rounds=3, strace=DECAY_STRACE),
         Scenario("grow-shrink", "decay", "issue 19: a heap breathing: %d cycles of 64 B-64 "
                  "KiB blocks (log-uniform, every byte written) allocated up to 64 MiB live "
                  "and freed at random down to 16 MiB; faults of the cycles after the first "
                  "(the pages a shrink freed, faulted back in by the next growth); RSS at the "
                  "last top (16 MiB of it the program's own table)" % (8 if q else 20),
                  lambda: [p("growshrink"), "8" if q else "20", "16", "64"],
-                 [elapsed(), faults, kib("rss_top_kb", "RSS at the top")]),
+                 [elapsed(), faults, kib("rss_top_kb", "RSS at the top")],
+                 strace=DECAY_STRACE),
         Scenario("grow-shrink-deep", "decay", "the same down to 1 MiB live each cycle",
                  lambda: [p("growshrink"), "8" if q else "20", "1", "64"],
                  [elapsed(), faults, kib("rss_top_kb", "RSS at the top"),
-                  kib("rss_bottom_kb", "RSS at the bottom")]),
+                  kib("rss_bottom_kb", "RSS at the bottom")],
+                 strace=DECAY_STRACE),
         Scenario("fork-loop", "decay", "issue 19: %d children forked while 4 threads free "
                  "each other's blocks (16 B-1 KiB and 16-66 KiB); each child trims or waits "
                  "5 ms, allocates, frees blocks of every thread and exits" % (50 if q else 200),
