@@ -116,7 +116,9 @@ bool op_decay(void)
 		more |= arena_decay(&arenas[i], full);
 	if (full)
 		mappings_left = direct_decay();
-	return more || mappings_left;
+	/* only a full pass looks at everything (caches, empty spans, mappings): the thread
+	 * goes to sleep after one that found nothing left, never after a partial tick */
+	return more || mappings_left || !full;
 }
 
 bool control_decays(void)
