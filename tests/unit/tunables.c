@@ -127,9 +127,10 @@ static bool read_block(struct la_shm_tunable out[LA_NTUNABLES])
 			sched_yield(); /* a writer is at work (maybe preempted) */
 			continue;
 		}
+		/* acquire loads: the second read of the sequence cannot move before them (TSan
+		 * builds refuse a fence) */
 		for (int i = 0; i < LA_NTUNABLES; i++)
-			out[i].value = __atomic_load_n(&t[i].value, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			out[i].value = __atomic_load_n(&t[i].value, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&h->tunables_seq, __ATOMIC_RELAXED) == s0)
 			return true;
 	}
