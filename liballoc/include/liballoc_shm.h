@@ -509,12 +509,21 @@ _Static_assert(LA_NTUNABLES <= LA_SHM_TUNABLES_MAX, "tunables within the shared 
 _Static_assert(sizeof(struct la_shm_arena) <= LA_SHM_ARENA_STRIDE_MAX, "arena block limit");
 _Static_assert(sizeof(struct la_shm_class) <= LA_SHM_CLASS_STRIDE_MAX, "class entry limit");
 
-/* Sum one counter block into another (process total = process block + every arena). */
+/* Sum one counter block into another (process total = process block + every arena). The
+ * source may be a live block other threads update (with relaxed atomics): each field is
+ * read with a relaxed atomic load, a whole value, never torn. */
 static inline void la_counters_add(struct la_counters *dst, const struct la_counters *src)
 {
-#define LA_X_ADD(name, ...) dst->name += src->name;
+#define LA_X_ADD(name, ...) dst->name += __atomic_load_n(&src->name, __ATOMIC_RELAXED);
 	LA_COUNTERS(LA_X_ADD)
 #undef LA_X_ADD
+}
+
+/* A copy of a live counter block, each field read whole (see la_counters_add). */
+static inline void la_counters_read(struct la_counters *dst, const struct la_counters *src)
+{
+	*dst = (struct la_counters){0};
+	la_counters_add(dst, src);
 }
 
 #endif

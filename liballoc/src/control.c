@@ -29,7 +29,8 @@ static uint32_t control_running; /* the control thread runs (or is starting) */
 
 static struct la_counters totals(void)
 {
-	struct la_counters c = shm_process_block()->c;
+	struct la_counters c;
+	la_counters_read(&c, &shm_process_block()->c);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		la_counters_add(&c, arenas[i].c);

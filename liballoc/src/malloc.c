@@ -452,7 +452,7 @@ static void sum_counters(struct la_counters *heaps, struct la_counters *process)
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		la_counters_add(heaps, arenas[i].c);
-	*process = shm_process_block()->c;
+	la_counters_read(process, &shm_process_block()->c);
 }
 
 LA_EXPORT struct mallinfo2 LA_API(mallinfo2)(void)
@@ -523,10 +523,12 @@ LA_EXPORT int LA_API(malloc_info)(int options, FILE *fp)
 	}
 	ENSURE_INIT();
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	struct la_counters tot = {0}, p = shm_process_block()->c;
+	struct la_counters tot = {0}, p;
+	la_counters_read(&p, &shm_process_block()->c);
 	fputs("<malloc version=\"1\">\n", fp);
 	for (uint32_t i = 0; i < n; i++) {
-		struct la_counters c = *arenas[i].c; /* a copy: fprintf may allocate */
+		struct la_counters c; /* a copy: fprintf may allocate */
+		la_counters_read(&c, arenas[i].c);
 		la_counters_add(&tot, &c);
 		fprintf(fp, "<heap nr=\"%u\">\n<sizes>\n</sizes>\n", i);
 		info_figures(fp, &c, NULL);
@@ -541,9 +543,11 @@ LA_EXPORT void LA_API(malloc_stats)(void)
 {
 	ENSURE_INIT();
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	struct la_counters tot = {0}, p = shm_process_block()->c;
+	struct la_counters tot = {0}, p;
+	la_counters_read(&p, &shm_process_block()->c);
 	for (uint32_t i = 0; i < n; i++) {
-		struct la_counters c = *arenas[i].c;
+		struct la_counters c;
+		la_counters_read(&c, arenas[i].c);
 		la_counters_add(&tot, &c);
 		struct la_memory m;
 		la_memory_of(&c, &m);

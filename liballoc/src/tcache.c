@@ -444,7 +444,9 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 	for (int round = 0; round < 50; round++) {
 		busy_left = 0;
 		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
-			bool any = tc->rb_n != 0;
+			/* a peek at another thread's counts, made safe by the handshake, which
+			 * TSan cannot see: there every cache goes through flush_cache's lock */
+			bool any = LA_TSAN || tc->rb_n != 0;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tc->bins[c].count != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
