@@ -335,15 +335,24 @@ static void probe_hidden(struct ctld *d, struct rundir *dir, const char *name, c
 	}
 }
 
-/* Look at name again in a few tens of milliseconds. */
-static void look_later(struct ctld *d, struct rundir *dir, const char *name)
+/* A queue entry for name in dir (NULL when out of memory: the rescan finds it later). */
+static struct pending *new_pending(struct rundir *dir, const char *name)
 {
 	struct pending *q = malloc(sizeof(*q));
 	if (!q)
-		return;
+		return NULL;
 	q->recheck = NULL;
 	q->dir = dir;
 	snprintf(q->name, sizeof(q->name), "%s", name);
+	return q;
+}
+
+/* Look at name again in a few tens of milliseconds. */
+static void look_later(struct ctld *d, struct rundir *dir, const char *name)
+{
+	struct pending *q = new_pending(dir, name);
+	if (!q)
+		return;
 	TAILQ_INSERT_TAIL(&g.later, q, link);
 	if (!event_pending(g.later_ev, EV_TIMEOUT, NULL)) {
 		struct timeval tv = {0, 2 * PROCFS_NS_RESCAN_MS * 1000};
@@ -477,12 +486,9 @@ static void enqueue(struct ctld *d, struct rundir *dir, const char *name)
 	if (strlen(name) >= sizeof(((struct pending *)0)->name) ||
 	    (name_pid(name, LA_SHM_SUFFIX) < 0 && name_pid(name, ".tmp") < 0))
 		return;
-	struct pending *q = malloc(sizeof(*q));
+	struct pending *q = new_pending(dir, name);
 	if (!q)
 		return;
-	q->recheck = NULL;
-	q->dir = dir;
-	snprintf(q->name, sizeof(q->name), "%s", name);
 	TAILQ_INSERT_TAIL(&g.queue, q, link);
 	g.nqueue++;
 	kick(d);
