@@ -96,6 +96,7 @@ void proc_unref(struct proc *p)
 	if (--p->refs > 0)
 		return;
 	seg_close(&p->seg);
+	free(p->id.buf);
 	free(p);
 }
 
@@ -392,6 +393,7 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		return;
+	p->id.exe = p->id.comm = p->id.name = p->id.cmdline = "";
 	int err = seg_openat(&p->seg, dir->fd, name, dir->uid);
 	if (!err && p->seg.hdr.pid != pid)
 		err = SEG_E_NAME;
@@ -433,6 +435,7 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	p->seen_pass = g.pass;
 	if (!proc_identity(p, true)) {
 		seg_close(&p->seg);
+		free(p->id.buf);
 		free(p);
 		return;
 	}
@@ -1240,6 +1243,28 @@ void discover_shutdown(struct ctld *d)
 
 #define ID_MAX_AGE_NS 2000000000ull /* process titles change: re-read every 2 s at most */
 
+/* Keep what a read found; the strings are copied again only when one changed (a process
+ * title), and the old ones stay when there is no memory for the new. */
+static void id_keep(struct proc_id *id, const struct procfs_info *pi)
+{
+	id->have = pi->have;
+	id->uid = pi->uid[0];
+	if (id->buf && !strcmp(id->exe, pi->exe) && !strcmp(id->comm, pi->comm) &&
+	    !strcmp(id->name, pi->name) && !strcmp(id->cmdline, pi->cmdline))
+		return;
+	size_t ne = strlen(pi->exe) + 1, nc = strlen(pi->comm) + 1, nn = strlen(pi->name) + 1,
+	       nl = strlen(pi->cmdline) + 1;
+	char *b = malloc(ne + nc + nn + nl);
+	if (!b)
+		return;
+	free(id->buf);
+	id->buf = b;
+	id->exe = memcpy(b, pi->exe, ne);
+	id->comm = memcpy(b + ne, pi->comm, nc);
+	id->name = memcpy(b + ne + nc, pi->name, nn);
+	id->cmdline = memcpy(b + ne + nc + nn, pi->cmdline, nl);
+}
+
 bool proc_identity(struct proc *p, bool force)
 {
 	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
@@ -1249,7 +1274,8 @@ bool proc_identity(struct proc *p, bool force)
 	int r = procfs_read(p->seg.hdr.pid, PROCFS_IDENTITY, p->seg.hdr.start_time, &pi);
 	if (r < 0 && errno == ESRCH)
 		return false;
-	p->id = pi; /* what could be read (a non-root daemon may not read another's exe) */
+	/* what could be read (a non-root daemon may not read another's exe) */
+	id_keep(&p->id, &pi);
 	p->id_ns = now;
 	char dir[PATH_MAX], rel[PATH_MAX];
 	if (cgroup_of_pid(p->seg.hdr.pid, dir, sizeof(dir), rel, sizeof(rel)) == 0)
@@ -1264,7 +1290,12 @@ const char *proc_name(const struct proc *p)
 
 uid_t proc_uid(const struct proc *p)
 {
-	return (p->id.have & PROCFS_STATUS) ? p->id.uid[0] : p->seg.uid;
+	return (p->id.have & PROCFS_STATUS) ? p->id.uid : p->seg.uid;
+}
+
+bool proc_name_matches(const struct proc *p, const char *name)
+{
+	return procfs_names_match(p->id.have, p->id.name, p->id.comm, p->id.exe, name);
 }
 
 const char *proc_exe(const struct proc *p)

@@ -185,13 +185,19 @@ static void derive_name(const char *argv0, struct procfs_info *out)
 
 bool procfs_name_matches(const struct procfs_info *pi, const char *name)
 {
+	return procfs_names_match(pi->have, pi->name, pi->comm, pi->exe, name);
+}
+
+bool procfs_names_match(unsigned have, const char *run_name, const char *comm, const char *binary,
+                        const char *name)
+{
 	if (!name || !*name)
 		return false;
-	if ((pi->have & PROCFS_COMM) && (!strcmp(name, pi->name) || !strcmp(name, pi->comm)))
+	if ((have & PROCFS_COMM) && (!strcmp(name, run_name) || !strcmp(name, comm)))
 		return true;
-	if (pi->have & PROCFS_EXE) {
+	if (have & PROCFS_EXE) {
 		char exe[PROCFS_EXE_MAX];
-		snprintf(exe, sizeof(exe), "%s", pi->exe);
+		snprintf(exe, sizeof(exe), "%s", binary);
 		/* a binary replaced since the process started still answers to its name */
 		size_t n = strlen(exe);
 		const char *del = " (deleted)";

@@ -93,6 +93,10 @@ const char *procfs_basename(const char *path);
  * name it was run as, its comm, the basename of its resolved binary, or that binary's
  * full path. */
 bool procfs_name_matches(const struct procfs_info *pi, const char *name);
+/* The same on the strings alone (what the daemon keeps of a read): have (PROCFS_COMM,
+ * PROCFS_EXE) says which of them were read. */
+bool procfs_names_match(unsigned have, const char *run_name, const char *comm, const char *binary,
+                        const char *name);
 
 /* Parsers, exposed for the unit tests and the fuzzers (buf is NUL-terminated). */
 int procfs_parse_stat(const char *buf, struct procfs_info *out);

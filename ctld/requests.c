@@ -413,7 +413,7 @@ static int resolve(struct ctld *d, struct conn *c, const Ctl__Envelope *env, con
 	struct proc *p;
 	TAILQ_FOREACH(p, &d->procs, link)
 	{
-		if (t->exe && !(proc_identity(p, false) && procfs_name_matches(&p->id, t->exe)))
+		if (t->exe && !(proc_identity(p, false) && proc_name_matches(p, t->exe)))
 			continue;
 		if (!may_see(conn_uid(c), p)) {
 			hidden++;
