@@ -43,7 +43,7 @@ void config_defaults(struct config *c)
 	c->audit_ring = 2048;
 	c->audit_journal = -1;
 	c->history_sample_ms = 1000;
-	c->history_max_bytes = 64LL << 20;
+	c->history_max_bytes = 32LL << 20; /* with the rest, 5,000 processes stay within 64 MiB */
 	c->history_events = 4096;
 	c->check_interval_ms = 1000;
 }
