@@ -102,7 +102,10 @@ int main(int argc, char **argv)
 	pid_t *kids = calloc((size_t)count, sizeof(*kids));
 	if (!seg || !kids)
 		return 1;
-	long made = 0;
+	/* Every child first, while this process holds few descriptors: a child forked after
+	 * the segments were opened would copy (and hold) every descriptor so far, which made
+	 * 5,000 children cost minutes of the kernel's time instead of a second. */
+	long nkids = 0, made = 0;
 	for (long i = 0; i < count && !stop; i++) {
 		pid_t k = fork();
 		if (k == 0) {
@@ -114,7 +117,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "massseg: fork: %s\n", strerror(errno));
 			break;
 		}
-		kids[made++] = k;
+		kids[nkids++] = k;
+	}
+	for (long i = 0; i < nkids && !stop; i++) {
+		pid_t k = kids[i];
 		memset(seg, 0, total);
 		struct la_shm_header *h = (struct la_shm_header *)seg;
 		h->magic = LA_SHM_MAGIC;
@@ -168,6 +174,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		/* fd stays open: the lock says the process lives */
+		made++;
 	}
 	printf("ready %ld\n", made);
 	fflush(stdout);
@@ -180,14 +187,16 @@ int main(int argc, char **argv)
 	}
 	while (!stop)
 		pause();
-	for (long i = 0; i < made; i++) {
+	for (long i = 0; i < made + (made < nkids); i++) { /* the one that failed too */
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/" LA_SHM_PREFIX "%d" LA_SHM_SUFFIX, dir,
 		         (int)kids[i]);
 		unlink(path);
 		kill(kids[i], SIGKILL);
 	}
-	for (long i = 0; i < made; i++)
+	for (long i = made; i < nkids; i++)
+		kill(kids[i], SIGKILL);
+	for (long i = 0; i < nkids; i++)
 		waitpid(kids[i], NULL, 0);
 	return 0;
 }
