@@ -5,9 +5,14 @@
 # difference) on a fresh daemon: root's `allocctl ps` latency over R runs (p50, p99, max;
 # the process start of allocctl included), the daemon's side of it (whole lists on one
 # connection: list_p50/p99/max) and its CPU per ps, and the daemon's peak RSS (VmHWM); and /metrics
-# time and size with 5,000 processes. Prints "attack=NAME key=value ..." lines.
+# time and size with 5,000 processes, and the daemon's RSS with 5,000 processes once their
+# history has reached its bound (history_sample_ms = 100 so the rings fill in about a minute
+# instead of 15). Prints "attack=NAME key=value ..." lines.
 # Needs root, build/allocctld, build/allocctl, build/tests/{massseg,ctlclient}, python3.
 #   ctld/attack-bench.sh [N] [R]          (R: ps runs per attack, default 100)
+#   ATTACKS="5000-segments 5000-history-full" ctld/attack-bench.sh 500 20   (some rows only:
+#   none hostile-segments never-reading-client connection-flood slowloris 5000-segments
+#   5000-history-full)
 set -euo pipefail
 N=${1:-500}
 R=${2:-100}
@@ -57,6 +62,8 @@ mass() { # massseg args...: background, waits until published
 }
 listed() { "$BUILD/tests/ctlclient" --socket "$SOCK" --timeout 30000 list | grep -c '^process ' || true; }
 wait_listed() { while [ "$(listed)" -lt "$1" ]; do sleep 0.1; done; }
+want() { [ -z "${ATTACKS:-}" ] || [[ " $ATTACKS " == *" $1 "* ]]; }
+status_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$DPID/status"; }
 nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
 
 # ps_latency: R runs of root's allocctl ps; prints p50 p99 max in ms
@@ -87,21 +94,26 @@ echo "allocctld under attack: $N ordinary processes, $R runs of ps per attack ($
 mass --count "$N"
 
 # none
+if want none; then
 start_daemon
 wait_listed "$N"
 report none
 stop_daemon
+fi
 
 # hostile segments: three of the largest legal size (1024 arenas) and one whose seqlock
 # stays odd
+if want hostile-segments; then
 start_daemon
 for _ in 1 2 3; do mass --arenas 1024; done
 mass --torn
 wait_listed $((N + 4))
 report hostile-segments
 stop_daemon
+fi
 
 # a client that pipelines 100k stats requests and never reads
+if want never-reading-client; then
 start_daemon
 wait_listed "$N"
 ONE=$("$BUILD/tests/ctlclient" --socket "$SOCK" list | sed -n 's/^process pid=\([0-9]*\) .*/\1/p' | head -n 1)
@@ -112,8 +124,10 @@ sleep 1
 report never-reading-client
 kill "$FL" 2>/dev/null || true
 stop_daemon
+fi
 
 # one uid holding 70 idle connections
+if want connection-flood; then
 start_daemon
 nobody "$SHARE/ctlclient" --socket "$SOCK" hold 70 60 >/dev/null 2>&1 &
 HO=$!
@@ -122,8 +136,10 @@ sleep 1
 report connection-flood
 kill "$HO" 2>/dev/null || true
 stop_daemon
+fi
 
 # slowloris: 2,000 HTTP connections sending a header byte now and then
+if want slowloris; then
 start_daemon
 python3 - "${HTTP##*:}" 2000 600 >/dev/null 2>&1 <<'PY' &
 import socket, sys, time
@@ -150,12 +166,37 @@ h1=$(date +%s%N)
 report slowloris "healthz=$hz healthz_ms=$(((h1 - h0) / 1000000))"
 kill "$SL" 2>/dev/null || true
 stop_daemon
+fi
 
 # 5,000 segments (one uid; its cap raised to hold them): ps, and /metrics time and size
+if want 5000-segments || want 5000-history-full; then
+	mass --count $((5000 - N))
+fi
+if want 5000-segments; then
 start_daemon "max_segments_per_uid = 6000"
-mass --count $((5000 - N))
 wait_listed 5000
+RSS_LISTED=$(awk -v k="$(status_kib VmRSS)" 'BEGIN {printf "%.1f", k / 1024}')
 m=$(curl -sf -o /dev/null -w '%{time_total} %{size_download}' "http://$HTTP/metrics")
 report 5000-segments "metrics_ms=$(awk -v t="${m% *}" 'BEGIN {printf "%.0f", t * 1000}')" \
-	"metrics_mib=$(awk -v s="${m#* }" 'BEGIN {printf "%.1f", s / 1048576}')"
+	"metrics_mib=$(awk -v s="${m#* }" 'BEGIN {printf "%.1f", s / 1048576}')" \
+	"rss_listed_mib=$RSS_LISTED"
 stop_daemon
+fi
+
+# 5,000 segments with their history at its bound (history_max_bytes, default 32M): sampled
+# every 100 ms so the rings reach it in about a minute; the daemon's peak RSS then
+if want 5000-history-full; then
+start_daemon "max_segments_per_uid = 6000" "history_sample_ms = 100"
+wait_listed 5000
+hist() { curl -sf "http://$HTTP/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+end=$((SECONDS + 300))
+# (a scrape of 5,000 processes is not free: every 10 s)
+until [ "$(hist liballoc_ctld_history_truncated_total)" != 0 ] || [ $SECONDS -ge $end ]; do
+	sleep 10
+done
+sleep 5
+report 5000-history-full "history_mib=$(awk -v b="$(hist liballoc_ctld_history_bytes)" \
+	'BEGIN {printf "%.1f", b / 1048576}')" \
+	"history_truncated=$(hist liballoc_ctld_history_truncated_total)"
+stop_daemon
+fi
