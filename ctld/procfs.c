@@ -167,19 +167,44 @@ void procfs_parse_cmdline(const char *buf, size_t len, struct procfs_info *out)
 	printable(out->cmdline);
 }
 
-/* The name it was run as: comm, unless comm was cut at 15 bytes and argv[0]'s basename
- * continues it (comm of a program run through a symlink is already the symlink's name). */
-static void derive_name(const char *argv0, struct procfs_info *out)
+/* The name it was run as, from comm and the command line (args: NUL-separated, len bytes):
+ * - argv[0]'s basename when it continues comm (a symlink's name, which comm holds cut at
+ *   15 bytes) or has nothing to do with it (`exec -a NAME prog`, a program that names
+ *   itself): what the process was told it is; a login shell's leading '-' is dropped;
+ * - a script's name when argv[1] is (a `#!` interpreter's argv[0] is the interpreter; comm
+ *   is the script's name, cut at 15 bytes, completed from argv[1]);
+ * - comm when argv[0] is a process title (it holds a space: "postgres: checkpointer"),
+ *   completed by the title's first word if comm was cut. */
+static void derive_name(const char *args, size_t len, struct procfs_info *out)
 {
 	snprintf(out->name, sizeof(out->name), "%s", out->comm);
-	if (!argv0 || strlen(out->comm) < 15)
+	if (!args || !len || !args[0])
 		return;
-	char first[PROCFS_COMM_MAX * 4];
-	snprintf(first, sizeof(first), "%s", argv0);
-	first[strcspn(first, " ")] = 0;
-	const char *base = procfs_basename(first);
-	if (!strncmp(base, out->comm, strlen(out->comm)) && strlen(base) < sizeof(out->name))
-		snprintf(out->name, sizeof(out->name), "%s", base);
+	size_t cl = strlen(out->comm);
+	char a0[PROCFS_CMDLINE_MAX], a1[PROCFS_CMDLINE_MAX] = "";
+	size_t k = strnlen(args, len);
+	snprintf(a0, sizeof(a0), "%.*s", (int)k, args);
+	if (k + 1 < len)
+		snprintf(a1, sizeof(a1), "%.*s", (int)strnlen(args + k + 1, len - k - 1),
+		         args + k + 1);
+	bool title = strchr(a0, ' ') != NULL;
+	a0[strcspn(a0, " ")] = 0;
+	const char *base = procfs_basename(a0), *pick = NULL;
+	if (!title && base[0] == '-')
+		base++;
+	bool continues = cl && !strncmp(base, out->comm, cl);
+	if (title) {
+		if (cl >= 15 && continues)
+			pick = base;
+	} else if (continues) {
+		pick = base;
+	} else if (a1[0] && cl && !strncmp(procfs_basename(a1), out->comm, cl)) {
+		pick = procfs_basename(a1); /* a script */
+	} else if (base[0]) {
+		pick = base; /* exec -a NAME */
+	}
+	if (pick && strlen(pick) < sizeof(out->name))
+		snprintf(out->name, sizeof(out->name), "%s", pick);
 	printable(out->name);
 }
 
@@ -443,13 +468,13 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 			out->have |= PROCFS_EXE;
 		}
 	}
-	char argv0[PROCFS_CMDLINE_MAX] = "";
+	char args[2 * PROCFS_CMDLINE_MAX]; /* argv[0] and argv[1], for the run name */
+	size_t args_len = 0;
 	if (what & (PROCFS_CMDLINE | PROCFS_COMM)) {
 		ssize_t n = read_at(dfd, "cmdline", buf, sizeof(buf));
 		if (n >= 0) {
-			size_t k = strnlen(buf, sizeof(argv0) - 1);
-			memcpy(argv0, buf, k);
-			argv0[k] = 0;
+			args_len = (size_t)n < sizeof(args) ? (size_t)n : sizeof(args);
+			memcpy(args, buf, args_len);
 			if (what & PROCFS_CMDLINE) {
 				procfs_parse_cmdline(buf, (size_t)n, out);
 				out->have |= PROCFS_CMDLINE;
@@ -473,7 +498,7 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 			while (n && out->comm[n - 1] == '\n')
 				out->comm[--n] = 0;
 			printable(out->comm);
-			derive_name(argv0[0] ? argv0 : NULL, out);
+			derive_name(args, args_len, out);
 			out->have |= PROCFS_COMM;
 		}
 	}

@@ -51,7 +51,7 @@ struct procfs_info {
 	int n_uid_map;
 	char exe[PROCFS_EXE_MAX];   /* resolved binary as the kernel knows it; " (deleted)" kept */
 	char comm[PROCFS_COMM_MAX]; /* the kernel's comm (15 bytes at most) */
-	char name[PROCFS_COMM_MAX]; /* the name it was run as: argv[0]'s basename, else comm */
+	char name[PROCFS_COMM_MAX]; /* the name it was run as (argv[0], a script, comm) */
 	char cmdline[PROCFS_CMDLINE_MAX]; /* arguments joined by spaces (process titles too) */
 };
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +146,75 @@ Test(procfs, a_program_run_through_a_symlink_answers_to_both_names)
 	cr_expect_eq(procfs_read(pid, PROCFS_STAT, 0, &pi), -1, "a reaped process is gone");
 	cr_expect_eq(errno, ESRCH);
 	unlink(link);
+	rmdir(dir);
+}
+
+/* Fork and exec path with argv; wait until the exec is visible (comm starts with comm and
+ * the command line with cmd), then read the child's identity into *pi. */
+static pid_t run_named(const char *path, char *const argv[], const char *comm, const char *cmd,
+                       struct procfs_info *pi)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execv(path, argv);
+		_exit(127);
+	}
+	cr_assert_gt(pid, 0);
+	for (int i = 0; i < 3000; i++) { /* 30 s: a loaded machine may take long to exec */
+		if (procfs_read(pid, PROCFS_IDENTITY, 0, pi) == 0 &&
+		    !strncmp(pi->comm, comm, strlen(comm)) &&
+		    !strncmp(pi->cmdline, cmd, strlen(cmd)))
+			return pid;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	cr_assert_fail("pid %d never showed comm %s and command line %s", pid, comm, cmd);
+	return -1;
+}
+
+static void end_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* `exec -a NAME prog` (and any program told another argv[0]): the run name is argv[0], the
+ * process still answers to comm and to its binary; a login shell's '-' is dropped; a
+ * script is named after itself, not its interpreter; a process title stays comm. */
+Test(procfs, the_run_name_comes_from_argv0_a_script_or_comm)
+{
+	struct procfs_info pi;
+	pid_t pid = run_named("/bin/sleep", (char *[]){"envparse-prof", "30", NULL}, "sleep",
+	                      "envparse-prof", &pi);
+	cr_expect_str_eq(pi.comm, "sleep");
+	cr_expect_str_eq(pi.name, "envparse-prof", "exec -a's name");
+	cr_expect(procfs_name_matches(&pi, "envparse-prof"));
+	cr_expect(procfs_name_matches(&pi, "sleep"), "comm still matches");
+	end_child(pid);
+
+	pid = run_named("/bin/sleep", (char *[]){"-sleep", "30", NULL}, "sleep", "-sleep", &pi);
+	cr_expect_str_eq(pi.name, "sleep", "a login shell's '-' is not part of the name");
+	end_child(pid);
+
+	pid = run_named("/bin/sleep", (char *[]){"sleep: a process title", "30", NULL}, "sleep",
+	                "sleep: a", &pi);
+	cr_expect_str_eq(pi.name, "sleep", "a title with spaces is not a name");
+	end_child(pid);
+
+	char dir[] = "/tmp/procfs-test.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char script[PATH_MAX];
+	snprintf(script, sizeof(script), "%s/a-script-with-a-long-name", dir);
+	FILE *f = fopen(script, "w");
+	cr_assert_not_null(f);
+	fputs("#!/bin/sh\nwhile :; do sleep 1; done\n", f); /* sh stays (no exec) */
+	fclose(f);
+	chmod(script, 0700);
+	/* the interpreter's argv: "/bin/sh", the script, ...; comm is the script's name */
+	pid = run_named(script, (char *[]){script, NULL}, "a-script-with", "/bin/sh", &pi);
+	cr_expect_str_eq(pi.name, "a-script-with-a-long-name", "%s", pi.cmdline);
+	end_child(pid);
+	unlink(script);
 	rmdir(dir);
 }
 
