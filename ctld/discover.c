@@ -456,7 +456,8 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	else
 		log_info("discovered pid %d (%s) uid %u in %s", p->seg.hdr.pid, proc_name(p),
 		         proc_uid(p), dir->path);
-	policy_proc_added(d, p); /* its profile, as early as possible */
+	policy_proc_added(d, p);  /* its profile, as early as possible */
+	metrics_proc_found(d, p); /* after the profile: the service's labels */
 }
 
 /* A left-over "liballoc.<pid>.tmp" of a process that died while creating its segment (only

@@ -24,6 +24,10 @@ void metrics_cancel(struct scrape *s); /* the client went away */
  * service's (they stay monotonic). */
 struct proc;
 void metrics_proc_gone(struct ctld *d, struct proc *p);
+/* A process is (re)discovered: one the daemon forgot while it lived (its segment damaged,
+ * then examined again) had its counters carried; they are taken back, so the service
+ * counts them once (by host pid, start time and the segment file). */
+void metrics_proc_found(struct ctld *d, struct proc *p);
 
 /* A request as the content handlers see it (dashboard.c). */
 struct hconn;

@@ -136,6 +136,22 @@ struct carry {
 static struct carry *carries;
 static int ncarries, cap_carries;
 
+/* The last MAX_RECENT processes carried, so that one found again is not counted twice
+ * (metrics_proc_found): the daemon forgets a live process whose segment it finds damaged
+ * or relaid out, and examines the file again right away. */
+#define MAX_RECENT 256
+struct carried {
+	pid_t pid; /* host pid */
+	uint64_t start_time;
+	dev_t dev;
+	ino_t ino;
+	int carry; /* index in carries */
+	struct la_counters t;
+	bool used;
+};
+static struct carried recent[MAX_RECENT];
+static unsigned recent_next;
+
 static void service_labels(const struct proc *p, char *dst, size_t cap)
 {
 	char exe[2 * PROCFS_EXE_MAX];
@@ -180,6 +196,34 @@ void metrics_proc_gone(struct ctld *d, struct proc *p)
 	if (seg_read_totals(&p->seg, &t))
 		t = p->last_total;
 	la_counters_add(&c->c, &t);
+	/* remembered a while: the process may still live and be found again */
+	struct carried *r = &recent[recent_next++ % MAX_RECENT];
+	*r = (struct carried){.pid = p->seg.hdr.pid,
+	                      .start_time = p->seg.hdr.start_time,
+	                      .dev = p->seg.dev,
+	                      .ino = p->seg.ino,
+	                      .carry = (int)(c - carries),
+	                      .t = t,
+	                      .used = true};
+}
+
+void metrics_proc_found(struct ctld *d, struct proc *p)
+{
+	if (!d->cfg.metrics_service)
+		return;
+	for (int i = 0; i < MAX_RECENT; i++) {
+		struct carried *r = &recent[i];
+		if (!r->used || r->pid != p->seg.hdr.pid ||
+		    r->start_time != p->seg.hdr.start_time || r->dev != p->seg.dev ||
+		    r->ino != p->seg.ino)
+			continue;
+		/* the same counters again: its live figures count them from now on */
+		struct la_counters *c = &carries[r->carry].c;
+#define MET_X_SUB(name, ...) c->name -= r->t.name;
+		LA_COUNTERS(MET_X_SUB)
+#undef MET_X_SUB
+		r->used = false;
+	}
 }
 
 struct scrape {

@@ -121,7 +121,7 @@ svc_value() {
 }
 
 @test "metrics_mode = service: one series set per service; its counters survive exits" {
-	start_daemon --metrics-mode service
+	start_daemon --metrics-mode service --rescan-ms 200
 	local p i
 	for i in 1 2 3; do
 		LIBALLOC_RUN_DIR="$T/segs" LD_PRELOAD="$LIBALLOC_SO" sleep 300 >/dev/null 2>&1 3>&- &
@@ -147,6 +147,17 @@ svc_value() {
 	[ "$(svc_value liballoc_in_use_bytes "$T/m2")" -lt "$in1" ]
 	[ "$(svc_value liballoc_cache_refills_total "$T/m2")" -ge "$r1" ]
 	promtool check metrics <"$T/m2"
+	# forgotten while it lives (its segment looked damaged) and found again: counted once
+	local seg3="$T/segs/liballoc.${p[3]}.seg" r2
+	r2=$(svc_value liballoc_cache_refills_total "$T/m2")
+	chmod 0644 "$seg3"
+	wait_for 30 grep -q "forgetting pid ${p[3]} " "$T/log"
+	chmod 0600 "$seg3"
+	touch "$seg3" # a refused file is examined again once its mtime moves
+	wait_for 30 listed "${p[3]}"
+	metrics >"$T/m2b"
+	[ "$(svc_value liballoc_service_processes "$T/m2b")" = 1 ]
+	[ "$(svc_value liballoc_cache_refills_total "$T/m2b")" = "$r2" ]
 	# the same processes in per-pid mode: one series each
 	kill "$DPID"
 	wait "$DPID" || true
