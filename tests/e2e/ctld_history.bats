@@ -93,7 +93,9 @@ wait_json() {
 }
 
 @test "a failed command is an event too, marked not ok" {
-	start_daemon
+	# the fake never answers: any timeout fails the command, so a short one (not the
+	# suites' 30 s, which only a command that does get answered needs on a busy machine)
+	start_daemon --command-timeout-ms 500
 	start_fake --exe /usr/bin/svc-c --no-answer
 	C=$FPID
 	wait_listed "$C"

@@ -151,20 +151,39 @@ wait_gone() {
 	local live1=$WPID
 	start_work
 	local dead=$WPID
-	kill -9 "$dead"
+	start_work
+	local dead2=$WPID
+	kill -9 "$dead" "$dead2"
 	wait "$dead" || true
+	wait "$dead2" || true
 	[ -f "$(seg "$dead")" ]
+	# a live pid whose segment's lock is free: what a process that is exec'ing leaves for
+	# a moment (the old image's lock went with it, the new image has not renamed its new
+	# segment over the name yet); here for good, under the name of a live process that
+	# does not use liballoc. Only the pid tells it from a stale one, and it must stay.
+	sleep 600 3>&- &
+	local exec_ing=$!
+	echo "$exec_ing" >>"$T/pids"
+	mv "$(seg "$dead2")" "$(seg "$exec_ing")"
 	start_work
 	local live2=$WPID
 	[ ! -e "$(seg "$dead")" ]
+	[ -e "$(seg "$exec_ing")" ]
 	[ "$(sv "$live1" liveness)" = live ]
 	[ "$(sv "$live2" liveness)" = live ]
-	[ "$(ls "$SEGS" | wc -l)" -eq 2 ]
+	[ "$(ls "$SEGS" | wc -l)" -eq 3 ]
 }
 
 @test "exec after exec: other processes publishing meanwhile never remove the live segment" {
 	# every exec drops the old image's lock for a moment; a process publishing in the same
-	# directory then may take the old file for stale, and must not unlink the new one
+	# directory then may take the old file for stale, and must not unlink the new one.
+	# The reaper's rule that makes this safe (a live pid's segment is never taken, whatever
+	# its lock) is checked deterministically in "a new process removes stale segments ...".
+	# This is the real thing end to end, and a matter of chance: a reaper without that rule
+	# missed here about once in 600 execs (one miss in two runs of 300 at a load of 7), so the long
+	# form's 1,500 execs catch it most of the time; the short form's 200 check the path.
+	local n=200
+	[ "${TEST_LONG:-0}" = 1 ] && n=1500
 	(
 		export LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
 		while :; do /bin/true; done
@@ -175,7 +194,7 @@ wait_gone() {
 		while :; do /bin/true; done
 	) 3>&- &
 	echo "$!" >>"$T/pids"
-	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/execchain" 1500
+	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/execchain" "$n"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "${lines[-1]}" = "done misses=0" ]
