@@ -125,7 +125,7 @@ format-check:
 install: all
 	$(Q)install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib/systemd/system \
-		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/liballoc
 	$(Q)install -m 0755 $(BUILD)/liballoc.so $(DESTDIR)$(PREFIX)/lib/liballoc.so
 	$(Q)install -m 0644 $(BUILD)/liballoc.a $(DESTDIR)$(PREFIX)/lib/liballoc.a
 	$(Q)install -m 0644 $(ROOT)/liballoc/include/liballoc.h $(ROOT)/liballoc/include/liballoc_shm.h \
@@ -135,6 +135,7 @@ install: all
 	$(Q)for f in $(INSTALL_UNITS); do install -m 0644 $$f $(DESTDIR)$(PREFIX)/lib/systemd/system/; done
 	$(Q)install -m 0644 $(ROOT)/cli/allocctl.bash-completion \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/allocctl
+	$(Q)install -m 0644 $(ROOT)/cli/schema/allocctl-json-1.schema.json $(DESTDIR)$(PREFIX)/share/liballoc/
 
 clean:
 	$(Q)rm -rf $(CLEAN_DIRS)
