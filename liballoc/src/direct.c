@@ -285,6 +285,10 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 		return NULL;
 	}
 	size_t old = m->len, len = la_align_up(size, LA_PAGE);
+	if (len == old) { /* the same pages: nothing to remap or register again */
+		la_unlock(&direct_lock);
+		return p;
+	}
 	m->user = 1;
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);

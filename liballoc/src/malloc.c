@@ -320,6 +320,8 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 		if (s->kind == SPAN_SMALL) {
 			if (n <= have && (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls))
 				return p; /* fits, and not much smaller */
+		} else if (n <= have && have - n < LA_PAGE) {
+			return p; /* the same pages: nothing to grow or give back, no lock */
 		} else if (n > LA_SMALL_MAX && (int64_t)n < TUN(mmap_threshold) &&
 		           arena_resize_large(h->arena, p, n)) {
 			return p;

@@ -121,6 +121,26 @@ Test(realloc, contents_survive_growth_and_shrinking)
 	A(free)(p);
 }
 
+Test(realloc, growth_within_the_usable_size_keeps_the_block)
+{
+	/* whole pages: a large block of a heap, a mapping of its own */
+	static const size_t sizes[] = {40000, 100000, 200u << 20};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char *p = A(malloc)(sizes[i]);
+		cr_assert_not_null(p);
+		size_t u = A(malloc_usable_size)(p);
+		p[0] = 7;
+		for (size_t n = sizes[i]; n <= u; n += 1 + (u - sizes[i]) / 8) {
+			cr_assert_eq(A(realloc)(p, n), p, "realloc(%zu) of a %zu-byte block", n,
+			             sizes[i]);
+			p[n - 1] = 7;
+		}
+		cr_assert_eq(A(realloc)(p, u), p);
+		cr_assert_eq(p[0], 7);
+		A(free)(p);
+	}
+}
+
 Test(realloc, impossible_size_fails_and_keeps_the_block)
 {
 	char *p = A(malloc)(64);
