@@ -1,17 +1,27 @@
 #!/bin/bash
 # controller.bash SOCKET PID STOPFILE OUT — the live operator of the soak suite: every
-# 100 ms, until STOPFILE exists or PID is gone, it sets a random mix of tunables on PID
+# 100 ms, until STOPFILE exists or PID is gone, it sets a mix of tunables on PID
 # (mmap_threshold, trim_threshold, tcache_max_bytes, madvise_throttle, idle_heap_release,
 # decay_ms, mmap_dynamic, direct_cache_bytes) and asks for a trim, a release of idle heaps
-# and a flush of the thread caches, all through allocctl and the daemon. It samples PID's
-# VmRSS each round. Writes the rounds done so far to OUT.rounds after each round, and
+# and a flush of the thread caches, all through allocctl and the daemon. Each tunable
+# steps through its values from a random start, so every value of every tunable is set
+# within 5 rounds (the longest list) and again every 5 rounds after, while the mix of
+# values changes from round to round (the lists' lengths differ). It samples PID's VmRSS
+# each round. Writes the rounds done so far to OUT.rounds after each round, and
 # "rounds=N commands=N failures=N max_rss_kb=N" to OUT at the end; every failed allocctl
 # call is appended to OUT.fail with its output.
 set -u
 sock=$1 pid=$2 stop=$3 out=$4
 allocctl=${ALLOCCTL:-$BUILD/allocctl}
 rounds=0 commands=0 failures=0 max_rss=0
-pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+# pick K VALUES...: tunable K's value this round: the next one after last round's
+# (start[K], drawn once below, is where tunable K begins)
+pick() {
+	local k=$1
+	shift
+	local a=("$@")
+	echo "${a[(start[k] + rounds) % ${#a[@]}]}"
+}
 call() {
 	local o rc=0 try
 	commands=$((commands + 1))
@@ -37,17 +47,19 @@ call() {
 	fi
 }
 RANDOM=$$
+start=()
+for k in 0 1 2 3 4 5 6 7; do start[k]=$RANDOM; done
 while [ ! -e "$stop" ] && kill -0 "$pid" 2>/dev/null; do
 	rounds=$((rounds + 1))
 	call set "$pid" \
-		"mmap_threshold=$(pick 64K 128K 256K 1M 4M)" \
-		"trim_threshold=$(pick 64K 128K 1M 16M)" \
-		"tcache_max_bytes=$(pick 0 16K 64K 256K)" \
-		"madvise_throttle=$(pick on off)" \
-		"idle_heap_release=$(pick on off)" \
-		"decay_ms=$(pick 0 100 1000 10000)" \
-		"mmap_dynamic=$(pick on off)" \
-		"direct_cache_bytes=$(pick 0 16M 64M)"
+		"mmap_threshold=$(pick 0 64K 128K 256K 1M 4M)" \
+		"trim_threshold=$(pick 1 64K 128K 1M 16M)" \
+		"tcache_max_bytes=$(pick 2 0 16K 64K 256K)" \
+		"madvise_throttle=$(pick 3 on off)" \
+		"idle_heap_release=$(pick 4 on off)" \
+		"decay_ms=$(pick 5 0 100 1000 10000)" \
+		"mmap_dynamic=$(pick 6 on off)" \
+		"direct_cache_bytes=$(pick 7 0 16M 64M)"
 	call trim "$pid"
 	call release "$pid"
 	call flush "$pid"

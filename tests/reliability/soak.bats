@@ -6,8 +6,9 @@
 #  1. tests/reliability/soak.c: 4 threads, blocks of 16 B .. 1 MiB, remote frees;
 #  2. redis-server (ephemeral port on 127.0.0.1) under a bounded redis-benchmark, with
 #     known keys written before and read back after.
-# Each part runs until the controller has done SOAK_ROUNDS rounds (default 30; redis also
-# until 2 benchmark runs are done): sized by what it must do, not by seconds. The long
+# Each part runs until the controller has done SOAK_ROUNDS rounds (default 10: every value
+# of every tunable set twice, the controller stepping through each tunable's values; redis
+# also until 2 benchmark runs are done): sized by what it must do, not by seconds. The long
 # form adds time: SOAK_SECONDS is the budget of the whole suite, 60% for the workload, 40%
 # for redis (TEST_LONG=1 makes it an hour):
 #   TEST_LONG=1 make test TESTS=tests/reliability/soak.bats
@@ -18,7 +19,7 @@
 setup() {
 	source "$BATS_TEST_DIRNAME/common.bash"
 	rel_setup
-	SOAK_ROUNDS=${SOAK_ROUNDS:-30}
+	SOAK_ROUNDS=${SOAK_ROUNDS:-10}
 	if [ "${TEST_LONG:-0}" = 1 ]; then SOAK_SECONDS=${SOAK_SECONDS:-3600}; fi
 	SOAK_SECONDS=${SOAK_SECONDS:-0}
 	start_daemon --rescan-ms 500
