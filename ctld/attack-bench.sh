@@ -16,55 +16,21 @@
 set -euo pipefail
 N=${1:-500}
 R=${2:-100}
-ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-BUILD=$(cd "$BUILD" && pwd)
-mkdir -p "$BUILD/run"
-T=$(mktemp -d "$BUILD/run/attack.XXXXXX")
-chmod 755 "$T"
-mkdir -m 700 "$T/segs"
+source "$(dirname "$0")/tools/bench-common.sh"
+# under /tmp, traversable by every uid: nobody reaches the socket and its copy of the test
+# client wherever the checkout is (a 0700 home too)
+bench_init attack --other-uid
 mkdir -m 755 "$T/pub"
-SHARE=$(mktemp -d /tmp/liballoc-attack.XXXXXX)
-chmod 755 "$SHARE"
-cp "$BUILD/tests/ctlclient" "$SHARE/" && chmod 755 "$SHARE/ctlclient"
-PIDS=()
-DPID=
-cleanup() {
-	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null || true
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null || true
-	rm -rf "$T" "$SHARE"
-}
-trap cleanup EXIT
 SOCK="$T/pub/ctl.sock"
+NOBODY_CTLCLIENT="$BUILD/tests/ctlclient"
+xuid_share "$T" NOBODY_CTLCLIENT
 
-start_daemon() { # [config lines]
+attack_daemon() { # [config lines]
 	printf '%s\n' "socket_mode = 0666" "$@" >"$T/conf"
-	rm -f "$T/ready"
-	"$BUILD/allocctld" --config "$T/conf" --socket "$SOCK" --listen 127.0.0.1:0 \
-		--run-dir "$T/segs" --no-default-dirs --ready-file "$T/ready" --log-level warn \
-		2>>"$T/log" &
-	DPID=$!
-	while [ ! -e "$T/ready" ]; do sleep 0.01; done
-	HTTP=$(sed -n 's/^http=//p' "$T/ready")
+	start_daemon --config "$T/conf"
 }
-stop_daemon() {
-	kill "$DPID"
-	wait "$DPID" 2>/dev/null || true
-	DPID=
-}
-mass() { # massseg args...: background, waits until published
-	rm -f "$T/mass.ready"
-	"$BUILD/tests/massseg" --dir "$T/segs" --ready "$T/mass.ready" "$@" >/dev/null 2>&1 &
-	PIDS+=($!)
-	while [ ! -e "$T/mass.ready" ]; do sleep 0.05; done
-}
-listed() { "$BUILD/tests/ctlclient" --socket "$SOCK" --timeout 30000 list | grep -c '^process ' || true; }
-wait_listed() { while [ "$(listed)" -lt "$1" ]; do sleep 0.1; done; }
 want() { [ -z "${ATTACKS:-}" ] || [[ " $ATTACKS " == *" $1 "* ]]; }
 status_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$DPID/status"; }
-nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; }
 
 # ps_latency: R runs of root's allocctl ps; prints p50 p99 max in ms
 ps_latency() {
@@ -86,7 +52,7 @@ report() { # name extra...
 	ps=$(ps_latency)
 	c1=$(cpu_ticks)
 	# the daemon's side alone: whole lists (all pages) on one connection, no process start
-	lat=$("$BUILD/tests/ctlclient" --socket "$SOCK" --timeout 30000 list-latency "$R")
+	lat=$(ctl --timeout 30000 list-latency "$R")
 	echo "attack=$name $ps $lat daemon_cpu_ms_per_ps=$(awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v r="$R" 'BEGIN {printf "%.2f", d * 1000 / hz / r}') daemon_peak_rss_mib=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$DPID/status") $*"
 }
 
@@ -95,7 +61,7 @@ mass --count "$N"
 
 # none
 if want none; then
-start_daemon
+attack_daemon
 wait_listed "$N"
 report none
 stop_daemon
@@ -104,7 +70,7 @@ fi
 # hostile segments: three of the largest legal size (1024 arenas) and one whose seqlock
 # stays odd
 if want hostile-segments; then
-start_daemon
+attack_daemon
 for _ in 1 2 3; do mass --arenas 1024; done
 mass --torn
 wait_listed $((N + 4))
@@ -114,10 +80,10 @@ fi
 
 # a client that pipelines 100k stats requests and never reads
 if want never-reading-client; then
-start_daemon
+attack_daemon
 wait_listed "$N"
-ONE=$("$BUILD/tests/ctlclient" --socket "$SOCK" list | sed -n 's/^process pid=\([0-9]*\) .*/\1/p' | head -n 1)
-nobody "$SHARE/ctlclient" --socket "$SOCK" flood "$ONE" 100000 30 >/dev/null 2>&1 &
+ONE=$(ctl --timeout 30000 list | sed -n 's/^process pid=\([0-9]*\) .*/\1/p' | head -n 1)
+"$AS_USER" nobody "$NOBODY_CTLCLIENT" --socket "$SOCK" flood "$ONE" 100000 30 >/dev/null 2>&1 &
 FL=$!
 PIDS+=("$FL")
 sleep 1
@@ -128,8 +94,8 @@ fi
 
 # one uid holding 70 idle connections
 if want connection-flood; then
-start_daemon
-nobody "$SHARE/ctlclient" --socket "$SOCK" hold 70 60 >/dev/null 2>&1 &
+attack_daemon
+"$AS_USER" nobody "$NOBODY_CTLCLIENT" --socket "$SOCK" hold 70 60 >/dev/null 2>&1 &
 HO=$!
 PIDS+=("$HO")
 sleep 1
@@ -140,7 +106,7 @@ fi
 
 # slowloris: 2,000 HTTP connections sending a header byte now and then
 if want slowloris; then
-start_daemon
+attack_daemon
 python3 - "${HTTP##*:}" 2000 600 >/dev/null 2>&1 <<'PY' &
 import socket, sys, time
 port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
@@ -173,8 +139,8 @@ if want 5000-segments || want 5000-history-full; then
 	mass --count $((5000 - N))
 fi
 if want 5000-segments; then
-start_daemon "max_segments_per_uid = 6000"
-wait_listed 5000
+attack_daemon "max_segments_per_uid = 6000"
+wait_listed 5000 1800
 RSS_LISTED=$(awk -v k="$(status_kib VmRSS)" 'BEGIN {printf "%.1f", k / 1024}')
 m=$(curl -sf -o /dev/null -w '%{time_total} %{size_download}' "http://$HTTP/metrics")
 report 5000-segments "metrics_ms=$(awk -v t="${m% *}" 'BEGIN {printf "%.0f", t * 1000}')" \
@@ -186,8 +152,8 @@ fi
 # 5,000 segments with their history at its bound (history_max_bytes, default 32M): sampled
 # every 100 ms so the rings reach it in about a minute; the daemon's peak RSS then
 if want 5000-history-full; then
-start_daemon "max_segments_per_uid = 6000" "history_sample_ms = 100"
-wait_listed 5000
+attack_daemon "max_segments_per_uid = 6000" "history_sample_ms = 100"
+wait_listed 5000 1800
 hist() { curl -sf "http://$HTTP/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
 end=$((SECONDS + 300))
 # (a scrape of 5,000 processes is not free: every 10 s)

@@ -10,40 +10,10 @@ set -euo pipefail
 N=${1:-500}
 SVC=${2:-5}
 RUNS=${3:-5}
-ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-BUILD=$(cd "$BUILD" && pwd)
-mkdir -p "$BUILD/run"
-T=$(mktemp -d "$BUILD/run/containers.XXXXXX")
-mkdir -m 700 "$T/segs" "$T/sock" "$T/bin"
-PIDS=()
-DPID=
-cleanup() {
-	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null || true
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null || true
-	rm -rf "$T"
-}
-trap cleanup EXIT
-now_us() { echo $(($(date +%s%N) / 1000)); }
-ctl() { "$BUILD/tests/ctlclient" --socket "$T/sock/ctl.sock" "$@"; }
-count() { ctl list | grep -c '^process ' || true; }
+source "$(dirname "$0")/tools/bench-common.sh"
+bench_init containers
+mkdir -m 700 "$T/bin"
 median_max() { sort -n | awk '{v[NR] = $1} END {printf "%s %s\n", v[int((NR + 1) / 2)], v[NR]}'; }
-
-start_daemon() {
-	rm -f "$T/ready"
-	"$BUILD/allocctld" --no-default-dirs --run-dir "$T/segs" --socket "$T/sock/ctl.sock" \
-		--listen 127.0.0.1:0 --ready-file "$T/ready" --log-level warn "$@" >>"$T/log" 2>&1 &
-	DPID=$!
-	for _ in $(seq 500); do [ -s "$T/ready" ] && break; sleep 0.02; done
-	HTTP=$(sed -n 's/^http=//p' "$T/ready")
-}
-stop_daemon() {
-	kill "$DPID"
-	wait "$DPID" 2>/dev/null || true
-	DPID=
-}
 
 for ((k = 0; k < SVC; k++)); do cp "$(command -v sleep)" "$T/bin/svc$k"; done
 for ((i = 0; i < N; i++)); do
@@ -52,14 +22,14 @@ for ((i = 0; i < N; i++)); do
 done
 for mode in pid service; do
 	start_daemon --metrics-mode "$mode"
-	for _ in $(seq 600); do [ "$(count)" -ge "$N" ] && break; sleep 0.1; done
+	wait_listed "$N" 60 || true # the figures say how many were listed
 	times=()
 	for ((r = 0; r < RUNS; r++)); do
 		t=$(curl -sf -o "$T/m" -w '%{time_total}' "http://$HTTP/metrics")
 		times+=("$(awk -v t="$t" 'BEGIN {printf "%.1f", t * 1000}')")
 	done
 	read -r p50 max < <(printf '%s\n' "${times[@]}" | median_max)
-	echo "mode=$mode processes=$(count) services=$SVC series=$(grep -vc '^#' "$T/m")" \
+	echo "mode=$mode processes=$(listed) services=$SVC series=$(grep -vc '^#' "$T/m")" \
 		"bytes=$(stat -c %s "$T/m") scrape_ms_p50=$p50 scrape_ms_max=$max"
 	stop_daemon
 done

@@ -8,25 +8,8 @@
 set -euo pipefail
 N=${1:-500}
 MODE=${MODE:-fake}
-ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-BUILD=$(cd "$BUILD" && pwd)
-mkdir -p "$BUILD/run"
-T=$(mktemp -d "$BUILD/run/scale.XXXXXX")
-mkdir -m 700 "$T/segs" "$T/sock"
-PIDS=()
-DPID=
-cleanup() {
-	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null || true
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	[ -n "$DPID" ] && wait "$DPID" 2>/dev/null || true
-	rm -rf "$T"
-}
-trap cleanup EXIT
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-ctl() { "$BUILD/tests/ctlclient" --socket "$T/sock/ctl.sock" "$@"; }
-listed() { ctl list | grep -c '^process ' || true; }
+source "$(dirname "$0")/tools/bench-common.sh"
+bench_init scale
 
 spawn() { # spawn K processes
 	local k
@@ -43,22 +26,13 @@ segments() { find "$T/segs" -name 'liballoc.*.seg' | wc -l; }
 wait_segments() {
 	while [ "$(segments)" -lt "$1" ]; do sleep 0.05; done
 }
-start_daemon() {
-	rm -f "$T/ready"
-	"$BUILD/allocctld" --socket "$T/sock/ctl.sock" --listen 127.0.0.1:0 --run-dir "$T/segs" \
-		--no-default-dirs --ready-file "$T/ready" --log-level warn --command-timeout-ms 5000 \
-		2>>"$T/log" &
-	DPID=$!
-	while [ ! -e "$T/ready" ]; do sleep 0.005; done
-	HTTP=$(sed -n 's/^http=//p' "$T/ready")
-}
 
 echo "allocctld scale figures: N=$N mode=$MODE ($(nproc) cores)"
 # 1. discovery at start: N segments exist, then the daemon starts
 spawn "$N"
 wait_segments "$N"
 t0=$(now_ms)
-start_daemon
+start_daemon --command-timeout-ms 5000
 t1=$(now_ms)
 n=$(listed)
 echo "discover at start:    $((t1 - t0)) ms until serving with $n of $N processes listed"

@@ -24,7 +24,8 @@
 #                               timeout...) $! is CMD itself, not a subshell running it
 # Sourced by ctld/tools/e2e.bash (ctld_setup --other-uid; tests/security/common.bash
 # builds on it), tests/reliability/common.bash (rel_setup --other-uid) and
-# tests/cli/helpers.bash (tests/e2e/cli_live.bats, tests/policy/common.bash).
+# tests/cli/helpers.bash (tests/e2e/cli_live.bats, tests/policy/common.bash), and by
+# ctld/tools/bench-common.sh (the attack bench runs its clients as nobody).
 AS_USER="$ROOT/tests/helpers/as-user"
 
 as_user() {
