@@ -365,6 +365,10 @@ struct la_shm_hold {
 
 /* Request flags (la_mailbox.flags). */
 #define LA_MB_FROM_POLICY 1u /* set: on behalf of allocctld's profile or policy */
+/* trim, release_idle_heaps: stop once `value` bytes came back (largest first), not all
+ * there is: a policy asks for what brings usage under its target. A library that does not
+ * know the flag releases everything, as before. */
+#define LA_MB_GOAL        2u
 
 struct la_mailbox {
 	uint32_t state;           /* la_mailbox_state; futex word the control thread waits on */
@@ -375,7 +379,7 @@ struct la_mailbox {
 	uint32_t command; /* la_command_id */
 	uint32_t flags;
 	char name[LA_NAME_MAX]; /* tunable name for get/set */
-	int64_t value;          /* set: new value */
+	int64_t value;          /* set: new value; trim/release with LA_MB_GOAL: bytes wanted */
 	uint64_t arg;           /* trim: pad bytes */
 	/* result: written by the control thread before state := DONE */
 	uint64_t result_seq;

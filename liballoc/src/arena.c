@@ -942,7 +942,7 @@ void arena_trim(struct arena *a, size_t pad)
 	arena_drain(a);
 	release_empty_spans(a);
 	uint32_t keep = (uint32_t)(pad >> LA_PAGE_SHIFT);
-	for (struct heap *h = a->heaps, *next; h; h = next) {
+	for (struct heap *h = a->heaps, *next; h && !os_goal_met(); h = next) {
 		next = h->next;
 		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
 			release_heap(a, h);
@@ -959,7 +959,7 @@ void arena_release_idle(struct arena *a, bool all)
 	arena_lock(a);
 	arena_drain(a);
 	release_empty_spans(a);
-	for (struct heap *h = a->heaps, *next; h; h = next) {
+	for (struct heap *h = a->heaps, *next; h && !os_goal_met(); h = next) {
 		next = h->next;
 		if (h->used_pages != 0 || (!all && a->nheaps == 1))
 			continue;

@@ -66,11 +66,12 @@ void op_trim(size_t pad, struct op_result *r)
 	struct la_counters before;
 	op_begin(r, &before);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n && !os_goal_met(); i++) {
 		arena_trim(&arenas[i], pad);
 		pad = 0;
 	}
-	direct_trim();
+	if (!os_goal_met())
+		direct_trim();
 	op_end(r, &before);
 }
 
@@ -79,7 +80,7 @@ void op_release_idle(struct op_result *r)
 	struct la_counters before;
 	op_begin(r, &before);
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n && !os_goal_met(); i++)
 		arena_release_idle(&arenas[i], true);
 	op_end(r, &before);
 }
@@ -173,6 +174,7 @@ void control_execute(struct la_mailbox *mb)
 	uint64_t t0 = os_now_ns();
 	struct op_result r = {0};
 	bool has_result = false;
+	os_goal = mb->flags & LA_MB_GOAL && mb->value > 0 ? (uint64_t)mb->value : 0;
 	switch (mb->command) {
 	case LA_CMD_get:
 	case LA_CMD_set: {
@@ -234,6 +236,7 @@ void control_execute(struct la_mailbox *mb)
 		set_reason(mb, "unknown command", NULL);
 		break;
 	}
+	os_goal = 0;
 	if (has_result) {
 		mb->bytes_released = r.bytes_released;
 		mb->syscalls_mmap = r.mmap;

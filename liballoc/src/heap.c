@@ -537,8 +537,9 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 {
 	uint32_t purged = 0;
 	/* largest spans first: fewest system calls for the most memory */
-	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep; b--) {
-		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep; s = s->next) {
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep && !os_goal_met(); b--) {
+		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep && !os_goal_met();
+		     s = s->next) {
 			uint32_t d = s->dirty;
 			if (d && purge_span(h, s))
 				purged += d;

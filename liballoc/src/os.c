@@ -32,6 +32,7 @@ void *os_map(size_t size, struct la_counters *c)
 }
 
 __thread uint64_t *os_measure __attribute__((tls_model("initial-exec")));
+__thread uint64_t os_goal __attribute__((tls_model("initial-exec")));
 
 int os_unmap(void *p, size_t size, struct la_counters *c)
 {

@@ -23,6 +23,13 @@ size_t os_resident(void *p, size_t size);
 /* While a thread has this set, every range it purges or unmaps is measured first (mincore)
  * and its resident bytes added here: what a command really released, the kernel's word. */
 extern __thread uint64_t *os_measure __attribute__((tls_model("initial-exec")));
+/* ... and while this is non-zero too, the operation stops once that many bytes came back
+ * (a trim or release asked for only what is needed: allocctld's policies, LA_MB_GOAL). */
+extern __thread uint64_t os_goal __attribute__((tls_model("initial-exec")));
+static inline bool os_goal_met(void)
+{
+	return os_measure != NULL && os_goal != 0 && *os_measure >= os_goal;
+}
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "control.h"
 #include "liballoc.h"
 #include "procstatus.h"
 
@@ -680,4 +681,44 @@ Test(remote_frees, cross_thread_frees_are_queued_and_all_drained)
 	             (unsigned long long)s.remote_frees_drained);
 	cr_assert_eq(s.remote_frees_locked, 0, "a foreign thread took an owned arena's lock");
 	cr_assert_eq(s.mprotect_calls, 0, "heap growth costs no mprotect");
+}
+
+/* ---- a trim asked for only what is needed (LA_MB_GOAL: allocctld's policies) ------------ */
+
+static uint64_t trim_command(int64_t goal)
+{
+	struct la_mailbox mb;
+	memset(&mb, 0, sizeof(mb));
+	mb.command = LA_CMD_trim;
+	if (goal) {
+		mb.flags = LA_MB_GOAL;
+		mb.value = goal;
+	}
+	control_execute(&mb);
+	cr_assert_eq(mb.status, LA_ST_OK, "%s", mb.reason);
+	return mb.bytes_released;
+}
+
+Test(trim_goal, it_stops_once_that_much_came_back_and_a_second_trim_takes_the_rest)
+{
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 1 << 30);
+	enum { N = 1024 }; /* 64 MiB of 64 KiB blocks; every 8th kept: free runs of 448 KiB */
+	static char *blocks[N];
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
+	for (int i = 0; i < N; i++)
+		if (i % 8)
+			A(free)(blocks[i]);
+	uint64_t held = stats().free_resident_bytes;
+	cr_assert_geq(held, 40u << 20, "free resident before: %llu", (unsigned long long)held);
+	uint64_t first = trim_command(8 << 20);
+	cr_assert_geq(first, 8u << 20, "released %llu", (unsigned long long)first);
+	cr_assert_lt(first, 10u << 20, "went on past the goal: %llu", (unsigned long long)first);
+	uint64_t rest = trim_command(0);
+	cr_assert_geq(first + rest, held - (4u << 20), "first %llu, rest %llu of %llu",
+	              (unsigned long long)first, (unsigned long long)rest,
+	              (unsigned long long)held);
+	for (int i = 0; i < N; i += 8)
+		A(free)(blocks[i]);
 }
