@@ -920,7 +920,7 @@ void render_policies(FILE *f, const Ctl__PolicyReply *r, const struct render_opt
 		        p->events, p->runs, fmt_size(rel, sizeof(rel), p->released_bytes, o->raw),
 		        p->deferred);
 		if (p->has_last_response_ns)
-			fprintf(f, "  last run: %s from the event to its end (%s)\n",
+			fprintf(f, "  last run: %s from the event to enough memory back (%s)\n",
 			        fmt_duration_ns(lat, sizeof(lat), p->last_response_ns),
 			        p->last_reason ? p->last_reason : "");
 	}

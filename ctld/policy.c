@@ -56,8 +56,7 @@ struct cgwatch {
 	struct pressure_watch *w;
 	int nprocs;     /* auto: covered processes in it; explicit: kept while configured */
 	bool explicit_; /* named by the policy */
-	bool armed;     /* hysteresis: usage was below low since the last run */
-	uint64_t last_run_ns;
+	struct policy_cg_state st; /* hysteresis and the last run */
 	uint64_t high_b, low_b;
 	struct event *recheck; /* after min_interval while usage stays high */
 	struct run *run;
@@ -92,8 +91,7 @@ struct polstate {
 	struct run *run; /* psi / free / idle: one at a time */
 	uint64_t last_run_ns;
 	uint64_t escalate_until_ns; /* pressure again before this: add the decay rung */
-	double tokens_ns;           /* CPU budget (token bucket) */
-	uint64_t tokens_at;
+	struct policy_budget budget;
 	/* figures */
 	uint64_t events, runs, released, deferred, last_latency_ns;
 	struct histogram latency;
@@ -158,13 +156,18 @@ static bool covers(const struct polstate *ps, const struct proc *p, const struct
 		return false;
 	if (ps->def.profile[0] && strcmp(p->pol->profile_name, ps->def.profile))
 		return false;
-	if (!cg || ps->def.scope_all)
+	return policy_cg_covers(&ps->def, p->pol->have_cg ? p->pol->cg_dir : NULL,
+	                        cg ? cg->dir : NULL);
+}
+
+bool policy_cg_covers(const struct policy *def, const char *proc_cg, const char *dir)
+{
+	if (!dir || def->scope_all)
 		return true;
-	if (!p->pol->have_cg)
+	if (!proc_cg)
 		return false;
-	size_t n = strlen(cg->dir);
-	return !strncmp(p->pol->cg_dir, cg->dir, n) &&
-	       (p->pol->cg_dir[n] == 0 || p->pol->cg_dir[n] == '/');
+	size_t n = strlen(dir);
+	return !strncmp(proc_cg, dir, n) && (proc_cg[n] == 0 || proc_cg[n] == '/');
 }
 
 /* "385.0 MiB" (logs and messages) */
@@ -202,6 +205,14 @@ struct run {
 	bool decay;        /* the decay rung is due after the others */
 	bool waiting;      /* a job of ours is out */
 	bool finished;
+	/* A release or trim step asks first for what is still needed (step_goal), so that the
+	 * run knows when enough is back (t_back); when the process gave all of that, the same
+	 * step runs again for the rest it holds (rest): a rung is never cut short on a process
+	 * under pressure, only measured. */
+	int step_cur, step_rung;
+	uint64_t step_goal;
+	bool rest;
+	uint64_t t_back; /* CLOCK_MONOTONIC: when enough had come back (0: not yet) */
 	struct event *next;
 	uint64_t cpu_at; /* thread CPU time when the current step began */
 	char why[200];
@@ -212,25 +223,27 @@ static uint64_t thread_cpu_ns(void)
 	return seg_now_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-static void budget_refill(struct polstate *ps, uint64_t now)
+uint64_t policy_budget_wait(const struct policy *def, struct policy_budget *b, uint64_t now)
 {
-	if (!ps->def.cpu_budget_ppm)
-		return;
-	double rate = ps->def.cpu_budget_ppm / 1e6;
+	if (!def->cpu_budget_ppm)
+		return 0;
+	double rate = def->cpu_budget_ppm / 1e6;
 	double cap = rate * 1e9 > 5e7 ? rate * 1e9 : 5e7; /* a second's worth, 50 ms at least */
-	if (ps->tokens_at)
-		ps->tokens_ns += (double)(now - ps->tokens_at) * rate;
+	if (b->at_ns)
+		b->tokens_ns += (double)(now - b->at_ns) * rate;
 	else
-		ps->tokens_ns = cap;
-	if (ps->tokens_ns > cap)
-		ps->tokens_ns = cap;
-	ps->tokens_at = now;
+		b->tokens_ns = cap;
+	if (b->tokens_ns > cap)
+		b->tokens_ns = cap;
+	b->at_ns = now;
+	/* in debt: until it is paid back, and a millisecond more */
+	return b->tokens_ns < 0 ? (uint64_t)(-b->tokens_ns / rate) + 1000000u : 0;
 }
 
-static void budget_spend(struct polstate *ps, uint64_t ns)
+void policy_budget_spend(const struct policy *def, struct policy_budget *b, uint64_t ns)
 {
-	if (ps->def.cpu_budget_ppm)
-		ps->tokens_ns -= (double)ns;
+	if (def->cpu_budget_ppm)
+		b->tokens_ns -= (double)ns;
 }
 
 static void run_schedule(struct run *r, uint64_t delay_ns)
@@ -238,6 +251,14 @@ static void run_schedule(struct run *r, uint64_t delay_ns)
 	struct timeval tv = {(time_t)(delay_ns / 1000000000u),
 	                     (suseconds_t)(delay_ns % 1000000000u / 1000u)};
 	evtimer_add(r->next, &tv);
+}
+
+static uint64_t cg_limit(const struct cg_memory *m)
+{
+	/* v2: memory.high is where throttling starts, memory.max where OOM waits */
+	if (m->version == 2 && m->limit == UINT64_MAX)
+		return m->high;
+	return m->limit;
 }
 
 static void polstate_maybe_free(struct polstate *ps);
@@ -258,21 +279,34 @@ static void run_finish(struct run *r)
 {
 	struct polstate *ps = r->ps;
 	uint64_t now = mono_ns();
-	uint64_t lat = now - r->t_event;
+	/* the response: from the event to enough memory back (the run's end when it never
+	 * was enough) */
+	uint64_t lat = (r->t_back ? r->t_back : now) - r->t_event;
 	ps->last_latency_ns = lat;
 	hist_add(&ps->latency, lat);
 	ps->released += r->released;
-	char rel[32], goal[32];
+	char rel[32], goal[32], back[48] = "";
 	fmt_size(rel, sizeof(rel), r->released);
 	if (r->goal == UINT64_MAX)
 		snprintf(goal, sizeof(goal), "all");
 	else
 		fmt_size(goal, sizeof(goal), r->goal);
-	log_info("policy %s: %s %s from %d process%s in %.1f ms after the event (goal %s; %s)",
+	if (r->t_back)
+		snprintf(back, sizeof(back), "enough back in %.1f ms, ",
+		         (double)(r->t_back - r->t_event) / 1e6);
+	log_info("policy %s: %s %s from %d process%s, %sdone in %.1f ms after the event (goal "
+	         "%s; %s)",
 	         ps->def.name,
 	         ps->def.dry_run || ps->d->policy->conf->dry_run ? "would release" : "released",
-	         rel, r->acted, r->acted == 1 ? "" : "es", (double)lat / 1e6, goal, r->why);
+	         rel, r->acted, r->acted == 1 ? "" : "es", back, (double)(now - r->t_event) / 1e6,
+	         goal, r->why);
 	if (r->cg) {
+		struct cg_memory m;
+		/* usage back under low: re-armed (cgroup v2's memory.events signal no
+		 * decrease) */
+		if (cgroup_memory_read(r->cg->dir, &m) == 0 &&
+		    m.usage < policy_level_bytes(&ps->def.low, cg_limit(&m)))
+			r->cg->st.armed = true;
 		r->cg->run = NULL;
 		cg_recheck_arm(r->cg);
 	} else {
@@ -332,11 +366,15 @@ static void on_step_done(struct ctld *d, const struct job_outcome *out, int n, v
 {
 	struct run *r = arg;
 	uint64_t spent = thread_cpu_ns() - r->cpu_at;
+	uint64_t step = 0;
 	for (int i = 0; i < n; i++) {
-		r->released += out[i].sum.bytes_released;
+		step += out[i].sum.bytes_released;
 		spent += out[i].sum.duration_ns;
 	}
-	budget_spend(r->ps, spent);
+	r->released += step;
+	r->rest = r->step_goal && step >= r->step_goal;
+	r->step_goal = 0;
+	policy_budget_spend(&r->ps->def, &r->ps->budget, spent);
 	r->waiting = false;
 	run_schedule(r, 0); /* the next step from the loop, never from inside commands.c */
 }
@@ -357,6 +395,22 @@ static int start_job(struct run *r, enum job_kind kind, struct proc **targets, i
 		return -1;
 	}
 	return 0;
+}
+
+/* What a release or trim should still give back (0: everything there is): what is left of
+ * the goal in bytes, or what takes the cgroup's usage under the target, whichever is less. */
+static uint64_t still_needed(struct run *r)
+{
+	uint64_t need = r->goal == UINT64_MAX   ? 0
+	                : r->goal > r->released ? r->goal - r->released
+	                                        : 0;
+	struct cg_memory m;
+	if (r->target_usage && r->cg && cgroup_memory_read(r->cg->dir, &m) == 0 &&
+	    m.usage > r->target_usage) {
+		uint64_t u = m.usage - r->target_usage;
+		need = need && need < u ? need : u;
+	}
+	return need;
 }
 
 static void decay_step(struct run *r)
@@ -402,8 +456,16 @@ static void run_advance(evutil_socket_t fd, short what, void *arg)
 				return;
 			continue;
 		}
-		if (enough(r) || r->cur >= r->n) {
-			bool short_of_goal = !enough(r);
+		bool met = enough(r);
+		if (met && !r->t_back)
+			r->t_back = mono_ns();
+		bool rest = r->rest;
+		r->rest = false;
+		if (rest) { /* the same step again, for the rest */
+			r->cur = r->step_cur;
+			r->rung = r->step_rung;
+		} else if (met || r->cur >= r->n) {
+			bool short_of_goal = !met;
 			r->rung = -1;
 			r->decay = r->decay && (short_of_goal || mono_ns() < ps->escalate_until_ns);
 			if (!r->decay)
@@ -416,17 +478,17 @@ static void run_advance(evutil_socket_t fd, short what, void *arg)
 			r->cur++;
 			continue;
 		}
-		uint64_t now = mono_ns();
-		budget_refill(ps, now);
-		if (ps->def.cpu_budget_ppm && ps->tokens_ns < 0) {
-			double rate = ps->def.cpu_budget_ppm / 1e6;
+		uint64_t wait = policy_budget_wait(&ps->def, &ps->budget, mono_ns());
+		if (wait) {
 			ps->deferred++;
 			log_debug("policy %s: CPU budget spent, next step in %.1f ms", ps->def.name,
-			          -ps->tokens_ns / rate / 1e6);
-			run_schedule(r, (uint64_t)(-ps->tokens_ns / rate) + 1000000);
+			          (double)wait / 1e6);
+			run_schedule(r, wait);
 			return;
 		}
 		struct cand *c = &r->c[r->cur];
+		r->step_cur = r->cur;
+		r->step_rung = r->rung;
 		/* next rung of this process, or the first of the next one */
 		if (++r->rung >= ps->def.nrungs || ps->def.rungs[r->rung] == RUNG_DECAY) {
 			r->rung = 0;
@@ -455,6 +517,11 @@ static void run_advance(evutil_socket_t fd, short what, void *arg)
 		enum job_kind kind = rung == RUNG_FLUSH     ? JOB_FLUSH
 		                     : rung == RUNG_RELEASE ? JOB_RELEASE
 		                                            : JOB_TRIM;
+		if (rung != RUNG_FLUSH && !rest && (r->step_goal = still_needed(r)) != 0) {
+			/* first what is still needed: the run learns when enough is back */
+			st.cmd.flags = LA_MB_GOAL;
+			st.cmd.value = r->step_goal > INT64_MAX ? INT64_MAX : (int64_t)r->step_goal;
+		}
 		if (start_job(r, kind, &c->p, 1, &st, 1) == 0 && r->waiting)
 			return;
 	}
@@ -536,7 +603,7 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 	snprintf(ps->last_why, sizeof(ps->last_why), "%s", why);
 	if (cg) {
 		cg->run = r;
-		cg->last_run_ns = r->t_start;
+		cg->st.last_run_ns = r->t_start;
 	} else {
 		ps->run = r;
 	}
@@ -547,14 +614,6 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 
 /* ---- cgroup policies ------------------------------------------------------------------------ */
 
-static uint64_t cg_limit(const struct cg_memory *m)
-{
-	/* v2: memory.high is where throttling starts, memory.max where OOM waits */
-	if (m->version == 2 && m->limit == UINT64_MAX)
-		return m->high;
-	return m->limit;
-}
-
 /* Decide on the figures of one event (or a re-check). */
 static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t t_event,
                         const char *why, bool recheck)
@@ -563,23 +622,20 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 	uint64_t limit = cg_limit(m);
 	uint64_t high = policy_level_bytes(&ps->def.high, limit),
 	         low = policy_level_bytes(&ps->def.low, limit);
-	if (!high)
-		return; /* no limit to take a share of */
-	if (m->usage < low) {
-		if (!cg->armed)
+	bool was_armed = cg->st.armed;
+	switch (policy_cg_decide(&ps->def, &cg->st, m->usage, limit, mono_ns(), recheck,
+	                         cg->run != NULL)) {
+	case POLICY_REARMED:
+		if (!was_armed)
 			log_debug("policy %s: %s back under low, re-armed", ps->def.name, cg->rel);
-		cg->armed = true;
 		return;
-	}
-	if (m->usage < high || cg->run)
-		return;
-	uint64_t now = mono_ns();
-	uint64_t min_ns = ps->def.min_interval_ms * 1000000u;
-	if (!cg->armed && !recheck)
-		return; /* hysteresis: above high again, but it never went under low */
-	if (cg->last_run_ns && now - cg->last_run_ns < min_ns) {
+	case POLICY_DEFER:
 		cg_recheck_arm(cg);
 		return;
+	case POLICY_NONE:
+		return;
+	case POLICY_ACT:
+		break;
 	}
 	char u[32], l[32], h[32], text[260];
 	fmt_size(u, sizeof(u), m->usage);
@@ -589,8 +645,29 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 	         recheck ? " (still, after min_interval)" : "");
 	(void)why;
 	uint64_t goal = ps->def.goal ? ps->def.goal : m->usage - low;
-	cg->armed = false;
 	run_start(ps, cg, AUDIT_T_pressure, t_event, goal, low, NULL, 0, recheck, text);
+}
+
+enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_state *st,
+                                     uint64_t usage, uint64_t limit, uint64_t now, bool recheck,
+                                     bool running)
+{
+	uint64_t high = policy_level_bytes(&def->high, limit),
+	         low = policy_level_bytes(&def->low, limit);
+	if (!high)
+		return POLICY_NONE; /* no limit to take a share of */
+	if (usage < low) {
+		st->armed = true;
+		return POLICY_REARMED;
+	}
+	if (usage < high || running)
+		return POLICY_NONE;
+	if (!st->armed && !recheck)
+		return POLICY_NONE; /* hysteresis: above high again, but it never went under low */
+	if (st->last_run_ns && now - st->last_run_ns < def->min_interval_ms * 1000000u)
+		return POLICY_DEFER;
+	st->armed = false;
+	return POLICY_ACT;
 }
 
 static void on_cg_recheck(evutil_socket_t fd, short what, void *arg)
@@ -669,7 +746,7 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 	snprintf(cg->dir, sizeof(cg->dir), "%s", dir);
 	snprintf(cg->rel, sizeof(cg->rel), "%s", rel);
 	cg->explicit_ = explicit_;
-	cg->armed = true;
+	cg->st.armed = true;
 	cg->high_b = th[0];
 	cg->low_b = th[1];
 	char err[512];
@@ -708,23 +785,34 @@ static void on_psi_event(struct pressure_watch *w, const struct pressure_event *
 		ps->psi = NULL;
 		return;
 	}
-	uint64_t now = mono_ns();
+	uint64_t now = mono_ns(), goal;
 	uint64_t avail = ps->def.min_available ? mem_available() : UINT64_MAX;
-	if (ps->def.min_available && avail >= ps->def.min_available) {
+	switch (policy_psi_decide(&ps->def, ps->last_run_ns, ps->run != NULL, now, avail, &goal)) {
+	case POLICY_ACT:
+		break;
+	case POLICY_DEFER:
+		log_debug("policy %s: %s within min_interval", ps->def.name, ev->why);
+		return;
+	default:
 		log_debug("policy %s: %s, but MemAvailable is above min_available", ps->def.name,
 		          ev->why);
 		return;
 	}
-	if (ps->run ||
-	    (ps->last_run_ns && now - ps->last_run_ns < ps->def.min_interval_ms * 1000000u)) {
-		log_debug("policy %s: %s within min_interval", ps->def.name, ev->why);
-		return;
-	}
-	uint64_t goal = ps->def.goal            ? ps->def.goal
-	                : ps->def.min_available ? ps->def.min_available - avail
-	                                        : UINT64_MAX;
 	bool again = ps->last_run_ns && now - ps->last_run_ns < ps->def.hold_ms * 1000000u;
 	run_start(ps, NULL, AUDIT_T_pressure, ev->time_ns, goal, 0, NULL, 0, again, ev->why);
+}
+
+enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns, bool running,
+                                      uint64_t now, uint64_t avail, uint64_t *goal)
+{
+	if (def->min_available && avail >= def->min_available)
+		return POLICY_NONE;
+	if (running || (last_run_ns && now - last_run_ns < def->min_interval_ms * 1000000u))
+		return POLICY_DEFER;
+	*goal = def->goal            ? def->goal
+	        : def->min_available ? def->min_available - avail
+	                             : UINT64_MAX;
+	return POLICY_ACT;
 }
 
 /* ---- time policies ------------------------------------------------------------------------------ */
@@ -1475,9 +1563,10 @@ void policy_write_metrics(struct ctld *d, struct evbuffer *b)
 			        e->ps[i]->def.name, policy_on_name(e->ps[i]->def.on),
 			        *(const uint64_t *)((const char *)e->ps[i] + fam[f].off));
 	}
-	evbuffer_add_printf(b, "# HELP liballoc_ctld_policy_response_seconds Time from a "
-	                       "policy's event to its run's end (enough released, or all tried)\n"
-	                       "# TYPE liballoc_ctld_policy_response_seconds histogram\n");
+	evbuffer_add_printf(
+	        b, "# HELP liballoc_ctld_policy_response_seconds Time from a "
+	           "policy's event to enough memory back (its run's end when never enough)\n"
+	           "# TYPE liballoc_ctld_policy_response_seconds histogram\n");
 	for (int i = 0; i < e->nps; i++) {
 		char labels[128];
 		snprintf(labels, sizeof(labels), "policy=\"%s\"", e->ps[i]->def.name);

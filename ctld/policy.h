@@ -110,7 +110,7 @@ void policy_holds_check(struct ctld *d, struct proc *p);
 /* The profile of a process (NULL: none), for ps, stats and /metrics. */
 const char *policy_proc_profile(const struct proc *p);
 /* The daemon's policy families for /metrics: profile applications and their delay from
- * exec, per policy events, runs, deferrals, bytes and the time from event to done. */
+ * exec, per policy events, runs, deferrals, bytes and the time from event to enough memory back. */
 struct evbuffer;
 void policy_write_metrics(struct ctld *d, struct evbuffer *b);
 /* The PolicyReply of `allocctl profiles/policies` for a client of this uid (the pids it
@@ -121,5 +121,41 @@ int policy_reply(struct ctld *d, uid_t uid, struct pool *pl, struct Ctl__PolicyR
 /* The bytes flush, release and trim would give back now, from a snapshot: the memory
  * figure "reclaimable" (la_memory_of). */
 uint64_t policy_reclaimable(const struct proc_snap *s);
+
+/* ---- decisions (pure: policy.c acts on them, tests/ctld/policydecide.c checks each knob) -- */
+enum policy_verdict {
+	POLICY_NONE,    /* nothing to do */
+	POLICY_ACT,     /* start a ladder run */
+	POLICY_DEFER,   /* would act, but within min_interval (cgroup: look again after it) */
+	POLICY_REARMED, /* cgroup usage under low: the next crossing of high acts */
+};
+/* A cgroup policy's hysteresis over one cgroup. */
+struct policy_cg_state {
+	bool armed;           /* usage went under low since the last run (initially true) */
+	uint64_t last_run_ns; /* CLOCK_MONOTONIC start of the last run (0: none) */
+};
+/* Usage against the policy's high/low of limit at now (recheck: the min_interval timer's
+ * look while usage stayed high, which needs no re-arming); running: a run is out. ACT
+ * disarms st; the caller records last_run_ns when it starts the run. */
+enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_state *st,
+                                     uint64_t usage, uint64_t limit, uint64_t now, bool recheck,
+                                     bool running);
+/* A PSI event at now: ACT (with *goal: bytes to release, UINT64_MAX: all reclaimable),
+ * NONE (MemAvailable avail is not under min_available), DEFER (a run is out, or the last
+ * began less than min_interval ago: dropped, the next event counts). */
+enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns, bool running,
+                                      uint64_t now, uint64_t avail, uint64_t *goal);
+/* Does a run over cgroup dir (NULL: not a cgroup's run) cover a process whose memory
+ * cgroup is proc_cg (NULL: unknown)? scope = all: every process. */
+bool policy_cg_covers(const struct policy *def, const char *proc_cg, const char *dir);
+/* The CPU budget (cpu_budget: a share of one core for the commands' time; a token bucket
+ * holding a second's worth, 50 ms at least, full at start). */
+struct policy_budget {
+	double tokens_ns;
+	uint64_t at_ns; /* 0: not started */
+};
+/* 0 when a step may go at now, else how long to wait (ns). */
+uint64_t policy_budget_wait(const struct policy *def, struct policy_budget *b, uint64_t now);
+void policy_budget_spend(const struct policy *def, struct policy_budget *b, uint64_t ns);
 
 #endif

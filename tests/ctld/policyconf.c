@@ -2,6 +2,7 @@
  * ctld/policy_conf.c) and of profile matching (ctld/profile.c): every refusal names its
  * line and what would be valid; a good file yields the profiles and policies it says. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,4 +297,148 @@ Test(profile, patterns_and_their_errors)
 	cr_assert_str_eq(profile_find(two, 2, &s)->name, "t");
 	profile_free(&two[0]);
 	profile_free(&two[1]);
+}
+
+/* ---- the knobs' decisions (policy.c's pure functions), on policies parsed from a file:
+ * each test fails if its knob were parsed but ignored ---- */
+
+static const struct policy *one_policy(struct policy_conf **pc, const char *text)
+{
+	char err[512] = "";
+	*pc = load(text, err, sizeof(err));
+	cr_assert_not_null(*pc, "%s", err);
+	cr_assert_eq((*pc)->npolicies, 1);
+	return &(*pc)->policies[0];
+}
+
+/* A cgroup policy (high 80%, low 60%, trim) with the lines extra added. */
+static const struct policy *cg_policy(struct policy_conf **pc, const char *extra)
+{
+	char text[256];
+	snprintf(text, sizeof(text),
+	         "[policy g]\non = cgroup\nhigh = 80%%\nlow = 60%%\n"
+	         "actions = trim\n%s",
+	         extra);
+	return one_policy(pc, text);
+}
+
+#define MS        1000000ull
+#define LIMIT     (1000ull << 20)
+#define USAGE(pc) ((uint64_t)(pc) * (LIMIT / 100)) /* a percentage of LIMIT */
+
+Test(policydecide, hysteresis_acts_at_high_and_re_arms_only_under_low)
+{
+	struct policy_conf *pc;
+	const struct policy *po = cg_policy(&pc, "min_interval = 0\n");
+	struct policy_cg_state st = {.armed = true};
+	uint64_t t = 10000 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(70), LIMIT, t, false, false), POLICY_NONE);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t, false, false), POLICY_ACT);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t, false, true), POLICY_NONE,
+	             "a run is out: no second one");
+	st.last_run_ns = t;
+	/* the run left usage at 70%: above low, so crossing high again does nothing... */
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(70), LIMIT, t + MS, false, false),
+	             POLICY_NONE);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(90), LIMIT, t + 2 * MS, false, false),
+	             POLICY_NONE, "acted again without going under low");
+	/* ...until it went under low */
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(59), LIMIT, t + 3 * MS, false, false),
+	             POLICY_REARMED);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t + 4 * MS, false, false),
+	             POLICY_ACT);
+	/* the min_interval re-check acts while usage stays high, armed or not */
+	st.last_run_ns = t + 4 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t + 5 * MS, true, false),
+	             POLICY_ACT);
+	policy_conf_free(pc);
+}
+
+Test(policydecide, min_interval_spaces_the_runs)
+{
+	struct policy_conf *pc;
+	const struct policy *po = cg_policy(&pc, "min_interval = 2s\n");
+	struct policy_cg_state st = {.armed = true};
+	uint64_t t = 10000 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t, false, false), POLICY_ACT);
+	st.last_run_ns = t;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(50), LIMIT, t + 100 * MS, false, false),
+	             POLICY_REARMED);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t + 1999 * MS, false, false),
+	             POLICY_DEFER, "acted 1.999 s after the last run with min_interval 2 s");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t + 1999 * MS, true, false),
+	             POLICY_DEFER);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t + 2000 * MS, false, false),
+	             POLICY_ACT);
+	/* psi policies: an event within min_interval is dropped */
+	struct policy_conf *pc2;
+	const struct policy *psi = one_policy(&pc2, "[policy p]\non = psi\npsi = some 150ms 2s\n"
+	                                            "actions = trim\nmin_interval = 2s\n");
+	uint64_t goal = 0;
+	cr_assert_eq(policy_psi_decide(psi, t, false, t + 1999 * MS, UINT64_MAX, &goal),
+	             POLICY_DEFER);
+	cr_assert_eq(policy_psi_decide(psi, t, false, t + 2000 * MS, UINT64_MAX, &goal),
+	             POLICY_ACT);
+	cr_assert_eq(goal, UINT64_MAX, "no goal, no min_available: all reclaimable");
+	cr_assert_eq(policy_psi_decide(psi, t, true, t + 5000 * MS, UINT64_MAX, &goal),
+	             POLICY_DEFER, "a run is out");
+	policy_conf_free(pc);
+	policy_conf_free(pc2);
+}
+
+Test(policydecide, min_available_gates_a_psi_policy_and_sets_its_goal)
+{
+	struct policy_conf *pc;
+	const struct policy *po = one_policy(&pc, "[policy p]\non = psi\npsi = some 150ms 2s\n"
+	                                          "min_available = 512M\nactions = trim\n");
+	uint64_t goal = 0, t = 10000 * MS;
+	cr_assert_eq(policy_psi_decide(po, 0, false, t, 1ull << 30, &goal), POLICY_NONE,
+	             "acted with 1 GiB available, min_available 512 MiB");
+	cr_assert_eq(policy_psi_decide(po, 0, false, t, 512ull << 20, &goal), POLICY_NONE);
+	cr_assert_eq(policy_psi_decide(po, 0, false, t, 400ull << 20, &goal), POLICY_ACT);
+	cr_assert_eq(goal, 112ull << 20, "the goal is what brings MemAvailable back to 512 MiB");
+	policy_conf_free(pc);
+}
+
+Test(policydecide, scope_all_covers_processes_outside_the_cgroup)
+{
+	struct policy_conf *pc, *pc2;
+	const struct policy *own = cg_policy(&pc, "");
+	const struct policy *all = cg_policy(&pc2, "scope = all\n");
+	cr_assert(policy_cg_covers(own, "/svc/a", "/svc/a"));
+	cr_assert(policy_cg_covers(own, "/svc/a/worker", "/svc/a"));
+	cr_assert_not(policy_cg_covers(own, "/svc/ab", "/svc/a"), "a name prefix is not a child");
+	cr_assert_not(policy_cg_covers(own, "/other", "/svc/a"));
+	cr_assert_not(policy_cg_covers(own, NULL, "/svc/a"));
+	cr_assert(policy_cg_covers(all, "/other", "/svc/a"), "scope = all ignored");
+	cr_assert(policy_cg_covers(all, NULL, "/svc/a"));
+	cr_assert(policy_cg_covers(own, "/other", NULL), "no cgroup (psi/time): everyone");
+	policy_conf_free(pc);
+	policy_conf_free(pc2);
+}
+
+Test(policydecide, cpu_budget_makes_steps_wait_until_the_time_is_paid_back)
+{
+	struct policy_conf *pc, *pc2;
+	const struct policy *po = cg_policy(&pc, "cpu_budget = 10%\n");
+	const struct policy *free_ = cg_policy(&pc2, "");
+	struct policy_budget b = {0}, nb = {0};
+	uint64_t t = 10000 * MS;
+	/* full at start: a second's worth of 10% (100 ms) */
+	cr_assert_eq(policy_budget_wait(po, &b, t), 0);
+	policy_budget_spend(po, &b, 150 * MS); /* 50 ms in debt: 500 ms at 10%, 1 ms more */
+	cr_assert_eq(policy_budget_wait(po, &b, t), 501 * MS, "waits %" PRIu64 " ns",
+	             policy_budget_wait(po, &b, t));
+	cr_assert_gt(policy_budget_wait(po, &b, t + 400 * MS), 0);
+	cr_assert_eq(policy_budget_wait(po, &b, t + 500 * MS), 0);
+	/* it never holds more than a second's worth */
+	cr_assert_eq(policy_budget_wait(po, &b, t + 100000 * MS), 0);
+	policy_budget_spend(po, &b, 101 * MS);
+	cr_assert_gt(policy_budget_wait(po, &b, t + 100000 * MS), 0);
+	/* no budget: never waits */
+	cr_assert_eq(policy_budget_wait(free_, &nb, t), 0);
+	policy_budget_spend(free_, &nb, 10000 * MS);
+	cr_assert_eq(policy_budget_wait(free_, &nb, t), 0);
+	policy_conf_free(pc);
+	policy_conf_free(pc2);
 }
