@@ -6,6 +6,7 @@
 # cli/schema/allocctl-json-1.schema.json by tests/helpers/jsonschema_check.py (Debian's
 # python3-jsonschema; strict: a key the schema does not describe fails). The process is
 # started with `exec -a`: it is listed under the name it was given and its profile applies.
+bats_require_minimum_version 1.5.0
 
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
