@@ -504,6 +504,14 @@ static void *control_main(void *arg)
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
 	struct exit_watch watch = {(uint32_t)(uintptr_t)arg, 0, 0};
+	/* other allocators dlopen'ed after start: looked for 1 ms, 11 ms, 111 ms and 1.1 s
+	 * after a dlopen call (the call wakes this thread as it begins; the loading is over by
+	 * one of these) */
+	static const uint64_t look_ns[] = {1000000, 10000000, 100000000, 1000000000};
+	enum { LOOKS = sizeof(look_ns) / sizeof(look_ns[0]) };
+	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
+	unsigned look = LOOKS;
+	uint64_t look_due = 0;
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure())
 		pressure_start();
@@ -553,6 +561,23 @@ static void *control_main(void *arg)
 			}
 			if (!wait_ns || hold_due - now < wait_ns)
 				wait_ns = hold_due - now;
+		}
+		uint32_t dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
+		if (dlopens != seen_dlopens) {
+			seen_dlopens = dlopens;
+			look = 0;
+			look_due = os_now_ns() + look_ns[0];
+		}
+		if (look < LOOKS) {
+			uint64_t now = os_now_ns();
+			if (now >= look_due) {
+				shm_detect_foreign();
+				if (++look < LOOKS)
+					look_due = now + look_ns[look];
+				continue;
+			}
+			if (!wait_ns || look_due - now < wait_ns)
+				wait_ns = look_due - now;
 		}
 		if (armed) {
 			uint64_t now = os_now_ns();

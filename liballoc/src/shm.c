@@ -6,6 +6,7 @@
 #include "shm.h"
 
 #include <errno.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -515,11 +516,85 @@ static int foreign_one(struct dl_phdr_info *info, size_t size, void *ctx)
 
 void shm_detect_foreign(void)
 {
-	uint32_t found = 0;
+	/* what is known already is not said again (a look after a dlopen, a forked child) */
+	uint32_t known = seg ? shm_header()->foreign_allocators : 0, found = known;
 	dl_iterate_phdr(foreign_one, &found);
-	if (seg)
+	if (seg && found != known)
 		shm_header()->foreign_allocators = found;
 }
+
+uint32_t shm_dlopens;
+
+#ifndef LA_PREFIX
+/* A library dlopen'ed after start may be another allocator: dlopen counts the call and
+ * wakes the control thread, which looks again once the loading is over (control.c), then
+ * goes on to the program's own dlopen by a tail jump. The jump matters: the loader takes
+ * the caller from the return address, and resolves a $ORIGIN in the name and searches the
+ * caller's RUNPATH by it; a call from here would make liballoc the caller. */
+typedef void *dlopen_fn(const char *, int);
+static dlopen_fn *next_dlopen;
+
+/* The program's dlopen, after counting the call (dlopen's first half, in C). */
+__attribute__((visibility("hidden"), used)) dlopen_fn *la_dlopen_prepare(void);
+dlopen_fn *la_dlopen_prepare(void)
+{
+	dlopen_fn *f = __atomic_load_n(&next_dlopen, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (dlopen_fn *)dlsym(RTLD_NEXT, "dlopen");
+		__atomic_store_n(&next_dlopen, f, __ATOMIC_RELEASE);
+	}
+	__atomic_fetch_add(&shm_dlopens, 1, __ATOMIC_RELEASE);
+	if (seg)
+		shm_wake_control();
+	return f;
+}
+
+#if defined(__x86_64__)
+/* the arguments kept around the call (the stack 16-byte aligned at it), then the jump */
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen, @function\n"
+        "dlopen:\n"
+        "	.cfi_startproc\n"
+        "	endbr64\n"
+        "	push %rdi\n"
+        "	.cfi_adjust_cfa_offset 8\n"
+        "	push %rsi\n"
+        "	.cfi_adjust_cfa_offset 8\n"
+        "	sub $8, %rsp\n"
+        "	.cfi_adjust_cfa_offset 8\n"
+        "	call la_dlopen_prepare\n"
+        "	add $8, %rsp\n"
+        "	.cfi_adjust_cfa_offset -8\n"
+        "	pop %rsi\n"
+        "	.cfi_adjust_cfa_offset -8\n"
+        "	pop %rdi\n"
+        "	.cfi_adjust_cfa_offset -8\n"
+        "	jmp *%rax\n"
+        "	.cfi_endproc\n"
+        ".size dlopen, .-dlopen\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen, %function\n"
+        "dlopen:\n"
+        "	.cfi_startproc\n"
+        "	stp x29, x30, [sp, -32]!\n"
+        "	.cfi_def_cfa_offset 32\n"
+        "	.cfi_offset 29, -32\n"
+        "	.cfi_offset 30, -24\n"
+        "	mov x29, sp\n"
+        "	stp x0, x1, [sp, 16]\n"
+        "	bl la_dlopen_prepare\n"
+        "	mov x16, x0\n"
+        "	ldp x0, x1, [sp, 16]\n"
+        "	ldp x29, x30, [sp], 32\n"
+        "	.cfi_def_cfa_offset 0\n"
+        "	br x16\n"
+        "	.cfi_endproc\n"
+        ".size dlopen, .-dlopen\n");
+#endif /* elsewhere dlopen is not interposed: libraries loaded later are not looked at */
+#endif
 
 /* ---- the file truncated under us --------------------------------------------------------
  * Anyone with the process's uid can truncate its segment file; a write to a page past the

@@ -22,8 +22,11 @@ void shm_thread_count(int delta);
 void shm_publish_file(void);
 void shm_unpublish(void);
 /* Look for other allocators' libraries mapped into the process (jemalloc, tcmalloc,
- * mimalloc): record them in the header and say so once on stderr. */
+ * mimalloc): record them in the header and say so once on stderr (each once: called at
+ * start and again by the control thread after dlopen calls). */
 void shm_detect_foreign(void);
+/* dlopen calls so far (the control thread looks again after each: control.c) */
+extern uint32_t shm_dlopens;
 const char *shm_path(void);
 void shm_fork_child(void);
 /* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the

@@ -6,7 +6,7 @@
 # one is refused by all three; an unknown LIBALLOC_ variable gets one line naming the
 # closest known one; LIBALLOC_CONTROL takes every boolean spelling; an over-long
 # LIBALLOC_RUN_DIR is an error, never another directory; a program that maps another
-# allocator (linked against jemalloc, or tcmalloc/mimalloc loaded) is told so once on
+# allocator (linked against jemalloc, tcmalloc/mimalloc loaded, or dlopen'ed later) is told so once on
 # stderr, and its segment, allocctl ps/stats and /metrics say it; `allocctl get` shows where
 # each value came from.
 load ../policy/common
@@ -226,6 +226,36 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 		libtcmalloc_minimal.so.4 tcmalloc 2
 		libmimalloc.so.2 mimalloc 4
 	EOF
+}
+
+@test "allocators dlopen'ed after start are found and said once; dlopen keeps the caller's \$ORIGIN" {
+	local lib d="$P/dl"
+	lib=$(/sbin/ldconfig -p | awk '$1 == "libtcmalloc_minimal.so.4" {print $NF; exit}')
+	[ -n "$lib" ] || skip "libtcmalloc_minimal.so.4 is missing (scripts/deps.sh test installs it)"
+	# tcmalloc copied next to the program and named by $ORIGIN: the loader resolves it from
+	# the caller, which liballoc's dlopen must leave the program (not liballoc's directory)
+	mkdir "$d"
+	cp "$TESTS_BIN/dlopen_late" "$lib" "$d/"
+	mkfifo "$P/dlin"
+	env LD_PRELOAD="$LIBALLOC_SO" "$d/dlopen_late" '$ORIGIN/libtcmalloc_minimal.so.4' \
+		libmimalloc.so.2 <"$P/dlin" >"$P/dlout" 2>"$P/dlerr" 3>&- &
+	local dp=$!
+	POL_PIDS+=("$dp")
+	exec {dfd}>"$P/dlin"
+	wait_for grep -q '^ready' "$P/dlout"
+	wait_for test -e "$LIBALLOC_RUN_DIR/liballoc.$dp.seg"
+	[ "$(seginfo "$dp" foreign)" = 0 ] && [ ! -s "$P/dlerr" ]
+	echo >&$dfd
+	wait_for grep -q '^loaded \|^failed ' "$P/dlout"
+	grep -q '^loaded $ORIGIN/libtcmalloc_minimal.so.4' "$P/dlout"
+	wait_for eval '[ "$(seginfo "$dp" foreign)" = 2 ]'
+	grep -q "^liballoc: this process also maps $d/libtcmalloc_minimal.so.4: liballoc serves its malloc, so tcmalloc's own" "$P/dlerr"
+	echo >&$dfd
+	wait_for grep -q '^loaded libmimalloc.so.2' "$P/dlout"
+	wait_for eval '[ "$(seginfo "$dp" foreign)" = 6 ]'
+	grep -q "also maps .*/libmimalloc.so.2: liballoc serves its malloc, so mimalloc's own" "$P/dlerr"
+	[ "$(wc -l <"$P/dlerr")" -eq 2 ] # each once
+	exec {dfd}>&-
 }
 
 @test "get shows where each value came from: default, environment, mallopt, the program, allocctl" {
