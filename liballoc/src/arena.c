@@ -482,11 +482,16 @@ static void xfer_drain(struct arena *a)
 	}
 }
 
+static void measure_locked(struct arena *a);
+
 void arena_flush(struct arena *a)
 {
 	arena_lock(a);
 	arena_drain(a);
 	xfer_drain(a);
+	/* blocks that came back unused leave pages never written: what is free resident now
+	 * is measured (a few mincore calls per heap, on this command only) */
+	measure_locked(a);
 	arena_unlock(a);
 }
 
@@ -968,8 +973,10 @@ void arena_release_idle(struct arena *a, bool all)
 	arena_unlock(a);
 }
 
-/* Measure what the arena counts as free resident (lock held): its heaps' free pages and
- * the parked block, whose pages the program may have touched only in part. */
+/* Measure what the arena counts as free resident (lock held): its heaps' free pages, the
+ * parked block, whose pages the program may have touched only in part, and empty small
+ * spans, whose pages count from the carving of their blocks: blocks carved into a thread
+ * cache and flushed back unused were never written. */
 static void measure_locked(struct arena *a)
 {
 	for (struct heap *h = a->heaps; h; h = h->next)
@@ -980,6 +987,14 @@ static void measure_locked(struct arena *a)
 		a->parked_resident = (uint32_t)((int32_t)a->parked_resident - gone);
 		STAT_SUB_LOCKED(a->c, free_resident_bytes, (uint64_t)((int64_t)gone * LA_PAGE));
 	}
+	for (unsigned cls = 0; cls < LA_NCLASSES; cls++)
+		for (s = a->partial[cls]; s; s = s->next) {
+			if (s->used)
+				continue;
+			int32_t gone = (int32_t)heap_measure_range(heap_of(s), s->first, s->npages);
+			STAT_SUB_LOCKED(a->c, free_resident_bytes,
+			                (uint64_t)((int64_t)gone * LA_PAGE));
+		}
 }
 
 void arena_measure(struct arena *a)

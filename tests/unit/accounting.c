@@ -337,19 +337,10 @@ Test(accounting, released_is_what_left_the_rss)
 	cr_assert_eq((long)trim, r1 - r2, "trim: %zu bytes said, %ld left the RSS", trim, r1 - r2);
 	cr_assert_gt(rel, 5 << 20, "the idle heap of the thread's arena: %zu bytes", rel);
 	cr_assert_gt(trim, 4 << 20);
-#if defined(__SANITIZE_ADDRESS__)
-	/* KNOWN DEFECT (issue 17, open): in the ASan build (the test's own allocations go to
-	 * the runtime, so liballoc's arenas see only this test) reclaimable promised one page
-	 * more than release and trim gave back (35,016,704 vs 35,012,608), every run; the
-	 * counters are all 0 afterwards and the RSS fell by exactly what was reported, so one
-	 * page was counted resident that was not. The plain build holds exactly. Bounded here
-	 * so the rest of the suite runs under ASan: at most one page over, never under. */
-	cr_assert(rel + trim <= m.reclaimable && m.reclaimable - (rel + trim) <= 4096,
-	          "released %zu, reclaimable was %llu", rel + trim,
-	          (unsigned long long)m.reclaimable);
-#else
+	/* exact in every build: the flush measured what its unused blocks left (an ASan build,
+	 * where liballoc's arenas see only this test, counted one page of blocks carved into a
+	 * cache and flushed back unwritten) */
 	cr_assert_eq(rel + trim, m.reclaimable, "released %zu, reclaimable was %llu", rel + trim,
 	             (unsigned long long)m.reclaimable);
-#endif
 	check_all();
 }
