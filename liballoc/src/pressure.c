@@ -7,9 +7,9 @@
  *     $MEMORY_PRESSURE_WRITE is written to it and POLLPRI is the event; a FIFO or an AF_UNIX
  *     socket gets that text too and POLLIN is the event (what arrives is read and dropped);
  *     "/dev/null" means off;
- *   - LIBALLOC_PRESSURE=on: the process's own memory cgroup — v1: the kernel's pressure
- *     level notifications (memory.pressure_level through cgroup.event_control, "medium":
- *     reclaim is under way in the cgroup), v2: a PSI trigger on its memory.pressure — else
+ *   - LIBALLOC_PRESSURE=on: the process's own memory cgroup — v1: its usage reaching 85%
+ *     of its limit and the kernel's pressure level "medium" (reclaim under way), both
+ *     through cgroup.event_control, v2: a PSI trigger on its memory.pressure — else
  *     the host's /proc/pressure/memory; LIBALLOC_PRESSURE_TRIGGER sets the PSI trigger
  *     ("some 150000 2000000": microseconds of stall in a window; windows that are not whole
  *     2 s need CAP_SYS_RESOURCE).
@@ -190,7 +190,30 @@ static bool own_cgroup(bool v1, char *out, size_t cap)
 	return false;
 }
 
-/* v1: the kernel's pressure level notifications of the process's memory cgroup. */
+/* Register "EFD FD ARG" with cgroup.event_control (cfd) for the file name in dir. */
+static bool v1_register(int cfd, int efd, const char *dir, const char *name, const char *arg)
+{
+	char path[700], line[64], num[24];
+	size_t n = la_strlcpy(path, dir, sizeof(path));
+	la_strlcpy(path + n, name, sizeof(path) - n);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	size_t k = la_fmt_u64(line, (uint64_t)efd);
+	line[k++] = ' ';
+	la_fmt_u64(num, (uint64_t)fd);
+	k += la_strlcpy(line + k, num, sizeof(line) - k);
+	line[k++] = ' ';
+	k += la_strlcpy(line + k, arg, sizeof(line) - k);
+	bool ok = write_all(cfd, line, k);
+	close(fd); /* the registration holds its own reference */
+	return ok;
+}
+
+/* v1: the process's memory cgroup — its usage reaching V1_USAGE_SHARE % of its limit (a
+ * threshold, while there is room left to give back into), and the kernel's pressure
+ * level "medium" (reclaim under way: at the limit, or without one, the host's). */
+#define V1_USAGE_SHARE 85
 static bool watch_v1_level(void)
 {
 	char rel[512], dir[640], path[700];
@@ -200,25 +223,26 @@ static bool watch_v1_level(void)
 	if (strcmp(rel, "/"))
 		la_strlcpy(dir + n, rel, sizeof(dir) - n);
 	n = la_strlcpy(path, dir, sizeof(path));
-	la_strlcpy(path + n, "/memory.pressure_level", sizeof(path) - n);
-	int lfd = open(path, O_RDONLY | O_CLOEXEC);
 	la_strlcpy(path + n, "/cgroup.event_control", sizeof(path) - n);
-	int cfd = lfd >= 0 ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+	int cfd = open(path, O_WRONLY | O_CLOEXEC);
 	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	bool ok = false;
-	if (lfd >= 0 && cfd >= 0 && efd >= 0) {
-		char line[64], num[24];
-		size_t k = la_fmt_u64(line, (uint64_t)efd);
-		line[k++] = ' ';
-		la_fmt_u64(num, (uint64_t)lfd);
-		k += la_strlcpy(line + k, num, sizeof(line) - k);
-		k += la_strlcpy(line + k, " medium", sizeof(line) - k);
-		ok = write_all(cfd, line, k);
+	bool ok = cfd >= 0 && efd >= 0 &&
+	          v1_register(cfd, efd, dir, "/memory.pressure_level", "medium");
+	if (ok) {
+		/* one eventfd for both: either wakes the watch */
+		char buf[32], num[24];
+		la_strlcpy(path + n, "/memory.limit_in_bytes", sizeof(path) - n);
+		ssize_t len = os_read_small(path, buf, sizeof(buf));
+		uint64_t limit = 0;
+		for (ssize_t i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++)
+			limit = limit * 10 + (uint64_t)(buf[i] - '0');
+		if (len > 0 && limit && limit < (1ull << 60)) /* "no limit" reads as ~2^63 */ {
+			la_fmt_u64(num, limit / 100 * V1_USAGE_SHARE);
+			v1_register(cfd, efd, dir, "/memory.usage_in_bytes", num);
+		}
 	}
 	if (cfd >= 0)
 		close(cfd);
-	if (lfd >= 0)
-		close(lfd); /* the registration holds its own reference */
 	if (!ok) {
 		if (efd >= 0)
 			close(efd);

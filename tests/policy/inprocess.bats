@@ -4,7 +4,8 @@
 # under pressure. systemd's memory pressure protocol ($MEMORY_PRESSURE_WATCH and the base64
 # $MEMORY_PRESSURE_WRITE) over an AF_UNIX socket and a FIFO, "/dev/null" meaning off; and
 # LIBALLOC_PRESSURE=on in a memory cgroup made by the test: the OOM scenario of
-# pressure.bats with no daemon, nobody killed. The watch's thread keeps no process alive.
+# pressure.bats with no daemon, nobody killed; in a v1 cgroup, usage past 85% of the limit
+# is enough (a threshold: the kernel's pressure level comes only once it reclaims). The watch's thread keeps no process alive.
 load common
 
 setup() { pol_setup; }
@@ -98,6 +99,20 @@ time.sleep(60)' "$P" 3>&- &
 	in_cgroup env LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" grab $((80 << 20)) 100 >"$P/b.out"
 	kill -0 "$A_PID"
 	[ "$(oom_kills)" -eq "$before" ]
+}
+
+@test "inprocess: in a v1 cgroup the watch acts at 85% of the limit, before any reclaim" {
+	make_cgroup $((64 << 20))
+	[ "$CG_VER" = 1 ] || skip "the usage threshold is cgroup v1's (v2: PSI on memory.pressure)"
+	start_in_cgroup "$P/a.out" env LIBALLOC_PRESSURE=on "${RETAIN[@]}" \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold $((40 << 20)) 32
+	A_PID=$BG_PID
+	wait_for grep -q quiet "$P/a.out"
+	[ "$(rss "$A_PID")" -gt $((32 << 20)) ]
+	# B takes usage to about 90% and stays: under the limit, the kernel reclaims nothing
+	start_in_cgroup "$P/b.out" "$PRESSURE_SVC" grab $((16 << 20)) 600000
+	wait_for grep -q grabbed "$P/b.out"
+	wait_for rss_below "$A_PID" $((8 << 20))
 }
 
 @test "inprocess: the watch's thread does not keep a process whose last thread left alive" {
