@@ -117,8 +117,9 @@ EOC
 	echo "$output" | json_check "
 	  [(e['trigger'], e['action']) for e in d['events'] if e['pid'] == $A_PID] ==
 	  [('time', 'release'), ('time', 'trim')]"
-	# once acted on, an idle process is left alone until it is active again
-	sleep 1
+	# once acted on, an idle process is left alone until it is active again (a second
+	# action would come at the next look, every 100 ms: five of them)
+	sleep 0.5
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "len([e for e in d['events'] if e['pid'] == $A_PID]) == 2"
 }
@@ -149,8 +150,9 @@ EOC
 	rss=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$A_PID/status")
 	echo "A's RSS $rss"
 	[ "$rss" -lt $((24 << 20)) ]
-	# S (about 15 MiB free, under the bound) is left alone, however long it holds it
-	sleep 1
+	# S (about 15 MiB free, under the bound) is left alone, however long it holds it (it has
+	# been quiet for longer than `for` already; five more looks)
+	sleep 0.5
 	run -0 "$ALLOCCTL" --json log
 	echo "$output" | json_check "
 	  [(e['trigger'], e['action']) for e in d['events'] if e['pid'] == $A_PID] ==
