@@ -72,9 +72,17 @@ struct proc {
 	uint64_t seen_pass; /* last rescan pass that saw its file */
 	struct seg seg;
 	/* identity from /proc (never from the segment, which its owner writes): exe, the name
-	 * it was run as, command line, real uid; refreshed when older than ID_MAX_AGE_NS */
+	 * it was run as, command line, real uid; read again when older than ID_MAX_AGE_NS or
+	 * when /proc/<pid>/stat shows another comm */
 	struct proc_id id;
-	uint64_t id_ns;         /* CLOCK_MONOTONIC of the last identity read */
+	uint64_t id_ns; /* CLOCK_MONOTONIC of the last identity read */
+	/* its figures as last read (proc_snapshot): the header's live fields in seg.hdr, the
+	 * totals in last_total, RSS and threads from /proc/<pid>/stat; a list or a scrape takes
+	 * them while younger than PROC_RECENT_NS instead of reading again */
+	uint64_t fig_ns;   /* CLOCK_MONOTONIC of that read (0: none to take) */
+	uint64_t alive_ns; /* of the last stat read that found it (pid and start time) */
+	uint64_t rss_bytes;
+	uint32_t threads;
 	int refs;               /* the list holds one; each command target holds one */
 	bool gone;              /* removed from the list (exited or stale) */
 	bool busy;              /* a command of ours holds its mailbox */
@@ -184,9 +192,20 @@ struct proc_snap {
 	struct la_memory mem;             /* la_memory_of(total) */
 	uint64_t non_allocator_rss_bytes; /* rss_bytes - mem.resident, at least 0 */
 };
-/* Refresh the header and read everything (arenas too when with_arenas); false on error,
- * logged; a segment whose layout changed is dropped and rediscovered. */
-bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas);
+/* What proc_snapshot reads besides the totals, RSS and threads. */
+enum {
+	SNAP_ARENAS = 1u << 0,   /* every arena's block (the totals are then their sum) */
+	SNAP_TUNABLES = 1u << 1, /* the tunables' values */
+};
+/* How old the figures of a list and a scrape may be: the history sampler reads every
+ * process every history_sample_ms (1 s by default), so they seldom read anything. */
+#define PROC_RECENT_NS 1000000000ull
+/* Refresh the header and read the totals, RSS and threads, plus what `what` asks; figures
+ * read less than max_age_ns ago are taken as they are (0: read now; never with
+ * SNAP_ARENAS). False on error, logged; a segment whose layout changed is dropped and
+ * rediscovered. */
+bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, unsigned what,
+                   uint64_t max_age_ns);
 void proc_snap_free(struct proc_snap *s);
 /* Re-read the identity from /proc when older than ID_MAX_AGE_NS (or force): false when the
  * process is gone. */

@@ -889,7 +889,13 @@ static void sweep_start(struct ctld *d)
 /* Is p still what it was? Drops it (removing a stale file) when not. */
 static void check_live(struct ctld *d, struct proc *p)
 {
-	int err = seg_refresh(&p->seg);
+	/* read moments ago (the history sampler, a list): the header was checked and the pid
+	 * found alive with its start time then; what is left to prove is that it still holds
+	 * its segment's lock */
+	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
+	bool recent = p->fig_ns && now - p->fig_ns < PROC_RECENT_NS && p->alive_ns &&
+	              now - p->alive_ns < PROC_RECENT_NS && p->seg.mapped;
+	int err = recent ? SEG_E_OK : seg_refresh(&p->seg);
 	if (err) {
 		/* relaid out or damaged: drop it and examine the file afresh right away */
 		struct rundir *dir = p->dir;
@@ -900,7 +906,7 @@ static void check_live(struct ctld *d, struct proc *p)
 			enqueue(d, dir, name);
 		return;
 	}
-	err = seg_liveness(&p->seg, false);
+	err = recent ? seg_lock_held(&p->seg) : seg_liveness(&p->seg, false);
 	if (err == SEG_E_STALE) {
 		char path[PATH_MAX + 64];
 		full_path(path, sizeof(path), p->dir, p->name);
@@ -1242,7 +1248,10 @@ void discover_shutdown(struct ctld *d)
 
 /* ---- identity and snapshots ---------------------------------------------------------------- */
 
-#define ID_MAX_AGE_NS 2000000000ull /* process titles change: re-read every 2 s at most */
+/* Process titles and uids change without a sign in /proc/<pid>/stat: the identity is read
+ * again when this old (by the history sampler's sweep, else by the next list or scrape),
+ * and at once when stat shows another comm (exec, prctl(PR_SET_NAME)). */
+#define ID_MAX_AGE_NS 30000000000ull
 
 /* Keep what a read found; the strings are copied again only when one changed (a process
  * title), and the old ones stay when there is no memory for the new. */
@@ -1328,27 +1337,52 @@ static void snap_memory(struct proc_snap *s)
 	s->non_allocator_rss_bytes = la_sub0(s->rss_bytes, s->mem.resident);
 }
 
-bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool with_arenas)
+/* RSS and threads from /proc/<pid>/stat (one open, one read), and the identity when it is
+ * old or stat shows another comm. */
+static void read_stat(struct proc *p, uint64_t now)
+{
+	struct procfs_info pi;
+	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0) {
+		p->alive_ns = now;
+		p->rss_bytes = pi.vm_rss;
+		p->threads = pi.threads;
+		bool renamed = (p->id.have & PROCFS_COMM) && strcmp(pi.stat_comm, p->id.comm);
+		proc_identity(p, renamed);
+	} else {
+		p->rss_bytes = 0;
+		p->threads = 0;
+		proc_identity(p, false);
+	}
+}
+
+bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, unsigned what,
+                   uint64_t max_age_ns)
 {
 	memset(s, 0, sizeof(*s));
 	s->p = p;
-	struct procfs_info pi;
-	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0) {
-		s->rss_bytes = pi.vm_rss;
-		s->threads = pi.threads;
-	}
-	proc_identity(p, false);
-	if (p->unreadable && seg_now_ns(CLOCK_MONOTONIC) < p->retry_ns) {
+	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
+	bool recent = !(what & SNAP_ARENAS) && p->fig_ns && now - p->fig_ns < max_age_ns;
+	if (!recent)
+		read_stat(p, now);
+	s->rss_bytes = p->rss_bytes;
+	s->threads = p->threads;
+	if (p->unreadable && (recent || now < p->retry_ns)) {
 		s->unreadable = true;
 		s->total = p->last_total;
 		snap_memory(s);
 		return false;
 	}
-	int err = seg_refresh(&p->seg);
+	int err = SEG_E_OK;
+	if (recent) {
+		s->total = p->last_total;
+	} else {
+		p->fig_ns = 0; /* until this read succeeds */
+		err = seg_refresh(&p->seg);
+	}
 	uint32_t na = p->seg.hdr.arena_count;
-	if (!err && !with_arenas) {
+	if (!err && !recent && !(what & SNAP_ARENAS)) {
 		err = seg_read_totals(&p->seg, &s->total);
-	} else if (!err) {
+	} else if (!err && !recent) {
 		struct seg_block pb;
 		s->arenas = calloc(na + 1, sizeof(*s->arenas));
 		err = s->arenas ? seg_read_blocks(&p->seg, 0, na, &pb, s->arenas) : SEG_E_IO;
@@ -1359,10 +1393,11 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 			s->narenas = na;
 		}
 	}
-	if (!err)
+	if (!err && (what & SNAP_TUNABLES))
 		err = seg_read_tunables(&p->seg, s->tun, &s->ntun);
 	if (err == SEG_E_TORN) {
 		mark_unreadable(d, p);
+		p->fig_ns = now;
 		proc_snap_free(s);
 		s->unreadable = true;
 		s->total = p->last_total;
@@ -1372,17 +1407,21 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, bool wit
 	if (err) {
 		log_warn("reading pid %d (%s/%s): %s (%s)", p->seg.hdr.pid,
 		         p->dir ? p->dir->path : "?", p->name, seg_strerror(err), p->seg.why);
+		p->fig_ns = 0;
 		proc_snap_free(s);
 		/* a changed or damaged segment is re-examined from scratch right away */
 		if (!p->gone)
 			recheck_later(d, p);
 		return false;
 	}
-	if (p->unreadable)
-		log_info("pid %d (%s) is readable again", p->seg.hdr.pid, proc_name(p));
-	p->unreadable = false;
-	p->backoff_ms = 0;
-	p->last_total = s->total;
+	if (!recent) {
+		if (p->unreadable)
+			log_info("pid %d (%s) is readable again", p->seg.hdr.pid, proc_name(p));
+		p->unreadable = false;
+		p->backoff_ms = 0;
+		p->last_total = s->total;
+		p->fig_ns = now;
+	}
 	snap_memory(s);
 	s->ok = true;
 	return true;

@@ -254,7 +254,10 @@ static bool collect_step(struct scrape *s, uint64_t deadline)
 			return false;
 		struct proc *p = s->procs[s->collected];
 		struct snapx *x = &s->x[s->collected++];
-		if (p->gone || (!proc_snapshot(s->d, p, &x->s, s->arenas) && !x->s.unreadable)) {
+		if (p->gone ||
+		    (!proc_snapshot(s->d, p, &x->s, SNAP_TUNABLES | (s->arenas ? SNAP_ARENAS : 0),
+		                    PROC_RECENT_NS) &&
+		     !x->s.unreadable)) {
 			x->s.p = NULL;
 			continue;
 		}

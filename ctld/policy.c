@@ -578,7 +578,7 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 			continue;
 		}
 		struct proc_snap s;
-		if (!proc_snapshot(d, p, &s, false))
+		if (!proc_snapshot(d, p, &s, 0, 0))
 			continue;
 		uint64_t rc = policy_reclaimable(&s);
 		uint64_t cached = s.mem.cached;
@@ -868,7 +868,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			if (!covers(ps, p, NULL))
 				continue;
 			struct proc_snap s;
-			if (!proc_snapshot(d, p, &s, false))
+			if (!proc_snapshot(d, p, &s, 0, 0))
 				continue;
 			struct pol_proc *pp = p->pol;
 			if (ps->def.on == POLICY_ON_FREE) {

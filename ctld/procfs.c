@@ -65,8 +65,15 @@ int procfs_parse_stat(const char *buf, struct procfs_info *out)
 {
 	/* comm may hold spaces and parentheses: the fields restart after the last ')' */
 	const char *p = strrchr(buf, ')');
-	if (!p)
+	const char *open = strchr(buf, '(');
+	if (!p || !open || open > p)
 		return -1;
+	size_t nc = (size_t)(p - open - 1);
+	if (nc >= sizeof(out->stat_comm))
+		nc = sizeof(out->stat_comm) - 1;
+	memcpy(out->stat_comm, open + 1, nc);
+	out->stat_comm[nc] = 0;
+	printable(out->stat_comm);
 	p++;
 	uint64_t f[25] = {0};
 	/* field 3 (state) is a letter; fields 4..24 are numbers (some negative) */
@@ -434,6 +441,37 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 		return -1;
 	}
 	char path[64];
+	char buf[4096];
+	if (!(what & ~PROCFS_STAT)) {
+		/* one file describes one process by itself (its start time is in it): read by
+		 * path, in one read (the kernel makes the whole line at once; it is far shorter
+		 * than buf) */
+		snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		int fail = 0;
+		if (n < 0) {
+			fail = e == ENOENT ? ESRCH : e;
+		} else if (n == 0) {
+			fail = ESRCH; /* exited meanwhile */
+		} else {
+			buf[n] = 0;
+			if (procfs_parse_stat(buf, out) < 0)
+				fail = EIO;
+			else if (expected_start && out->start_time != expected_start)
+				fail = ESRCH; /* the pid was reused */
+		}
+		if (fail) {
+			out->have = 0;
+			errno = fail;
+			return -1;
+		}
+		out->have = PROCFS_STAT;
+		return 0;
+	}
 	snprintf(path, sizeof(path), "%s/%d", proc_root, (int)pid);
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
@@ -441,7 +479,6 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 			errno = ESRCH;
 		return -1;
 	}
-	char buf[4096];
 	int err = 0;
 	/* the start time is always read first: it proves which process the rest describes */
 	if (read_at(dfd, "stat", buf, sizeof(buf)) > 0 && procfs_parse_stat(buf, out) == 0) {

@@ -20,7 +20,8 @@
 
 /* What to read (bits of `what`; `have` says what was read). */
 enum {
-	PROCFS_STAT = 1u << 0,    /* /proc/<pid>/stat: start_time, threads, rss (cheap) */
+	PROCFS_STAT = 1u << 0,    /* /proc/<pid>/stat: start_time, threads, rss, stat_comm
+	                             (cheap: alone, one open, one read, one close) */
 	PROCFS_STATUS = 1u << 1,  /* /proc/<pid>/status: uids, threads, VmRSS and its split,
 	                             NSpid */
 	PROCFS_EXE = 1u << 2,     /* readlink /proc/<pid>/exe */
@@ -51,7 +52,9 @@ struct procfs_info {
 	int n_uid_map;
 	char exe[PROCFS_EXE_MAX];   /* resolved binary as the kernel knows it; " (deleted)" kept */
 	char comm[PROCFS_COMM_MAX]; /* the kernel's comm (15 bytes at most) */
-	char name[PROCFS_COMM_MAX]; /* the name it was run as (argv[0], a script, comm) */
+	char stat_comm[PROCFS_COMM_MAX];  /* the same as stat field 2 has it (PROCFS_STAT): a
+	                                    changed one says exec or prctl(PR_SET_NAME) */
+	char name[PROCFS_COMM_MAX];       /* the name it was run as (argv[0], a script, comm) */
 	char cmdline[PROCFS_CMDLINE_MAX]; /* arguments joined by spaces (process titles too) */
 };
 

@@ -230,7 +230,7 @@ static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env
 		p = v[i];
 		proc_ref(p);
 		struct proc_snap s;
-		bool ok = proc_snapshot(d, p, &s, false) || s.unreadable;
+		bool ok = proc_snapshot(d, p, &s, 0, PROC_RECENT_NS) || s.unreadable;
 		Ctl__ProcessInfo *pi = ok && !p->gone ? process_info(&pl, &s) : NULL;
 		if (pi)
 			lr.processes[lr.n_processes++] = pi;
@@ -276,7 +276,7 @@ static void handle_stats(struct ctld *d, struct conn *c, const Ctl__Envelope *en
 	if (!p)
 		return;
 	struct proc_snap s;
-	if (!proc_snapshot(d, p, &s, true)) {
+	if (!proc_snapshot(d, p, &s, SNAP_ARENAS | SNAP_TUNABLES, 0)) {
 		reply_error(c, env, CTL__ERROR_CODE__ERR_FAILED,
 		            s.unreadable ? "its statistics are unreadable: a lock in its segment "
 		                           "stays held (a stopped or misbehaving process); read "

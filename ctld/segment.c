@@ -549,11 +549,10 @@ int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid)
 	return 0;
 }
 
-int seg_liveness(struct seg *s, bool check_owner)
+int seg_lock_held(struct seg *s)
 {
 	if (s->fd < 0)
 		return SEG_E_OPEN;
-	s->look_again = false;
 	/* The owner holds LOCK_SH for its whole life: if we can take LOCK_EX it is gone. */
 	if (flock(s->fd, LOCK_EX | LOCK_NB) == 0) {
 		flock(s->fd, LOCK_UN);
@@ -561,6 +560,15 @@ int seg_liveness(struct seg *s, bool check_owner)
 	}
 	if (errno != EWOULDBLOCK)
 		return fail(s->why, sizeof(s->why), SEG_E_IO, "flock: %s", strerror(errno));
+	return SEG_E_OK;
+}
+
+int seg_liveness(struct seg *s, bool check_owner)
+{
+	s->look_again = false;
+	int err = seg_lock_held(s);
+	if (err)
+		return err;
 	/* Someone holds the lock: from here on nothing says the file is stale. */
 	if (!s->mapped) {
 		pid_t here = 0;

@@ -135,6 +135,9 @@ int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint
  * uid to the file's owner): done once at discovery; a later change of identity shows as a
  * new start time. */
 int seg_liveness(struct seg *s, bool check_owner);
+/* Its first step alone: SEG_E_OK while a process holds the file's lock, SEG_E_STALE when
+ * none does (for a process just seen alive in /proc with its start time). */
+int seg_lock_held(struct seg *s);
 /* /proc/<pid>/stat start time (field 22) and owner uid; 0 on success, -1 if gone. */
 int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid);
 

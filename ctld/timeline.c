@@ -22,9 +22,10 @@
 #include "units.h"
 #include "wire.h"
 
-/* Processes sampled per loop turn: a sweep of thousands is cut into slices with the loop's
- * other work (control socket, HTTP) in between. */
-#define SLICE 128
+/* Processes sampled per loop turn, and the loop time a turn may take: a sweep of thousands
+ * is cut into slices with the loop's other work (control socket, HTTP) in between. */
+#define SLICE    128
+#define SLICE_NS 2000000ull
 
 int64_t timeline_now_ms(void)
 {
@@ -123,19 +124,19 @@ static void sample_one(struct ctld *d, struct proc *p, int64_t tick_ms)
 	struct timeline *tl = d->tl;
 	if (!p->hist && !(p->hist = open_history(d, p, tick_ms)))
 		return;
-	struct la_counters c;
-	if (seg_refresh(&p->seg) || seg_read_totals(&p->seg, &c))
-		return; /* a gap; discovery re-examines the segment on its own */
-	struct procfs_info pi;
-	uint64_t rss = 0;
-	if (procfs_read(p->seg.hdr.pid, PROCFS_STAT, p->seg.hdr.start_time, &pi) == 0)
-		rss = pi.vm_rss;
+	/* a read since this tick began (by a list or a scrape) is this tick's sample; the
+	 * sweep's own read is the one lists and scrapes take for the next second */
+	struct proc_snap s;
+	bool ok = proc_snapshot(d, p, &s, 0, seg_now_ns(CLOCK_MONOTONIC) - tl->tick_mono_ns);
+	proc_snap_free(&s);
+	if (!ok)
+		return; /* a gap (torn, or re-examined by discovery) */
 	/* profiles are matched at discovery and again on SIGHUP: the newest is the page's */
 	const char *profile = policy_proc_profile(p);
 	if (strcmp(p->hist->profile, profile ? profile : ""))
 		snprintf(p->hist->profile, sizeof(p->hist->profile), "%s", profile ? profile : "");
 	uint64_t fig[HIST_NFIG];
-	timeline_figures(&c, rss, fig);
+	timeline_figures(&s.total, s.rss_bytes, fig);
 	history_sample(&tl->h, p->hist, fig, tick_ms);
 }
 
@@ -150,7 +151,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	{
 		if (p->hist_tick == tl->tick)
 			continue;
-		if (n == SLICE) {
+		if (n == SLICE || ((n & 7) == 7 && seg_now_ns(CLOCK_MONOTONIC) - t0 > SLICE_NS)) {
 			event_active(tl->slice, EV_TIMEOUT, 0); /* the rest after other events */
 			break;
 		}
@@ -177,6 +178,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	int64_t now = timeline_now_ms();
 	tl->tick = (uint64_t)now / tl->h.sample_ms;
 	tl->tick_ms = (int64_t)tl->tick * tl->h.sample_ms;
+	tl->tick_mono_ns = seg_now_ns(CLOCK_MONOTONIC);
 	tl->sweeps++;
 	if (tl->sweeps % 64 == 0)
 		history_expire(&tl->h, now);

@@ -11,11 +11,12 @@
 
 struct timeline {
 	struct history h;
-	struct event *timer; /* the next tick, aligned on the sample period */
-	struct event *slice; /* the rest of a sweep, after the loop's other work */
-	uint64_t tick;       /* tick of the sweep in progress */
-	int64_t tick_ms;     /* its time */
-	int64_t started_ms;  /* the daemon's start: the page sees a restart as a new value */
+	struct event *timer;   /* the next tick, aligned on the sample period */
+	struct event *slice;   /* the rest of a sweep, after the loop's other work */
+	uint64_t tick;         /* tick of the sweep in progress */
+	int64_t tick_ms;       /* its time */
+	uint64_t tick_mono_ns; /* CLOCK_MONOTONIC when it began */
+	int64_t started_ms;    /* the daemon's start: the page sees a restart as a new value */
 	char host[256];
 	bool refused_logged;
 	/* the cost of sampling, for /metrics and the bench */

@@ -25,6 +25,12 @@ Test(procfs, stat_fields_follow_the_last_parenthesis)
 	cr_expect_eq(pi.threads, 7);
 	cr_expect_eq(pi.start_time, 987654);
 	cr_expect_eq(pi.vm_rss, 25 * (uint64_t)sysconf(_SC_PAGESIZE));
+	cr_expect_str_eq(pi.stat_comm, "a) b) (c", "comm: between the first '(' and the last ')'");
+	cr_expect_eq(procfs_parse_stat("4242 (x\033y) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 "
+	                               "20 0 7 0 987654 1000000 25 0\n",
+	                               &pi),
+	             0);
+	cr_expect_str_eq(pi.stat_comm, "x?y", "made printable");
 	cr_expect_eq(procfs_parse_stat("4242 (x S 1 2", &pi), -1, "no closing parenthesis");
 	cr_expect_eq(procfs_parse_stat("4242 (x) S 1 2 3", &pi), -1, "too few fields");
 	cr_expect_eq(procfs_parse_stat(
@@ -106,6 +112,16 @@ Test(procfs, this_process)
 	cr_expect_eq(procfs_read(getpid(), 0, pi.start_time + 1, &again), -1,
 	             "another start time is another process");
 	cr_expect_eq(errno, ESRCH);
+	/* stat alone (by path, one read): the same figures and the kernel's comm */
+	cr_assert_eq(procfs_read(getpid(), PROCFS_STAT, pi.start_time, &again), 0);
+	cr_expect_eq(again.have, (unsigned)PROCFS_STAT);
+	cr_expect_eq(again.start_time, pi.start_time);
+	cr_expect_geq(again.threads, 2);
+	cr_expect_gt(again.vm_rss, 0);
+	cr_expect_str_eq(again.stat_comm, pi.comm, "stat's comm is /proc/<pid>/comm");
+	cr_expect_eq(procfs_read(getpid(), PROCFS_STAT, pi.start_time + 1, &again), -1);
+	cr_expect_eq(errno, ESRCH);
+	cr_expect_eq(again.have, 0u);
 	pthread_cancel(t);
 	pthread_join(t, NULL);
 }
