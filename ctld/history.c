@@ -35,6 +35,27 @@ int64_t history_period_ms(const struct history *h, bool coarse)
 
 /* ---- memory accounting -------------------------------------------------------------------- */
 
+static void charge(struct history *h, const struct hist_proc *p, size_t n)
+{
+	h->bytes += n;
+	h->uids[p->uix].bytes += n;
+}
+
+static void refund(struct history *h, const struct hist_proc *p, size_t n)
+{
+	h->bytes -= n;
+	h->uids[p->uix].bytes -= n;
+}
+
+static void live_changed(struct history *h, uint32_t u, int delta)
+{
+	struct hist_uid *e = &h->uids[u];
+	if (delta > 0 && e->nlive++ == 0)
+		h->nactive++;
+	else if (delta < 0 && --e->nlive == 0)
+		h->nactive--;
+}
+
 static void unlink_proc(struct history *h, struct hist_proc *p)
 {
 	if (p->prev)
@@ -46,8 +67,10 @@ static void unlink_proc(struct history *h, struct hist_proc *p)
 	else
 		h->tail = p->prev;
 	h->nprocs--;
-	if (!p->exited_ms)
+	if (!p->exited_ms) {
 		h->nlive--;
+		live_changed(h, p->uix, -1);
+	}
 }
 
 static size_t tier_bytes(const struct hist_tier *t)
@@ -58,25 +81,135 @@ static size_t tier_bytes(const struct hist_tier *t)
 static void drop_proc(struct history *h, struct hist_proc *p)
 {
 	unlink_proc(h, p);
-	h->bytes -= sizeof(*p) + tier_bytes(&p->fine) + tier_bytes(&p->coarse);
+	refund(h, p, sizeof(*p) + tier_bytes(&p->fine) + tier_bytes(&p->coarse));
 	free(p->fine.s);
 	free(p->coarse.s);
 	free(p);
 }
 
-/* Make room for need more bytes by dropping exited histories, the longest gone first.
- * True when the room is there. */
-static bool make_room(struct history *h, size_t need, const struct hist_proc *keep)
+/* The uid's entry (made when create), or -1. */
+static int64_t uid_index(struct history *h, uint32_t uid, bool create)
 {
-	while (h->bytes + need > h->max_bytes) {
-		struct hist_proc *old = NULL;
-		for (struct hist_proc *p = h->head; p; p = p->next)
-			if (p->exited_ms && p != keep && (!old || p->exited_ms < old->exited_ms))
-				old = p;
+	for (uint32_t i = 0; i < h->nuids; i++)
+		if (h->uids[i].uid == uid)
+			return i;
+	if (!create)
+		return -1;
+	if (h->nuids == h->cap_uids) {
+		uint32_t cap = h->cap_uids ? h->cap_uids * 2 : 8;
+		struct hist_uid *u = realloc(h->uids, cap * sizeof(*u));
+		if (!u)
+			return -1;
+		h->uids = u;
+		h->cap_uids = cap;
+	}
+	h->uids[h->nuids] = (struct hist_uid){.uid = uid};
+	return h->nuids++;
+}
+
+static size_t share_of(const struct history *h, uint32_t u)
+{
+	uint32_t n = h->nactive + (h->uids[u].nlive == 0);
+	return h->max_bytes / (n ? n : 1);
+}
+
+size_t history_uid_share(const struct history *h, uint32_t uid)
+{
+	int64_t u = uid_index((struct history *)h, uid, false);
+	if (u < 0)
+		return h->max_bytes / (h->nactive + 1);
+	return share_of(h, (uint32_t)u);
+}
+
+size_t history_uid_bytes(const struct history *h, uint32_t uid)
+{
+	int64_t u = uid_index((struct history *)h, uid, false);
+	return u < 0 ? 0 : h->uids[u].bytes;
+}
+
+/* How far uid u is over its share (a uid without a live history has none); 0 if not. */
+static size_t over_share(const struct history *h, uint32_t u)
+{
+	size_t share = h->uids[u].nlive ? h->max_bytes / h->nactive : 0;
+	return h->uids[u].bytes > share ? h->uids[u].bytes - share : 0;
+}
+
+/* The exited history that goes first: the longest gone, of uid u only when u >= 0. */
+static struct hist_proc *oldest_exited(struct history *h, int64_t u, const struct hist_proc *keep)
+{
+	struct hist_proc *old = NULL;
+	for (struct hist_proc *p = h->head; p; p = p->next)
+		if (p->exited_ms && p != keep && (u < 0 || p->uix == u) &&
+		    (!old || p->exited_ms < old->exited_ms))
+			old = p;
+	return old;
+}
+
+static void tier_shrink(struct history *h, struct hist_proc *p, struct hist_tier *t);
+
+/* Keep the newer half of each of p's rings; they grow no more. */
+static void cut_half(struct history *h, struct hist_proc *p)
+{
+	struct hist_tier *ts[2] = {&p->coarse, &p->fine};
+	for (int i = 0; i < 2; i++) {
+		struct hist_tier *t = ts[i];
+		uint32_t keep = t->len / 2;
+		t->head = (t->head + (t->len - keep)) % (t->alloc ? t->alloc : 1);
+		t->len = keep;
+		tier_shrink(h, p, t);
+	}
+	if (!p->truncated) {
+		p->truncated = true;
+		h->st.truncated++;
+	}
+}
+
+/* Make room for need more bytes of uid u's history (keep: the one growing, never dropped).
+ * Within u's share first (unless !shared: a new history and its first slots, which every
+ * process gets): u's own exited histories go, the longest gone first. Then within the
+ * total: exited histories of the uid furthest over its share (else u's own), else that
+ * uid's largest live history is cut to half. True when the room is there. */
+static bool make_room(struct history *h, size_t need, const struct hist_proc *keep, uint32_t u,
+                      bool shared)
+{
+	while (shared && h->uids[u].bytes + need > share_of(h, u)) {
+		struct hist_proc *old = oldest_exited(h, u, keep);
 		if (!old)
 			return false;
 		drop_proc(h, old);
 		h->st.evicted++;
+	}
+	while (h->bytes + need > h->max_bytes) {
+		int64_t v = -1;
+		size_t most = 0;
+		for (uint32_t i = 0; i < h->nuids; i++)
+			if (i != u && over_share(h, i) > most) {
+				most = over_share(h, i);
+				v = i;
+			}
+		struct hist_proc *old = oldest_exited(h, v >= 0 ? v : u, keep);
+		if (old) {
+			drop_proc(h, old);
+			h->st.evicted++;
+			continue;
+		}
+		if (v < 0)
+			return false; /* nobody is over the share (rounding): nothing to take */
+		struct hist_proc *big = NULL;
+		size_t big_bytes = 0;
+		for (struct hist_proc *p = h->head; p; p = p->next) {
+			size_t b = tier_bytes(&p->fine) + tier_bytes(&p->coarse);
+			if (p->uix == v && !p->exited_ms && b > big_bytes) {
+				big = p;
+				big_bytes = b;
+			}
+		}
+		size_t before = h->bytes;
+		if (big)
+			cut_half(h, big);
+		if (h->bytes == before)
+			return false;
+		h->st.cut++;
 	}
 	return true;
 }
@@ -101,7 +234,7 @@ static bool tier_reserve(struct history *h, struct hist_proc *p, struct hist_tie
 			n = t->cap;
 		size_t more = (size_t)(n - t->alloc) * sizeof(struct hist_sample);
 		struct hist_sample *s = NULL;
-		if (make_room(h, more, p))
+		if (make_room(h, more, p, p->uix, t->alloc > 0))
 			s = malloc((size_t)n * sizeof(*s));
 		if (s) {
 			/* linearize: oldest first */
@@ -111,7 +244,7 @@ static bool tier_reserve(struct history *h, struct hist_proc *p, struct hist_tie
 			t->s = s;
 			t->alloc = n;
 			t->head = 0;
-			h->bytes += more;
+			charge(h, p, more);
 			return true;
 		}
 		if (!p->truncated) {
@@ -158,7 +291,7 @@ static void tier_fill_gaps(struct history *h, struct hist_proc *p, struct hist_t
 		h->st.gaps += missing;
 }
 
-static void tier_shrink(struct history *h, struct hist_tier *t)
+static void tier_shrink(struct history *h, struct hist_proc *p, struct hist_tier *t)
 {
 	if (t->alloc == t->len)
 		return;
@@ -167,7 +300,7 @@ static void tier_shrink(struct history *h, struct hist_tier *t)
 		return; /* keep the larger array */
 	for (uint32_t i = 0; i < t->len; i++)
 		s[i] = *tier_slot(t, i);
-	h->bytes -= (size_t)(t->alloc - t->len) * sizeof(struct hist_sample);
+	refund(h, p, (size_t)(t->alloc - t->len) * sizeof(struct hist_sample));
 	free(t->s);
 	t->s = s;
 	t->alloc = t->len;
@@ -193,6 +326,9 @@ void history_free(struct history *h)
 	free(h->ev);
 	h->ev = NULL;
 	h->ev_len = h->ev_cap = 0;
+	free(h->uids);
+	h->uids = NULL;
+	h->nuids = h->cap_uids = h->nactive = 0;
 }
 
 int history_reconfigure(struct history *h, uint32_t sample_ms, size_t max_bytes, uint32_t ev_cap)
@@ -221,21 +357,13 @@ int history_reconfigure(struct history *h, uint32_t sample_ms, size_t max_bytes,
 	}
 	h->max_bytes = max_bytes;
 	/* over the new bound: exited histories go first, then live rings are cut */
-	make_room(h, 0, NULL);
-	for (struct hist_proc *p = h->tail; p && h->bytes > h->max_bytes; p = p->prev) {
-		struct hist_tier *ts[2] = {&p->coarse, &p->fine};
-		for (int i = 0; i < 2; i++) {
-			struct hist_tier *t = ts[i];
-			uint32_t keep = t->len / 2;
-			t->head = (t->head + (t->len - keep)) % (t->alloc ? t->alloc : 1);
-			t->len = keep;
-			tier_shrink(h, t);
-		}
-		if (!p->truncated) {
-			p->truncated = true;
-			h->st.truncated++;
-		}
+	for (struct hist_proc *old;
+	     h->bytes > h->max_bytes && (old = oldest_exited(h, -1, NULL));) {
+		drop_proc(h, old);
+		h->st.evicted++;
 	}
+	for (struct hist_proc *p = h->tail; p && h->bytes > h->max_bytes; p = p->prev)
+		cut_half(h, p);
 	return 0;
 }
 
@@ -260,7 +388,8 @@ struct hist_proc *history_open(struct history *h, int32_t pid, uint64_t start_ti
 		if (p->pid == pid && p->start_time == start_time && !p->exited_ms)
 			return p;
 	struct hist_proc *p = NULL;
-	if (make_room(h, sizeof(*p), NULL))
+	int64_t u = uid_index(h, uid, true);
+	if (u >= 0 && make_room(h, sizeof(*p), NULL, (uint32_t)u, false))
 		p = calloc(1, sizeof(*p));
 	if (!p) {
 		h->st.refused++;
@@ -269,6 +398,7 @@ struct hist_proc *history_open(struct history *h, int32_t pid, uint64_t start_ti
 	p->pid = pid;
 	p->start_time = start_time;
 	p->uid = uid;
+	p->uix = (uint32_t)u;
 	p->started_ms = started_ms;
 	snprintf(p->exe, sizeof(p->exe), "%s", exe ? exe : "");
 	p->fine.cap = HIST_FINE_SLOTS;
@@ -281,7 +411,8 @@ struct hist_proc *history_open(struct history *h, int32_t pid, uint64_t start_ti
 	h->tail = p;
 	h->nprocs++;
 	h->nlive++;
-	h->bytes += sizeof(*p);
+	live_changed(h, p->uix, +1);
+	charge(h, p, sizeof(*p));
 	return p;
 }
 
@@ -338,8 +469,9 @@ void history_close(struct history *h, struct hist_proc *p, int64_t now_ms, const
 	p->exited_ms = now_ms > 0 ? now_ms : 1;
 	snprintf(p->exit_reason, sizeof(p->exit_reason), "%s", why ? why : "");
 	h->nlive--;
-	tier_shrink(h, &p->fine);
-	tier_shrink(h, &p->coarse);
+	live_changed(h, p->uix, -1);
+	tier_shrink(h, p, &p->fine);
+	tier_shrink(h, p, &p->coarse);
 }
 
 void history_expire(struct history *h, int64_t now_ms)

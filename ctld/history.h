@@ -14,9 +14,15 @@
  *
  * Memory. A process's rings grow as it lives and never exceed HIST_PROC_MAX_BYTES; an exited
  * process keeps its samples (shrunk to what it has) for the coarse retention. The total of
- * every process's history is kept within max_bytes: the oldest exited histories are
- * dropped first; when only live ones are left, a growing ring stops growing (that process
- * keeps a shorter window, counted in hist_stats.truncated). */
+ * every process's history is kept within max_bytes, and each uid's within its share: the
+ * bound divided by the uids that have a live history (all of it while there is one), so
+ * one user's thousands of processes cannot take the room of everyone else's. Every process
+ * gets its history and the first 16 slots of each ring within the total alone; a ring
+ * that would grow beyond that over its uid's share drops that uid's oldest exited
+ * histories, else stops growing (that process keeps a shorter window, counted in hist_stats.truncated). One that
+ * fits its share but not the total drops the oldest exited histories of the uids over
+ * their share (a uid without a live history has none), else cuts the largest live
+ * history of the uid furthest over its share to half (counted in hist_stats.cut). */
 #ifndef CTLD_HISTORY_H
 #define CTLD_HISTORY_H
 
@@ -84,6 +90,7 @@ struct hist_proc {
 	char profile[64];     /* the profile the daemon applied ("": none), as last sampled */
 	char exit_reason[64]; /* why the daemon forgot it */
 	bool truncated;       /* a ring was kept shorter than its cap by the total bound */
+	uint32_t uix;         /* its entry in history.uids */
 	struct hist_tier fine, coarse;
 	uint64_t acc[HIST_NSTORED]; /* sums of the coarse period in progress */
 	uint32_t acc_n;             /* samples in acc */
@@ -137,16 +144,28 @@ struct hist_stats {
 	uint64_t gaps;           /* ticks stored as gaps */
 	uint64_t evicted;        /* exited histories dropped for the total bound */
 	uint64_t expired;        /* exited histories dropped after the retention */
-	uint64_t truncated;      /* rings that stopped growing at the total bound */
+	uint64_t truncated;      /* rings that stopped growing at the total bound or the uid's
+	                            share */
+	uint64_t cut;            /* live histories cut to half for another uid's share */
 	uint64_t refused;        /* processes without any history (out of memory / bound) */
 	uint64_t events;         /* events recorded */
 	uint64_t events_dropped; /* events overwritten by newer ones */
 };
 
+/* What one uid's histories hold (the uid of the segment's owner). */
+struct hist_uid {
+	uint32_t uid;
+	uint32_t nlive; /* its live histories */
+	size_t bytes;   /* its histories' structs and sample arrays */
+};
+
 struct history {
 	uint32_t sample_ms;
-	size_t max_bytes; /* bound on the sum of all process histories */
-	size_t bytes;     /* current sum (structs + sample arrays) */
+	size_t max_bytes;      /* bound on the sum of all process histories */
+	size_t bytes;          /* current sum (structs + sample arrays) */
+	struct hist_uid *uids; /* every uid seen (never removed: one per user of the host) */
+	uint32_t nuids, cap_uids;
+	uint32_t nactive; /* uids with a live history: each may hold max_bytes / nactive */
 	struct hist_proc *head, *tail;
 	uint32_t nprocs, nlive;
 	struct hist_event *ev; /* ring of ev_cap */
@@ -165,6 +184,10 @@ int history_reconfigure(struct history *h, uint32_t sample_ms, size_t max_bytes,
  * NULL when even an empty history does not fit (counted in st.refused). */
 struct hist_proc *history_open(struct history *h, int32_t pid, uint64_t start_time, uint32_t uid,
                                const char *exe, int64_t started_ms);
+/* The share of the bound uid may hold now (its own when it has no live history yet). */
+size_t history_uid_share(const struct history *h, uint32_t uid);
+/* What uid's histories hold (0 for a uid never seen). */
+size_t history_uid_bytes(const struct history *h, uint32_t uid);
 /* The newest history of pid (live first, else the most recently exited), or NULL. */
 struct hist_proc *history_find(struct history *h, int32_t pid);
 /* Record one sample (bytes per figure) at time now_ms. Ticks skipped since the last

@@ -287,8 +287,13 @@ void timeline_write_metrics(struct ctld *d, struct evbuffer *b)
 	         "Exited histories dropped to stay within history_max_bytes",
 	         (double)tl->h.st.evicted},
 	        {"liballoc_ctld_history_truncated_total", "counter",
-	         "Histories kept shorter than their window by history_max_bytes",
+	         "Histories kept shorter than their window by history_max_bytes or their "
+	         "uid's share of it",
 	         (double)tl->h.st.truncated},
+	        {"liballoc_ctld_history_cut_total", "counter",
+	         "Live histories cut to half to give another uid its share of "
+	         "history_max_bytes",
+	         (double)tl->h.st.cut},
 	        {"liballoc_ctld_history_events_total", "counter", "Events put on the timeline",
 	         (double)tl->h.st.events},
 	};

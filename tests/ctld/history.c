@@ -2,7 +2,8 @@
  * their ticks with gaps where ticks were missed, the fine ring keeps 15 minutes and the
  * coarse ring the means of a day, 1,000 processes sampled for the whole retention stay
  * within the documented bound (accounted and as measured by malloc), the total bound drops
- * exited histories first and then stops rings from growing, and the event ring. */
+ * exited histories first and then stops rings from growing, one uid's many processes leave
+ * another uid its share of the bound, and the event ring. */
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <string.h>
@@ -207,6 +208,74 @@ Test(history, the_total_bound_drops_exited_histories_first_then_stops_rings_grow
 	cr_assert_eq(history_reconfigure(&h, 1000, HIST_PROC_MAX_BYTES, 16), 0);
 	cr_assert_leq(h.bytes, HIST_PROC_MAX_BYTES);
 	history_free(&h);
+}
+
+Test(history, one_uids_many_processes_leave_another_uid_its_share)
+{
+	/* uid 1000's 200 processes fill a bound that holds 20 whole histories; then uid 2000's
+	 * one process comes: it gets its whole fine ring and a growing coarse one (within its
+	 * half of the bound), uid 1000's largest histories are cut to make the room, and every
+	 * process of uid 1000 keeps its newest samples */
+	enum { N = 200 };
+	struct history h;
+	size_t max = 20 * HIST_PROC_MAX_BYTES;
+	cr_assert_eq(history_init(&h, 1000, max, 16), 0);
+	static struct hist_proc *a[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(a[i] = history_open(&h, 1000 + i, 1, 1000, "many", T0));
+	cr_assert_eq(history_uid_share(&h, 1000), max, "alone, a uid may hold the whole bound");
+	int64_t t = 0;
+	for (; t < 2000; t++)
+		for (int i = 0; i < N; i++)
+			sample(&h, a[i], 1 << 20, T0 + t * 1000);
+	cr_assert_leq(h.bytes, max);
+	cr_assert_gt(h.bytes, max - N * 2 * 16 * sizeof(struct hist_sample),
+	             "uid 1000 filled the bound");
+	cr_assert_geq(h.st.truncated, 1);
+	struct hist_proc *b = history_open(&h, 5000, 1, 2000, "other", T0 + t * 1000);
+	cr_assert_not_null(b, "a new uid gets a history though the bound is full");
+	cr_assert_eq(history_uid_share(&h, 2000), max / 2);
+	cr_assert_eq(history_uid_share(&h, 1000), max / 2);
+	size_t peak = 0;
+	int64_t t1 = t + HIST_FINE_SLOTS + 64 * HIST_COARSE_TICKS;
+	for (; t < t1; t++) {
+		for (int i = 0; i < N; i++)
+			sample(&h, a[i], 1 << 20, T0 + t * 1000);
+		sample(&h, b, 2 << 20, T0 + t * 1000);
+		if (h.bytes > peak)
+			peak = h.bytes;
+	}
+	cr_log_info("uid 1000: %zu bytes for %d processes, uid 2000: %zu bytes for one; bound %zu, "
+	            "%llu cut",
+	            history_uid_bytes(&h, 1000), N, history_uid_bytes(&h, 2000), max,
+	            (unsigned long long)h.st.cut);
+	cr_assert_leq(peak, max, "never above the total bound");
+	cr_assert_not(b->truncated, "uid 2000's rings grew as they would alone");
+	cr_assert_eq(b->fine.len, HIST_FINE_SLOTS);
+	cr_assert_geq(b->coarse.len, 64);
+	cr_assert_geq(h.st.cut, 1, "uid 1000's histories were cut for it");
+	cr_assert_leq(history_uid_bytes(&h, 2000), history_uid_share(&h, 2000));
+	cr_assert_eq(history_uid_bytes(&h, 1000) + history_uid_bytes(&h, 2000), h.bytes);
+	for (int i = 0; i < N; i++) {
+		struct collected c = {0};
+		history_walk(&h, a[i], false, 0, collect, &c);
+		cr_assert_gt(c.n, 0, "every process of uid 1000 keeps some history");
+		cr_assert_eq(c.t[c.n - 1], T0 + (t1 - 1) * 1000, "and its newest sample");
+	}
+	/* uid 2000's process exits: uid 1000 alone again may use the whole bound, and the
+	 * exited history of a uid without a live process is the first to go */
+	history_close(&h, b, T0 + t * 1000, "exited");
+	cr_assert_eq(history_uid_share(&h, 1000), max);
+	struct hist_proc *c1 = history_open(&h, 9000, 1, 1000, "new", T0 + t * 1000);
+	cr_assert_not_null(c1);
+	for (int64_t k = 0; k < HIST_FINE_SLOTS; k++, t++)
+		sample(&h, c1, 1 << 20, T0 + t * 1000);
+	cr_assert_null(history_find(&h, 5000), "uid 2000's exited history made the room");
+	cr_assert_eq(history_uid_bytes(&h, 2000), 0u);
+	cr_assert_eq(c1->fine.len, HIST_FINE_SLOTS);
+	cr_assert_leq(h.bytes, max);
+	history_free(&h);
+	cr_assert_eq(h.bytes, 0u);
 }
 
 Test(history, exited_histories_expire_after_the_coarse_retention)
