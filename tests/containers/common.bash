@@ -1,7 +1,8 @@
 # common.bash — shared setup of tests/containers/*.bats (issue 22): processes in other pid
 # and user namespaces made with unshare(1), next to a daemon in the root namespace or in
 # theirs. Every namespace is started with --kill-child, so ending the recorded unshare
-# (ctld_teardown kills $T/pids one by one) ends everything inside it.
+# (ns_teardown SIGKILLs it: it ignores SIGTERM) ends everything inside it. What another uid
+# runs comes from the copies tests/helpers/crossuid.bash makes in $T/bin.
 source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
 ALLOCCTL="$BUILD/allocctl"
 WORKLOAD="$TESTS_BIN/workload"
@@ -9,18 +10,23 @@ WORKLOAD="$TESTS_BIN/workload"
 ns_setup() {
 	ctld_setup --other-uid # $T under /tmp: a user in a namespace reaches its run directory and the socket
 	NS_USERS=()
-	NS_SHARE=
 }
 
 ns_teardown() {
 	local rc=0 u uid p
+	# unshare --fork ignores SIGTERM (its child, a namespace's init, gets nothing): kill
+	# it, and --kill-child ends everything inside, instead of ctld_teardown's 10 s wait
+	if [ -n "${T:-}" ] && [ -f "$T/pids" ]; then
+		while read -r p; do
+			[ "$(cat "/proc/$p/comm" 2>/dev/null)" = unshare ] && kill -9 "$p" 2>/dev/null
+		done <"$T/pids"
+	fi
 	ctld_teardown || rc=$?
 	for u in "${NS_USERS[@]}"; do
 		uid=$(id -u "$u" 2>/dev/null) || continue
 		for p in $(ps -o pid= -u "$uid" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
 		userdel "$u" 2>/dev/null || true
 	done
-	[ -n "${NS_SHARE:-}" ] && rm -rf "$NS_SHARE"
 	return $rc
 }
 
@@ -58,7 +64,7 @@ ns_start() {
 	local -a pre=() un=(unshare --pid --fork --kill-child --mount-proc)
 	[ -n "$user" ] && pre=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --)
 	[ -n "$userns" ] && un=(unshare --user --map-root-user --pid --fork --kill-child --mount-proc)
-	local -a cmd=(env LIBALLOC_RUN_DIR="${LIBALLOC_RUN_DIR_NS:-$T/segs}" LD_PRELOAD="${NS_SO:-$LIBALLOC_SO}" "$@")
+	local -a cmd=(env LIBALLOC_RUN_DIR="${LIBALLOC_RUN_DIR_NS:-$T/segs}" LD_PRELOAD="$LIBALLOC_SO" "$@")
 	if [ -n "$nspid" ]; then
 		# the next pid the namespace hands out is N: the shell's background child
 		"${pre[@]}" "${un[@]}" sh -c 'echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid || exit 1
@@ -105,14 +111,16 @@ listed() {
 }
 
 # ns_user: a fresh system user for this test (removed at teardown, with its processes), in
-# NS_U; and NS_SHARE, a 0755 directory under /tmp with copies it can run (the checkout may
-# be in a 0700 home)
+# NS_U; NS_SHARE, a 0755 directory in $T for what the test gives that user (run
+# directories, a socket directory). The programs it runs are the copies in $T/bin
+# (tests/helpers/crossuid.bash: ctld_setup --other-uid shares the daemon and liballoc.so,
+# this adds allocctl), reachable from a checkout in a 0700 home.
 ns_user() {
 	NS_U="lans$$$RANDOM"
 	NS_U=${NS_U:0:30}
 	useradd --system --no-create-home --shell /usr/sbin/nologin "$NS_U" >/dev/null 2>&1 || return 1
 	NS_USERS+=("$NS_U")
-	NS_SHARE=$(mktemp -d /tmp/liballoc-ns.XXXXXX)
-	chmod 755 "$NS_SHARE"
-	cp "$LIBALLOC_SO" "$NS_SHARE/" && chmod a+r "$NS_SHARE/liballoc.so"
+	NS_SHARE="$T/share"
+	mkdir -m 755 "$NS_SHARE"
+	xuid_share "$T" ALLOCCTL
 }

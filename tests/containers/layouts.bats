@@ -44,8 +44,8 @@ teardown() {
 	unshare --pid --mount --fork --kill-child --mount-proc sh -c '
 		mount --bind "$1" "$2/run" || exit 1
 		exec setpriv --reuid="$3" --regid="$3" --clear-groups -- \
-			env LIBALLOC_RUN_DIR="$2/run" LD_PRELOAD="$2/liballoc.so" sleep 300' \
-		sh "$T/node/$uid" "$NS_SHARE" "$uid" >"$T/pod.out" 2>&1 3>&- &
+			env LIBALLOC_RUN_DIR="$2/run" LD_PRELOAD="$4" sleep 300' \
+		sh "$T/node/$uid" "$NS_SHARE" "$uid" "$LIBALLOC_SO" >"$T/pod.out" 2>&1 3>&- &
 	NSU=$!
 	echo "$NSU" >>"$T/pids"
 	wait_for 30 ns_find_host_pid ""
@@ -79,18 +79,17 @@ teardown() {
 	ns_user || skip "cannot create a user"
 	local uid
 	uid=$(id -u "$NS_U")
-	cp "$CTLD" "$NS_SHARE/" && chmod 755 "$NS_SHARE/allocctld"
 	mkdir -m 755 "$NS_SHARE/vol"
 	install -d -m 700 -o "$uid" "$NS_SHARE/sock"
 	# the pod: the volume (tmpfs, 1777 like an emptyDir), the service and the sidecar
 	unshare --pid --mount --fork --kill-child --mount-proc sh -c '
 		mount -t tmpfs -o mode=1777,size=16m pod "$1/vol" || exit 1
 		setpriv --reuid="$2" --regid="$2" --clear-groups -- \
-			env LIBALLOC_RUN_DIR="$1/vol/app" LD_PRELOAD="$1/liballoc.so" sleep 300 &
-		setpriv --reuid="$2" --regid="$2" --clear-groups -- "$1/allocctld" \
+			env LIBALLOC_RUN_DIR="$1/vol/app" LD_PRELOAD="$3" sleep 300 &
+		setpriv --reuid="$2" --regid="$2" --clear-groups -- "$4" \
 			--no-default-dirs --run-dir "$1/vol/app" --socket "$1/sock/ctl.sock" \
 			--listen off --ready-file "$1/sock/ready" &
-		wait' sh "$NS_SHARE" "$uid" >"$T/pod.out" 2>&1 3>&- &
+		wait' sh "$NS_SHARE" "$uid" "$LIBALLOC_SO" "$CTLD" >"$T/pod.out" 2>&1 3>&- &
 	echo $! >>"$T/pids"
 	wait_file "$NS_SHARE/sock/ready" 30
 	SOCK="$NS_SHARE/sock/ctl.sock"
@@ -103,9 +102,8 @@ teardown() {
 	[[ "$output" == *" nspid=$pp "* ]]
 	[ "$pp" -lt 10 ]
 	# its uid acts on it through the sidecar
-	cp "$ALLOCCTL" "$NS_SHARE/" && chmod 755 "$NS_SHARE/allocctl"
 	run setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
-		"$NS_SHARE/allocctl" --socket "$SOCK" trim "$pp"
+		"$ALLOCCTL" --socket "$SOCK" trim "$pp"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == "trim $pp: released "* ]]

@@ -168,8 +168,7 @@ teardown() {
 	install -d -m 700 -o "$NS_U" "$T/user"
 	mkdir -m 755 "$T/pub"
 	SOCK_PATH="$T/pub/ctl.sock" start_daemon --socket-mode 0666 --run-dir "$T/user"
-	NS_SO="$NS_SHARE/liballoc.so" LIBALLOC_RUN_DIR_NS="$T/user" \
-		ns_start --as "$NS_U" --userns "$T/u.out" sleep 300
+	LIBALLOC_RUN_DIR_NS="$T/user" ns_start --as "$NS_U" --userns "$T/u.out" sleep 300
 	# inside, the process is root with pid 1
 	[ "$(awk '/^Uid:/ {print $2}' "/proc/$NSH/status")" = "$uid" ]
 	[ "$(nspid_of "$NSH")" = 1 ]
@@ -177,13 +176,12 @@ teardown() {
 	run ctl list
 	[[ "$output" == *"process pid=$NSH name=sleep exe=/usr/bin/sleep uid=$uid owner=$uid"* ]]
 	# that uid sees and acts on it through the shared daemon; nobody else does
-	cp "$ALLOCCTL" "$NS_SHARE/" && chmod a+rx "$NS_SHARE/allocctl"
 	run setpriv --reuid="$NS_U" --regid="$(id -g "$NS_U")" --clear-groups -- \
-		"$NS_SHARE/allocctl" --socket "$SOCK" trim "$NSH"
+		"$ALLOCCTL" --socket "$SOCK" trim "$NSH"
 	[ "$status" -eq 0 ]
 	[[ "$output" == "trim $NSH: released "* ]]
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		"$NS_SHARE/allocctl" --socket "$SOCK" trim "$NSH"
+		"$ALLOCCTL" --socket "$SOCK" trim "$NSH"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"permission denied"* ]]
 	# nothing of that directory was refused
