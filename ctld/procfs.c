@@ -403,6 +403,35 @@ static bool nsidx_lookup(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t
 	return false;
 }
 
+int procfs_find_locker(uint64_t ino, uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%s/locks", proc_root);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return PROCFS_NS_HIDDEN;
+	char line[256];
+	int found = PROCFS_NS_HIDDEN;
+	while (found != PROCFS_NS_FOUND && fgets(line, sizeof(line), f)) {
+		/* "1: FLOCK  ADVISORY  READ 4242 fe:00:5358308 0 EOF"; "1: -> ..." waits */
+		char kind[16], type[16];
+		long who;
+		unsigned maj, min;
+		unsigned long long node;
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", kind, type, &who, &maj, &min,
+		           &node) != 6 ||
+		    strcmp(kind, "FLOCK") != 0 || node != ino || who <= 0)
+			continue;
+		if (is_it((pid_t)who, pidns, nspid, start_time)) {
+			*pid = (pid_t)who;
+			found = PROCFS_NS_FOUND;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 int procfs_find_nspid(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid)
 {
 	if (nspid <= 0)

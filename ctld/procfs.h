@@ -84,6 +84,11 @@ uint64_t procfs_self_userns(void);
 enum { PROCFS_NS_FOUND, PROCFS_NS_HIDDEN, PROCFS_NS_LATER };
 #define PROCFS_NS_RESCAN_MS 20
 int procfs_find_nspid(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid);
+/* The same found through the flock its segment file (inode ino) holds: /proc/locks names
+ * each holder by its pid in the reader's pid namespace (a holder not visible from there
+ * is not listed). One read, no walk of /proc and nothing to wait for: a segment's owner
+ * holds its lock before the file appears. PROCFS_NS_FOUND or PROCFS_NS_HIDDEN. */
+int procfs_find_locker(uint64_t ino, uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *pid);
 
 /* uid inside the process's user namespace as the reader sees it, through the uid_map read
  * with PROCFS_UIDMAP. False when the map does not cover it. */

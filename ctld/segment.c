@@ -572,7 +572,12 @@ int seg_liveness(struct seg *s, bool check_owner)
 	/* Someone holds the lock: from here on nothing says the file is stale. */
 	if (!s->mapped) {
 		pid_t here = 0;
-		int found = procfs_find_nspid(s->pidns, s->nspid, s->hdr.start_time, &here);
+		/* another namespace's: its lock names it (no walk of /proc) */
+		int found = s->pidns ? procfs_find_locker((uint64_t)s->ino, s->pidns, s->nspid,
+		                                          s->hdr.start_time, &here)
+		                     : PROCFS_NS_HIDDEN;
+		if (found != PROCFS_NS_FOUND)
+			found = procfs_find_nspid(s->pidns, s->nspid, s->hdr.start_time, &here);
 		if (found != PROCFS_NS_FOUND) {
 			s->look_again = found == PROCFS_NS_LATER;
 			if (s->pidns)

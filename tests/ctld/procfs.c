@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -266,6 +268,51 @@ Test(procfs, this_process_namespaces)
 	uid_t out;
 	cr_assert(procfs_uid_outside(&pi, getuid(), &out));
 	cr_assert_eq(out, getuid(), "the reader's own namespace maps each uid to itself");
+}
+
+/* A segment's owner found by the flock it holds on the file (/proc/locks), checked as the
+ * walk's candidates are (namespace, pid in it, start time). */
+Test(procfs, find_the_process_holding_a_files_lock)
+{
+	char path[] = "/tmp/procfs-lock.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	int ready[2];
+	cr_assert_eq(pipe(ready), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		int f = open(path, O_RDONLY);
+		char c = 1;
+		if (f < 0 || flock(f, LOCK_SH) != 0 || write(ready[1], &c, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char c;
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	struct procfs_info pi;
+	cr_assert_eq(procfs_read(child, 0, 0, &pi), 0);
+	pid_t pid = 0;
+	uint64_t ns = procfs_self_pidns();
+	cr_expect_eq(procfs_find_locker((uint64_t)st.st_ino, ns, child, pi.start_time, &pid),
+	             PROCFS_NS_FOUND);
+	cr_expect_eq(pid, child);
+	pid = 0;
+	cr_expect_eq(procfs_find_locker((uint64_t)st.st_ino, ns, child, pi.start_time + 1, &pid),
+	             PROCFS_NS_HIDDEN, "another start time is another process");
+	cr_expect_eq(procfs_find_locker((uint64_t)st.st_ino, ns + 1, child, pi.start_time, &pid),
+	             PROCFS_NS_HIDDEN, "another namespace");
+	cr_expect_eq(procfs_find_locker((uint64_t)st.st_ino + 1, ns, child, pi.start_time, &pid),
+	             PROCFS_NS_HIDDEN, "another file");
+	cr_expect_eq(pid, 0);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	cr_expect_eq(procfs_find_locker((uint64_t)st.st_ino, ns, child, pi.start_time, &pid),
+	             PROCFS_NS_HIDDEN, "its lock went with it");
+	close(fd);
+	unlink(path);
 }
 
 Test(procfs, find_nspid_in_the_readers_namespace_and_not_elsewhere)
