@@ -83,7 +83,11 @@ if want never-reading-client; then
 attack_daemon
 wait_listed "$N"
 ONE=$(ctl --timeout 30000 list | sed -n 's/^process pid=\([0-9]*\) .*/\1/p' | head -n 1)
-"$AS_USER" nobody "$NOBODY_CTLCLIENT" --socket "$SOCK" flood "$ONE" 100000 30 >/dev/null 2>&1 &
+# (the daemon closes it once its replies wait unread for read_timeout_ms: it comes back, as
+# an attacker would, until the row is done; stopping the daemon ends the last one)
+while :; do
+	"$AS_USER" nobody "$NOBODY_CTLCLIENT" --socket "$SOCK" flood "$ONE" 100000 30 >/dev/null 2>&1
+done &
 FL=$!
 PIDS+=("$FL")
 sleep 1

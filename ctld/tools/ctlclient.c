@@ -9,7 +9,8 @@
  *   raw-version N | raw-empty | raw-hex HEX | raw-len N | raw-partial MS | raw-garbage N
  *   latency PID N     N set requests on one connection: prints p50/p99/max round trip
  *   list-latency N    N whole lists (all pages) on one connection: p50/p99/max
- *   flood PID N SECS  pipeline up to N stats requests and never read, for SECS
+ *   flood PID N SECS  pipeline up to N stats requests and never read, until the daemon
+ *                     closes the connection (prints closed_by_daemon=1) or SECS pass
  *   hold N SECS       hold N idle connections for SECS
  * exit: 0 a reply was printed, 3 closed without a reply, 1 error, 2 usage */
 #include <errno.h>
@@ -409,7 +410,9 @@ int main(int argc, char **argv)
 		return await(fd);
 	} else if (!strcmp(cmd, "flood") && nargs == 3) {
 		/* an attacker that never reads: pipeline up to N stats requests for PID (as fast
-		 * as the daemon takes them), for SECONDS; prints how many were sent */
+		 * as the daemon takes them) and keep the connection, reading nothing, until the
+		 * daemon closes it (the peer's close shows as POLLHUP/POLLRDHUP even with replies
+		 * unread) or SECONDS pass; prints how many were sent and which came first */
 		int pid = atoi(args[0]), secs = atoi(args[2]);
 		long n = atol(args[1]), sent = 0;
 		sr.pid = pid;
@@ -424,24 +427,36 @@ int main(int argc, char **argv)
 		ctl__envelope__pack(&env, frame + 4);
 		struct timespec t0, t;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
+		bool closed = false;
+		long ms = 0;
+		size_t off = 0;
 		for (;;) {
 			clock_gettime(CLOCK_MONOTONIC, &t);
-			if (t.tv_sec - t0.tv_sec >= secs)
+			ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+			if (ms >= secs * 1000L)
 				break;
-			if (sent < n) {
-				struct pollfd p = {.fd = fd, .events = POLLOUT};
-				if (poll(&p, 1, 100) == 1 && (p.revents & POLLOUT)) {
-					if (send(fd, frame, len + 4, MSG_NOSIGNAL | MSG_DONTWAIT) ==
-					    (ssize_t)(len + 4))
-						sent++;
-					else if (errno != EAGAIN)
-						break;
+			struct pollfd p = {.fd = fd,
+			                   .events = POLLRDHUP | (sent < n ? POLLOUT : 0)};
+			if (poll(&p, 1, 100) != 1)
+				continue;
+			if (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) {
+				closed = true;
+				break;
+			}
+			if ((p.revents & POLLOUT) && sent < n) {
+				/* a frame the socket took in part is finished first */
+				ssize_t w = send(fd, frame + off, len + 4 - off,
+				                 MSG_NOSIGNAL | MSG_DONTWAIT);
+				if (w > 0 && (off += (size_t)w) == len + 4) {
+					off = 0;
+					sent++;
+				} else if (w < 0 && errno != EAGAIN) {
+					closed = errno == EPIPE || errno == ECONNRESET;
+					break;
 				}
-			} else {
-				usleep(100000);
 			}
 		}
-		printf("flood sent=%ld\n", sent);
+		printf("flood sent=%ld closed_by_daemon=%d after_ms=%ld\n", sent, closed, ms);
 		free(frame);
 		return 0;
 	} else if (!strcmp(cmd, "hold") && nargs == 2) {

@@ -32,7 +32,9 @@ open_daemon() {
 	wait_listed "$FPID"
 	local before
 	before=$(peak_rss_kb "$DPID")
-	"$AS_USER" nobody "$CTLCLIENT" --socket "$SOCK" flood "$FPID" 100000 6 >"$T/flood" 2>&1 3>&- &
+	# it keeps its connection, reading nothing, until the daemon closes it (a minute at
+	# most: on a loaded machine filling 2 MiB of replies takes a while)
+	"$AS_USER" nobody "$CTLCLIENT" --socket "$SOCK" flood "$FPID" 100000 60 >"$T/flood" 2>&1 3>&- &
 	local fl=$!
 	echo "$fl" >>"$T/pids"
 	# root's requests are answered while the flood runs
@@ -44,6 +46,7 @@ open_daemon() {
 	done
 	wait "$fl" || true
 	cat "$T/flood"
+	grep -q "closed_by_daemon=1" "$T/flood"
 	local after
 	after=$(peak_rss_kb "$DPID")
 	echo "daemon VmHWM before $before kB, after $after kB"
