@@ -85,6 +85,7 @@ static struct {
 static void kick(struct ctld *d);
 static void scan_dir(struct ctld *d, struct rundir *dir);
 static void provide_uid_dir(struct ctld *d, struct rundir *dir);
+static void provide_configured(struct ctld *d);
 
 void proc_ref(struct proc *p)
 {
@@ -836,6 +837,7 @@ void discover_rescan(struct ctld *d)
 	 * must not pile the same names up in the queue again and again */
 	if (g.pass_open)
 		return;
+	provide_configured(d); /* one removed unseen (no watch) */
 	collect_dirs(d);
 	g.pass++;
 	struct rejected *r;
@@ -1030,7 +1032,10 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 				continue;
 			}
 			if (ev->wd == d->shm_root_wd || ev->wd == g.root_wd) {
-				/* a per-user directory appeared, went or was replaced */
+				/* a per-user directory appeared, went or was replaced; a provided
+				 * one removed is made again */
+				if (ev->wd == g.root_wd && (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+					provide_configured(d);
 				if (!ev->len)
 					rescan = true;
 				else

@@ -75,6 +75,28 @@ teardown() {
 	! grep -q "removed stale" "$T/log"
 }
 
+@test "provide_uid_dirs: a provided directory removed while the daemon runs is made again" {
+	mkdir -m 755 "$T/node" && mkdir -m 1777 "$T/shm"
+	cat >"$T/conf" <<-EOF
+		[daemon]
+		default_dirs = yes
+		shm_root = $T/shm
+		uid_dirs = $T/node
+		provide_uid_dirs = 4242, 4343
+	EOF
+	# hours between rescans: only the watch of uid_dirs can see the removal
+	CTLD_DEFAULT_DIRS=1 start_daemon --config "$T/conf" --rescan-ms 3600000
+	[ "$(stat -c '%u %a' "$T/node/4242")" = "4242 700" ]
+	rmdir "$T/node/4242"
+	wait_for 30 test -d "$T/node/4242"
+	[ "$(stat -c '%u %a' "$T/node/4242")" = "4242 700" ]
+	[ "$(grep -c "provided $T/node/4242 for uid 4242" "$T/log")" -eq 2 ]
+	# moved away: made again too; the other one was never touched
+	mv "$T/node/4343" "$T/node/old"
+	wait_for 30 test -d "$T/node/4343"
+	[ "$(grep -c "provided $T/node/4343 for uid 4343" "$T/log")" -eq 2 ]
+}
+
 @test "sidecar layout: daemon and service in one pid namespace, one uid, a tmpfs run directory" {
 	ns_user || skip "cannot create a user"
 	local uid
