@@ -411,6 +411,10 @@ static void scan_file(struct ctld *d, struct rundir *dir, const char *name, long
 	err = seg_liveness(&p->seg, true);
 	if (err == SEG_E_HIDDEN && p->seg.look_again) {
 		look_later(d, dir, name);
+	} else if (err == SEG_E_EXECED) {
+		/* left as it is, looked at again on each rescan: a preloaded new image renames
+		 * its own over it; once the process is gone it is stale */
+		log_debug("leaving segment %s: %s", path, p->seg.why);
 	} else if (err) {
 		bool removed =
 		        err == SEG_E_STALE && remove_stale(d, dir, name, p->seg.dev, p->seg.ino);

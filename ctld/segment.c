@@ -556,6 +556,19 @@ int seg_lock_held(struct seg *s)
 	/* The owner holds LOCK_SH for its whole life: if we can take LOCK_EX it is gone. */
 	if (flock(s->fd, LOCK_EX | LOCK_NB) == 0) {
 		flock(s->fd, LOCK_UN);
+		/* the pid that wrote it, here: known once mapped, else its own pid in our
+		 * namespace, else looked up (pid namespace, NSpid and start time agree) */
+		pid_t pid = s->mapped ? s->hdr.pid : s->pidns ? 0 : s->nspid;
+		pid_t here;
+		if (!pid && procfs_find_nspid(s->pidns, s->nspid, s->hdr.start_time, &here) ==
+		                    PROCFS_NS_FOUND)
+			pid = here;
+		struct procfs_info pi;
+		if (pid > 0 && procfs_read(pid, 0, s->hdr.start_time, &pi) == 0)
+			return fail(s->why, sizeof(s->why), SEG_E_EXECED,
+			            "no process holds its lock but pid %d lives on (it exec'd, or "
+			            "closed the descriptor)",
+			            pid);
 		return fail(s->why, sizeof(s->why), SEG_E_STALE, "no process holds its lock");
 	}
 	if (errno != EWOULDBLOCK)

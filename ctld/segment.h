@@ -49,7 +49,8 @@
 	X(BUSY, "mailbox held by another client")             \
 	X(TIMEOUT, "the process did not answer in time")      \
 	X(RUNNING, "command still running after the timeout") \
-	X(PROTOCOL, "mailbox protocol violation")
+	X(PROTOCOL, "mailbox protocol violation")             \
+	X(EXECED, "its process lives on without its lock")
 
 enum seg_error {
 #define SEG_X_ENUM(name, text) SEG_E_##name,
@@ -136,7 +137,10 @@ int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint
  * new start time. */
 int seg_liveness(struct seg *s, bool check_owner);
 /* Its first step alone: SEG_E_OK while a process holds the file's lock, SEG_E_STALE when
- * none does (for a process just seen alive in /proc with its start time). */
+ * none does (for a process just seen alive in /proc with its start time). SEG_E_EXECED
+ * when none does but the process that wrote it still runs (same pid and start time): it
+ * exec'd (the lock's descriptor is close-on-exec; a preloaded new image renames its own
+ * segment over this name) or closed the descriptor: the file is left to it, not removed. */
 int seg_lock_held(struct seg *s);
 /* /proc/<pid>/stat start time (field 22) and owner uid; 0 on success, -1 if gone. */
 int seg_proc_identity(pid_t pid, uint64_t *start_time, uid_t *uid);

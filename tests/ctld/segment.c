@@ -508,8 +508,14 @@ Test(segment, liveness_follows_the_owners_lock_and_identity)
 	int fd = write_segment(NULL);
 	struct seg s;
 	cr_assert_eq(seg_open(&s, path, getuid()), SEG_E_OK);
+	/* nobody holds the lock, but the process that wrote it (this one) runs: it exec'd or
+	 * closed the descriptor; the file is left to it */
+	cr_assert_eq(seg_liveness(&s, true), SEG_E_EXECED, "%s", s.why);
+	cr_assert(strstr(s.why, "lives on"), "%s", s.why);
+	s.hdr.start_time += 1; /* its writer gone (the pid reused): stale */
 	cr_assert_eq(seg_liveness(&s, true), SEG_E_STALE, "nobody holds the lock");
 	cr_assert(strstr(s.why, "lock"));
+	s.hdr.start_time -= 1;
 	cr_assert_eq(flock(fd, LOCK_SH), 0);
 	cr_assert_eq(seg_liveness(&s, true), SEG_E_OK, "%s", s.why);
 	s.uid = 12345; /* a segment of another user claiming our pid */

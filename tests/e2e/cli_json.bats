@@ -6,6 +6,7 @@
 # cli/schema/allocctl-json-1.schema.json by tests/helpers/jsonschema_check.py (Debian's
 # python3-jsonschema; strict: a key the schema does not describe fails). The process is
 # started with `exec -a`: it is listed under the name it was given and its profile applies.
+# A process that exec'd a program without liballoc keeps its old segment while it lives.
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -48,8 +49,10 @@ check() {
 	local p=$!
 	echo "$p" >>"$T/pids"
 	wait_listed "$p"
-	# the profile applies to the name exec -a gave it
+	# the profile applies to the name exec -a gave it; the segment of the image before the
+	# exec (its lock went with it) was replaced by the new image's, never removed as stale
 	wait_until grep -q "profile json-prof applied to pid $p (json-prof)" "$T/log"
+	! grep -q "removed stale" "$T/log"
 	j ps ps
 	j stats stats "$p"
 	j get get "$p"
@@ -89,4 +92,23 @@ check() {
 	[[ "$output" == *"schema_version: 1 was expected"* ]]
 	run check nosuch "$T/v2.json"
 	[ "$status" -eq 2 ]
+}
+
+@test "a process that exec'd a program without liballoc: its segment stays while it lives, then goes" {
+	start_daemon --rescan-ms 200
+	mkfifo "$T/go"
+	LIBALLOC_RUN_DIR="$T/segs" LD_PRELOAD="$LIBALLOC_SO" bash -c \
+		'read -r _ <"$1"; exec env -u LD_PRELOAD sleep 300' _ "$T/go" >/dev/null 2>&1 3>&- &
+	local p=$!
+	echo "$p" >>"$T/pids"
+	wait_listed "$p"
+	echo >"$T/go"
+	wait_until grep -q "forgetting pid $p (bash): no process holds its lock but pid $p lives on" "$T/log"
+	wait_rescans 2
+	[ -f "$T/segs/liballoc.$p.seg" ]
+	! grep -q "removed stale" "$T/log"
+	! listed "$p"
+	kill "$p"
+	wait_until eval "! test -e '$T/segs/liballoc.$p.seg'"
+	grep -q "removed stale segment $T/segs/liballoc.$p.seg (no process holds its lock)" "$T/log"
 }
