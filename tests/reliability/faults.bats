@@ -110,7 +110,9 @@ readers_stop() {
 	# overwrite the header (the service only writes counters and the mailbox page)
 	head -c 512 /dev/urandom | dd of="$seg" conv=notrunc status=none
 	wait_listed "$SPID" absent
-	readers_wait 10
+	# later scans (not logged again) while the readers go on
+	wait_rescans 3
+	readers_wait 3
 	readers_stop
 	kill -0 "$DPID"
 	grep -q "skipping segment $T/segs/liballoc.$SPID.seg: bad magic" "$T/log"
