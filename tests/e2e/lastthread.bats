@@ -14,6 +14,36 @@ setup() {
 	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
 	HELPER="$TESTS_BIN/lastthread"
 	NOWAITV="$TESTS_BIN/nowaitv"
+	BG=()
+}
+
+# started NAME CMD...: CMD in the background, its output in $BATS_TEST_TMPDIR/NAME.out.
+# The idle modes' children sleep 2.5 s by design (and the fallback wait up to a second a
+# child): independent children, so they run side by side instead of one after the other.
+started() {
+	local name=$1
+	shift
+	"$@" >"$BATS_TEST_TMPDIR/$name.out" 2>&1 3>&- &
+	BG+=("$name:$!")
+}
+
+# all_ended_ok: every started CMD exited 0 and printed nothing (each says why otherwise)
+all_ended_ok() {
+	local e name rc=0
+	for e in "${BG[@]}"; do
+		name=${e%%:*}
+		wait "${e#*:}" || {
+			echo "$name: exit status $?"
+			rc=1
+		}
+		if [ -s "$BATS_TEST_TMPDIR/$name.out" ]; then
+			echo "$name:"
+			cat "$BATS_TEST_TMPDIR/$name.out"
+			rc=1
+		fi
+	done
+	BG=()
+	return $rc
 }
 
 @test "main and its threads leaving together through pthread_exit end the process" {
@@ -23,17 +53,18 @@ setup() {
 
 @test "main leaving through pthread_exit ends the process when a thread that never allocated ends" {
 	# the thread sleeps 2.5 s, longer than the control thread once looked after main left
-	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-thread 2
-	[ -z "$output" ]
+	started idle1 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-thread 1
+	started idle2 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-thread 1
+	all_ended_ok
 }
 
 @test "SIGTERM ends such a process meanwhile, also when only the control thread could take it" {
-	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-term 3
-	[ -z "$output" ]
+	started term env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-term 3
 	# the sleeping thread blocks SIGTERM: once it is gone, the signal must not stay pending
 	# in a process kept alive by the control thread (which blocks every signal)
-	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-blocked 2
-	[ -z "$output" ]
+	started blocked1 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-blocked 1
+	started blocked2 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-blocked 1
+	all_ended_ok
 }
 
 @test "a child forked from a thread ends when its threads leave together" {
@@ -43,12 +74,10 @@ setup() {
 
 @test "without futex_waitv (Linux < 5.16, seccomp) the control thread still lets them end" {
 	# the fallback wakes at least once a second: each child ends within about that
-	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" main-exit 3
-	[ -z "$output" ]
-	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" fork-thread 3
-	[ -z "$output" ]
-	run -0 "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" idle-thread 1
-	[ -z "$output" ]
+	started main "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" main-exit 3
+	started fork "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" fork-thread 3
+	started idle "$NOWAITV" -p "$LIBALLOC_SO" "$HELPER" idle-thread 1
+	all_ended_ok
 }
 
 @test "nowaitv rejects bad arguments and reports a command it cannot run" {
@@ -61,11 +90,12 @@ setup() {
 }
 
 @test "the same children end without the preload (the helper's own check)" {
-	run -0 "$HELPER" main-exit 5
-	run -0 "$HELPER" fork-thread 5
-	run -0 "$HELPER" idle-thread 1
-	run -0 "$HELPER" idle-term 1
-	run -0 "$HELPER" idle-blocked 1
+	started main "$HELPER" main-exit 5
+	started fork "$HELPER" fork-thread 5
+	started idle "$HELPER" idle-thread 1
+	started term "$HELPER" idle-term 1
+	started blocked "$HELPER" idle-blocked 1
+	all_ended_ok
 }
 
 @test "the helper rejects bad arguments with its usage line" {
