@@ -232,12 +232,11 @@ static bool watch_v1_level(void)
 		/* one eventfd for both: either wakes the watch */
 		char buf[32], num[24];
 		la_strlcpy(path + n, "/memory.limit_in_bytes", sizeof(path) - n);
-		ssize_t len = os_read_small(path, buf, sizeof(buf));
-		uint64_t limit = 0;
-		for (ssize_t i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++)
-			limit = limit * 10 + (uint64_t)(buf[i] - '0');
-		if (len > 0 && limit && limit < (1ull << 60)) /* "no limit" reads as ~2^63 */ {
-			la_fmt_u64(num, limit / 100 * V1_USAGE_SHARE);
+		int64_t limit = 0;
+		if (os_read_small(path, buf, sizeof(buf)) > 0 &&
+		    la_parse(LA_T_INT, buf, &limit) == LA_PARSE_OK && limit > 0 &&
+		    limit < (1ll << 60)) /* "no limit" reads as ~2^63 */ {
+			la_fmt_u64(num, (uint64_t)limit / 100 * V1_USAGE_SHARE);
 			v1_register(cfd, efd, dir, "/memory.usage_in_bytes", num);
 		}
 	}
