@@ -140,6 +140,23 @@ static void sample_one(struct ctld *d, struct proc *p, int64_t tick_ms)
 	history_sample(&tl->h, p->hist, fig, tick_ms);
 }
 
+/* a listed process the sweep has not reached yet (discovered since the last tick): its
+ * history opens now, with this tick's sample when a tick has begun */
+static struct hist_proc *history_now(struct ctld *d, int32_t pid)
+{
+	struct timeline *tl = d->tl;
+	struct proc *p = discover_find(d, pid);
+	if (!p)
+		return NULL;
+	if (!tl->tick)
+		return p->hist ? p->hist : (p->hist = open_history(d, p, timeline_now_ms()));
+	if (p->hist_tick != tl->tick) {
+		p->hist_tick = tl->tick;
+		sample_one(d, p, tl->tick_ms);
+	}
+	return p->hist;
+}
+
 static void on_slice(evutil_socket_t fd, short what, void *arg)
 {
 	struct ctld *d = arg;
@@ -565,6 +582,8 @@ bool timeline_request(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 	for (size_t i = 0; i < q->n_pids; i++) {
 		struct hist_proc *p = history_find(&tl->h, q->pids[i]);
 		static char msg[128];
+		if (!p)
+			p = history_now(d, q->pids[i]);
 		if (!p) {
 			snprintf(msg, sizeof(msg),
 			         "no history of pid %d: the daemon has not seen it", q->pids[i]);

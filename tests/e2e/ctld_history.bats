@@ -136,6 +136,25 @@ wait_json() {
 	[[ "$(grep -E "^ +$D " <<<"$output")" == *" +"* ]]
 }
 
+@test "history of a process listed moments ago, before the sweep reached it: its start, not 'no such process'" {
+	printf 'history_sample_ms = 60s\n' >"$T/conf"
+	start_daemon --config "$T/conf"
+	start_fake --exe /usr/bin/svc-n --arenas 1 --interval-ms 0
+	D=$FPID
+	wait_listed "$D"
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" history "$D"
+	# before the first minute's tick there is no sample yet, and it says so; after, one
+	[[ "${lines[0]}" == "$D (svc-n): no samples in this window" ||
+		"${lines[0]}" == "$D (svc-n): "*"samples every 1 min"* ]]
+	[[ "$output" == *"events"*"start"* ]]
+	run -0 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" --json history "$D"
+	echo "$output" | json "d['processes'][0]['pid'] == $D"
+	echo "$output" >"$T/h.json"
+	run -0 python3 "$ROOT/tests/helpers/jsonschema_check.py" "$ROOT/cli/schema/allocctl-json-1.schema.json" history "$T/h.json"
+	run -1 --separate-stderr "$BUILD/allocctl" --socket "$SOCK" history 999999
+	[[ "$stderr" == *"no such process: 999999"* ]]
+}
+
 @test "a profile's actions are on the timeline as the profile's, and each history says its profile" {
 	cat >"$T/conf" <<EOC
 [profile caches]
