@@ -110,9 +110,9 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 	if (h->magic != LA_SHM_MAGIC)
 		return fail(why, whylen, SEG_E_MAGIC, "magic %#llx, expected %#llx",
 		            (unsigned long long)h->magic, (unsigned long long)LA_SHM_MAGIC);
-	if (h->abi_version != LA_SHM_ABI_VERSION)
-		return fail(why, whylen, SEG_E_VERSION, "ABI version %u, this reader knows %u",
-		            h->abi_version, LA_SHM_ABI_VERSION);
+	if (h->abi_version < LA_SHM_ABI_VERSION_MIN || h->abi_version > LA_SHM_ABI_VERSION)
+		return fail(why, whylen, SEG_E_VERSION, "ABI version %u, this reader knows %u..%u",
+		            h->abi_version, LA_SHM_ABI_VERSION_MIN, LA_SHM_ABI_VERSION);
 	if (h->header_size < sizeof(*h) || h->header_size > LA_SHM_PAGE)
 		return fail(why, whylen, SEG_E_HEADER, "header_size %u, expected %zu..%u",
 		            h->header_size, sizeof(*h), LA_SHM_PAGE);

@@ -28,7 +28,9 @@
  *      removes it. After fork() the child creates its own segment; after exec() the new
  *      image creates one under the same name (the rename replaces the old file).
  *
- * Bump LA_SHM_ABI_VERSION on any incompatible change; readers refuse other versions.
+ * Bump LA_SHM_ABI_VERSION on any incompatible change; readers refuse versions outside
+ * LA_SHM_ABI_VERSION_MIN..LA_SHM_ABI_VERSION (the older ones they still read are listed
+ * there).
  * Adding a counter, tunable or command at the end of its list is compatible only if the
  * header's counts are used by readers (they are): readers take names from their own
  * copy of this header and read only the fields both sides know.
@@ -40,7 +42,11 @@
 #include <stdint.h>
 
 #define LA_SHM_MAGIC            0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
-#define LA_SHM_ABI_VERSION      2u
+/* 3: up to 44 size classes (eight per doubling above 4 KiB), where 2 had at most 36; the
+ * layout is 2's, so readers of 3 read segments of 2 (an older reader refuses 3 by its
+ * version, not by its class count). */
+#define LA_SHM_ABI_VERSION      3u
+#define LA_SHM_ABI_VERSION_MIN  2u      /* the oldest version readers still read */
 #define LA_VERSION              "0.1.0" /* the project's version: liballoc, allocctld, allocctl */
 #define LA_SHM_PREFIX           "liballoc."
 #define LA_SHM_SUFFIX           ".seg"
@@ -62,7 +68,7 @@
  * Counters, tunables and class fields may grow at the end of their lists (see above) up to
  * their *_MAX; arena slots and size classes are the library's own numbers. */
 #define LA_SHM_ARENAS_MAX       1024 /* arena slots (arena_max is at most this) */
-#define LA_SHM_CLASSES_MAX      36   /* size classes published */
+#define LA_SHM_CLASSES_MAX      44   /* size classes published */
 #define LA_SHM_COUNTERS_MAX     128  /* counters per block */
 #define LA_SHM_TUNABLES_MAX     64   /* tunable entries */
 #define LA_SHM_CLASS_STATS_MAX  16   /* statistics per size class */

@@ -26,8 +26,9 @@
 
 /* Fixed layout (offsets in the header are what readers use). The header, the tunables,
  * the classes, the process block and the first arena blocks share the first page, and the
- * mailbox has a page of its own at the end: a process with up to four arenas keeps two
- * pages of its segment resident. */
+ * mailbox has a page of its own at the end: a process with up to three arenas keeps two
+ * pages of its segment resident (four before the eight classes above 4 KiB took 320
+ * bytes of the first page). */
 #define SEG_ALIGN(x, a) (((x) + (a)-1) & ~(size_t)((a)-1))
 #define OFF_TUNABLES    SEG_ALIGN(sizeof(struct la_shm_header), 8)
 #define OFF_CLASSES     (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
@@ -41,8 +42,8 @@ _Static_assert(LA_NCLASSES == LA_SHM_CLASSES_MAX, "the size classes readers expe
 _Static_assert(SEG_SIZE <= LA_SHM_SIZE_MAX, "segment within the readers' limit");
 _Static_assert(OFF_HOLDS + LA_NTUNABLES * sizeof(struct la_shm_hold) <= SEG_SIZE,
                "the holds share the mailbox's page");
-_Static_assert(OFF_ARENAS + 4 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
-               "header, tunables, classes, process and four arena blocks share a page");
+_Static_assert(OFF_ARENAS + 3 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
+               "header, tunables, classes, process and three arena blocks share a page");
 
 static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;

@@ -14,9 +14,11 @@ void sc_init(void)
 	unsigned c = 0;
 	for (uint32_t s = 16; s <= 128; s += 16)
 		sc_size[c++] = s;
-	for (uint32_t base = 128; base < LA_SMALL_MAX; base *= 2)
-		for (uint32_t q = 1; q <= 4; q++)
-			sc_size[c++] = base + q * (base / 4);
+	for (uint32_t base = 128; base < LA_SMALL_MAX; base *= 2) {
+		uint32_t steps = base < 4096 ? 4 : 8; /* as sc_class_of */
+		for (uint32_t q = 1; q <= steps; q++)
+			sc_size[c++] = base + q * (base / steps);
+	}
 	for (c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c];
 		uint32_t n0 = LA_MAX(16u, (8u * s + (uint32_t)LA_PAGE - 1) / (uint32_t)LA_PAGE);

@@ -183,6 +183,15 @@ static void m_version(struct la_shm_header *h)
 {
 	h->abi_version = 99;
 }
+static void m_version_old(struct la_shm_header *h)
+{
+	h->abi_version = LA_SHM_ABI_VERSION_MIN - 1;
+}
+/* the oldest version readers still read: the same layout, at most 36 classes */
+static void m_version_min(struct la_shm_header *h)
+{
+	h->abi_version = LA_SHM_ABI_VERSION_MIN;
+}
 static void m_header_small(struct la_shm_header *h)
 {
 	h->header_size = 8;
@@ -296,10 +305,16 @@ static void m_uid(struct la_shm_header *h)
 	h->uid += 1;
 }
 
+Test(segment, a_segment_of_an_older_abi_version_still_read_opens)
+{
+	cr_assert_eq(open_err(m_version_min), SEG_E_OK);
+}
+
 Test(segment, each_header_corruption_is_refused_with_its_reason)
 {
 	cr_expect_eq(open_err(m_magic), SEG_E_MAGIC);
 	cr_expect_eq(open_err(m_version), SEG_E_VERSION);
+	cr_expect_eq(open_err(m_version_old), SEG_E_VERSION);
 	cr_expect_eq(open_err(m_header_small), SEG_E_HEADER);
 	cr_expect_eq(open_err(m_header_big), SEG_E_HEADER);
 	cr_expect_eq(open_err(m_total), SEG_E_SIZE);

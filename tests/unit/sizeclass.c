@@ -49,6 +49,10 @@ Test(sizeclass, block_index_is_exact_for_every_block)
 Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 {
 	sc_init();
+	cr_assert_eq(sc_size[LA_NCLASSES - 1], LA_SMALL_MAX, "the last class is the largest size");
+	/* a 4 KiB page plus a header (sqlite's page cache): one eighth above 4 KiB */
+	cr_assert_eq(sc_size[sc_class_of(4368)], 4608);
+	cr_assert_eq(sc_size[sc_class_of(4104)], 4608);
 	for (size_t n = 1; n <= LA_SMALL_MAX; n++) {
 		unsigned c = sc_class_of(n);
 		cr_assert_lt(c, LA_NCLASSES);
