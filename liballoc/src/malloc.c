@@ -320,8 +320,10 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 		if (s->kind == SPAN_SMALL) {
 			if (n <= have && (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls))
 				return p; /* fits, and not much smaller */
-		} else if (n <= have && have - n < LA_PAGE) {
-			return p; /* the same pages: nothing to grow or give back, no lock */
+		} else if (n <= have && have - n < LA_PAGE + have / 4) {
+			/* the same pages, or a shrink by less than a quarter (the slack a move
+			 * below adds): nothing to grow or give back, no lock */
+			return p;
 		} else if (n > LA_SMALL_MAX && (int64_t)n < TUN(mmap_threshold) &&
 		           arena_resize_large(h->arena, p, n)) {
 			return p;
@@ -339,7 +341,21 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 		if (!have)
 			invalid_pointer("realloc()");
 	}
-	void *q = LA_API(malloc)(n);
+	void *q = NULL;
+	if (n > have && n > LA_SMALL_MAX) {
+		/* a large block that cannot grow where it is: move it with a quarter more, so
+		 * that a block growing step by step moves a logarithmic number of times (the
+		 * slack's pages are not touched here; the rule above keeps them) */
+		size_t slack = n + n / 4;
+		int64_t thr = TUN(mmap_threshold);
+		if ((int64_t)n < thr && (int64_t)slack >= thr)
+			slack = (size_t)thr - 1; /* grow by mremap only from the threshold on */
+		int saved = errno;
+		q = LA_API(malloc)(slack);
+		errno = saved;
+	}
+	if (!q)
+		q = LA_API(malloc)(n);
 	if (!q)
 		return NULL;
 	memcpy(q, p, LA_MIN(have, n));

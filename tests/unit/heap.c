@@ -152,3 +152,38 @@ Test(heap, header_pages_follow_spans_not_pages)
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
 }
+
+/* Eight large blocks that grow by 64 bytes a step, side by side, so none can grow where it
+ * is for long: a block that has to move takes a quarter more than asked, so from 20 KiB to
+ * 1 MiB each moves 12-16 times (without the slack: 39-60); a shrink by more than a quarter
+ * still gives pages back. */
+Test(heap, growing_large_block_moves_logarithmically)
+{
+	set("mmap_threshold", 32 << 20);
+	set("mmap_dynamic", 0);
+	enum { K = 8 };
+	unsigned char *b[K] = {0};
+	unsigned moves[K] = {0};
+	for (size_t n = 20 << 10; n <= 1 << 20; n += 64)
+		for (int k = 0; k < K; k++) {
+			unsigned char *q = A(realloc)(b[k], n);
+			cr_assert_not_null(q);
+			if (b[k] && q != b[k])
+				moves[k]++;
+			if (b[k])
+				cr_assert_eq(q[n - 65], (unsigned char)(n - 65), "contents lost");
+			for (size_t i = n - 64; i < n; i++)
+				q[i] = (unsigned char)i;
+			q[n - 65] = (unsigned char)(n - 65);
+			b[k] = q;
+		}
+	for (int k = 0; k < K; k++) {
+		cr_assert_leq(moves[k], 24, "block %d moved %u times", k, moves[k]);
+		size_t have = A(malloc_usable_size)(b[k]);
+		unsigned char *q = A(realloc)(b[k], have / 2);
+		cr_assert_not_null(q);
+		cr_assert_lt(A(malloc_usable_size)(q), have * 3 / 4,
+		             "a shrink by half kept it all");
+		A(free)(q);
+	}
+}
