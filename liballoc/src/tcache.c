@@ -53,27 +53,46 @@ void tcache_boot(void)
 	        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-/* A cache's slot rows: pages of its own arena (touched as classes are used; no mapping of
- * their own), given back when the thread exits. */
+/* A cache's slot rows: pages of its own arena (no mapping of their own), given back when
+ * the thread exits. Nothing is written here: a bin takes the next row at its first use
+ * (bin_take_row), so a thread touches the rows of the classes it uses, packed in the order
+ * it first used them (a thread of one or two classes: one page, not the whole array). */
 static struct tslots *slots_get(struct arena *a)
 {
-	struct tslots *t = arena_alloc_meta(a, sizeof(*t), la_align_up(sizeof(*t), LA_PAGE));
-	if (t)
-		for (unsigned c = 0; c < LA_NCLASSES; c++)
-			t->row[c][0] = NULL;
-	return t;
+	return arena_alloc_meta(a, sizeof(struct tslots),
+	                        la_align_up(sizeof(struct tslots), LA_PAGE));
 }
 
-/* Point every bin at its row (or at the shared empty slot), empty, with no room. */
+/* Point every bin at the shared empty slot, empty, with no room: its first use takes the
+ * slow path, which gives it a row. */
 static void reset_bins(struct tcache *tc)
 {
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		tc->bins[c].slot = tc->slots ? tc->slots->row[c] : tc_no_slots;
+		tc->bins[c].slot = tc_no_slots;
 		tc->bins[c].count = 0;
 		tc->bins[c].limit = 0;
 	}
+	tc->rows = 0;
 }
 
+/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks; 0 with check_free_lists (no
+ * cache, so every block comes from a span list whose links are all validated) or without
+ * slot rows. */
+static uint64_t cache_max(const struct tcache *tc)
+{
+	return TUN(check_free_lists) || !tc->slots ? 0 : (uint64_t)TUN(tcache_max_bytes);
+}
+
+static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
+{
+	b->limit = (uint16_t)LA_MIN(max / sc_size[c], TC_MAX_BLOCKS);
+	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
+	 * refills double from there */
+	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
+	b->batch = (uint16_t)LA_MIN(LA_MIN(4u, b->limit), first);
+}
+
+/* Limits of the bins that have a row (the others keep 0 until their first use). */
 static void set_limits(struct tcache *tc)
 {
 	/* the generation first, then the values it covers (tun_set writes them the other way
@@ -81,19 +100,25 @@ static void set_limits(struct tcache *tc)
 	 * sees it. Read after the values, a change landing in between was recorded as seen
 	 * with the old limits, for good. */
 	uint32_t gen = __atomic_load_n(&tcache_gen, __ATOMIC_ACQUIRE);
-	/* check_free_lists: no cache, so every block comes from a span list whose links are
-	 * all validated */
-	uint64_t max = TUN(check_free_lists) || !tc->slots ? 0 : (uint64_t)TUN(tcache_max_bytes);
-	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		/* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks */
-		uint64_t n = max / sc_size[c];
-		tc->bins[c].limit = (uint16_t)LA_MIN(n, TC_MAX_BLOCKS);
-		/* the first refill takes at most SC_BATCH_BYTES (one block of the larger
-		 * classes); refills double from there */
-		uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
-		tc->bins[c].batch = (uint16_t)LA_MIN(LA_MIN(4u, tc->bins[c].limit), first);
-	}
+	uint64_t max = cache_max(tc);
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		if (tc->bins[c].slot != tc_no_slots)
+			bin_set_limit(&tc->bins[c], c, max);
 	tc->gen = gen;
+}
+
+/* The first use of bin c (owner, cache entered, limits current): give it the next row,
+ * if the cache may hold blocks of its class at all. */
+static void bin_take_row(struct tcache *tc, unsigned c)
+{
+	struct tbin *b = &tc->bins[c];
+	uint64_t max = cache_max(tc);
+	if (b->slot != tc_no_slots || max < sc_size[c])
+		return;
+	void **row = tc->slots->row[tc->rows++];
+	row[0] = NULL; /* the empty bin's pop reads it */
+	b->slot = row;
+	bin_set_limit(b, c, max);
 }
 
 /* The arena's cached_bytes follows each bin as of its last refill or flush (publish_bin,
@@ -254,6 +279,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	}
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
+	if (unlikely(b->slot == tc_no_slots))
+		bin_take_row(tc, cls);
 	void *p;
 	if (b->count) {
 		/* the fast path found a flush in progress */
@@ -323,6 +350,8 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		return;
 	}
 	struct tbin *b = &tc->bins[cls];
+	if (unlikely(b->slot == tc_no_slots))
+		bin_take_row(tc, cls);
 	if (b->limit == 0) {
 		tc_leave(tc);
 		arena_free_any(owner, tc->arena, p);

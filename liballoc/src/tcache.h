@@ -20,9 +20,10 @@
 #include "sizeclass.h"
 
 /* A bin: slot[1..count] hold its blocks (slot[count] is popped next); slot[0] is always
- * NULL, so the pop of an empty bin reads NULL and needs no test of its own. Before the
- * cache is set up (and after its thread exited) every bin points at one shared NULL slot
- * with a limit of 0: every operation takes the slow path. */
+ * NULL, so the pop of an empty bin reads NULL and needs no test of its own. Before its
+ * class's first use in the thread (and after its thread exited) a bin points at one
+ * shared NULL slot with a limit of 0: every operation takes the slow path, whose first
+ * call gives it a row of the cache's slots. */
 struct tbin {
 	void **slot;    /* this class's row of the cache's slot array (owner, or the flusher) */
 	uint32_t count; /* blocks held */
@@ -38,7 +39,8 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
- * image and clears its zeroed part at every thread start, which would touch them all). */
+ * image and clears its zeroed part at every thread start, which would touch them all).
+ * Rows go to bins in the order of their classes' first use (tcache.rows taken so far). */
 struct tslots {
 	void *row[LA_NCLASSES][TC_SLOTS];
 };
@@ -55,10 +57,10 @@ struct tcache {
 #if LA_TSAN
 	struct la_lock lock;
 #endif
-	uint8_t busy;  /* owner: inside a cache operation */
-	uint8_t steal; /* flusher: wants this cache (atomic) */
-	uint8_t state; /* TC_*; owner only */
-	uint8_t reserved;
+	uint8_t busy;          /* owner: inside a cache operation */
+	uint8_t steal;         /* flusher: wants this cache (atomic) */
+	uint8_t state;         /* TC_*; owner only */
+	uint8_t rows;          /* owner: rows of slots given to bins */
 	uint32_t gen;          /* tcache_gen the limits were computed for */
 	uint64_t foreign_bins; /* owner: bins (bit c: class c) that took blocks of another
 	                        * arena (one no thread uses): their flushes sort by arena */

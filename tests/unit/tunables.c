@@ -61,7 +61,7 @@ struct gen_race {
 static void *cache_thread(void *arg)
 {
 	struct gen_race *r = arg;
-	A(free)(A(malloc)(64)); /* a live cache */
+	A(free)(A(malloc)(sc_size[r->cls])); /* a live cache, its bin of r->cls in use */
 	for (uint32_t n = 1; n <= TRIALS; n++) {
 		while (__atomic_load_n(&r->trial, __ATOMIC_ACQUIRE) < n)
 			;
