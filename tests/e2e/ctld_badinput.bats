@@ -24,10 +24,11 @@ restart_daemon() {
 # 10 minutes) for an answer; returns once the daemon has accepted its connection. Its
 # output goes to $T/stalled.<pid>.
 stalled_client() {
-	"$CTLCLIENT" --socket "$SOCK" raw-partial 600000 >"$T/stalled.tmp" 2>&1 3>&- &
+	# the subshell names the file by its own pid, which exec keeps: no rename racing the
+	# background open (a shared .tmp name was moved before a slow start had created it)
+	(exec "$CTLCLIENT" --socket "$SOCK" raw-partial 600000 >"$T/stalled.$BASHPID" 2>&1 3>&-) &
 	local _sp=$!
 	echo "$_sp" >>"$T/pids"
-	mv "$T/stalled.tmp" "$T/stalled.$_sp"
 	printf -v "$1" '%s' "$_sp"
 	wait_until grep -q "connection of pid $_sp uid" "$T/log"
 }
