@@ -154,6 +154,8 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 /* Free p, validated; func names the caller in error messages. */
 LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 {
+	if (!p)
+		return; /* free(NULL): the fast path's owner check sent it here */
 	int saved = errno;
 	if (unlikely(!__atomic_load_n(&la_ready, __ATOMIC_ACQUIRE)))
 		invalid_pointer(func);
@@ -198,11 +200,10 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
-	if (unlikely(!p))
-		return;
 	struct tcache *tc = &la_tcache;
 	/* only blocks of this thread's arena are cached (see tcache.h); one lookup tells
-	 * that p lies in a heap of ours and that the heap is this arena's */
+	 * that p lies in a heap of ours and that the heap is this arena's (NULL lies in
+	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
 	if (likely(heap_owner_tag(p) == tc->tag)) {
 		struct heap *h = heap_of(p);
 		uint32_t e = h->pagemap[heap_page_of(h, p)];
