@@ -444,7 +444,7 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	return n;
 }
 
-static bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
+LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
 /* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
  * of a flush often share spans: the span found for one serves the next while they do. */
@@ -586,14 +586,14 @@ void *arena_alloc_small(struct arena *a, unsigned cls)
 /* Return one small block to its span (lock held). */
 /* True when the span emptied and went back to its heap (which may have been released with
  * it: nothing of s or h may be read after). */
-static bool span_push(struct arena *a, struct heap *h, struct span *s, void *p)
+LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p)
 {
 	*(void **)p = link_encode(s->free, p);
 	s->free = p;
 	s->used--;
-	if (!s->on_partial)
+	if (unlikely(!s->on_partial))
 		partial_push(a, s);
-	return s->used == 0 && maybe_release_span(a, h, s);
+	return unlikely(s->used == 0) && maybe_release_span(a, h, s);
 }
 
 /* The parked span goes back to its heap (lock held). */
