@@ -93,36 +93,6 @@ void arena_detach(struct arena *a)
 	a->pub->threads = a->threads;
 }
 
-LA_RACY_METADATA struct span *span_lookup(struct heap *h, const void *p)
-{
-	uint32_t pg = heap_page_of(h, p);
-	if (pg < h->first_page)
-		return NULL;
-	uint32_t head = pm_head(h->pagemap[pg]);
-	if (head < h->first_page || head > pg)
-		return NULL;
-	struct span *s = span_at(h, head);
-	if (pg - head >= s->npages)
-		return NULL;
-	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
-	if (s->kind == SPAN_SMALL) {
-		uint32_t idx = sc_index(off, s->cls);
-		if (idx * sc_size[s->cls] != off || idx >= s->bump)
-			return NULL;
-		return s;
-	}
-	if (s->kind == SPAN_LARGE && off == s->offset)
-		return s;
-	return NULL;
-}
-
-LA_RACY_METADATA size_t arena_usable(struct heap *h, struct span *s, void *p)
-{
-	if (s->kind == SPAN_SMALL)
-		return sc_size[s->cls];
-	return ((size_t)s->npages << LA_PAGE_SHIFT) - s->offset;
-}
-
 /* ---- pages ------------------------------------------------------------------------ */
 
 static void release_heap(struct arena *a, struct heap *h)

@@ -123,7 +123,14 @@ void arena_free_meta(struct arena *a, void *p, uint64_t counted);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);
 /* Usable bytes of a heap block (validated by the caller). */
-size_t arena_usable(struct heap *h, struct span *s, void *p);
+LA_INLINE size_t arena_usable(struct heap *h, struct span *s, void *p)
+{
+	(void)h;
+	(void)p;
+	if (s->kind == SPAN_SMALL)
+		return sc_size[s->cls];
+	return ((size_t)s->npages << LA_PAGE_SHIFT) - s->offset;
+}
 
 /* Maintenance (each takes the arena lock). What they release is measured by the caller
  * (os_measure). */
@@ -149,7 +156,29 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 void arena_reinit_child(struct arena *keep);
 
-/* Find the span of p in its heap and check that p is a block start; NULL if not. */
-struct span *span_lookup(struct heap *h, const void *p);
+/* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
+ * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */
+LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
+{
+	uint32_t pg = heap_page_of(h, p);
+	if (pg < h->first_page)
+		return NULL;
+	uint32_t head = pm_head(h->pagemap[pg]);
+	if (head < h->first_page || head > pg)
+		return NULL;
+	struct span *s = span_at(h, head);
+	if (pg - head >= s->npages)
+		return NULL;
+	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
+	if (s->kind == SPAN_SMALL) {
+		uint32_t idx = sc_index(off, s->cls);
+		if (idx * sc_size[s->cls] != off || idx >= s->bump)
+			return NULL;
+		return s;
+	}
+	if (s->kind == SPAN_LARGE && off == s->offset)
+		return s;
+	return NULL;
+}
 
 #endif
