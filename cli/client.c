@@ -89,16 +89,20 @@ struct pager {
 	void *(*part)(Ctl__Reply *r); /* the reply's list or stats, NULL if absent */
 	void ***(*items)(void *part, size_t **n);
 	bool (*next)(void *part, uint32_t *cursor); /* more after this page? */
+	bool (*streamed)(void *part);               /* the next page comes unasked */
 };
+
+static Ctl__Reply *exchange(struct client *c, Ctl__Envelope *env);
 
 static Ctl__Reply *paged(struct client *c, const struct pager *pg, void *req)
 {
 	Ctl__Reply *all = NULL;
 	uint32_t cursor = 0;
+	bool streamed = false;
 	for (;;) {
 		Ctl__Envelope env = CTL__ENVELOPE__INIT;
 		pg->ask(&env, req, cursor);
-		Ctl__Reply *r = client_call(c, &env);
+		Ctl__Reply *r = exchange(c, streamed ? NULL : &env);
 		void *part = r && r->code == CTL__ERROR_CODE__OK ? pg->part(r) : NULL;
 		if (!part) {
 			if (all)
@@ -107,6 +111,7 @@ static Ctl__Reply *paged(struct client *c, const struct pager *pg, void *req)
 		}
 		uint32_t next = cursor;
 		bool more = pg->next(part, &next) && next > cursor;
+		streamed = more && pg->streamed && pg->streamed(part);
 		cursor = next;
 		if (!all) {
 			all = r;
@@ -134,6 +139,8 @@ static void list_ask(Ctl__Envelope *env, void *req, uint32_t cursor)
 	l->after_pid = (int32_t)cursor;
 	l->has_max = 1;
 	l->max = LIST_PAGE;
+	l->has_stream = 1;
+	l->stream = 1; /* one round trip: the pages follow the first unasked */
 	env->payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
 	env->list = l;
 }
@@ -156,10 +163,15 @@ static bool list_next(void *part, uint32_t *cursor)
 	l->has_next_pid = 0;
 	return more;
 }
+static bool list_streamed(void *part)
+{
+	Ctl__ListReply *l = part;
+	return l->has_streamed && l->streamed;
+}
 
 Ctl__Reply *client_list(struct client *c)
 {
-	static const struct pager pg = {list_ask, list_part, list_items, list_next};
+	static const struct pager pg = {list_ask, list_part, list_items, list_next, list_streamed};
 	Ctl__ListRequest req;
 	return paged(c, &pg, &req);
 }
@@ -202,16 +214,23 @@ static bool stats_next(void *part, uint32_t *cursor)
 
 Ctl__Reply *client_stats(struct client *c, int32_t pid)
 {
-	static const struct pager pg = {stats_ask, stats_part, stats_items, stats_next};
+	static const struct pager pg = {stats_ask, stats_part, stats_items, stats_next, NULL};
 	struct stats_req req = {.pid = pid};
 	return paged(c, &pg, &req);
 }
 
 Ctl__Reply *client_call(struct client *c, Ctl__Envelope *env)
 {
+	return exchange(c, env);
+}
+
+/* Send env and read its reply; env NULL: read the next page of a streamed reply. */
+static Ctl__Reply *exchange(struct client *c, Ctl__Envelope *env)
+{
 	if (client_connect(c) < 0)
 		return NULL;
-	Ctl__Reply *r = wire_call(c->fd, env, c->timeout_ms);
+	Ctl__Reply *r =
+	        env ? wire_call(c->fd, env, c->timeout_ms) : wire_reply(c->fd, c->timeout_ms);
 	if (r)
 		return r;
 	int e = errno;

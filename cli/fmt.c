@@ -65,11 +65,53 @@ int fmt_parse_pid(const char *s, int32_t *out)
 	return 0;
 }
 
+/* v in decimal at p (room for 20 digits); returns the end (not terminated). */
+static char *put_u64(char *p, uint64_t v)
+{
+	char t[20];
+	int k = 0;
+	do
+		t[k++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (k)
+		*p++ = t[--k];
+	return p;
+}
+
 char *fmt_size(char *buf, size_t n, uint64_t bytes, bool raw)
 {
 	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	if (n >= 24 && (raw || bytes < 1024)) { /* (a table of thousands: no printf) */
+		char *e = put_u64(buf, bytes);
+		if (!raw)
+			memcpy(e, " B", 3);
+		else
+			*e = 0;
+		return buf;
+	}
 	if (raw || bytes < 1024) {
 		snprintf(buf, n, raw ? "%" PRIu64 : "%" PRIu64 " B", bytes);
+		return buf;
+	}
+	if (n >= 24 && bytes < (1ull << 40)) {
+		/* what "%.1f" prints of bytes / 1024^(u+1), in integers: the quotient in tenths,
+		 * rounded half to even as printf rounds an exact tie; the unit moves up when it
+		 * would print 1024.0 (v >= 1023.95: no value of this range lies within the
+		 * double's error of that bound) */
+		int u = 0;
+		uint64_t d = 1024;
+		while (u < 3 && bytes * 20 >= 20479 * d) {
+			d <<= 10;
+			u++;
+		}
+		uint64_t q = bytes * 10 / d, r = bytes * 10 % d;
+		if (2 * r > d || (2 * r == d && (q & 1)))
+			q++;
+		char *e = put_u64(buf, q / 10);
+		*e++ = '.';
+		*e++ = (char)('0' + q % 10);
+		*e++ = ' ';
+		memcpy(e, units[u], 4);
 		return buf;
 	}
 	int u = 0;

@@ -210,6 +210,25 @@ static void put_padded(FILE *f, const char *s, size_t width)
 		fputc(' ', f);
 }
 
+/* printf's "%*s" and "%-*.*s" (widths in bytes, as printf counts them) into a row buffer
+ * with room for them; each returns the end */
+static char *cell_right(char *e, const char *s, size_t w)
+{
+	size_t l = strlen(s);
+	for (; w > l; w--)
+		*e++ = ' ';
+	memcpy(e, s, l);
+	return e + l;
+}
+
+static char *cell_left(char *e, const char *s, size_t w)
+{
+	size_t l = strnlen(s, w);
+	memcpy(e, s, l);
+	memset(e + l, ' ', w - l);
+	return e + w;
+}
+
 void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, size_t max_rows,
                           const struct render_opts *o)
 {
@@ -238,9 +257,15 @@ void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, siz
 		char r[FMT_BUF], a[FMT_BUF], c[FMT_BUF], fr[FMT_BUF], rc[FMT_BUF], ot[FMT_BUF],
 		        u[FMT_BUF], uid[32];
 		render_uid(uid, sizeof(uid), p);
-		fprintf(f,
-		        "%8" PRId32 " %7s  %-16.16s %10s %10s %10s %10s %10s %10s %7" PRIu64 " %8s",
-		        p->pid, uid, render_proc_name(p),
+		/* the cells of "%8d %7s  %-16.16s %10s x6 %7llu %8s", without a printf each */
+		char row[160 + 8 * FMT_BUF], num[24], *e = row;
+		snprintf(num, sizeof(num), "%" PRId32, p->pid);
+		e = cell_right(e, num, 8);
+		*e++ = ' ';
+		e = cell_right(e, uid, 7);
+		memcpy(e, "  ", 2);
+		e = cell_left(e + 2, render_proc_name(p), 16);
+		const char *cells[] = {
 		        p->has_rss_bytes && p->rss_bytes
 		                ? fmt_size(r, sizeof(r), p->rss_bytes, o->raw)
 		                : "-",
@@ -251,8 +276,16 @@ void render_process_table(FILE *f, Ctl__ProcessInfo *const *procs, size_t n, siz
 		        fmt_size(rc, sizeof(rc), MEM(p, reclaimable_bytes), o->raw),
 		        p->has_rss_bytes && p->rss_bytes
 		                ? fmt_size(ot, sizeof(ot), MEM(p, non_allocator_rss_bytes), o->raw)
-		                : "-",
-		        p->threads, fmt_uptime(u, sizeof(u), uptime_s(p, o)));
+		                : "-"};
+		for (size_t k = 0; k < sizeof(cells) / sizeof(*cells); k++) {
+			*e++ = ' ';
+			e = cell_right(e, cells[k], 10);
+		}
+		*e++ = ' ';
+		e = cell_right(e, fmt_u64(num, sizeof(num), p->threads), 7);
+		*e++ = ' ';
+		e = cell_right(e, fmt_uptime(u, sizeof(u), uptime_s(p, o)), 8);
+		fwrite(row, 1, (size_t)(e - row), f);
 		notes(p, nb, sizeof(nb));
 		bool more = o->extra || *nb;
 		if (o->show_profile) {

@@ -52,6 +52,11 @@ bool conn_output_full(const struct conn *c)
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) >= OUT_CAP;
 }
 
+size_t conn_output_len(const struct conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
 uid_t conn_uid(const struct conn *c)
 {
 	return c->uid;
@@ -66,6 +71,7 @@ static void conn_free(struct conn *c)
 {
 	struct ctld *d = c->d;
 	commands_conn_closed(d, c);
+	requests_conn_closed(d, c);
 	TAILQ_REMOVE(&d->conns, c, link);
 	d->nconns--;
 	event_free(c->frame_timer);
@@ -229,7 +235,10 @@ static void on_write(struct bufferevent *bev, void *arg)
 			conn_free(c);
 		return;
 	}
-	/* called when the output drained to the low watermark: take requests again */
+	/* called when the output drained to the low watermark: a streamed list goes on,
+	 * requests are taken again */
+	if (c->in_job)
+		requests_conn_drained(c->d, c);
 	if (c->full && evbuffer_get_length(bufferevent_get_output(bev)) <= OUT_CAP / 2) {
 		c->full = false;
 		if (!c->in_job) {

@@ -231,10 +231,16 @@ void conn_send_reply(struct conn *c, const struct Ctl__Reply *r);
 void conn_job_done(struct conn *c);
 /* Replies the client has not read fill its output cap (no more requests are taken). */
 bool conn_output_full(const struct conn *c);
+/* Bytes of replies the client has not read yet. */
+size_t conn_output_len(const struct conn *c);
 
 /* requests.c: handle one decoded request; returns true if a job now owns the reply. */
 struct Ctl__Envelope;
 bool requests_handle(struct ctld *d, struct conn *c, const struct Ctl__Envelope *env);
+/* From control.c: the connection's output drained (a streamed list may go on); the
+ * connection is being freed (its stream ends). */
+void requests_conn_drained(struct ctld *d, struct conn *c);
+void requests_conn_closed(struct ctld *d, struct conn *c);
 bool may_see(uid_t client, const struct proc *p);
 
 /* commands.c */

@@ -192,42 +192,57 @@ static void handle_version(struct conn *c, const Ctl__Envelope *env)
 #define LIST_MIN       64
 #define LIST_BUDGET_NS 3000000ull
 
-static int cmp_proc_pid(const void *a, const void *b)
+static int cmp_pid(const void *a, const void *b)
 {
-	pid_t x = (*(struct proc *const *)a)->seg.hdr.pid,
-	      y = (*(struct proc *const *)b)->seg.hdr.pid;
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
 	return (x > y) - (x < y);
 }
 
-static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+/* The pids this client may see after the cursor, in order (malloc'd; NULL: out of
+ * memory). */
+static pid_t *list_pids(struct ctld *d, struct conn *c, int32_t after, size_t *n)
 {
-	const Ctl__ListRequest *req = env->list;
-	int32_t after = req && req->has_after_pid ? req->after_pid : 0;
-	uint32_t max = req && req->has_max && req->max && req->max < LIST_MAX ? req->max : LIST_MAX;
-	struct pool pl;
-	pool_init(&pl);
-	Ctl__Reply r;
-	Ctl__ListReply lr = CTL__LIST_REPLY__INIT;
-	reply_init(&r, env);
-	r.list = &lr;
-	/* the processes this client may see after the cursor, in pid order */
-	struct proc **v = malloc(sizeof(*v) * ((size_t)d->nprocs + 1));
+	pid_t *v = malloc(sizeof(*v) * ((size_t)d->nprocs + 1));
 	size_t nv = 0;
 	struct proc *p;
 	TAILQ_FOREACH(p, &d->procs, link)
 	if (v && p->seg.hdr.pid > after && may_see(conn_uid(c), p))
-		v[nv++] = p;
+		v[nv++] = p->seg.hdr.pid;
 	if (v)
-		qsort(v, nv, sizeof(*v), cmp_proc_pid);
+		qsort(v, nv, sizeof(*v), cmp_pid);
+	*n = nv;
+	return v;
+}
+
+/* Send the page of pids[*pos..] (the reply's id: has_id, id; streamed:
+ * ListReply.streamed); a pid gone meanwhile is left out. Returns whether more follow
+ * (*pos advanced; next_pid is the last pid the page covered). */
+static bool list_page(struct ctld *d, struct conn *c, bool has_id, uint64_t id, const pid_t *pids,
+                      size_t n, size_t *pos, uint32_t max, bool streamed)
+{
+	struct pool pl;
+	pool_init(&pl);
+	Ctl__Reply r;
+	Ctl__ListReply lr = CTL__LIST_REPLY__INIT;
+	ctl__reply__init(&r);
+	r.protocol_version = CTL_PROTOCOL_VERSION;
+	r.has_id = has_id;
+	r.id = id;
+	r.code = CTL__ERROR_CODE__OK;
+	r.list = &lr;
+	lr.has_streamed = streamed;
+	lr.streamed = streamed;
 	lr.processes = pool_alloc(&pl, sizeof(*lr.processes) * (max + 1));
 	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + LIST_BUDGET_NS;
-	size_t i = 0;
-	for (; v && lr.processes && i < nv && lr.n_processes < max; i++) {
+	size_t i = *pos;
+	for (; pids && lr.processes && i < n && lr.n_processes < max; i++) {
 		/* the budget ends a page only after LIST_MIN processes: on a loaded machine a
 		 * page of one would make a list of thousands thousands of round trips */
 		if (lr.n_processes >= LIST_MIN && seg_now_ns(CLOCK_MONOTONIC) > deadline)
 			break;
-		p = v[i];
+		struct proc *p = discover_find(d, pids[i]);
+		if (!p || !may_see(conn_uid(c), p))
+			continue;
 		proc_ref(p);
 		struct proc_snap s;
 		bool ok = proc_snapshot(d, p, &s, 0, PROC_RECENT_NS) || s.unreadable;
@@ -237,17 +252,118 @@ static void handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env
 		proc_snap_free(&s);
 		proc_unref(p);
 	}
-	if (i < nv) {
-		lr.has_next_pid = true;
-		lr.next_pid = v[i - 1]->seg.hdr.pid;
-	}
-	if (!v || !lr.processes) {
+	bool more = false;
+	if (!pids || !lr.processes) {
 		r.code = CTL__ERROR_CODE__ERR_INTERNAL;
 		r.message = "out of memory";
+		r.list = NULL;
+	} else if (i < n) {
+		/* (i > *pos: a page covers at least one pid) */
+		more = true;
+		lr.has_next_pid = true;
+		lr.next_pid = pids[i - 1];
 	}
+	*pos = i;
 	conn_send_reply(c, &r);
-	free(v);
 	pool_free(&pl);
+	return more;
+}
+
+/* A streamed list (ListRequest.stream): the first page at once, then one page per loop
+ * turn from an event at the priority of I/O, so other clients' requests and the sampler's
+ * slices take turns with it, and only while the client's unread output is within one
+ * frame (else when it has drained: requests_conn_drained). The connection's further
+ * requests wait until the last page (the list is its job: conn_job_done). */
+struct list_stream {
+	TAILQ_ENTRY(list_stream) link;
+	struct ctld *d;
+	struct conn *c;
+	struct event *ev;
+	bool has_id, waiting;
+	uint64_t id;
+	pid_t *pids; /* sorted once, when asked: the list is of the processes seen then */
+	size_t n, pos;
+	uint32_t max;
+};
+static TAILQ_HEAD(, list_stream) streams = TAILQ_HEAD_INITIALIZER(streams);
+
+static void stream_free(struct list_stream *s)
+{
+	TAILQ_REMOVE(&streams, s, link);
+	event_free(s->ev);
+	free(s->pids);
+	free(s);
+}
+
+static void stream_next(struct list_stream *s)
+{
+	s->waiting = conn_output_len(s->c) > CTL_MAX_FRAME;
+	if (!s->waiting)
+		event_active(s->ev, EV_TIMEOUT, 0);
+}
+
+static void on_stream(evutil_socket_t fd, short what, void *arg)
+{
+	struct list_stream *s = arg;
+	if (list_page(s->d, s->c, s->has_id, s->id, s->pids, s->n, &s->pos, s->max, true)) {
+		stream_next(s);
+		return;
+	}
+	struct conn *c = s->c;
+	stream_free(s);
+	conn_job_done(c);
+}
+
+void requests_conn_drained(struct ctld *d, struct conn *c)
+{
+	struct list_stream *s;
+	TAILQ_FOREACH(s, &streams, link)
+	if (s->c == c && s->waiting)
+		stream_next(s);
+}
+
+void requests_conn_closed(struct ctld *d, struct conn *c)
+{
+	struct list_stream *s, *t;
+	TAILQ_FOREACH_SAFE(s, &streams, link, t)
+	if (s->c == c)
+		stream_free(s);
+}
+
+/* Returns true while a stream owns the connection's next replies. */
+static bool handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
+{
+	const Ctl__ListRequest *req = env->list;
+	int32_t after = req && req->has_after_pid ? req->after_pid : 0;
+	uint32_t max = req && req->has_max && req->max && req->max < LIST_MAX ? req->max : LIST_MAX;
+	size_t n, pos = 0;
+	pid_t *pids = list_pids(d, c, after, &n);
+	struct list_stream *s = NULL;
+	if (req && req->has_stream && req->stream && pids && (s = calloc(1, sizeof(*s))) &&
+	    !(s->ev = event_new(d->base, -1, 0, on_stream, s))) {
+		free(s);
+		s = NULL; /* pages as before: the client asks for each (streamed unset) */
+	}
+	if (!list_page(d, c, env->has_id, env->id, pids, n, &pos, max, s != NULL) || !s) {
+		if (s) {
+			event_free(s->ev);
+			free(s);
+		}
+		free(pids);
+		return false;
+	}
+	*s = (struct list_stream){.d = d,
+	                          .c = c,
+	                          .ev = s->ev,
+	                          .has_id = env->has_id,
+	                          .id = env->id,
+	                          .pids = pids,
+	                          .n = n,
+	                          .pos = pos,
+	                          .max = max};
+	TAILQ_INSERT_TAIL(&streams, s, link);
+	stream_next(s);
+	return true;
 }
 
 #define ARENA_PAGE_MAX 256
@@ -653,8 +769,7 @@ bool requests_handle(struct ctld *d, struct conn *c, const Ctl__Envelope *env)
 		handle_version(c, env);
 		return false;
 	case CTL__ENVELOPE__PAYLOAD_LIST:
-		handle_list(d, c, env);
-		return false;
+		return handle_list(d, c, env);
 	case CTL__ENVELOPE__PAYLOAD_STATS:
 		handle_stats(d, c, env);
 		return false;

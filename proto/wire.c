@@ -164,9 +164,22 @@ Ctl__Reply *wire_call(int fd, Ctl__Envelope *env, int timeout_ms)
 			errno = e;
 			return NULL;
 		}
-	} else if (wire_recv(fd, &buf, &len, timeout_ms) < 0) {
-		return NULL;
+	} else {
+		return wire_reply(fd, timeout_ms);
 	}
+	Ctl__Reply *r = ctl__reply__unpack(NULL, len, buf);
+	free(buf);
+	if (!r)
+		errno = EBADMSG;
+	return r;
+}
+
+Ctl__Reply *wire_reply(int fd, int timeout_ms)
+{
+	uint8_t *buf;
+	uint32_t len;
+	if (wire_recv(fd, &buf, &len, timeout_ms) < 0)
+		return NULL;
 	Ctl__Reply *r = ctl__reply__unpack(NULL, len, buf);
 	free(buf);
 	if (!r)

@@ -35,5 +35,7 @@ const char *wire_socket_path(const char *path);
 /* One round trip: send env (protocol_version filled in), receive and unpack the Reply.
  * Returns NULL with errno set on failure; free with ctl__reply__free_unpacked(r, NULL). */
 Ctl__Reply *wire_call(int fd, Ctl__Envelope *env, int timeout_ms);
+/* Receive and unpack the next Reply without sending (the pages of a streamed list). */
+Ctl__Reply *wire_reply(int fd, int timeout_ms);
 
 #endif

@@ -8,7 +8,8 @@
  *   trim TARGET [PAD] | release TARGET | flush TARGET     (TARGET: PID, exe=NAME or all)
  *   raw-version N | raw-empty | raw-hex HEX | raw-len N | raw-partial MS | raw-garbage N
  *   latency PID N     N set requests on one connection: prints p50/p99/max round trip
- *   list-latency N    N whole lists (all pages) on one connection: p50/p99/max
+ *   list-stream       list in one request, the pages following unasked (as allocctl ps)
+ *   list-latency N    N whole lists (all pages, streamed) on one connection: p50/p99/max
  *   flood PID N SECS  pipeline up to N stats requests and never read, until the daemon
  *                     closes the connection (prints closed_by_daemon=1) or SECS pass
  *   hold N SECS       hold N idle connections for SECS
@@ -216,13 +217,17 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "version")) {
 		env.payload_case = CTL__ENVELOPE__PAYLOAD_VERSION;
 		env.version = &vr;
-	} else if (!strcmp(cmd, "list")) {
-		/* every page (pid order); one reply's lines per page, "pages=N" at the end */
+	} else if (!strcmp(cmd, "list") || !strcmp(cmd, "list-stream")) {
+		/* every page (pid order); one reply's lines per page, "pages=N" at the end;
+		 * list-stream: one request, the pages following unasked (ListRequest.stream) */
 		int pages = 0;
+		bool streamed = false;
+		lr.has_stream = lr.stream = !strcmp(cmd, "list-stream");
 		for (;;) {
 			env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
 			env.list = &lr;
-			Ctl__Reply *r = wire_call(fd, &env, timeout_ms);
+			Ctl__Reply *r = streamed ? wire_reply(fd, timeout_ms)
+			                         : wire_call(fd, &env, timeout_ms);
 			if (!r) {
 				fprintf(stderr, "ctlclient: list: %s\n", strerror(errno));
 				return errno == ECONNRESET ? 3 : 1;
@@ -230,6 +235,7 @@ int main(int argc, char **argv)
 			print_reply(r);
 			pages++;
 			bool more = r->list && r->list->has_next_pid;
+			streamed = more && r->list->streamed;
 			if (more) {
 				lr.has_after_pid = true;
 				lr.after_pid = r->list->next_pid;
@@ -340,16 +346,20 @@ int main(int argc, char **argv)
 			struct timespec a, b;
 			clock_gettime(CLOCK_MONOTONIC, &a);
 			lr.has_after_pid = false;
+			lr.has_stream = lr.stream = true; /* as allocctl ps asks */
+			bool streamed = false;
 			for (;;) {
 				env.payload_case = CTL__ENVELOPE__PAYLOAD_LIST;
 				env.list = &lr;
-				Ctl__Reply *r = wire_call(fd, &env, timeout_ms);
+				Ctl__Reply *r = streamed ? wire_reply(fd, timeout_ms)
+				                         : wire_call(fd, &env, timeout_ms);
 				if (!r || r->code || !r->list) {
 					fprintf(stderr, "ctlclient: list-latency: list %d failed\n",
 					        k);
 					return 1;
 				}
 				bool more = r->list->has_next_pid;
+				streamed = more && r->list->streamed;
 				lr.has_after_pid = more;
 				lr.after_pid = r->list->next_pid;
 				ctl__reply__free_unpacked(r, NULL);

@@ -113,6 +113,21 @@ PY
 	[ "$(grep -c '^liballoc_in_use_bytes{' "$T/m")" -eq "$n" ]
 	run curl -sf "http://$HTTP/healthz"
 	[ "$output" = "ok $n processes" ]
+	# allocctl ps asks once and the pages follow unasked (ListRequest.stream): the same
+	# processes, in more than one page, as a list asked page by page
+	ctl --timeout 20000 list >"$T/asked"
+	ctl --timeout 20000 list-stream >"$T/streamed"
+	[ "$(grep -c '^process ' "$T/streamed")" -eq "$n" ]
+	[ "$(sed -n 's/^pages=//p' "$T/streamed")" -ge 2 ]
+	diff <(sed -n 's/^process \(pid=[0-9]*\) .*/\1/p' "$T/asked") \
+		<(sed -n 's/^process \(pid=[0-9]*\) .*/\1/p' "$T/streamed")
+	# a client gone in the middle of a stream (it dies at its first page): the daemon ends
+	# the stream and serves the next client
+	for _ in 1 2 3; do
+		"$CTLCLIENT" --socket "$SOCK" --timeout 20000 list-stream | head -n 1 >/dev/null
+	done
+	[ "$(listed_count)" -eq "$n" ]
+	kill -0 "$DPID"
 }
 
 @test "a uid over max_segments_per_uid: the rest are left out, with one log line" {
