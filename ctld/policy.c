@@ -59,6 +59,7 @@ struct cgwatch {
 	struct policy_cg_state st; /* hysteresis and the last run */
 	uint64_t high_b, low_b;
 	struct event *recheck; /* after min_interval while usage stays high */
+	uint64_t recheck_due;  /* CLOCK_MONOTONIC when it is pending */
 	struct run *run;
 };
 
@@ -196,6 +197,7 @@ struct run {
 	struct cgwatch *cg;
 	enum audit_trigger trigger;
 	uint64_t t_event, t_start;
+	uint64_t prev_run_ns; /* cgroup: the last fruitful run's start before this one */
 	uint64_t goal, released;
 	uint64_t target_usage; /* cgroup: enough once usage is at or below this (0: unused) */
 	struct cand *c;
@@ -214,7 +216,8 @@ struct run {
 	bool rest;
 	uint64_t t_back; /* CLOCK_MONOTONIC: when enough had come back (0: not yet) */
 	struct event *next;
-	uint64_t cpu_at; /* thread CPU time when the current step began */
+	uint64_t cpu_at;  /* thread CPU time when the current step began */
+	uint64_t sent_at; /* CLOCK_MONOTONIC when the current step was sent */
 	char why[200];
 };
 
@@ -262,7 +265,7 @@ static uint64_t cg_limit(const struct cg_memory *m)
 }
 
 static void polstate_maybe_free(struct polstate *ps);
-static void cg_recheck_arm(struct cgwatch *cg);
+static void cg_recheck_arm(struct cgwatch *cg, uint64_t delay_ns);
 
 static void run_free(struct run *r)
 {
@@ -307,8 +310,12 @@ static void run_finish(struct run *r)
 		if (cgroup_memory_read(r->cg->dir, &m) == 0 &&
 		    m.usage < policy_level_bytes(&ps->def.low, cg_limit(&m)))
 			r->cg->st.armed = true;
+		/* a run that found nothing to give back (the memory was still in use) does not
+		 * start min_interval: the next climb acts at once */
+		if (!r->released)
+			r->cg->st.last_run_ns = r->prev_run_ns;
 		r->cg->run = NULL;
-		cg_recheck_arm(r->cg);
+		cg_recheck_arm(r->cg, ps->def.min_interval_ms * 1000000u);
 	} else {
 		ps->run = NULL;
 	}
@@ -366,12 +373,18 @@ static void on_step_done(struct ctld *d, const struct job_outcome *out, int n, v
 {
 	struct run *r = arg;
 	uint64_t spent = thread_cpu_ns() - r->cpu_at;
-	uint64_t step = 0;
+	uint64_t step = 0, in_procs = 0;
 	for (int i = 0; i < n; i++) {
 		step += out[i].sum.bytes_released;
-		spent += out[i].sum.duration_ns;
+		in_procs += out[i].sum.duration_ns;
 	}
+	spent += in_procs;
 	r->released += step;
+	uint64_t now = mono_ns();
+	log_debug("policy %s: step +%.2f ms -> +%.2f ms after the event: %.1f ms in the "
+	          "process(es), %" PRIu64 " bytes",
+	          r->ps->def.name, (double)(r->sent_at - r->t_event) / 1e6,
+	          (double)(now - r->t_event) / 1e6, (double)in_procs / 1e6, step);
 	r->rest = r->step_goal && step >= r->step_goal;
 	r->step_goal = 0;
 	policy_budget_spend(&r->ps->def, &r->ps->budget, spent);
@@ -390,6 +403,7 @@ static int start_job(struct run *r, enum job_kind kind, struct proc **targets, i
 	o.arg = r;
 	r->waiting = true;
 	r->cpu_at = thread_cpu_ns();
+	r->sent_at = mono_ns();
 	if (commands_run(r->ps->d, &o, kind, targets, n, steps, nsteps)) {
 		r->waiting = false;
 		return -1;
@@ -603,11 +617,13 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 	snprintf(ps->last_why, sizeof(ps->last_why), "%s", why);
 	if (cg) {
 		cg->run = r;
+		r->prev_run_ns = cg->st.last_run_ns;
 		cg->st.last_run_ns = r->t_start;
 	} else {
 		ps->run = r;
 	}
-	log_debug("policy %s: run over %d process(es): %s", ps->def.name, r->n, why);
+	log_debug("policy %s: run over %d process(es), +%.2f ms after the event: %s", ps->def.name,
+	          r->n, (double)(mono_ns() - t_event) / 1e6, why);
 	run_schedule(r, 0);
 	return true;
 }
@@ -629,9 +645,13 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 		if (!was_armed)
 			log_debug("policy %s: %s back under low, re-armed", ps->def.name, cg->rel);
 		return;
-	case POLICY_DEFER:
-		cg_recheck_arm(cg);
+	case POLICY_DEFER: {
+		/* look again as soon as the interval ends: what was deferred then runs */
+		uint64_t end = cg->st.last_run_ns + ps->def.min_interval_ms * 1000000u,
+		         now = mono_ns();
+		cg_recheck_arm(cg, end > now ? end - now : 0);
 		return;
+	}
 	case POLICY_NONE:
 		return;
 	case POLICY_ACT:
@@ -662,12 +682,39 @@ enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_
 	}
 	if (usage < high || running)
 		return POLICY_NONE;
-	if (!st->armed && !recheck)
+	int band = policy_cg_band(def, usage, limit);
+	if (!st->armed && !recheck && band <= st->band)
 		return POLICY_NONE; /* hysteresis: above high again, but it never went under low */
 	if (st->last_run_ns && now - st->last_run_ns < def->min_interval_ms * 1000000u)
 		return POLICY_DEFER;
 	st->armed = false;
+	st->band = band;
 	return POLICY_ACT;
+}
+
+void policy_cg_thresholds(const struct policy *def, uint64_t limit,
+                          uint64_t th[POLICY_CG_BANDS + 1])
+{
+	uint64_t high = policy_level_bytes(&def->high, limit);
+	th[0] = high;
+	th[1] = policy_level_bytes(&def->low, limit);
+	for (int k = 1; k < POLICY_CG_BANDS; k++)
+		th[k + 1] = high && limit != UINT64_MAX && limit > high
+		                    ? high + (limit - high) / POLICY_CG_BANDS * (uint64_t)k
+		                    : 0;
+}
+
+int policy_cg_band(const struct policy *def, uint64_t usage, uint64_t limit)
+{
+	uint64_t th[POLICY_CG_BANDS + 1];
+	policy_cg_thresholds(def, limit, th);
+	if (!th[0] || usage < th[0])
+		return 0;
+	int band = 1;
+	for (int k = 2; k <= POLICY_CG_BANDS; k++)
+		if (th[k] && usage >= th[k])
+			band = k;
+	return band;
 }
 
 static void on_cg_recheck(evutil_socket_t fd, short what, void *arg)
@@ -678,18 +725,22 @@ static void on_cg_recheck(evutil_socket_t fd, short what, void *arg)
 		cg_evaluate(cg, &m, mono_ns(), "re-check", true);
 }
 
-/* While usage stays above high after a run, look again after min_interval: v1 thresholds
- * only signal crossings, so nothing else would. */
-static void cg_recheck_arm(struct cgwatch *cg)
+/* While usage stays above high, look again in delay_ns (after a run: min_interval; a
+ * deferred crossing: when the interval ends): v1 thresholds only signal crossings, so
+ * nothing else would. */
+static void cg_recheck_arm(struct cgwatch *cg, uint64_t delay_ns)
 {
 	struct cg_memory m;
 	if (!cg->recheck || cg->ps->dead || cgroup_memory_read(cg->dir, &m) < 0)
 		return;
 	uint64_t high = policy_level_bytes(&cg->ps->def.high, cg_limit(&m));
-	if (!high || m.usage < high || evtimer_pending(cg->recheck, NULL))
+	uint64_t due = mono_ns() + delay_ns;
+	if (!high || m.usage < high ||
+	    (evtimer_pending(cg->recheck, NULL) && cg->recheck_due <= due))
 		return;
-	uint64_t ms = cg->ps->def.min_interval_ms;
-	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+	cg->recheck_due = due;
+	struct timeval tv = {(time_t)(delay_ns / 1000000000u),
+	                     (suseconds_t)(delay_ns % 1000000000u / 1000u)};
 	evtimer_add(cg->recheck, &tv);
 }
 
@@ -732,8 +783,8 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 		return NULL;
 	}
 	uint64_t limit = cg_limit(&m);
-	uint64_t th[2] = {policy_level_bytes(&ps->def.high, limit),
-	                  policy_level_bytes(&ps->def.low, limit)};
+	uint64_t th[POLICY_CG_BANDS + 1];
+	policy_cg_thresholds(&ps->def, limit, th);
 	if (!th[0]) {
 		log_debug("policy %s: cgroup %s has no memory limit; not watched", ps->def.name,
 		          rel);
@@ -750,7 +801,7 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 	cg->high_b = th[0];
 	cg->low_b = th[1];
 	char err[512];
-	cg->w = pressure_watch_cgroup(ps->d->base, dir, th, 2,
+	cg->w = pressure_watch_cgroup(ps->d->base, dir, th, POLICY_CG_BANDS + 1,
 	                              ps->def.psi_given ? ps->def.psi_stall_us : 0,
 	                              ps->def.psi_window_us, on_cg_event, cg, err, sizeof(err));
 	cg->recheck = evtimer_new(ps->d->base, on_cg_recheck, cg);

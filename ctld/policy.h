@@ -132,11 +132,25 @@ enum policy_verdict {
 /* A cgroup policy's hysteresis over one cgroup. */
 struct policy_cg_state {
 	bool armed;           /* usage went under low since the last run (initially true) */
-	uint64_t last_run_ns; /* CLOCK_MONOTONIC start of the last run (0: none) */
+	int band;             /* policy_cg_band of the usage the last run acted on */
+	uint64_t last_run_ns; /* CLOCK_MONOTONIC start of the last run that gave memory back
+	                       * (0: none) */
 };
+/* Between high and the limit, usage climbs through bands: 0 under high, 1 from high,
+ * then 2, 3 and 4 from a quarter, a half and three quarters of the way from high to the
+ * limit. Their lower edges are watched as thresholds besides high and low. */
+#define POLICY_CG_BANDS 4
+int policy_cg_band(const struct policy *def, uint64_t usage, uint64_t limit);
+/* The thresholds a cgroup policy watches: high, low and the bands' edges above high
+ * (0: none, no limit). */
+void policy_cg_thresholds(const struct policy *def, uint64_t limit,
+                          uint64_t th[POLICY_CG_BANDS + 1]);
 /* Usage against the policy's high/low of limit at now (recheck: the min_interval timer's
- * look while usage stayed high, which needs no re-arming); running: a run is out. ACT
- * disarms st; the caller records last_run_ns when it starts the run. */
+ * look while usage stayed high, which needs no re-arming); running: a run is out. Above
+ * high, a disarmed policy acts again when usage climbed to a higher band than the one its
+ * last run acted on (pressure growing past the point where it acted). ACT disarms st and
+ * records the band; the caller records last_run_ns when the run gave memory back (a run
+ * that found nothing to give re-arms and does not start the interval). */
 enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_state *st,
                                      uint64_t usage, uint64_t limit, uint64_t now, bool recheck,
                                      bool running);

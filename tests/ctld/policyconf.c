@@ -340,8 +340,8 @@ Test(policydecide, hysteresis_acts_at_high_and_re_arms_only_under_low)
 	/* the run left usage at 70%: above low, so crossing high again does nothing... */
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(70), LIMIT, t + MS, false, false),
 	             POLICY_NONE);
-	cr_assert_eq(policy_cg_decide(po, &st, USAGE(90), LIMIT, t + 2 * MS, false, false),
-	             POLICY_NONE, "acted again without going under low");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(89), LIMIT, t + 2 * MS, false, false),
+	             POLICY_NONE, "acted again without going under low (in the same band)");
 	/* ...until it went under low */
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(59), LIMIT, t + 3 * MS, false, false),
 	             POLICY_REARMED);
@@ -350,6 +350,51 @@ Test(policydecide, hysteresis_acts_at_high_and_re_arms_only_under_low)
 	/* the min_interval re-check acts while usage stays high, armed or not */
 	st.last_run_ns = t + 4 * MS;
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t + 5 * MS, true, false),
+	             POLICY_ACT);
+	policy_conf_free(pc);
+}
+
+Test(policydecide, a_climb_to_a_higher_band_acts_again_without_going_under_low)
+{
+	struct policy_conf *pc;
+	const struct policy *po = cg_policy(&pc, "min_interval = 0\n");
+	/* high 80%: the bands' edges are 80, 85, 90 and 95% */
+	uint64_t th[POLICY_CG_BANDS + 1];
+	policy_cg_thresholds(po, LIMIT, th);
+	cr_assert_eq(th[0], USAGE(80));
+	cr_assert_eq(th[1], USAGE(60));
+	cr_assert_eq(th[2], USAGE(80) + (LIMIT - USAGE(80)) / 4);
+	cr_assert_eq(th[4], USAGE(80) + (LIMIT - USAGE(80)) / 4 * 3);
+	cr_assert_eq(policy_cg_band(po, USAGE(79), LIMIT), 0);
+	cr_assert_eq(policy_cg_band(po, USAGE(80), LIMIT), 1);
+	cr_assert_eq(policy_cg_band(po, USAGE(86), LIMIT), 2);
+	cr_assert_eq(policy_cg_band(po, USAGE(99), LIMIT), 4);
+	cr_assert_eq(policy_cg_band(po, USAGE(99), UINT64_MAX), 0, "no limit, no bands");
+	struct policy_cg_state st = {.armed = true};
+	uint64_t t = 10000 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t, false, false), POLICY_ACT);
+	st.last_run_ns = t;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(84), LIMIT, t + MS, false, false), POLICY_NONE,
+	             "the same band: hysteresis holds");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(86), LIMIT, t + 2 * MS, false, false),
+	             POLICY_ACT, "usage climbed past where the policy acted");
+	st.last_run_ns = t + 2 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(82), LIMIT, t + 3 * MS, false, false),
+	             POLICY_NONE, "down a band is no climb");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(87), LIMIT, t + 4 * MS, false, false),
+	             POLICY_NONE, "back in the band it acted in");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 5 * MS, false, false),
+	             POLICY_ACT);
+	policy_conf_free(pc);
+	/* within min_interval a climb is deferred, not dropped (policy.c looks again when
+	 * the interval ends) */
+	po = cg_policy(&pc, "min_interval = 1s\n");
+	st = (struct policy_cg_state){.armed = true};
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t, false, false), POLICY_ACT);
+	st.last_run_ns = t;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(86), LIMIT, t + 10 * MS, false, false),
+	             POLICY_DEFER);
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(86), LIMIT, t + 1000 * MS, true, false),
 	             POLICY_ACT);
 	policy_conf_free(pc);
 }
