@@ -11,7 +11,7 @@ every allocator with its defaults (liballoc too), and liballoc tuned to keep its
 with allocctld's cgroup policy (high 75 %, low 60 %: flush, release, trim) and with its
 in-process watch (LIBALLOC_PRESSURE=on, no daemon). Time from the pressure event to the memory back: the
 daemon's policy response (event -> enough back: usage under the policy's low,
-`allocctl --json policies` last_response_ns) and the library's own (wake-up -> end of the release, `allocctl --json
+`allocctl --json policies` last_response_ns) and the library's own (wake-up -> usage under 75 % of L, `allocctl --json
 stats` pressure_response_ns), p50 and p99 over the runs.
 
 Bursty service: pressure_svc burst (bursts to 1 GiB every 30 s, frees it, idles) for 5
@@ -298,7 +298,7 @@ def oom_avoided(suite, run_mod, svc, daemon, allocctl, missing):
                         "p50 %s / p99 %s" % (_ms(_pct(lat, 0.5)), _ms(_pct(lat, 0.99))), "ms",
                         "%d runs; goal p99 <= 50 ms; %s" % (
                             len(lat), "the daemon's event -> usage under its low" if conf
-                            else "the library's wake-up -> end of its release"))
+                            else "the library's wake-up -> usage under 75% of L"))
         suite.progress("%-28s OOM kills %d/%d" % (name, kills, done))
 
 

@@ -140,7 +140,23 @@ void op_pressure(uint64_t since)
 	struct op_result r, t;
 	uint32_t skipped = 0;
 	op_flush_caches(&r, &skipped);
-	uint64_t released = r.bytes_released;
+	uint64_t released = r.bytes_released, back = 0, need;
+	/* where the watch knows when enough is back (v1: usage under its share), the
+	 * release and trim give that first and the response is measured there; then the
+	 * rest, as without */
+	if (pressure_need(&need)) {
+		os_goal = need;
+		if (need) {
+			op_release_idle(&t);
+			released += t.bytes_released;
+			os_goal = need > t.bytes_released ? need - t.bytes_released : 0;
+			if (os_goal)
+				op_trim(0, &t);
+			released += os_goal ? t.bytes_released : 0;
+		}
+		os_goal = 0;
+		back = os_now_ns();
+	}
 	op_release_idle(&t);
 	released += t.bytes_released;
 	op_trim(0, &t);
@@ -148,7 +164,8 @@ void op_pressure(uint64_t since)
 	struct la_shm_header *h = shm_header();
 	__atomic_fetch_add(&h->pressure_events, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->pressure_response_ns, os_now_ns() - since, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->pressure_response_ns, (back ? back : os_now_ns()) - since,
+	                 __ATOMIC_RELAXED);
 }
 
 /* ---- commands --------------------------------------------------------------------------- */

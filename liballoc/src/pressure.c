@@ -46,6 +46,9 @@ static pid_t watch_tid;
 static int stop_fd = -1; /* an eventfd: the control thread ends the watch through it */
 static uint64_t pending; /* CLOCK_MONOTONIC ns of the first unanswered event (0: none) */
 static char watch_what[160];
+/* v1 cgroup watch: its usage file and limit, so that a release knows when enough is back */
+static char v1_usage[700];
+static uint64_t v1_limit;
 
 /* RFC 4648 base64, no allocation; -1 on a bad character. */
 static ssize_t b64_decode(const char *in, char *out, size_t cap)
@@ -214,6 +217,7 @@ static bool v1_register(int cfd, int efd, const char *dir, const char *name, con
  * threshold, while there is room left to give back into), and the kernel's pressure
  * level "medium" (reclaim under way: at the limit, or without one, the host's). */
 #define V1_USAGE_SHARE 85
+#define V1_BACK_SHARE  75 /* enough back: usage under this share of the limit */
 static bool watch_v1_level(void)
 {
 	char rel[512], dir[640], path[700];
@@ -237,7 +241,12 @@ static bool watch_v1_level(void)
 		    la_parse(LA_T_INT, buf, &limit) == LA_PARSE_OK && limit > 0 &&
 		    limit < (1ll << 60)) /* "no limit" reads as ~2^63 */ {
 			la_fmt_u64(num, (uint64_t)limit / 100 * V1_USAGE_SHARE);
-			v1_register(cfd, efd, dir, "/memory.usage_in_bytes", num);
+			if (v1_register(cfd, efd, dir, "/memory.usage_in_bytes", num)) {
+				v1_limit = (uint64_t)limit;
+				la_strlcpy(v1_usage, path, sizeof(v1_usage));
+				la_strlcpy(v1_usage + n, "/memory.usage_in_bytes",
+				           sizeof(v1_usage) - n);
+			}
 		}
 	}
 	if (cfd >= 0)
@@ -293,6 +302,7 @@ void pressure_fork_child(void)
 	watch_fd = stop_fd = -1;
 	watch_tid = 0;
 	pending = 0;
+	v1_limit = 0;
 }
 
 bool pressure_configure(void)
@@ -402,6 +412,18 @@ void pressure_stop(void)
 	uint64_t one = 1;
 	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) < 0)
 		return;
+}
+
+bool pressure_need(uint64_t *need)
+{
+	char buf[32];
+	int64_t usage = 0;
+	if (!v1_limit || os_read_small(v1_usage, buf, sizeof(buf)) <= 0 ||
+	    la_parse(LA_T_INT, buf, &usage) != LA_PARSE_OK || usage < 0)
+		return false;
+	uint64_t target = v1_limit / 100 * V1_BACK_SHARE;
+	*need = (uint64_t)usage > target ? (uint64_t)usage - target : 0;
+	return true;
 }
 
 uint64_t pressure_take(void)

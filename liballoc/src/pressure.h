@@ -20,6 +20,10 @@ void pressure_stop(void);
 /* The control thread: when pressure was first signalled since it last looked
  * (CLOCK_MONOTONIC ns; 0: it was not). Clears it. */
 uint64_t pressure_take(void);
+/* What the process should still give back for enough to be back (v1 cgroup watch: usage
+ * under 75% of the limit; 0: it is), in *need; false when nothing says (PSI, systemd's
+ * protocol, no limit). */
+bool pressure_need(uint64_t *need);
 /* The watching thread's tid (0: none): it does not keep the process alive. */
 pid_t pressure_tid(void);
 /* What is watched, for messages (NULL: nothing). */
