@@ -12,8 +12,21 @@ LABEL = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*$')
 TYPES = {'counter', 'gauge', 'histogram', 'summary', 'untyped'}
 
 
+# a whole well-formed label list at once (the common case, thousands of series): names,
+# values with only the escapes \\ \" \n, separated by commas; anything else goes through
+# the character by character parser below, which says what is wrong
+PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+PAIRS = re.compile(r'(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+                   r'(?:,(?!$)|$))*')
+SAMPLE = re.compile(r'([^\s{]+)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$')
+
+
 def parse_labels(s, errors, ln):
     """s is the text between { and }; returns a tuple of (name, value) or None."""
+    if PAIRS.fullmatch(s) and not s.startswith('__') and ',__' not in s:
+        out = PAIR.findall(s)
+        if len(out) < 2 or len({n for n, _ in out}) == len(out):
+            return tuple(out)
     out, i = [], 0
     while i < len(s):
         m = re.match(r'([a-zA-Z_][a-zA-Z0-9_]*)="', s[i:])
@@ -97,7 +110,7 @@ def check(text):
                     done.add(current)
                 current = name
             continue
-        m = re.match(r'([^\s{]+)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$', line)
+        m = SAMPLE.match(line)
         if not m:
             errors.append(f'line {ln}: not a sample: {line!r}')
             continue

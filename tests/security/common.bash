@@ -7,9 +7,6 @@
 source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
 ALLOCCTL="$BUILD/allocctl"
 SEC_HELPER="$TESTS_BIN/sechelper"
-# SECURITY_LONG=1 (or TEST_LONG=1): the long forms (the symlink race for 30 s instead of 5, 5,000 segments
-# instead of 1,000)
-SECURITY_LONG=${SECURITY_LONG:-${TEST_LONG:-0}}
 
 sec_setup() {
 	ctld_setup --other-uid || return 1
