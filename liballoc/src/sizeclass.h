@@ -16,9 +16,10 @@
 
 #include "common.h"
 
-#define LA_SMALL_MAX   16384
-#define LA_NCLASSES    44
-#define SC_BATCH_BYTES 2048u
+#define LA_SMALL_MAX    16384
+#define LA_NCLASSES     44
+#define SC_BATCH_BYTES  2048u
+#define SC_EIGHTHS_FROM 4096u /* classes above this size: eight per doubling */
 
 extern uint32_t sc_size[LA_NCLASSES];
 extern uint32_t sc_pages[LA_NCLASSES];

@@ -83,9 +83,18 @@ static uint64_t cache_max(const struct tcache *tc)
 	return TUN(check_free_lists) || !tc->slots ? 0 : (uint64_t)TUN(tcache_max_bytes);
 }
 
+/* Bytes bin c may hold: max, a quarter of it above SC_EIGHTHS_FROM, where the classes are
+ * twice as dense (a sweep through every size from 4 to 16 KiB kept 3.5 MiB more cached
+ * and pinned with the eight classes per doubling and the whole max, 0.2 MiB less with a
+ * quarter: bench sizes sweep 10, peak RSS). */
+static uint64_t bin_max_bytes(unsigned c, uint64_t max)
+{
+	return sc_size[c] > SC_EIGHTHS_FROM ? max / 4 : max;
+}
+
 static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
 {
-	b->limit = (uint16_t)LA_MIN(max / sc_size[c], TC_MAX_BLOCKS);
+	b->limit = (uint16_t)LA_MIN(bin_max_bytes(c, max) / sc_size[c], TC_MAX_BLOCKS);
 	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
 	 * refills double from there */
 	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
@@ -113,7 +122,7 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 {
 	struct tbin *b = &tc->bins[c];
 	uint64_t max = cache_max(tc);
-	if (b->slot != tc_no_slots || max < sc_size[c])
+	if (b->slot != tc_no_slots || bin_max_bytes(c, max) < sc_size[c])
 		return;
 	void **row = tc->slots->row[tc->rows++];
 	row[0] = NULL; /* the empty bin's pop reads it */
