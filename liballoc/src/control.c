@@ -93,6 +93,7 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		arena_flush(&arenas[i]);
+	direct_measure();
 	op_end(r, &before);
 }
 
@@ -101,6 +102,7 @@ void op_measure(void)
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
 		arena_measure(&arenas[i]);
+	direct_measure();
 }
 
 bool op_decay(void)

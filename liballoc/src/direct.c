@@ -2,9 +2,13 @@
  * open-addressing hash table (linear probing, tombstones) in memory mapped here; it grows
  * by doubling. The cache is a small array of freed mappings, evicted oldest first.
  * Accounting (process block): a live mapping counts as allocated and resident whole (the
- * program may write all of it); a freed one that enters the cache is measured then
- * (mincore, once, outside the lock): its resident bytes are free resident until it is
- * reused or unmapped. The table is metadata. */
+ * program may write all of it); a freed one that enters the cache stays counted whole, as
+ * free resident, until direct_measure finds what the program touched of it (mincore, once,
+ * outside the lock: the decay pass, refresh and flush call it). The table is metadata.
+ * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
+ * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
+ * largest): a longer one is handed out whole (its part beyond the request purged now and
+ * then), a shorter one grown by mremap. */
 #include "direct.h"
 
 #include <errno.h>
@@ -19,6 +23,7 @@ struct dmap {
 	uintptr_t user; /* 0: empty, 1: tombstone */
 	void *base;
 	size_t len;
+	uint32_t uses; /* reuses for shorter requests since its tail was purged */
 };
 
 struct dcached {
@@ -26,16 +31,22 @@ struct dcached {
 	size_t len;
 	uintptr_t user; /* the pointer it was last handed out as (double-free detection) */
 	uint64_t epoch;
-	size_t resident; /* measured when it entered the cache */
+	uint64_t id;     /* which entry a measurement made outside the lock was for */
+	size_t resident; /* counted resident: len until measured */
+	bool measured;
+	uint32_t uses; /* as in struct dmap */
 };
 
-#define DCACHE_SLOTS 64
+#define DCACHE_SLOTS       64
+/* a mapping reused for shorter requests has the part beyond the request purged every
+ * this many such reuses (fit_cached) */
+#define DCACHE_PURGE_EVERY 16
 static struct la_lock direct_lock = LA_LOCK_INIT;
 static struct dmap *dtab;
 static size_t dcap, dused, dlive; /* slots, non-empty slots (incl. tombstones), live */
 static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
-static uint64_t dcache_bytes, decay_epoch;
+static uint64_t dcache_bytes, decay_epoch, dcache_ids;
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
@@ -83,7 +94,7 @@ static struct dmap *find_slot(uintptr_t user)
 }
 
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
-static bool insert(uintptr_t user, void *base, size_t len)
+static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses)
 {
 	if ((dused + 1) * 4 > dcap * 3) {
 		size_t ncap = dcap ? dcap * 2 : 256;
@@ -119,27 +130,64 @@ static bool insert(uintptr_t user, void *base, size_t len)
 	dtab[j].user = user;
 	dtab[j].base = base;
 	dtab[j].len = len;
+	dtab[j].uses = uses;
 	__atomic_store_n(&dlive, dlive + 1, __ATOMIC_RELAXED);
 	return true;
 }
 
-/* Take a cached mapping of at least len bytes and at most 1.25 x len (lock held). */
-static bool cache_take(size_t len, void **base, size_t *got, size_t *resident)
+/* Take a cached mapping for a request of len bytes (lock held). One of at most 1.25 x len
+ * bytes fits as it is. When both are at or above the dynamic threshold's ceiling (blocks
+ * that keep mappings of their own), any size serves: the smallest of at least len bytes,
+ * else the largest smaller one, which the caller grows (fit_cached): it saves the mmap and
+ * the faults on its resident pages. */
+static bool cache_take(size_t len, struct dcached *out)
 {
-	int best = -1;
+	size_t ceiling = (size_t)TUN(mmap_threshold_max);
+	int above = -1, below = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
 		size_t l = dcache[i].len;
-		if (l >= len && l - len <= len / 4 && (best < 0 || l < dcache[best].len))
-			best = (int)i;
+		bool large = len >= ceiling && l >= ceiling;
+		if (l >= len && (large || l - len <= len / 4)) {
+			if (above < 0 || l < dcache[above].len)
+				above = (int)i;
+		} else if (l < len && large && (below < 0 || l > dcache[below].len)) {
+			below = (int)i;
+		}
 	}
+	int best = above >= 0 ? above : below;
 	if (best < 0)
 		return false;
-	*base = dcache[best].base;
-	*got = dcache[best].len;
-	*resident = dcache[best].resident;
-	dcache_bytes -= dcache[best].len;
+	*out = dcache[best];
+	dcache_bytes -= out->len;
 	dcache[best] = dcache[--dcached_n];
 	return true;
+}
+
+/* A mapping taken from the cache made ready for len bytes (its accounting already moved
+ * out of the cache). A longer one is handed out whole, with no system call: what the
+ * earlier users wrote beyond len stays resident, so every DCACHE_PURGE_EVERY-th time it is
+ * reused for a request shorter by more than a quarter (or at once when that part is larger
+ * than a heap), its pages beyond len are purged. A shorter one is grown by mremap (which
+ * may move it). NULL when it cannot grow: the mapping is gone then. */
+static void *fit_cached(struct dcached *m, size_t len)
+{
+	if (m->len >= len) {
+		size_t tail = m->len - len;
+		if (tail > len / 4 && (++m->uses >= DCACHE_PURGE_EVERY || tail > LA_HEAP_SIZE)) {
+			os_purge((char *)m->base + len, tail, pc());
+			m->uses = 0;
+		}
+		return m->base;
+	}
+	void *q = os_remap(m->base, m->len, len, pc());
+	if (!q) {
+		STAT_SUB(pc(), address_space_bytes, m->len);
+		os_unmap(m->base, m->len, pc());
+		return NULL;
+	}
+	STAT_ADD(pc(), address_space_bytes, len - m->len);
+	m->len = len;
+	return q;
 }
 
 void *direct_alloc(size_t size, size_t align, bool *fresh)
@@ -151,12 +199,18 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
 	}
 	size_t len = la_align_up(size + extra, LA_PAGE);
 	void *base = NULL;
-	size_t got = 0, resident = 0;
+	size_t got = 0;
+	struct dcached c;
 	la_lock(&direct_lock);
-	bool hit = !extra && cache_take(len, &base, &got, &resident);
+	bool hit = !extra && cache_take(len, &c);
 	la_unlock(&direct_lock);
 	if (hit) {
-		uncache(got, resident, false);
+		uncache(c.len, c.resident, false);
+		base = fit_cached(&c, len);
+		hit = base != NULL;
+		got = c.len;
+	}
+	if (hit) {
 		STAT_ADD(pc(), direct_cache_hits, 1);
 	} else {
 		base = os_map(len, pc());
@@ -169,7 +223,7 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
 		*fresh = !hit;
 	uintptr_t user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
 	la_lock(&direct_lock);
-	bool ok = insert(user, base, got);
+	bool ok = insert(user, base, got, hit ? c.uses : 0);
 	la_unlock(&direct_lock);
 	if (!ok) {
 		STAT_SUB(pc(), address_space_bytes, got);
@@ -218,6 +272,7 @@ int direct_free(void *p)
 	}
 	void *base = m->base;
 	size_t len = m->len;
+	uint32_t uses = m->uses;
 	m->user = 1; /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	raise_threshold(len);
@@ -237,8 +292,11 @@ int direct_free(void *p)
 		os_unmap(base, len, pc());
 		return 0;
 	}
-	/* what the program touched of it: free resident while it is cached */
-	size_t resident = os_resident(base, len);
+	/* free resident while it is cached: whole (the program may have written all of it)
+	 * until a measurement (direct_measure) says what it touched; measuring here would
+	 * cost a mincore pass over every freed mapping, most of which the next request
+	 * takes back at once */
+	size_t resident = len;
 	la_lock(&direct_lock);
 	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
 	while (dcached_n && (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS)) {
@@ -252,7 +310,8 @@ int direct_free(void *p)
 		dcache_bytes -= dcache[old].len;
 		dcache[old] = dcache[--dcached_n];
 	}
-	dcache[dcached_n++] = (struct dcached){base, len, user, decay_epoch, resident};
+	dcache[dcached_n++] =
+	        (struct dcached){base, len, user, decay_epoch, ++dcache_ids, resident, false, uses};
 	dcache_bytes += len;
 	la_unlock(&direct_lock);
 	STAT_ADD(pc(), direct_cache_bytes, len);
@@ -294,7 +353,7 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 	la_unlock(&direct_lock);
 	void *q = len == old ? p : os_remap(p, old, len, pc());
 	la_lock(&direct_lock);
-	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old);
+	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0);
 	la_unlock(&direct_lock);
 	if (!ok)
 		la_fatal("realloc()", "cannot register a direct mapping");
@@ -329,6 +388,38 @@ static void drop_cache(bool only_old)
 	}
 }
 
+void direct_measure(void)
+{
+	for (;;) {
+		la_lock(&direct_lock);
+		unsigned i = 0;
+		while (i < dcached_n && dcache[i].measured)
+			i++;
+		if (i == dcached_n) {
+			la_unlock(&direct_lock);
+			return;
+		}
+		struct dcached m = dcache[i];
+		dcache[i].measured = true; /* taken or not, the next round looks at the others */
+		la_unlock(&direct_lock);
+		/* the mapping may be taken (even unmapped) meanwhile: mincore on it is harmless,
+		 * and the figure is applied only to the entry it was made for */
+		size_t res = os_resident(m.base, m.len);
+		size_t gone = 0;
+		la_lock(&direct_lock);
+		for (unsigned j = 0; j < dcached_n; j++)
+			if (dcache[j].id == m.id && dcache[j].resident > res) {
+				gone = dcache[j].resident - res;
+				dcache[j].resident = res;
+			}
+		la_unlock(&direct_lock);
+		if (gone) {
+			STAT_SUB(pc(), free_resident_bytes, gone);
+			STAT_SUB(pc(), data_resident_bytes, gone);
+		}
+	}
+}
+
 void direct_trim(void)
 {
 	drop_cache(false);
@@ -337,6 +428,7 @@ void direct_trim(void)
 bool direct_decay(void)
 {
 	drop_cache(true);
+	direct_measure(); /* what stays: the resident pages it holds */
 	la_lock(&direct_lock);
 	bool left = dcached_n != 0;
 	la_unlock(&direct_lock);

@@ -1,7 +1,7 @@
 /* direct.h — direct mappings: requests at or above the mmap threshold get their own
  * mapping, registered in an open-addressing table (so free can tell them from foreign
  * pointers). Freed mappings go to a bounded cache with decay and are reused by later
- * requests of a similar size; freeing one also raises the dynamic mmap threshold.
+ * requests of any size (cut down, or grown by mremap); freeing one also raises the dynamic mmap threshold.
  * All state is guarded by direct_lock; system calls are made outside it. */
 #ifndef LA_DIRECT_H
 #define LA_DIRECT_H
@@ -17,10 +17,13 @@ int direct_free(void *p);
 size_t direct_usable(const void *p);
 /* Resize in place or by mremap; NULL if p is not a direct mapping or on failure. */
 void *direct_realloc(void *p, size_t size, bool *was_direct);
+/* Measure (mincore) the cached mappings not measured yet: until then each counts whole as
+ * free resident. */
+void direct_measure(void);
 /* Unmap every cached mapping. */
 void direct_trim(void);
-/* Unmap cached mappings not reused during the last decay period; true while the cache
- * still holds some (a later pass may unmap them). */
+/* Unmap cached mappings not reused during the last decay period and measure the others;
+ * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);
 uint64_t direct_count(void);
 void direct_fork_prepare(void);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -526,6 +527,139 @@ Test(mapping_cache, trim_empties_it)
 	cr_assert_geq(stats().direct_cache_bytes, 40u << 20);
 	A(malloc_trim)(0);
 	cr_assert_eq(stats().direct_cache_bytes, 0);
+}
+
+/* The ceiling of the dynamic threshold is 8 MiB: a freed block below it raises the
+ * threshold (its size now comes from heaps), one at or above it keeps a mapping of its own,
+ * recycled through the mapping cache. */
+Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_of_their_own)
+{
+	int64_t max = 0, t0 = 0, t = 0;
+	liballoc_get("mmap_threshold_max", &max);
+	cr_assert_eq(max, 8 << 20);
+	liballoc_get("mmap_threshold", &t0);
+	cr_assert_lt(t0, 6 << 20);
+	A(free)(A(malloc)(16 << 20));
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_eq(t, t0, "a 16 MiB mapping raised the threshold to %lld", (long long)t);
+	cr_assert_geq(stats().direct_cache_bytes, 16u << 20, "it went to the mapping cache");
+	A(free)(A(malloc)(6 << 20));
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, 6 << 20, "a 6 MiB mapping raised it: %lld", (long long)t);
+	uint64_t direct = stats().direct_mappings;
+	void *p = A(malloc)(6 << 20);
+	cr_assert_eq(stats().direct_mappings, direct, "the next 6 MiB block is a heap's");
+	A(free)(p);
+}
+
+static long thread_faults(void)
+{
+	struct rusage r;
+	getrusage(RUSAGE_THREAD, &r);
+	return r.ru_minflt;
+}
+
+static size_t resident_pages(const void *p, size_t len)
+{
+	unsigned char vec[8192];
+	cr_assert_leq(len / 4096, sizeof(vec));
+	cr_assert_eq(mincore((void *)p, len, vec), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < len / 4096; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_system_call)
+{
+	set("decay_ms", 0);
+	char *p = A(malloc)(20 << 20);
+	memset(p, 1, 20 << 20);
+	A(free)(p);
+	struct la_counters before = stats();
+	long f0 = thread_faults();
+	char *q = A(malloc)(10 << 20);
+	memset(q, 2, 10 << 20);
+	long faults = thread_faults() - f0;
+	struct la_counters after = stats();
+	cr_assert_eq(q, p, "the cached mapping was reused");
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(after.mmap_calls + after.munmap_calls + after.madvise_calls,
+	             before.mmap_calls + before.munmap_calls + before.madvise_calls,
+	             "no system call");
+	cr_assert_lt(faults, 16, "its pages were resident: %ld faults", faults);
+	cr_assert_geq(A(malloc_usable_size)(q), 20u << 20, "handed out whole");
+	cr_assert_eq(after.direct_cache_bytes, 0);
+	A(free)(q);
+}
+
+Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
+{
+	set("decay_ms", 0);
+	char *p = A(malloc)(10 << 20);
+	memset(p, 1, 10 << 20);
+	A(free)(p);
+	struct la_counters before = stats();
+	long f0 = thread_faults();
+	char *q = A(malloc)(16 << 20);
+	memset(q, 2, 10 << 20);
+	long faults = thread_faults() - f0;
+	memset(q, 2, 16 << 20);
+	struct la_counters after = stats();
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(after.mmap_calls - before.mmap_calls, 1, "one mremap");
+	cr_assert_eq(after.munmap_calls, before.munmap_calls);
+	cr_assert_lt(faults, 16, "the first 10 MiB came along resident: %ld faults", faults);
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 6u << 20);
+	A(free)(q);
+}
+
+Test(mapping_cache, the_part_beyond_shorter_requests_is_purged_every_16th_reuse)
+{
+	set("decay_ms", 0);
+	char *p = A(malloc)(32 << 20);
+	memset(p, 1, 32 << 20);
+	A(free)(p);
+	uint64_t madv = stats().madvise_calls;
+	for (int i = 1; i <= 16; i++) {
+		char *q = A(malloc)(8 << 20);
+		cr_assert_eq(q, p);
+		size_t tail = resident_pages(q + (8 << 20), 24 << 20);
+		if (i < 16) {
+			cr_assert_eq(stats().madvise_calls, madv, "reuse %d purged", i);
+			cr_assert_eq(tail, 6144, "reuse %d: the tail stays resident", i);
+		} else {
+			cr_assert_eq(stats().madvise_calls, madv + 1, "reuse 16 purged the tail");
+			cr_assert_eq(tail, 0, "%zu pages beyond the request still resident", tail);
+		}
+		memset(q, 2, 8 << 20);
+		A(free)(q);
+	}
+}
+
+Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
+{
+	set("decay_ms", 0);
+	char *p = A(malloc)(16 << 20);
+	memset(p, 1, 4 << 20);
+	struct la_counters before = stats();
+	A(free)(p);
+	struct la_counters mid = stats();
+	cr_assert_eq(mid.direct_cache_bytes - before.direct_cache_bytes, 16u << 20);
+	cr_assert_eq(mid.free_resident_bytes - before.free_resident_bytes, 16u << 20,
+	             "whole until measured");
+	op_measure();
+	struct la_counters after = stats();
+	cr_assert_eq(after.free_resident_bytes - before.free_resident_bytes, 4u << 20,
+	             "measured: the 4 MiB written, not %llu",
+	             (unsigned long long)(after.free_resident_bytes - before.free_resident_bytes));
+	cr_assert_eq(after.data_resident_bytes + (12u << 20), mid.data_resident_bytes);
+	op_measure(); /* measured once */
+	cr_assert_eq(stats().free_resident_bytes, after.free_resident_bytes);
+	A(malloc_trim)(0);
+	struct la_counters trimmed = stats();
+	cr_assert_eq(trimmed.direct_cache_bytes, 0);
+	cr_assert_leq(trimmed.free_resident_bytes, before.free_resident_bytes);
 }
 
 /* ---- 3. idle heap release --------------------------------------------------------------- */
