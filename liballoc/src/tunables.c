@@ -28,9 +28,51 @@ struct tun_hold tun_holds[LA_NTUNABLES];
 
 extern char **environ;
 
+/* The environment as it was at start. A program may rewrite environ while it runs (setenv,
+ * clearenv; redis's setproctitle moves every variable and writes its title over the old
+ * strings) and the control thread reads variables after start (the pressure watch): a
+ * read racing the rewrite crashed redis-server at start. So the variables liballoc reads
+ * (LIBALLOC_*, MEMORY_PRESSURE_*) are copied once, at init, before any thread of ours
+ * exists, and read from the copy: "NAME=value\0" strings, an empty one ends them. */
+#define ENV_SNAP_BYTES 16384
+static char env_snap[ENV_SNAP_BYTES];
+static bool env_snapped;
+
+static bool env_wanted(const char *e)
+{
+	return strncmp(e, "LIBALLOC_", 9) == 0 || strncmp(e, "MEMORY_PRESSURE_", 16) == 0;
+}
+
+static void env_snapshot(void)
+{
+	size_t used = 0;
+	for (char **e = environ; e && *e; e++) {
+		if (!env_wanted(*e))
+			continue;
+		size_t n = strlen(*e) + 1;
+		if (n >= sizeof(env_snap) - used) { /* one byte stays for the end mark */
+			char name[64];
+			size_t k = strcspn(*e, "=");
+			la_strlcpy(name, *e, k + 1 < sizeof(name) ? k + 1 : sizeof(name));
+			la_warn(name, ": ignored: the LIBALLOC_ and MEMORY_PRESSURE_ variables take "
+			        "more than 16 KiB together", (char *)NULL);
+			continue;
+		}
+		memcpy(env_snap + used, *e, n);
+		used += n;
+	}
+	env_snapped = true;
+}
+
 const char *tun_getenv(const char *name)
 {
 	size_t n = strlen(name);
+	if (env_snapped && env_wanted(name)) {
+		for (const char *e = env_snap; *e; e += strlen(e) + 1)
+			if (strncmp(e, name, n) == 0 && e[n] == '=')
+				return e + n + 1;
+		return NULL;
+	}
 	if (!environ)
 		return NULL;
 	for (char **e = environ; *e; e++)
@@ -373,6 +415,7 @@ bool tun_control_enabled(void)
 
 void tun_init_from_env(void)
 {
+	env_snapshot();
 	int ncpu = os_ncpus();
 	if (tun_values[LA_TUNABLE_arena_max] == LA_DEFAULT_AUTO)
 		tun_values[LA_TUNABLE_arena_max] = LA_MIN(8 * ncpu, LA_ARENAS_MAX);

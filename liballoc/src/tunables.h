@@ -65,7 +65,9 @@ void tun_publish(void);
 void tun_fork_prepare(void);
 void tun_fork_parent(void);
 void tun_fork_child(void);
-/* Value of environment variable name, or NULL, without allocating. */
+/* Value of environment variable name, or NULL, without allocating. LIBALLOC_* and
+ * MEMORY_PRESSURE_* come from a copy made by tun_init_from_env (safe on any thread while the
+ * program rewrites its environment); other names from environ as it is now. */
 const char *tun_getenv(const char *name);
 
 #endif

@@ -5,7 +5,8 @@
 # and in a profile of the daemon's configuration (one parser, liballoc_parse.h), and a bad
 # one is refused by all three; an unknown LIBALLOC_ variable gets one line naming the
 # closest known one; LIBALLOC_CONTROL takes every boolean spelling; an over-long
-# LIBALLOC_RUN_DIR is an error, never another directory; a program that maps another
+# LIBALLOC_RUN_DIR is an error, never another directory; the variables are the ones given
+# at start, even after the program rewrote its environment; a program that maps another
 # allocator (linked against jemalloc, tcmalloc/mimalloc loaded, or dlopen'ed later) is told so once on
 # stderr, and its segment, allocctl ps/stats and /metrics say it; `allocctl get` shows where
 # each value came from.
@@ -174,6 +175,20 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 	wait_for test -s "$P/err"
 	[ -z "$(ls -A "$long")" ] && [ -z "$(ls -A "$cut")" ]
 	kill -0 "${POL_PIDS[-1]}"
+}
+
+@test "a program that rewrites its environment (as setproctitle does): liballoc keeps what it was given at start" {
+	# the old strings written over and LIBALLOC_RUN_DIR unset before a fork: the child
+	# still publishes in the run directory given at start (its variables were copied at
+	# init; reading environ while a program rewrote it crashed redis-server at start)
+	LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/envclobber" "$P/child.pid" 3>&- &
+	POL_PIDS+=($!)
+	wait_for test -s "$P/child.pid"
+	local c
+	c=$(cat "$P/child.pid")
+	POL_PIDS+=("$c")
+	wait_for test -e "$LIBALLOC_RUN_DIR/liballoc.$c.seg"
+	[ "$(seginfo "$c" pid)" = "$c" ]
 }
 
 @test "a program linked against jemalloc: said once on stderr, in its segment, ps, stats and /metrics" {
