@@ -54,8 +54,10 @@ static void env_snapshot(void)
 			char name[64];
 			size_t k = strcspn(*e, "=");
 			la_strlcpy(name, *e, k + 1 < sizeof(name) ? k + 1 : sizeof(name));
-			la_warn(name, ": ignored: the LIBALLOC_ and MEMORY_PRESSURE_ variables take "
-			        "more than 16 KiB together", (char *)NULL);
+			la_warn(name,
+			        ": ignored: the LIBALLOC_ and MEMORY_PRESSURE_ variables take "
+			        "more than 16 KiB together",
+			        (char *)NULL);
 			continue;
 		}
 		memcpy(env_snap + used, *e, n);

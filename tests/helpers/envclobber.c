@@ -41,7 +41,8 @@ int main(int argc, char **argv)
 		char tmp[4096];
 		snprintf(tmp, sizeof(tmp), "%s.tmp", argv[1]);
 		FILE *f = fopen(tmp, "w");
-		if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 || rename(tmp, argv[1]))
+		if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 ||
+		    rename(tmp, argv[1]))
 			_exit(1);
 		pause();
 		_exit(0);
