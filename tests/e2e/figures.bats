@@ -124,6 +124,21 @@ print(m['free_resident_bytes'], m['resident_bytes'], m['reclaimable_bytes'], m['
 	[ "$RELEASED" -ge $((48 << 20)) ]
 }
 
+# cache_figures PID WHEN FREE: the mapping cache holds 64 MiB and free resident memory is
+# FREE bytes (up to 1 MiB more: the heaps' own free pages), as allocctl --json stats says
+cache_figures() {
+	python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+cache = d['totals']['direct_cache_bytes']
+fr = d['process']['memory']['free_resident_bytes']
+lo = int(sys.argv[3])
+print('%s: mapping cache %d bytes, free resident %d' % (sys.argv[2], cache, fr), file=sys.stderr)
+assert cache == 64 << 20, cache
+assert lo <= fr <= lo + (1 << 20), fr
+" "$("$ALLOCCTL" --json stats "$1")" "$2" "$3"
+}
+
 @test "cached direct mappings touched in part count whole, then what was touched once measured" {
 	local in="$CLI_TMP/in" out="$CLI_TMP/out"
 	mkfifo "$in"
@@ -139,31 +154,12 @@ print(m['free_resident_bytes'], m['resident_bytes'], m['reclaimable_bytes'], m['
 	wait_for grep -q "^$pid ok 2 free" "$out"
 	wait_for listed "$pid"
 	# counted whole until measured (no decay pass runs here) ...
-	local json
-	json=$("$ALLOCCTL" --json stats "$pid")
-	python3 -c "
-import json, sys
-d = json.loads(sys.argv[1])
-cache = d['totals']['direct_cache_bytes']
-fr = d['process']['memory']['free_resident_bytes']
-print('unmeasured: mapping cache %d bytes, free resident %d' % (cache, fr), file=sys.stderr)
-assert cache == 64 << 20, cache
-assert 64 << 20 <= fr <= (64 << 20) + (1 << 20), fr
-" "$json"
+	cache_figures "$pid" unmeasured $((64 << 20))
 	# ... and what was touched once measured (the refresh command)
 	local seg
 	seg=$(ls "$LIBALLOC_RUN_DIR"/liballoc."$pid"*.seg)
 	"$BUILD/tests/segtool" cmd "$seg" refresh | grep -qx 'status_text=ok'
-	json=$("$ALLOCCTL" --json stats "$pid")
-	python3 -c "
-import json, sys
-d = json.loads(sys.argv[1])
-cache = d['totals']['direct_cache_bytes']
-fr = d['process']['memory']['free_resident_bytes']
-print('measured: mapping cache %d bytes, free resident %d' % (cache, fr), file=sys.stderr)
-assert cache == 64 << 20, cache
-assert 16 << 20 <= fr <= (16 << 20) + (1 << 20), fr
-" "$json"
+	cache_figures "$pid" measured $((16 << 20))
 	check "$pid"
 	[ "$RELEASED" -ge $((16 << 20)) ]
 	exec 7>&-
