@@ -20,8 +20,9 @@
 
 #define CTLD_VERSION LA_VERSION
 
-/* Event priorities: I/O and timers first; long work (discovery, scrapes) runs in slices of
- * a few milliseconds at the lowest, so a request never waits behind it for long. */
+/* Event priorities: I/O and timers first; long work (discovery, history sampling, scrapes,
+ * streamed lists) runs in slices of a few milliseconds at the lowest, one slice per loop
+ * turn (loop.c configures the event base so), so a request never waits behind it for long. */
 #define CTLD_NPRIO      3
 #define CTLD_PRIO_SLICE 2
 
@@ -123,6 +124,9 @@ struct ctld_stats {
 	        requests_malformed, commands, command_timeouts, connections_refused, scrapes,
 	        segments_over_cap, unreadable_reads, http_requests, http_refused, http_timeouts,
 	        rescans;
+	/* the loop-lag probe (loop.c): how late it fired (wall) and the loop's CPU time from
+	 * arming it to its firing, the longest of each; and how many times it fired */
+	uint64_t loop_lag_max_ns, loop_busy_max_ns, loop_lag_probes;
 };
 
 struct ctld {
@@ -134,6 +138,8 @@ struct ctld {
 	uint32_t token; /* our mailbox lock token: the daemon's pid */
 	uint64_t next_seq;
 	struct ctld_stats st;
+	struct event *lag_probe; /* loop.c: armed while sliced work is pending */
+	uint64_t lag_due_ns, lag_cpu_ns;
 
 	/* discover.c */
 	struct proc_list procs;
@@ -165,6 +171,18 @@ struct ctld {
 	/* policy.c */
 	struct policy_engine *policy;
 };
+
+/* loop.c: the event base (precise timers, CTLD_NPRIO priorities, one slice per turn); the
+ * next slice of a job (re-activates ev, at CTLD_PRIO_SLICE); and the loop-lag probe, armed
+ * by slice_again and by work that starts a job: a highest-priority timer 1 ms ahead whose
+ * lateness is how long the loop went without polling while work was pending
+ * (liballoc_ctld_loop_lag_max_seconds, and the CPU time of it: ..._loop_busy_max_seconds). */
+struct event_base *loop_base_new(void);
+int loop_probe_init(struct ctld *d);
+void loop_probe_reset(struct ctld *d); /* forget what was measured so far */
+void loop_probe_free(struct ctld *d);
+void slice_again(struct ctld *d, struct event *ev);
+void loop_lag_probe(struct ctld *d);
 
 /* discover.c */
 int discover_init(struct ctld *d);

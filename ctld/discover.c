@@ -841,6 +841,7 @@ void discover_rescan(struct ctld *d)
 	 * must not pile the same names up in the queue again and again */
 	if (g.pass_open)
 		return;
+	loop_lag_probe(d);     /* the directories' names are read in one go */
 	provide_configured(d); /* one removed unseen (no watch) */
 	collect_dirs(d);
 	g.pass++;
@@ -969,7 +970,7 @@ more:
 static void kick(struct ctld *d)
 {
 	if (g.work && !event_pending(g.work, EV_TIMEOUT, NULL))
-		event_active(g.work, EV_TIMEOUT, 0);
+		slice_again(d, g.work);
 }
 
 bool discover_busy(struct ctld *d)

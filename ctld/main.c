@@ -347,16 +347,8 @@ int main(int argc, char **argv)
 	d->next_seq = seg_now_ns(CLOCK_REALTIME); /* never reuses a predecessor's numbers */
 	TAILQ_INIT(&d->jobs);
 	d->inotify_fd = -1;
-	/* precise timers (timerfd): the command poller runs at sub-millisecond periods */
-	struct event_config *ecfg = event_config_new();
-	if (ecfg)
-		event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	d->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
-	if (ecfg)
-		event_config_free(ecfg);
-	if (d->base)
-		event_base_priority_init(d->base, CTLD_NPRIO);
-	if (!d->base) {
+	d->base = loop_base_new();
+	if (!d->base || loop_probe_init(d)) {
 		log_error("event_base_new failed");
 		return 1;
 	}
@@ -382,6 +374,7 @@ int main(int argc, char **argv)
 	if (d->cfg.ready_file[0] && write_ready_file(d))
 		log_warn("cannot write %s: %s", d->cfg.ready_file, strerror(errno));
 	log_info("allocctld %s serving (%d processes)", CTLD_VERSION, d->nprocs);
+	loop_probe_reset(d); /* discovery at start ran to its end before serving */
 	event_base_dispatch(d->base);
 	rc = 0;
 out:
@@ -395,6 +388,7 @@ out:
 		unlink(d->cfg.ready_file);
 	for (int i = 0; i < 3; i++)
 		event_free(sigs[i]);
+	loop_probe_free(d);
 	event_base_free(d->base);
 	audit_free(&d->audit);
 	log_info("stopped");

@@ -576,11 +576,26 @@ static void write_own(struct scrape *s)
 	        {"liballoc_ctld_rescans_total",
 	         "Scans of the run directories completed (periodic, and after directory events)",
 	         d->st.rescans},
+	        {"liballoc_ctld_loop_lag_probes_total",
+	         "Firings of the loop-lag probe (armed while sliced work is pending)",
+	         d->st.loop_lag_probes},
 	};
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
 		family_head(b, "", own[i].name, "", "counter", own[i].help, "");
 		evbuffer_add_printf(b, "%s %llu\n", own[i].name, (unsigned long long)own[i].v);
 	}
+	family_head(b, "", "liballoc_ctld_loop_lag_max_seconds", "", "gauge",
+	            "Longest lateness of the loop-lag probe: how long the event loop went without "
+	            "polling its sockets while sliced work was pending",
+	            "");
+	evbuffer_add_printf(b, "liballoc_ctld_loop_lag_max_seconds %.6f\n",
+	                    (double)d->st.loop_lag_max_ns / 1e9);
+	family_head(b, "", "liballoc_ctld_loop_busy_max_seconds", "", "gauge",
+	            "Most CPU time the event loop spent between arming the loop-lag probe and its "
+	            "firing (the lateness without the time the daemon was not running)",
+	            "");
+	evbuffer_add_printf(b, "liballoc_ctld_loop_busy_max_seconds %.6f\n",
+	                    (double)d->st.loop_busy_max_ns / 1e9);
 	audit_write_metrics(&d->audit, b);
 	timeline_write_metrics(d, b);
 	policy_write_metrics(d, b);
@@ -751,7 +766,7 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
 	uint64_t deadline = seg_now_ns(CLOCK_MONOTONIC) + SLICE_NS;
 	s->waiting = false;
 	if (!collect_step(s, deadline)) {
-		event_active(s->ev, EV_TIMEOUT, 0);
+		slice_again(s->d, s->ev);
 		return;
 	}
 	if (s->service && !s->sums && !build_groups(s)) {
@@ -763,7 +778,7 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!emit_step(s, deadline)) {
 		if (!s->waiting)
-			event_active(s->ev, EV_TIMEOUT, 0);
+			slice_again(s->d, s->ev);
 		return; /* metrics_resume() when the client has read */
 	}
 	void (*done)(void *, bool) = s->done;
@@ -810,7 +825,7 @@ struct scrape *metrics_start(struct ctld *d, bool json, struct evbuffer *out,
 	nscrapes++;
 	if (!json)
 		d->st.scrapes++;
-	event_active(s->ev, EV_TIMEOUT, 0);
+	slice_again(d, s->ev);
 	return s;
 }
 
@@ -818,7 +833,7 @@ void metrics_resume(struct scrape *s)
 {
 	if (s->waiting && !event_pending(s->ev, EV_TIMEOUT, NULL)) {
 		s->waiting = false;
-		event_active(s->ev, EV_TIMEOUT, 0);
+		slice_again(s->d, s->ev);
 	}
 }
 

@@ -299,7 +299,7 @@ static void stream_next(struct list_stream *s)
 {
 	s->waiting = conn_output_len(s->c) > CTL_MAX_FRAME;
 	if (!s->waiting)
-		event_active(s->ev, EV_TIMEOUT, 0);
+		slice_again(s->d, s->ev);
 }
 
 static void on_stream(evutil_socket_t fd, short what, void *arg)
@@ -344,6 +344,8 @@ static bool handle_list(struct ctld *d, struct conn *c, const Ctl__Envelope *env
 		free(s);
 		s = NULL; /* pages as before: the client asks for each (streamed unset) */
 	}
+	if (s) /* a page per loop turn, like other long work */
+		event_priority_set(s->ev, CTLD_PRIO_SLICE);
 	if (!list_page(d, c, env->has_id, env->id, pids, n, &pos, max, s != NULL) || !s) {
 		if (s) {
 			event_free(s->ev);

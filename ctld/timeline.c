@@ -169,7 +169,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 		if (p->hist_tick == tl->tick)
 			continue;
 		if (n == SLICE || ((n & 7) == 7 && seg_now_ns(CLOCK_MONOTONIC) - t0 > SLICE_NS)) {
-			event_active(tl->slice, EV_TIMEOUT, 0); /* the rest after other events */
+			slice_again(d, tl->slice); /* the rest after other events */
 			break;
 		}
 		p->hist_tick = tl->tick;
@@ -197,6 +197,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	tl->tick_ms = (int64_t)tl->tick * tl->h.sample_ms;
 	tl->tick_mono_ns = seg_now_ns(CLOCK_MONOTONIC);
 	tl->sweeps++;
+	loop_lag_probe(d); /* the tick's first slice runs here */
 	if (tl->sweeps % 64 == 0)
 		history_expire(&tl->h, now);
 	arm_tick(tl);
@@ -336,6 +337,8 @@ int timeline_init(struct ctld *d)
 		snprintf(tl->host, sizeof(tl->host), "localhost");
 	tl->timer = evtimer_new(d->base, on_tick, d);
 	tl->slice = event_new(d->base, -1, 0, on_slice, d);
+	if (tl->slice)
+		event_priority_set(tl->slice, CTLD_PRIO_SLICE);
 	if (!tl->timer || !tl->slice) {
 		history_free(&tl->h);
 		free(tl);
