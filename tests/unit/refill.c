@@ -7,8 +7,10 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "arena.h"
 #include "common.h"
 #include "liballoc.h"
+#include "shm.h"
 #include "sizeclass.h"
 #include "tcache.h"
 
@@ -225,4 +227,56 @@ Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
 	bool again = tcache_flush_cold();
 	cr_assert_eq(b->count, 0, "unused for a whole pass: returned");
 	cr_assert(!again, "every bin returned: no further pass asked for");
+}
+
+/* The transfer cache (arena.h): blocks of flushes that fit wait there for the next refill
+ * of their class; the decay pass sends them back to their spans. */
+static uint64_t class_spans(unsigned cls)
+{
+	return __atomic_load_n(&shm_classes()[cls].s.spans, __ATOMIC_RELAXED);
+}
+
+Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
+{
+	enum { N = 300 };
+	void *p[N];
+	unsigned cls = sc_class_of(64);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	struct arena *a = la_tcache.arena;
+	uint32_t held = a->xfer_n[cls];
+	cr_assert_gt(held, 0, "the flushed blocks are kept");
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	cr_assert_lt(a->xfer_n[cls], held, "refills took them back");
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+}
+
+Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_empty)
+{
+	/* a few scattered blocks kept: the full pass sends them back and the spans that held
+	 * nothing else go back to their heap */
+	enum { N = 4096, STRIDE = 32 };
+	void **p = A(malloc)(N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	for (int i = 0; i < N; i++)
+		if (i % STRIDE)
+			A(free)(p[i]);
+	for (int i = 0; i < N; i += STRIDE)
+		A(free)(p[i]);
+	struct arena *a = la_tcache.arena;
+	tcache_flush_cold();
+	tcache_flush_cold(); /* the bin unused for a whole pass: its blocks go back too */
+	cr_assert_gt(a->xfer_n[cls], 0, "scattered blocks kept");
+	uint64_t before = class_spans(cls);
+	arena_decay(a, true);
+	cr_assert_eq(a->xfer_n[cls], 0, "the decay pass returned them");
+	cr_assert_lt(class_spans(cls), before, "spans emptied and went back");
+	A(free)(p);
 }
