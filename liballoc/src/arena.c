@@ -437,19 +437,24 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 	}
 }
 
+/* The blocks of class cls the transfer cache holds back to their spans. */
+static void xfer_drain_class(struct arena *a, unsigned cls)
+{
+	void *batch[XF_CHUNK];
+	uint32_t k;
+	while ((k = xfer_take(a, cls, batch, XF_CHUNK)) != 0) {
+		uint64_t bytes = (uint64_t)k * sc_size[cls];
+		STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
+		STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
+		push_blocks(a, batch, k);
+	}
+}
+
 /* Everything the transfer cache holds back to the spans. */
 static void xfer_drain(struct arena *a)
 {
-	for (unsigned c = 0; c < LA_NCLASSES && a->xfer_bytes; c++) {
-		void *batch[XF_CHUNK];
-		uint32_t k;
-		while ((k = xfer_take(a, c, batch, XF_CHUNK)) != 0) {
-			uint64_t bytes = (uint64_t)k * sc_size[c];
-			STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
-			STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
-			push_blocks(a, batch, k);
-		}
-	}
+	for (unsigned c = 0; c < LA_NCLASSES && a->xfer_bytes; c++)
+		xfer_drain_class(a, c);
 }
 
 static void measure_locked(struct arena *a);
@@ -669,12 +674,30 @@ static void xfer_setup(struct arena *a)
 	arena_unlock(a);
 }
 
+/* Does the arena hold XF_SPARE_PAGES free pages that may be resident (lock held)? */
+static bool spare_pages_left(struct arena *a)
+{
+	uint64_t dirty = 0;
+	for (struct heap *h = a->heaps; h && dirty < XF_SPARE_PAGES; h = h->next)
+		dirty += h->dirty_pages;
+	return dirty >= XF_SPARE_PAGES;
+}
+
 void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls)
 {
 	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
 		xfer_setup(a);
 	arena_lock(a);
 	uint32_t kept = a->xfer ? xfer_put(a, cls, blocks, n) : 0;
+	/* A flush the transfer cache cannot keep: the class frees more than it allocates
+	 * (a structure torn down). Kept, the blocks it holds would be the class's next
+	 * allocations, scattered over the spans the teardown empties, and would keep them in
+	 * use. While the arena has resident free pages to spare, that costs no memory (the
+	 * next span of another class takes those) and the blocks serve the class's next
+	 * burst; short of them, they go back to their spans with the flush, so that the
+	 * emptied spans' pages serve the next span of any class instead of new ones. */
+	if (!kept && a->xfer && a->xfer_n[cls] && !spare_pages_left(a))
+		xfer_drain_class(a, cls);
 	push_blocks(a, blocks + kept, n - kept);
 	/* the transfer cache's blocks stay allocated, as cached (a trim or release returns
 	 * them to their spans) */

@@ -21,13 +21,17 @@
  * out in chunks that hold the next XF_CHUNK slots of every class (so a class that keeps
  * few blocks touches a slice of a page, not a page of its own); a class keeps at most
  * XF_SLOTS blocks and
- * XF_CLASS_BYTES, the arena XF_ARENA_BYTES. Emptied into the spans when the arena would
- * map a new heap (its blocks may free whole spans for reuse), by trims, idle-heap releases
- * and the decay pass, and when the arena's last thread leaves. */
+ * XF_CLASS_BYTES, the arena XF_ARENA_BYTES. A class's blocks go back to their spans when
+ * a flush of the class does not fit (a teardown: kept, they would pin the spans it
+ * empties) and the arena has fewer than XF_SPARE_PAGES free pages that may be resident.
+ * Emptied into the spans when the arena would map a new heap (its blocks may free whole
+ * spans for reuse), by trims, idle-heap releases and the decay pass, and when the arena's
+ * last thread leaves. */
 #define XF_SLOTS       512u
 #define XF_CHUNK       64u
 #define XF_CLASS_BYTES (256u << 10)
 #define XF_ARENA_BYTES (1u << 20)
+#define XF_SPARE_PAGES 1024u /* 4 MiB */
 struct xfer_slots {
 	void *chunk[XF_SLOTS / XF_CHUNK][LA_NCLASSES][XF_CHUNK];
 };

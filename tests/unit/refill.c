@@ -230,7 +230,9 @@ Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
 }
 
 /* The transfer cache (arena.h): blocks of flushes that fit wait there for the next refill
- * of their class; the decay pass sends them back to their spans. */
+ * of their class; a flush that does not fit sends the class's kept blocks back to their
+ * spans with it when the arena is short of resident free pages, so that a teardown's
+ * emptied spans are not pinned by blocks kept; the decay pass sends them back. */
 static uint64_t class_spans(unsigned cls)
 {
 	return __atomic_load_n(&shm_classes()[cls].s.spans, __ATOMIC_RELAXED);
@@ -253,6 +255,65 @@ Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 	cr_assert_lt(a->xfer_n[cls], held, "refills took them back");
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
+}
+
+Test(transfer_cache, a_teardown_returns_the_spans_it_empties)
+{
+	/* 20 spans of 64-byte blocks; every 40th block freed first (one transfer cache's
+	 * worth, a few in every span), then all the others: the flushes that no longer fit
+	 * send the scattered blocks back, and the emptied spans go back to their heap */
+	enum { N = 20480, STRIDE = 40 };
+	void **p = A(malloc)(N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	uint64_t spans0 = class_spans(cls);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	uint64_t grown = class_spans(cls) - spans0;
+	cr_assert_geq(grown, 19, "%llu spans for %d blocks", (unsigned long long)grown, N);
+	for (int i = 0; i < N; i += STRIDE)
+		A(free)(p[i]);
+	cr_assert_gt(la_tcache.arena->xfer_n[cls], 0, "the scattered blocks are kept");
+	for (int i = 0; i < N; i++)
+		if (i % STRIDE)
+			A(free)(p[i]);
+	uint64_t left = class_spans(cls) - spans0;
+	cr_assert_leq(left, 2, "%llu of %llu spans left after the teardown",
+	              (unsigned long long)left, (unsigned long long)grown);
+	A(free)(p);
+}
+
+Test(transfer_cache, with_resident_free_pages_to_spare_a_teardown_keeps_its_blocks)
+{
+	/* 8 MiB of 256-byte blocks allocated and freed first: their pages stay resident and
+	 * free (the decay pass is far off), more than XF_SPARE_PAGES. The same teardown as
+	 * above then keeps what the transfer cache holds for the class's next burst. */
+	enum { M = 32768, N = 20480, STRIDE = 40 };
+	void **q = A(malloc)(M * sizeof(void *));
+	void **p = A(malloc)(N * sizeof(void *));
+	cr_assert(q && p);
+	for (int i = 0; i < M; i++)
+		q[i] = A(malloc)(256);
+	for (int i = 0; i < M; i++)
+		A(free)(q[i]);
+	struct arena *a = la_tcache.arena;
+	uint64_t dirty = 0;
+	for (struct heap *h = a->heaps; h; h = h->next)
+		dirty += h->dirty_pages;
+	cr_assert_geq(dirty, XF_SPARE_PAGES, "%llu free resident pages", (unsigned long long)dirty);
+	unsigned cls = sc_class_of(64);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	for (int i = 0; i < N; i += STRIDE)
+		A(free)(p[i]);
+	uint32_t held = a->xfer_n[cls];
+	cr_assert_gt(held, 0);
+	for (int i = 0; i < N; i++)
+		if (i % STRIDE)
+			A(free)(p[i]);
+	cr_assert_geq(a->xfer_n[cls], held, "kept: %u of %u", a->xfer_n[cls], held);
+	A(free)(p);
+	A(free)(q);
 }
 
 Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_empty)
