@@ -843,6 +843,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	}
 	heap_map_span(h, s, false);
 	heap_touch(h, s->first, s->npages); /* the program may write all of it */
+	if (dirty < s->npages && !extra && TUN(madvise_throttle))
+		heap_populate_ahead(h, s, dirty);
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
 	return base;

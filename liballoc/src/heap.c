@@ -3,6 +3,7 @@
  * Caller holds the owning arena's lock for everything but heap_create. */
 #include "heap.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -457,6 +458,54 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint3
 	}
 	*dirty_used = take_dirty;
 	return s;
+}
+
+static bool populate_missing; /* the kernel has no MADV_POPULATE_WRITE (atomic) */
+
+uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
+{
+	uint32_t fresh = s->npages - dirty;
+	if (!fresh || __atomic_load_n(&populate_missing, __ATOMIC_RELAXED))
+		return 0;
+	/* the rate of fresh pages: this window's and the previous one's, if it was the last */
+	uint64_t now = os_now_ns(), window = (uint64_t)HEAP_FAST_WINDOW_MS * 1000000u;
+	if (now - h->fresh_ns >= window) {
+		h->fresh_prev = now - h->fresh_ns < 2 * window ? h->fresh_pages : 0;
+		h->fresh_pages = 0;
+		h->fresh_ns = now;
+	}
+	h->fresh_pages += fresh;
+	uint32_t rate = h->fresh_pages + h->fresh_prev;
+	if (rate < HEAP_FAST_PAGES)
+		return 0;
+	/* ahead: as many pages as the growth took lately, bounded, of the free span right
+	 * after s when none of it is resident (else the next growth takes those first) */
+	uint32_t r = s->first + s->npages, ahead = 0;
+	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
+	if (rs && rs->kind == SPAN_FREE && rs->dirty == 0)
+		ahead = LA_MIN(LA_MIN(rate, HEAP_AHEAD_PAGES), rs->npages);
+	int err = os_populate(span_base(h, s), (size_t)(s->npages + ahead) << LA_PAGE_SHIFT, h->c);
+	if (err == EINVAL) {
+		__atomic_store_n(&populate_missing, true, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (!ahead)
+		return 0;
+	if (err) {
+		/* ENOMEM and the like: some pages may be in; count what is */
+		int32_t gone = (int32_t)heap_measure_range(h, r, ahead);
+		rs->dirty = (uint32_t)((int32_t)rs->dirty - gone);
+		dirty_add(h, -gone);
+		ahead = rs->dirty;
+	} else {
+		heap_touch(h, r, ahead);
+		rs->dirty = ahead;
+		dirty_add(h, ahead);
+	}
+	if (rs->dirty)
+		rs->stamp = epoch_now();
+	h->fresh_pages += ahead;
+	return ahead;
 }
 
 /* The stamp of dirty pages merged from two spans: the older one (a span's pages go back

@@ -17,8 +17,8 @@
  * Accounting (liballoc_shm.h, LA_MEMORY): `resident` has a bit per data page that may be
  * resident, as far as the allocator knows: set for a large block's pages when it is
  * handed out (the program may write all of it), for a small span's pages as blocks are
- * carved from them, kept while the page is free, cleared when the page is purged or
- * measured not resident (heap_measure). A FREE span's `dirty` is the count of its set
+ * carved from them, for free pages populated ahead (heap_populate_ahead), kept while the
+ * page is free, cleared when the page is purged or measured not resident (heap_measure). A FREE span's `dirty` is the count of its set
  * bits, exactly: an allocation takes the dirty pages it really covers. The heap keeps
  * its arena's data_resident, free_resident, metadata and idle_metadata gauges. */
 #ifndef LA_HEAP_H
@@ -91,7 +91,10 @@ struct heap {
 	                           * else in use the heap is idle (release unmaps it) */
 	uint8_t idle;            /* used_pages == spare_pages, as last published */
 	uint8_t reserved2[3];
-	struct la_counters *c;                 /* the owning arena's published counters */
+	uint32_t fresh_pages;  /* populate-ahead: pages taken fresh in the current window... */
+	uint32_t fresh_prev;   /* ... and in the one before (0 if that was not the last) */
+	uint64_t fresh_ns;     /* when the current window began */
+	struct la_counters *c; /* the owning arena's published counters */
 	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 	uint32_t pagemap[LA_HEAP_PAGES];       /* see pm_entry */
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
@@ -233,6 +236,17 @@ uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
 /* Return the dirty pages of free spans stamped before epoch `before` (wrapping compare).
  * Returns the pages purged; younger ones stay (dirty_pages). */
 uint32_t heap_purge_aged(struct heap *h, uint32_t before);
+/* Populate-ahead: large span s (just taken, `dirty` of its pages resident already) is
+ * about to be written whole. While the heap takes fresh (not resident) pages fast (at least
+ * HEAP_FAST_PAGES within the last one or two HEAP_FAST_WINDOW_MS windows), its fresh pages
+ * and up to as many again of the free span after it, at most HEAP_AHEAD_PAGES, are faulted
+ * in by one MADV_POPULATE_WRITE instead of a fault per page; the pages populated ahead are
+ * counted resident (dirty in their free span) from then on. Returns the pages populated
+ * ahead. */
+#define HEAP_FAST_WINDOW_MS 20u
+#define HEAP_FAST_PAGES     256u
+#define HEAP_AHEAD_PAGES    512u
+uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
 uint32_t heap_data_pages(void);

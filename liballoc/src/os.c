@@ -89,6 +89,17 @@ int os_purge(void *p, size_t size, struct la_counters *c)
 	return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int os_populate(void *p, size_t size, struct la_counters *c)
+{
+	STAT_ADD(c, madvise_calls, 1);
+	STAT_ADD(c, madvise_bytes, size);
+	return madvise(p, size, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+}
+
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 {
 	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);

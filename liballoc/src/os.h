@@ -18,6 +18,9 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c);
 int os_unmap(void *p, size_t size, struct la_counters *c);
 /* Return pages to the system (MADV_DONTNEED); contents read back as zero. */
 int os_purge(void *p, size_t size, struct la_counters *c);
+/* Fault pages in, writable, in one call (MADV_POPULATE_WRITE, Linux 5.14): 0 or an errno
+ * value (EINVAL where the kernel lacks it: the caller stops asking). */
+int os_populate(void *p, size_t size, struct la_counters *c);
 /* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);
 /* While a thread has this set, every range it purges or unmaps is measured first (mincore)

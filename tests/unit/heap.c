@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "arena.h"
@@ -186,4 +187,115 @@ Test(heap, growing_large_block_moves_logarithmically)
 		             "a shrink by half kept it all");
 		A(free)(q);
 	}
+}
+
+/* ---- populate-ahead ------------------------------------------------------------------- */
+
+/* In every heap of arena a, the `resident` bits of free pages agree with the kernel
+ * (mincore) page by page, and each free span's dirty count with its bits: pages populated
+ * ahead are counted, none counted is missing. Returns the free resident pages. */
+static uint64_t check_free_resident(struct arena *a)
+{
+	static unsigned char v[LA_HEAP_PAGES];
+	uint64_t total = 0;
+	arena_lock(a);
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		cr_assert_eq(mincore(h, LA_HEAP_SIZE, v), 0);
+		uint32_t dirty = 0;
+		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES;) {
+			struct span *s = span_at(h, pg);
+			if (s->kind == SPAN_FREE) {
+				uint32_t in = 0;
+				for (uint32_t i = pg; i < pg + s->npages; i++) {
+					bool bit = h->resident[i >> 6] >> (i & 63) & 1;
+					cr_assert_eq(bit, v[i] & 1,
+					             "free page %u: counted %d, resident %d", i,
+					             bit, v[i] & 1);
+					in += bit;
+				}
+				cr_assert_eq(s->dirty, in, "span at %u: dirty %u, resident %u", pg,
+				             s->dirty, in);
+				dirty += in;
+			}
+			pg += s->npages;
+		}
+		cr_assert_eq(h->dirty_pages, dirty);
+		total += dirty;
+	}
+	arena_unlock(a);
+	return total;
+}
+
+static struct la_counters counters(void)
+{
+	struct la_counters c;
+	liballoc_stats(&c);
+	return c;
+}
+
+/* n blocks of 64 KiB (16 pages), each written, pace_us apart (0: back to back) */
+static void grow(void **b, int n, unsigned pace_us)
+{
+	for (int i = 0; i < n; i++) {
+		b[i] = A(malloc)(64 << 10);
+		cr_assert_not_null(b[i]);
+		memset(b[i], 1, 64 << 10);
+		if (pace_us)
+			usleep(pace_us);
+	}
+}
+
+/* No decay pass (decay_ms 0) and no frees: every madvise call is a populate. */
+Test(populate, a_heap_growing_fast_populates_ahead_and_counts_it)
+{
+	set("decay_ms", 0);
+	set("mmap_threshold", 1 << 20);
+	enum { N = 2048 }; /* 128 MiB, 32768 pages: 16 per block */
+	static void *b[N];
+	struct la_counters before = counters();
+	grow(b, N, 0);
+	struct la_counters after = counters();
+	uint64_t calls = after.madvise_calls - before.madvise_calls;
+	uint64_t pages = (after.madvise_bytes - before.madvise_bytes) >> LA_PAGE_SHIFT;
+	/* each call covers a block's fresh pages and up to 512 ahead: at 16 pages a block,
+	 * most blocks are faulted in by some earlier block's call (a stall of a loaded
+	 * machine between blocks slows the rate and costs a few blocks at most) */
+	cr_assert_gt(calls, 0, "no populate while growing 128 MiB back to back");
+	cr_assert_geq(pages, (uint64_t)N * 16 / 4, "%llu calls populated %llu pages",
+	              (unsigned long long)calls, (unsigned long long)pages);
+	cr_assert_leq(calls, (uint64_t)N / 8, "%llu calls for %d blocks: not ahead",
+	              (unsigned long long)calls, N);
+	/* the pages populated but not handed out yet are free resident memory, counted */
+	uint64_t free_res = check_free_resident(heap_of(b[0])->arena);
+	cr_assert_leq(free_res, 2 * HEAP_AHEAD_PAGES, "%llu free resident pages",
+	              (unsigned long long)free_res);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+}
+
+Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
+{
+	set("decay_ms", 0);
+	set("mmap_threshold", 1 << 20);
+	enum { FAST = 512, SLOW = 64 };
+	static void *b[FAST + SLOW];
+	void *probe = A(malloc)(64 << 10);
+	struct arena *a = heap_of(probe)->arena;
+	uint64_t base = check_free_resident(a); /* what the runner left free, if anything */
+	grow(b, FAST, 0);
+	cr_assert_gt(check_free_resident(a), base, "the growth populated nothing ahead");
+	/* the growth stops (two windows pass); then a trickle: 16 pages every 5 ms or
+	 * slower, at most 64 + 16 in two windows of 20 ms, under the 256 of a fast heap.
+	 * It first takes the pages the growth populated ahead, then faults in its own. */
+	usleep(2 * HEAP_FAST_WINDOW_MS * 1000);
+	struct la_counters before = counters();
+	grow(b + FAST, SLOW, 5000);
+	struct la_counters after = counters();
+	cr_assert_eq(after.madvise_calls, before.madvise_calls,
+	             "a trickle of 64 KiB every 5 ms populated pages");
+	cr_assert_leq(check_free_resident(a), base,
+	              "the trickle took the pages populated ahead and gained none");
+	A(free)(probe);
+	for (int i = 0; i < FAST + SLOW; i++)
+		A(free)(b[i]);
 }
