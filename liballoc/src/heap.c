@@ -467,6 +467,8 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 	uint32_t fresh = s->npages - dirty;
 	if (!fresh || __atomic_load_n(&populate_missing, __ATOMIC_RELAXED))
 		return 0;
+	if (s->npages > HEAP_AHEAD_PAGES)
+		return 0; /* a block this large faults in only what the program writes */
 	/* the rate of fresh pages: this window's and the previous one's, if it was the last */
 	uint64_t now = os_now_ns(), window = (uint64_t)HEAP_FAST_WINDOW_MS * 1000000u;
 	if (now - h->fresh_ns >= window) {
@@ -474,8 +476,9 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 		h->fresh_pages = 0;
 		h->fresh_ns = now;
 	}
-	h->fresh_pages += fresh;
+	/* the rate before this block: one large block alone is no fast growth */
 	uint32_t rate = h->fresh_pages + h->fresh_prev;
+	h->fresh_pages += fresh;
 	if (rate < HEAP_FAST_PAGES)
 		return 0;
 	/* ahead: as many pages as the growth took lately, bounded, of the free span right

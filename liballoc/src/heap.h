@@ -238,11 +238,12 @@ uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
 uint32_t heap_purge_aged(struct heap *h, uint32_t before);
 /* Populate-ahead: large span s (just taken, `dirty` of its pages resident already) is
  * about to be written whole. While the heap takes fresh (not resident) pages fast (at least
- * HEAP_FAST_PAGES within the last one or two HEAP_FAST_WINDOW_MS windows), its fresh pages
- * and up to as many again of the free span after it, at most HEAP_AHEAD_PAGES, are faulted
- * in by one MADV_POPULATE_WRITE instead of a fault per page; the pages populated ahead are
- * counted resident (dirty in their free span) from then on. Returns the pages populated
- * ahead. */
+ * HEAP_FAST_PAGES, before s, within the last one or two HEAP_FAST_WINDOW_MS windows), the
+ * fresh pages of s (when it is at most HEAP_AHEAD_PAGES: a larger block faults in only
+ * what the program writes) and up to as many again of the free span after it, at most
+ * HEAP_AHEAD_PAGES, are faulted in by one MADV_POPULATE_WRITE instead of a fault per page;
+ * the pages populated ahead are counted resident (dirty in their free span) from then on.
+ * Returns the pages populated ahead. */
 #define HEAP_FAST_WINDOW_MS 20u
 #define HEAP_FAST_PAGES     256u
 #define HEAP_AHEAD_PAGES    512u
