@@ -488,14 +488,12 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 	if (rs && rs->kind == SPAN_FREE && rs->dirty == 0)
 		ahead = LA_MIN(LA_MIN(rate, HEAP_AHEAD_PAGES), rs->npages);
 	int err = os_populate(span_base(h, s), (size_t)(s->npages + ahead) << LA_PAGE_SHIFT, h->c);
-	if (err == EINVAL) {
+	if (err == EINVAL) /* the kernel lacks it (or a page was made unwritable): no more */
 		__atomic_store_n(&populate_missing, true, __ATOMIC_RELAXED);
-		return 0;
-	}
 	if (!ahead)
 		return 0;
 	if (err) {
-		/* ENOMEM and the like: some pages may be in; count what is */
+		/* it stopped at some page (ENOMEM, EINVAL, ...): those before it are in */
 		int32_t gone = (int32_t)heap_measure_range(h, r, ahead);
 		rs->dirty = (uint32_t)((int32_t)rs->dirty - gone);
 		dirty_add(h, -gone);

@@ -299,3 +299,53 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 	for (int i = 0; i < FAST + SLOW; i++)
 		A(free)(b[i]);
 }
+
+/* A populate that stops part way (here: a free page of the heap made unwritable, which the
+ * kernel refuses with EINVAL after faulting in the pages before it, as it refuses the call
+ * on kernels before 5.14) counts what came in, no more, and liballoc stops asking. */
+Test(populate, a_failed_populate_counts_what_came_in_and_stops)
+{
+	set("decay_ms", 0);
+	set("mmap_threshold", 1 << 20);
+	enum { N = 512 };
+	static void *b[N + 64];
+	grow(b, N, 0);
+	struct heap *h = heap_of(b[N - 1]);
+	struct arena *a = h->arena;
+	/* take the pages populated ahead (whole blocks: 512 ahead, 16 a block) */
+	int n = N;
+	arena_lock(a);
+	uint32_t r = heap_page_of(h, b[n - 1]) + 16;
+	struct span *rs = span_at(h, r);
+	cr_assert_eq(rs->kind, SPAN_FREE);
+	uint32_t d = rs->dirty;
+	arena_unlock(a);
+	cr_assert_eq(d % 16, 0, "%u pages ahead", d);
+	for (uint32_t k = 0; k < d / 16; k++, n++) {
+		b[n] = A(malloc)(64 << 10);
+		cr_assert_eq(heap_page_of(h, b[n]), r + 16 * k);
+	}
+	/* the next block starts at r + d, fresh; its populate runs into page + 100 */
+	char *bad = (char *)h + ((size_t)(r + d + 16 + 100) << LA_PAGE_SHIFT);
+	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
+	struct la_counters before = counters();
+	b[n] = A(malloc)(64 << 10);
+	struct la_counters after = counters();
+	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ | PROT_WRITE), 0);
+	cr_assert_eq(heap_page_of(h, b[n]), r + d);
+	cr_assert_eq(after.madvise_calls, before.madvise_calls + 1, "the growth was not fast");
+	memset(b[n++], 1, 64 << 10);
+	/* the 100 pages before the unwritable one came in and count, the rest do not */
+	cr_assert_eq(check_free_resident(a), 100);
+	/* no more populating: blocks fault their pages in as they are written */
+	before = counters();
+	for (int k = 0; k < 48; k++, n++) {
+		b[n] = A(malloc)(64 << 10);
+		memset(b[n], 1, 64 << 10);
+	}
+	after = counters();
+	cr_assert_eq(after.madvise_calls, before.madvise_calls);
+	cr_assert_eq(check_free_resident(a), 0);
+	for (int i = 0; i < n; i++)
+		A(free)(b[i]);
+}
