@@ -795,6 +795,16 @@ void arena_drain(struct arena *a)
 
 /* ---- large blocks -------------------------------------------------------------------- */
 
+/* Does the arena hold resident free pages a growth could take (lock held)? */
+static bool arena_has_holes(struct arena *a)
+{
+	uint32_t dirty = 0;
+	for (struct heap *h = a->heaps; h; h = h->next)
+		if ((dirty += h->dirty_pages) >= HEAP_HOLES_PAGES)
+			return true;
+	return false;
+}
+
 void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
@@ -843,7 +853,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	}
 	heap_map_span(h, s, false);
 	heap_touch(h, s->first, s->npages); /* the program may write all of it */
-	if (dirty < s->npages && !extra && TUN(madvise_throttle))
+	if (dirty < s->npages && !extra && TUN(madvise_throttle) && !arena_has_holes(a))
 		heap_populate_ahead(h, s, dirty);
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);

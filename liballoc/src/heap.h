@@ -246,7 +246,11 @@ uint32_t heap_purge_aged(struct heap *h, uint32_t before);
  * Returns the pages populated ahead. */
 #define HEAP_FAST_WINDOW_MS 20u
 #define HEAP_FAST_PAGES     256u
-#define HEAP_AHEAD_PAGES    512u
+#define HEAP_AHEAD_PAGES    128u
+#define HEAP_HOLES_PAGES    256u
+/* The caller asks only while the arena holds fewer than HEAP_HOLES_PAGES resident free
+ * pages in all its heaps: it grows into new memory, not into its holes (a heap that
+ * breathes takes those, and pages populated ahead would add to them). */
 uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
