@@ -584,18 +584,23 @@ static void write_own(struct scrape *s)
 		family_head(b, "", own[i].name, "", "counter", own[i].help, "");
 		evbuffer_add_printf(b, "%s %llu\n", own[i].name, (unsigned long long)own[i].v);
 	}
-	family_head(b, "", "liballoc_ctld_loop_lag_max_seconds", "", "gauge",
-	            "Longest lateness of the loop-lag probe: how long the event loop went without "
-	            "polling its sockets while sliced work was pending",
-	            "");
-	evbuffer_add_printf(b, "liballoc_ctld_loop_lag_max_seconds %.6f\n",
-	                    (double)d->st.loop_lag_max_ns / 1e9);
-	family_head(b, "", "liballoc_ctld_loop_busy_max_seconds", "", "gauge",
-	            "Most CPU time the event loop spent between arming the loop-lag probe and its "
-	            "firing (the lateness without the time the daemon was not running)",
-	            "");
-	evbuffer_add_printf(b, "liballoc_ctld_loop_busy_max_seconds %.6f\n",
-	                    (double)d->st.loop_busy_max_ns / 1e9);
+	const struct {
+		const char *name, *help;
+		uint64_t ns;
+	} loop[] = {
+	        {"liballoc_ctld_loop_lag_max_seconds",
+	         "Longest lateness of the loop-lag probe: how long the event loop went without "
+	         "polling its sockets while sliced work was pending",
+	         d->st.loop_lag_max_ns},
+	        {"liballoc_ctld_loop_busy_max_seconds",
+	         "Most CPU time the event loop spent between arming the loop-lag probe and its "
+	         "firing (the lateness without the time the daemon was not running)",
+	         d->st.loop_busy_max_ns},
+	};
+	for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++) {
+		family_head(b, "", loop[i].name, "", "gauge", loop[i].help, "");
+		evbuffer_add_printf(b, "%s %.6f\n", loop[i].name, (double)loop[i].ns / 1e9);
+	}
 	audit_write_metrics(&d->audit, b);
 	timeline_write_metrics(d, b);
 	policy_write_metrics(d, b);
