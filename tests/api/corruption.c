@@ -34,8 +34,12 @@ static void double_free_after_flush(void)
 	void *p[2000];
 	for (int i = 0; i < 2000; i++)
 		p[i] = A(malloc)(64);
+	/* the cache overflows: most go back to their spans. p[2] and p[4], from the same
+	 * refill as p[3], stay: its span keeps blocks in use and is not released (a block of
+	 * a released span is an invalid pointer, not a double free) */
 	for (int i = 0; i < 2000; i++)
-		A(free)(p[i]); /* the cache overflows: most go back to their spans */
+		if (i != 2 && i != 4)
+			A(free)(p[i]);
 	A(free)(p[3]);
 }
 Test(corruption, double_free_after_the_cache_returned_the_block)
