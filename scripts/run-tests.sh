@@ -26,7 +26,14 @@ mkdir -p "$LIBALLOC_RUN_DIR" && chmod 700 "$LIBALLOC_RUN_DIR"
 # TSan: known non-races are suppressed with their reasons (tests/tsan.supp); any report
 # fails the program. Criterion cannot start its workers under TSan ("Could not initialize
 # inheritable arena"), so TSan runs the shell-driven suites only (stress, daemon, CLI).
-export TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp halt_on_error=1 ${TSAN_OPTIONS:-}"
+# Programs the tests run as another uid read the suppressions too: from a checkout under a
+# 0700 home they cannot reach $ROOT, and TSan stops at start ("failed to read suppressions
+# file"), so they read a world-readable copy that goes when the run ends.
+tsan_supp=$(mktemp /tmp/liballoc-tsan-supp.XXXXXX)
+trap 'rm -f "$tsan_supp"' EXIT
+cp "$ROOT/tests/tsan.supp" "$tsan_supp"
+chmod 644 "$tsan_supp"
+export TSAN_OPTIONS="suppressions=$tsan_supp halt_on_error=1 ${TSAN_OPTIONS:-}"
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
 
 list=()
@@ -49,4 +56,5 @@ fi
 export VERBOSE="${VERBOSE:-0}"
 if [ "$VERBOSE" = 1 ]; then show=(--verbose); else show=(--failures --comments); fi
 echo "running ${#list[@]} suites${SAN:+ ($SAN)}"
-exec prove --exec "$ROOT/scripts/tap-exec.sh" --timer "${show[@]}" "${list[@]}"
+# not exec: the EXIT trap removes the suppressions copy; set -e keeps prove's status
+prove --exec "$ROOT/scripts/tap-exec.sh" --timer "${show[@]}" "${list[@]}"
