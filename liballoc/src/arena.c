@@ -674,13 +674,14 @@ static void xfer_setup(struct arena *a)
 	arena_unlock(a);
 }
 
-/* Does the arena hold XF_SPARE_PAGES free pages that may be resident (lock held)? */
-static bool spare_pages_left(struct arena *a)
+/* Does the arena hold at least pages free pages that may be resident (lock held)? The
+ * transfer cache's send-back (XF_SPARE_PAGES) and populate-ahead (HEAP_HOLES_PAGES) ask. */
+static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 {
 	uint64_t dirty = 0;
-	for (struct heap *h = a->heaps; h && dirty < XF_SPARE_PAGES; h = h->next)
+	for (struct heap *h = a->heaps; h && dirty < pages; h = h->next)
 		dirty += h->dirty_pages;
-	return dirty >= XF_SPARE_PAGES;
+	return dirty >= pages;
 }
 
 void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls)
@@ -696,7 +697,7 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	 * next span of another class takes those) and the blocks serve the class's next
 	 * burst; short of them, they go back to their spans with the flush, so that the
 	 * emptied spans' pages serve the next span of any class instead of new ones. */
-	if (!kept && a->xfer && a->xfer_n[cls] && !spare_pages_left(a))
+	if (!kept && a->xfer && a->xfer_n[cls] && !arena_dirty_at_least(a, XF_SPARE_PAGES))
 		xfer_drain_class(a, cls);
 	push_blocks(a, blocks + kept, n - kept);
 	/* the transfer cache's blocks stay allocated, as cached (a trim or release returns
@@ -795,16 +796,6 @@ void arena_drain(struct arena *a)
 
 /* ---- large blocks -------------------------------------------------------------------- */
 
-/* Does the arena hold resident free pages a growth could take (lock held)? */
-static bool arena_has_holes(struct arena *a)
-{
-	uint32_t dirty = 0;
-	for (struct heap *h = a->heaps; h; h = h->next)
-		if ((dirty += h->dirty_pages) >= HEAP_HOLES_PAGES)
-			return true;
-	return false;
-}
-
 void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
@@ -853,7 +844,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	}
 	heap_map_span(h, s, false);
 	heap_touch(h, s->first, s->npages); /* the program may write all of it */
-	if (dirty < s->npages && !extra && TUN(madvise_throttle) && !arena_has_holes(a))
+	if (dirty < s->npages && !extra && TUN(madvise_throttle) &&
+	    !arena_dirty_at_least(a, HEAP_HOLES_PAGES)) /* no holes a growth could take */
 		heap_populate_ahead(h, s, dirty);
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
