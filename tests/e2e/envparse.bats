@@ -191,6 +191,18 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 	[ "$(seginfo "$c" pid)" = "$c" ]
 }
 
+@test "LIBALLOC_ variables over 16 KiB together: the one that does not fit is ignored, said in one line" {
+	local big
+	big=$(printf '9%.0s' $(seq 17000))
+	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_DECAY_MS="$big" /bin/echo hello
+	echo "$stderr"
+	[ "$status" -eq 0 ] && [ "$output" = hello ]
+	[ "$stderr" = "liballoc: LIBALLOC_DECAY_MS: ignored: the LIBALLOC_ and MEMORY_PRESSURE_ variables take more than 16 KiB together" ]
+	# the others are still read: the segment is published in the run directory given
+	start_sleeper LIBALLOC_DECAY_MS="$big"
+	[ "$(seginfo "$SP" pid)" = "$SP" ]
+}
+
 @test "a program linked against jemalloc: said once on stderr, in its segment, ps, stats and /metrics" {
 	start_daemon
 	local jfifo="$P/jin"
