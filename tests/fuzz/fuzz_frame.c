@@ -116,12 +116,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	TAILQ_INIT(&d->jobs);
 	TAILQ_INIT(&d->conns);
 	d->inotify_fd = -1;
-	/* as main.c: precise timers, the command poller runs at sub-millisecond periods */
-	struct event_config *ecfg = event_config_new();
-	if (!ecfg || event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER) != 0)
-		abort();
-	d->base = event_base_new_with_config(ecfg);
-	event_config_free(ecfg);
+	/* the daemon's own base (loop.c): precise timers, its priorities, one slice a turn */
+	d->base = loop_base_new();
 	if (!d->base)
 		abort();
 	if (getenv("FUZZ_FRAME_LIVE") && strcmp(getenv("FUZZ_FRAME_LIVE"), "0") != 0)
