@@ -33,8 +33,11 @@ scenario() {
 	wait_for grep -q quiet "$P/a.out"
 	if [ -n "${DPID:-}" ]; then wait_for listed "$A_PID"; fi
 	B_RC=0
-	# B grows at 256 MiB/s, a fast service (the benchmark also runs it unpaced)
-	in_cgroup env LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" grab $((LIMIT / 2)) 100 256 \
+	# B grows at 64 MiB/s: from `high` to the limit (40 MiB) in ~600 ms, time for the
+	# daemon and A's control thread to be scheduled beside two CPU-bound processes on two
+	# cores (at 256 MiB/s, ~150 ms, A was OOM-killed there now and then). The response
+	# time itself is the benchmark's figure, which runs B unpaced.
+	in_cgroup env LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" grab $((LIMIT / 2)) 100 64 \
 		>"$P/b.out" 3>&- || B_RC=$?
 }
 
