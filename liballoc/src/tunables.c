@@ -63,6 +63,7 @@ static void env_snapshot(void)
 		memcpy(env_snap + used, *e, n);
 		used += n;
 	}
+	env_snap[used] = 0; /* the end mark: an empty entry, also after an earlier, longer copy */
 	env_snapped = true;
 }
 

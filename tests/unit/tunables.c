@@ -387,3 +387,20 @@ Test(environment, control_is_a_boolean)
 	cr_assert(tun_control_enabled(), "unset: on");
 	environ = was;
 }
+
+/* The copy of the environment is made again on each read: a variable gone since the last
+ * copy, and one whose entry was longer then, leave nothing behind (the fuzzer found a
+ * variable of an earlier, longer copy still read after the copy was made again). */
+Test(environment, a_new_copy_forgets_the_old_one)
+{
+	char *first[] = {"LIBALLOC_RUN_DIR=/a/long/directory/name/that/outlasts/the/next",
+	                 "LIBALLOC_DECAY_MS=7", NULL};
+	char *second[] = {"LIBALLOC_SO=/x", NULL};
+	char err[1024];
+	read_env(first, err, sizeof(err));
+	cr_assert_str_eq(tun_getenv("LIBALLOC_DECAY_MS"), "7");
+	read_env(second, err, sizeof(err));
+	cr_assert_null(tun_getenv("LIBALLOC_DECAY_MS"), "a variable of the old copy is read");
+	cr_assert_null(tun_getenv("LIBALLOC_RUN_DIR"), "a variable of the old copy is read");
+	cr_assert_str_eq(tun_getenv("LIBALLOC_SO"), "/x");
+}
