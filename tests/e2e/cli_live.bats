@@ -3,7 +3,9 @@
 # allocctl end to end: a real allocctld on a private socket and real processes running
 # tests/helpers/workload under LD_PRELOAD=liballoc.so. Every command against them, their
 # --json shapes, a live `set` whose effect shows in the next allocations' direct-mapping
-# counters, `release` whose reported bytes match the RSS drop read from /proc (within 5%),
+# counters, `--exe` by every name a process answers to (run through a symlink: its run
+# name, comm, the resolved binary and its path) and the no-match message, `release` whose
+# reported bytes match the RSS drop read from /proc (within 5%),
 # the daemon-side errors, and top under tmux. Skipped while the daemon or liballoc is not
 # built.
 load ../cli/helpers
@@ -122,6 +124,31 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	echo "$output" | json_check "[r for r in d['results'] if r['pid'] == $WL][0]['tunables']['decay_ms']['value'] == 6000"
 	run -0 "$ALLOCCTL" get "$WL" decay_ms
 	[[ "${lines[1]}" == "decay_ms"*"6 s"* ]]
+}
+
+@test "live: --exe by the name run through a symlink, its comm, the resolved binary and its path; no match says so" {
+	mkdir "$CLI_TMP/bin"
+	ln -s "$WORKLOAD" "$CLI_TMP/bin/my-service-with-a-long-name"
+	WORKLOAD="$CLI_TMP/bin/my-service-with-a-long-name" start_workload -- -t 1 -s 4M -d 0
+	local name real
+	real=$(readlink -f "$WORKLOAD")
+	# the run name (argv[0] through the symlink) and comm (its first 15 bytes): only ours
+	for name in my-service-with-a-long-name my-service-with; do
+		run -0 "$ALLOCCTL" set --exe "$name" decay_ms=5s
+		grep -qx "set $WL (my-service-with-a-long-name): decay_ms = 5 s in .*" <<<"$output" ||
+			{ echo "--exe $name: $output"; false; }
+	done
+	# the binary as the kernel resolved it, by basename and by path (other tests' workloads
+	# may still be listed while they exit: only our line is asserted)
+	for name in "$(basename "$real")" "$real"; do
+		run "$ALLOCCTL" set --exe "$name" decay_ms=5s
+		grep -qx "set $WL (my-service-with-a-long-name): decay_ms = 5 s in .*" <<<"$output" ||
+			{ echo "--exe $name: $output"; false; }
+	done
+	run -1 --separate-stderr "$ALLOCCTL" set --exe no-such-service decay_ms=5s
+	[ -z "$output" ]
+	one_line "$stderr"
+	[ "$stderr" = "allocctl: no process named no-such-service runs under liballoc (see \`allocctl ps\`)" ]
 }
 
 @test "live: release on a process that freed most of its memory drops RSS by what it reported (5%)" {
