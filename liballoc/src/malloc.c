@@ -87,28 +87,33 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 	return alloc_large(n, LA_ALIGN, NULL);
 }
 
-LA_EXPORT void *LA_API(malloc)(size_t n)
+/* Pop bin b's top block (cache entered; b may be an idle bin: empty). */
+LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
 {
-	unsigned cls;
-	if (likely(n <= 1024))
-		cls = sc_lookup[(n + 15) >> 4];
-	else if (likely(n <= LA_SMALL_MAX))
-		cls = sc_class_of(n);
-	else
-		return malloc_slow(n);
-	struct tcache *tc = &la_tcache;
-	if (likely(tc_enter(tc))) {
-		/* slot[0] is NULL: an empty bin goes to the slow path here */
-		uint32_t count = tc->bins[cls].count;
-		void *p = tc->bins[cls].slot[count];
-		if (likely(p != NULL)) {
-			tc->bins[cls].count = count - 1;
-			((void **)p)[1] = NULL; /* no longer marked free */
-			tc_leave(tc);
-			return p;
-		}
+	/* slot[0] is NULL: an empty bin (or the idle bins of a cache a flusher holds) goes to
+	 * the slow path */
+	void **top = b->top;
+	void *p = *top;
+	if (likely(p != NULL)) {
+		b->top = top - 1;
+		((void **)p)[1] = NULL; /* no longer marked free */
 	}
 	tc_leave(tc);
+	return p;
+}
+
+LA_EXPORT void *LA_API(malloc)(size_t n)
+{
+	struct tcache *tc = &la_tcache;
+	void *p;
+	if (likely(n <= 1024))
+		p = bin_pop(tc, tc_enter_direct(tc, n));
+	else if (likely(n <= LA_SMALL_MAX))
+		p = bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
+	else
+		return malloc_slow(n);
+	if (likely(p != NULL))
+		return p;
 	return malloc_slow(n);
 }
 
@@ -132,7 +137,7 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 	struct tcache *tc = &la_tcache;
 	unsigned cls = s->cls;
 	if (tc_enter(tc)) { /* else a flusher is emptying the cache: its blocks go to spans */
-		for (uint32_t i = 1; i <= tc->bins[cls].count; i++)
+		for (uint32_t i = 1; i <= tbin_count(&tc->bins[cls]); i++)
 			if (tc->bins[cls].slot[i] == p)
 				double_free(func);
 		if (tc->rb_n) {
@@ -205,25 +210,26 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	 * that p lies in a heap of ours and that the heap is this arena's (NULL lies in
 	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
 	if (likely(heap_owner_tag(p) == tc->tag)) {
-		struct heap *h = heap_of(p);
-		uint32_t e = h->pagemap[heap_page_of(h, p)];
+		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK); /* offset in its heap */
+		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
+		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
 		 * is not ours (pages of other spans carry 0: nothing divides there) */
 		unsigned c1 = e >> PM_CLASS_SHIFT;
-		uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)h) - (e & PM_OFF_MASK);
-		void *key = (void *)la_key;
+		uint32_t off = hoff - (e & PM_OFF_MASK);
+		void *key = (void *)tc->key;
 		if (likely(sc_divisible_pm(off, c1) && ((void **)p)[1] != key)) {
-			struct tbin *b = &tc->bins[c1 - 1];
-			if (likely(tc_enter(tc))) {
-				uint32_t count = b->count + 1u;
-				if (likely(count <= b->limit)) {
-					b->slot[count] = p;
-					b->count = count;
-					((void **)p)[1] = key; /* free */
-					tc_leave(tc);
-					return;
-				}
+			/* c1 >= 1 here (a class field of 0 divides nothing); the idle bins
+			 * (a flusher holds the cache) have no room */
+			struct tbin *b = tc_enter_fast(tc) + ((size_t)c1 - 1);
+			void **top = b->top;
+			if (likely(top < b->end)) {
+				top[1] = p;
+				b->top = top + 1;
+				((void **)p)[1] = key; /* free */
+				tc_leave(tc);
+				return;
 			}
 			tc_leave(tc);
 		}

@@ -18,11 +18,18 @@
 /* The one row every bin points at before its cache is set up: slot 0, NULL, never written
  * (a limit of 0 sends every free to the slow path). */
 static void *tc_no_slots[1];
-#define TC_NO_BIN                                \
-	{                                        \
-		.slot = tc_no_slots, .limit = 0, \
+#define TC_NO_BIN                                                                        \
+	{                                                                                \
+		.top = tc_no_slots, .end = tc_no_slots, .slot = tc_no_slots, .limit = 0, \
 	}
+/* The bins of a cache that a flusher holds, or that is not set up or has exited: empty
+ * (slot 0 is NULL) with no room, never written (read-only after relocation). */
+static const struct tbin tc_idle_bins[LA_NCLASSES] = {[0 ... LA_NCLASSES - 1] = TC_NO_BIN};
+#define TC_IDLE_BINS ((struct tbin *)tc_idle_bins)
+static struct tbin *const tc_idle_direct[TC_DIRECT] = {[0 ... TC_DIRECT - 1] = TC_IDLE_BINS};
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
+        .bins_at = TC_IDLE_BINS,
+        .direct_at = tc_idle_direct,
         .bins = {[0 ... LA_NCLASSES - 1] = TC_NO_BIN},
         .tag = LA_TAG_NONE,
 };
@@ -69,7 +76,8 @@ static void reset_bins(struct tcache *tc)
 {
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		tc->bins[c].slot = tc_no_slots;
-		tc->bins[c].count = 0;
+		tc->bins[c].top = tc_no_slots;
+		tc->bins[c].end = tc_no_slots;
 		tc->bins[c].limit = 0;
 	}
 	tc->rows = 0;
@@ -95,6 +103,7 @@ static uint64_t bin_max_bytes(unsigned c, uint64_t max)
 static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
 {
 	b->limit = (uint16_t)LA_MIN(bin_max_bytes(c, max) / sc_size[c], TC_MAX_BLOCKS);
+	b->end = b->slot + b->limit; /* below top when the limit fell: frees take the slow path */
 	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
 	 * refills double from there */
 	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
@@ -127,6 +136,7 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	void **row = tc->slots->row[tc->rows++];
 	row[0] = NULL; /* the empty bin's pop reads it */
 	b->slot = row;
+	b->top = row;
 	bin_set_limit(b, c, max);
 }
 
@@ -136,10 +146,11 @@ static void bin_take_row(struct tcache *tc, unsigned c)
  * emptied. */
 static void publish_bin(struct tcache *tc, unsigned c)
 {
-	int64_t delta = ((int64_t)tc->bins[c].count - tc->pub_count[c]) * sc_size[c];
+	uint32_t count = tbin_count(&tc->bins[c]);
+	int64_t delta = ((int64_t)count - tc->pub_count[c]) * sc_size[c];
 	if (delta && tc->arena) {
 		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)delta);
-		tc->pub_count[c] = (uint16_t)tc->bins[c].count;
+		tc->pub_count[c] = (uint16_t)count;
 	}
 }
 
@@ -159,6 +170,11 @@ static void tcache_init(struct tcache *tc)
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
 	reset_bins(tc);
 	set_limits(tc);
+	tc->key = la_key;
+	for (unsigned i = 0; i < TC_DIRECT; i++)
+		tc->direct[i] = &tc->bins[sc_lookup[i]];
+	tc->bins_at = tc->bins; /* no flusher can reach the cache before it is listed */
+	tc->direct_at = tc->direct;
 	la_lock(&tc_list_lock);
 	tc->prev = NULL;
 	tc->next = tc_list;
@@ -194,13 +210,14 @@ struct remote_batch {
 static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 {
 	struct tbin *b = &tc->bins[cls];
-	if (b->count <= keep)
+	uint32_t count = tbin_count(b);
+	if (count <= keep)
 		return 0;
 	struct arena *own = tc->arena;
 	struct remote_batch rb[FLUSH_OWNERS];
 	unsigned nrb = 0;
 	void **slot = b->slot + 1; /* the blocks, oldest first */
-	uint32_t n = b->count - keep, nmine = 0;
+	uint32_t n = count - keep, nmine = 0;
 	if (!(tc->foreign_bins >> cls & 1))
 		nmine = n; /* all this arena's */
 	for (uint32_t i = nmine; i < n; i++) {
@@ -234,7 +251,7 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 		arena_free_blocks(own, slot, nmine, cls);
 	/* the most recent blocks stay, at the bottom now */
 	memmove(slot, slot + n, keep * sizeof(void *));
-	b->count = keep;
+	b->top = b->slot + keep;
 	if (!keep)
 		tc->foreign_bins &= ~((uint64_t)1 << cls);
 	return n;
@@ -253,7 +270,7 @@ static void check_gen(struct tcache *tc)
 	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED))) {
 		set_limits(tc);
 		for (unsigned c = 0; c < LA_NCLASSES; c++)
-			if (tc->bins[c].count > tc->bins[c].limit)
+			if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
 				flush_bin(tc, c, tc->bins[c].limit);
 	}
 }
@@ -291,9 +308,9 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	if (unlikely(b->slot == tc_no_slots))
 		bin_take_row(tc, cls);
 	void *p;
-	if (b->count) {
+	if (b->top != b->slot) {
 		/* the fast path found a flush in progress */
-		p = b->slot[b->count--];
+		p = *b->top--;
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
@@ -308,7 +325,7 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 			p = NULL;
 		} else {
 			p = b->slot[got];
-			b->count = got - 1;
+			b->top = b->slot + got - 1;
 			publish_bin(tc, cls);
 		}
 	}
@@ -368,12 +385,12 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	}
 	if (owner != tc->arena)
 		tc->foreign_bins |= (uint64_t)1 << cls;
-	bool flushed = b->count >= b->limit;
+	bool flushed = tbin_count(b) >= b->limit;
 	if (flushed) {
 		flush_bin(tc, cls, b->limit / 2);
 		bin_event(tc, cls);
 	}
-	b->slot[++b->count] = p;
+	*++b->top = p;
 	((void **)p)[1] = (void *)la_key;
 	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
 		publish_bin(tc, cls);
@@ -387,7 +404,7 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 	uint64_t n = tc->rb_n;
 	flush_remote(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if ((mask >> c & 1) && tc->bins[c].count)
+		if ((mask >> c & 1) && tbin_count(&tc->bins[c]))
 			n += flush_bin(tc, c, 0);
 	publish(tc);
 	return n;
@@ -423,6 +440,8 @@ void tcache_thread_exit(void *arg)
 		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
 	tc->slots = NULL;
 	reset_bins(tc); /* limit 0: every later call takes the slow path */
+	tc->bins_at = TC_IDLE_BINS;
+	tc->direct_at = tc_idle_direct;
 	tc->state = TC_DEAD;
 	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);
@@ -431,9 +450,11 @@ void tcache_thread_exit(void *arg)
 	control_thread_exiting();
 }
 
-/* Take another thread's cache: the asymmetric Dekker of tcache.h (our store, a barrier on
- * every running thread, their flag). False when its owner is inside a cache operation.
- * A cache taken is released with give_back. */
+/* Take another thread's cache: the asymmetric Dekker of tcache.h (our stores of `steal`
+ * for its slow paths and of `bins_at` for its fast paths, a barrier on every running
+ * thread, their `busy`). False when its owner is inside a cache operation. A cache taken
+ * is released with give_back. Only live caches are taken (the list's), under
+ * tc_list_lock, so bins_at goes back to the cache's own bins. */
 static bool take_cache(struct tcache *tc)
 {
 #if LA_TSAN
@@ -441,10 +462,14 @@ static bool take_cache(struct tcache *tc)
 	return true;
 #else
 	__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->bins_at, TC_IDLE_BINS, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->direct_at, tc_idle_direct, __ATOMIC_SEQ_CST);
 	if (membarrier_ok)
 		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 	if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
 		return true;
+	__atomic_store_n(&tc->bins_at, tc->bins, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->direct_at, (struct tbin *const *)tc->direct, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 	return false;
 #endif
@@ -455,6 +480,9 @@ static void give_back(struct tcache *tc)
 #if LA_TSAN
 	tcache_tsan_leave(tc);
 #else
+	/* the bins first: an owner that sees `steal` clear finds its own bins */
+	__atomic_store_n(&tc->bins_at, tc->bins, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->direct_at, (struct tbin *const *)tc->direct, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 #endif
 }
@@ -486,7 +514,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 			 * TSan cannot see: there every cache goes through flush_cache's lock */
 			bool any = LA_TSAN || tc->rb_n != 0;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
-				any = tc->bins[c].count != 0;
+				any = tbin_count(&tc->bins[c]) != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
 				busy_left++;
 		}
@@ -512,7 +540,7 @@ LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *
 	*cold = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
-		if (tc->bins[c].count) {
+		if (tbin_count(&tc->bins[c])) {
 			if (ev == tc->decay_seen[c])
 				*cold |= (uint64_t)1 << c;
 			else
@@ -567,6 +595,8 @@ void tcache_fork_child(void)
 	if (self->state == TC_LIVE) {
 		self->next = self->prev = NULL;
 		self->busy = self->steal = 0;
+		self->bins_at = self->bins;
+		self->direct_at = self->direct;
 		tc_list = self;
 	}
 	if (membarrier_ok)

@@ -4,10 +4,13 @@
  * move one pointer and one count. The owner thread pushes and pops without a lock or
  * system call. Another thread (the control thread's flush-caches, the decay pass) may
  * empty a cache while its owner is blocked elsewhere: the owner brackets every cache
- * operation with `busy` and checks `steal`; the flusher sets `steal`, issues
- * membarrier(PRIVATE_EXPEDITED) (a full barrier on every running thread) and flushes only
- * if `busy` is clear — an asymmetric Dekker handshake, so the fast path pays two plain
- * stores and one load. Neither side ever waits for the other: a flusher that finds the
+ * operation with `busy` and checks for a flusher; the flusher points the cache's `bins_at`
+ * at the shared idle bins and sets `steal`, issues membarrier(PRIVATE_EXPEDITED) (a full
+ * barrier on every running thread) and flushes only if `busy` is clear — an asymmetric
+ * Dekker handshake. The fast paths reach their bin through `bins_at`, so the load that
+ * finds the bin is the one that sees the flusher (the idle bins are empty with no room:
+ * both fast paths fall to the slow path, which tests `steal`): they pay two plain stores
+ * and no load of their own. Neither side ever waits for the other: a flusher that finds the
  * owner busy skips the cache (a later pass takes it), and an owner that finds its cache
  * taken allocates from or frees to its arena directly for that call (the flusher may be a
  * lower-priority thread that cannot run while the owner does). */
@@ -19,21 +22,31 @@
 #include "lock.h"
 #include "sizeclass.h"
 
-/* A bin: slot[1..count] hold its blocks (slot[count] is popped next); slot[0] is always
- * NULL, so the pop of an empty bin reads NULL and needs no test of its own. Before its
- * class's first use in the thread (and after its thread exited) a bin points at one
- * shared NULL slot with a limit of 0: every operation takes the slow path, whose first
- * call gives it a row of the cache's slots. */
+/* A bin: slot[1..count] hold its blocks, top points at slot[count] (popped next); slot[0]
+ * is always NULL, so the pop of an empty bin reads NULL and needs no test of its own, and
+ * end points at slot[limit], so a push tests top < end (the fast paths move one pointer,
+ * no index). Before its class's first use in the thread (and after its thread exited) a
+ * bin points at one shared NULL slot with a limit of 0: every operation takes the slow
+ * path, whose first call gives it a row of the cache's slots. */
 struct tbin {
+	void **top;     /* &slot[count]: count = top - slot blocks held (tbin_count) */
+	void **end;     /* &slot[limit] */
 	void **slot;    /* this class's row of the cache's slot array (owner, or the flusher) */
-	uint32_t count; /* blocks held */
 	uint16_t limit; /* at most this many */
 	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1, so a
 	                 * program that uses few blocks of a class never touches many; of
 	                 * never-used blocks a refill carves at most sc_batch */
 };
 
+_Static_assert(sizeof(struct tbin) == 32, "free's fast path indexes bins by a shift");
+
+LA_INLINE uint32_t tbin_count(const struct tbin *b)
+{
+	return (uint32_t)(b->top - b->slot);
+}
+
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
+#define TC_DIRECT     65u             /* (n + 15) >> 4 for n <= 1024 (sc_lookup's index) */
 #define TC_SLOTS      64u             /* slots of a bin's row, slot 0 included */
 #define TC_MAX_BLOCKS (TC_SLOTS - 1u) /* blocks one bin may hold */
 
@@ -52,7 +65,18 @@ struct tslots {
 #endif
 
 struct tcache {
+	/* The bins the fast paths use: `bins` while the cache is live and no flusher holds it;
+	 * else tc_idle_bins (empty, no room), so that every call takes the slow path. Written
+	 * by the owner (set-up, exit) and by a flusher that takes and gives back the cache. */
+	struct tbin *bins_at;
+	/* malloc's fast path for n <= 1024: direct_at[(n + 15) >> 4] is the bin of n's class,
+	 * one load instead of the class lookup: `direct` while the cache is live and no
+	 * flusher holds it, else tc_idle_direct (every entry an idle bin); written with
+	 * bins_at. */
+	struct tbin *const *direct_at;
+	uint64_t key; /* la_key, for free's fast path (a thread-local load); 0 before set-up */
 	struct tbin bins[LA_NCLASSES];
+	struct tbin *direct[TC_DIRECT]; /* &bins[sc_lookup[i]], filled at set-up */
 	struct tslots *slots; /* the rows the bins point into; NULL before the first use */
 #if LA_TSAN
 	struct la_lock lock;
@@ -103,6 +127,36 @@ LA_INLINE bool tc_enter(struct tcache *tc)
 #endif
 }
 
+/* Enter the owner's side for a fast path: the bins to use (tc_idle_bins when a flusher
+ * holds the cache, or before its set-up and after its exit: their pops find NULL and
+ * their pushes no room, so the call goes to its slow path, which tests `steal`). The
+ * load of bins_at after the store of busy is the other half of take_cache's handshake.
+ * Leave with tc_leave in every case. */
+LA_INLINE struct tbin *tc_enter_fast(struct tcache *tc)
+{
+#if LA_TSAN
+	tcache_tsan_enter(tc);
+	return tc->bins_at;
+#else
+	tc->busy = 1;
+	barrier();
+	return __atomic_load_n(&tc->bins_at, __ATOMIC_RELAXED);
+#endif
+}
+
+/* The same for malloc of n <= 1024: the bin of n's class. */
+LA_INLINE struct tbin *tc_enter_direct(struct tcache *tc, size_t n)
+{
+#if LA_TSAN
+	tcache_tsan_enter(tc);
+	return tc->direct_at[(n + 15) >> 4];
+#else
+	tc->busy = 1;
+	barrier();
+	return __atomic_load_n(&tc->direct_at, __ATOMIC_RELAXED)[(n + 15) >> 4];
+#endif
+}
+
 LA_INLINE void tc_leave(struct tcache *tc)
 {
 #if LA_TSAN
@@ -125,7 +179,7 @@ struct arena *tcache_arena(struct tcache *tc);
 /* Blocks bin cls of the calling thread's cache holds (tests). */
 LA_INLINE uint32_t tcache_count(unsigned cls)
 {
-	return la_tcache.bins[cls].count;
+	return tbin_count(&la_tcache.bins[cls]);
 }
 /* Flush every cache of the process, idle threads included. Returns blocks flushed;
  * *skipped receives caches that stayed busy (retried a few times first). */
