@@ -17,9 +17,12 @@ threads() { cat /proc/"$1"/task/*/comm | tr '\n' ' '; }
 pressure_seen() { "$ALLOCCTL" stats "$1" | grep -q "own pressure watch: on, 1 event"; }
 rss_below() { [ "$(rss "$1")" -lt "$2" ]; }
 
-# hold_with ENV...: service A with a retained $HOLD_MB MiB (64; all but 1/32 freed); sets A_PID
+# hold_with ENV...: service A with a retained $HOLD_MB MiB (64; all but 1/32 freed); sets A_PID.
+# The previous service's output goes first, here: the redirection below is made by the
+# background child, after the wait_for may already have read the old file's "quiet".
 hold_with() {
 	local mb=${HOLD_MB:-64}
+	rm -f "$P/a.out"
 	env "$@" "${RETAIN[@]}" LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold "${mb}M" 32 >"$P/a.out" 3>&- &
 	A_PID=$!
 	POL_PIDS+=("$A_PID")
