@@ -50,9 +50,11 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 {
 	sc_init();
 	cr_assert_eq(sc_size[LA_NCLASSES - 1], LA_SMALL_MAX, "the last class is the largest size");
-	/* a 4 KiB page plus a header (sqlite's page cache): one eighth above 4 KiB */
-	cr_assert_eq(sc_size[sc_class_of(4368)], 4608);
-	cr_assert_eq(sc_size[sc_class_of(4104)], 4608);
+	/* a 4 KiB page plus a header (sqlite's page cache allocates 4,368): the first class
+	 * above 4 KiB, 15 of them to a span of 16 pages */
+	cr_assert_eq(sc_size[sc_class_of(4368)], 4368);
+	cr_assert_eq(sc_size[sc_class_of(4104)], 4368);
+	cr_assert_eq(sc_size[sc_class_of(4369)], 4672);
 	for (size_t n = 1; n <= LA_SMALL_MAX; n++) {
 		unsigned c = sc_class_of(n);
 		cr_assert_lt(c, LA_NCLASSES);
@@ -60,6 +62,29 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 		if (c > 0)
 			cr_assert_lt(sc_size[c - 1], n, "size %zu", n);
 	}
+}
+
+Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
+{
+	sc_init();
+	unsigned fitted = 0, above = 0;
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		uint32_t s = sc_size[c], span = sc_pages[c] * (uint32_t)LA_PAGE;
+		if (s <= 4096)
+			continue;
+		above++;
+		if (s > 8192)
+			continue;
+		/* 15 - fitted blocks to a span of SC_FIT_PAGES, less than 16 bytes a block over */
+		cr_assert_eq(sc_pages[c], SC_FIT_PAGES, "class %u (%u bytes)", c, s);
+		cr_assert_eq(sc_blocks[c], 15 - fitted, "class %u (%u bytes)", c, s);
+		cr_assert_lt(span - sc_blocks[c] * s, 16 * sc_blocks[c], "class %u (%u bytes)", c,
+		             s);
+		cr_assert_eq(s % LA_ALIGN, 0);
+		fitted++;
+	}
+	cr_assert_eq(fitted, 8, "eight classes between 4 and 8 KiB");
+	cr_assert_eq(above, 16, "eight classes per doubling above 4 KiB");
 }
 
 Test(heap_owner, tells_our_heaps_from_other_memory)
