@@ -73,7 +73,7 @@ struct proc {
 	uint64_t seen_pass; /* last rescan pass that saw its file */
 	struct seg seg;
 	/* identity from /proc (never from the segment, which its owner writes): exe, the name
-	 * it was run as, command line, real uid; read again when older than ID_MAX_AGE_NS or
+	 * it was run as, command line, real uid; read again when older than a quarter of the process's age (1-30 s) or
 	 * when /proc/<pid>/stat shows another comm */
 	struct proc_id id;
 	uint64_t id_ns; /* CLOCK_MONOTONIC of the last identity read */
@@ -225,7 +225,7 @@ enum {
 bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, unsigned what,
                    uint64_t max_age_ns);
 void proc_snap_free(struct proc_snap *s);
-/* Re-read the identity from /proc when older than ID_MAX_AGE_NS (or force): false when the
+/* Re-read the identity from /proc when older than a quarter of the process's age, 1-30 s (or force): false when the
  * process is gone. */
 bool proc_identity(struct proc *p, bool force);
 /* The label and display name of a process: the name it was run as ("?" if unknown). */

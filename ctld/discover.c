@@ -1259,9 +1259,28 @@ void discover_shutdown(struct ctld *d)
 /* ---- identity and snapshots ---------------------------------------------------------------- */
 
 /* Process titles and uids change without a sign in /proc/<pid>/stat: the identity is read
- * again when this old (by the history sampler's sweep, else by the next list or scrape),
- * and at once when stat shows another comm (exec, prctl(PR_SET_NAME)). */
+ * again when older than id_max_age_ns (by the history sampler's sweep, else by the next
+ * list or scrape), and at once when stat shows another comm (exec, prctl(PR_SET_NAME)).
+ * A young process is the one that changes them: a worker forked as root drops to its user,
+ * a service sets its title, in its first seconds. So the bound is a quarter of the
+ * process's age, at least 1 s and at most 30 s: a worker that switched uid 2 s after its
+ * start is shown with its own uid about a second later, and a process older than two
+ * minutes costs one read per 30 s as before. */
+#define ID_MIN_AGE_NS 1000000000ull
 #define ID_MAX_AGE_NS 30000000000ull
+
+static uint64_t id_max_age_ns(const struct proc *p)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		return ID_MAX_AGE_NS;
+	uint64_t started = p->seg.hdr.start_time * (1000000000ull / (uint64_t)hz),
+	         up = seg_now_ns(CLOCK_BOOTTIME);
+	uint64_t quarter = up > started ? (up - started) / 4 : 0;
+	return quarter < ID_MIN_AGE_NS   ? ID_MIN_AGE_NS
+	       : quarter > ID_MAX_AGE_NS ? ID_MAX_AGE_NS
+	                                 : quarter;
+}
 
 /* Keep what a read found; the strings are copied again only when one changed (a process
  * title), and the old ones stay when there is no memory for the new. */
@@ -1288,7 +1307,8 @@ static void id_keep(struct proc_id *id, const struct procfs_info *pi)
 bool proc_identity(struct proc *p, bool force)
 {
 	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
-	if (!force && p->id_ns && now - p->id_ns < ID_MAX_AGE_NS)
+	if (!force && p->id_ns &&
+	    (now - p->id_ns < ID_MIN_AGE_NS || now - p->id_ns < id_max_age_ns(p)))
 		return true;
 	struct procfs_info pi;
 	int r = procfs_read(p->seg.hdr.pid, PROCFS_IDENTITY, p->seg.hdr.start_time, &pi);

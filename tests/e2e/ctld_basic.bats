@@ -37,6 +37,18 @@ teardown() {
 	[[ "$output" == *"control=running"* ]]
 }
 
+@test "a process that drops from root to another uid after start is listed with its uid within seconds" {
+	start_daemon
+	start_fake --exe /usr/bin/workersvc --setuid-on-usr1 65534
+	wait_listed "$FPID"
+	[[ "$(ctl list)" == *"process pid=$FPID name=workersvc exe=$FAKESEG_EXE uid=0 owner=0 "* ]]
+	kill -USR1 "$FPID"
+	wait_until eval '[ "$(awk "/^Uid:/ {print \$2}" /proc/$FPID/status)" = 65534 ]'
+	# a young process's identity is read again after a quarter of its age (at least 1 s):
+	# well before the 30 s that bound older processes (the old rule for every process)
+	wait_until -t 12 eval 'ctl list | grep -q "^process pid=$FPID name=workersvc exe=$FAKESEG_EXE uid=65534 owner=0 "'
+}
+
 @test "segments present before the daemon starts are found at once" {
 	start_fake
 	start_daemon

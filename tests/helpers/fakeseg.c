@@ -6,11 +6,13 @@
  *
  * usage: fakeseg [--dir D] [--mode M] [--exe NAME] [--arenas N] [--trim-bytes N]
  *                [--delay-ms N] [--no-answer] [--control off|failed] [--interval-ms N]
- *                [--ready FILE] [--claim-pid PID]
+ *                [--ready FILE] [--claim-pid PID] [--setuid-on-usr1 UID]
  * modes: valid bad-magic bad-version bad-header truncated oversized wrong-mode symlink
  *        offsets-oob counts wrong-owner uid-mismatch name-mismatch fifo rewrite
  *        foreign-pid (a well-formed segment, named for and claiming --claim-pid, e.g. a
- *        process of another user, with that process's start time) */
+ *        process of another user, with that process's start time)
+ * --setuid-on-usr1 UID: on SIGUSR1 the process (every thread) switches to UID, as a worker
+ * forked as root drops to its user after start; the segment keeps its owner. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -44,17 +46,17 @@ static const struct {
 
 static struct {
 	const char *dir, *mode, *exe, *ready, *control;
-	int arenas, delay_ms, interval_ms, claim_pid;
+	int arenas, delay_ms, interval_ms, claim_pid, setuid_uid;
 	uint64_t trim_bytes;
 	bool no_answer;
-} opt = {.mode = "valid", .arenas = 2, .interval_ms = 20, .trim_bytes = 1 << 20};
+} opt = {.mode = "valid", .arenas = 2, .interval_ms = 20, .trim_bytes = 1 << 20, .setuid_uid = -1};
 
 static char path[PATH_MAX], target[PATH_MAX];
 static uint8_t *seg;
 static size_t seg_size;
 static struct la_shm_header *hdr;
 static int seg_fd = -1;
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, drop_uid;
 
 static uint64_t now_ns(int clock)
 {
@@ -272,6 +274,21 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
+static void on_usr1(int sig)
+{
+	drop_uid = 1;
+}
+
+/* --setuid-on-usr1: switch once SIGUSR1 came (setuid applies to every thread) */
+static void maybe_drop_uid(void)
+{
+	if (!drop_uid || opt.setuid_uid < 0)
+		return;
+	drop_uid = 0;
+	if (setgid((gid_t)opt.setuid_uid) < 0 || setuid((uid_t)opt.setuid_uid) < 0)
+		die("setuid");
+}
+
 static void ready(void)
 {
 	if (!opt.ready)
@@ -361,6 +378,8 @@ int main(int argc, char **argv)
 			opt.claim_pid = atoi(v);
 		else if (!strcmp(a, "--trim-bytes"))
 			opt.trim_bytes = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--setuid-on-usr1"))
+			opt.setuid_uid = atoi(v);
 		else {
 			fprintf(stderr, "fakeseg: unknown option %s\n", a);
 			return 2;
@@ -387,6 +406,8 @@ int main(int argc, char **argv)
 	snprintf(tmp, sizeof(tmp), "%s/" LA_SHM_PREFIX "%d.tmp", opt.dir, (int)getpid());
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+	if (opt.setuid_uid >= 0)
+		signal(SIGUSR1, on_usr1);
 
 	if (!strcmp(m, "fifo")) {
 		if (mkfifo(path, 0600) < 0)
@@ -472,6 +493,7 @@ int main(int argc, char **argv)
 	} else {
 		uint64_t tick = 0;
 		while (!stop) {
+			maybe_drop_uid();
 			if (opt.interval_ms <= 0 || strcmp(m, "valid")) {
 				pause();
 				continue;
