@@ -15,22 +15,21 @@
 #include "shm.h"
 #include "tunables.h"
 
-/* The one row every bin points at before its cache is set up: slot 0, NULL, never written
- * (a limit of 0 sends every free to the slow path). */
+/* The one row every bin points at before its class's first use (reset_bins): slot 0,
+ * NULL, never written (a limit of 0 sends every free to the slow path). */
 static void *tc_no_slots[1];
-#define TC_NO_BIN                                                                        \
-	{                                                                                \
-		.top = tc_no_slots, .end = tc_no_slots, .slot = tc_no_slots, .limit = 0, \
-	}
-/* The bins of a cache that a flusher holds, or that is not set up or has exited: empty
- * (slot 0 is NULL) with no room, never written (read-only after relocation). */
-static const struct tbin tc_idle_bins[LA_NCLASSES] = {[0 ... LA_NCLASSES - 1] = TC_NO_BIN};
+/* The bins of a cache that a flusher holds, or that is not set up or has exited: top at
+ * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), never
+ * written (read-only after relocation). Only the fast paths read them. */
+static const struct tbin tc_idle_bins[LA_NCLASSES] = {
+        [0 ... LA_NCLASSES - 1] = {.top = tc_no_slots}};
 #define TC_IDLE_BINS ((struct tbin *)tc_idle_bins)
 static struct tbin *const tc_idle_direct[TC_DIRECT] = {[0 ... TC_DIRECT - 1] = TC_IDLE_BINS};
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         .bins_at = TC_IDLE_BINS,
         .direct_at = tc_idle_direct,
-        .bins = {[0 ... LA_NCLASSES - 1] = TC_NO_BIN},
+        /* .bins: zero until the set-up (reset_bins); the fast paths use the idle bins
+         * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
 };
 uint64_t la_key;
