@@ -316,6 +316,15 @@ static void release_span(struct arena *a, struct heap *h, struct span *s)
 	free_pages(a, h, s);
 }
 
+/* A thread cache's class went cold (arena_free_blocks, cold): the empty span kept for the
+ * class (maybe_release_span) goes back to its heap too. Lock held. */
+static void release_spare(struct arena *a, unsigned cls)
+{
+	struct span *s = a->partial[cls];
+	if (s && s->used == 0 && !s->next)
+		release_span(a, heap_of(s), s); /* descriptors live in their heap */
+}
+
 LA_COLD static void corrupt_span_list(void)
 {
 	la_fatal("malloc()", "corrupted free list detected");
@@ -684,12 +693,17 @@ static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 	return dirty >= pages;
 }
 
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls)
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls, bool cold)
 {
 	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
 		xfer_setup(a);
 	arena_lock(a);
-	uint32_t kept = a->xfer ? xfer_put(a, cls, blocks, n) : 0;
+	/* A cold class (its thread cache's bin went unused for a while: tcache.c, tcache_gc)
+	 * keeps nothing: its blocks, those the transfer cache kept of it and the empty span
+	 * kept for it go back, so that its spans' pages serve the next span of any class. */
+	uint32_t kept = a->xfer && !cold ? xfer_put(a, cls, blocks, n) : 0;
+	if (cold && a->xfer && a->xfer_n[cls])
+		xfer_drain_class(a, cls);
 	/* A flush the transfer cache cannot keep: the class frees more than it allocates
 	 * (a structure torn down). Kept, the blocks it holds would be the class's next
 	 * allocations, scattered over the spans the teardown empties, and would keep them in
@@ -700,6 +714,8 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	if (!kept && a->xfer && a->xfer_n[cls] && !arena_dirty_at_least(a, XF_SPARE_PAGES))
 		xfer_drain_class(a, cls);
 	push_blocks(a, blocks + kept, n - kept);
+	if (cold)
+		release_spare(a, cls);
 	/* the transfer cache's blocks stay allocated, as cached (a trim or release returns
 	 * them to their spans) */
 	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)(n - kept) * sc_size[cls]);

@@ -98,8 +98,10 @@ LA_INLINE void arena_unlock(struct arena *a)
  * many. out[got - 1] is the one to hand out first (the lowest address of a carving). */
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve);
 /* Return n blocks of class cls, all owned by a (caller: not holding the lock): into the
- * transfer cache as far as it takes them, the rest to their spans. */
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls);
+ * transfer cache as far as it takes them, the rest to their spans. cold: the class went
+ * unused in the caller's thread cache; they all go to their spans, with the blocks of the
+ * class the transfer cache holds and the class's kept empty span. */
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls, bool cold);
 /* Lock held: is p, a block of span s, free in the transfer cache or in s's free list? */
 bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 /* One block, no thread cache (dead or disabled caches). */

@@ -206,7 +206,7 @@ struct remote_batch {
 
 /* Flush the oldest blocks of bin cls (the bottom of its stack) until `keep` remain. Caller
  * owns the cache (busy or flusher). */
-static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
+static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, bool cold)
 {
 	struct tbin *b = &tc->bins[cls];
 	uint32_t count = tbin_count(b);
@@ -247,7 +247,7 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	for (unsigned k = 0; k < nrb; k++)
 		arena_free_remote_batch(rb[k].owner, own, &rb[k].head, &rb[k].tail, rb[k].n);
 	if (nmine)
-		arena_free_blocks(own, slot, nmine, cls);
+		arena_free_blocks(own, slot, nmine, cls, cold);
 	/* the most recent blocks stay, at the bottom now */
 	memmove(slot, slot + n, keep * sizeof(void *));
 	b->top = b->slot + keep;
@@ -256,12 +256,70 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 	return n;
 }
 
-/* A bin refilled or flushed: it is in use (the decay pass leaves it alone). Owner only;
- * the decay pass reads the counter. */
+static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
+{
+	return flush_bin_to(tc, cls, keep, false);
+}
+
+/* The cold-bin sweep, run by the owner every TC_GC_EVENTS refills and flushes of its
+ * cache (slow paths only): every bin that holds blocks but neither refilled nor flushed
+ * since the last sweep belongs to a class the thread stopped using (a sweep through sizes,
+ * a phase of the program that ended). Its blocks go back to their spans past the transfer
+ * cache (arena_free_blocks, cold), so that the spans they would pin empty and their pages
+ * serve the next span of any class: the decay pass does the same once per decay_ms, too
+ * late for a run of a second. A bin emptied by a sweep that refills within TC_GC_WINDOW
+ * sweeps was not cold (a class the program comes back to every few hundred refills and
+ * flushes): the next 2^k - 1 sweeps (k: how often that happened in a row, at most
+ * TC_GC_BACKOFF) leave it alone; a bin that stays cold for the window after a sweep
+ * emptied it lowers k again. */
+static LA_NOINLINE void tcache_gc(struct tcache *tc)
+{
+	tc->gc_events = 0;
+	uint8_t now = ++tc->gc_sweeps;
+	/* bins emptied TC_GC_WINDOW sweeps ago that no refill took back: rightly so */
+	for (uint64_t m = tc->gc_flushed; m; m &= m - 1) {
+		unsigned c = (unsigned)__builtin_ctzll(m);
+		if ((uint8_t)(now - tc->gc_when[c]) >= TC_GC_WINDOW) {
+			tc->gc_flushed &= ~((uint64_t)1 << c);
+			if (tc->gc_level[c])
+				tc->gc_level[c]--;
+		}
+	}
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		uint16_t ev = tc->slow_events[c];
+		if (ev == tc->gc_seen[c] && tbin_count(&tc->bins[c])) {
+			if (tc->gc_skip[c]) {
+				tc->gc_skip[c]--;
+			} else {
+				flush_bin_to(tc, c, 0, true);
+				publish_bin(tc, c);
+				tc->gc_flushed |= (uint64_t)1 << c;
+				tc->gc_when[c] = now;
+			}
+		}
+		tc->gc_seen[c] = ev;
+	}
+}
+
+/* A bin refilled or flushed: it is in use (the decay pass and the cold-bin sweep leave it
+ * alone). Owner only; the decay pass reads the counter. */
 static inline void bin_event(struct tcache *tc, unsigned cls)
 {
 	__atomic_store_n(&tc->slow_events[cls], (uint16_t)(tc->slow_events[cls] + 1),
 	                 __ATOMIC_RELAXED);
+	if (unlikely(++tc->gc_events >= TC_GC_EVENTS))
+		tcache_gc(tc);
+}
+
+/* Bin cls refills after the last cold-bin sweep emptied it: sweeps skip it for a while. */
+static LA_NOINLINE void gc_missed(struct tcache *tc, unsigned cls)
+{
+	tc->gc_flushed &= ~((uint64_t)1 << cls);
+	if ((uint8_t)(tc->gc_sweeps - tc->gc_when[cls]) >= TC_GC_WINDOW)
+		return;
+	if (tc->gc_level[cls] < TC_GC_BACKOFF)
+		tc->gc_level[cls]++;
+	tc->gc_skip[cls] = (uint8_t)((1u << tc->gc_level[cls]) - 1u);
 }
 
 static void check_gen(struct tcache *tc)
@@ -317,6 +375,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		 * (which touch memory) at most sc_batch at a time */
 		uint32_t want = b->batch;
 		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
+		if (unlikely(tc->gc_flushed >> cls & 1)) /* the last sweep emptied it too early */
+			gc_missed(tc, cls);
 		bin_event(tc, cls);
 		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
 		                            LA_MIN(want, sc_batch[cls]));

@@ -93,6 +93,15 @@ struct tcache {
 	uint16_t pub_count[LA_NCLASSES];   /* each bin's count as last published */
 	uint16_t slow_events[LA_NCLASSES]; /* owner: refills and flushes of each bin (wraps) */
 	uint16_t decay_seen[LA_NCLASSES];  /* the decay pass: slow_events at its last look */
+	uint16_t gc_seen[LA_NCLASSES];     /* owner: slow_events at the last cold-bin sweep */
+	uint8_t gc_level[LA_NCLASSES];     /* owner: the sweep emptied the bin too early, k
+	                                    * times in a row (it skips it 2^k - 1 times) */
+	uint8_t gc_skip[LA_NCLASSES];      /* owner: sweeps still to skip the bin */
+	uint8_t gc_when[LA_NCLASSES];      /* owner: gc_sweeps when a sweep last emptied it */
+	uint32_t gc_events;                /* owner: refills and flushes since that sweep */
+	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
+	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
+	                                    * since */
 	struct tcache *next;               /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
@@ -104,6 +113,12 @@ struct tcache {
 	struct cds_wfcq_tail rb_tail;
 };
 #define TC_REMOTE_BATCH 64u
+/* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
+ * cache; a bin it emptied that refills within TC_GC_WINDOW sweeps was emptied too early:
+ * after k such times in a row, the next 2^k - 1 sweeps skip it, k at most TC_GC_BACKOFF. */
+#define TC_GC_EVENTS    32u
+#define TC_GC_WINDOW    8u
+#define TC_GC_BACKOFF   7u
 
 /* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave and do
  * without the cache (the slow paths go to the arena directly). */

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "api/api.h"
 #include "arena.h"
@@ -350,11 +351,18 @@ Test(transfer_cache, with_resident_free_pages_to_spare_a_teardown_keeps_its_bloc
 {
 	/* 8 MiB of 256-byte blocks allocated and freed first: their pages stay resident and
 	 * free (the decay pass is far off), more than XF_SPARE_PAGES. The same teardown as
-	 * above then keeps what the transfer cache holds for the class's next burst. */
-	enum { M = 32768, N = 20480, STRIDE = 40 };
+	 * above then keeps what the transfer cache holds for the class's next burst. 2 MiB of
+	 * 128-byte blocks stay live throughout: without them the heap would be nearly empty
+	 * once the 256-byte class went cold (tcache_gc sends its cached blocks back) and the
+	 * teardown ended, and the throttle would return the free pages then (arena.c,
+	 * after_free_pages): the arena would have none to spare. */
+	enum { M = 32768, N = 20480, STRIDE = 40, L = 16384 };
 	void **q = A(malloc)(M * sizeof(void *));
 	void **p = A(malloc)(N * sizeof(void *));
-	cr_assert(q && p);
+	void **live = A(malloc)(L * sizeof(void *));
+	cr_assert(q && p && live);
+	for (int i = 0; i < L; i++)
+		live[i] = A(malloc)(128);
 	for (int i = 0; i < M; i++)
 		q[i] = A(malloc)(256);
 	for (int i = 0; i < M; i++)
@@ -375,6 +383,9 @@ Test(transfer_cache, with_resident_free_pages_to_spare_a_teardown_keeps_its_bloc
 		if (i % STRIDE)
 			A(free)(p[i]);
 	cr_assert_geq(a->xfer_n[cls], held, "kept: %u of %u", a->xfer_n[cls], held);
+	for (int i = 0; i < L; i++)
+		A(free)(live[i]);
+	A(free)(live);
 	A(free)(p);
 	A(free)(q);
 }
@@ -403,4 +414,120 @@ Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_emp
 	cr_assert_eq(a->xfer_n[cls], 0, "the decay pass returned them");
 	cr_assert_lt(class_spans(cls), before, "spans emptied and went back");
 	A(free)(p);
+}
+
+/* The cold-bin sweep (tcache.h, TC_GC_EVENTS): a bin that neither refilled nor flushed for
+ * a whole sweep goes back to its spans with what the transfer cache and the class's kept
+ * empty span hold of its class, so that the pages of a class the thread stopped using
+ * serve the next one. */
+
+/* The load of bench/idle_sweep.c: every size from 16 B to 16 KiB (steps of an eighth
+ * above 128), 256 blocks of it allocated, their first and last bytes written, then freed. */
+static void sweep_sizes(void)
+{
+	void *p[256];
+	for (size_t size = 16; size <= 16384; size += size < 128 ? 16 : size / 8) {
+		for (int i = 0; i < 256; i++) {
+			unsigned char *q = A(malloc)(size);
+			cr_assert_not_null(q);
+			q[0] = 1;
+			q[size - 1] = 2;
+			p[i] = q;
+		}
+		for (int i = 0; i < 256; i++)
+			A(free)(p[i]);
+	}
+}
+
+/* Data pages of arena a's heaps that are resident (mincore). */
+static uint64_t arena_resident_pages(struct arena *a)
+{
+	static unsigned char vec[LA_HEAP_PAGES];
+	uint64_t n = 0;
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		uint32_t pages = h->hwm - h->first_page;
+		char *base = (char *)h + ((size_t)h->first_page << LA_PAGE_SHIFT);
+		cr_assert_eq(mincore(base, (size_t)pages << LA_PAGE_SHIFT, vec), 0);
+		for (uint32_t i = 0; i < pages; i++)
+			n += vec[i] & 1;
+	}
+	return n;
+}
+
+Test(cold_bins, a_sweep_through_sizes_leaves_nothing_of_the_classes_it_left)
+{
+	/* three rounds of the sweep: every class the sweep left long before its end (all up
+	 * to 4 KiB) holds no block in the thread cache or the transfer cache and no span
+	 * (before: 32-63 blocks cached and 1-4 spans kept in each of them, 2.2 MiB cached in
+	 * all); the heaps' resident data pages (mincore) stay under twice the largest batch
+	 * (256 x 16 KiB), where blocks pinned in every class's spans kept 11.0 MiB */
+	enum { BATCH_BYTES = 256 * 16384 };
+	uint64_t spans0[LA_NCLASSES];
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		spans0[c] = class_spans(c);
+	struct arena *a = tcache_arena(&la_tcache);
+	for (int round = 0; round < 3; round++)
+		sweep_sizes();
+	for (unsigned c = 0; c < LA_NCLASSES && sc_size[c] <= 4096; c++) {
+		cr_assert_eq(tbin_count(&la_tcache.bins[c]), 0, "class %u B: %u blocks cached",
+		             sc_size[c], tbin_count(&la_tcache.bins[c]));
+		cr_assert_eq(a->xfer ? a->xfer_n[c] : 0, 0,
+		             "class %u B: %u blocks in the transfer cache", sc_size[c],
+		             a->xfer_n[c]);
+		cr_assert_leq(class_spans(c), spans0[c], "class %u B: %llu spans kept", sc_size[c],
+		              (unsigned long long)(class_spans(c) - spans0[c]));
+	}
+	struct la_counters c;
+	liballoc_stats(&c);
+	struct la_memory m;
+	la_memory_of(&c, &m);
+	cr_assert_leq(m.cached, 256 << 10, "%llu KiB cached", (unsigned long long)m.cached >> 10);
+	uint64_t pages = arena_resident_pages(a);
+	cr_assert_leq(pages << LA_PAGE_SHIFT, 2 * (uint64_t)BATCH_BYTES, "%llu KiB resident",
+	              (unsigned long long)pages << (LA_PAGE_SHIFT - 10));
+}
+
+/* Frees and allocates blocks of 64 bytes until the cache's next cold-bin sweep has run. */
+static void until_a_sweep(void)
+{
+	uint8_t n = la_tcache.gc_sweeps;
+	void *p[256];
+	while (la_tcache.gc_sweeps == n) {
+		for (int i = 0; i < 256; i++)
+			p[i] = A(malloc)(64);
+		for (int i = 0; i < 256; i++)
+			A(free)(p[i]);
+	}
+}
+
+Test(cold_bins, a_bin_emptied_too_early_is_skipped_by_the_next_sweeps)
+{
+	/* the 1000-byte class holds blocks and sees no refill or flush for a whole sweep: the
+	 * next sweep empties it. It refills right after (within TC_GC_WINDOW sweeps): the
+	 * sweep was wrong, so the next one leaves it alone; the one after that empties it
+	 * again, and this time it stays cold, so a refill later is no reason to skip it. */
+	unsigned cls = sc_class_of(1000);
+	/* whatever the test runner's own allocations left in the cache before it forked */
+	la_tcache.gc_level[cls] = la_tcache.gc_skip[cls] = 0;
+	struct tbin *b = refilled_bin();
+	until_a_sweep();
+	until_a_sweep();
+	cr_assert_eq(tbin_count(b), 0, "cold for a whole sweep: emptied");
+	void *q = A(malloc)(1000); /* a refill: the sweep took the bin too early */
+	A(free)(q);
+	cr_assert_gt(tbin_count(b), 0);
+	cr_assert_eq(la_tcache.gc_level[cls], 1);
+	until_a_sweep();
+	until_a_sweep();
+	cr_assert_gt(tbin_count(b), 0, "skipped once");
+	until_a_sweep();
+	cr_assert_eq(tbin_count(b), 0, "then emptied again");
+	for (unsigned i = 0; i < TC_GC_WINDOW; i++)
+		until_a_sweep();
+	cr_assert_eq(la_tcache.gc_level[cls], 0, "cold for the window after: rightly emptied");
+	q = A(malloc)(1000);
+	A(free)(q);
+	until_a_sweep();
+	until_a_sweep();
+	cr_assert_eq(tbin_count(b), 0, "refilled long after: emptied at the first cold sweep");
 }
