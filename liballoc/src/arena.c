@@ -868,6 +868,30 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 	return base;
 }
 
+void *arena_alloc_resident(struct arena *a, size_t size)
+{
+	if (size > LA_LARGE_MAX)
+		return NULL;
+	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+	arena_lock(a);
+	struct span *s = NULL;
+	struct heap *h;
+	for (h = a->heaps; h; h = h->next)
+		if ((s = heap_alloc_resident(h, n)) != NULL)
+			break;
+	if (!s) {
+		arena_unlock(a);
+		return NULL;
+	}
+	s->kind = SPAN_LARGE;
+	s->offset = 0;
+	heap_map_span(h, s, false);
+	heap_touch(h, s->first, s->npages);
+	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)n << LA_PAGE_SHIFT);
+	arena_unlock(a);
+	return span_base(h, s);
+}
+
 void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 {
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;

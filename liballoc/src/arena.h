@@ -110,6 +110,11 @@ void *arena_alloc_small(struct arena *a, unsigned cls);
 void arena_free_local(struct arena *a, void *p);
 /* Large blocks: whole pages, optionally aligned (align > LA_PAGE). */
 void *arena_alloc_large(struct arena *a, size_t size, size_t align);
+/* A large block of pages a heap of a holds resident and free (a run the program freed),
+ * or NULL when none has that many in one free span: a request at or above the mmap
+ * threshold takes them before a new mapping, which would fault in as many fresh pages
+ * while those stayed resident until the decay pass. */
+void *arena_alloc_resident(struct arena *a, size_t size);
 /* Enqueue a free on the owning arena without taking its lock (wait-free). */
 void arena_free_remote(struct arena *a, void *p);
 /* Free p of arena owner from a thread using arena mine (NULL: none): locally when they

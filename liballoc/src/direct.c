@@ -190,7 +190,19 @@ static void *fit_cached(struct dcached *m, size_t len)
 	return q;
 }
 
+static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map);
+
 void *direct_alloc(size_t size, size_t align, bool *fresh)
+{
+	return direct_get(size, align, fresh, true);
+}
+
+void *direct_alloc_cached(size_t size, bool *fresh)
+{
+	return direct_get(size, LA_ALIGN, fresh, false);
+}
+
+static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
 	if (size > PTRDIFF_MAX - extra - LA_PAGE) {
@@ -213,6 +225,8 @@ void *direct_alloc(size_t size, size_t align, bool *fresh)
 	if (hit) {
 		STAT_ADD(pc(), direct_cache_hits, 1);
 	} else {
+		if (!may_map)
+			return NULL;
 		base = os_map(len, pc());
 		if (!base)
 			return NULL;

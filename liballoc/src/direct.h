@@ -10,6 +10,8 @@
 
 /* *fresh (if not NULL) tells whether the memory is a new mapping (known zero). */
 void *direct_alloc(size_t size, size_t align, bool *fresh);
+/* The same from the mapping cache only: NULL (errno untouched) when no cached mapping fits. */
+void *direct_alloc_cached(size_t size, bool *fresh);
 /* Returns 0 when p was a live direct mapping (now freed), 1 if p was freed already and is
  * still in the cache (a double free), -1 if unknown. */
 int direct_free(void *p);

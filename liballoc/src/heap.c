@@ -425,13 +425,48 @@ static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only)
 	return dirty_only ? NULL : first;
 }
 
+/* A free span whose first n pages are all resident; NULL if none (of the first FIT_SCAN
+ * large enough). */
+static struct span *find_resident(struct heap *h, uint32_t n)
+{
+	unsigned looked = 0;
+	if (h->dirty_pages < n)
+		return NULL;
+	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
+		for (struct span *s = h->bins[k]; s; s = s->next) {
+			if (s->npages < n || s->dirty < n)
+				continue;
+			if (s->dirty == s->npages || heap_resident_in(h, s->first, n) == n)
+				return s;
+			if (++looked >= FIT_SCAN)
+				return NULL;
+		}
+	}
+	return NULL;
+}
+
+static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint32_t *dirty_used);
+
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
 	struct span *s = find_fit(h, n, dirty_only);
-	if (!s)
+	return s ? take_pages(h, s, n, dirty_used) : NULL;
+}
+
+struct span *heap_alloc_resident(struct heap *h, uint32_t n)
+{
+	uint32_t dirty;
+	if (n > h->free_pages)
 		return NULL;
+	struct span *s = find_resident(h, n);
+	return s ? take_pages(h, s, n, &dirty) : NULL;
+}
+
+/* Free span s gives its first n pages (the caller sets the kind). */
+static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint32_t *dirty_used)
+{
 	bin_remove(h, s);
 	uint32_t first = s->first, total = s->npages, d = s->dirty;
 	/* the dirty pages these n really are: a free span's dirty pages lie anywhere in it */

@@ -194,6 +194,9 @@ void heap_destroy(struct heap *h);
  * pages are taken first; dirty_only: only a span with some (NULL if none fits).
  * *dirty_used receives how many of them may have been resident. */
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used);
+/* Take n pages all resident (a free span's first n, whole or split): the span (kind still
+ * FREE's caller to set), or NULL when no free span starts with n resident pages. */
+struct span *heap_alloc_resident(struct heap *h, uint32_t n);
 /* Give a span back; coalesces; returns the resulting free span. Its pages keep their
  * `resident` bits: the caller sets them first for pages the program had (heap_touch). */
 struct span *heap_free_pages(struct heap *h, struct span *s);

@@ -64,7 +64,16 @@ static void *alloc_large(size_t size, size_t align, bool *fresh)
 	if (fresh)
 		*fresh = false;
 	if (direct_ok && (int64_t)size >= TUN(mmap_threshold)) {
-		p = direct_alloc(size, align, fresh);
+		/* a cached mapping, else pages a heap holds resident and free (the program
+		 * freed them: a new mapping would fault in as many while they stay), else a
+		 * new mapping */
+		if (align <= LA_ALIGN && size <= LA_LARGE_MAX) {
+			p = direct_alloc_cached(size, fresh);
+			if (!p)
+				p = arena_alloc_resident(tcache_arena(tc), size);
+		}
+		if (!p)
+			p = direct_alloc(size, align, fresh);
 	} else {
 		p = arena_alloc_large(tcache_arena(tc), size, align);
 		if (!p)

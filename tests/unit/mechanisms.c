@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "control.h"
+#include "heap.h"
 #include "liballoc.h"
 #include "procstatus.h"
 
@@ -557,6 +558,37 @@ static long thread_faults(void)
 	struct rusage r;
 	getrusage(RUSAGE_THREAD, &r);
 	return r.ru_minflt;
+}
+
+/* Pages a heap holds resident and free come before a new mapping: a request at or above
+ * the mmap threshold that fits in them takes them (no system call, nothing faulted in),
+ * where a mapping would fault in as many fresh pages while those stayed resident. */
+Test(dynamic_threshold, a_request_above_it_takes_resident_free_heap_pages_first)
+{
+	set("mmap_threshold", 256 << 10); /* fixed: the frees below do not move it */
+	enum { N = 8, SIZE = 200 << 10 };
+	char *p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = A(malloc)(SIZE);
+		cr_assert(heap_registered(p[i]), "a block below the threshold is a heap's");
+		memset(p[i], 1, SIZE);
+	}
+	char *guard = A(malloc)(SIZE); /* in use after them */
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]); /* the last one stays parked; the others make one free run */
+	struct la_counters before = stats();
+	long f0 = thread_faults();
+	size_t want = 1 << 20; /* above the threshold, within the run of 7 x 200 KiB */
+	char *q = A(malloc)(want);
+	memset(q, 2, want);
+	long faults = thread_faults() - f0;
+	struct la_counters after = stats();
+	cr_assert(heap_registered(q), "the block came from a heap");
+	cr_assert_eq(after.mmap_calls, before.mmap_calls, "no mapping was made");
+	cr_assert_eq(after.direct_mappings, before.direct_mappings);
+	cr_assert_lt(faults, 8, "its pages were resident: %ld faults", faults);
+	A(free)(q);
+	A(free)(guard);
 }
 
 static size_t resident_pages(const void *p, size_t len)
