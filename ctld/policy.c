@@ -48,6 +48,26 @@ static uint64_t mono_ns(void)
 struct run;
 struct polstate;
 
+/* A look deferred to the end of min_interval (or of the run out): the one mechanism of
+ * cgroup policies (v1 and v2: a crossing, a band climb or usage still above high) and PSI
+ * policies (a stall reported within the interval). */
+struct deferral {
+	struct event *ev;
+	uint64_t due; /* CLOCK_MONOTONIC when it is pending */
+};
+
+/* Look again in delay_ns, unless a look is already due sooner. */
+static void defer_arm(struct deferral *df, uint64_t delay_ns)
+{
+	uint64_t due = mono_ns() + delay_ns;
+	if (!df->ev || (evtimer_pending(df->ev, NULL) && df->due <= due))
+		return;
+	df->due = due;
+	struct timeval tv = {(time_t)(delay_ns / 1000000000u),
+	                     (suseconds_t)(delay_ns % 1000000000u / 1000u)};
+	evtimer_add(df->ev, &tv);
+}
+
 /* One watched cgroup of a cgroup policy. */
 struct cgwatch {
 	struct cgwatch *next;
@@ -58,8 +78,7 @@ struct cgwatch {
 	bool explicit_; /* named by the policy */
 	struct policy_cg_state st; /* hysteresis and the last run */
 	uint64_t high_b, low_b;
-	struct event *recheck; /* after min_interval while usage stays high */
-	uint64_t recheck_due;  /* CLOCK_MONOTONIC when it is pending */
+	struct deferral recheck; /* after min_interval while usage stays high */
 	struct run *run;
 };
 
@@ -91,6 +110,11 @@ struct polstate {
 	struct cgwatch *cgs;
 	struct run *run; /* psi / free / idle: one at a time */
 	uint64_t last_run_ns;
+	/* psi: an event deferred by min_interval or a run (its time, 0: none), what it said,
+	 * and the look when that ends */
+	uint64_t psi_pending_ns;
+	char psi_pending_why[160];
+	struct deferral psi_later;
 	uint64_t escalate_until_ns; /* pressure again before this: add the decay rung */
 	struct policy_budget budget;
 	/* figures */
@@ -256,7 +280,7 @@ static void run_schedule(struct run *r, uint64_t delay_ns)
 	evtimer_add(r->next, &tv);
 }
 
-static uint64_t cg_limit(const struct cg_memory *m)
+uint64_t policy_cg_limit(const struct cg_memory *m)
 {
 	/* v2: memory.high is where throttling starts, memory.max where OOM waits */
 	if (m->version == 2 && m->limit == UINT64_MAX)
@@ -266,6 +290,7 @@ static uint64_t cg_limit(const struct cg_memory *m)
 
 static void polstate_maybe_free(struct polstate *ps);
 static void cg_recheck_arm(struct cgwatch *cg, uint64_t delay_ns);
+static void psi_later_arm(struct polstate *ps);
 
 static void run_free(struct run *r)
 {
@@ -308,7 +333,7 @@ static void run_finish(struct run *r)
 		/* usage back under low: re-armed (cgroup v2's memory.events signal no
 		 * decrease) */
 		if (cgroup_memory_read(r->cg->dir, &m) == 0 &&
-		    m.usage < policy_level_bytes(&ps->def.low, cg_limit(&m)))
+		    m.usage < policy_level_bytes(&ps->def.low, policy_cg_limit(&m)))
 			r->cg->st.armed = true;
 		/* a run that found nothing to give back (the memory was still in use) does not
 		 * start min_interval: the next climb acts at once */
@@ -318,6 +343,7 @@ static void run_finish(struct run *r)
 		cg_recheck_arm(r->cg, ps->def.min_interval_ms * 1000000u);
 	} else {
 		ps->run = NULL;
+		psi_later_arm(ps); /* an event that came during the run */
 	}
 	run_free(r);
 	polstate_maybe_free(ps);
@@ -635,7 +661,7 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
                         const char *why, bool recheck)
 {
 	struct polstate *ps = cg->ps;
-	uint64_t limit = cg_limit(m);
+	uint64_t limit = policy_cg_limit(m);
 	uint64_t high = policy_level_bytes(&ps->def.high, limit),
 	         low = policy_level_bytes(&ps->def.low, limit);
 	bool was_armed = cg->st.armed;
@@ -647,9 +673,7 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 		return;
 	case POLICY_DEFER: {
 		/* look again as soon as the interval ends: what was deferred then runs */
-		uint64_t end = cg->st.last_run_ns + ps->def.min_interval_ms * 1000000u,
-		         now = mono_ns();
-		cg_recheck_arm(cg, end > now ? end - now : 0);
+		cg_recheck_arm(cg, policy_interval_wait(&ps->def, cg->st.last_run_ns, mono_ns()));
 		return;
 	}
 	case POLICY_NONE:
@@ -685,7 +709,7 @@ enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_
 	int band = policy_cg_band(def, usage, limit);
 	if (!st->armed && !recheck && band <= st->band)
 		return POLICY_NONE; /* hysteresis: above high again, but it never went under low */
-	if (st->last_run_ns && now - st->last_run_ns < def->min_interval_ms * 1000000u)
+	if (policy_interval_wait(def, st->last_run_ns, now))
 		return POLICY_DEFER;
 	st->armed = false;
 	st->band = band;
@@ -731,24 +755,33 @@ static void on_cg_recheck(evutil_socket_t fd, short what, void *arg)
 static void cg_recheck_arm(struct cgwatch *cg, uint64_t delay_ns)
 {
 	struct cg_memory m;
-	if (!cg->recheck || cg->ps->dead || cgroup_memory_read(cg->dir, &m) < 0)
+	if (cg->ps->dead || cgroup_memory_read(cg->dir, &m) < 0)
 		return;
-	uint64_t high = policy_level_bytes(&cg->ps->def.high, cg_limit(&m));
-	uint64_t due = mono_ns() + delay_ns;
-	if (!high || m.usage < high ||
-	    (evtimer_pending(cg->recheck, NULL) && cg->recheck_due <= due))
-		return;
-	cg->recheck_due = due;
-	struct timeval tv = {(time_t)(delay_ns / 1000000000u),
-	                     (suseconds_t)(delay_ns % 1000000000u / 1000u)};
-	evtimer_add(cg->recheck, &tv);
+	uint64_t high = policy_level_bytes(&cg->ps->def.high, policy_cg_limit(&m));
+	if (high && m.usage >= high)
+		defer_arm(&cg->recheck, delay_ns);
+}
+
+uint64_t policy_cg_v2_signal_from(const struct cg_memory *m)
+{
+	if (m->version != 2)
+		return 0; /* v1: usage thresholds, no blind range */
+	/* memory.high (when set) is where the kernel starts counting 'high' events (each
+	 * throttled charge over it); without it, memory.max's 'max' events */
+	return m->high < m->limit ? m->high : m->limit;
+}
+
+uint64_t policy_interval_wait(const struct policy *def, uint64_t last_run_ns, uint64_t now)
+{
+	uint64_t end = last_run_ns + def->min_interval_ms * 1000000u;
+	return last_run_ns && now < end ? end - now : 0;
 }
 
 static void cg_free(struct cgwatch *cg)
 {
 	pressure_watch_free(cg->w);
-	if (cg->recheck)
-		event_free(cg->recheck);
+	if (cg->recheck.ev)
+		event_free(cg->recheck.ev);
 	if (cg->run)
 		cg->run->cg = NULL; /* the run ends on its own */
 	free(cg);
@@ -782,7 +815,7 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 		         strerror(errno));
 		return NULL;
 	}
-	uint64_t limit = cg_limit(&m);
+	uint64_t limit = policy_cg_limit(&m);
 	uint64_t th[POLICY_CG_BANDS + 1];
 	policy_cg_thresholds(&ps->def, limit, th);
 	if (!th[0]) {
@@ -804,14 +837,25 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 	cg->w = pressure_watch_cgroup(ps->d->base, dir, th, POLICY_CG_BANDS + 1,
 	                              ps->def.psi_given ? ps->def.psi_stall_us : 0,
 	                              ps->def.psi_window_us, on_cg_event, cg, err, sizeof(err));
-	cg->recheck = evtimer_new(ps->d->base, on_cg_recheck, cg);
-	if (!cg->w || !cg->recheck) {
+	cg->recheck.ev = evtimer_new(ps->d->base, on_cg_recheck, cg);
+	if (!cg->w || !cg->recheck.ev) {
 		log_warn("policy %s: cannot watch %s: %s", ps->def.name, dir, err);
 		cg_free(cg);
 		return NULL;
 	}
 	if (err[0])
 		log_warn("policy %s: %s", ps->def.name, err);
+	uint64_t blind = policy_cg_v2_signal_from(&m);
+	if (blind > th[0]) {
+		char from[32], at[32];
+		fmt_size(from, sizeof(from), th[0]);
+		fmt_size(at, sizeof(at), blind);
+		log_warn("policy %s: cgroup %s (v2) gives no event between high %s and %s (the "
+		         "kernel counts memory.events only over memory.high or at memory.max, and "
+		         "PSI reports stalls, which come near that limit): set its memory.high at "
+		         "most %s for the policy to see usage climb",
+		         ps->def.name, rel, from, at, from);
+	}
 	char h[32], l[32];
 	fmt_size(h, sizeof(h), th[0]);
 	fmt_size(l, sizeof(l), th[1]);
@@ -826,6 +870,56 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 
 /* ---- psi policies ----------------------------------------------------------------------------- */
 
+/* An event (or, recheck, the look when the interval or run it waited for ended). */
+static void psi_consider(struct polstate *ps, uint64_t t_event, const char *why, bool recheck)
+{
+	uint64_t now = mono_ns(), goal = 0, since = ps->psi_pending_ns;
+	uint64_t avail = ps->def.min_available ? mem_available() : UINT64_MAX;
+	switch (policy_psi_decide(&ps->def, ps->last_run_ns, &ps->psi_pending_ns, ps->run != NULL,
+	                          now, avail, recheck, &goal)) {
+	case POLICY_ACT:
+		break;
+	case POLICY_DEFER:
+		if (!since)
+			snprintf(ps->psi_pending_why, sizeof(ps->psi_pending_why), "%s", why);
+		log_debug("policy %s: %s within %s: acted on when it ends", ps->def.name, why,
+		          ps->run ? "a run" : "min_interval");
+		psi_later_arm(ps);
+		return;
+	default:
+		if (recheck && since)
+			log_debug("policy %s: %s (deferred) dropped: MemAvailable is above "
+			          "min_available now",
+			          ps->def.name, why);
+		else if (!recheck)
+			log_debug("policy %s: %s, but MemAvailable is above min_available",
+			          ps->def.name, why);
+		return;
+	}
+	bool again = ps->last_run_ns && now - ps->last_run_ns < ps->def.hold_ms * 1000000u;
+	char text[200];
+	if (recheck)
+		snprintf(text, sizeof(text), "%.140s (%.1f ms ago; deferred to min_interval's end)",
+		         why, (double)(now - since) / 1e6);
+	else
+		snprintf(text, sizeof(text), "%s", why);
+	run_start(ps, NULL, AUDIT_T_pressure, t_event, goal, 0, NULL, 0, again, text);
+}
+
+/* A deferred event: look when the interval ends (a run out: run_finish calls again). */
+static void psi_later_arm(struct polstate *ps)
+{
+	if (ps->psi_pending_ns && !ps->run && !ps->dead)
+		defer_arm(&ps->psi_later,
+		          policy_interval_wait(&ps->def, ps->last_run_ns, mono_ns()));
+}
+
+static void on_psi_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct polstate *ps = arg;
+	psi_consider(ps, mono_ns(), ps->psi_pending_why, true);
+}
+
 static void on_psi_event(struct pressure_watch *w, const struct pressure_event *ev, void *arg)
 {
 	struct polstate *ps = arg;
@@ -836,30 +930,26 @@ static void on_psi_event(struct pressure_watch *w, const struct pressure_event *
 		ps->psi = NULL;
 		return;
 	}
-	uint64_t now = mono_ns(), goal;
-	uint64_t avail = ps->def.min_available ? mem_available() : UINT64_MAX;
-	switch (policy_psi_decide(&ps->def, ps->last_run_ns, ps->run != NULL, now, avail, &goal)) {
-	case POLICY_ACT:
-		break;
-	case POLICY_DEFER:
-		log_debug("policy %s: %s within min_interval", ps->def.name, ev->why);
-		return;
-	default:
-		log_debug("policy %s: %s, but MemAvailable is above min_available", ps->def.name,
-		          ev->why);
-		return;
-	}
-	bool again = ps->last_run_ns && now - ps->last_run_ns < ps->def.hold_ms * 1000000u;
-	run_start(ps, NULL, AUDIT_T_pressure, ev->time_ns, goal, 0, NULL, 0, again, ev->why);
+	psi_consider(ps, ev->time_ns, ev->why, false);
 }
 
-enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns, bool running,
-                                      uint64_t now, uint64_t avail, uint64_t *goal)
+enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns,
+                                      uint64_t *pending_ns, bool running, uint64_t now,
+                                      uint64_t avail, bool recheck, uint64_t *goal)
 {
-	if (def->min_available && avail >= def->min_available)
+	if (recheck && !*pending_ns)
+		return POLICY_NONE; /* nothing was deferred */
+	if (def->min_available && avail >= def->min_available) {
+		if (recheck)
+			*pending_ns = 0; /* memory is no longer short: the deferred event is moot */
 		return POLICY_NONE;
-	if (running || (last_run_ns && now - last_run_ns < def->min_interval_ms * 1000000u))
+	}
+	if (running || policy_interval_wait(def, last_run_ns, now)) {
+		if (!*pending_ns)
+			*pending_ns = now;
 		return POLICY_DEFER;
+	}
+	*pending_ns = 0; /* this run answers every event deferred until now */
 	*goal = def->goal            ? def->goal
 	        : def->min_available ? def->min_available - avail
 	                             : UINT64_MAX;
@@ -1265,6 +1355,8 @@ static void polstate_maybe_free(struct polstate *ps)
 		cg_free(cg);
 	}
 	pressure_watch_free(ps->psi);
+	if (ps->psi_later.ev)
+		event_free(ps->psi_later.ev);
 	free(ps);
 }
 
@@ -1273,11 +1365,13 @@ static void polstate_retire(struct polstate *ps)
 	ps->dead = true;
 	pressure_watch_free(ps->psi);
 	ps->psi = NULL;
+	if (ps->psi_later.ev)
+		evtimer_del(ps->psi_later.ev);
 	for (struct cgwatch *cg = ps->cgs; cg; cg = cg->next) {
 		pressure_watch_free(cg->w);
 		cg->w = NULL;
-		if (cg->recheck)
-			evtimer_del(cg->recheck);
+		if (cg->recheck.ev)
+			evtimer_del(cg->recheck.ev);
 	}
 	polstate_maybe_free(ps);
 }
@@ -1291,6 +1385,7 @@ static struct polstate *polstate_new(struct ctld *d, const struct policy *def)
 	ps->def = *def;
 	char err[512];
 	if (def->on == POLICY_ON_PSI) {
+		ps->psi_later.ev = evtimer_new(d->base, on_psi_later, ps);
 		ps->psi =
 		        pressure_watch_psi(d->base, def->psi_file, def->psi_full, def->psi_stall_us,
 		                           def->psi_window_us, on_psi_event, ps, err, sizeof(err));

@@ -126,7 +126,7 @@ uint64_t policy_reclaimable(const struct proc_snap *s);
 enum policy_verdict {
 	POLICY_NONE,    /* nothing to do */
 	POLICY_ACT,     /* start a ladder run */
-	POLICY_DEFER,   /* would act, but within min_interval (cgroup: look again after it) */
+	POLICY_DEFER,   /* would act, but within min_interval or a run: looked at again after */
 	POLICY_REARMED, /* cgroup usage under low: the next crossing of high acts */
 };
 /* A cgroup policy's hysteresis over one cgroup. */
@@ -154,11 +154,33 @@ void policy_cg_thresholds(const struct policy *def, uint64_t limit,
 enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_state *st,
                                      uint64_t usage, uint64_t limit, uint64_t now, bool recheck,
                                      bool running);
-/* A PSI event at now: ACT (with *goal: bytes to release, UINT64_MAX: all reclaimable),
- * NONE (MemAvailable avail is not under min_available), DEFER (a run is out, or the last
- * began less than min_interval ago: dropped, the next event counts). */
-enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns, bool running,
-                                      uint64_t now, uint64_t avail, uint64_t *goal);
+/* How long until min_interval since a run that began at last_run_ns (0: none) is over at
+ * now: 0 when it is. The one clock of every deferral: a cgroup crossing and a PSI event
+ * that come within it are looked at again when it ends. */
+uint64_t policy_interval_wait(const struct policy *def, uint64_t last_run_ns, uint64_t now);
+/* The limit a cgroup policy's shares and bands are of: the limit (v1), memory.max (v2),
+ * else memory.high (v2 without a max). */
+struct cg_memory;
+uint64_t policy_cg_limit(const struct cg_memory *m);
+/* cgroup v2 signals usage only through memory.events, which the kernel changes when a
+ * charge goes over memory.high (a 'high' event each time a task is throttled, at most
+ * every 10 ms: while usage climbs there, each change brings a fresh memory.current, so a
+ * climb to a higher band acts as on v1) or hits memory.max; a PSI trigger on
+ * memory.pressure re-reads memory.current too, but reports stalls, which come near a limit.
+ * The usage from which a v2 cgroup gives events (0: v1, whose thresholds are the policy's
+ * own); when it is above the policy's high, the range between is blind. */
+uint64_t policy_cg_v2_signal_from(const struct cg_memory *m);
+/* A PSI event at now, or (recheck) the look when min_interval or the run it waited for
+ * ended. ACT (with *goal: bytes to release, UINT64_MAX: all reclaimable); NONE
+ * (MemAvailable avail is not under min_available: a pending event is dropped then, memory
+ * is no longer short); DEFER (a run is out, or the last began less than min_interval ago):
+ * the event is remembered in *pending_ns (the first such event's time) and acted on at the
+ * recheck, once for every event deferred. A stall the kernel reported is a real event,
+ * not a level that can be read again: a short stall that fired once within the interval
+ * is acted on when the interval ends (unless min_available says memory is back). */
+enum policy_verdict policy_psi_decide(const struct policy *def, uint64_t last_run_ns,
+                                      uint64_t *pending_ns, bool running, uint64_t now,
+                                      uint64_t avail, bool recheck, uint64_t *goal);
 /* Does a run over cgroup dir (NULL: not a cgroup's run) cover a process whose memory
  * cgroup is proc_cg (NULL: unknown)? scope = all: every process. */
 bool policy_cg_covers(const struct policy *def, const char *proc_cg, const char *dir);

@@ -415,20 +415,80 @@ Test(policydecide, min_interval_spaces_the_runs)
 	             POLICY_DEFER);
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(85), LIMIT, t + 2000 * MS, false, false),
 	             POLICY_ACT);
-	/* psi policies: an event within min_interval is dropped */
+	/* psi policies: the same interval, from the same clock */
 	struct policy_conf *pc2;
 	const struct policy *psi = one_policy(&pc2, "[policy p]\non = psi\npsi = some 150ms 2s\n"
 	                                            "actions = trim\nmin_interval = 2s\n");
-	uint64_t goal = 0;
-	cr_assert_eq(policy_psi_decide(psi, t, false, t + 1999 * MS, UINT64_MAX, &goal),
-	             POLICY_DEFER);
-	cr_assert_eq(policy_psi_decide(psi, t, false, t + 2000 * MS, UINT64_MAX, &goal),
-	             POLICY_ACT);
+	cr_assert_eq(policy_interval_wait(psi, t, t + 1500 * MS), 500 * MS);
+	cr_assert_eq(policy_interval_wait(psi, t, t + 2000 * MS), 0);
+	cr_assert_eq(policy_interval_wait(psi, 0, t), 0, "no run yet: no interval");
+	uint64_t goal = 0, pending = 0;
+	cr_assert_eq(
+	        policy_psi_decide(psi, t, &pending, false, t + 2000 * MS, UINT64_MAX, false, &goal),
+	        POLICY_ACT);
 	cr_assert_eq(goal, UINT64_MAX, "no goal, no min_available: all reclaimable");
-	cr_assert_eq(policy_psi_decide(psi, t, true, t + 5000 * MS, UINT64_MAX, &goal),
-	             POLICY_DEFER, "a run is out");
 	policy_conf_free(pc);
 	policy_conf_free(pc2);
+}
+
+Test(policydecide, a_psi_event_within_min_interval_is_acted_on_when_it_ends)
+{
+	struct policy_conf *pc;
+	const struct policy *psi = one_policy(&pc, "[policy p]\non = psi\npsi = some 150ms 2s\n"
+	                                           "actions = trim\nmin_interval = 2s\n");
+	uint64_t t = 10000 * MS, goal = 0, pending = 0;
+	/* a short stall fires once, 0.3 s after the last run began: remembered, not dropped */
+	cr_assert_eq(
+	        policy_psi_decide(psi, t, &pending, false, t + 300 * MS, UINT64_MAX, false, &goal),
+	        POLICY_DEFER);
+	cr_assert_eq(pending, t + 300 * MS, "the deferred event was not remembered");
+	/* another within the interval: the same pending event (one run answers both) */
+	cr_assert_eq(
+	        policy_psi_decide(psi, t, &pending, false, t + 1900 * MS, UINT64_MAX, false, &goal),
+	        POLICY_DEFER);
+	cr_assert_eq(pending, t + 300 * MS);
+	/* the look when the interval ends acts on it, though no event came since */
+	cr_assert_eq(
+	        policy_psi_decide(psi, t, &pending, false, t + 2000 * MS, UINT64_MAX, true, &goal),
+	        POLICY_ACT, "the stall reported within min_interval was never acted on");
+	cr_assert_eq(goal, UINT64_MAX);
+	cr_assert_eq(pending, 0, "acted on: nothing pending any more");
+	/* a look with nothing deferred does nothing */
+	cr_assert_eq(
+	        policy_psi_decide(psi, t, &pending, false, t + 2100 * MS, UINT64_MAX, true, &goal),
+	        POLICY_NONE);
+	/* an event while a run is out waits for it (and then for the interval) */
+	cr_assert_eq(policy_psi_decide(psi, t + 2000 * MS, &pending, true, t + 2050 * MS,
+	                               UINT64_MAX, false, &goal),
+	             POLICY_DEFER, "a run is out");
+	cr_assert_eq(pending, t + 2050 * MS);
+	cr_assert_eq(policy_psi_decide(psi, t + 2000 * MS, &pending, false, t + 3000 * MS,
+	                               UINT64_MAX, true, &goal),
+	             POLICY_DEFER, "the run ended, but its interval did not");
+	cr_assert_eq(policy_psi_decide(psi, t + 2000 * MS, &pending, false, t + 4000 * MS,
+	                               UINT64_MAX, true, &goal),
+	             POLICY_ACT);
+	policy_conf_free(pc);
+	/* with min_available the deferred event acts only if memory is still short then, with
+	 * the goal of that moment */
+	psi = one_policy(&pc, "[policy p]\non = psi\npsi = some 150ms 2s\nmin_available = 512M\n"
+	                      "actions = trim\nmin_interval = 2s\n");
+	pending = 0;
+	cr_assert_eq(policy_psi_decide(psi, t, &pending, false, t + 300 * MS, 100ull << 20, false,
+	                               &goal),
+	             POLICY_DEFER);
+	cr_assert_eq(policy_psi_decide(psi, t, &pending, false, t + 2000 * MS, 500ull << 20, true,
+	                               &goal),
+	             POLICY_ACT);
+	cr_assert_eq(goal, 12ull << 20, "the goal is what is short when it acts");
+	cr_assert_eq(policy_psi_decide(psi, t + 2000 * MS, &pending, false, t + 2100 * MS,
+	                               100ull << 20, false, &goal),
+	             POLICY_DEFER);
+	cr_assert_eq(policy_psi_decide(psi, t + 2000 * MS, &pending, false, t + 4000 * MS,
+	                               600ull << 20, true, &goal),
+	             POLICY_NONE, "acted though MemAvailable was back above min_available");
+	cr_assert_eq(pending, 0, "a moot event stays pending");
+	policy_conf_free(pc);
 }
 
 Test(policydecide, min_available_gates_a_psi_policy_and_sets_its_goal)
@@ -437,10 +497,13 @@ Test(policydecide, min_available_gates_a_psi_policy_and_sets_its_goal)
 	const struct policy *po = one_policy(&pc, "[policy p]\non = psi\npsi = some 150ms 2s\n"
 	                                          "min_available = 512M\nactions = trim\n");
 	uint64_t goal = 0, t = 10000 * MS;
-	cr_assert_eq(policy_psi_decide(po, 0, false, t, 1ull << 30, &goal), POLICY_NONE,
-	             "acted with 1 GiB available, min_available 512 MiB");
-	cr_assert_eq(policy_psi_decide(po, 0, false, t, 512ull << 20, &goal), POLICY_NONE);
-	cr_assert_eq(policy_psi_decide(po, 0, false, t, 400ull << 20, &goal), POLICY_ACT);
+	uint64_t none = 0;
+	cr_assert_eq(policy_psi_decide(po, 0, &none, false, t, 1ull << 30, false, &goal),
+	             POLICY_NONE, "acted with 1 GiB available, min_available 512 MiB");
+	cr_assert_eq(policy_psi_decide(po, 0, &none, false, t, 512ull << 20, false, &goal),
+	             POLICY_NONE);
+	cr_assert_eq(policy_psi_decide(po, 0, &none, false, t, 400ull << 20, false, &goal),
+	             POLICY_ACT);
 	cr_assert_eq(goal, 112ull << 20, "the goal is what brings MemAvailable back to 512 MiB");
 	policy_conf_free(pc);
 }

@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 
+#include "policy.h"
 #include "pressure.h"
 
 struct seen {
@@ -171,6 +172,99 @@ Test(pressure, cgroup_v2_memory_events_are_reported_with_the_figures)
 	pressure_watch_free(w);
 	const char *names[] = {"memory.current", "memory.max", "memory.high"};
 	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+	event_base_free(b);
+}
+
+static bool got_more(struct seen *s)
+{
+	return s->n > (int)s->high; /* high: the count to pass (this test's use of it) */
+}
+
+static void write_u64(const char *dir, const char *name, uint64_t v)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)v);
+	write_file(dir, name, text);
+}
+
+/* One memory.events change as the kernel makes it when a charge goes over memory.high
+ * (the 'high' count), memory.current at usage: the figures the watcher delivered. */
+static struct cg_memory v2_throttled(struct event_base *b, struct seen *s, const char *dir,
+                                     uint64_t usage, int high_events)
+{
+	char text[96];
+	write_u64(dir, "memory.current", usage);
+	snprintf(text, sizeof(text), "low 0\nhigh %d\nmax 0\noom 0\noom_kill 0\n", high_events);
+	s->high = (uint64_t)s->n;
+	write_file(dir, "memory.events", text);
+	cr_assert(loop_until(b, got_more, s, 5000), "no event for memory.events 'high %d'",
+	          high_events);
+	cr_assert(s->last.have_memory);
+	cr_assert_eq(s->last.mem.usage, usage, "memory.current was not read again on the event");
+	return s->last.mem;
+}
+
+Test(pressure, cgroup_v2_a_climb_between_memory_high_and_max_acts_again)
+{
+	char dir[] = "/tmp/ctld-pressure-v2b.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	const uint64_t max = 1000ull << 20, mib = 1ull << 20;
+	/* the policy: high 80% (at memory.high), low 60%; bands from 80, 85, 90, 95% of max */
+	struct policy def;
+	memset(&def, 0, sizeof(def));
+	def.on = POLICY_ON_CGROUP;
+	def.high.ppm = 800000;
+	def.low.ppm = 600000;
+	write_u64(dir, "memory.current", 700 * mib);
+	write_u64(dir, "memory.max", max);
+	write_u64(dir, "memory.high", max / 10 * 8);
+	write_file(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	struct cg_memory m;
+	cr_assert_eq(cgroup_memory_read(dir, &m), 0);
+	uint64_t th[POLICY_CG_BANDS + 1];
+	policy_cg_thresholds(&def, policy_cg_limit(&m), th);
+	cr_assert_eq(th[0], max / 10 * 8);
+	cr_assert_eq(policy_cg_v2_signal_from(&m), th[0],
+	             "memory.high at the policy's high: every climb above it is signalled");
+	struct event_base *b = event_base_new();
+	struct seen s = {0};
+	char err[256];
+	struct pressure_watch *w = pressure_watch_cgroup(b, dir, th, POLICY_CG_BANDS + 1, 0, 0,
+	                                                 on_event, &s, err, sizeof(err));
+	cr_assert_not_null(w, "%s", err);
+	struct policy_cg_state st = {.armed = true};
+	uint64_t t = 10000000000ull;
+	/* over memory.high: throttled, counted, the policy acts (band 1) */
+	m = v2_throttled(b, &s, dir, max / 100 * 81, 1);
+	cr_assert_eq(policy_cg_decide(&def, &st, m.usage, policy_cg_limit(&m), t, false, false),
+	             POLICY_ACT);
+	st.last_run_ns = t;
+	/* the memory was still in use: usage goes on climbing, each throttled charge counted */
+	m = v2_throttled(b, &s, dir, max / 100 * 84, 4);
+	cr_assert_eq(policy_cg_decide(&def, &st, m.usage, policy_cg_limit(&m), t + 1, false, false),
+	             POLICY_NONE, "the same band: hysteresis holds");
+	m = v2_throttled(b, &s, dir, max / 100 * 91, 9);
+	cr_assert_eq(policy_cg_decide(&def, &st, m.usage, policy_cg_limit(&m), t + 2, false, false),
+	             POLICY_ACT, "a climb to a higher band on v2 was not acted on");
+	cr_assert_eq(st.band, 3);
+	/* memory.high unset, or above the policy's high: nothing until it (or memory.max) */
+	write_file(dir, "memory.high", "max\n");
+	cr_assert_eq(cgroup_memory_read(dir, &m), 0);
+	cr_assert_eq(policy_cg_limit(&m), max);
+	cr_assert_eq(policy_cg_v2_signal_from(&m), max);
+	write_u64(dir, "memory.high", max / 100 * 90);
+	cr_assert_eq(cgroup_memory_read(dir, &m), 0);
+	cr_assert_eq(policy_cg_v2_signal_from(&m), max / 100 * 90);
+	m.version = 1;
+	cr_assert_eq(policy_cg_v2_signal_from(&m), 0, "v1 has usage thresholds");
+	pressure_watch_free(w);
+	const char *names[] = {"memory.current", "memory.max", "memory.high", "memory.events"};
+	for (int i = 0; i < 4; i++) {
+		char path[512];
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		unlink(path);
 	}
