@@ -859,10 +859,10 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		base = span_base(h, s);
 	}
 	heap_map_span(h, s, false);
-	heap_touch(h, s->first, s->npages); /* the program may write all of it */
-	if (dirty < s->npages && !extra && TUN(madvise_throttle) &&
+	if (!extra && heap_populate_may(h, s, dirty) && TUN(madvise_throttle) &&
 	    !arena_dirty_at_least(a, HEAP_HOLES_PAGES)) /* no holes a growth could take */
 		heap_populate_ahead(h, s, dirty);
+	heap_touch(h, s->first, s->npages); /* the program may write all of it */
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	arena_unlock(a);
 	return base;

@@ -496,14 +496,108 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint3
 }
 
 static bool populate_missing; /* the kernel has no MADV_POPULATE_WRITE (atomic) */
+static bool huge_missing;     /* no transparent huge pages for advised ranges (atomic) */
+
+uint32_t heap_huge_cost, heap_page_cost; /* atomic: see heap.h */
+int heap_huge_policy;                    /* atomic: see heap.h */
+static uint64_t huge_tried_ns;           /* atomic: when huge ranges were last populated */
+
+/* Bits of the huge ranges [c0, c1) (pages, multiples of HEAP_HUGE_PAGES) in `huge`. */
+static uint32_t huge_bits(uint32_t c0, uint32_t c1)
+{
+	uint32_t k0 = c0 / HEAP_HUGE_PAGES, k1 = c1 / HEAP_HUGE_PAGES;
+	return (k1 - k0 >= 32 ? ~0u : (1u << (k1 - k0)) - 1) << k0;
+}
+
+/* Advise the huge ranges of `bits` back to pages (MADV_NOHUGEPAGE), a call per run of
+ * them; a range the kernel refuses stays in `huge` (the next purge there tries again). */
+static void huge_drop(struct heap *h, uint32_t bits)
+{
+	while (bits) {
+		uint32_t k0 = (uint32_t)__builtin_ctz(bits), k1 = k0;
+		while (k1 < 32 && bits >> k1 & 1)
+			k1++;
+		uint32_t run = huge_bits(k0 * HEAP_HUGE_PAGES, k1 * HEAP_HUGE_PAGES);
+		bits &= ~run;
+		if (os_huge((char *)h + ((size_t)k0 * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
+		            (size_t)(k1 - k0) * HEAP_HUGE_PAGES << LA_PAGE_SHIFT, false, h->c) == 0)
+			h->huge &= ~run;
+	}
+}
+
+bool heap_huge_worth(uint64_t now)
+{
+	int policy = __atomic_load_n(&heap_huge_policy, __ATOMIC_RELAXED);
+	if (policy)
+		return policy > 0;
+	uint32_t hc = __atomic_load_n(&heap_huge_cost, __ATOMIC_RELAXED);
+	uint32_t pc = __atomic_load_n(&heap_page_cost, __ATOMIC_RELAXED);
+	if (!hc || !pc || hc <= pc)
+		return true;
+	/* huge pages came in slower than pages: try them again once a period */
+	uint64_t last = __atomic_load_n(&huge_tried_ns, __ATOMIC_RELAXED);
+	if (now - last < (uint64_t)HEAP_HUGE_RETRY_MS * 1000000u)
+		return false;
+	__atomic_store_n(&huge_tried_ns, now, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* The huge ranges to advise before populating pages [from, base + *ahead) for a growth
+ * that took `rate` pages in the last windows, where pages
+ * [base, ...) are the free span rs's fresh ones (its first `base - r` are resident) and
+ * pages [from, base) those of the block before it: whole ranges, from the first that
+ * starts at or after `from` with none of its pages resident, to the end of the one the
+ * last page falls in, within rs; extends *ahead to their end. Returns their bits (0:
+ * none). */
+static uint32_t huge_plan(struct heap *h, uint32_t from, uint32_t base, const struct span *rs,
+                          uint32_t *ahead, uint32_t rate, uint64_t now)
+{
+	/* a huge range ahead only for a growth that took twice as much lately (4 MiB in 20
+	 * to 40 ms): like the pages ahead, what is populated is at most what the last
+	 * windows took (a growth spurt of a few MiB, sizes-sweep's, gets none) */
+	bool always = __atomic_load_n(&heap_huge_policy, __ATOMIC_RELAXED) > 0;
+	if ((rate < HEAP_HUGE_RATE && !always) ||
+	    __atomic_load_n(&huge_missing, __ATOMIC_RELAXED) || !heap_huge_worth(now))
+		return 0;
+	if (os_huge_size() != (size_t)HEAP_HUGE_PAGES << LA_PAGE_SHIFT) {
+		__atomic_store_n(&huge_missing, true, __ATOMIC_RELAXED);
+		return 0;
+	}
+	const uint32_t H = HEAP_HUGE_PAGES;
+	uint32_t c0 = (from + H - 1) / H * H;
+	if (c0 < base && heap_resident_in(h, c0, base - c0)) /* the block took resident pages */
+		c0 += H;
+	uint32_t c1 = LA_MIN((base + *ahead + H - 1) / H * H, (rs->first + rs->npages) / H * H);
+	if (c1 < c0 + H)
+		return 0;
+	*ahead = c1 - base;
+	return huge_bits(c0, c1);
+}
 
 uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 {
 	uint32_t fresh = s->npages - dirty;
-	if (!fresh || __atomic_load_n(&populate_missing, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&populate_missing, __ATOMIC_RELAXED))
 		return 0;
 	if (s->npages > HEAP_AHEAD_PAGES)
 		return 0; /* a block this large faults in only what the program writes */
+	/* what to populate: s's fresh pages and pages ahead of it, in the free span right
+	 * after s when none of it is resident (else the next growth takes those first); or,
+	 * for a growth fast enough for huge ranges, when s took only resident pages and
+	 * those left ahead of it, populated before (a prefix of that span), are fewer than s
+	 * took, pages after them (the refill: no span takes the first page of the next huge
+	 * range on its own, fault by fault, before a block asks for it) */
+	uint32_t r = s->first + s->npages, d = 0;
+	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
+	if (rs && rs->kind != SPAN_FREE)
+		rs = NULL;
+	if (!fresh) {
+		if (!rs || rs->dirty >= s->npages || heap_resident_in(h, r, rs->dirty) != rs->dirty)
+			return 0;
+		d = rs->dirty;
+	} else if (rs && rs->dirty) {
+		rs = NULL;
+	}
 	/* the rate of fresh pages: this window's and the previous one's, if it was the last */
 	uint64_t now = os_now_ns(), window = (uint64_t)HEAP_FAST_WINDOW_MS * 1000000u;
 	if (now - h->fresh_ns >= window) {
@@ -514,28 +608,62 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 	/* the rate before this block: one large block alone is no fast growth */
 	uint32_t rate = h->fresh_pages + h->fresh_prev;
 	h->fresh_pages += fresh;
-	if (rate < HEAP_FAST_PAGES)
+	if (rate < (fresh ? HEAP_FAST_PAGES : HEAP_HUGE_RATE) ||
+	    (!fresh && (!rs || d == rs->npages)))
 		return 0;
-	/* ahead: as many pages as the growth took lately, bounded, of the free span right
-	 * after s when none of it is resident (else the next growth takes those first) */
-	uint32_t r = s->first + s->npages, ahead = 0;
-	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
-	if (rs && rs->kind == SPAN_FREE && rs->dirty == 0)
-		ahead = LA_MIN(LA_MIN(rate, HEAP_AHEAD_PAGES), rs->npages);
-	int err = os_populate(span_base(h, s), (size_t)(s->npages + ahead) << LA_PAGE_SHIFT, h->c);
+	/* ahead: as many pages as the growth took lately, bounded (to the end of a huge
+	 * range where those come) */
+	uint32_t base = r + d, ahead = 0, huge = 0;
+	if (rs) {
+		ahead = LA_MIN(LA_MIN(rate, HEAP_AHEAD_PAGES), rs->npages - d);
+		uint32_t want = ahead;
+		huge = huge_plan(h, fresh ? s->first : base, base, rs, &want, rate, now);
+		if (huge) {
+			uint32_t k0 = (uint32_t)__builtin_ctz(huge);
+			uint32_t n = (uint32_t)__builtin_popcount(huge) * HEAP_HUGE_PAGES;
+			int e = os_huge((char *)h + ((size_t)k0 * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
+			                (size_t)n << LA_PAGE_SHIFT, true, h->c);
+			if (e == 0) {
+				h->huge |= huge;
+				ahead = want;
+			} else {
+				if (e == EINVAL) /* a kernel without THP */
+					__atomic_store_n(&huge_missing, true, __ATOMIC_RELAXED);
+				huge = 0;
+			}
+		}
+	}
+	uint32_t from = fresh ? s->first : base, pages = base + ahead - from;
+	int err = os_populate((char *)h + ((size_t)from << LA_PAGE_SHIFT),
+	                      (size_t)pages << LA_PAGE_SHIFT, h->c);
 	if (err == EINVAL) /* the kernel lacks it (or a page was made unwritable): no more */
 		__atomic_store_n(&populate_missing, true, __ATOMIC_RELAXED);
+	if (!err) {
+		/* what it cost a page, into the moving average of calls with huge ranges or
+		 * of those without (a quarter each call: a huge page the host must give back
+		 * costs 30 times a hot one, and both come from the same free lists) */
+		uint64_t ns = (os_now_ns() - now) / pages;
+		uint32_t cost = ns > UINT32_MAX / 2 ? UINT32_MAX / 2 : ns ? (uint32_t)ns : 1;
+		uint32_t *avg = huge ? &heap_huge_cost : &heap_page_cost;
+		uint32_t c = __atomic_load_n(avg, __ATOMIC_RELAXED);
+		c = c ? c - c / 4 + cost / 4 : cost;
+		__atomic_store_n(avg, c ? c : 1, __ATOMIC_RELAXED);
+		if (huge)
+			__atomic_store_n(&huge_tried_ns, now, __ATOMIC_RELAXED);
+	}
+	if (err && huge)
+		huge_drop(h, huge); /* not all in: khugepaged must not fill the rest */
 	if (!ahead)
 		return 0;
 	if (err) {
 		/* it stopped at some page (ENOMEM, EINVAL, ...): those before it are in */
-		int32_t gone = (int32_t)heap_measure_range(h, r, ahead);
+		int32_t gone = (int32_t)heap_measure_range(h, base, ahead);
 		rs->dirty = (uint32_t)((int32_t)rs->dirty - gone);
 		dirty_add(h, -gone);
-		ahead = rs->dirty;
+		ahead = rs->dirty - d;
 	} else {
-		heap_touch(h, r, ahead);
-		rs->dirty = ahead;
+		heap_touch(h, base, ahead);
+		rs->dirty += ahead;
 		dirty_add(h, ahead);
 	}
 	if (rs->dirty)
@@ -638,6 +766,14 @@ static bool purge_span(struct heap *h, struct span *s)
 {
 	if (os_purge(span_base(h, s), (size_t)s->npages << LA_PAGE_SHIFT, h->c) != 0)
 		return false;
+	/* huge ranges it touches: a whole one went back at once; a part of one split it, and
+	 * the kernel keeps the whole huge page until the rest goes too (or memory pressure
+	 * splits it). Either way the range faults a page at a time from now on. */
+	const uint32_t H = HEAP_HUGE_PAGES;
+	uint32_t huge =
+	        h->huge & huge_bits(s->first / H * H, (s->first + s->npages + H - 1) / H * H);
+	if (huge)
+		huge_drop(h, huge);
 	uint32_t before = 0;
 	BITS_FOR(h->resident, s->first, s->npages, word & ~mask);
 	resident_add(h, -(int64_t)before);

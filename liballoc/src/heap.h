@@ -93,6 +93,8 @@ struct heap {
 	uint8_t reserved2[3];
 	uint32_t fresh_pages;  /* populate-ahead: pages taken fresh in the current window... */
 	uint32_t fresh_prev;   /* ... and in the one before (0 if that was not the last) */
+	uint32_t huge;         /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
+	                        * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears) */
 	uint64_t fresh_ns;     /* when the current window began */
 	struct la_counters *c; /* the owning arena's published counters */
 	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
@@ -101,6 +103,10 @@ struct heap {
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 };
 _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
+/* A transparent huge page: 2 MiB, 512 pages, at 2 MiB-aligned addresses (a heap's are: it
+ * is aligned to its size). The heap's `huge` mask has a bit per such range. */
+#define HEAP_HUGE_PAGES 512u
+_Static_assert(LA_HEAP_PAGES / HEAP_HUGE_PAGES <= 32, "a bit per huge range in `huge`");
 _Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
 
 /* pagemap entries: bits 0-25 the byte offset in the heap of the first page of the
@@ -239,22 +245,58 @@ uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
 /* Return the dirty pages of free spans stamped before epoch `before` (wrapping compare).
  * Returns the pages purged; younger ones stay (dirty_pages). */
 uint32_t heap_purge_aged(struct heap *h, uint32_t before);
-/* Populate-ahead: large span s (just taken, `dirty` of its pages resident already) is
- * about to be written whole. While the heap takes fresh (not resident) pages fast (at least
+/* Populate-ahead: large span s (just taken, `dirty` of its pages resident already, their
+ * `resident` bits not set yet for the others: the caller calls heap_touch after) is about
+ * to be written whole. While the heap takes fresh (not resident) pages fast (at least
  * HEAP_FAST_PAGES, before s, within the last one or two HEAP_FAST_WINDOW_MS windows), the
  * fresh pages of s (when it is at most HEAP_AHEAD_PAGES: a larger block faults in only
  * what the program writes) and up to as many again of the free span after it, at most
  * HEAP_AHEAD_PAGES, are faulted in by one MADV_POPULATE_WRITE instead of a fault per page;
  * the pages populated ahead are counted resident (dirty in their free span) from then on.
- * Returns the pages populated ahead. */
+ * Where the kernel gives transparent huge pages to advised ranges (os_huge_size: 2 MiB),
+ * the range is extended to the end of the huge range its last page falls in, and every
+ * whole huge range in it (none of its pages resident, all in s and the free span after
+ * it) is advised MADV_HUGEPAGE first: the populate faults it in as one huge page.
+ * purge_span advises a huge range back (MADV_NOHUGEPAGE) when any of its pages is
+ * purged: a page faulted in there later is one page, not 512, and khugepaged never fills
+ * its holes (the `resident` bits stay exact). Huge ranges only while they come in faster
+ * than pages: each successful populate's time per page goes into a moving average
+ * (heap_huge_cost: of the calls with huge ranges; heap_page_cost: of those without), and
+ * while huge pages cost more, they are tried again once every HEAP_HUGE_RETRY_MS (a VM
+ * whose host takes freed memory back, free page reporting, refaults a huge page freed a
+ * second ago several times slower than 512 pages). Returns the pages populated ahead. */
 #define HEAP_FAST_WINDOW_MS 20u
 #define HEAP_FAST_PAGES     256u
 #define HEAP_AHEAD_PAGES    128u
 #define HEAP_HOLES_PAGES    256u
+#define HEAP_HUGE_RETRY_MS  1000u
+#define HEAP_HUGE_RATE      1024u /* pages the last windows took, at least, for huge ranges */
+/* ns per page of populates with huge ranges and without, moving averages (atomics, 0:
+ * none yet) */
+extern uint32_t heap_huge_cost, heap_page_cost;
+/* 0: huge ranges while they cost less (above); 1: always, at any fast growth (above
+ * HEAP_FAST_PAGES), -1: never (tests set it) */
+extern int heap_huge_policy;
+/* May a populate at time now (os_now_ns) use huge ranges? A try after they lost counts:
+ * the next one is HEAP_HUGE_RETRY_MS later. */
+bool heap_huge_worth(uint64_t now);
 /* The caller asks only while the arena holds fewer than HEAP_HOLES_PAGES resident free
  * pages in all its heaps: it grows into new memory, not into its holes (a heap that
  * breathes takes those, and pages populated ahead would add to them). */
 uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty);
+/* Whether heap_populate_ahead may do anything for s, without the clock: s takes fresh
+ * pages, or it took pages populated ahead and the heap grew fast enough for huge ranges
+ * lately (the refill). */
+LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uint32_t dirty)
+{
+	if (dirty < s->npages)
+		return true;
+	uint32_t r = s->first + s->npages;
+	if (h->fresh_pages + h->fresh_prev < HEAP_HUGE_RATE || r >= LA_HEAP_PAGES)
+		return false;
+	const struct span *rs = &h->desc[h->spanidx[r]];
+	return rs->kind == SPAN_FREE && rs->dirty < s->npages;
+}
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
 uint32_t heap_data_pages(void);

@@ -100,6 +100,32 @@ int os_populate(void *p, size_t size, struct la_counters *c)
 	return madvise(p, size, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
 }
 
+int os_huge(void *p, size_t size, bool on, struct la_counters *c)
+{
+	STAT_ADD(c, madvise_calls, 1);
+	STAT_ADD(c, madvise_bytes, size);
+	return madvise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 ? 0 : errno;
+}
+
+size_t os_huge_size(void)
+{
+	static size_t size = 1; /* 1: not read yet (atomic) */
+	size_t s = __atomic_load_n(&size, __ATOMIC_RELAXED);
+	if (s != 1)
+		return s;
+	char buf[128];
+	s = 0;
+	/* e.g. "always [madvise] never": the bracketed word is the mode */
+	if (os_read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) > 0 &&
+	    (strstr(buf, "[always]") || strstr(buf, "[madvise]")) &&
+	    os_read_small("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof(buf)) >
+	            0)
+		for (const char *d = buf; *d >= '0' && *d <= '9'; d++)
+			s = s * 10 + (size_t)(*d - '0');
+	__atomic_store_n(&size, s, __ATOMIC_RELAXED);
+	return s;
+}
+
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 {
 	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);

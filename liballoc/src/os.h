@@ -21,6 +21,13 @@ int os_purge(void *p, size_t size, struct la_counters *c);
 /* Fault pages in, writable, in one call (MADV_POPULATE_WRITE, Linux 5.14): 0 or an errno
  * value (EINVAL where the kernel lacks it: the caller stops asking). */
 int os_populate(void *p, size_t size, struct la_counters *c);
+/* Transparent huge pages on [p, p+size) (2 MiB-aligned, whole 2 MiB ranges) from its next
+ * faults on (MADV_HUGEPAGE), or off again (MADV_NOHUGEPAGE: its faults are a page each and
+ * khugepaged leaves it alone): 0 or an errno value (EINVAL: a kernel without THP). */
+int os_huge(void *p, size_t size, bool on, struct la_counters *c);
+/* The size of a transparent huge page when the kernel gives them to ranges advised with
+ * os_huge (THP `enabled` is `always` or `madvise`), 0 if not (`never`, no THP, unknown). */
+size_t os_huge_size(void);
 /* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);
 /* While a thread has this set, every range it purges or unmaps is measured first (mincore)

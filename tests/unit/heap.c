@@ -5,7 +5,9 @@
  * header pages a heap touches follow its spans, not its pages. Linked with liballoc.a;
  * every test runs in its own process. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include "arena.h"
 #include "heap.h"
 #include "liballoc.h"
+#include "os.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -248,6 +251,7 @@ static void grow(void **b, int n, unsigned pace_us)
 /* No decay pass (decay_ms 0) and no frees: every madvise call is a populate. */
 Test(populate, a_heap_growing_fast_populates_ahead_and_counts_it)
 {
+	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
 	set("decay_ms", 0);
 	set("mmap_threshold", 1 << 20);
 	enum { N = 2048 }; /* 128 MiB, 32768 pages: 16 per block */
@@ -275,6 +279,7 @@ Test(populate, a_heap_growing_fast_populates_ahead_and_counts_it)
 
 Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 {
+	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
 	set("decay_ms", 0);
 	set("mmap_threshold", 1 << 20);
 	enum { FAST = 512, SLOW = 64 };
@@ -282,13 +287,17 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 	void *probe = A(malloc)(64 << 10);
 	struct arena *a = heap_of(probe)->arena;
 	uint64_t base = check_free_resident(a); /* what the runner left free, if anything */
+	struct la_counters before = counters();
 	grow(b, FAST, 0);
-	cr_assert_gt(check_free_resident(a), base, "the growth populated nothing ahead");
+	/* (the pages ahead may all be taken by its last block: count the calls) */
+	cr_assert_gt(counters().madvise_calls, before.madvise_calls,
+	             "the growth populated nothing");
+	check_free_resident(a);
 	/* the growth stops (two windows pass); then a trickle: 16 pages every 5 ms or
 	 * slower, at most 64 + 16 in two windows of 20 ms, under the 256 of a fast heap.
 	 * It first takes the pages the growth populated ahead, then faults in its own. */
 	usleep(2 * HEAP_FAST_WINDOW_MS * 1000);
-	struct la_counters before = counters();
+	before = counters();
 	grow(b + FAST, SLOW, 5000);
 	struct la_counters after = counters();
 	cr_assert_eq(after.madvise_calls, before.madvise_calls,
@@ -302,9 +311,12 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 
 /* A populate that stops part way (here: a free page of the heap made unwritable, which the
  * kernel refuses with EINVAL after faulting in the pages before it, as it refuses the call
- * on kernels before 5.14) counts what came in, no more, and liballoc stops asking. */
+ * on kernels before 5.14) counts what came in, no more, and liballoc stops asking. The
+ * populate is the refill of the pages ahead: the block that takes the last of them asks
+ * for the next ones. */
 Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 {
+	heap_huge_policy = -1;
 	set("decay_ms", 0);
 	set("mmap_threshold", 1 << 20);
 	enum { N = 512 };
@@ -312,7 +324,6 @@ Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 	grow(b, N, 0);
 	struct heap *h = heap_of(b[N - 1]);
 	struct arena *a = h->arena;
-	/* take the pages populated ahead (whole blocks: 128 ahead, 16 a block) */
 	int n = N;
 	arena_lock(a);
 	uint32_t r = heap_page_of(h, b[n - 1]) + 16;
@@ -321,22 +332,26 @@ Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 	uint32_t d = rs->dirty;
 	arena_unlock(a);
 	cr_assert_eq(d % 16, 0, "%u pages ahead", d);
-	for (uint32_t k = 0; k < d / 16; k++, n++) {
+	cr_assert_gt(d, 0, "the growth was not fast");
+	/* the next populate runs into page r + d + 100: the refill asked by the block that
+	 * takes the last of the d pages (a growth as fast as huge ranges want), or else the
+	 * block after them, which takes fresh pages */
+	uint32_t bad_pg = r + d + 100;
+	char *bad = (char *)h + ((size_t)bad_pg << LA_PAGE_SHIFT);
+	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
+	struct la_counters before = counters(), after = before;
+	uint32_t end = r;
+	for (uint32_t k = 0; k <= d / 16 && after.madvise_calls == before.madvise_calls; k++) {
 		b[n] = A(malloc)(64 << 10);
 		cr_assert_eq(heap_page_of(h, b[n]), r + 16 * k);
+		end = r + 16 * (k + 1);
+		after = counters();
+		memset(b[n++], 1, 64 << 10);
 	}
-	/* the next block starts at r + d, fresh; its populate runs into page + 100 */
-	char *bad = (char *)h + ((size_t)(r + d + 16 + 100) << LA_PAGE_SHIFT);
-	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
-	struct la_counters before = counters();
-	b[n] = A(malloc)(64 << 10);
-	struct la_counters after = counters();
 	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ | PROT_WRITE), 0);
-	cr_assert_eq(heap_page_of(h, b[n]), r + d);
 	cr_assert_eq(after.madvise_calls, before.madvise_calls + 1, "the growth was not fast");
-	memset(b[n++], 1, 64 << 10);
-	/* the 100 pages before the unwritable one came in and count, the rest do not */
-	cr_assert_eq(check_free_resident(a), 100);
+	/* the pages before the unwritable one came in and count, the rest do not */
+	cr_assert_eq(check_free_resident(a), bad_pg - end);
 	/* no more populating: blocks fault their pages in as they are written */
 	before = counters();
 	for (int k = 0; k < 48; k++, n++) {
@@ -354,6 +369,7 @@ Test(populate, a_failed_populate_counts_what_came_in_and_stops)
  * grows past them: pages populated ahead would only add to what it holds free. */
 Test(populate, an_arena_with_holes_populates_nothing)
 {
+	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
 	/* an hour's decay: the holes stay resident (with decay_ms 0 the frees' throttle may
 	 * return them while the heap shrinks, as it did under ASan's slower frees) */
 	set("decay_ms", 3600000);
@@ -377,4 +393,147 @@ Test(populate, an_arena_with_holes_populates_nothing)
 		A(free)(c[i]);
 	for (int i = 1; i < N; i += 2)
 		A(free)(b[i]);
+}
+
+/* ---- huge ranges ---------------------------------------------------------------------- */
+
+static long status_kb(const char *file, const char *key)
+{
+	char buf[8192];
+	int fd = open(file, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	cr_assert_gt(n, 0);
+	buf[n] = 0;
+	char *k = strstr(buf, key);
+	cr_assert_not_null(k, "%s: no %s", file, key);
+	return atol(k + strlen(key));
+}
+
+static void need_huge_pages(void)
+{
+	if (os_huge_size() != (size_t)HEAP_HUGE_PAGES << LA_PAGE_SHIFT)
+		cr_skip_test("no transparent huge pages of 2 MiB for advised ranges here");
+	heap_huge_policy = 1;
+}
+
+/* The huge ranges of every heap of arena a are whole in (512 resident pages each);
+ * returns how many there are. */
+static uint32_t huge_ranges_whole(struct arena *a)
+{
+	static unsigned char v[HEAP_HUGE_PAGES];
+	uint32_t n = 0;
+	arena_lock(a);
+	for (struct heap *h = a->heaps; h; h = h->next)
+		for (uint32_t k = 0; k < 32; k++) {
+			if (!(h->huge >> k & 1))
+				continue;
+			cr_assert_eq(
+			        mincore((char *)h + ((size_t)k * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
+			                (size_t)HEAP_HUGE_PAGES << LA_PAGE_SHIFT, v),
+			        0);
+			for (uint32_t i = 0; i < HEAP_HUGE_PAGES; i++)
+				cr_assert(v[i] & 1, "huge range %u of heap %p: page %u not in", k,
+				          (void *)h, i);
+			n++;
+		}
+	arena_unlock(a);
+	return n;
+}
+
+/* A fast growth populates whole 2 MiB ranges the kernel backs with huge pages, counted
+ * page by page as mincore sees them; a trim gives them back whole and advises them back
+ * to pages: growing into them again brings pages, not huge pages. */
+Test(populate, huge_ranges_come_in_whole_and_go_back_whole)
+{
+	need_huge_pages();
+	set("decay_ms", 0);
+	set("idle_heap_release", 0); /* the heaps stay: the second growth reuses their ranges */
+	set("mmap_threshold", 1 << 20);
+	enum { N = 2048 }; /* 128 MiB */
+	static void *b[N];
+	grow(b, N, 0);
+	struct arena *a = heap_of(b[0])->arena;
+	check_free_resident(a);
+	uint32_t ranges = huge_ranges_whole(a);
+	cr_assert_geq(ranges, 8, "%u huge ranges for 128 MiB grown back to back", ranges);
+	long huge_kb = status_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+	cr_assert_geq(huge_kb, 2048, "the kernel gave no huge page (%ld kB)", huge_kb);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+	liballoc_trim(0);
+	check_free_resident(a);
+	arena_lock(a);
+	for (struct heap *h = a->heaps; h; h = h->next)
+		cr_assert_eq(h->huge, 0, "heap %p kept huge ranges %#x", (void *)h, h->huge);
+	arena_unlock(a);
+	cr_assert_eq(status_kb("/proc/self/smaps_rollup", "AnonHugePages:"), 0);
+	/* the same growth again with huge ranges off: no range is left advised, so the same
+	 * pages come in as pages, no huge page among them */
+	heap_huge_policy = -1;
+	grow(b, N, 0);
+	cr_assert_eq(status_kb("/proc/self/smaps_rollup", "AnonHugePages:"), 0);
+	check_free_resident(a);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+}
+
+/* Free blocks inside huge ranges, the others still in use: a trim returns their pages
+ * (the kernel splits the huge page; RssAnon drops by what the trim says), the bits
+ * follow mincore, and those ranges are pages from then on. */
+Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
+{
+	need_huge_pages();
+	set("decay_ms", 0);
+	set("trim_threshold", 1LL << 40); /* frees return nothing on their own */
+	set("mmap_threshold", 1 << 20);
+	enum { N = 2048 };
+	static void *b[N];
+	liballoc_trim(0);
+	(void)status_kb("/proc/self/status", "RssAnon:");
+	grow(b, N, 0);
+	struct arena *a = heap_of(b[0])->arena;
+	cr_assert_geq(huge_ranges_whole(a), 8);
+	for (int i = 0; i < N; i += 2) /* half of every huge range */
+		A(free)(b[i]);
+	check_free_resident(a);
+	long r0 = status_kb("/proc/self/status", "RssAnon:");
+	size_t trim = liballoc_trim(0);
+	long r1 = status_kb("/proc/self/status", "RssAnon:");
+	cr_assert_eq((long)trim, (r0 - r1) * 1024, "trim: %zu bytes said, %ld kB left the RSS",
+	             trim, r0 - r1);
+	cr_assert_geq(trim, (size_t)N / 2 * (64 << 10) * 3 / 4, "%zu bytes trimmed", trim);
+	check_free_resident(a);
+	arena_lock(a);
+	for (struct heap *h = a->heaps; h; h = h->next)
+		cr_assert_eq(h->huge, 0, "heap %p kept huge ranges %#x", (void *)h, h->huge);
+	arena_unlock(a);
+	for (int i = 1; i < N; i += 2) {
+		cr_assert_eq(((unsigned char *)b[i])[65535], 1, "block %d lost its contents", i);
+		A(free)(b[i]);
+	}
+}
+
+/* Huge ranges while they cost less than pages; when they cost more, one try a period. */
+Test(populate, huge_ranges_only_while_they_cost_less)
+{
+	const uint64_t ms = 1000000, t = 1000 * 1000 * ms; /* a clock reading */
+	heap_huge_policy = 0;
+	heap_huge_cost = heap_page_cost = 0;
+	cr_assert(heap_huge_worth(t), "nothing measured yet: try");
+	heap_huge_cost = 300, heap_page_cost = 1000;
+	cr_assert(heap_huge_worth(t), "cheaper: use them");
+	heap_huge_cost = 5000;
+	cr_assert(heap_huge_worth(t), "dearer, never tried: try once");
+	cr_assert_not(heap_huge_worth(t + 1 * ms), "dearer, tried 1 ms ago");
+	cr_assert_not(heap_huge_worth(t + (HEAP_HUGE_RETRY_MS - 1) * ms));
+	cr_assert(heap_huge_worth(t + HEAP_HUGE_RETRY_MS * ms), "a period later: try again");
+	cr_assert_not(heap_huge_worth(t + (HEAP_HUGE_RETRY_MS + 1) * ms));
+	heap_huge_policy = -1;
+	heap_huge_cost = 1;
+	cr_assert_not(heap_huge_worth(t + 10 * HEAP_HUGE_RETRY_MS * ms), "never");
+	heap_huge_policy = 1;
+	heap_huge_cost = 5000;
+	cr_assert(heap_huge_worth(t + 1), "always");
 }
