@@ -834,7 +834,7 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 	cg->high_b = th[0];
 	cg->low_b = th[1];
 	char err[512];
-	cg->w = pressure_watch_cgroup(ps->d->base, dir, th, POLICY_CG_BANDS + 1,
+	cg->w = pressure_watch_cgroup(ps->d->base, dir, th, POLICY_CG_BANDS + 1, ps->def.psi_full,
 	                              ps->def.psi_given ? ps->def.psi_stall_us : 0,
 	                              ps->def.psi_window_us, on_cg_event, cg, err, sizeof(err));
 	cg->recheck.ev = evtimer_new(ps->d->base, on_cg_recheck, cg);

@@ -477,8 +477,9 @@ static void on_cg2(evutil_socket_t fd, short what, void *arg)
 
 struct pressure_watch *pressure_watch_cgroup(struct event_base *base, const char *dir,
                                              const uint64_t *thresholds, int nthresholds,
-                                             uint64_t psi_stall_us, uint64_t psi_window_us,
-                                             pressure_cb cb, void *arg, char *err, size_t errlen)
+                                             bool psi_full, uint64_t psi_stall_us,
+                                             uint64_t psi_window_us, pressure_cb cb, void *arg,
+                                             char *err, size_t errlen)
 {
 	struct cg_memory m;
 	if (errlen)
@@ -540,7 +541,8 @@ struct pressure_watch *pressure_watch_cgroup(struct event_base *base, const char
 	if (psi_stall_us) {
 		snprintf(path, sizeof(path), "%s/memory.pressure", dir);
 		char why[256];
-		if (psi_open(w, base, path, false, psi_stall_us, psi_window_us, why, sizeof(why))) {
+		if (psi_open(w, base, path, psi_full, psi_stall_us, psi_window_us, why,
+		             sizeof(why))) {
 			/* memory.events alone still works: say so once, go on */
 			if (w->psi_ev)
 				event_free(w->psi_ev);

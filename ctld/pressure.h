@@ -67,12 +67,14 @@ struct pressure_watch *pressure_watch_psi(struct event_base *base, const char *p
 /* A cgroup's memory, v1 or v2 as dir shows (memory.usage_in_bytes or memory.current).
  * v1: thresholds at each of the (non-zero) byte values given in thresholds[]. v2: events
  * of memory.events, and a PSI trigger on dir/memory.pressure when psi_stall_us is set
- * (without it, or where it cannot be set, only memory.events: the watcher is returned and
- * err says why). NULL with err on failure; on success err is "" or that warning. */
+ * ("full" or "some" as psi_full says; without it, or where it cannot be set, only
+ * memory.events: the watcher is returned and err says why). NULL with err on failure; on
+ * success err is "" or that warning. */
 struct pressure_watch *pressure_watch_cgroup(struct event_base *base, const char *dir,
                                              const uint64_t *thresholds, int nthresholds,
-                                             uint64_t psi_stall_us, uint64_t psi_window_us,
-                                             pressure_cb cb, void *arg, char *err, size_t errlen);
+                                             bool psi_full, uint64_t psi_stall_us,
+                                             uint64_t psi_window_us, pressure_cb cb, void *arg,
+                                             char *err, size_t errlen);
 
 void pressure_watch_free(struct pressure_watch *w);
 const char *pressure_watch_path(const struct pressure_watch *w);

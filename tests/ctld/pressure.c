@@ -144,7 +144,7 @@ Test(pressure, cgroup_v2_memory_events_are_reported_with_the_figures)
 	struct seen s = {0};
 	char err[256];
 	struct pressure_watch *w =
-	        pressure_watch_cgroup(b, dir, NULL, 0, 0, 0, on_event, &s, err, sizeof(err));
+	        pressure_watch_cgroup(b, dir, NULL, 0, false, 0, 0, on_event, &s, err, sizeof(err));
 	cr_assert_not_null(w, "%s", err);
 	cr_assert_str_eq(err, "");
 	struct cg_memory m;
@@ -172,6 +172,41 @@ Test(pressure, cgroup_v2_memory_events_are_reported_with_the_figures)
 	pressure_watch_free(w);
 	const char *names[] = {"memory.current", "memory.max", "memory.high"};
 	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+	event_base_free(b);
+}
+
+Test(pressure, cgroup_v2_psi_trigger_is_the_one_the_policy_asked_for)
+{
+	char dir[] = "/tmp/ctld-pressure-v2p.XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	write_file(dir, "memory.current", "1000\n");
+	write_file(dir, "memory.max", "1073741824\n");
+	write_file(dir, "memory.high", "max\n");
+	write_file(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	write_file(dir, "memory.pressure", "");
+	struct event_base *b = event_base_new();
+	struct seen s = {0};
+	char err[256], path[512], got[64] = "";
+	/* a stand-in memory.pressure takes the trigger's text, but a regular file cannot be
+	 * polled for POLLPRI: the watcher goes on with memory.events and says why */
+	struct pressure_watch *w = pressure_watch_cgroup(b, dir, NULL, 0, true, 100000, 2000000,
+	                                                 on_event, &s, err, sizeof(err));
+	cr_assert_not_null(w, "%s", err);
+	cr_assert(strstr(err, "(watching memory.events only)"), "%s", err);
+	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(got, sizeof(got), f));
+	fclose(f);
+	cr_assert_str_eq(got, "full 100000 2000000", "psi = full gave the trigger '%s'", got);
+	pressure_watch_free(w);
+	const char *names[] = {"memory.current", "memory.max", "memory.high", "memory.events",
+	                       "memory.pressure"};
+	for (int i = 0; i < 5; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		unlink(path);
 	}
@@ -233,8 +268,8 @@ Test(pressure, cgroup_v2_a_climb_between_memory_high_and_max_acts_again)
 	struct event_base *b = event_base_new();
 	struct seen s = {0};
 	char err[256];
-	struct pressure_watch *w = pressure_watch_cgroup(b, dir, th, POLICY_CG_BANDS + 1, 0, 0,
-	                                                 on_event, &s, err, sizeof(err));
+	struct pressure_watch *w = pressure_watch_cgroup(b, dir, th, POLICY_CG_BANDS + 1, false, 0,
+	                                                 0, on_event, &s, err, sizeof(err));
 	cr_assert_not_null(w, "%s", err);
 	struct policy_cg_state st = {.armed = true};
 	uint64_t t = 10000000000ull;
@@ -356,7 +391,7 @@ Test(pressure, cgroup_usage_thresholds_signal_both_ways)
 	uint64_t th[] = {s.high, s.low};
 	char err[256];
 	struct pressure_watch *w =
-	        pressure_watch_cgroup(b, cg, th, 2, 0, 0, on_event, &s, err, sizeof(err));
+	        pressure_watch_cgroup(b, cg, th, 2, false, 0, 0, on_event, &s, err, sizeof(err));
 	cr_assert_not_null(w, "%s", err);
 	cr_assert_not(loop_until(b, got_any, &s, 100), "no event before anything happened");
 	pid_t child = toucher(64);
