@@ -131,13 +131,18 @@ bool control_decays(void)
 }
 
 /* Memory pressure seen by the in-process watch (pressure.c): give back what can be given,
- * at most once a second (a watch may signal every window while pressure lasts). */
-void op_pressure(uint64_t since)
+ * at most once a second (a watch may signal every window while pressure lasts); an event
+ * within that second waits for its end (see control.h). */
+#define PRESSURE_INTERVAL_NS 1000000000u
+uint64_t op_pressure(uint64_t since)
 {
 	static uint64_t last;
 	uint64_t now = os_now_ns();
-	if (last && now - last < 1000000000u)
-		return;
+	if (last && now - last < PRESSURE_INTERVAL_NS)
+		return PRESSURE_INTERVAL_NS - (now - last);
+	/* a kept event: its response counts from when it could be acted on */
+	if (last && since < last + PRESSURE_INTERVAL_NS)
+		since = last + PRESSURE_INTERVAL_NS;
 	last = now;
 	struct op_result r, t;
 	uint32_t skipped = 0;
@@ -168,6 +173,7 @@ void op_pressure(uint64_t since)
 	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->pressure_response_ns, (back ? back : os_now_ns()) - since,
 	                 __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -531,6 +537,7 @@ static void *control_main(void *arg)
 	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 	unsigned look = LOOKS;
 	uint64_t look_due = 0;
+	uint64_t pressure_kept = 0; /* CLOCK_MONOTONIC of an event not acted on yet (0: none) */
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure())
 		pressure_start();
@@ -560,15 +567,23 @@ static void *control_main(void *arg)
 			}
 			continue;
 		}
-		uint64_t pressure_at = pressure_take();
-		if (pressure_at) {
-			op_pressure(pressure_at);
-			continue;
+		/* a pressure event, or one kept until a second after the last action */
+		uint64_t pressure_at = pressure_take(), pressure_wait = 0;
+		if (pressure_at && (!pressure_kept || pressure_at < pressure_kept))
+			pressure_kept = pressure_at;
+		if (pressure_kept) {
+			pressure_wait = op_pressure(pressure_kept);
+			if (!pressure_wait) {
+				pressure_kept = 0;
+				continue;
+			}
 		}
 		/* the pass runs once per tick: HEAP_DECAY_TICKS per decay_ms */
 		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * (1000000u / HEAP_DECAY_TICKS);
 		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
 		uint64_t wait_ns = watch_ns; /* 0: no deadline */
+		if (pressure_wait && (!wait_ns || pressure_wait < wait_ns))
+			wait_ns = pressure_wait;
 		/* held tunables revert when their hold expires (only this thread sets holds,
 		 * from the mailbox, so the next expiry is known before it sleeps) */
 		uint64_t hold_due = tun_holds_next();

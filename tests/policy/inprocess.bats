@@ -90,6 +90,25 @@ time.sleep(60)' "$P" 3>&- &
 	[ "$stderr" = "liballoc: LIBALLOC_PRESSURE=maybe: not a boolean (1/0, true/false, yes/no, on/off); no pressure watch" ]
 }
 
+pressure_events_are() {
+	"$ALLOCCTL" --json stats "$1" | json_check "d['process']['pressure_events'] == $2" 2>/dev/null
+}
+
+@test "inprocess: an event within a second of the last action is acted on when the second ends" {
+	mkfifo "$P/mp.fifo"
+	exec 4<>"$P/mp.fifo"
+	start_daemon
+	hold_with MEMORY_PRESSURE_WATCH="$P/mp.fifo"
+	wait_for listed "$A_PID"
+	printf x >&4
+	wait_for pressure_events_are "$A_PID" 1
+	# the next event comes well within the second the watch waits between actions: it is
+	# kept and acted on when the second ends (before, it was dropped: still 1 event)
+	printf x >&4
+	wait_for -t 10 pressure_events_are "$A_PID" 2
+	exec 4>&-
+}
+
 @test "inprocess: LIBALLOC_PRESSURE=on in a memory cgroup: the OOM scenario, no daemon, nobody killed" {
 	make_cgroup $((160 << 20))
 	before=$(oom_kills)
