@@ -707,9 +707,13 @@ enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_
 	if (usage < high || running)
 		return POLICY_NONE;
 	int band = policy_cg_band(def, usage, limit);
-	if (!st->armed && !recheck && band <= st->band)
+	bool climb = !st->armed && band > st->band;
+	if (!st->armed && !recheck && !climb)
 		return POLICY_NONE; /* hysteresis: above high again, but it never went under low */
-	if (policy_interval_wait(def, st->last_run_ns, now))
+	/* min_interval spaces the runs at a crossing of high and the re-checks; a climb to a
+	 * higher band is pressure growing past where the policy acted, towards the limit: it
+	 * acts at once (at most POLICY_CG_BANDS - 1 times before usage goes under low) */
+	if (!climb && policy_interval_wait(def, st->last_run_ns, now))
 		return POLICY_DEFER;
 	st->armed = false;
 	st->band = band;

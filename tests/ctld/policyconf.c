@@ -386,15 +386,26 @@ Test(policydecide, a_climb_to_a_higher_band_acts_again_without_going_under_low)
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 5 * MS, false, false),
 	             POLICY_ACT);
 	policy_conf_free(pc);
-	/* within min_interval a climb is deferred, not dropped (policy.c looks again when
-	 * the interval ends) */
+	/* within min_interval a climb acts at once: the OOM scenario's A crossed high with its
+	 * own allocation, the run gave back 0.5 MiB of populated-ahead pages (so it started
+	 * the interval) and B's climb through 81, 88 and 94% was deferred to the interval's
+	 * end, after the limit (bench policy: 10-15/20 OOM-killed) */
 	po = cg_policy(&pc, "min_interval = 1s\n");
 	st = (struct policy_cg_state){.armed = true};
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(81), LIMIT, t, false, false), POLICY_ACT);
 	st.last_run_ns = t;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(84), LIMIT, t + 5 * MS, true, false),
+	             POLICY_DEFER, "the same band's re-check waits for the interval");
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(86), LIMIT, t + 10 * MS, false, false),
+	             POLICY_ACT, "a climb within min_interval waited for its end");
+	st.last_run_ns = t + 10 * MS;
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(88), LIMIT, t + 20 * MS, false, false),
+	             POLICY_NONE, "no climb: the band it acted at");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(88), LIMIT, t + 20 * MS, true, false),
 	             POLICY_DEFER);
-	cr_assert_eq(policy_cg_decide(po, &st, USAGE(86), LIMIT, t + 1000 * MS, true, false),
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 30 * MS, false, true),
+	             POLICY_NONE, "a run is out");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 40 * MS, false, false),
 	             POLICY_ACT);
 	policy_conf_free(pc);
 }
