@@ -8,7 +8,17 @@
  * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
  * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
  * largest): a longer one is handed out whole (its part beyond the request purged now and
- * then), a shorter one grown by mremap. */
+ * then), a shorter one grown by mremap.
+ * Admission: a freed mapping enters the cache only while mappings are being recycled:
+ * since a request took a cached mapping, or had to map where a mapping freed lately and
+ * not admitted would have served, in this or the last decay period (a trim forgets it).
+ * Until then a freed mapping is unmapped at once, and one from the ceiling up to glibc's
+ * 32 MiB raises the dynamic threshold past its size like a smaller one, so that heaps
+ * serve the next block of its size: a program that frees one big buffer and grows its
+ * heaps after neither holds the buffer resident until the decay pass nor faults its next
+ * one into a fresh mapping whose pages the heaps cannot reuse. Once mappings are
+ * recycled, the threshold comes back down to the ceiling and freed mappings are cached:
+ * the recycling program pays one mapping more. */
 #include "direct.h"
 
 #include <errno.h>
@@ -47,6 +57,15 @@ static size_t dcap, dused, dlive; /* slots, non-empty slots (incl. tombstones), 
 static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch, dcache_ids;
+/* decay_epoch + 1 when mappings were last seen recycled (0: not since the start or the
+ * last trim), and the last mappings freed but not admitted for want of that sign */
+static uint64_t recycled_at;
+#define DROPPED_RING 8
+static struct {
+	size_t len;
+	uint64_t epoch;
+} dropped[DROPPED_RING];
+static unsigned dropped_next;
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
@@ -135,6 +154,33 @@ static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses)
 	return true;
 }
 
+/* Whether a cached mapping of l bytes may serve a request of len bytes (cache_take). */
+static bool serves(size_t l, size_t len)
+{
+	size_t ceiling = (size_t)TUN(mmap_threshold_max);
+	bool large = len >= ceiling && l >= ceiling;
+	return large || (l >= len && l - len <= len / 4);
+}
+
+/* Lock held: mappings are being recycled (see the top). */
+static bool recycling(void)
+{
+	return recycled_at && recycled_at >= decay_epoch;
+}
+
+/* Lock held: a request of len bytes had to map: one freed lately (not admitted) would
+ * have served it, so mappings are being recycled. */
+static void note_miss(size_t len)
+{
+	for (unsigned i = 0; i < DROPPED_RING; i++)
+		if (dropped[i].len && dropped[i].epoch + 1 >= decay_epoch &&
+		    serves(dropped[i].len, len))
+			recycled_at = decay_epoch + 1;
+	/* blocks from the ceiling up keep mappings of their own again */
+	if (recycling() && TUN(mmap_dynamic) && TUN(mmap_threshold) > TUN(mmap_threshold_max))
+		tun_cap_threshold(TUN(mmap_threshold_max));
+}
+
 /* Take a cached mapping for a request of len bytes (lock held). One of at most 1.25 x len
  * bytes fits as it is. When both are at or above the dynamic threshold's ceiling (blocks
  * that keep mappings of their own), any size serves: the smallest of at least len bytes,
@@ -158,6 +204,7 @@ static bool cache_take(size_t len, struct dcached *out)
 	if (best < 0)
 		return false;
 	*out = dcache[best];
+	recycled_at = decay_epoch + 1;
 	dcache_bytes -= out->len;
 	dcache[best] = dcache[--dcached_n];
 	return true;
@@ -212,7 +259,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 	size_t len = la_align_up(size + extra, LA_PAGE);
 	void *base = NULL;
 	size_t got = 0;
-	struct dcached c;
+	struct dcached c = {0};
 	la_lock(&direct_lock);
 	bool hit = !extra && cache_take(len, &c);
 	la_unlock(&direct_lock);
@@ -237,6 +284,8 @@ static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 		*fresh = !hit;
 	uintptr_t user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
 	la_lock(&direct_lock);
+	if (!hit && !extra)
+		note_miss(len);
 	bool ok = insert(user, base, got, hit ? c.uses : 0);
 	la_unlock(&direct_lock);
 	if (!ok) {
@@ -252,16 +301,20 @@ static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 	return (void *)user;
 }
 
-/* glibc's rule: a freed mapping larger than the threshold (and not above the ceiling)
- * raises the threshold past its size and the trim threshold to twice that. */
+/* glibc's ceiling of the dynamic threshold, which applies while mappings are not being
+ * recycled (see the top) */
+#define BEYOND_MAX ((int64_t)32 << 20)
+
+/* glibc's rule: a freed mapping larger than the threshold (and below the ceiling) raises
+ * the threshold past its size and the trim threshold to twice that. Lock held. */
 static void raise_threshold(size_t len)
 {
+	int64_t max = recycling() ? TUN(mmap_threshold_max) : BEYOND_MAX;
 	/* the common case (nothing to raise) without the tunables' lock; tun_raise_threshold
 	 * checks again under it */
-	if (!TUN(mmap_dynamic) || (int64_t)len < TUN(mmap_threshold) ||
-	    (int64_t)len >= TUN(mmap_threshold_max))
+	if (!TUN(mmap_dynamic) || (int64_t)len < TUN(mmap_threshold) || (int64_t)len >= max)
 		return;
-	if (tun_raise_threshold((int64_t)len))
+	if (tun_raise_threshold((int64_t)len, max))
 		STAT_ADD(pc(), threshold_raises, 1);
 }
 
@@ -293,7 +346,12 @@ int direct_free(void *p)
 	/* below the ceiling of a dynamic threshold, blocks of this size now come from heaps:
 	 * keeping the mapping would only hold memory */
 	bool recycles = !TUN(mmap_dynamic) || (int64_t)len >= TUN(mmap_threshold_max);
-	bool cached = len <= (uint64_t)TUN(direct_cache_bytes) && recycles;
+	bool fits = len <= (uint64_t)TUN(direct_cache_bytes);
+	bool cached = fits && recycles && recycling();
+	if (fits && recycles && !cached) { /* not admitted: remembered (note_miss) */
+		dropped[dropped_next % DROPPED_RING].len = len;
+		dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
+	}
 	if (!cached)
 		dfreed[dfreed_next++ % DFREED_RING] = user;
 	la_unlock(&direct_lock);
@@ -395,6 +453,10 @@ static void drop_cache(bool only_old)
 		dcache[i] = dcache[--dcached_n];
 	}
 	decay_epoch++;
+	if (!only_old) { /* trimmed: start over */
+		recycled_at = 0;
+		memset(dropped, 0, sizeof(dropped));
+	}
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < n; i++) {
 		uncache(gone[i].len, gone[i].resident, true);

@@ -171,25 +171,34 @@ void tun_publish(void)
 	la_unlock(&tun_lock);
 }
 
-bool tun_raise_threshold(int64_t size)
+static void set_threshold(int64_t t)
+{
+	__atomic_store_n(&tun_values[LA_TUNABLE_mmap_threshold], t, __ATOMIC_RELAXED);
+	__atomic_store_n(&tun_values[LA_TUNABLE_trim_threshold],
+	                 LA_MIN(2 * t, tun_defs[LA_TUNABLE_trim_threshold].max), __ATOMIC_RELAXED);
+	__atomic_store_n(&tun_source[LA_TUNABLE_mmap_threshold], LA_SRC_dynamic, __ATOMIC_RELAXED);
+	__atomic_store_n(&tun_source[LA_TUNABLE_trim_threshold], LA_SRC_dynamic, __ATOMIC_RELAXED);
+	shm_publish_tunables(); /* both at once */
+}
+
+void tun_cap_threshold(int64_t max)
+{
+	if (!la_trylock(&tun_lock))
+		return; /* a writer is at work: the next request that maps caps it */
+	if (TUN(mmap_dynamic) && TUN(mmap_threshold) > max)
+		set_threshold(max);
+	la_unlock(&tun_lock);
+}
+
+bool tun_raise_threshold(int64_t size, int64_t max)
 {
 	if (!la_trylock(&tun_lock))
 		return false; /* a writer is at work: a free does not wait, a later one raises */
-	int64_t max = TUN(mmap_threshold_max);
 	/* checked under the lock: an explicit mmap_threshold set since the caller looked has
 	 * turned mmap_dynamic off, and is not overwritten */
 	bool raise = TUN(mmap_dynamic) && size >= TUN(mmap_threshold) && size < max;
 	if (raise) {
-		int64_t t = LA_MIN(size + (int64_t)LA_PAGE, max);
-		__atomic_store_n(&tun_values[LA_TUNABLE_mmap_threshold], t, __ATOMIC_RELAXED);
-		__atomic_store_n(&tun_values[LA_TUNABLE_trim_threshold],
-		                 LA_MIN(2 * t, tun_defs[LA_TUNABLE_trim_threshold].max),
-		                 __ATOMIC_RELAXED);
-		__atomic_store_n(&tun_source[LA_TUNABLE_mmap_threshold], LA_SRC_dynamic,
-		                 __ATOMIC_RELAXED);
-		__atomic_store_n(&tun_source[LA_TUNABLE_trim_threshold], LA_SRC_dynamic,
-		                 __ATOMIC_RELAXED);
-		shm_publish_tunables(); /* both at once */
+		set_threshold(LA_MIN(size + (int64_t)LA_PAGE, max));
 	}
 	la_unlock(&tun_lock);
 	return raise;

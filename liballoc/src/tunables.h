@@ -59,7 +59,10 @@ bool tun_control_enabled(void);
  * trim_threshold to twice that (source: dynamic). Checked and written in one step
  * with every other writer excluded; false when nothing was raised (also when another
  * writer holds the table: the caller does not wait). */
-bool tun_raise_threshold(int64_t size);
+bool tun_raise_threshold(int64_t size, int64_t max);
+/* The dynamic threshold back down to max when it is above it (not when another thread
+ * holds the tunables' lock: the caller tries again later). */
+void tun_cap_threshold(int64_t max);
 /* Republish the whole table into the segment (start, the refresh command). */
 void tun_publish(void);
 void tun_fork_prepare(void);

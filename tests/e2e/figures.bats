@@ -148,10 +148,14 @@ assert lo <= fr <= lo + (1 << 20), fr
 	CLI_PIDS+=("$pid")
 	exec 7>"$in"
 	wait_for grep -q "^$pid ready" "$out"
-	# 16 mappings of 4 MiB, 1 MiB of each written, then freed into the mapping cache
+	# one mapping freed (unmapped: nothing reuses mappings yet), then 16 of 4 MiB, the first
+	# where it would have served (mappings are recycled from then on), 1 MiB of each
+	# written, then freed into the mapping cache
+	echo "alloc 4M 1" >&7
+	echo "free" >&7
 	echo "alloc 4M 16 1M" >&7
 	echo "free" >&7
-	wait_for grep -q "^$pid ok 2 free" "$out"
+	wait_for grep -q "^$pid ok 4 free" "$out"
 	wait_for listed "$pid"
 	# counted whole until measured (no decay pass runs here) ...
 	cache_figures "$pid" unmeasured $((64 << 20))

@@ -246,6 +246,8 @@ Test(accounting, a_cached_direct_mapping_counts_what_was_touched)
 	set("mmap_dynamic", 0);
 	set("decay_ms", 0);
 	struct la_counters c0, c1, c2;
+	/* mappings are cached once recycled: one freed (unmapped), the next where it served */
+	A(free)(A(malloc)(8 << 20));
 	char *m = A(malloc)(8 << 20);
 	memset(m, 1, 3 << 20);
 	liballoc_stats(&c0);

@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "control.h"
+#include "direct.h"
 #include "heap.h"
 #include "liballoc.h"
 #include "procstatus.h"
@@ -375,7 +376,8 @@ Test(decay, an_idle_process_stops_waking_the_control_thread)
 	memset(large, 1, 300000);
 	memset(direct, 1, 8 << 20);
 	A(free)(A(malloc)(200000));   /* a parked block */
-	A(free)(A(malloc)(40 << 20)); /* a cached mapping */
+	A(free)(A(malloc)(40 << 20)); /* not reused yet: unmapped */
+	A(free)(A(malloc)(40 << 20)); /* reused where it would have served: cached */
 	set("decay_ms", 20);
 	long before = control_wakeups();
 	cr_assert(control_goes_quiet(),
@@ -520,37 +522,91 @@ Test(mapping_cache, blocks_above_the_ceiling_are_recycled_without_faults)
 	cr_assert_leq(after.direct_cache_bytes, 256u << 20, "bounded by direct_cache_bytes");
 }
 
+/* Mappings are recycled from here on: one freed (unmapped: nothing reused mappings yet),
+ * then one mapped where it would have served. Returns that one, live (the caller frees it
+ * last). */
+static void *recycle_mappings(void)
+{
+	A(free)(A(malloc)(40 << 20));
+	return A(malloc)(40 << 20);
+}
+
+/* A mapping freed while nothing reuses mappings is unmapped at once (it used to wait in the
+ * cache until the decay pass); a request it would have served maps anew, and from then on
+ * freed mappings are cached, until two decay periods pass without reuse or a trim. */
+Test(mapping_cache, a_freed_mapping_is_cached_only_once_mappings_are_recycled)
+{
+	set("decay_ms", 0); /* the passes below are this test's */
+	struct la_counters before = stats();
+	A(free)(A(malloc)(40 << 20));
+	struct la_counters mid = stats();
+	cr_assert_eq(mid.direct_cache_bytes, 0, "the first freed mapping was kept");
+	cr_assert_geq(mid.munmap_calls - before.munmap_calls, 1, "it was not unmapped");
+	char *p = A(malloc)(40 << 20);
+	A(free)(p);
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "recycled: the next one is cached");
+	char *q = A(malloc)(40 << 20);
+	cr_assert_eq(q, p, "and reused");
+	A(free)(q);
+	direct_decay();
+	direct_decay(); /* two periods without reuse: unmapped, and no longer recycling */
+	cr_assert_eq(stats().direct_cache_bytes, 0);
+	A(free)(A(malloc)(40 << 20));
+	cr_assert_eq(stats().direct_cache_bytes, 0, "cached after two periods without reuse");
+	p = A(malloc)(40 << 20); /* the one just freed would have served: recycling again */
+	A(free)(p);
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20);
+	A(malloc_trim)(0);
+	A(free)(A(malloc)(40 << 20));
+	cr_assert_eq(stats().direct_cache_bytes, 0, "cached after a trim");
+}
+
 Test(mapping_cache, trim_empties_it)
 {
+	void *r = recycle_mappings();
 	void *p = A(malloc)(40 << 20);
 	memset(p, 1, 40 << 20);
 	A(free)(p);
 	cr_assert_geq(stats().direct_cache_bytes, 40u << 20);
 	A(malloc_trim)(0);
 	cr_assert_eq(stats().direct_cache_bytes, 0);
+	A(free)(r);
 }
 
 /* The ceiling of the dynamic threshold is 8 MiB: a freed block below it raises the
- * threshold (its size now comes from heaps), one at or above it keeps a mapping of its own,
- * recycled through the mapping cache. */
-Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_of_their_own)
+ * threshold (its size now comes from heaps). Until mappings are recycled, so does a freed
+ * one of up to 32 MiB (glibc's ceiling); once they are, the threshold comes back to 8 MiB
+ * and blocks from there up keep mappings of their own, recycled through the cache. */
+Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_once_they_are_recycled)
 {
 	int64_t max = 0, t0 = 0, t = 0;
 	liballoc_get("mmap_threshold_max", &max);
 	cr_assert_eq(max, 8 << 20);
 	liballoc_get("mmap_threshold", &t0);
 	cr_assert_lt(t0, 6 << 20);
-	A(free)(A(malloc)(16 << 20));
-	liballoc_get("mmap_threshold", &t);
-	cr_assert_eq(t, t0, "a 16 MiB mapping raised the threshold to %lld", (long long)t);
-	cr_assert_geq(stats().direct_cache_bytes, 16u << 20, "it went to the mapping cache");
 	A(free)(A(malloc)(6 << 20));
 	liballoc_get("mmap_threshold", &t);
 	cr_assert_gt(t, 6 << 20, "a 6 MiB mapping raised it: %lld", (long long)t);
-	uint64_t direct = stats().direct_mappings;
-	void *p = A(malloc)(6 << 20);
-	cr_assert_eq(stats().direct_mappings, direct, "the next 6 MiB block is a heap's");
+	A(free)(A(malloc)(16 << 20));
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, 16 << 20, "a 16 MiB mapping, none recycled yet: %lld", (long long)t);
+	cr_assert_eq(stats().direct_cache_bytes, 0, "it was unmapped");
+	void *p = A(malloc)(16 << 20);
+	cr_assert(heap_registered(p), "the next 16 MiB block is a heap's");
 	A(free)(p);
+	void *r = recycle_mappings(); /* 40 MiB: above 32 MiB, raises nothing */
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_eq(t, 8 << 20, "back at the ceiling once recycled: %lld", (long long)t);
+	/* 24 MiB: more than the resident free run the 16 MiB heap block left */
+	A(free)(A(malloc)(24 << 20));
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_eq(t, 8 << 20, "a 24 MiB mapping raised it to %lld", (long long)t);
+	cr_assert_geq(stats().direct_cache_bytes, 24u << 20, "it went to the mapping cache");
+	uint64_t direct = stats().direct_mappings;
+	p = A(malloc)(24 << 20);
+	cr_assert_eq(stats().direct_mappings, direct + 1, "the next 24 MiB block is a mapping");
+	A(free)(p);
+	A(free)(r);
 }
 
 static long thread_faults(void)
@@ -605,6 +661,7 @@ static size_t resident_pages(const void *p, size_t len)
 Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_system_call)
 {
 	set("decay_ms", 0);
+	void *r = recycle_mappings();
 	char *p = A(malloc)(20 << 20);
 	memset(p, 1, 20 << 20);
 	A(free)(p);
@@ -623,11 +680,13 @@ Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_sys
 	cr_assert_geq(A(malloc_usable_size)(q), 20u << 20, "handed out whole");
 	cr_assert_eq(after.direct_cache_bytes, 0);
 	A(free)(q);
+	A(free)(r);
 }
 
 Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 {
 	set("decay_ms", 0);
+	void *r = recycle_mappings();
 	char *p = A(malloc)(10 << 20);
 	memset(p, 1, 10 << 20);
 	A(free)(p);
@@ -643,11 +702,13 @@ Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
 	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 6u << 20);
 	A(free)(q);
+	A(free)(r);
 }
 
 Test(mapping_cache, the_part_beyond_shorter_requests_is_purged_every_16th_reuse)
 {
 	set("decay_ms", 0);
+	void *r = recycle_mappings();
 	char *p = A(malloc)(32 << 20);
 	memset(p, 1, 32 << 20);
 	A(free)(p);
@@ -666,11 +727,13 @@ Test(mapping_cache, the_part_beyond_shorter_requests_is_purged_every_16th_reuse)
 		memset(q, 2, 8 << 20);
 		A(free)(q);
 	}
+	A(free)(r);
 }
 
 Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
 {
 	set("decay_ms", 0);
+	void *r = recycle_mappings();
 	char *p = A(malloc)(16 << 20);
 	memset(p, 1, 4 << 20);
 	struct la_counters before = stats();
@@ -691,6 +754,7 @@ Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
 	struct la_counters trimmed = stats();
 	cr_assert_eq(trimmed.direct_cache_bytes, 0);
 	cr_assert_leq(trimmed.free_resident_bytes, before.free_resident_bytes);
+	A(free)(r);
 }
 
 /* ---- 3. idle heap release --------------------------------------------------------------- */
