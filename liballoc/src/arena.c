@@ -426,36 +426,47 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
 /* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
- * of a flush often share spans: the span found for one serves the next while they do. */
+ * of a flush often share spans: the span found for one serves the next while they do. A
+ * block on the page of the one before is on its span; else one whose page map entry names
+ * the same first page in the same heap. */
 static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 {
 	struct heap *h = NULL;
 	struct span *s = NULL;
-	uintptr_t lo = 0, hi = 0;
+	uintptr_t page = 1, key = 1; /* no block's page, no span's */
 	for (uint32_t i = 0; i < n; i++) {
 		void *p = blocks[i];
-		if ((uintptr_t)p - lo >= hi - lo) {
-			h = heap_of(p);
-			s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
-			lo = (uintptr_t)span_base(h, s);
-			hi = lo + ((uintptr_t)s->npages << LA_PAGE_SHIFT);
+		if (((uintptr_t)p >> LA_PAGE_SHIFT) != page) {
+			page = (uintptr_t)p >> LA_PAGE_SHIFT;
+			struct heap *ph = heap_of(p);
+			uint32_t head = pm_head(ph->pagemap[heap_page_of(ph, p)]);
+			if ((uintptr_t)ph + head != key) {
+				key = (uintptr_t)ph + head;
+				h = ph;
+				s = span_at(h, head);
+			}
 		}
 		/* emptied and given back: its descriptor (and heap) may be gone */
 		if (span_push(a, h, s, p))
-			lo = hi = 0;
+			page = key = 1;
 	}
 }
 
-/* The blocks of class cls the transfer cache holds back to their spans. */
+/* The blocks of class cls the transfer cache holds back to their spans, the most recently
+ * put first: pushed from their slots, a chunk's row of the class at a time (no copy). */
 static void xfer_drain_class(struct arena *a, unsigned cls)
 {
-	void *batch[XF_CHUNK];
-	uint32_t k;
-	while ((k = xfer_take(a, cls, batch, XF_CHUNK)) != 0) {
-		uint64_t bytes = (uint64_t)k * sc_size[cls];
-		STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
-		STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
-		push_blocks(a, batch, k);
+	uint32_t n = a->xfer_n[cls];
+	if (!n)
+		return;
+	uint64_t bytes = (uint64_t)n * sc_size[cls];
+	a->xfer_n[cls] = 0;
+	a->xfer_bytes -= bytes;
+	STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
+	STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
+	for (uint32_t c = (n - 1) / XF_CHUNK + 1; c-- > 0;) {
+		push_blocks(a, a->xfer->chunk[c][cls], n - c * XF_CHUNK);
+		n = c * XF_CHUNK;
 	}
 }
 

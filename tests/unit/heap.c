@@ -537,3 +537,51 @@ Test(populate, huge_ranges_only_while_they_cost_less)
 	heap_huge_cost = 5000;
 	cr_assert(heap_huge_worth(t + 1), "always");
 }
+
+/* heap_touch sets the resident bits of a range and counts only the pages not set before:
+ * a range inside one bitmap word (a refill's carving: its own path), partly set, all set,
+ * ending at a word's last bit, and across words. Pages of the heap's free end, whose bits
+ * the test restores. Checked after the lock is released (a failed assertion allocates). */
+Test(heap, touch_counts_each_page_once)
+{
+	void *p = A(malloc)(64);
+	cr_assert_not_null(p);
+	struct heap *h = heap_of(p);
+	struct arena *a = h->arena;
+	const uint32_t base = (LA_HEAP_PAGES - 256) & ~63u; /* a word boundary */
+	const uint32_t ranges[][2] = {
+	        {base + 3, 2},                     /* inside a word */
+	        {base + 2, 4},                     /* partly set: 2 new */
+	        {base + 3, 2},                     /* all set */
+	        {base + 60, 4},                    /* up to the word's last bit */
+	        {base + 0, 1},                     /* the word's first bit */
+	        {base + 62, 5},                    /* across words: 3 new */
+	        {base + 64, 63}, {base + 100, 90}, /* several words */
+	};
+	enum { R = sizeof(ranges) / sizeof(ranges[0]) };
+	uint32_t counted[R], set_before[R], set_after[R];
+	arena_lock(a);
+	uint32_t clear = heap_resident_in(h, base, 192), before = h->resident_pages;
+	for (size_t i = 0; i < R; i++) {
+		set_before[i] = heap_resident_in(h, ranges[i][0], ranges[i][1]);
+		heap_touch(h, ranges[i][0], ranges[i][1]);
+		set_after[i] = heap_resident_in(h, ranges[i][0], ranges[i][1]);
+		counted[i] = h->resident_pages - before;
+	}
+	uint32_t all = heap_resident_in(h, base, 192);
+	for (uint32_t w = base / 64; w < base / 64 + 3; w++)
+		h->resident[w] = 0;
+	h->resident_pages = before;
+	arena_unlock(a);
+	A(free)(p);
+	cr_assert_eq(clear, 0, "the test's pages were resident");
+	uint32_t expect = 0;
+	for (size_t i = 0; i < R; i++) {
+		expect += ranges[i][1] - set_before[i];
+		cr_assert_eq(set_after[i], ranges[i][1], "range %zu: not all set", i);
+		cr_assert_eq(counted[i], expect, "range %zu: %u counted, %u set", i, counted[i],
+		             expect);
+	}
+	cr_assert_eq(all, expect);
+	cr_assert_eq(expect, 1 + 4 + 130, "pages base, base + 2..5, base + 60..189");
+}
