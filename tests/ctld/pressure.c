@@ -132,14 +132,34 @@ static void write_file(const char *dir, const char *name, const char *text)
 	fclose(f);
 }
 
+/* A stand-in cgroup v2 directory: memory.current, memory.max, memory.high and memory.events
+ * (all counts 0) with the given texts; fake_v2_remove takes away whatever of the watched
+ * files a test made, and the directory. */
+static void fake_v2(const char *dir, const char *current, const char *max, const char *high)
+{
+	write_file(dir, "memory.current", current);
+	write_file(dir, "memory.max", max);
+	write_file(dir, "memory.high", high);
+	write_file(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+}
+
+static void fake_v2_remove(const char *dir)
+{
+	static const char *const names[] = {"memory.current", "memory.max", "memory.high",
+	                                    "memory.events", "memory.pressure"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 Test(pressure, cgroup_v2_memory_events_are_reported_with_the_figures)
 {
 	char dir[] = "/tmp/ctld-pressure-v2.XXXXXX";
 	cr_assert_not_null(mkdtemp(dir));
-	write_file(dir, "memory.current", "734003200\n");
-	write_file(dir, "memory.max", "1073741824\n");
-	write_file(dir, "memory.high", "max\n");
-	write_file(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	fake_v2(dir, "734003200\n", "1073741824\n", "max\n");
 	struct event_base *b = event_base_new();
 	struct seen s = {0};
 	char err[256];
@@ -170,12 +190,7 @@ Test(pressure, cgroup_v2_memory_events_are_reported_with_the_figures)
 	unlink(path);
 	cr_assert(loop_until(b, got_gone, &s, 5000));
 	pressure_watch_free(w);
-	const char *names[] = {"memory.current", "memory.max", "memory.high"};
-	for (int i = 0; i < 3; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		unlink(path);
-	}
-	rmdir(dir);
+	fake_v2_remove(dir);
 	event_base_free(b);
 }
 
@@ -183,10 +198,7 @@ Test(pressure, cgroup_v2_psi_trigger_is_the_one_the_policy_asked_for)
 {
 	char dir[] = "/tmp/ctld-pressure-v2p.XXXXXX";
 	cr_assert_not_null(mkdtemp(dir));
-	write_file(dir, "memory.current", "1000\n");
-	write_file(dir, "memory.max", "1073741824\n");
-	write_file(dir, "memory.high", "max\n");
-	write_file(dir, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	fake_v2(dir, "1000\n", "1073741824\n", "max\n");
 	write_file(dir, "memory.pressure", "");
 	struct event_base *b = event_base_new();
 	struct seen s = {0};
@@ -204,13 +216,7 @@ Test(pressure, cgroup_v2_psi_trigger_is_the_one_the_policy_asked_for)
 	fclose(f);
 	cr_assert_str_eq(got, "full 100000 2000000", "psi = full gave the trigger '%s'", got);
 	pressure_watch_free(w);
-	const char *names[] = {"memory.current", "memory.max", "memory.high", "memory.events",
-	                       "memory.pressure"};
-	for (int i = 0; i < 5; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		unlink(path);
-	}
-	rmdir(dir);
+	fake_v2_remove(dir);
 	event_base_free(b);
 }
 
@@ -297,13 +303,7 @@ Test(pressure, cgroup_v2_a_climb_between_memory_high_and_max_acts_again)
 	m.version = 1;
 	cr_assert_eq(policy_cg_v2_signal_from(&m), 0, "v1 has usage thresholds");
 	pressure_watch_free(w);
-	const char *names[] = {"memory.current", "memory.max", "memory.high", "memory.events"};
-	for (int i = 0; i < 4; i++) {
-		char path[512];
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		unlink(path);
-	}
-	rmdir(dir);
+	fake_v2_remove(dir);
 	event_base_free(b);
 }
 
