@@ -239,7 +239,18 @@ def scenario(sc):
         # three it was ~16 px and its 20-pixel check failed now and then in CI
         want = "(() => { const S = window.allocDashboard; return S && S.connected && " \
                "[%d, %d].every((p) => S.charts.has(p) && S.charts.get(p).points >= 6); })()" % (pid_a, pid_b)
-        _, waited = page.wait_for(want, timeout=30)
+        try:
+            _, waited = page.wait_for(want, timeout=60)
+        except CDPError:
+            # say what the page had when it gave up: connected or not, its banner, and
+            # how many samples each chart had
+            state = page.eval("JSON.stringify((() => { const S = window.allocDashboard || {};"
+                              " return { connected: S.connected, downSince: S.downSince,"
+                              " banner: document.getElementById('banner').textContent,"
+                              " charts: S.charts ? [...S.charts].map(([p, c]) => [p, c.points]) : null,"
+                              " procs: S.procs ? S.procs.size : null }; })())")
+            phase("page state at the timeout: %s" % state)
+            raise
         check("page_loads", True, "both charts drawn %.1f s after navigating" % (time.monotonic() - t_load))
         check("no_console_errors_on_load", not page.errors, "; ".join(e for _, e in page.errors))
 

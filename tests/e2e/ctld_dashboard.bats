@@ -17,7 +17,8 @@ setup_file() {
 
 # result NAME: the check passed (its detail is printed either way).
 result() {
-	python3 - "$RESULTS" "$1" <<'EOF'
+	local rc=0
+	python3 - "$RESULTS" "$1" <<'EOF' || rc=$?
 import json, sys
 path, name = sys.argv[1], sys.argv[2]
 try:
@@ -36,7 +37,8 @@ for r in mine:
     print(("ok: " if r["ok"] else "FAILED: ") + r["detail"])
 sys.exit(0 if all(r["ok"] for r in mine) else 1)
 EOF
-	local rc=$?
+	# (rc is taken by '||' above: a plain failing command would end the test under bats's
+	# errexit before the scenario's log is shown)
 	[ $rc -eq 0 ] || sed 's/^/  scenario: /' "$BATS_FILE_TMPDIR/scenario.log" | tail -40
 	return $rc
 }
