@@ -164,9 +164,21 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 }
 
 /* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
- * free resident pages than pages in use; a refault is remembered for this many periods. */
+ * free resident pages than pages in use; a refault is remembered for this many periods, a
+ * breath (heap_breathing) for this many. */
 #define NEARLY_EMPTY   16u
 #define REFAULT_MEMORY 8u
+#define BREATH_MEMORY  2u
+
+/* Whether a thread uses an arena other than a. */
+static bool other_arenas_used(const struct arena *a)
+{
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (&arenas[i] != a && __atomic_load_n(&arenas[i].threads, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
 
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
 static void after_free_pages(struct arena *a, struct heap *h)
@@ -187,12 +199,22 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		 * again. But a heap the program left nearly empty (16 times more free resident
 		 * pages than pages in use: a load that dropped, not a heap that breathes) gives
 		 * them back now, in batches of at least the mmap threshold, unless it grew back
-		 * into pages returned that way within the last 8 periods. */
+		 * into pages returned that way within the last 8 periods, or it breathes (grew
+		 * back from a quarter of its peak within the last 2 periods: its bottom is a
+		 * trough) and no other arena is in use: only its own next growth can take the
+		 * pages then, and it would fault them in again. With other arenas in use their
+		 * growth takes what goes back (the process's peak is what the arenas hold at
+		 * once, not the sum of each one's peak). (Keeping only what the growth back to
+		 * the top takes does not work with heap_purge: largest spans first, the excess
+		 * goes with the one large free run.) The decay pass still returns what stays
+		 * free for decay_ms. */
 		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
 		uint32_t since = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - h->refault_epoch;
 		if ((uint64_t)h->dirty_pages < (uint64_t)NEARLY_EMPTY * h->used_pages ||
 		    dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT) ||
-		    (h->refaulted && since < REFAULT_MEMORY * HEAP_DECAY_TICKS)) {
+		    (h->refaulted && since < REFAULT_MEMORY * HEAP_DECAY_TICKS) ||
+		    (heap_breathing(h, BREATH_MEMORY * HEAP_DECAY_TICKS) &&
+		     !other_arenas_used(a))) {
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 			return;
 		}

@@ -393,6 +393,31 @@ bool heap_shrinking(const struct heap *h)
 	return h->shrink_rate > 4 * h->grow_rate + 1024;
 }
 
+/* Breathing (heap.h), tracked on pages in use: a growth raises the peak, or, after a shrink
+ * to a quarter of it, completes a breath at half of it (and the peak starts again there). */
+static void breath_grow(struct heap *h)
+{
+	if (h->used_pages > h->peak_used)
+		h->peak_used = h->used_pages;
+	if (h->low && h->used_pages >= h->peak_used / 2) {
+		h->low = 0;
+		h->breathed = 1;
+		h->breath_epoch = epoch_now();
+		h->peak_used = h->used_pages;
+	}
+}
+
+static void breath_shrink(struct heap *h)
+{
+	if (h->peak_used >= HEAP_BREATH_PAGES && h->used_pages <= h->peak_used / 4)
+		h->low = 1;
+}
+
+bool heap_breathing(const struct heap *h, uint32_t ticks)
+{
+	return h->breathed && epoch_now() - h->breath_epoch < ticks;
+}
+
 /* The first non-empty bin at or above k; HEAP_NBINS if none. */
 static unsigned next_bin(const struct heap *h, unsigned k)
 {
@@ -491,6 +516,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint3
 	hwm_update(h, first + n);
 	heap_idle_update(h);
 	trend(h, true);
+	breath_grow(h);
 	if (take_dirty < n && h->purged_recently) {
 		/* the heap grows back into pages the throttle just returned: return less
 		 * eagerly from now on (the decay pass lowers this again) */
@@ -699,6 +725,7 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	dirty_add(h, d);
 	heap_idle_update(h);
 	trend(h, false);
+	breath_shrink(h);
 	/* coalesce with the right neighbour */
 	uint32_t r = first + n;
 	struct span *rs = r < LA_HEAP_PAGES ? span_at(h, r) : NULL;
@@ -764,6 +791,7 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	dirty_add(h, -(int64_t)take_dirty);
 	hwm_update(h, r + need);
 	trend(h, true);
+	breath_grow(h);
 	s->npages = want;
 	heap_map_span(h, s, false);
 	*dirty_used = take_dirty;

@@ -77,9 +77,11 @@ struct heap {
 	                          * returned were soon faulted back in) */
 	uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
 	uint8_t refaulted;       /* grew back into pages a free returned, at refault_epoch */
-	uint8_t reserved;
+	uint8_t low;             /* breathing: used_pages fell to a quarter of peak_used */
 	uint32_t refault_epoch;
-	uint64_t bin_mask[2]; /* non-empty bins */
+	uint32_t peak_used;    /* breathing: most pages in use since the last breath */
+	uint32_t breath_epoch; /* breathing: when it last grew back from low (if breathed) */
+	uint64_t bin_mask[2];  /* non-empty bins */
 	struct span *bins[HEAP_NBINS];
 	struct span *desc_free;  /* descriptors given back (linked by next) */
 	uint32_t desc_top;       /* desc[1, desc_top) were handed out at least once */
@@ -90,7 +92,8 @@ struct heap {
 	                           * arena's parked block, empty small spans): with nothing
 	                           * else in use the heap is idle (release unmaps it) */
 	uint8_t idle;            /* used_pages == spare_pages, as last published */
-	uint8_t reserved2[3];
+	uint8_t breathed;        /* breath_epoch is set */
+	uint8_t reserved2[2];
 	uint32_t fresh_pages;  /* populate-ahead: pages taken fresh in the current window... */
 	uint32_t fresh_prev;   /* ... and in the one before (0 if that was not the last) */
 	uint32_t huge;         /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
@@ -299,6 +302,11 @@ LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uin
 }
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
+/* Breathing: the heap's pages in use fell to a quarter of their peak (of at least
+ * HEAP_BREATH_PAGES) and grew back to half of it, within the last `ticks` of the decay
+ * clock: a load that comes back, whose pages its next growth would fault in again. */
+#define HEAP_BREATH_PAGES 1024u
+bool heap_breathing(const struct heap *h, uint32_t ticks);
 uint32_t heap_data_pages(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -144,6 +145,118 @@ Test(throttle, a_heap_left_nearly_empty_returns_pages_until_it_grows_back_into_t
 	             "after growing back into them, it left them to the decay pass: %llu calls",
 	             (unsigned long long)madv[1]);
 	A(free)(blocks[N - 1]);
+}
+
+/* A heap that breathes (fell to a fifth of its peak and grew back) reaches a bottom that is
+ * a trough, not a load that dropped: with no other arena in use, the free that leaves it
+ * nearly empty keeps its pages (only its next growth could take them, and it would fault
+ * them in again), and the decay pass returns what stays free. One that fell to a fifth
+ * and stays there (a trickle, a load that dropped in steps) is not breathing: its last
+ * free still returns the pages at once; so does a breathing one while other arenas are in
+ * use (their growth takes what goes back). Returns the madvise calls of the frees that
+ * leave the heap nearly empty; *kept: the free resident bytes after them. */
+static uint64_t grow_drop_bottom(bool regrow, uint64_t *kept)
+{
+	enum { N = 800 }; /* 50 MiB: one heap, 16 x what the test program holds besides */
+	static char *blocks[N];
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
+	for (int i = 1; i < N; i++) /* down to a fifth (4 x more free than used: not */
+		if (i % 5)          /* nearly empty, nothing returned) */
+			A(free)(blocks[i]);
+	if (regrow)
+		for (int i = 1; i < N; i++)
+			if (i % 5)
+				memset(blocks[i] = A(malloc)(64 * 1024), 2, 64 * 1024);
+	struct la_counters before = stats();
+	for (int i = 1; i < N; i++)
+		if (regrow || i % 5 == 0)
+			A(free)(blocks[i]);
+	struct la_counters after = stats();
+	*kept = after.free_resident_bytes;
+	return after.madvise_calls - before.madvise_calls;
+}
+
+struct bottom {
+	uint64_t madv;    /* madvise calls of the frees that left the heap nearly empty */
+	uint64_t kept;    /* free resident bytes after them */
+	uint64_t decayed; /* bytes returned afterwards, waiting for the decay pass */
+};
+
+/* grow_drop_bottom in a child process, where this thread's arena is the only one in use
+ * (criterion's worker runs a second thread, and fork keeps only the forking thread's). */
+static struct bottom bottom_in_child(bool regrow, bool wait_decay)
+{
+	set("mmap_threshold", 1 << 20);
+	int fd[2];
+	cr_assert_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		struct bottom b = {0, 0, 0};
+		b.madv = grow_drop_bottom(regrow, &b.kept);
+		if (wait_decay) { /* what stays free goes back by time: ~50 MiB */
+			uint64_t from = stats().madvise_bytes;
+			liballoc_set("decay_ms", 100, NULL, 0);
+			for (int i = 0; i < 6000 && stats().madvise_bytes - from < (40u << 20); i++)
+				usleep(5000);
+			b.decayed = stats().madvise_bytes - from;
+		}
+		_exit(write(fd[1], &b, sizeof(b)) == (ssize_t)sizeof(b) ? 0 : 1);
+	}
+	close(fd[1]);
+	struct bottom b;
+	ssize_t got = read(fd[0], &b, sizeof(b));
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	close(fd[0]);
+	cr_assert(got == (ssize_t)sizeof(b) && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	          "the child did not report (status %d)", status);
+	return b;
+}
+
+Test(throttle, a_breathing_heap_keeps_its_pages_at_its_bottom)
+{
+	struct bottom b = bottom_in_child(true, true);
+	cr_assert_geq(b.kept, 40u << 20,
+	              "the breathing heap's bottom kept %llu bytes of the ~50 MiB freed (%llu "
+	              "madvise calls)",
+	              (unsigned long long)b.kept, (unsigned long long)b.madv);
+	cr_assert_geq(b.decayed, 40u << 20, "the decay pass returned %llu bytes of the ~50 MiB",
+	              (unsigned long long)b.decayed);
+}
+
+Test(throttle, a_heap_that_fell_and_stays_low_is_still_purged_when_left_nearly_empty)
+{
+	struct bottom b = bottom_in_child(false, false);
+	cr_assert_gt(b.madv, 0, "the heap left nearly empty in steps kept its pages");
+}
+
+static int other_arena_go[2];
+
+static void *hold_an_arena(void *arg)
+{
+	char c;
+	A(free)(A(malloc)(64)); /* attached to an arena until it exits */
+	cr_assert_eq(write(other_arena_go[1], "a", 1), 1);
+	cr_assert_eq(read(*(int *)arg, &c, 1), 1);
+	return NULL;
+}
+
+Test(throttle, a_breathing_heap_is_purged_at_its_bottom_while_other_arenas_are_in_use)
+{
+	set("mmap_threshold", 1 << 20);
+	int stop[2];
+	char c;
+	cr_assert_eq(pipe(stop), 0);
+	cr_assert_eq(pipe(other_arena_go), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, hold_an_arena, &stop[0]), 0);
+	cr_assert_eq(read(other_arena_go[0], &c, 1), 1); /* it is attached */
+	uint64_t kept, madv = grow_drop_bottom(true, &kept);
+	cr_assert_eq(write(stop[1], "x", 1), 1);
+	pthread_join(t, NULL);
+	cr_assert_gt(madv, 0, "the breathing heap kept its pages while another arena was used");
 }
 
 Test(throttle, an_explicit_trim_bypasses_it)
