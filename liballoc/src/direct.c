@@ -237,19 +237,27 @@ static void *fit_cached(struct dcached *m, size_t len)
 	return q;
 }
 
-static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map);
+/* Where direct_get may take the memory from: the mapping cache, a new mapping, or both. */
+enum { DIRECT_CACHE = 1, DIRECT_MAP = 2 };
+
+static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from);
 
 void *direct_alloc(size_t size, size_t align, bool *fresh)
 {
-	return direct_get(size, align, fresh, true);
+	return direct_get(size, align, fresh, DIRECT_CACHE | DIRECT_MAP);
 }
 
 void *direct_alloc_cached(size_t size, bool *fresh)
 {
-	return direct_get(size, LA_ALIGN, fresh, false);
+	return direct_get(size, LA_ALIGN, fresh, DIRECT_CACHE);
 }
 
-static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
+void *direct_alloc_mapped(size_t size, size_t align, bool *fresh)
+{
+	return direct_get(size, align, fresh, DIRECT_MAP);
+}
+
+static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
 	if (size > PTRDIFF_MAX - extra - LA_PAGE) {
@@ -260,9 +268,12 @@ static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 	void *base = NULL;
 	size_t got = 0;
 	struct dcached c = {0};
-	la_lock(&direct_lock);
-	bool hit = !extra && cache_take(len, &c);
-	la_unlock(&direct_lock);
+	bool hit = false;
+	if (!extra && (from & DIRECT_CACHE)) {
+		la_lock(&direct_lock);
+		hit = cache_take(len, &c);
+		la_unlock(&direct_lock);
+	}
 	if (hit) {
 		uncache(c.len, c.resident, false);
 		base = fit_cached(&c, len);
@@ -272,7 +283,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, bool may_map)
 	if (hit) {
 		STAT_ADD(pc(), direct_cache_hits, 1);
 	} else {
-		if (!may_map)
+		if (!(from & DIRECT_MAP))
 			return NULL;
 		base = os_map(len, pc());
 		if (!base)

@@ -12,6 +12,8 @@
 void *direct_alloc(size_t size, size_t align, bool *fresh);
 /* The same from the mapping cache only: NULL (errno untouched) when no cached mapping fits. */
 void *direct_alloc_cached(size_t size, bool *fresh);
+/* The same from a new mapping, for a caller that has just looked in the cache. */
+void *direct_alloc_mapped(size_t size, size_t align, bool *fresh);
 /* Returns 0 when p was a live direct mapping (now freed), 1 if p was freed already and is
  * still in the cache (a double free), -1 if unknown. */
 int direct_free(void *p);

@@ -71,9 +71,11 @@ static void *alloc_large(size_t size, size_t align, bool *fresh)
 			p = direct_alloc_cached(size, fresh);
 			if (!p)
 				p = arena_alloc_resident(tcache_arena(tc), size);
-		}
-		if (!p)
+			if (!p) /* the cache was looked in just now */
+				p = direct_alloc_mapped(size, align, fresh);
+		} else {
 			p = direct_alloc(size, align, fresh);
+		}
 	} else {
 		p = arena_alloc_large(tcache_arena(tc), size, align);
 		if (!p)
