@@ -248,12 +248,19 @@ static void grow(void **b, int n, unsigned pace_us)
 	}
 }
 
+/* The populate tests' setting with pages only (huge ranges have tests of their own):
+ * blocks of 64 KiB come from heaps (mmap_threshold 1 MiB), decay_ms as given. */
+static void pages_only(int64_t decay_ms)
+{
+	heap_huge_policy = -1;
+	set("decay_ms", decay_ms);
+	set("mmap_threshold", 1 << 20);
+}
+
 /* No decay pass (decay_ms 0) and no frees: every madvise call is a populate. */
 Test(populate, a_heap_growing_fast_populates_ahead_and_counts_it)
 {
-	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
-	set("decay_ms", 0);
-	set("mmap_threshold", 1 << 20);
+	pages_only(0);
 	enum { N = 2048 }; /* 128 MiB, 32768 pages: 16 per block */
 	static void *b[N];
 	struct la_counters before = counters();
@@ -279,9 +286,7 @@ Test(populate, a_heap_growing_fast_populates_ahead_and_counts_it)
 
 Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 {
-	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
-	set("decay_ms", 0);
-	set("mmap_threshold", 1 << 20);
+	pages_only(0);
 	enum { FAST = 512, SLOW = 64 };
 	static void *b[FAST + SLOW];
 	void *probe = A(malloc)(64 << 10);
@@ -316,9 +321,7 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
  * for the next ones. */
 Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 {
-	heap_huge_policy = -1;
-	set("decay_ms", 0);
-	set("mmap_threshold", 1 << 20);
+	pages_only(0);
 	enum { N = 512 };
 	static void *b[N + 64];
 	grow(b, N, 0);
@@ -369,11 +372,9 @@ Test(populate, a_failed_populate_counts_what_came_in_and_stops)
  * grows past them: pages populated ahead would only add to what it holds free. */
 Test(populate, an_arena_with_holes_populates_nothing)
 {
-	heap_huge_policy = -1; /* pages: huge ranges have tests of their own */
 	/* an hour's decay: the holes stay resident (with decay_ms 0 the frees' throttle may
 	 * return them while the heap shrinks, as it did under ASan's slower frees) */
-	set("decay_ms", 3600000);
-	set("mmap_threshold", 1 << 20);
+	pages_only(3600000);
 	enum { N = 512, M = 128 };
 	static void *b[N], *c[M];
 	grow(b, N, 0);
