@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, CDPError  # noqa: E402
@@ -125,6 +126,15 @@ class Scenario:
         wait(lambda: os.path.exists(os.path.join(self.segs, "liballoc.%d.seg" % p.pid)), 10,
              "the segment of " + name)
         return p.pid
+
+    def sampled_pids(self):
+        """The pids the daemon's history has a sample of (what the page loads)."""
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/api/history?res=fine&points=1"
+                                        % self.port, timeout=5) as r:
+                return {p["pid"] for p in json.load(r)["processes"] if p.get("t0") is not None}
+        except (OSError, ValueError, KeyError):
+            return set()
 
     def allocctl(self, *args):
         return subprocess.run([os.path.join(BUILD, "allocctl"), "--socket", self.sock] + list(args),
@@ -228,6 +238,10 @@ def scenario(sc):
     pid_a = sc.start_service("cache-svc", "32M", "12M", LIBALLOC_DECAY_MS="0",
                              LIBALLOC_TRIM_THRESHOLD="1G")
     pid_b = sc.start_service("web-svc", "8M", "3M")
+    # the page charts the processes the daemon has sampled when it loads (a process found
+    # later is charted when clicked): wait until both are in its history, as a busy
+    # machine may discover the second one after the page has loaded
+    wait(lambda: {pid_a, pid_b} <= sc.sampled_pids(), 30, "both services in the daemon's history")
     phase("services up")
     url = "http://127.0.0.1:%d/" % sc.port
     with browser as b:
