@@ -25,6 +25,19 @@ static const struct tbin tc_idle_bins[LA_NCLASSES] = {
         [0 ... LA_NCLASSES - 1] = {.top = tc_no_slots}};
 #define TC_IDLE_BINS ((struct tbin *)tc_idle_bins)
 static struct tbin *const tc_idle_direct[TC_DIRECT] = {[0 ... TC_DIRECT - 1] = TC_IDLE_BINS};
+
+/* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
+ * cache; not set up; exited), both pointers with one memory order: SEQ_CST where a flusher
+ * takes the cache (take_cache's half of the handshake), relaxed elsewhere (set-up and exit
+ * happen before the cache is listed or after it left the list, fork leaves one thread, and
+ * give-back orders them before its release of `steal`). */
+LA_INLINE void route_fast_paths(struct tcache *tc, bool own, int order)
+{
+	__atomic_store_n(&tc->bins_at, own ? tc->bins : TC_IDLE_BINS, order);
+	__atomic_store_n(&tc->direct_at, own ? (struct tbin *const *)tc->direct : tc_idle_direct,
+	                 order);
+}
+
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         .bins_at = TC_IDLE_BINS,
         .direct_at = tc_idle_direct,
@@ -172,8 +185,8 @@ static void tcache_init(struct tcache *tc)
 	tc->key = la_key;
 	for (unsigned i = 0; i < TC_DIRECT; i++)
 		tc->direct[i] = &tc->bins[sc_lookup[i]];
-	tc->bins_at = tc->bins; /* no flusher can reach the cache before it is listed */
-	tc->direct_at = tc->direct;
+	/* no flusher can reach the cache before it is listed */
+	route_fast_paths(tc, true, __ATOMIC_RELAXED);
 	la_lock(&tc_list_lock);
 	tc->prev = NULL;
 	tc->next = tc_list;
@@ -499,8 +512,7 @@ void tcache_thread_exit(void *arg)
 		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
 	tc->slots = NULL;
 	reset_bins(tc); /* limit 0: every later call takes the slow path */
-	tc->bins_at = TC_IDLE_BINS;
-	tc->direct_at = tc_idle_direct;
+	route_fast_paths(tc, false, __ATOMIC_RELAXED);
 	tc->state = TC_DEAD;
 	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);
@@ -521,14 +533,12 @@ static bool take_cache(struct tcache *tc)
 	return true;
 #else
 	__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&tc->bins_at, TC_IDLE_BINS, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&tc->direct_at, tc_idle_direct, __ATOMIC_SEQ_CST);
+	route_fast_paths(tc, false, __ATOMIC_SEQ_CST);
 	if (membarrier_ok)
 		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 	if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
 		return true;
-	__atomic_store_n(&tc->bins_at, tc->bins, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->direct_at, (struct tbin *const *)tc->direct, __ATOMIC_RELAXED);
+	route_fast_paths(tc, true, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 	return false;
 #endif
@@ -540,8 +550,7 @@ static void give_back(struct tcache *tc)
 	tcache_tsan_leave(tc);
 #else
 	/* the bins first: an owner that sees `steal` clear finds its own bins */
-	__atomic_store_n(&tc->bins_at, tc->bins, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->direct_at, (struct tbin *const *)tc->direct, __ATOMIC_RELAXED);
+	route_fast_paths(tc, true, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 #endif
 }
@@ -654,8 +663,7 @@ void tcache_fork_child(void)
 	if (self->state == TC_LIVE) {
 		self->next = self->prev = NULL;
 		self->busy = self->steal = 0;
-		self->bins_at = self->bins;
-		self->direct_at = self->direct;
+		route_fast_paths(self, true, __ATOMIC_RELAXED);
 		tc_list = self;
 	}
 	if (membarrier_ok)
