@@ -127,20 +127,32 @@ static struct span *from_heaps(struct arena *a, uint32_t n, bool oldest_first, b
 	return NULL;
 }
 
+LA_INLINE void unpark(struct arena *a);
+
 /* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
  * receives how many of them may already be resident. Resident free pages in any heap come
  * first: the newest heap's untouched pages must not be faulted in while an older heap
  * holds resident free ones. Then any room, heaps tried newest first, or oldest first for
  * metadata (slot rows, the transfer cache), which lives as long as its thread or arena: in
  * the heap the arena keeps longest it pins no newer heap that may empty and be released
- * (metadata skips the resident-first look for the same reason). */
-static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, struct heap **hp,
-                                uint32_t *dirty)
+ * (metadata skips the resident-first look for the same reason). A small span (small) takes
+ * the parked large block's pages when no heap has resident free pages for it: kept for the
+ * next block of its size, they would stay resident and free while new ones are faulted in
+ * (the teardown of a structure empties spans into a run that a large request takes,
+ * parked at its free). A large request leaves the parked block alone. */
+static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, bool small,
+                                struct heap **hp, uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
 	for (int pass = 0; pass < 2; pass++) {
 		struct span *s = oldest_first ? NULL : from_heaps(a, n, false, true, hp, dirty);
+		if (!s && small && a->parked) {
+			/* the parked large block's pages are resident and free too: a small
+			 * span takes them before new pages are faulted in */
+			unpark(a);
+			s = from_heaps(a, n, false, true, hp, dirty);
+		}
 		if (!s)
 			s = from_heaps(a, n, oldest_first, false, hp, dirty);
 		if (s)
@@ -294,7 +306,7 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
-	struct span *s = alloc_pages(a, sc_pages[cls], false, &h, &dirty);
+	struct span *s = alloc_pages(a, sc_pages[cls], false, true, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
@@ -870,7 +882,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		return span_base(h, s);
 	}
 	uint32_t dirty;
-	s = alloc_pages(a, n, false, &h, &dirty);
+	s = alloc_pages(a, n, false, false, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -930,7 +942,7 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
 	struct heap *h;
 	arena_lock(a);
-	struct span *s = alloc_pages(a, n, true, &h, &dirty);
+	struct span *s = alloc_pages(a, n, true, false, &h, &dirty);
 	if (s) {
 		s->kind = SPAN_META;
 		s->offset = 0;

@@ -308,6 +308,31 @@ Test(parked, a_block_of_another_size_leaves_it_parked)
 	A(free)(r);
 }
 
+Test(parked, a_small_span_takes_its_pages_before_new_ones)
+{
+	/* no heap holds other resident free pages: the next small span is carved from the
+	 * parked block's pages, which would otherwise stay resident and free beside new
+	 * ones faulted in */
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(48 * 4096);
+	memset(p, 1, 48 * 4096);
+	A(free)(p); /* parked */
+	/* twice the parked pages in 1024-byte blocks */
+	enum { N = 2 * 48 * 4 };
+	char *b[N];
+	int inside = -1;
+	for (int i = 0; i < N; i++) {
+		b[i] = A(malloc)(1024);
+		if (inside < 0 && b[i] >= p && b[i] < p + 48 * 4096)
+			inside = i;
+	}
+	cr_assert_geq(inside, 0, "no small block was carved from the parked pages");
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+	A(free)(keep);
+}
+
 Test(parked, turning_the_throttle_off_returns_it_at_the_next_large_free)
 {
 	set("mmap_threshold", 1 << 20);
