@@ -230,10 +230,12 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		unsigned c1 = e >> PM_CLASS_SHIFT;
 		uint32_t off = hoff - (e & PM_OFF_MASK);
 		void *key = (void *)tc->key;
-		if (likely(sc_divisible_pm(off, c1) && ((void **)p)[1] != key)) {
-			/* c1 >= 1 here (a class field of 0 divides nothing); the idle bins
-			 * (a flusher holds the cache) have no room */
-			struct tbin *b = tc_enter_fast(tc) + ((size_t)c1 - 1);
+		/* the bin of class c1 - 1 carries its reciprocal (bin_none, c1 = 0, and the
+		 * idle bins, a flusher holds the cache, carry 0: no offset divides); the idle
+		 * bins have no room either */
+		struct tbin *b = tc_enter_fast(tc) + ((ptrdiff_t)c1 - 1);
+		uint32_t r = b->recip;
+		if (likely(off * r < r && ((void **)p)[1] != key)) {
 			void **top = b->top;
 			if (likely(top < b->end)) {
 				top[1] = p;
@@ -242,8 +244,8 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 				tc_leave(tc);
 				return;
 			}
-			tc_leave(tc);
 		}
+		tc_leave(tc);
 	}
 	free_slow(p, "free()");
 }

@@ -19,11 +19,12 @@
  * NULL, never written (a limit of 0 sends every free to the slow path). */
 static void *tc_no_slots[1];
 /* The bins of a cache that a flusher holds, or that is not set up or has exited: top at
- * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), never
- * written (read-only after relocation). Only the fast paths read them. */
-static const struct tbin tc_idle_bins[LA_NCLASSES] = {
-        [0 ... LA_NCLASSES - 1] = {.top = tc_no_slots}};
-#define TC_IDLE_BINS ((struct tbin *)tc_idle_bins)
+ * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
+ * reciprocal of 0 (free's block-start check fails), never written (read-only after
+ * relocation). Only the fast paths read them; the first is bin_none's counterpart. */
+static const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {
+        [0 ... LA_NCLASSES] = {.top = tc_no_slots}};
+#define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
 static struct tbin *const tc_idle_direct[TC_DIRECT] = {[0 ... TC_DIRECT - 1] = TC_IDLE_BINS};
 
 /* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
@@ -91,6 +92,7 @@ static void reset_bins(struct tcache *tc)
 		tc->bins[c].top = tc_no_slots;
 		tc->bins[c].end = tc_no_slots;
 		tc->bins[c].limit = 0;
+		tc->bins[c].recip = sc_recip[c];
 	}
 	tc->rows = 0;
 }

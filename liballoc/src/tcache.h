@@ -36,6 +36,8 @@ struct tbin {
 	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1, so a
 	                 * program that uses few blocks of a class never touches many; of
 	                 * never-used blocks a refill carves at most sc_batch */
+	uint32_t recip; /* sc_recip of its class (0 in the idle bins and bin_none: no offset
+	                 * divides), for free's block-start check beside the bin it pushes to */
 };
 
 _Static_assert(sizeof(struct tbin) == 32, "free's fast path indexes bins by a shift");
@@ -75,6 +77,9 @@ struct tcache {
 	 * bins_at. */
 	struct tbin *const *direct_at;
 	uint64_t key; /* la_key, for free's fast path (a thread-local load); 0 before set-up */
+	/* bins_at[-1] for free's fast path: the bin of a page-map class field of 0 (a page
+	 * that is not a small span's), whose reciprocal of 0 makes no offset a block start */
+	struct tbin bin_none;
 	struct tbin bins[LA_NCLASSES];
 	struct tbin *direct[TC_DIRECT]; /* &bins[sc_lookup[i]], filled at set-up */
 	struct tslots *slots; /* the rows the bins point into; NULL before the first use */
