@@ -79,6 +79,7 @@ struct cgwatch {
 	struct policy_cg_state st; /* hysteresis and the last run */
 	uint64_t high_b, low_b;
 	struct deferral recheck; /* after min_interval while usage stays high */
+	uint64_t climb_ns;       /* a climb while a run was out: its event's time (0: none) */
 	struct run *run;
 };
 
@@ -290,6 +291,8 @@ uint64_t policy_cg_limit(const struct cg_memory *m)
 
 static void polstate_maybe_free(struct polstate *ps);
 static void cg_recheck_arm(struct cgwatch *cg, uint64_t delay_ns);
+static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t t_event,
+                        const char *note, bool recheck);
 static void psi_later_arm(struct polstate *ps);
 
 static void run_free(struct run *r)
@@ -328,24 +331,33 @@ static void run_finish(struct run *r)
 	         ps->def.dry_run || ps->d->policy->conf->dry_run ? "would release" : "released",
 	         rel, r->acted, r->acted == 1 ? "" : "es", back, (double)(now - r->t_event) / 1e6,
 	         goal, r->why);
-	if (r->cg) {
-		struct cg_memory m;
+	struct cgwatch *cg = r->cg;
+	struct cg_memory m;
+	bool have_m = cg && cgroup_memory_read(cg->dir, &m) == 0;
+	if (cg) {
 		/* usage back under low: re-armed (cgroup v2's memory.events signal no
 		 * decrease) */
-		if (cgroup_memory_read(r->cg->dir, &m) == 0 &&
-		    m.usage < policy_level_bytes(&ps->def.low, policy_cg_limit(&m)))
-			r->cg->st.armed = true;
+		if (have_m && m.usage < policy_level_bytes(&ps->def.low, policy_cg_limit(&m)))
+			cg->st.armed = true;
 		/* a run that found nothing to give back (the memory was still in use) does not
 		 * start min_interval: the next climb acts at once */
 		if (!r->released)
-			r->cg->st.last_run_ns = r->prev_run_ns;
-		r->cg->run = NULL;
-		cg_recheck_arm(r->cg, ps->def.min_interval_ms * 1000000u);
+			cg->st.last_run_ns = r->prev_run_ns;
+		cg->run = NULL;
+		cg_recheck_arm(cg, ps->def.min_interval_ms * 1000000u);
 	} else {
 		ps->run = NULL;
 		psi_later_arm(ps); /* an event that came during the run */
 	}
 	run_free(r);
+	if (have_m && !ps->dead) {
+		/* usage that climbed to a higher band while the run was out (its event got
+		 * DEFER) acts now, not at the re-check min_interval from now; the response
+		 * counts from that event */
+		uint64_t t = cg->climb_ns ? cg->climb_ns : now;
+		cg->climb_ns = 0;
+		cg_evaluate(cg, &m, t, " (climbed during the last run)", false);
+	}
 	polstate_maybe_free(ps);
 }
 
@@ -658,7 +670,7 @@ static bool run_start(struct polstate *ps, struct cgwatch *cg, enum audit_trigge
 
 /* Decide on the figures of one event (or a re-check). */
 static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t t_event,
-                        const char *why, bool recheck)
+                        const char *note, bool recheck)
 {
 	struct polstate *ps = cg->ps;
 	uint64_t limit = policy_cg_limit(m);
@@ -671,11 +683,23 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 		if (!was_armed)
 			log_debug("policy %s: %s back under low, re-armed", ps->def.name, cg->rel);
 		return;
-	case POLICY_DEFER: {
+	case POLICY_DEFER:
+		if (cg->run) {
+			/* a climb while a run is out: run_finish looks again at its end; the
+			 * response counts from the first such event */
+			if (!cg->climb_ns) {
+				cg->climb_ns = t_event;
+				log_debug(
+				        "policy %s: %s climbed to band %d during a run: looked at "
+				        "when it ends",
+				        ps->def.name, cg->rel,
+				        policy_cg_band(&ps->def, m->usage, limit));
+			}
+			return;
+		}
 		/* look again as soon as the interval ends: what was deferred then runs */
 		cg_recheck_arm(cg, policy_interval_wait(&ps->def, cg->st.last_run_ns, mono_ns()));
 		return;
-	}
 	case POLICY_NONE:
 		return;
 	case POLICY_ACT:
@@ -685,9 +709,8 @@ static void cg_evaluate(struct cgwatch *cg, const struct cg_memory *m, uint64_t 
 	fmt_size(u, sizeof(u), m->usage);
 	fmt_size(l, sizeof(l), limit);
 	fmt_size(h, sizeof(h), high);
-	snprintf(text, sizeof(text), "%.80s: usage %s >= high %s of limit %s%s", cg->rel, u, h, l,
-	         recheck ? " (still, after min_interval)" : "");
-	(void)why;
+	snprintf(text, sizeof(text), "%.80s: usage %s >= high %s of limit %s%.40s", cg->rel, u, h,
+	         l, note);
 	uint64_t goal = ps->def.goal ? ps->def.goal : m->usage - low;
 	run_start(ps, cg, AUDIT_T_pressure, t_event, goal, low, NULL, 0, recheck, text);
 }
@@ -704,10 +727,14 @@ enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_
 		st->armed = true;
 		return POLICY_REARMED;
 	}
-	if (usage < high || running)
+	if (usage < high)
 		return POLICY_NONE;
 	int band = policy_cg_band(def, usage, limit);
 	bool climb = !st->armed && band > st->band;
+	/* one run at a time: a climb while one is out is acted on the moment it ends (the
+	 * caller looks then), the rest is what that run answers */
+	if (running)
+		return climb ? POLICY_DEFER : POLICY_NONE;
 	if (!st->armed && !recheck && !climb)
 		return POLICY_NONE; /* hysteresis: above high again, but it never went under low */
 	/* min_interval spaces the runs at a crossing of high and the re-checks; a climb to a
@@ -750,7 +777,7 @@ static void on_cg_recheck(evutil_socket_t fd, short what, void *arg)
 	struct cgwatch *cg = arg;
 	struct cg_memory m;
 	if (cgroup_memory_read(cg->dir, &m) == 0)
-		cg_evaluate(cg, &m, mono_ns(), "re-check", true);
+		cg_evaluate(cg, &m, mono_ns(), " (still, after min_interval)", true);
 }
 
 /* While usage stays above high, look again in delay_ns (after a run: min_interval; a
@@ -804,7 +831,7 @@ static void on_cg_event(struct pressure_watch *w, const struct pressure_event *e
 	}
 	log_debug("policy %s: %s", ps->def.name, ev->why);
 	if (ev->have_memory)
-		cg_evaluate(cg, &ev->mem, ev->time_ns, ev->why, false);
+		cg_evaluate(cg, &ev->mem, ev->time_ns, "", false);
 }
 
 static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char *rel,
@@ -868,7 +895,7 @@ static struct cgwatch *cg_watch(struct polstate *ps, const char *dir, const char
 	cg->next = ps->cgs;
 	ps->cgs = cg;
 	/* already above high when we start watching: no crossing will come */
-	cg_evaluate(cg, &m, mono_ns(), "initial", false);
+	cg_evaluate(cg, &m, mono_ns(), "", false);
 	return cg;
 }
 

@@ -149,8 +149,8 @@ void policy_cg_thresholds(const struct policy *def, uint64_t limit,
  * look while usage stayed high, which needs no re-arming); running: a run is out. Above
  * high, a disarmed policy acts again when usage climbed to a higher band than the one its
  * last run acted on (pressure growing past the point where it acted), at once: min_interval
- * defers the other verdicts, not a climb. ACT disarms st and
- * records the band; the caller records last_run_ns when the run gave memory back (a run
+ * defers the other verdicts, not a climb. A climb while a run is out is DEFER: one run at a
+ * time, the caller looks again the moment it ends. ACT disarms st and records the band; the caller records last_run_ns when the run gave memory back (a run
  * that found nothing to give re-arms and does not start the interval). */
 enum policy_verdict policy_cg_decide(const struct policy *def, struct policy_cg_state *st,
                                      uint64_t usage, uint64_t limit, uint64_t now, bool recheck,

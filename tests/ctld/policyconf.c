@@ -404,7 +404,9 @@ Test(policydecide, a_climb_to_a_higher_band_acts_again_without_going_under_low)
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(88), LIMIT, t + 20 * MS, true, false),
 	             POLICY_DEFER);
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 30 * MS, false, true),
-	             POLICY_NONE, "a run is out");
+	             POLICY_DEFER, "a climb while a run is out: looked at when it ends");
+	cr_assert_eq(policy_cg_decide(po, &st, USAGE(89), LIMIT, t + 30 * MS, false, true),
+	             POLICY_NONE, "a run is out, no climb: that run answers it");
 	cr_assert_eq(policy_cg_decide(po, &st, USAGE(96), LIMIT, t + 40 * MS, false, false),
 	             POLICY_ACT);
 	policy_conf_free(pc);

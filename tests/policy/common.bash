@@ -8,6 +8,7 @@ load ../cli/helpers
 CTLD="$BUILD/allocctld"
 LIBALLOC_SO="${LIBALLOC_SO:-$BUILD/liballoc.so}"
 POL_PIDS=()
+CTLD_NS=() # what the daemon is started under (standin_v2: a mount namespace of its own)
 
 pol_setup() {
 	[ -x "$CTLD" ] || skip "allocctld is not built ($CTLD)"
@@ -43,7 +44,7 @@ pol_teardown() {
 # still acts only on its own uid's processes), watching $P/seg and every --run-dir given.
 start_daemon() {
 	rm -f "$P/ready"
-	"$CTLD" --socket "$P/ctl.sock" --socket-mode 0666 --listen 127.0.0.1:0 \
+	"${CTLD_NS[@]}" "$CTLD" --socket "$P/ctl.sock" --socket-mode 0666 --listen 127.0.0.1:0 \
 		--run-dir "$P/seg" --no-default-dirs --ready-file "$P/ready" --rescan-ms 200 "$@" \
 		>>"$P/ctld.log" 2>&1 3>&- &
 	DPID=$!
@@ -154,4 +155,45 @@ remove_cgroups() {
 	while read -r c; do
 		for _ in $(seq 100); do rmdir "$c" 2>/dev/null && break; [ -d "$c" ] || break; sleep 0.05; done
 	done <"$P/cgroups"
+}
+
+# standin_v2 CURRENT MAX HIGH: a stand-in cgroup v2 directory $SV (memory.current, .max,
+# .high and .events; this kind of host has no v2 memory controller) that the daemon
+# start_daemon starts next sees at $CG, the test's real cgroup (make_cgroup first): it runs
+# in a mount namespace of its own where $SV is bind-mounted over $CG. Its processes are
+# the real cgroup's; what it reads of the cgroup is the stand-in's, which the test writes
+# (sv_usage). No hook in the daemon: it finds the stand-in where the cgroup is.
+standin_v2() {
+	command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+	SV="$P/standin"
+	mkdir "$SV"
+	echo "$1" >"$SV/memory.current"
+	echo "$2" >"$SV/memory.max"
+	echo "$3" >"$SV/memory.high"
+	SV_HIGH=0
+	printf 'low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n' >"$SV/memory.events"
+	CTLD_NS=(unshare -m --propagation private sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' "$SV" "$CG")
+}
+
+# sv_usage BYTES: the stand-in's memory.current becomes BYTES (renamed into place: never
+# read half-written), then a 'high' event is counted in memory.events, as the kernel does
+# when it throttles a charge over memory.high (written in place: the daemon watches that
+# file's inode).
+sv_usage() {
+	echo "$1" >"$SV/memory.current.new"
+	mv "$SV/memory.current.new" "$SV/memory.current"
+	SV_HIGH=$((SV_HIGH + 1))
+	printf 'low 0\nhigh %d\nmax 0\noom 0\noom_kill 0\n' "$SV_HIGH" >"$SV/memory.events"
+}
+
+# policy_is NAME PYTHON-EXPR: allocctl policies' entry of NAME (p) satisfies the expression.
+policy_is() {
+	"$ALLOCCTL" --json policies |
+		json_check "[p for p in d['policies'] if p['name'] == '$1'] and all($2 for p in d['policies'] if p['name'] == '$1')" 2>/dev/null
+}
+
+# policy_events NAME: the events policy NAME has seen (allocctl policies).
+policy_events() {
+	"$ALLOCCTL" --json policies |
+		python3 -c "import json, sys; print(sum(p['events'] for p in json.load(sys.stdin)['policies'] if p['name'] == '$1'))"
 }

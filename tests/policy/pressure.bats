@@ -5,7 +5,10 @@
 # its free memory: LIBALLOC_IDLE_HEAP_RELEASE=0, LIBALLOC_TRIM_THRESHOLD=1G) allocates 0.75
 # of the limit, frees all but 1/32 of it and goes quiet; service B then allocates half the
 # limit. Without a policy the kernel OOM-kills one of them; with one, allocctld trims A
-# when usage reaches `high` and nobody is killed. Also: dry run, the time policies (idle, free).
+# when usage reaches `high` and nobody is killed. Also: dry run, the time policies (idle, free),
+# host PSI deferral, and against a stand-in cgroup v2 directory the daemon sees in place of
+# the test's cgroup (standin_v2: a mount namespace of its own, no hook in the daemon): a
+# climb while a run is out.
 load common
 
 setup() { pol_setup; }
@@ -193,4 +196,54 @@ EOC
 	[ "$ok" = 0 ] || { cat "$P/ctld.log"; false; }
 	grep "policy stall:" "$P/ctld.log"
 	metrics | grep -q '^liballoc_ctld_policy_runs_total{policy="stall",on="psi"} \([2-9]\|[1-9][0-9]\)'
+}
+
+# released_runs NAME N: N runs of policy NAME have ended (each logs one "released" line).
+released_runs() { [ "$(grep -c "policy $1: released" "$P/ctld.log")" = "$2" ]; }
+
+@test "pressure: a climb to a higher band while a run is out acts when the run ends" {
+	make_cgroup $((1 << 30))
+	# the cgroup as the daemon sees it: a v2 stand-in with limit 400 MiB, memory.high
+	# 200 MiB (no blind range); high 50% = 200 MiB, band edges 250, 300 and 350 MiB
+	standin_v2 $((50 << 20)) $((400 << 20)) $((200 << 20))
+	cat >"$P/conf" <<EOC
+[policy climb]
+on = cgroup
+cgroup = $CG_REL
+high = 50%
+low = 25%
+actions = trim
+min_interval = 10min
+EOC
+	start_daemon --config "$P/conf" --command-timeout-ms 60000
+	start_in_cgroup "$P/a.out" env LIBALLOC_IDLE_HEAP_RELEASE=0 LIBALLOC_TRIM_THRESHOLD=1G \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold 64M 32
+	A_PID=$BG_PID
+	wait_for grep -q quiet "$P/a.out"
+	wait_for listed "$A_PID"
+	# A is stopped: the run's trim waits for its answer, so the run stays out while
+	# usage climbs from band 1 to band 3
+	kill -STOP "$A_PID"
+	sv_usage $((210 << 20))
+	wait_for policy_is climb "p['runs'] == 1"
+	ev=$(policy_events climb)
+	sv_usage $((310 << 20))
+	wait_for policy_is climb "p['events'] > $ev"
+	[ "$(grep -c "policy climb: released" "$P/ctld.log")" = 0 ]
+	kill -CONT "$A_PID"
+	# the climb acts the moment the run ends (before: at the re-check min_interval, here
+	# 10 minutes, after it)
+	wait_for released_runs climb 2
+	grep "policy climb: released" "$P/ctld.log"
+	grep -q "policy climb: released .*usage 310.0 MiB >= high 200.0 MiB of limit 400.0 MiB (climbed during the last run))$" "$P/ctld.log"
+	# hysteresis and min_interval still hold: more usage in the band it acted at does
+	# nothing; a climb to the next band acts at once
+	ev=$(policy_events climb)
+	sv_usage $((320 << 20))
+	wait_for policy_is climb "p['events'] > $ev"
+	sv_usage $((360 << 20))
+	wait_for released_runs climb 3
+	grep -q "policy climb: released .*usage 360.0 MiB >= high 200.0 MiB of limit 400.0 MiB)$" "$P/ctld.log"
+	! grep -q "usage 320.0 MiB" "$P/ctld.log"
+	policy_is climb "p['runs'] == 3"
 }
