@@ -8,7 +8,7 @@
 # when usage reaches `high` and nobody is killed. Also: dry run, the time policies (idle, free),
 # host PSI deferral, and against a stand-in cgroup v2 directory the daemon sees in place of
 # the test's cgroup (standin_v2: a mount namespace of its own, no hook in the daemon): a
-# climb while a run is out.
+# climb while a run is out, and the warning about a v2 cgroup's blind range.
 load common
 
 setup() { pol_setup; }
@@ -246,4 +246,30 @@ EOC
 	grep -q "policy climb: released .*usage 360.0 MiB >= high 200.0 MiB of limit 400.0 MiB)$" "$P/ctld.log"
 	! grep -q "usage 320.0 MiB" "$P/ctld.log"
 	policy_is climb "p['runs'] == 3"
+}
+
+@test "pressure: a v2 cgroup whose memory.high is above the policy's high is warned about" {
+	make_cgroup $((1 << 30))
+	# memory.high 300 MiB of a 400 MiB memory.max: the kernel counts no event under
+	# 300 MiB, and the policy's high is 200 MiB
+	standin_v2 $((50 << 20)) $((400 << 20)) $((300 << 20))
+	cat >"$P/conf" <<EOC
+[policy blind]
+on = cgroup
+cgroup = $CG_REL
+high = 50%
+low = 25%
+actions = trim
+EOC
+	start_daemon --config "$P/conf"
+	wait_for grep -q "policy blind: watching cgroup" "$P/ctld.log"
+	sed 's/^[^ ]* allocctld\[[0-9]*\]: //' "$P/ctld.log" | grep -Fx "warn: policy blind: cgroup $CG_REL (v2) gives no event between high 200.0 MiB and 300.0 MiB (the kernel counts memory.events only over memory.high or at memory.max, and PSI reports stalls, which come near that limit): set its memory.high at most 200.0 MiB for the policy to see usage climb"
+	grep -q "policy blind: watching cgroup $CG_REL (v2): high 200.0 MiB, low 100.0 MiB" "$P/ctld.log"
+	# at memory.high or under it, no warning
+	stop_daemon
+	echo $((200 << 20)) >"$SV/memory.high"
+	: >"$P/ctld.log"
+	start_daemon --config "$P/conf"
+	wait_for grep -q "policy blind: watching cgroup" "$P/ctld.log"
+	! grep -q "gives no event" "$P/ctld.log"
 }
