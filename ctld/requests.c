@@ -159,7 +159,8 @@ static Ctl__ProcessInfo *process_info(struct pool *pl, const struct proc_snap *s
 		pi->pressure_watch = h->pressure_watching != 0;
 		pi->pressure_events = h->pressure_events;
 		pi->pressure_released_bytes = h->pressure_released_bytes;
-		pi->has_pressure_response_ns = h->pressure_events != 0;
+		pi->has_pressure_response_ns =
+		        h->pressure_response_ns != 0; /* 0: none needed one */
 		pi->pressure_response_ns = h->pressure_response_ns;
 	}
 	const char *profile = policy_proc_profile(s->p);

@@ -469,9 +469,11 @@ struct la_shm_header {
 	uint32_t reserved1;
 	uint64_t pressure_events;
 	uint64_t pressure_released_bytes;
-	uint64_t pressure_response_ns; /* the last event: from the watch's wake-up to enough
-	                                * back (v1 usage watch: usage under 75% of the limit)
-	                                * or the end of the release */
+	uint64_t pressure_response_ns; /* the last event that needed memory back (0: none
+	                                * yet; v1 usage watch: usage was over 75% of the
+	                                * limit, else: it released some): from the watch's
+	                                * wake-up to enough back (v1: usage under 75%) or
+	                                * the end of the release */
 	uint64_t reserved[20];
 };
 

@@ -147,11 +147,12 @@ uint64_t op_pressure(uint64_t since)
 	struct op_result r, t;
 	uint32_t skipped = 0;
 	op_flush_caches(&r, &skipped);
-	uint64_t released = r.bytes_released, back = 0, need;
+	uint64_t released = r.bytes_released, back = 0, need = 0;
 	/* where the watch knows when enough is back (v1: usage under its share), the
 	 * release and trim give that first and the response is measured there; then the
 	 * rest, as without */
-	if (pressure_need(&need)) {
+	bool known = pressure_need(&need);
+	if (known) {
 		os_goal = need;
 		if (need) {
 			op_release_idle(&t);
@@ -171,8 +172,13 @@ uint64_t op_pressure(uint64_t since)
 	struct la_shm_header *h = shm_header();
 	__atomic_fetch_add(&h->pressure_events, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->pressure_response_ns, (back ? back : os_now_ns()) - since,
-	                 __ATOMIC_RELAXED);
+	/* the response is that of the last event that needed memory back: one that found
+	 * usage under its share already (v1 thresholds fire both ways, so the crossing back
+	 * down after a release is an event too) or, where the watch cannot tell, released
+	 * nothing, is counted and keeps it */
+	if (known ? need != 0 : released != 0)
+		__atomic_store_n(&h->pressure_response_ns, (back ? back : os_now_ns()) - since,
+		                 __ATOMIC_RELAXED);
 	return 0;
 }
 

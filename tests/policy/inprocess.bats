@@ -90,6 +90,12 @@ time.sleep(60)' "$P" 3>&- &
 	[ "$stderr" = "liballoc: LIBALLOC_PRESSURE=maybe: not a boolean (1/0, true/false, yes/no, on/off); no pressure watch" ]
 }
 
+usage_below() { [ "$(cat "$CG/memory.usage_in_bytes")" -lt "$1" ]; }
+
+response_of() {
+	"$ALLOCCTL" --json stats "$1" | python3 -c "import json, sys; print(json.load(sys.stdin)['process']['pressure_response_ns'])"
+}
+
 pressure_events_are() {
 	"$ALLOCCTL" --json stats "$1" | json_check "d['process']['pressure_events'] == $2" 2>/dev/null
 }
@@ -102,11 +108,16 @@ pressure_events_are() {
 	wait_for listed "$A_PID"
 	printf x >&4
 	wait_for pressure_events_are "$A_PID" 1
+	first=$(response_of "$A_PID")
 	# the next event comes well within the second the watch waits between actions: it is
 	# kept and acted on when the second ends (before, it was dropped: still 1 event)
 	printf x >&4
 	wait_for -t 10 pressure_events_are "$A_PID" 2
 	exec 4>&-
+	# it found nothing left to give: counted, and the response stays the first event's
+	run -0 "$ALLOCCTL" --json stats "$A_PID"
+	echo "$output" | json_check "
+	  d['process']['pressure_events'] == 2 and d['process']['pressure_response_ns'] == $first"
 }
 
 @test "inprocess: LIBALLOC_PRESSURE=on in a memory cgroup: the OOM scenario, no daemon, nobody killed" {
@@ -139,6 +150,44 @@ pressure_events_are() {
 	start_in_cgroup "$P/b.out" "$PRESSURE_SVC" grab $((16 << 20)) 600000
 	wait_for grep -q grabbed "$P/b.out"
 	wait_for rss_below "$A_PID" $((8 << 20))
+}
+
+@test "inprocess: in a v1 cgroup the event of usage going back down keeps the response of the one that released" {
+	make_cgroup $((256 << 20))
+	[ "$CG_VER" = 1 ] || skip "the usage threshold is cgroup v1's (v2: PSI on memory.pressure)"
+	start_daemon
+	start_in_cgroup "$P/a.out" env LIBALLOC_PRESSURE=on "${RETAIN[@]}" \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" hold $((8 << 20)) 32
+	A_PID=$BG_PID
+	wait_for grep -q quiet "$P/a.out"
+	wait_for listed "$A_PID"
+	# B takes usage past 85% of the limit (217.6 MiB) to about 233 MiB while A is stopped,
+	# so that A acts once B is there: its ~8 MiB back leave usage above 85% (acting
+	# during B's climb, it could take usage back under 85% for a moment, a second crossing
+	# of the threshold). One event, memory needed (usage over 75%)
+	kill -STOP "$A_PID"
+	start_in_cgroup "$P/b.out" "$PRESSURE_SVC" grab $((224 << 20)) 600000
+	B_PID=$BG_PID
+	wait_for grep -q grabbed "$P/b.out"
+	kill -CONT "$A_PID"
+	wait_for pressure_events_are "$A_PID" 1
+	run -0 "$ALLOCCTL" --json stats "$A_PID"
+	echo "$output" | json_check "d['process']['pressure_released_bytes'] > 4 << 20"
+	first=$(response_of "$A_PID")
+	# B goes: usage falls back under 85%, which the threshold signals too (A stopped
+	# again until B's memory is all gone, as when A's own release took usage down: then
+	# the watch acts on that event a second later). That event finds usage under 75%
+	# (nothing needed) and is counted; the response stays the first's (before, its
+	# ~0.2 ms no-op overwrote it)
+	kill -STOP "$A_PID"
+	kill "$B_PID"
+	wait_for ended "$B_PID"
+	wait_for usage_below $((192 << 20))
+	kill -CONT "$A_PID"
+	wait_for -t 10 pressure_events_are "$A_PID" 2
+	run -0 "$ALLOCCTL" --json stats "$A_PID"
+	echo "$output" | json_check "
+	  d['process']['pressure_events'] == 2 and d['process']['pressure_response_ns'] == $first"
 }
 
 @test "inprocess: the watch's thread does not keep a process whose last thread left alive" {
