@@ -1,7 +1,7 @@
 /* arena.c — small spans and blocks, large blocks, remote-free draining, idle heap release,
  * the madvise throttle's decisions and trims. Locking: every function that touches an
- * arena's spans or heaps holds its lock; the remote queue is the only way another thread
- * gives memory back without that lock. */
+ * arena's spans or heaps holds its lock; the remote queue and ring are the only ways
+ * another thread gives memory back without that lock. */
 #include "arena.h"
 
 #include <string.h>
@@ -19,6 +19,14 @@
 #else
 #define LA_REMOTE_LOCKED 0
 #endif
+
+/* Are remote frees waiting for a's drain (its queue or its ring)? */
+static bool remote_pending(struct arena *a)
+{
+	return !cds_wfcq_empty(&a->rq_head, &a->rq_tail) ||
+	       __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) !=
+	               __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
+}
 
 struct arena arenas[LA_ARENAS_MAX];
 uint32_t arena_count;
@@ -543,7 +551,7 @@ bool arena_holds_free(struct arena *a, struct span *s, const void *p)
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve)
 {
 	arena_lock(a);
-	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
+	if (remote_pending(a))
 		arena_drain(a);
 	/* the transfer cache's blocks go on top (handed out first: the most recently used);
 	 * the rest of the refill comes from the spans */
@@ -834,23 +842,144 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
 
+/* The ring's slots, mapped by the first thread that needs them (NULL without memory: the
+ * queue serves). Never unmapped while the process lives (arenas are never destroyed). */
+static void **ring_get(struct arena *a)
+{
+	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
+	if (likely(r != NULL))
+		return r;
+	struct la_counters *pc = &shm_process_block()->c;
+	void **mine = os_map(RR_SLOTS * sizeof(void *), pc);
+	if (!mine)
+		return NULL;
+	if (__atomic_compare_exchange_n(&a->rr, &r, mine, false, __ATOMIC_ACQ_REL,
+	                                __ATOMIC_ACQUIRE)) {
+		STAT_ADD(pc, metadata_bytes, RR_SLOTS * sizeof(void *));
+		STAT_ADD(pc, address_space_bytes, RR_SLOTS * sizeof(void *));
+		return mine;
+	}
+	os_unmap(mine, RR_SLOTS * sizeof(void *), pc); /* another thread set it up first */
+	return r;
+}
+
+/* Reserve n slots of owner's ring and fill them with blocks; false (nothing done) when
+ * the ring has no room or another thread reserved at the same moment. */
+static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n)
+{
+	void **r = ring_get(owner);
+	if (!r)
+		return false;
+	uint64_t h = __atomic_load_n(&owner->rr_head, __ATOMIC_RELAXED);
+	uint64_t t = __atomic_load_n(&owner->rr_tail, __ATOMIC_ACQUIRE);
+	/* slots below rr_tail were emptied by the drain before it moved rr_tail past them */
+	if (h - t + n > RR_SLOTS ||
+	    !__atomic_compare_exchange_n(&owner->rr_head, &h, h + n, false, __ATOMIC_RELAXED,
+	                                 __ATOMIC_RELAXED))
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		__atomic_store_n(&r[(h + i) & (RR_SLOTS - 1)], blocks[i], __ATOMIC_RELEASE);
+	return true;
+}
+
+void arena_free_remote_array(struct arena *owner, struct arena *mine, void *const *blocks,
+                             uint32_t n)
+{
+	if (!n)
+		return;
+	bool unowned = __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0;
+	if (owner == mine || unowned || LA_REMOTE_LOCKED) { /* as arena_free_remote_batch */
+		if (owner != mine && unowned)
+			STAT_ADD(owner->c, remote_frees_locked, n);
+		else if (owner != mine) { /* LA_REMOTE_LOCKED */
+			STAT_ADD(owner->c, remote_frees_queued, n);
+			STAT_ADD(owner->c, remote_frees_drained, n);
+		}
+		struct free_tally t;
+		t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
+		arena_lock(owner);
+		for (uint32_t i = 0; i < n; i++)
+			free_block_tallied(owner, blocks[i], &t);
+		tally_apply(owner, &t);
+		arena_unlock(owner);
+		return;
+	}
+	if (ring_put(owner, blocks, n)) {
+		STAT_ADD(owner->c, remote_frees_queued, n);
+		shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
+		return;
+	}
+	/* linked into a queue of their own, newest last, and handed over as one */
+	struct __cds_wfcq_head head;
+	struct cds_wfcq_tail tail;
+	__cds_wfcq_init(&head, &tail);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cds_wfcq_node *node = blocks[i];
+		cds_wfcq_node_init(node);
+		cds_wfcq_enqueue(&head, &tail, node);
+	}
+	arena_free_remote_batch(owner, mine, &head, &tail, n);
+}
+
+/* Blocks drained from the ring at a time: all of them fetched before the first is freed */
+#define RR_DRAIN 32u
+
+/* The filled slots of a's ring, in order, freed (lock held); how many. */
+static uint64_t ring_drain(struct arena *a, struct free_tally *t)
+{
+	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
+	uint64_t head = __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE);
+	uint64_t count = 0;
+	while (tail != head) {
+		void *got[RR_DRAIN];
+		uint32_t k = 0;
+		while (k < RR_DRAIN && tail != head) {
+			void **slot = &r[tail & (RR_SLOTS - 1)];
+			void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+			if (!p) /* reserved, not filled yet: the next drain takes it */
+				break;
+			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+			__builtin_prefetch(p, 1);
+			got[k++] = p;
+			tail++;
+		}
+		/* the slots are free for the writers once rr_tail has passed them */
+		__atomic_store_n(&a->rr_tail, tail, __ATOMIC_RELEASE);
+		for (uint32_t i = 0; i < k; i++)
+			free_block_tallied(a, got[i], t);
+		count += k;
+		if (k < RR_DRAIN)
+			break;
+	}
+	return count;
+}
+
 void arena_drain(struct arena *a)
 {
 	struct __cds_wfcq_head head;
 	struct cds_wfcq_tail tail;
 	struct cds_wfcq_node *node, *n;
-	__cds_wfcq_init(&head, &tail);
-	if (__cds_wfcq_splice_blocking(&head, &tail, &a->rq_head, &a->rq_tail) ==
-	    CDS_WFCQ_RET_SRC_EMPTY)
+	bool ring = __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) !=
+	            __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
+	if (!ring && cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		return;
 	uint64_t count = 0;
 	struct free_tally t;
 	t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
-	__cds_wfcq_for_each_blocking_safe(&head, &tail, node, n)
-	{
-		free_block_tallied(a, node, &t);
-		count++;
+	if (ring)
+		count = ring_drain(a, &t);
+	__cds_wfcq_init(&head, &tail);
+	if (__cds_wfcq_splice_blocking(&head, &tail, &a->rq_head, &a->rq_tail) !=
+	    CDS_WFCQ_RET_SRC_EMPTY) {
+		__cds_wfcq_for_each_blocking_safe(&head, &tail, node, n)
+		{
+			free_block_tallied(a, node, &t);
+			count++;
+		}
 	}
+	if (!count)
+		return;
 	STAT_ADD(a->c, remote_frees_drained, count);
 	tally_apply(a, &t);
 }
@@ -864,7 +993,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		return NULL;
 	uint32_t n = (uint32_t)((la_align_up(size, LA_PAGE) + extra) >> LA_PAGE_SHIFT);
 	arena_lock(a);
-	if (!cds_wfcq_empty(&a->rq_head, &a->rq_tail))
+	if (remote_pending(a))
 		arena_drain(a);
 	struct heap *h;
 	struct span *s = a->parked;
@@ -1106,7 +1235,7 @@ bool arena_decay(struct arena *a, bool full)
 		measure_locked(a);
 	for (struct heap *h = a->heaps; h; h = h->next)
 		more |= h->dirty_pages || h->purge_shift; /* younger pages, or a purge refused */
-	more |= a->parked != NULL || !cds_wfcq_empty(&a->rq_head, &a->rq_tail);
+	more |= a->parked != NULL || remote_pending(a);
 	arena_unlock(a);
 	return more;
 }
@@ -1145,6 +1274,11 @@ void arena_reinit_child(struct arena *keep)
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
 		__cds_wfcq_init(&arenas[i].rq_head, &arenas[i].rq_tail); /* see arena_lock_all */
+		/* the ring as the copy found it: slots filled after the drain, or reserved and
+		 * never to be filled here; the child starts without one (its copy stays mapped,
+		 * never touched again) */
+		arenas[i].rr = NULL;
+		arenas[i].rr_head = arenas[i].rr_tail = 0;
 		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
 		arenas[i].pub->threads = arenas[i].threads;
 	}

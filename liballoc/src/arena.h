@@ -61,7 +61,19 @@ struct arena {
 	/* remote frees: enqueued by anyone, drained under `lock` */
 	struct __cds_wfcq_head rq_head __attribute__((aligned(64)));
 	struct cds_wfcq_tail rq_tail __attribute__((aligned(64)));
+	/* The remote ring: batches of remote frees as pointers (arena_free_remote_array), so
+	 * that the drain reads them in order and fetches many blocks at once instead of
+	 * chasing one link per block (a miss each: the blocks were written on another core).
+	 * Set up by the first thread that needs it (atomic, then fixed); a freeing thread
+	 * reserves slots [rr_head, rr_head + n) by one compare-and-swap (one try: on failure,
+	 * or with too little room, its batch goes to the queue above, so a free stays
+	 * wait-free) and then fills them; the drain takes filled slots in order from rr_tail
+	 * (a slot still empty, its writer between the two steps, ends the drain there). */
+	void **rr;                                     /* RR_SLOTS slots; NULL: empty */
+	uint64_t rr_head __attribute__((aligned(64))); /* slots reserved (atomic) */
+	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
 } __attribute__((aligned(64)));
+#define RR_SLOTS 4096u /* 32 KiB of slots */
 
 extern struct arena arenas[LA_ARENAS_MAX];
 extern uint32_t arena_count; /* arenas initialised (atomic, grows only) */
@@ -121,6 +133,12 @@ void arena_free_remote(struct arena *a, void *p);
  * are the same or no thread uses owner (counted in remote_frees_locked; nobody would
  * drain a queue there but the control thread), else through the remote queue. */
 void arena_free_any(struct arena *owner, struct arena *mine, void *p);
+/* Give owner n (<= RR_SLOTS) of its blocks, freed by a thread of mine: through its remote
+ * ring when there is room (else in one splice onto its queue); when no thread uses owner,
+ * under its lock instead (like arena_free_any). The blocks' first words may be written
+ * (a queue's links). */
+void arena_free_remote_array(struct arena *owner, struct arena *mine, void *const *blocks,
+                             uint32_t n);
 /* Give owner a whole local queue of its blocks (n of them) in one splice; when no thread
  * uses owner, free them under its lock instead (like arena_free_any). */
 void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __cds_wfcq_head *head,

@@ -151,11 +151,9 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 		for (uint32_t i = 1; i <= tbin_count(&tc->bins[cls]); i++)
 			if (tc->bins[cls].slot[i] == p)
 				double_free(func);
-		if (tc->rb_n) {
-			struct cds_wfcq_node *node;
-			__cds_wfcq_for_each_blocking(&tc->rb_head, &tc->rb_tail,
-			                             node) if ((void *)node == p) double_free(func);
-		}
+		for (uint32_t i = 0; i < tc->rb_n; i++)
+			if (tc->rb[i] == p)
+				double_free(func);
 	}
 	tc_leave(tc);
 	struct arena *a = h->arena;

@@ -176,7 +176,6 @@ static void publish(struct tcache *tc)
 
 static void tcache_init(struct tcache *tc)
 {
-	__cds_wfcq_init(&tc->rb_head, &tc->rb_tail);
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
 	tc->arena = arena_attach();
@@ -414,10 +413,9 @@ static void flush_remote(struct tcache *tc)
 {
 	if (!tc->rb_n)
 		return;
-	arena_free_remote_batch(tc->rb_owner, tc->arena, &tc->rb_head, &tc->rb_tail, tc->rb_n);
+	arena_free_remote_array(tc->rb_owner, tc->arena, tc->rb, tc->rb_n);
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
-	__cds_wfcq_init(&tc->rb_head, &tc->rb_tail);
 }
 
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
@@ -442,10 +440,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 			flush_remote(tc);
 		tc->rb_owner = owner;
 		((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
-		struct cds_wfcq_node *node = p;
-		cds_wfcq_node_init(node);
-		cds_wfcq_enqueue(&tc->rb_head, &tc->rb_tail, node);
-		tc->rb_n++;
+		tc->rb[tc->rb_n++] = p;
 		tc_leave(tc);
 		return;
 	}

@@ -48,9 +48,10 @@ LA_INLINE uint32_t tbin_count(const struct tbin *b)
 }
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
-#define TC_DIRECT     65u             /* (n + 15) >> 4 for n <= 1024 (sc_lookup's index) */
-#define TC_SLOTS      64u             /* slots of a bin's row, slot 0 included */
-#define TC_MAX_BLOCKS (TC_SLOTS - 1u) /* blocks one bin may hold */
+#define TC_REMOTE_BATCH 64u             /* foreign frees handed over at a time */
+#define TC_DIRECT       65u             /* (n + 15) >> 4 for n <= 1024 (sc_lookup's index) */
+#define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
+#define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
@@ -110,20 +111,19 @@ struct tcache {
 	struct tcache *next;               /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
-	 * the owner's remote queue in one splice: blocks return to the arena whose threads
-	 * allocate from their spans, so two threads never share a span's cache lines. */
+	 * the owner in one hand-over (its remote ring, else its queue): blocks return to the
+	 * arena whose threads allocate from their spans, so two threads never share a span's
+	 * cache lines. */
 	struct arena *rb_owner;
 	uint32_t rb_n;
-	struct __cds_wfcq_head rb_head;
-	struct cds_wfcq_tail rb_tail;
+	void *rb[TC_REMOTE_BATCH];
 };
-#define TC_REMOTE_BATCH 64u
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
  * cache; a bin it emptied that refills within TC_GC_WINDOW sweeps was emptied too early:
  * after k such times in a row, the next 2^k - 1 sweeps skip it, k at most TC_GC_BACKOFF. */
-#define TC_GC_EVENTS    32u
-#define TC_GC_WINDOW    8u
-#define TC_GC_BACKOFF   7u
+#define TC_GC_EVENTS  32u
+#define TC_GC_WINDOW  8u
+#define TC_GC_BACKOFF 7u
 
 /* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave and do
  * without the cache (the slow paths go to the arena directly). */

@@ -1,5 +1,6 @@
 /* corruption.c — misuse is detected and reported in one exact line, then SIGABRT. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,54 @@ static void double_free_after_flush(void)
 Test(corruption, double_free_after_the_cache_returned_the_block)
 {
 	expect_abort(double_free_after_flush, "liballoc: free(): double free detected");
+}
+
+/* Blocks of another thread's arena (the thread stays alive, so its arena stays owned and
+ * this thread's frees of them are remote: handed over 64 at a time). */
+enum { FOREIGN = 65 };
+static void *foreign[FOREIGN];
+static pthread_barrier_t foreign_made;
+
+static void *foreign_owner(void *arg)
+{
+	for (int i = 0; i < FOREIGN; i++)
+		foreign[i] = A(malloc)(48);
+	pthread_barrier_wait(&foreign_made);
+	for (;;)
+		pause();
+	return arg;
+}
+
+static void make_foreign_blocks(void)
+{
+	sink = A(malloc)(48); /* this thread's own cache and arena */
+	pthread_t t;
+	pthread_barrier_init(&foreign_made, NULL, 2);
+	pthread_create(&t, NULL, foreign_owner, NULL);
+	pthread_barrier_wait(&foreign_made);
+}
+
+static void remote_double_free_waiting(void)
+{
+	make_foreign_blocks();
+	A(free)(foreign[0]); /* waits in this thread's batch for the owner */
+	A(free)(foreign[0]);
+}
+Test(corruption, double_free_of_another_threads_block_waiting_to_be_handed_over)
+{
+	expect_abort(remote_double_free_waiting, "liballoc: free(): double free detected");
+}
+
+static void remote_double_free_handed_over(void)
+{
+	make_foreign_blocks();
+	for (int i = 0; i < FOREIGN; i++)
+		A(free)(foreign[i]); /* the 65th free hands the first 64 over to the owner */
+	A(free)(foreign[0]);
+}
+Test(corruption, double_free_of_another_threads_block_handed_over_to_its_owner)
+{
+	expect_abort(remote_double_free_handed_over, "liballoc: free(): double free detected");
 }
 
 static void large_double_free(void)

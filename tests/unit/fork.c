@@ -36,9 +36,21 @@ static void cut_prepare(void)
 	cut_old = __atomic_exchange_n(&cut_arena->rq_tail.p, cut_node, __ATOMIC_SEQ_CST);
 }
 
+/* The same for a remote ring: a slot reserved (by a thread between its two steps) after
+ * liballoc's prepare handler drained the ring, filled only after the fork in the parent. */
+static struct arena *ring_cut_arena;
+static uint64_t ring_cut_slot;
+
+static void ring_cut_prepare(void)
+{
+	if (ring_cut_arena)
+		ring_cut_slot = __atomic_fetch_add(&ring_cut_arena->rr_head, 1, __ATOMIC_SEQ_CST);
+}
+
 __attribute__((constructor)) static void register_cut(void)
 {
 	pthread_atfork(cut_prepare, NULL, NULL);
+	pthread_atfork(ring_cut_prepare, NULL, NULL);
 }
 
 static void set(const char *name, int64_t v)
@@ -162,4 +174,113 @@ Test(fork, a_queue_cut_by_the_fork_does_not_hang_malloc_trim_in_the_child)
 Test(fork, a_queue_cut_by_the_fork_does_not_hang_the_childs_decay_pass)
 {
 	cut_and_check(child_idles, pick_small);
+}
+
+/* A thread with an arena of its own and FOREIGN + 1 blocks of it, idle until released. */
+enum { FOREIGN = 65 }; /* the 65th foreign free hands the first 64 over */
+struct ring_owner {
+	pthread_barrier_t ready, done;
+	struct arena *arena;
+	void *blocks[FOREIGN + 1];
+};
+
+static void *ring_owner_main(void *arg)
+{
+	struct ring_owner *o = arg;
+	for (int i = 0; i <= FOREIGN; i++)
+		o->blocks[i] = A(malloc)(48);
+	o->arena = la_tcache.arena;
+	pthread_barrier_wait(&o->ready);
+	pthread_barrier_wait(&o->done);
+	return NULL;
+}
+
+static void start_ring_owner(struct ring_owner *o, pthread_t *t)
+{
+	pthread_barrier_init(&o->ready, NULL, 2);
+	pthread_barrier_init(&o->done, NULL, 2);
+	pthread_create(t, NULL, ring_owner_main, o);
+	pthread_barrier_wait(&o->ready);
+}
+
+static uint64_t ring_used(struct arena *a)
+{
+	return __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(&a->rr_tail, __ATOMIC_ACQUIRE);
+}
+
+/* In the child: new threads take arenas no thread uses until one has the arena whose ring
+ * the fork cut; this thread's frees of its blocks go through that arena's ring and drain. */
+static int child_frees_through_the_ring(struct arena *cut)
+{
+	enum { TRIES = 8 };
+	static struct ring_owner o[TRIES];
+	pthread_t t[TRIES];
+	int n = 0, status = 0;
+	while (n < TRIES) {
+		start_ring_owner(&o[n], &t[n]);
+		if (o[n++].arena == cut)
+			break;
+	}
+	struct ring_owner *c = &o[n - 1];
+	if (c->arena != cut)
+		status = 2;
+	for (int i = 0; i < FOREIGN && !status; i++)
+		A(free)(c->blocks[i]);
+	if (!status && ring_used(c->arena) != 64)
+		status = 3; /* the batch did not go through the ring */
+	A(malloc_trim)(0);  /* drains every arena */
+	if (!status && ring_used(c->arena) != 0)
+		status = 4; /* the drain stopped at the slot reserved in the parent */
+	for (int i = 0; i < n; i++) {
+		pthread_barrier_wait(&o[i].done);
+		pthread_join(t[i], NULL);
+	}
+	return status;
+}
+
+Test(fork, a_ring_slot_reserved_at_the_fork_stops_neither_the_childs_drains_nor_the_parents)
+{
+	set("decay_ms", 0);     /* the parent's control thread stays out of the way */
+	A(free)(A(malloc)(64)); /* this thread has its own arena */
+	struct ring_owner o;
+	pthread_t t;
+	start_ring_owner(&o, &t);
+	cr_assert_neq(o.arena, la_tcache.arena, "the owner has an arena of its own");
+	for (int i = 0; i < FOREIGN; i++)
+		A(free)(o.blocks[i]);
+	cr_assert_not_null(o.arena->rr, "a batch set the owner's ring up");
+	cr_assert_eq(ring_used(o.arena), 64);
+	ring_cut_arena = o.arena;
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		_exit(child_frees_through_the_ring(o.arena));
+	}
+	ring_cut_arena = NULL;
+	cr_assert_eq(ring_used(o.arena), 1,
+	             "liballoc's prepare handler drained the ring, then "
+	             "the cut reserved one slot");
+	/* the reserving thread fills its slot after the fork: the parent's drain takes it */
+	__atomic_store_n(&o.arena->rr[ring_cut_slot % RR_SLOTS], o.blocks[FOREIGN],
+	                 __ATOMIC_RELEASE);
+	A(malloc_trim)(0);
+	cr_assert_eq(ring_used(o.arena), 0, "the parent drained the late slot");
+	int status = -1;
+	for (int ms = 0; ms < 10000; ms++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		status = -1;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	if (status == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	          "the child ended with status %#x (2: another arena, 3: no ring, 4: the drain "
+	          "stopped short)",
+	          status);
+	pthread_barrier_wait(&o.done);
+	pthread_join(t, NULL);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "arena.h"
 #include "control.h"
 #include "direct.h"
 #include "heap.h"
@@ -1048,6 +1049,66 @@ Test(remote_frees, cross_thread_frees_are_queued_and_all_drained)
 	             (unsigned long long)s.remote_frees_drained);
 	cr_assert_eq(s.remote_frees_locked, 0, "a foreign thread took an owned arena's lock");
 	cr_assert_eq(s.mprotect_calls, 0, "heap growth costs no mprotect");
+}
+
+/* A thread that allocates blocks and then stays alive without touching the allocator, so
+ * that its arena stays owned and nothing drains it but the test. */
+enum { RING_BLOCKS = RR_SLOTS + 2 * 64 + 1 };
+static void *ring_blocks[RING_BLOCKS];
+static pthread_barrier_t ring_made, ring_done;
+
+static void *ring_owner(void *arg)
+{
+	for (int i = 0; i < RING_BLOCKS; i++)
+		memset(ring_blocks[i] = A(malloc)(32), 1, 32);
+	pthread_barrier_wait(&ring_made);
+	pthread_barrier_wait(&ring_done);
+	return arg;
+}
+
+static bool owner_queue_empty(struct arena *a)
+{
+	return cds_wfcq_empty(&a->rq_head, &a->rq_tail);
+}
+
+Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_its_queue)
+{
+	set("decay_ms", 0);        /* no decay pass: only the test drains */
+	void *own = A(malloc)(32); /* this thread's own arena and cache */
+	pthread_t t;
+	pthread_barrier_init(&ring_made, NULL, 2);
+	pthread_barrier_init(&ring_done, NULL, 2);
+	pthread_create(&t, NULL, ring_owner, NULL);
+	pthread_barrier_wait(&ring_made);
+	struct arena *owner = heap_of(ring_blocks[0])->arena;
+	cr_assert_neq(owner, heap_of(own)->arena, "the owner has an arena of its own");
+	struct la_counters before = stats();
+	/* handed over 64 at a time: RR_SLOTS fill the ring, the next batch finds no room and
+	 * goes to the queue, the last stays in this thread's cache */
+	for (int i = 0; i < RING_BLOCKS - 1; i++)
+		A(free)(ring_blocks[i]);
+	cr_assert_eq(owner->rr_head - owner->rr_tail, RR_SLOTS, "in the ring: %llu",
+	             (unsigned long long)(owner->rr_head - owner->rr_tail));
+	cr_assert(!owner_queue_empty(owner), "the batch the ring had no room for is queued");
+	struct la_counters mid = stats();
+	cr_assert_eq(mid.remote_frees_queued - before.remote_frees_queued, RR_SLOTS + 64);
+	cr_assert_eq(mid.remote_frees_drained, before.remote_frees_drained, "nothing drained yet");
+	arena_lock(owner);
+	arena_drain(owner);
+	arena_unlock(owner);
+	cr_assert_eq(owner->rr_head, owner->rr_tail, "the ring is empty after a drain");
+	cr_assert(owner_queue_empty(owner));
+	struct la_counters after = stats();
+	cr_assert_eq(after.remote_frees_drained - before.remote_frees_drained, RR_SLOTS + 64);
+	/* the ring takes the next batch again: the 64 waiting here, handed over at the next
+	 * foreign free */
+	A(free)(ring_blocks[RING_BLOCKS - 1]);
+	cr_assert_eq(owner->rr_head - owner->rr_tail, 64, "in the ring: %llu",
+	             (unsigned long long)(owner->rr_head - owner->rr_tail));
+	cr_assert(owner_queue_empty(owner));
+	pthread_barrier_wait(&ring_done);
+	pthread_join(t, NULL);
+	A(free)(own);
 }
 
 /* ---- a trim asked for only what is needed (LA_MB_GOAL: allocctld's policies) ------------ */
