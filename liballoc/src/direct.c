@@ -18,7 +18,11 @@
  * heaps after neither holds the buffer resident until the decay pass nor faults its next
  * one into a fresh mapping whose pages the heaps cannot reuse. Once mappings are
  * recycled, the threshold comes back down to the ceiling and freed mappings are cached:
- * the recycling program pays one mapping more. */
+ * the recycling program pays one mapping more. From glibc's 32 MiB up (blocks whose size
+ * no threshold raise sends to the heaps: the next one is a mapping either way) a freed
+ * mapping is kept at once, on trial: it leaves the cache when any heap grows into memory
+ * it never used (direct_heaps_grew: the program now builds from heaps, which cannot use
+ * its pages) or with the decay pass; a request that takes it starts the recycling. */
 #include "direct.h"
 
 #include <errno.h>
@@ -44,6 +48,7 @@ struct dcached {
 	uint64_t id;     /* which entry a measurement made outside the lock was for */
 	size_t resident; /* counted resident: len until measured */
 	bool measured;
+	bool trial;    /* kept before mappings were recycled (see the top) */
 	uint32_t uses; /* as in struct dmap */
 };
 
@@ -66,6 +71,8 @@ static struct {
 	uint64_t epoch;
 } dropped[DROPPED_RING];
 static unsigned dropped_next;
+/* bytes of the cached mappings on trial (atomic: heaps that grow read it without the lock) */
+static uint64_t trial_bytes;
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
@@ -206,6 +213,8 @@ static bool cache_take(size_t len, struct dcached *out)
 	*out = dcache[best];
 	recycled_at = decay_epoch + 1;
 	dcache_bytes -= out->len;
+	if (out->trial)
+		__atomic_store_n(&trial_bytes, trial_bytes - out->len, __ATOMIC_RELAXED);
 	dcache[best] = dcache[--dcached_n];
 	return true;
 }
@@ -358,7 +367,8 @@ int direct_free(void *p)
 	 * keeping the mapping would only hold memory */
 	bool recycles = !TUN(mmap_dynamic) || (int64_t)len >= TUN(mmap_threshold_max);
 	bool fits = len <= (uint64_t)TUN(direct_cache_bytes);
-	bool cached = fits && recycles && recycling();
+	bool trial = fits && recycles && !recycling() && (int64_t)len >= BEYOND_MAX;
+	bool cached = fits && recycles && (recycling() || trial);
 	if (fits && recycles && !cached) { /* not admitted: remembered (note_miss) */
 		dropped[dropped_next % DROPPED_RING].len = len;
 		dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
@@ -391,11 +401,16 @@ int direct_free(void *p)
 		evict_len[nevict] = dcache[old].len;
 		evict_res[nevict++] = dcache[old].resident;
 		dcache_bytes -= dcache[old].len;
+		if (dcache[old].trial)
+			__atomic_store_n(&trial_bytes, trial_bytes - dcache[old].len,
+			                 __ATOMIC_RELAXED);
 		dcache[old] = dcache[--dcached_n];
 	}
-	dcache[dcached_n++] =
-	        (struct dcached){base, len, user, decay_epoch, ++dcache_ids, resident, false, uses};
+	dcache[dcached_n++] = (struct dcached){base,     len,   user,  decay_epoch, ++dcache_ids,
+	                                       resident, false, trial, uses};
 	dcache_bytes += len;
+	if (trial)
+		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
 	STAT_ADD(pc(), direct_cache_bytes, len);
 	STAT_ADD(pc(), free_resident_bytes, resident);
@@ -449,19 +464,38 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 	return q;
 }
 
-static void drop_cache(bool only_old)
+/* Which cached mappings drop_cache unmaps. */
+enum { DROP_ALL, DROP_OLD, DROP_TRIAL };
+
+static void drop_cache(int which)
 {
 	struct dcached gone[DCACHE_SLOTS];
 	unsigned n = 0;
+	bool only_old = which == DROP_OLD;
 	la_lock(&direct_lock);
 	for (unsigned i = 0; i < dcached_n;) {
-		if (only_old && dcache[i].epoch == decay_epoch) {
+		if ((only_old && dcache[i].epoch == decay_epoch) ||
+		    (which == DROP_TRIAL && !dcache[i].trial)) {
 			i++;
 			continue;
+		}
+		if (dcache[i].trial) { /* remembered as one not admitted (note_miss) */
+			__atomic_store_n(&trial_bytes, trial_bytes - dcache[i].len,
+			                 __ATOMIC_RELAXED);
+			dropped[dropped_next % DROPPED_RING].len = dcache[i].len;
+			dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
 		}
 		gone[n++] = dcache[i];
 		dcache_bytes -= dcache[i].len;
 		dcache[i] = dcache[--dcached_n];
+	}
+	if (which == DROP_TRIAL) {
+		la_unlock(&direct_lock);
+		for (unsigned i = 0; i < n; i++) {
+			uncache(gone[i].len, gone[i].resident, true);
+			os_unmap(gone[i].base, gone[i].len, pc());
+		}
+		return;
 	}
 	decay_epoch++;
 	if (!only_old) { /* trimmed: start over */
@@ -509,12 +543,19 @@ void direct_measure(void)
 
 void direct_trim(void)
 {
-	drop_cache(false);
+	drop_cache(DROP_ALL);
+}
+
+void direct_heaps_grew(void)
+{
+	if (likely(!__atomic_load_n(&trial_bytes, __ATOMIC_RELAXED)))
+		return;
+	drop_cache(DROP_TRIAL);
 }
 
 bool direct_decay(void)
 {
-	drop_cache(true);
+	drop_cache(DROP_OLD);
 	direct_measure(); /* what stays: the resident pages it holds */
 	la_lock(&direct_lock);
 	bool left = dcached_n != 0;

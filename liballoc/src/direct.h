@@ -26,6 +26,9 @@ void *direct_realloc(void *p, size_t size, bool *was_direct);
 void direct_measure(void);
 /* Unmap every cached mapping. */
 void direct_trim(void);
+/* A heap grew into memory it never used: the mappings kept on trial (freed before any was
+ * recycled) are unmapped. Cheap when there are none (one load). */
+void direct_heaps_grew(void);
 /* Unmap cached mappings not reused during the last decay period and measure the others;
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "direct.h"
 #include "os.h"
 #include "shm.h"
 
@@ -186,6 +187,7 @@ static void hwm_update(struct heap *h, uint32_t end)
 	if (w > h->hwm) {
 		h->hwm = w;
 		meta_update(h);
+		direct_heaps_grew(); /* mappings kept on trial serve no heap */
 	}
 }
 

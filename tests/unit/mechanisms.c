@@ -670,34 +670,89 @@ static void *recycle_mappings(void)
 	return A(malloc)(40 << 20);
 }
 
-/* A mapping freed while nothing reuses mappings is unmapped at once (it used to wait in the
- * cache until the decay pass); a request it would have served maps anew, and from then on
- * freed mappings are cached, until two decay periods pass without reuse or a trim. */
+/* A mapping below glibc's 32 MiB freed while nothing reuses mappings is unmapped at once
+ * (it used to wait in the cache until the decay pass) and raises the threshold; a request
+ * it would have served maps anew, and from then on freed mappings are cached, until two
+ * decay periods pass without reuse or a trim. */
 Test(mapping_cache, a_freed_mapping_is_cached_only_once_mappings_are_recycled)
 {
 	set("decay_ms", 0); /* the passes below are this test's */
 	struct la_counters before = stats();
-	A(free)(A(malloc)(40 << 20));
+	A(free)(A(malloc)(16 << 20));
 	struct la_counters mid = stats();
 	cr_assert_eq(mid.direct_cache_bytes, 0, "the first freed mapping was kept");
 	cr_assert_geq(mid.munmap_calls - before.munmap_calls, 1, "it was not unmapped");
-	char *p = A(malloc)(40 << 20);
+	char *p = A(malloc)(20 << 20); /* above the raised threshold: a mapping */
+	cr_assert(!heap_registered(p));
 	A(free)(p);
-	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "recycled: the next one is cached");
-	char *q = A(malloc)(40 << 20);
+	cr_assert_eq(stats().direct_cache_bytes, 20u << 20, "recycled: the next one is cached");
+	char *q = A(malloc)(20 << 20);
 	cr_assert_eq(q, p, "and reused");
 	A(free)(q);
 	direct_decay();
 	direct_decay(); /* two periods without reuse: unmapped, and no longer recycling */
 	cr_assert_eq(stats().direct_cache_bytes, 0);
-	A(free)(A(malloc)(40 << 20));
+	A(free)(A(malloc)(16 << 20));
 	cr_assert_eq(stats().direct_cache_bytes, 0, "cached after two periods without reuse");
-	p = A(malloc)(40 << 20); /* the one just freed would have served: recycling again */
+	p = A(malloc)(20 << 20); /* the one just freed would have served: recycling again */
 	A(free)(p);
-	cr_assert_eq(stats().direct_cache_bytes, 40u << 20);
+	cr_assert_eq(stats().direct_cache_bytes, 20u << 20);
 	A(malloc_trim)(0);
-	A(free)(A(malloc)(40 << 20));
+	A(free)(A(malloc)(16 << 20));
 	cr_assert_eq(stats().direct_cache_bytes, 0, "cached after a trim");
+}
+
+static long thread_faults(void);
+
+/* From 32 MiB up (no threshold raise sends such a block to the heaps) the first freed
+ * mapping is kept on trial: the next block of its size takes it back, no system call, no
+ * page faulted in again. */
+Test(mapping_cache, a_freed_mapping_from_32_mib_up_is_kept_on_trial_and_taken_back)
+{
+	set("decay_ms", 0);
+	char *p = A(malloc)(40 << 20);
+	memset(p, 1, 40 << 20);
+	A(free)(p);
+	struct la_counters mid = stats();
+	cr_assert_eq(mid.direct_cache_bytes, 40u << 20, "kept on trial");
+	long faults = thread_faults();
+	char *q = A(malloc)(40 << 20);
+	memset(q, 2, 40 << 20);
+	struct la_counters after = stats();
+	cr_assert_eq(q, p, "taken back");
+	cr_assert_eq(after.mmap_calls, mid.mmap_calls, "no new mapping");
+	cr_assert_eq(after.direct_cache_hits, mid.direct_cache_hits + 1);
+	cr_assert_lt(thread_faults() - faults, 100, "its pages were still there: %ld faults",
+	             thread_faults() - faults);
+	A(free)(q);
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "recycled now: cached");
+}
+
+/* A mapping on trial leaves the cache when a heap grows into memory it never used: the
+ * program builds from its heaps now, and they cannot reuse the mapping's pages. Once
+ * mappings are recycled, a heap's growth leaves the cache alone. */
+Test(mapping_cache, a_mapping_on_trial_goes_when_a_heap_grows_into_new_memory)
+{
+	set("decay_ms", 0);
+	enum { N = 64 }; /* 4 MiB of 64 KiB blocks: the heap grows */
+	static void *blocks[2][N];
+	A(free)(A(malloc)(40 << 20));
+	struct la_counters mid = stats();
+	cr_assert_eq(mid.direct_cache_bytes, 40u << 20, "kept on trial");
+	for (int i = 0; i < N; i++)
+		memset(blocks[0][i] = A(malloc)(64 << 10), 1, 64 << 10);
+	struct la_counters grown = stats();
+	cr_assert_eq(grown.direct_cache_bytes, 0, "still cached after the heap grew");
+	cr_assert_geq(grown.munmap_calls, mid.munmap_calls + 1, "it was not unmapped");
+	/* a request it would have served: mappings are recycled from now on */
+	A(free)(A(malloc)(40 << 20));
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20);
+	for (int i = 0; i < N; i++)
+		memset(blocks[1][i] = A(malloc)(64 << 10), 1, 64 << 10);
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "a recycled mapping went with growth");
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < N; i++)
+			A(free)(blocks[k][i]);
 }
 
 Test(mapping_cache, trim_empties_it)
