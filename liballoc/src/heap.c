@@ -1,5 +1,6 @@
 /* heap.c — the page allocator inside one heap: size bins of free spans, first fit from the
- * smallest bin, coalescing on free, purging of dirty free spans, and the grow/shrink trend.
+ * smallest bin (where resident pages are, the span and the window in it covering the most of
+ * them), coalescing on free, purging of dirty free spans, and the grow/shrink trend.
  * Caller holds the owning arena's lock for everything but heap_create. */
 #include "heap.h"
 
@@ -434,36 +435,123 @@ static unsigned next_bin(const struct heap *h, unsigned k)
 }
 
 /* Spans find_fit looks at for dirty pages before it settles for the first fit. */
-#define FIT_SCAN 64
+#define FIT_SCAN         64
+/* Requests of this many pages (160 KiB) and more look for the window of a free span that
+ * covers the most resident pages; smaller ones, small spans among them, take the first
+ * span with resident pages from its start: for them the search cost more instructions
+ * than the faults it saved (bench/README.md). */
+#define WINDOW_MIN_PAGES 40u
+/* Runs of resident pages best_window tries as window starts in one span, within its first
+ * WINDOW_REACH pages (the heap's top span runs for thousands of pages: a bitmap word per
+ * 64 of them). */
+#define WINDOW_TRIES     16
+#define WINDOW_REACH     1024u
 
-/* A free span of at least n pages. Resident (dirty) pages first, from the smallest bin up:
- * taking them faults nothing in, and every dirty page left unused is one the decay pass
- * has to return and a later growth to fault in again. Else (unless dirty_only) the first
- * span that fits, smallest bin first. */
-static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only)
+/* The first page in [i, end) whose resident bit is set (set) or clear (!set); end if none. */
+static uint32_t next_bit(const struct heap *h, uint32_t i, uint32_t end, bool set)
 {
-	struct span *first = NULL;
+	while (i < end) {
+		uint64_t w = h->resident[i >> 6];
+		if (!set)
+			w = ~w;
+		w &= ~0ULL << (i & 63);
+		if (w)
+			return LA_MIN(((i >> 6) << 6) + (uint32_t)__builtin_ctzll(w), end);
+		i = ((i >> 6) + 1) << 6;
+	}
+	return end;
+}
+
+/* The n-page window of free span s (npages >= n, some pages dirty) that covers the most
+ * resident pages: its offset in *at, the count returned. The head first; a free span's
+ * dirty pages lie anywhere in it (a block freed in the middle of pages never used, the
+ * first pages of a purged run faulted back in), so if the head misses some, the windows
+ * starting at the span's next runs of resident pages (a best window can always be moved
+ * right onto one) and the tail window. */
+static uint32_t best_window(const struct heap *h, const struct span *s, uint32_t n, uint32_t *at)
+{
+	*at = 0;
+	if (s->dirty == s->npages)
+		return n;
+	uint32_t best = heap_resident_in(h, s->first, n), want = LA_MIN(n, s->dirty);
+	if (best == want || s->npages == n)
+		return best;
+	uint32_t last = s->first + s->npages - n; /* the tail window's start */
+	uint32_t stop = LA_MIN(last, s->first + WINDOW_REACH);
+	uint32_t i = next_bit(h, s->first, stop, false);
+	for (unsigned tries = 0; tries < WINDOW_TRIES; tries++) {
+		i = next_bit(h, i, stop, true); /* the next run's first page */
+		if (i >= stop)
+			break;
+		uint32_t r = heap_resident_in(h, i, n);
+		if (r > best) {
+			best = r;
+			*at = i - s->first;
+			if (r == want)
+				return r;
+		}
+		i = next_bit(h, i, stop, false);
+	}
+	uint32_t r = heap_resident_in(h, last, n);
+	if (r > best) {
+		best = r;
+		*at = last - s->first;
+	}
+	return best;
+}
+
+/* A free span with room for n pages, in *at where in it to take them and in *resident how
+ * many of those are resident (0: not counted). Resident (dirty) pages first, from the
+ * smallest bin up: the first span holding some, from its start; or for a request of
+ * WINDOW_MIN_PAGES or more, of the first FIT_SCAN spans that fit, the one whose best window
+ * (best_window) covers the most resident pages (the first that covers as many as can be).
+ * Every resident page a span leaves unused is one a later growth faults in anew, and one
+ * the decay pass has to return. Else (unless dirty_only) the first span that fits,
+ * smallest bin first, from its start. */
+static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, uint32_t *at,
+                             uint32_t *resident)
+{
+	struct span *first = NULL, *best = NULL;
+	uint32_t best_r = 0, best_at = 0, can = LA_MIN(n, h->dirty_pages);
 	unsigned looked = 0;
+	*at = 0;
+	*resident = 0;
 	if (dirty_only && !h->dirty_pages)
 		return NULL;
 	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
 		for (struct span *s = h->bins[k]; s; s = s->next) {
 			if (s->npages < n) /* only in n's own bin (log bins above 64 pages) */
 				continue;
-			if (s->dirty)
+			if (s->dirty && n < WINDOW_MIN_PAGES)
 				return s;
+			if (s->dirty && LA_MIN(n, s->dirty) > best_r) {
+				uint32_t off, r = best_window(h, s, n, &off);
+				if (r > best_r) {
+					best = s;
+					best_r = r;
+					best_at = off;
+					if (r == can)
+						goto done;
+				}
+			}
 			if (!first)
 				first = s;
 			if (!h->dirty_pages || ++looked >= FIT_SCAN)
-				return dirty_only ? NULL : first;
+				goto done;
 		}
+	}
+done:
+	if (best) {
+		*at = best_at;
+		*resident = best_r;
+		return best;
 	}
 	return dirty_only ? NULL : first;
 }
 
-/* A free span whose first n pages are all resident; NULL if none (of the first FIT_SCAN
+/* A free span holding a window of n resident pages; NULL if none (of the first FIT_SCAN
  * large enough). */
-static struct span *find_resident(struct heap *h, uint32_t n)
+static struct span *find_resident(struct heap *h, uint32_t n, uint32_t *at)
 {
 	unsigned looked = 0;
 	if (h->dirty_pages < n)
@@ -472,7 +560,7 @@ static struct span *find_resident(struct heap *h, uint32_t n)
 		for (struct span *s = h->bins[k]; s; s = s->next) {
 			if (s->npages < n || s->dirty < n)
 				continue;
-			if (s->dirty == s->npages || heap_resident_in(h, s->first, n) == n)
+			if (best_window(h, s, n, at) == n)
 				return s;
 			if (++looked >= FIT_SCAN)
 				return NULL;
@@ -481,34 +569,51 @@ static struct span *find_resident(struct heap *h, uint32_t n)
 	return NULL;
 }
 
-static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint32_t *dirty_used);
+static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
+                               uint32_t resident, uint32_t *dirty_used);
 
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
-	struct span *s = find_fit(h, n, dirty_only);
-	return s ? take_pages(h, s, n, dirty_used) : NULL;
+	uint32_t at, resident;
+	struct span *s = find_fit(h, n, dirty_only, &at, &resident);
+	return s ? take_pages(h, s, at, n, resident, dirty_used) : NULL;
 }
 
 struct span *heap_alloc_resident(struct heap *h, uint32_t n)
 {
-	uint32_t dirty;
+	uint32_t dirty, at;
 	if (n > h->free_pages)
 		return NULL;
-	struct span *s = find_resident(h, n);
-	return s ? take_pages(h, s, n, &dirty) : NULL;
+	struct span *s = find_resident(h, n, &at);
+	return s ? take_pages(h, s, at, n, n, &dirty) : NULL;
 }
 
-/* Free span s gives its first n pages (the caller sets the kind). */
-static struct span *take_pages(struct heap *h, struct span *s, uint32_t n, uint32_t *dirty_used)
+/* Free span s gives its pages [at, at + n) (the caller sets the kind); the pages before
+ * and after stay free, as spans of their own. resident: how many of the n are (as the
+ * search counted them; 0 if it did not). */
+static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
+                               uint32_t resident, uint32_t *dirty_used)
 {
 	bin_remove(h, s);
-	uint32_t first = s->first, total = s->npages, d = s->dirty;
+	uint32_t first = s->first, total = s->npages, d = s->dirty, stamp = s->stamp;
+	if (at) {
+		uint32_t lead_dirty = d == 0 ? 0 : d == total ? at : heap_resident_in(h, first, at);
+		struct span *t = desc_new(h, first + at);
+		make_free(h, s, at, lead_dirty, stamp);
+		s = t;
+		first += at;
+		total -= at;
+		d -= lead_dirty;
+	}
 	/* the dirty pages these n really are: a free span's dirty pages lie anywhere in it */
-	uint32_t take_dirty = d == 0 ? 0 : d == total ? n : heap_resident_in(h, first, n);
+	uint32_t take_dirty = d == 0       ? 0
+	                      : d == total ? n
+	                      : resident   ? resident
+	                                   : heap_resident_in(h, first, n);
 	if (total > n)
-		make_free(h, desc_new(h, first + n), total - n, d - take_dirty, s->stamp);
+		make_free(h, desc_new(h, first + n), total - n, d - take_dirty, stamp);
 	s->kind = SPAN_NONE; /* the caller sets SMALL or LARGE */
 	s->npages = n;
 	s->dirty = 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -585,4 +586,72 @@ Test(heap, touch_counts_each_page_once)
 	}
 	cr_assert_eq(all, expect);
 	cr_assert_eq(expect, 1 + 4 + 130, "pages base, base + 2..5, base + 60..189");
+}
+
+/* ---- where a span is taken in a free run -------------------------------------------------- */
+
+/* Pages of p..p + pages that are resident, by the kernel (mincore). */
+static unsigned in_core(void *p, size_t pages)
+{
+	return resident_pages(p, pages);
+}
+
+/* Blocks of `pages` pages each from the heap, side by side (the arena's fresh pages, in
+ * address order); fails the test if they are not. */
+static void side_by_side(char **b, const uint32_t *pages, int n)
+{
+	for (int i = 0; i < n; i++) {
+		b[i] = A(malloc)((size_t)pages[i] << LA_PAGE_SHIFT);
+		cr_assert_not_null(b[i]);
+		if (i)
+			cr_assert_eq(b[i], b[i - 1] + ((size_t)pages[i - 1] << LA_PAGE_SHIFT),
+			             "block %d not right after block %d", i, i - 1);
+	}
+}
+
+/* A free run whose resident pages lie at its end (its first half was returned to the
+ * system, its second half freed written): a large request of fewer pages (at least
+ * WINDOW_MIN_PAGES, 40) is served from the resident end, and writing it faults nothing in.
+ * Taken from the run's start, it would fault in as many pages as it has, and leave the
+ * resident ones unused. */
+Test(heap, a_span_takes_the_resident_end_of_a_free_run)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	/* X and Y: the run; G: keeps it from the heap's top; Z: freed last, parked in Y's
+	 * place (a freed large block is kept whole for the next of its size until another
+	 * takes its place) */
+	enum { X, Y, G, Z, N };
+	const uint32_t pages[N] = {64, 64, 8, 10};
+	char *b[N];
+	side_by_side(b, pages, N);
+	memset(b[Y], 1, (size_t)pages[Y] << LA_PAGE_SHIFT);
+	A(free)(b[X]);
+	liballoc_trim(0); /* X's pages go back: not resident, counted so */
+	A(free)(b[Y]);
+	A(free)(b[Z]);
+	cr_assert_eq(in_core(b[X], pages[X]), 0, "X's pages still resident after a trim");
+	cr_assert_eq(in_core(b[Y], pages[Y]), pages[Y], "Y's written pages not resident");
+
+	struct rusage r0, r1;
+	getrusage(RUSAGE_SELF, &r0);
+	char *p = A(malloc)((size_t)48 << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	memset(p, 2, (size_t)48 << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_SELF, &r1);
+	cr_assert_eq(p, b[Y], "48 pages taken at %p, the run's resident pages start at %p",
+	             (void *)p, (void *)b[Y]);
+	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 8, "writing 48 pages faulted %ld in",
+	             r1.ru_minflt - r0.ru_minflt);
+	check_arena(heap_of(p)->arena);
+	/* the pages before it are a free span of their own, not resident, and serve the
+	 * next request from its start */
+	char *q = A(malloc)((size_t)40 << LA_PAGE_SHIFT);
+	cr_assert_eq(q, b[X], "40 pages taken at %p, the run starts at %p", (void *)q,
+	             (void *)b[X]);
+	check_arena(heap_of(p)->arena);
+	A(free)(q);
+	A(free)(p);
+	A(free)(b[G]);
+	check_arena(heap_of(p)->arena);
 }
