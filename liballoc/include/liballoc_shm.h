@@ -218,7 +218,8 @@ static inline void la_memory_of(const struct la_counters *c, struct la_memory *m
 /* ---- Tunables -------------------------------------------------------------------------
  * X(name, type, default, min, max, live, mallopt, help)
  * type: LA_T_SIZE (bytes; human units accepted), LA_T_BOOL (0/1), LA_T_INT, LA_T_MS.
- * default LA_DEFAULT_AUTO (-1) means "computed at start" (arena_max: 8 x cores).
+ * default LA_DEFAULT_AUTO (-1) means "computed at start" (arena_max: the CPUs the process
+ * may run on).
  * live: 1 if a change through the mailbox takes effect while the process runs.
  * mallopt: glibc's M_* number, or 0 where glibc has none. */
 #define LA_T_SIZE       0
@@ -242,7 +243,7 @@ static inline void la_memory_of(const struct la_counters *c, struct la_memory *m
 	X(mmap_max, LA_T_INT, 65536, 0, 2147483647, 1, -4,                                         \
 	  "Maximum number of live direct mappings (0: serve from heaps when the size fits)")       \
 	X(arena_max, LA_T_INT, LA_DEFAULT_AUTO, 1, LA_SHM_ARENAS_MAX, 1, -8,                       \
-	  "Maximum number of arenas (default 8 x cores)")                                          \
+	  "Maximum number of arenas (default: one per CPU)")                                       \
 	X(arena_test, LA_T_INT, 8, 1, 1024, 1, -7,                                                 \
 	  "Accepted for glibc compatibility (mallopt M_ARENA_TEST)")                               \
 	X(tcache_max_bytes, LA_T_SIZE, 256 * 1024, 0, 64 * LA_MIB, 1, 0,                           \

@@ -84,20 +84,24 @@ static void free_meta_locked(struct arena *a, void *p, uint64_t counted);
 
 void arena_detach(struct arena *a)
 {
-	if (__atomic_sub_fetch(&a->threads, 1, __ATOMIC_RELAXED) == 0) {
-		/* no thread refills from the transfer cache now: its blocks go back to their
-		 * spans and its slots to the heap (an arena without threads keeps nothing that
-		 * pins a heap; the next flush of a thread that attaches makes new slots) */
-		arena_lock(a);
-		struct xfer_slots *x = a->xfer;
-		if (x && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) == 0) {
-			xfer_drain(a);
-			__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
-			free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
-			a->xfer_chunks = 0;
-		}
-		arena_unlock(a);
+	/* The leaving thread's cache went into the transfer cache: its blocks go back to
+	 * their spans now, whether threads remain or not. Kept, they would pin the spans the
+	 * thread emptied while the arena's remaining threads (an idle main thread, a pool
+	 * sharing the arena) may never refill those classes; the spans' pages then serve the
+	 * next span of any class. Without threads the slots go back to the heap too (an
+	 * arena without threads keeps nothing that pins a heap; the next flush of a thread
+	 * that attaches makes new slots). */
+	__atomic_sub_fetch(&a->threads, 1, __ATOMIC_RELAXED);
+	arena_lock(a);
+	struct xfer_slots *x = a->xfer;
+	if (x && a->xfer_bytes)
+		xfer_drain(a);
+	if (x && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) == 0) {
+		__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
+		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
+		a->xfer_chunks = 0;
 	}
+	arena_unlock(a);
 	a->pub->threads = a->threads;
 }
 

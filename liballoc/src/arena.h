@@ -25,8 +25,8 @@
  * a flush of the class does not fit (a teardown: kept, they would pin the spans it
  * empties) and the arena has fewer than XF_SPARE_PAGES free pages that may be resident.
  * Emptied into the spans when the arena would map a new heap (its blocks may free whole
- * spans for reuse), by trims, idle-heap releases and the decay pass, and when the arena's
- * last thread leaves. */
+ * spans for reuse), by trims, idle-heap releases and the decay pass, and when a thread
+ * leaves the arena (whether others remain or not). */
 #define XF_SLOTS       512u
 #define XF_CHUNK       64u
 #define XF_CLASS_BYTES (256u << 10)

@@ -430,7 +430,7 @@ void tun_init_from_env(void)
 	env_snapshot();
 	int ncpu = os_ncpus();
 	if (tun_values[LA_TUNABLE_arena_max] == LA_DEFAULT_AUTO)
-		tun_values[LA_TUNABLE_arena_max] = LA_MIN(8 * ncpu, LA_ARENAS_MAX);
+		tun_values[LA_TUNABLE_arena_max] = LA_MIN(ncpu, LA_ARENAS_MAX);
 	env_check();
 	bool dynamic_given = false;
 	for (int i = 0; i < LA_NTUNABLES; i++) {

@@ -307,6 +307,7 @@ Test(accounting, released_is_what_left_the_rss)
 {
 	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
 	set("decay_ms", 0);
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	/* every path once, so that the stack and data they touch are resident before */
 	liballoc_release_idle_heaps();
 	liballoc_trim(0);

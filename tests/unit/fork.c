@@ -144,8 +144,9 @@ static int child_idles(struct owner *o)
 
 static void cut_and_check(int (*child_fn)(struct owner *), void *(*pick)(struct owner *))
 {
-	set("decay_ms", 0);           /* the parent's control thread stays out of the way */
-	A(free)(A(malloc)(64));       /* this thread has its own arena */
+	set("decay_ms", 0);     /* the parent's control thread stays out of the way */
+	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
+	A(free)(A(malloc)(64)); /* this thread has its own arena */
 	A(free)(A(malloc)(64 << 10)); /* something retained: the decay pass is armed */
 	struct owner o;
 	pthread_t t;
@@ -242,6 +243,7 @@ static int child_frees_through_the_ring(struct arena *cut)
 Test(fork, a_ring_slot_reserved_at_the_fork_stops_neither_the_childs_drains_nor_the_parents)
 {
 	set("decay_ms", 0);     /* the parent's control thread stays out of the way */
+	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
 	A(free)(A(malloc)(64)); /* this thread has its own arena */
 	struct ring_owner o;
 	pthread_t t;

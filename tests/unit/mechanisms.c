@@ -551,6 +551,7 @@ static void *fill_and_idle(void *arg)
 Test(decay, frees_queued_on_an_idle_arena_are_drained_by_the_decay_pass)
 {
 	struct idle_owner o;
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	pthread_barrier_init(&o.filled, NULL, 2);
 	pthread_barrier_init(&o.done, NULL, 2);
 	A(free)(A(malloc)(200)); /* this thread has its own arena and cache */
@@ -975,6 +976,7 @@ Test(idle_heaps, emptied_heaps_anywhere_in_an_arena_are_unmapped)
 {
 	void *last[2];
 	pthread_t t1, t2;
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	/* glibc keeps the stacks of joined threads for reuse: count them in the start */
 	pthread_create(&t1, NULL, nothing, NULL);
 	pthread_create(&t2, NULL, nothing, NULL);
@@ -1129,6 +1131,7 @@ static bool owner_queue_empty(struct arena *a)
 Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_its_queue)
 {
 	set("decay_ms", 0);        /* no decay pass: only the test drains */
+	set("arena_max", 16);      /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32); /* this thread's own arena and cache */
 	pthread_t t;
 	pthread_barrier_init(&ring_made, NULL, 2);

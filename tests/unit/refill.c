@@ -4,6 +4,7 @@
  * in its own process. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -530,4 +531,102 @@ Test(cold_bins, a_bin_emptied_too_early_is_skipped_by_the_next_sweeps)
 	until_a_sweep();
 	until_a_sweep();
 	cr_assert_eq(tbin_count(b), 0, "refilled long after: emptied at the first cold sweep");
+}
+
+/* A thread that leaves an arena other threads still use (here the main thread, idle)
+ * leaves nothing in its transfer cache: what its cache held goes back to the spans, so
+ * that the spans it emptied serve the next span of any class. */
+struct leaver {
+	struct arena *arena;
+	unsigned cls;
+	uint32_t held; /* the class's blocks in the transfer cache before the thread left */
+};
+
+static void *fill_free_and_leave(void *arg)
+{
+	struct leaver *l = arg;
+	enum { N = 300 };
+	void *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	l->arena = la_tcache.arena;
+	arena_lock(l->arena);
+	l->held = l->arena->xfer_n[l->cls];
+	arena_unlock(l->arena);
+	return NULL;
+}
+
+Test(transfer_cache, a_thread_leaving_a_shared_arena_takes_its_blocks_back_to_the_spans)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set("arena_max", 1, reason, sizeof(reason)), 0, "%s", reason);
+	cr_assert_eq(liballoc_set("decay_ms", 0, reason, sizeof(reason)), 0, "%s", reason);
+	A(free)(A(malloc)(64)); /* this thread uses the one arena: it stays when the other goes */
+	struct leaver l = {.cls = sc_class_of(64)};
+	pthread_t t;
+	pthread_create(&t, NULL, fill_free_and_leave, &l);
+	pthread_join(t, NULL);
+	cr_assert_eq(l.arena, la_tcache.arena, "both threads use the one arena");
+	cr_assert_gt(l.held, 0, "the thread's flushes kept blocks in the transfer cache");
+	arena_lock(l.arena);
+	uint32_t left = l.arena->xfer_n[l.cls];
+	uint64_t bytes = l.arena->xfer_bytes;
+	arena_unlock(l.arena);
+	cr_assert_eq(left, 0, "%u blocks of the class stayed after the thread left", left);
+	cr_assert_eq(bytes, 0, "%llu bytes stayed in the transfer cache",
+	             (unsigned long long)bytes);
+}
+
+/* Arenas default to one per CPU the process may run on: more threads than that share
+ * them (their free pages are not held apart, arena by arena). */
+struct sharer {
+	pthread_barrier_t *all_in;
+	struct arena *arena;
+};
+
+static void *take_an_arena(void *arg)
+{
+	struct sharer *s = arg;
+	A(free)(A(malloc)(64));
+	s->arena = la_tcache.arena;
+	pthread_barrier_wait(s->all_in); /* every thread alive at once */
+	return NULL;
+}
+
+Test(arenas, threads_beyond_the_cpus_share_them)
+{
+	cpu_set_t set;
+	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	int cpus = CPU_COUNT(&set);
+	int64_t max = 0;
+	cr_assert_eq(liballoc_get("arena_max", &max), 0);
+	cr_assert_eq(max, cpus, "arena_max %lld by default, %d CPUs", (long long)max, cpus);
+	enum { MORE = 3 };
+	int n = cpus + MORE;
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	struct sharer *s = calloc((size_t)n, sizeof(*s));
+	cr_assert(t && s);
+	pthread_barrier_t all_in;
+	pthread_barrier_init(&all_in, NULL, (unsigned)n + 1);
+	for (int i = 0; i < n; i++) {
+		s[i].all_in = &all_in;
+		pthread_create(&t[i], NULL, take_an_arena, &s[i]);
+	}
+	pthread_barrier_wait(&all_in);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	int distinct = 0;
+	for (int i = 0; i < n; i++) {
+		int seen = 0;
+		for (int j = 0; j < i; j++)
+			seen |= s[j].arena == s[i].arena;
+		distinct += !seen;
+	}
+	cr_assert_leq(distinct, cpus, "%d threads used %d arenas on %d CPUs", n, distinct, cpus);
+	cr_assert_leq(__atomic_load_n(&arena_count, __ATOMIC_ACQUIRE), (uint32_t)cpus,
+	              "arenas made: at most one per CPU");
+	free(t);
+	free(s);
 }
