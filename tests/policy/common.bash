@@ -165,6 +165,7 @@ remove_cgroups() {
 # (sv_usage). No hook in the daemon: it finds the stand-in where the cgroup is.
 standin_v2() {
 	command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+	unshare -m --propagation private true 2>/dev/null || skip "no mount namespace can be made here"
 	SV="$P/standin"
 	mkdir "$SV"
 	echo "$1" >"$SV/memory.current"
