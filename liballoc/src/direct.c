@@ -71,8 +71,20 @@ static struct {
 	uint64_t epoch;
 } dropped[DROPPED_RING];
 static unsigned dropped_next;
-/* bytes of the cached mappings on trial (atomic: heaps that grow read it without the lock) */
+/* bytes of the cached mappings on trial (atomic: heaps that grow read it without the lock),
+ * and whether a heap grew while direct_lock was busy (they go at the next request or free) */
 static uint64_t trial_bytes;
+static bool trial_stale;
+/* Which cached mappings drop_cache unmaps. */
+enum { DROP_ALL, DROP_OLD, DROP_TRIAL };
+static void drop_cache(int which);
+
+/* A heap grew while the mappings on trial could not be dropped: drop them now. */
+static void drop_stale_trial(void)
+{
+	if (unlikely(__atomic_load_n(&trial_stale, __ATOMIC_RELAXED)))
+		drop_cache(DROP_TRIAL);
+}
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
@@ -268,6 +280,7 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh)
 
 static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 {
+	drop_stale_trial();
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
 	if (size > PTRDIFF_MAX - extra - LA_PAGE) {
 		errno = ENOMEM;
@@ -340,6 +353,7 @@ static void raise_threshold(size_t len)
 
 int direct_free(void *p)
 {
+	drop_stale_trial();
 	uintptr_t user = (uintptr_t)p;
 	void *evict[DCACHE_SLOTS];
 	size_t evict_len[DCACHE_SLOTS], evict_res[DCACHE_SLOTS];
@@ -464,15 +478,23 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 	return q;
 }
 
-/* Which cached mappings drop_cache unmaps. */
-enum { DROP_ALL, DROP_OLD, DROP_TRIAL };
-
 static void drop_cache(int which)
 {
 	struct dcached gone[DCACHE_SLOTS];
 	unsigned n = 0;
 	bool only_old = which == DROP_OLD;
-	la_lock(&direct_lock);
+	if (which == DROP_TRIAL) {
+		/* called under an arena's lock (heaps_grew): the fork handler takes direct_lock
+		 * before the arenas' locks, so no waiting for it here; when it is busy, the
+		 * next request or free of a mapping drops them */
+		if (!la_trylock(&direct_lock)) {
+			__atomic_store_n(&trial_stale, true, __ATOMIC_RELAXED);
+			return;
+		}
+		__atomic_store_n(&trial_stale, false, __ATOMIC_RELAXED);
+	} else {
+		la_lock(&direct_lock);
+	}
 	for (unsigned i = 0; i < dcached_n;) {
 		if ((only_old && dcache[i].epoch == decay_epoch) ||
 		    (which == DROP_TRIAL && !dcache[i].trial)) {

@@ -756,6 +756,27 @@ Test(mapping_cache, a_mapping_on_trial_goes_when_a_heap_grows_into_new_memory)
 			A(free)(blocks[k][i]);
 }
 
+/* A heap grows under its arena's lock, and the fork handler takes the mapping cache's lock
+ * before the arenas': a growth that finds the cache's lock held must not wait for it. The
+ * mapping on trial then goes at the next request or free of a mapping. */
+Test(mapping_cache, a_heap_that_grows_while_the_cache_is_locked_does_not_wait_for_it)
+{
+	set("decay_ms", 0);
+	enum { N = 64 }; /* 4 MiB of 64 KiB blocks (below the mmap threshold): the heap grows */
+	static void *blocks[N];
+	A(free)(A(malloc)(40 << 20));
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "kept on trial");
+	direct_fork_prepare(); /* the cache's lock, held as by the fork handler */
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 << 10), 1, 64 << 10);
+	direct_fork_parent();
+	cr_assert_eq(stats().direct_cache_bytes, 40u << 20, "dropped without the lock");
+	A(free)(A(malloc)(256 << 10)); /* a mapping's request and free */
+	cr_assert_eq(stats().direct_cache_bytes, 0, "still cached after the next request");
+	for (int i = 0; i < N; i++)
+		A(free)(blocks[i]);
+}
+
 Test(mapping_cache, trim_empties_it)
 {
 	void *r = recycle_mappings();
