@@ -66,7 +66,8 @@ static void *foreign_owner(void *arg)
 
 static void make_foreign_blocks(void)
 {
-	sink = A(malloc)(48); /* this thread's own cache and arena */
+	A(mallopt)(M_ARENA_MAX, 16); /* a thread of its own per arena, whatever the CPUs */
+	sink = A(malloc)(48);        /* this thread's own cache and arena */
 	pthread_t t;
 	pthread_barrier_init(&foreign_made, NULL, 2);
 	pthread_create(&t, NULL, foreign_owner, NULL);
