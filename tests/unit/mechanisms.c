@@ -1110,6 +1110,7 @@ static void *consumer(void *arg)
 
 Test(remote_frees, cross_thread_frees_are_queued_and_all_drained)
 {
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	pthread_t p1, p2, c;
 	pthread_barrier_init(&all_done, NULL, 3);
 	pthread_create(&c, NULL, consumer, NULL);
