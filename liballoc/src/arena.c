@@ -49,6 +49,13 @@ void arena_boot(void)
 	shm_set_arena_count(1);
 }
 
+/* The published count of threads attached to a (arenas_lock held: threads sharing an
+ * arena attach and leave at once; the segment's readers load it without a lock). */
+static void publish_threads(struct arena *a, uint32_t n)
+{
+	__atomic_store_n(&a->pub->threads, n, __ATOMIC_RELAXED);
+}
+
 struct arena *arena_attach(void)
 {
 	la_lock(&arenas_lock);
@@ -73,8 +80,7 @@ struct arena *arena_attach(void)
 				best = i;
 		a = &arenas[best];
 	}
-	__atomic_fetch_add(&a->threads, 1, __ATOMIC_RELAXED);
-	a->pub->threads = a->threads;
+	publish_threads(a, __atomic_add_fetch(&a->threads, 1, __ATOMIC_RELAXED));
 	la_unlock(&arenas_lock);
 	return a;
 }
@@ -91,7 +97,9 @@ void arena_detach(struct arena *a)
 	 * next span of any class. Without threads the slots go back to the heap too (an
 	 * arena without threads keeps nothing that pins a heap; the next flush of a thread
 	 * that attaches makes new slots). */
-	__atomic_sub_fetch(&a->threads, 1, __ATOMIC_RELAXED);
+	la_lock(&arenas_lock); /* the count and its published copy change together */
+	publish_threads(a, __atomic_sub_fetch(&a->threads, 1, __ATOMIC_RELAXED));
+	la_unlock(&arenas_lock);
 	arena_lock(a);
 	struct xfer_slots *x = a->xfer;
 	if (x && a->xfer_bytes)
@@ -102,7 +110,6 @@ void arena_detach(struct arena *a)
 		a->xfer_chunks = 0;
 	}
 	arena_unlock(a);
-	a->pub->threads = a->threads;
 }
 
 /* ---- pages ------------------------------------------------------------------------ */
