@@ -655,3 +655,37 @@ Test(heap, a_span_takes_the_resident_end_of_a_free_run)
 	A(free)(b[G]);
 	check_arena(heap_of(p)->arena);
 }
+
+/* The same for a request at or above the mmap threshold, which takes a run of resident
+ * heap pages before a new mapping: the run need not start where its free span does. */
+Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_run)
+{
+	pages_only(0); /* blocks up to 1 MiB from the heaps while the run is laid out */
+	set("mmap_dynamic", 0);
+	enum { X, Y, G, Z, N };
+	const uint32_t pages[N] = {100, 140, 8, 10};
+	char *b[N];
+	side_by_side(b, pages, N);
+	memset(b[Y], 1, (size_t)pages[Y] << LA_PAGE_SHIFT);
+	A(free)(b[X]);
+	liballoc_trim(0);
+	A(free)(b[Y]);
+	A(free)(b[Z]);
+	cr_assert_eq(in_core(b[X], pages[X]), 0, "X's pages still resident after a trim");
+
+	set("mmap_threshold", 512 << 10); /* 128 pages: the request is above it */
+	struct rusage r0, r1;
+	getrusage(RUSAGE_SELF, &r0);
+	char *p = A(malloc)((size_t)130 << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	memset(p, 2, (size_t)130 << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_SELF, &r1);
+	cr_assert_eq(p, b[Y], "130 pages at %p, the resident run starts at %p", (void *)p,
+	             (void *)b[Y]);
+	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 8, "writing 130 pages faulted %ld in",
+	             r1.ru_minflt - r0.ru_minflt);
+	check_arena(heap_of(p)->arena);
+	A(free)(p);
+	A(free)(b[G]);
+	check_arena(heap_of(b[G])->arena);
+}
