@@ -21,11 +21,25 @@
 #endif
 
 /* Are remote frees waiting for a's drain (its queue or its ring)? */
-static bool remote_pending(struct arena *a)
+LA_INLINE bool ring_pending(struct arena *a)
 {
-	return !cds_wfcq_empty(&a->rq_head, &a->rq_tail) ||
+	return __atomic_load_n(&a->rr, __ATOMIC_RELAXED) &&
 	       __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) !=
 	               __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
+}
+
+/* Frees were handed over to a since its last drain (a hint: arena_drain itself looks at
+ * the queue and the ring). */
+LA_INLINE bool remote_pending(struct arena *a)
+{
+	return __atomic_load_n(&a->rq_pending, __ATOMIC_RELAXED) != 0;
+}
+
+/* After a hand-over to a (the queue or the ring): its next refill drains. */
+LA_INLINE void remote_note(struct arena *a)
+{
+	if (!__atomic_load_n(&a->rq_pending, __ATOMIC_RELAXED))
+		__atomic_store_n(&a->rq_pending, 1, __ATOMIC_RELEASE);
 }
 
 struct arena arenas[LA_ARENAS_MAX];
@@ -811,6 +825,7 @@ void arena_free_remote(struct arena *a, void *p)
 	}
 	cds_wfcq_node_init(node);
 	cds_wfcq_enqueue(&a->rq_head, &a->rq_tail, node);
+	remote_note(a);
 	STAT_ADD(a->c, remote_frees_queued, 1);
 	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
@@ -849,6 +864,7 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 		return;
 	}
 	__cds_wfcq_splice_blocking(&owner->rq_head, &owner->rq_tail, head, tail);
+	remote_note(owner);
 	STAT_ADD(owner->c, remote_frees_queued, n);
 	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
@@ -890,6 +906,7 @@ static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n)
 		return false;
 	for (uint32_t i = 0; i < n; i++)
 		__atomic_store_n(&r[(h + i) & (RR_SLOTS - 1)], blocks[i], __ATOMIC_RELEASE);
+	remote_note(owner);
 	return true;
 }
 
@@ -971,8 +988,11 @@ void arena_drain(struct arena *a)
 	struct __cds_wfcq_head head;
 	struct cds_wfcq_tail tail;
 	struct cds_wfcq_node *node, *n;
-	bool ring = __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) !=
-	            __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
+	/* cleared first (a full barrier): a hand-over after this sets it again, one before it
+	 * is seen below */
+	if (__atomic_load_n(&a->rq_pending, __ATOMIC_RELAXED))
+		__atomic_exchange_n(&a->rq_pending, 0, __ATOMIC_ACQ_REL);
+	bool ring = ring_pending(a);
 	if (!ring && cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		return;
 	uint64_t count = 0;
@@ -1290,6 +1310,7 @@ void arena_reinit_child(struct arena *keep)
 		 * never touched again) */
 		arenas[i].rr = NULL;
 		arenas[i].rr_head = arenas[i].rr_tail = 0;
+		arenas[i].rq_pending = 0;
 		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
 		arenas[i].pub->threads = arenas[i].threads;
 	}

@@ -71,6 +71,9 @@ struct arena {
 	 * (a slot still empty, its writer between the two steps, ends the drain there). */
 	void **rr;                                     /* RR_SLOTS slots; NULL: empty */
 	uint64_t rr_head __attribute__((aligned(64))); /* slots reserved (atomic) */
+	uint32_t rq_pending; /* set (atomic, release) by a thread once it handed frees over
+	                      * (queue or ring), cleared by the drain: the owner's refills test
+	                      * this one word instead of the queue and the ring */
 	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
 } __attribute__((aligned(64)));
 #define RR_SLOTS 4096u /* 32 KiB of slots */

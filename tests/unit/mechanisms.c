@@ -1186,6 +1186,11 @@ Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_i
 	cr_assert_eq(owner->rr_head - owner->rr_tail, 64, "in the ring: %llu",
 	             (unsigned long long)(owner->rr_head - owner->rr_tail));
 	cr_assert(owner_queue_empty(owner));
+	/* the owner's next refill drains them: the hand-over left it the hint */
+	void *b;
+	cr_assert_eq(arena_refill(owner, sc_class_of(32), &b, 1, 1), 1);
+	cr_assert_eq(owner->rr_head, owner->rr_tail, "the refill did not drain the ring");
+	arena_free_local(owner, b);
 	pthread_barrier_wait(&ring_done);
 	pthread_join(t, NULL);
 	A(free)(own);
