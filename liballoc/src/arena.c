@@ -492,6 +492,26 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 
 LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
+/* One block of class cls into the transfer cache (lock held, the slots set up); false when
+ * the class or the arena has no room left (xfer_put's limits). */
+LA_INLINE bool xfer_put1(struct arena *a, unsigned cls, void *p)
+{
+	uint32_t have = a->xfer_n[cls], size = sc_size[cls];
+	if (have >= XF_SLOTS || (uint64_t)(have + 1) * size > XF_CLASS_BYTES ||
+	    a->xfer_bytes + size > XF_ARENA_BYTES)
+		return false;
+	a->xfer->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
+	a->xfer_n[cls] = (uint16_t)(have + 1);
+	a->xfer_bytes += size;
+	if (have / XF_CHUNK + 1 > a->xfer_chunks) { /* a chunk's slots written the first time */
+		STAT_ADD_LOCKED(a->c, metadata_bytes,
+		                xfer_meta_bytes(have / XF_CHUNK + 1) -
+		                        xfer_meta_bytes(a->xfer_chunks));
+		a->xfer_chunks = have / XF_CHUNK + 1;
+	}
+	return true;
+}
+
 /* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
  * of a flush often share spans: the span found for one serves the next while they do. A
  * block on the page of the one before is on its span; else one whose page map entry names
@@ -699,21 +719,32 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
  * of blocks under the lock: one atomic per counter instead of three per block). Only the
  * classes in mask have a count (set when the class is first seen). */
 struct free_tally {
-	uint64_t bytes;
+	uint64_t bytes;  /* back to their spans: no longer allocated */
+	uint64_t cached; /* into the transfer cache: allocated still, as cached */
 	uint64_t mask;
 	uint32_t blocks[LA_NCLASSES];
 };
 
 static void tally_apply(struct arena *a, struct free_tally *t)
 {
-	if (!t->bytes)
+	if (!t->bytes && !t->cached)
 		return;
 	STAT_SUB_LOCKED(a->c, allocated_bytes, t->bytes);
+	STAT_ADD_LOCKED(a->c, cached_bytes, t->cached);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
 	for (uint64_t m = t->mask; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
 		STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);
 	}
+}
+
+LA_INLINE void tally_block(struct free_tally *t, unsigned cls)
+{
+	if (!(t->mask >> cls & 1)) {
+		t->mask |= (uint64_t)1 << cls;
+		t->blocks[cls] = 0;
+	}
+	t->blocks[cls]++;
 }
 
 /* Free one block of this arena, lock held; small blocks are counted into t. */
@@ -726,11 +757,7 @@ static void free_block_tallied(struct arena *a, void *p, struct free_tally *t)
 		unsigned cls = s->cls;
 		span_push(a, h, s, p);
 		t->bytes += sc_size[cls];
-		if (!(t->mask >> cls & 1)) {
-			t->mask |= (uint64_t)1 << cls;
-			t->blocks[cls] = 0;
-		}
-		t->blocks[cls]++;
+		tally_block(t, cls);
 	} else {
 		free_large_locked(a, h, s);
 	}
@@ -739,7 +766,7 @@ static void free_block_tallied(struct arena *a, void *p, struct free_tally *t)
 static void free_block_locked(struct arena *a, void *p)
 {
 	struct free_tally t;
-	t.bytes = t.mask = 0;
+	t.bytes = t.cached = t.mask = 0;
 	free_block_tallied(a, p, &t);
 	tally_apply(a, &t);
 }
@@ -855,7 +882,7 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 			STAT_ADD(owner->c, remote_frees_drained, n);
 		}
 		struct free_tally t;
-		t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
+		t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 		arena_lock(owner);
 		__cds_wfcq_for_each_blocking_safe(head, tail, node, next)
 		        free_block_tallied(owner, node, &t);
@@ -924,7 +951,7 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 			STAT_ADD(owner->c, remote_frees_drained, n);
 		}
 		struct free_tally t;
-		t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
+		t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 		arena_lock(owner);
 		for (uint32_t i = 0; i < n; i++)
 			free_block_tallied(owner, blocks[i], &t);
@@ -974,8 +1001,20 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t)
 		}
 		/* the slots are free for the writers once rr_tail has passed them */
 		__atomic_store_n(&a->rr_tail, tail, __ATOMIC_RELEASE);
-		for (uint32_t i = 0; i < k; i++)
-			free_block_tallied(a, got[i], t);
+		/* small blocks into the transfer cache while it takes them (the next refills
+		 * hand them out as pointers: no span push now, no pop then), the rest to their
+		 * spans */
+		for (uint32_t i = 0; i < k; i++) {
+			void *p = got[i];
+			struct heap *h = heap_of(p);
+			uint32_t e = h->pagemap[heap_page_of(h, p)];
+			if (pm_small(e) && a->xfer && xfer_put1(a, pm_class(e), p)) {
+				t->cached += sc_size[pm_class(e)];
+				tally_block(t, pm_class(e));
+			} else {
+				free_block_tallied(a, p, t);
+			}
+		}
 		count += k;
 		if (k < RR_DRAIN)
 			break;
@@ -997,7 +1036,7 @@ void arena_drain(struct arena *a)
 		return;
 	uint64_t count = 0;
 	struct free_tally t;
-	t.bytes = t.mask = 0; /* blocks[] counts from a class's first free */
+	t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 	if (ring)
 		count = ring_drain(a, &t);
 	__cds_wfcq_init(&head, &tail);

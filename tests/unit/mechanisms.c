@@ -1138,6 +1138,13 @@ static pthread_barrier_t ring_made, ring_done;
 
 static void *ring_owner(void *arg)
 {
+	/* a flush of its own first (a bin of 64-byte blocks overflows): the arena's transfer
+	 * cache is set up */
+	static void *own[256];
+	for (int i = 0; i < 256; i++)
+		own[i] = A(malloc)(64);
+	for (int i = 0; i < 256; i++)
+		A(free)(own[i]);
 	for (int i = 0; i < RING_BLOCKS; i++)
 		memset(ring_blocks[i] = A(malloc)(32), 1, 32);
 	pthread_barrier_wait(&ring_made);
@@ -1178,6 +1185,11 @@ Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_i
 	arena_unlock(owner);
 	cr_assert_eq(owner->rr_head, owner->rr_tail, "the ring is empty after a drain");
 	cr_assert(owner_queue_empty(owner));
+	/* the transfer cache took what it could of them (the next refills hand them out as
+	 * pointers), the spans the rest */
+	cr_assert_not_null(owner->xfer);
+	cr_assert_eq(owner->xfer_n[sc_class_of(32)], XF_SLOTS, "in the transfer cache: %u",
+	             (unsigned)owner->xfer_n[sc_class_of(32)]);
 	struct la_counters after = stats();
 	cr_assert_eq(after.remote_frees_drained - before.remote_frees_drained, RR_SLOTS + 64);
 	/* the ring takes the next batch again: the 64 waiting here, handed over at the next
