@@ -543,7 +543,6 @@ static void *control_main(void *arg)
 	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 	unsigned look = LOOKS;
 	uint64_t look_due = 0;
-	uint64_t pressure_kept = 0; /* CLOCK_MONOTONIC of an event not acted on yet (0: none) */
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure())
 		pressure_start();
@@ -573,23 +572,10 @@ static void *control_main(void *arg)
 			}
 			continue;
 		}
-		/* a pressure event, or one kept until a second after the last action */
-		uint64_t pressure_at = pressure_take(), pressure_wait = 0;
-		if (pressure_at && (!pressure_kept || pressure_at < pressure_kept))
-			pressure_kept = pressure_at;
-		if (pressure_kept) {
-			pressure_wait = op_pressure(pressure_kept);
-			if (!pressure_wait) {
-				pressure_kept = 0;
-				continue;
-			}
-		}
 		/* the pass runs once per tick: HEAP_DECAY_TICKS per decay_ms */
 		uint64_t decay_ns = (uint64_t)TUN(decay_ms) * (1000000u / HEAP_DECAY_TICKS);
 		bool armed = __atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && decay_ns;
 		uint64_t wait_ns = watch_ns; /* 0: no deadline */
-		if (pressure_wait && (!wait_ns || pressure_wait < wait_ns))
-			wait_ns = pressure_wait;
 		/* held tunables revert when their hold expires (only this thread sets holds,
 		 * from the mailbox, so the next expiry is known before it sleeps) */
 		uint64_t hold_due = tun_holds_next();

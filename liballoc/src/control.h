@@ -40,7 +40,8 @@ bool op_decay(void);
 /* The in-process pressure watch signalled at `since` (CLOCK_MONOTONIC ns): flush, release,
  * trim, at most once a second; the time to the end is published in the segment. 0 when it
  * acted, else how long until it may: the caller keeps the event and calls again then (a
- * stall reported once within the second is answered late, not never). */
+ * stall reported once within the second is answered late, not never). Called by the
+ * watch's own thread only (pressure.c), beside the control thread's work. */
 uint64_t op_pressure(uint64_t since);
 /* The control thread runs and decay_ms is not 0: free pages go back by age, in the decay
  * pass (else the madvise throttle returns them on frees, by the heap's trend). */

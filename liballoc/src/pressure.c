@@ -14,10 +14,10 @@
  *     ("some 150000 2000000": microseconds of stall in a window; windows that are not whole
  *     2 s need CAP_SYS_RESOURCE).
  * A thread of its own ("liballoc-psi", started with the control thread, signals blocked)
- * sleeps in poll() on that descriptor: no wake-up without an event. On one it asks the
- * control thread, which flushes the thread caches, releases idle heaps and trims — at most
- * once a second — and publishes the count and the bytes in the segment's header. Nothing
- * here allocates. */
+ * sleeps in poll() on that descriptor: no wake-up without an event. On one it flushes the
+ * thread caches, releases idle heaps and trims itself (op_pressure), at once — at most once
+ * a second; an event within that second is acted on when it ends — and publishes the count
+ * and the bytes in the segment's header. Nothing here allocates. */
 #include "pressure.h"
 
 #include <errno.h>
@@ -32,6 +32,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "liballoc_parse.h"
 #include "os.h"
 #include "shm.h"
@@ -44,7 +45,6 @@ static short watch_events; /* POLLPRI (PSI) or POLLIN (FIFO, socket, eventfd) */
 static bool watch_drain;   /* POLLIN: read and drop what arrives */
 static pid_t watch_tid;
 static int stop_fd = -1; /* an eventfd: the control thread ends the watch through it */
-static uint64_t pending; /* CLOCK_MONOTONIC ns of the first unanswered event (0: none) */
 static char watch_what[160];
 /* v1 cgroup watch: its usage file and limit, so that a release knows when enough is back */
 static char v1_usage[700];
@@ -301,7 +301,6 @@ void pressure_fork_child(void)
 		close(stop_fd);
 	watch_fd = stop_fd = -1;
 	watch_tid = 0;
-	pending = 0;
 	v1_limit = 0;
 }
 
@@ -343,22 +342,44 @@ bool pressure_configure(void)
 	return false;
 }
 
+/* Act on the kept event (*kept: when it came) in this thread, the moment it is signalled:
+ * handing it to the control thread cost a second wake-up, which on a loaded machine came
+ * too late for a fast climb to the limit. The control thread's operations take the same
+ * locks as malloc_trim from any thread, so both may run at once. Returns poll's timeout:
+ * the ms until the event may be acted on (within a second of the last action), -1 when
+ * it was. */
+static int act(uint64_t *kept)
+{
+	uint64_t wait = op_pressure(*kept);
+	if (!wait) {
+		*kept = 0;
+		return -1;
+	}
+	return (int)((wait + 999999u) / 1000000u);
+}
+
 static void *watch_main(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "liballoc-psi", 0, 0, 0);
 	__atomic_store_n(&watch_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	__atomic_store_n(&shm_header()->pressure_watching, 1, __ATOMIC_RELAXED);
+	uint64_t kept = 0; /* CLOCK_MONOTONIC ns of an event not acted on yet (0: none) */
+	int timeout = -1;  /* ms until a kept event may be acted on (-1: none kept) */
 	for (;;) {
 		struct pollfd pf[2] = {{.fd = watch_fd, .events = watch_events},
 		                       {.fd = stop_fd, .events = POLLIN}};
-		int n = poll(pf, 2, -1);
+		int n = poll(pf, 2, timeout);
 		if (n < 0 && errno == EINTR)
 			continue;
 		struct pollfd p = pf[0];
 		if (pf[1].revents) { /* the control thread ends: so do we */
 			__atomic_store_n(&watch_tid, 0, __ATOMIC_RELEASE);
 			return NULL;
+		}
+		if (n == 0) { /* a kept event's second is over */
+			timeout = act(&kept);
+			continue;
 		}
 		if (n < 0 || (p.revents & (POLLNVAL | POLLERR)) ||
 		    ((p.revents & POLLHUP) && !(p.revents & watch_events))) {
@@ -386,10 +407,9 @@ static void *watch_main(void *arg)
 				return NULL;
 			}
 		}
-		uint64_t none = 0;
-		__atomic_compare_exchange_n(&pending, &none, os_now_ns(), false, __ATOMIC_RELEASE,
-		                            __ATOMIC_RELAXED);
-		shm_wake_control();
+		if (!kept)
+			kept = os_now_ns();
+		timeout = act(&kept);
 	}
 }
 
@@ -399,7 +419,7 @@ void pressure_start(void)
 		return;
 	if (stop_fd < 0)
 		stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	int err = stop_fd < 0 ? errno : os_thread_start(watch_main, NULL, 32 * 1024);
+	int err = stop_fd < 0 ? errno : os_thread_start(watch_main, NULL, 64 * 1024);
 	if (err) {
 		la_warn("memory pressure watch not started: ", strerror(err), (char *)NULL);
 		close(watch_fd);
@@ -424,11 +444,6 @@ bool pressure_need(uint64_t *need)
 	uint64_t target = v1_limit / 100 * V1_BACK_SHARE;
 	*need = (uint64_t)usage > target ? (uint64_t)usage - target : 0;
 	return true;
-}
-
-uint64_t pressure_take(void)
-{
-	return __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
 }
 
 pid_t pressure_tid(void)

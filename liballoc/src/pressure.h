@@ -1,6 +1,6 @@
 /* pressure.h — the in-process memory pressure watch (see pressure.c): configured from the
- * environment at start, run by a thread of its own that asks the control thread to give
- * memory back when the kernel (or systemd's protocol) signals pressure. */
+ * environment at start, run by a thread of its own that gives memory back itself when the
+ * kernel (or systemd's protocol) signals pressure. */
 #ifndef LA_PRESSURE_H
 #define LA_PRESSURE_H
 
@@ -17,9 +17,6 @@ void pressure_fork_child(void);
 void pressure_start(void);
 /* The control thread ends (the program's last thread has gone): end the watch's too. */
 void pressure_stop(void);
-/* The control thread: when pressure was first signalled since it last looked
- * (CLOCK_MONOTONIC ns; 0: it was not). Clears it. */
-uint64_t pressure_take(void);
 /* What the process should still give back for enough to be back (v1 cgroup watch: usage
  * under 75% of the limit; 0: it is), in *need; false when nothing says (PSI, systemd's
  * protocol, no limit). */

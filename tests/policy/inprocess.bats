@@ -90,6 +90,35 @@ time.sleep(60)' "$P" 3>&- &
 	[ "$stderr" = "liballoc: LIBALLOC_PRESSURE=maybe: not a boolean (1/0, true/false, yes/no, on/off); no pressure watch" ]
 }
 
+tid_of() { grep -lx "$2" /proc/"$1"/task/*/comm | cut -d/ -f5; }
+traced() { [ "$(awk '/^TracerPid:/ {print $2}' /proc/"$1"/status)" != 0 ]; }
+
+@test "inprocess: the watch's own thread gives the memory back, not the control thread" {
+	mkfifo "$P/mp.fifo"
+	exec 4<>"$P/mp.fifo"
+	hold_with MEMORY_PRESSURE_WATCH="$P/mp.fifo"
+	psi=$(tid_of "$A_PID" liballoc-psi)
+	ctl=$(tid_of "$A_PID" liballoc-ctl)
+	[ -n "$psi" ] && [ -n "$ctl" ]
+	# each thread traced alone (-p TID): whose madvise calls release the memory
+	strace -qq -e trace=madvise -o "$P/psi.st" -p "$psi" 3>&- &
+	local s1=$!
+	strace -qq -e trace=madvise -o "$P/ctl.st" -p "$ctl" 3>&- &
+	local s2=$!
+	POL_PIDS+=("$s1" "$s2")
+	wait_for traced "$psi"
+	wait_for traced "$ctl"
+	printf x >&4
+	wait_for rss_below "$A_PID" $((24 << 20))
+	exec 4>&-
+	kill "$s1" "$s2" # they detach and write out what they saw
+	wait "$s1" "$s2" || true
+	# handed to the control thread (before), the release waited for its wake-up: on a
+	# loaded machine a second one after the watch's, too late for a fast climb
+	grep -q MADV_DONTNEED "$P/psi.st"
+	! grep -q madvise "$P/ctl.st"
+}
+
 usage_below() { [ "$(cat "$CG/memory.usage_in_bytes")" -lt "$1" ]; }
 
 response_of() {
