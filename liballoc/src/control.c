@@ -170,15 +170,16 @@ uint64_t op_pressure(uint64_t since)
 	op_trim(0, &t);
 	released += t.bytes_released;
 	struct la_shm_header *h = shm_header();
-	__atomic_fetch_add(&h->pressure_events, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
 	/* the response is that of the last event that needed memory back: one that found
 	 * usage under its share already (v1 thresholds fire both ways, so the crossing back
 	 * down after a release is an event too) or, where the watch cannot tell, released
-	 * nothing, is counted and keeps it */
+	 * nothing, is counted and keeps it. Stored before the event is counted: a reader
+	 * that sees the count sees its response */
 	if (known ? need != 0 : released != 0)
 		__atomic_store_n(&h->pressure_response_ns, (back ? back : os_now_ns()) - since,
 		                 __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->pressure_released_bytes, released, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->pressure_events, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
