@@ -17,7 +17,8 @@ stats` pressure_response_ns), p50 and p99 over the runs.
 Bursty service: pressure_svc burst (bursts to 1 GiB every 30 s, frees it, idles) for 5
 minutes (quick: 256 MiB every 10 s for 1 minute); every configuration at once, started a
 period/N apart so that their bursts do not overlap; RSS sampled every 100 ms (VmRSS),
-integrated (GiB*s); median burst throughput alongside. liballoc also with a time policy
+integrated (GiB*s); median burst throughput alongside, and the minor faults of the first
+burst and the median burst (the service's own thread). liballoc also with a time policy
 (allocctld `on = free`: more than 32 MiB reclaimable for 1 s -> release, trim).
 
 Daemon CPU at idle: allocctld with the example configuration's policies and 20 preloaded
@@ -354,6 +355,9 @@ def bursty(suite, run_mod, svc, daemon, allocctl, missing):
         for name, p, samples in procs:
             out = p.stdout.read().decode(errors="replace").splitlines()
             tputs = [float(ln.split()[2]) for ln in out if ln.startswith("burst ")]
+            # the burst thread's own minor faults per burst (pressure_svc prints them)
+            faults = [int(ln.split()[-2]) for ln in out
+                      if ln.startswith("burst ") and ln.endswith(" faults")]
             if p.returncode != 0 or not samples:
                 suite.extra(sec, name, "FAIL", "", "exit status %s" % p.returncode)
                 continue
@@ -362,9 +366,12 @@ def bursty(suite, run_mod, svc, daemon, allocctl, missing):
                 gibs += (t2 - t1) * (k1 + k2) / 2 / (1 << 20)
             suite.extra(sec, name, "%.1f" % gibs, "GiB*s",
                         "RSS integral over %d s (bursts of %s every %d s); bursts %s MiB/s "
-                        "median of %d" % (total, size, period // 1000,
-                                          "%.0f" % statistics.median(tputs) if tputs else "-",
-                                          len(tputs)))
+                        "median of %d%s" % (total, size, period // 1000,
+                                            "%.0f" % statistics.median(tputs) if tputs else "-",
+                                            len(tputs),
+                                            "; minor faults per burst: first %d, median %d"
+                                            % (faults[0], statistics.median(faults))
+                                            if faults else ""))
             suite.progress("%-28s bursty %.1f GiB*s" % (name, gibs))
     except (RuntimeError, OSError) as e:
         suite.extra(sec, "all", "FAIL", "", str(e)[:200])

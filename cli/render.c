@@ -437,6 +437,9 @@ static const char *const group_other[] = {"madvise_deferred",
                                           "released_bytes",
                                           NULL};
 
+static const char *const group_burst[] = {"burst_prepared_bytes", "burst_hits", "burst_misses",
+                                          NULL};
+
 /* The counters only the memory figures show (LA_INPUT). */
 static bool is_input(const char *name)
 {
@@ -478,11 +481,15 @@ static void counter_line(FILE *f, const char *name, uint64_t v, const struct ren
 static void counter_group(FILE *f, const char *title, const char *const *g, Ctl__Counter *const *c,
                           size_t n, const struct render_opts *o)
 {
-	fprintf(f, "\n%s\n", title);
+	bool any = false; /* a library older than the group shows none of it */
 	for (; *g; g++) {
 		const Ctl__Counter *k = counter_find(c, n, *g);
-		if (k)
-			counter_line(f, k->name, k->value, o);
+		if (!k)
+			continue;
+		if (!any)
+			fprintf(f, "\n%s\n", title);
+		any = true;
+		counter_line(f, k->name, k->value, o);
 	}
 }
 
@@ -610,11 +617,13 @@ void render_stats(FILE *f, const Ctl__StatsReply *s, const struct render_opts *o
 
 	counter_group(f, "remote frees", group_remote, s->totals, s->n_totals, o);
 	counter_group(f, "caches, locks, commands", group_other, s->totals, s->n_totals, o);
+	counter_group(f, "burst preparation", group_burst, s->totals, s->n_totals, o);
 	bool other = false;
 	for (size_t i = 0; i < s->n_totals; i++) {
 		const char *nm = s->totals[i]->name;
 		if (in_group(group_memory, nm) || in_group(group_remote, nm) ||
-		    in_group(group_other, nm) || is_syscall_counter(nm) || is_input(nm))
+		    in_group(group_other, nm) || in_group(group_burst, nm) ||
+		    is_syscall_counter(nm) || is_input(nm))
 			continue;
 		if (!other)
 			fprintf(f, "\nother\n");

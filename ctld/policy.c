@@ -170,6 +170,13 @@ uint64_t policy_reclaimable(const struct proc_snap *s)
 	return s->mem.reclaimable; /* liballoc_shm.h's one definition (la_memory_of) */
 }
 
+uint64_t policy_time_reclaimable(const struct proc_snap *s)
+{
+	/* pages populated for the process's predicted burst are about to be used: a time
+	 * policy trimming them would only make the burst fault them in again */
+	return la_sub0(s->mem.reclaimable, s->total.burst_prepared_bytes);
+}
+
 const char *policy_proc_profile(const struct proc *p)
 {
 	return p->pol && p->pol->profile_name[0] ? p->pol->profile_name : NULL;
@@ -1044,7 +1051,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 				continue;
 			struct pol_proc *pp = p->pol;
 			if (ps->def.on == POLICY_ON_FREE) {
-				uint64_t free_b = policy_reclaimable(&s);
+				uint64_t free_b = policy_time_reclaimable(&s);
 				if (free_b <= ps->def.above) {
 					pp->free_since_ns = 0;
 				} else if (!pp->free_since_ns) {
@@ -1063,7 +1070,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 					pp->idle_acted = false;
 				} else if (!pp->idle_acted &&
 				           now - pp->idle_since_ns >= ps->def.for_ms * 1000000u &&
-				           policy_reclaimable(&s)) {
+				           policy_time_reclaimable(&s)) {
 					due[n++] = p;
 					pp->idle_acted = true;
 				}

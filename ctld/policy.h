@@ -121,6 +121,9 @@ int policy_reply(struct ctld *d, uid_t uid, struct pool *pl, struct Ctl__PolicyR
 /* The bytes flush, release and trim would give back now, from a snapshot: the memory
  * figure "reclaimable" (la_memory_of). */
 uint64_t policy_reclaimable(const struct proc_snap *s);
+/* What a time policy (on = free, on = idle) counts: reclaimable less the pages the process
+ * populated for a predicted burst (burst_prepared_bytes, liballoc's burst preparation). */
+uint64_t policy_time_reclaimable(const struct proc_snap *s);
 
 /* ---- decisions (pure: policy.c acts on them, tests/ctld/policydecide.c checks each knob) -- */
 enum policy_verdict {

@@ -145,7 +145,13 @@
 	X(lock_contended, LA_COUNTER, "", LA_ARENA, "Arena lock acquisitions that had to wait") \
 	X(commands_executed, LA_COUNTER, "", LA_PROCESS, "Mailbox commands executed")           \
 	X(released_bytes, LA_COUNTER, "bytes", LA_PROCESS,                                      \
-	  "Resident bytes returned to the system by trim, release and flush (measured)")
+	  "Resident bytes returned to the system by trim, release and flush (measured)")        \
+	X(burst_prepared_bytes, LA_GAUGE, "bytes", LA_ARENA,                                    \
+	  "Free pages populated for a predicted burst and not taken yet (in free resident; "    \
+	  "time policies leave them)")                                                          \
+	X(burst_hits, LA_COUNTER, "", LA_ARENA, "Predicted bursts that came in their window")   \
+	X(burst_misses, LA_COUNTER, "", LA_ARENA,                                               \
+	  "Predicted bursts that did not come: pages given back, the pattern forgotten")
 
 #define LA_X_COUNT(name, ...) +1
 enum { LA_NCOUNTERS = 0 LA_COUNTERS(LA_X_COUNT) };
@@ -258,7 +264,9 @@ static inline void la_memory_of(const struct la_counters *c, struct la_memory *m
 	X(direct_cache_bytes, LA_T_SIZE, 256 * LA_MIB, 0, 1LL << 40, 1, 0,                         \
 	  "Bytes of freed direct mappings kept for reuse")                                         \
 	X(check_free_lists, LA_T_BOOL, 0, 0, 1, 1, 0,                                              \
-	  "Validate every free-list link: thread caches are bypassed (slower)")
+	  "Validate every free-list link: thread caches are bypassed (slower)")                    \
+	X(burst_predict, LA_T_BOOL, 1, 0, 1, 1, 0,                                                 \
+	  "Learn periodic bursts and populate their pages shortly before the next one")
 
 enum la_tunable_id {
 #define LA_X_ENUM(name, ...) LA_TUNABLE_##name,

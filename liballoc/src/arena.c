@@ -8,6 +8,7 @@
 
 #include "control.h"
 #include "os.h"
+#include "pressure.h"
 #include "shm.h"
 #include "tunables.h"
 
@@ -53,6 +54,7 @@ static void arena_init(struct arena *a, uint32_t i)
 	a->pub = shm_arena_block(i);
 	a->c = &a->pub->c;
 	a->pub->index = i;
+	a->burst.c = a->c;
 	__cds_wfcq_init(&a->rq_head, &a->rq_tail);
 }
 
@@ -142,6 +144,22 @@ static void release_heap(struct arena *a, struct heap *h)
 	heap_destroy(h);
 }
 
+/* Map a heap for the arena, first in its list (the newest). */
+static struct heap *new_heap(struct arena *a)
+{
+	struct heap *h = heap_create(a, a->index, a->c);
+	if (!h)
+		return NULL;
+	h->watch = &a->burst;
+	h->next = a->heaps;
+	if (h->next)
+		h->next->prev = h;
+	a->heaps = h;
+	a->nheaps++;
+	STAT_ADD_LOCKED(a->c, heaps, 1);
+	return h;
+}
+
 /* The first of the arena's heaps (newest first, or oldest first) with a free span of n
  * pages (dirty_only: one holding resident free pages). */
 static struct span *from_heaps(struct arena *a, uint32_t n, bool oldest_first, bool dirty_only,
@@ -195,15 +213,9 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 			break;
 		xfer_drain(a);
 	}
-	struct heap *h = heap_create(a, a->index, a->c);
+	struct heap *h = new_heap(a);
 	if (!h)
 		return NULL;
-	h->next = a->heaps;
-	if (h->next)
-		h->next->prev = h;
-	a->heaps = h;
-	a->nheaps++;
-	STAT_ADD_LOCKED(a->c, heaps, 1);
 	*hp = h;
 	return heap_alloc_pages(h, n, false, dirty);
 }
@@ -228,6 +240,12 @@ static bool other_arenas_used(const struct arena *a)
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
 static void after_free_pages(struct arena *a, struct heap *h)
 {
+	/* pages populated for a predicted burst wait for it (a heap of them holds no block):
+	 * the control thread gives them back if it does not come (arena_burst_tick) */
+	if (a->burst.holding && !a->burst.active) {
+		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
+		return;
+	}
 	if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
 		release_heap(a, h);
 		return;
@@ -1222,9 +1240,24 @@ static void release_empty_spans(struct arena *a)
 		}
 }
 
+/* A trim or a release (an operator's, a pressure policy's) gives back what was prepared for
+ * a predicted burst like any free page (lock held): the preparation stops for this burst,
+ * the pages no longer count as prepared nor hold the throttle back; the burst still counts
+ * as a hit if it comes, a miss if not. */
+static void burst_cancel(struct arena *a)
+{
+	struct burst_watch *w = &a->burst;
+	if (!w->holding)
+		return;
+	burst_unprepare(w);
+	w->holding = 0;
+	w->want = w->done;
+}
+
 void arena_trim(struct arena *a, size_t pad)
 {
 	arena_lock(a);
+	burst_cancel(a);
 	arena_drain(a);
 	release_empty_spans(a);
 	uint32_t keep = (uint32_t)(pad >> LA_PAGE_SHIFT);
@@ -1243,6 +1276,7 @@ void arena_trim(struct arena *a, size_t pad)
 void arena_release_idle(struct arena *a, bool all)
 {
 	arena_lock(a);
+	burst_cancel(a);
 	arena_drain(a);
 	release_empty_spans(a);
 	for (struct heap *h = a->heaps, *next; h && !os_goal_met(); h = next) {
@@ -1352,6 +1386,179 @@ void arena_reinit_child(struct arena *keep)
 		arenas[i].rq_pending = 0;
 		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
 		arenas[i].pub->threads = arenas[i].threads;
+		/* the parent's bursts are not the child's: a prediction starts over (pages
+		 * prepared for it, still stamped, go back at the child's first tick) */
+		struct burst_watch *w = &arenas[i].burst;
+		burst_forget(&w->pat);
+		w->predicted_ns = w->deadline_ns = 0;
+		w->want = w->done = 0;
+		w->hit = w->holding = 0;
 	}
 	la_lock_reinit(&arenas_lock);
+}
+
+/* ---- burst preparation (burst.h) ----------------------------------------------------- */
+
+/* A heap_epoch stamp the decay pass leaves alone until `until` (CLOCK_MONOTONIC): the
+ * ticks to then, and two more. */
+static uint32_t burst_stamp(uint64_t now, uint64_t until)
+{
+	uint64_t tick = (uint64_t)TUN(decay_ms) * (1000000u / HEAP_DECAY_TICKS), ticks = 2;
+	if (tick && until > now)
+		ticks += LA_MIN((until - now) / tick, (uint64_t)1 << 20);
+	return __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + (uint32_t)ticks;
+}
+
+/* Give back what is left of the pages prepared (lock held): spans still stamped for the
+ * prediction, and heaps that hold nothing. */
+static void burst_give_back(struct arena *a)
+{
+	struct burst_watch *w = &a->burst;
+	for (struct heap *h = a->heaps, *next; h; h = next) {
+		next = h->next;
+		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release))
+			release_heap(a, h);
+		else if (w->stamp)
+			heap_purge_stamped(h, w->stamp);
+	}
+	burst_unprepare(w);
+	w->stamp = 0;
+	w->holding = 0;
+	w->predicted_ns = w->deadline_ns = 0;
+	w->want = w->done = 0;
+	w->hit = 0;
+}
+
+/* Populate up to BURST_CHUNK_PAGES for the prediction (lock held): in the heap that has
+ * fresh free pages, newest first, else in a new heap. False when no more can come in. */
+static bool burst_prepare_chunk(struct arena *a)
+{
+	struct burst_watch *w = &a->burst;
+	uint32_t max = LA_MIN(BURST_CHUNK_PAGES, w->want - w->done), k = 0;
+	bool failed = false;
+	for (struct heap *h = a->heaps; h && !k && !failed; h = h->next)
+		k = heap_prepare(h, max, w->stamp, &failed);
+	if (!k && !failed) {
+		struct heap *h = new_heap(a);
+		if (!h)
+			return false;
+		k = heap_prepare(h, max, w->stamp, &failed);
+	}
+	w->done += k;
+	w->prepared += k;
+	STAT_ADD_LOCKED(a->c, burst_prepared_bytes, (uint64_t)k << LA_PAGE_SHIFT);
+	return k && !failed;
+}
+
+/* One chunk; at the end of the preparation (all in, or no more could come) its time per
+ * page is the rate the next lead is computed from: measured from its start to its end,
+ * waits for the lock and a burst populating beside it included (the lead is then
+ * longer: a busy machine populates slower). */
+static void burst_prepare_step(struct arena *a)
+{
+	struct burst_watch *w = &a->burst;
+	bool more = burst_prepare_chunk(a);
+	if (more && w->done < w->want)
+		return;
+	uint64_t ns = (os_now_ns() - w->prep_ns) / (w->done ? w->done : 1);
+	w->cost_ns = (uint32_t)LA_MIN(LA_MAX(ns, 100u), 1000000u);
+	w->want = w->done; /* what could come in */
+}
+
+/* May the arena populate `pages` for a prediction? Not while memory pressure is watched
+ * in the process, a policy holds a tunable (allocctld's pressure ladder lowers decay_ms),
+ * or the memory cgroup would come within PRESSURE_ROOM_SHARE of its limit. */
+static bool burst_room(uint32_t pages)
+{
+	if (pressure_watching())
+		return false;
+	for (int i = 0; i < LA_NTUNABLES; i++)
+		if (__atomic_load_n(&tun_source[i], __ATOMIC_RELAXED) == LA_SRC_policy &&
+		    tun_holds[i].expires_ns)
+			return false;
+	uint64_t room;
+	return !pressure_room(&room) || room >= (uint64_t)pages << LA_PAGE_SHIFT;
+}
+
+/* A burst that lasts this long is a new level the arena stays at, not a burst. */
+#define BURST_LONGEST_NS 20000000000ull
+
+uint64_t arena_burst_tick(struct arena *a, uint64_t now)
+{
+	struct burst_watch *w = &a->burst;
+	uint64_t due = 0;
+	arena_lock(a);
+	if (!TUN(burst_predict)) {
+		if (w->stamp || w->predicted_ns || w->prepared)
+			burst_give_back(a);
+		burst_forget(&w->pat);
+		goto out;
+	}
+	if (w->stamp && !w->holding && !w->predicted_ns) /* a burst took what it took: the
+	                                                   * rest goes back */
+		burst_give_back(a);
+	if (w->active) {
+		if (now - w->start_ns >= BURST_LONGEST_NS) {
+			w->active = 0; /* not a burst: the level it idles at from now on */
+			w->base = w->used;
+		} else if (w->holding && w->done < w->want) {
+			/* the burst came before the pages were all in: populate beside it */
+			burst_prepare_step(a);
+			due = w->done < w->want ? now : w->start_ns + BURST_LONGEST_NS;
+		} else {
+			due = w->start_ns + BURST_LONGEST_NS;
+		}
+		goto out;
+	}
+	if (!w->predicted_ns) {
+		struct burst_guess g;
+		if (!burst_predict(&w->pat, &g))
+			goto out;
+		uint64_t window = burst_window_ns(&g);
+		if (now > g.next_ns + window) {
+			/* its time went by with no burst (no wake-up came in time to prepare):
+			 * the pattern is broken */
+			burst_forget(&w->pat);
+			goto out;
+		}
+		uint64_t lead = burst_lead_ns(&g, w->cost_ns ? w->cost_ns : w->seen_cost_ns);
+		if (now + lead < g.next_ns) {
+			due = g.next_ns - lead;
+			goto out;
+		}
+		w->guess = g;
+		w->predicted_ns = g.next_ns;
+		w->deadline_ns = g.next_ns + window;
+		w->done = 0;
+		w->hit = 0;
+		/* the burst takes the resident free pages the arena holds first (those the
+		 * decay pass has not returned yet, for a burst that comes within decay_ms):
+		 * only the rest is to come */
+		uint64_t held = 0;
+		for (struct heap *h = a->heaps; h; h = h->next)
+			held += h->dirty_pages;
+		uint32_t need = held >= g.pages ? 0 : g.pages - (uint32_t)held;
+		w->want = need && burst_room(need) ? need : 0;
+		if (w->want) {
+			w->holding = 1;
+			w->stamp = burst_stamp(now, w->deadline_ns);
+			w->prep_ns = now;
+		}
+	}
+	if (w->holding && w->done < w->want) {
+		burst_prepare_step(a);
+		due = now;
+	} else if (now >= w->deadline_ns) {
+		/* no burst came: its pages go back, and predictions wait for the pattern to
+		 * be learnt again */
+		if (w->want)
+			STAT_ADD_LOCKED(a->c, burst_misses, 1);
+		burst_give_back(a);
+		burst_forget(&w->pat);
+	} else {
+		due = w->deadline_ns;
+	}
+out:
+	arena_unlock(a);
+	return due;
 }

@@ -56,6 +56,7 @@ struct arena {
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
 	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
 	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
+	struct burst_watch burst;          /* lock; the pages in use and their bursts */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
@@ -179,6 +180,11 @@ void arena_measure(struct arena *a);
  * return them. */
 bool arena_decay(struct arena *a, bool full);
 void arena_drain(struct arena *a);
+/* The control thread's burst preparation (burst.h) for arena a at time now (takes the
+ * lock): predict the next burst, populate its pages in chunks from a lead before it, give
+ * them back when it does not come. Returns when it wants to run again: 0 never (a burst's
+ * end or start wakes the control thread), a time not after now: at once (more chunks). */
+uint64_t arena_burst_tick(struct arena *a, uint64_t now);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);
 

@@ -125,6 +125,20 @@ bool op_decay(void)
 	return more || mappings_left || !full;
 }
 
+/* Burst preparation for every arena (arena_burst_tick): the earliest time one wants to
+ * run again (0: none). */
+static uint64_t op_burst(uint64_t now)
+{
+	uint64_t due = 0;
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t d = arena_burst_tick(&arenas[i], now);
+		if (d && (!due || d < due))
+			due = d;
+	}
+	return due;
+}
+
 bool control_decays(void)
 {
 	return __atomic_load_n(&control_running, __ATOMIC_RELAXED) && TUN(decay_ms) != 0;
@@ -544,6 +558,9 @@ static void *control_main(void *arg)
 	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 	unsigned look = LOOKS;
 	uint64_t look_due = 0;
+	uint64_t burst_due = 0;   /* op_burst's next run (0: at the next kick) */
+	uint32_t burst_kicks = 0; /* shm_kicks when op_burst last ran */
+	bool burst_look = false;  /* a decay pass ran since op_burst last did */
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure())
 		pressure_start();
@@ -589,6 +606,22 @@ static void *control_main(void *arg)
 			if (!wait_ns || hold_due - now < wait_ns)
 				wait_ns = hold_due - now;
 		}
+		/* burst preparation: when an arena asked for it, a burst ended or began
+		 * while pages were prepared (they kick), and after each decay pass (a
+		 * "burst" that never ended is a new level: arena_burst_tick rebases it) */
+		if (kicks != burst_kicks || burst_look || (burst_due && os_now_ns() >= burst_due)) {
+			burst_look = false;
+			burst_kicks = kicks;
+			uint64_t now = os_now_ns();
+			burst_due = op_burst(now);
+			if (burst_due && burst_due <= now)
+				continue; /* more chunks: round the loop (the mailbox first) */
+		}
+		if (burst_due) {
+			uint64_t now = os_now_ns(), left = burst_due > now ? burst_due - now : 1;
+			if (!wait_ns || left < wait_ns)
+				wait_ns = left;
+		}
 		uint32_t dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 		if (dlopens != seen_dlopens) {
 			seen_dlopens = dlopens;
@@ -613,6 +646,7 @@ static void *control_main(void *arg)
 				__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
 				if (op_decay())
 					__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
+				burst_look = true;
 				last_decay = now;
 				shm_header()->heartbeat_ns = now;
 				continue;

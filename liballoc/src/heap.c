@@ -620,6 +620,8 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	h->free_pages -= n;
 	h->used_pages += n;
 	dirty_add(h, -(int64_t)take_dirty);
+	if (h->watch)
+		burst_grew(h->watch, n, take_dirty);
 	hwm_update(h, first + n);
 	heap_idle_update(h);
 	trend(h, true);
@@ -830,6 +832,8 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	h->used_pages -= n;
 	h->free_pages += n;
 	dirty_add(h, d);
+	if (h->watch)
+		burst_shrank(h->watch, n);
 	heap_idle_update(h);
 	trend(h, false);
 	breath_shrink(h);
@@ -896,6 +900,8 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	h->free_pages -= need;
 	h->used_pages += need;
 	dirty_add(h, -(int64_t)take_dirty);
+	if (h->watch)
+		burst_grew(h->watch, need, take_dirty);
 	hwm_update(h, r + need);
 	trend(h, true);
 	breath_grow(h);
@@ -948,6 +954,85 @@ uint32_t heap_purge_aged(struct heap *h, uint32_t before)
 		for (struct span *s = h->bins[b]; s; s = s->next) {
 			uint32_t d = s->dirty;
 			if (d && older(s->stamp, before) && purge_span(h, s))
+				purged += d;
+		}
+	}
+	return purged;
+}
+
+/* The first page of [first, end) whose `resident` bit is clear; end if none. */
+static uint32_t first_fresh(const struct heap *h, uint32_t first, uint32_t end)
+{
+	for (uint32_t i = first; i < end;) {
+		uint64_t w = ~h->resident[i >> 6] >> (i & 63);
+		if (w) {
+			uint32_t at = i + (uint32_t)__builtin_ctzll(w);
+			return LA_MIN(at, end);
+		}
+		i = (i | 63) + 1;
+	}
+	return end;
+}
+
+/* Populate pages [from, from + k) of free span s (some may be resident already: the
+ * kernel skips those); false when the kernel refused (what came in is counted). */
+static bool prepare_range(struct heap *h, struct span *s, uint32_t from, uint32_t k, uint32_t stamp,
+                          uint32_t *got)
+{
+	int err = os_populate((char *)h + ((size_t)from << LA_PAGE_SHIFT),
+	                      (size_t)k << LA_PAGE_SHIFT, h->c);
+	uint32_t before = s->dirty;
+	if (err) {
+		if (err == EINVAL)
+			__atomic_store_n(&populate_missing, true, __ATOMIC_RELAXED);
+		/* it stopped at some page: those before it are in */
+		int32_t gone = (int32_t)heap_measure_range(h, s->first, s->npages);
+		s->dirty = (uint32_t)((int32_t)s->dirty - gone);
+		dirty_add(h, -gone);
+	} else {
+		uint32_t fresh = k - heap_resident_in(h, from, k);
+		heap_touch(h, from, k);
+		s->dirty += fresh;
+		dirty_add(h, fresh);
+	}
+	if (s->dirty)
+		s->stamp = stamp;
+	*got = s->dirty > before ? s->dirty - before : 0;
+	return err == 0;
+}
+
+uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed)
+{
+	*failed = __atomic_load_n(&populate_missing, __ATOMIC_RELAXED);
+	if (*failed)
+		return 0;
+	/* spans with resident pages first (an allocation takes a span with some before any
+	 * other, and its first pages: their holes are filled), then the largest */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int b = HEAP_NBINS - 1; b >= 0; b--) {
+			for (struct span *s = h->bins[b]; s; s = s->next) {
+				if (s->dirty == s->npages || (pass == 0) != (s->dirty != 0))
+					continue;
+				uint32_t end = s->first + s->npages;
+				uint32_t from = first_fresh(h, s->first, end), got = 0;
+				if (from == end)
+					continue;
+				*failed = !prepare_range(h, s, from, LA_MIN(max, end - from), stamp,
+				                         &got);
+				return got;
+			}
+		}
+	}
+	return 0;
+}
+
+uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp)
+{
+	uint32_t purged = 0;
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
+		for (struct span *s = h->bins[b]; s; s = s->next) {
+			uint32_t d = s->dirty;
+			if (d && s->stamp == stamp && purge_span(h, s))
 				purged += d;
 		}
 	}

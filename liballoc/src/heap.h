@@ -24,6 +24,7 @@
 #ifndef LA_HEAP_H
 #define LA_HEAP_H
 
+#include "burst.h"
 #include "common.h"
 #include "sizeclass.h"
 
@@ -94,12 +95,13 @@ struct heap {
 	uint8_t idle;            /* used_pages == spare_pages, as last published */
 	uint8_t breathed;        /* breath_epoch is set */
 	uint8_t reserved2[2];
-	uint32_t fresh_pages;  /* populate-ahead: pages taken fresh in the current window... */
-	uint32_t fresh_prev;   /* ... and in the one before (0 if that was not the last) */
-	uint32_t huge;         /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
-	                        * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears) */
-	uint64_t fresh_ns;     /* when the current window began */
-	struct la_counters *c; /* the owning arena's published counters */
+	uint32_t fresh_pages;      /* populate-ahead: pages taken fresh in the current window... */
+	uint32_t fresh_prev;       /* ... and in the one before (0 if that was not the last) */
+	uint32_t huge;             /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
+	                            * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears) */
+	uint64_t fresh_ns;         /* when the current window began */
+	struct la_counters *c;     /* the owning arena's published counters */
+	struct burst_watch *watch; /* the owning arena's (NULL: none); set at creation */
 	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 	uint32_t pagemap[LA_HEAP_PAGES];       /* see pm_entry */
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
@@ -300,6 +302,16 @@ LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uin
 	const struct span *rs = &h->desc[h->spanidx[r]];
 	return rs->kind == SPAN_FREE && rs->dirty < s->npages;
 }
+/* Burst preparation (burst.h, arena_burst_tick): populate up to max pages of one free
+ * span from its first page not resident: first a span with some resident pages (an
+ * allocation takes such a span first, and its first pages: its holes are filled), else
+ * the largest. They count resident and dirty, and the span is stamped `stamp` (a tick in
+ * the future: the decay pass keeps it until then). Returns the pages that came in;
+ * *failed is set when the kernel refused (what came in is counted). */
+uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed);
+/* Return the dirty pages of free spans stamped `stamp` (prepared pages a burst did not
+ * take); returns the pages purged. */
+uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
 /* Breathing: the heap's pages in use fell to a quarter of their peak (of at least

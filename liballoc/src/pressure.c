@@ -446,6 +446,45 @@ bool pressure_need(uint64_t *need)
 	return true;
 }
 
+/* The number in file dir + name (a "max" or a huge v1 "no limit": none) into *v. */
+static bool cg_read(const char *dir, const char *name, int64_t *v)
+{
+	char path[700], buf[32];
+	size_t n = la_strlcpy(path, dir, sizeof(path));
+	la_strlcpy(path + n, name, sizeof(path) - n);
+	return os_read_small(path, buf, sizeof(buf)) > 0 &&
+	       la_parse(LA_T_INT, buf, v) == LA_PARSE_OK && *v >= 0 && *v < (1ll << 60);
+}
+
+bool pressure_room(uint64_t *room)
+{
+	char rel[512], dir[700];
+	int64_t limit = -1, used = -1, v;
+	if (own_cgroup(true, rel, sizeof(rel))) {
+		size_t n = la_strlcpy(dir, "/sys/fs/cgroup/memory", sizeof(dir));
+		if (strcmp(rel, "/"))
+			la_strlcpy(dir + n, rel, sizeof(dir) - n);
+		if (cg_read(dir, "/memory.limit_in_bytes", &v))
+			limit = v;
+		if (cg_read(dir, "/memory.usage_in_bytes", &v))
+			used = v;
+	} else if (own_cgroup(false, rel, sizeof(rel)) && strcmp(rel, "/")) {
+		size_t n = la_strlcpy(dir, "/sys/fs/cgroup", sizeof(dir));
+		la_strlcpy(dir + n, rel, sizeof(dir) - n);
+		if (cg_read(dir, "/memory.max", &v))
+			limit = v;
+		if (cg_read(dir, "/memory.high", &v) && (limit < 0 || v < limit))
+			limit = v;
+		if (cg_read(dir, "/memory.current", &v))
+			used = v;
+	}
+	if (limit < 0 || used < 0)
+		return false;
+	uint64_t cap = (uint64_t)limit / 100 * PRESSURE_ROOM_SHARE;
+	*room = cap > (uint64_t)used ? cap - (uint64_t)used : 0;
+	return true;
+}
+
 pid_t pressure_tid(void)
 {
 	return __atomic_load_n(&watch_tid, __ATOMIC_ACQUIRE);

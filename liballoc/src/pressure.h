@@ -21,6 +21,12 @@ void pressure_stop(void);
  * under 75% of the limit; 0: it is), in *need; false when nothing says (PSI, systemd's
  * protocol, no limit). */
 bool pressure_need(uint64_t *need);
+/* Room the process's memory cgroup has below ROOM_SHARE % of its limit (v1
+ * memory.limit_in_bytes against memory.usage_in_bytes; v2 the lower of memory.high and
+ * memory.max against memory.current), in *room (0: none); false when it has no limit.
+ * Read anew at each call (burst preparation asks before it populates). */
+#define PRESSURE_ROOM_SHARE 75
+bool pressure_room(uint64_t *room);
 /* The watching thread's tid (0: none): it does not keep the process alive. */
 pid_t pressure_tid(void);
 /* What is watched, for messages (NULL: nothing). */

@@ -91,7 +91,7 @@ teardown() {
 @test "get: all tunables, or the ones named; --json keyed by name" {
 	start_fake
 	run -0 "$ALLOCCTL" get 4242
-	[ "${#lines[@]}" -eq 15 ]
+	[ "${#lines[@]}" -eq 16 ] # a header and the 15 tunables
 	run -0 "$ALLOCCTL" get 4242 decay_ms mmap_dynamic
 	[ "${#lines[@]}" -eq 3 ]
 	[[ "${lines[1]}" == "mmap_dynamic"*"on"*"default"*"0 or 1 (off/on)"* ]]

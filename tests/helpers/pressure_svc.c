@@ -15,7 +15,9 @@
  *                                    the bursty service: every PERIOD_MS allocates BYTES
  *                                    in blocks, touches them, frees them, then idles;
  *                                    for SECONDS. Prints one line per burst with its
- *                                    throughput ("burst N MiB/s"), then "done".
+ *                                    throughput, time and the minor faults this thread
+ *                                    took in it ("burst N X MiB/s T s F faults"), then
+ *                                    "done".
  *
  * Sizes take K/M/G. Blocks come from a fixed pseudo-random sequence, so every allocator
  * sees the same requests. */
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +63,14 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Minor faults the calling thread took so far (a populate by another thread is not
+ * counted here: only what the burst itself had to fault in). */
+static long thread_faults(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt : 0;
 }
 
 static double pace_mib_s; /* grab: at most this fast (0: no limit) */
@@ -134,14 +145,15 @@ int main(int argc, char **argv)
 		double t0 = now_s();
 		for (int k = 0; now_s() - t0 < total; k++) {
 			double start = now_s();
+			long faults = thread_faults();
 			size_t n;
 			char **b = fill(bytes, &n);
 			for (size_t i = 0; i < n; i++)
 				free(b[i]);
 			free(b);
 			double took = now_s() - start;
-			printf("burst %d %.1f MiB/s %.3f s\n", k, (double)bytes / (1 << 20) / took,
-			       took);
+			printf("burst %d %.1f MiB/s %.3f s %ld faults\n", k,
+			       (double)bytes / (1 << 20) / took, took, thread_faults() - faults);
 			double next = t0 + (k + 1) * period;
 			while (now_s() < next && now_s() - t0 < total) {
 				double left = next - now_s();

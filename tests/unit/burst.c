@@ -1,0 +1,356 @@
+/* burst.c — anticipatory pre-population for a periodic burst (liballoc/src/burst.h): the
+ * pattern predicts only from bursts at agreeing intervals and of agreeing sizes (times are
+ * the tests' own: the functions take them as arguments); an arena driven through its
+ * watch prepares the predicted burst's pages, counted as free resident and
+ * burst_prepared_bytes, which the burst then takes without faulting; a burst that does
+ * not come costs its pages back at the window's end, a miss, and no more predictions until
+ * the pattern is learnt again. The arena tests run on the real clock (the control thread
+ * ticks too, under the same lock) and wait for conditions. Linked with liballoc.a; every
+ * test runs in its own process. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "arena.h"
+#include "burst.h"
+#include "heap.h"
+#include "liballoc.h"
+#include "os.h"
+#include "tunables.h"
+
+#define MS 1000000ull
+#define S  1000000000ull
+
+static void set(const char *name, int64_t v)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
+}
+
+static struct burst_pattern learnt(const uint64_t *start, const uint32_t *pages, int n)
+{
+	struct burst_pattern p;
+	memset(&p, 0, sizeof(p));
+	for (int i = 0; i < n; i++)
+		burst_learn(&p, start[i], pages[i]);
+	return p;
+}
+
+Test(pattern, four_bursts_a_period_apart_predict_the_fifth)
+{
+	uint64_t t[] = {100 * S, 131 * S, 160 * S - 100 * MS, 190 * S};
+	uint32_t pg[] = {262144, 261000, 262500, 262000};
+	struct burst_pattern p = learnt(t, pg, 3);
+	struct burst_guess g;
+	cr_assert_not(burst_predict(&p, &g), "two intervals 7 %% apart: no pattern yet");
+	burst_learn(&p, t[3], pg[3]);
+	cr_assert(burst_predict(&p, &g));
+	uint64_t period = (t[3] - t[0]) / 3;
+	cr_assert_eq(g.period_ns, period);
+	cr_assert_eq(g.next_ns, t[3] + period);
+	cr_assert_eq(g.pages, 261000, "the smallest of the bursts: %u", g.pages);
+	/* intervals 31, 28.9 and 30.1 s: 1.1 s the farthest from the period */
+	cr_assert_eq(g.jitter_ns, 1100 * MS, "jitter %llu", (unsigned long long)g.jitter_ns);
+	/* the lead covers the populate at the rate given, and grows with it */
+	uint64_t fast = burst_lead_ns(&g, 500), slow = burst_lead_ns(&g, 5000);
+	cr_assert_geq(fast, (uint64_t)g.pages * 500);
+	cr_assert_geq(slow, (uint64_t)g.pages * 5000);
+	cr_assert_geq(burst_lead_ns(&g, 0), (uint64_t)g.pages * BURST_COST_NS,
+	              "unmeasured: the assumed rate");
+	/* and the window after the start is a small part of the period */
+	cr_assert_lt(burst_window_ns(&g), period / 8);
+}
+
+Test(pattern, three_bursts_of_a_timer_predict_the_fourth)
+{
+	/* intervals within 1/64 of their mean (a timer's): three bursts are enough */
+	uint64_t t[] = {5 * S, 35 * S + 100 * MS, 65 * S};
+	uint32_t pg[] = {262144, 262144, 262144};
+	struct burst_pattern p = learnt(t, pg, 3);
+	struct burst_guess g;
+	cr_assert(burst_predict(&p, &g));
+	cr_assert_eq(g.period_ns, 30 * S);
+	cr_assert_eq(g.next_ns, 95 * S);
+	cr_assert_eq(g.jitter_ns, 100 * MS);
+	/* 1/50 apart: three are not enough */
+	uint64_t t2[] = {5 * S, 35 * S + 600 * MS, 65 * S};
+	p = learnt(t2, pg, 3);
+	cr_assert_not(burst_predict(&p, &g));
+}
+
+Test(pattern, the_last_bursts_decide_and_a_new_period_is_learnt_again)
+{
+	/* every 10 s, then every 2 s: the last bursts give the new period */
+	uint64_t t[] = {0, 10 * S, 20 * S, 22 * S, 24 * S};
+	uint32_t pg[] = {8192, 8192, 8192, 8192, 8192};
+	struct burst_pattern p = learnt(t, pg, 4);
+	struct burst_guess g;
+	cr_assert_not(burst_predict(&p, &g), "10 s then 2 s: no period");
+	burst_learn(&p, t[4], pg[4]);
+	cr_assert(burst_predict(&p, &g));
+	cr_assert_eq(g.period_ns, 2 * S);
+	cr_assert_eq(g.next_ns, 26 * S);
+}
+
+Test(pattern, irregular_bursts_predict_nothing)
+{
+	struct burst_guess g;
+	/* intervals 20, 30 and 25 s: 20 % from their mean */
+	uint64_t t1[] = {0, 20 * S, 50 * S, 75 * S};
+	uint32_t pg[] = {65536, 65536, 65536, 65536};
+	struct burst_pattern p = learnt(t1, pg, 4);
+	cr_assert_not(burst_predict(&p, &g));
+	/* agreeing intervals, sizes 64 MiB and 256 MiB */
+	uint64_t t2[] = {0, 30 * S, 60 * S, 90 * S};
+	uint32_t mixed[] = {65536, 16384, 65536, 65536};
+	p = learnt(t2, mixed, 4);
+	cr_assert_not(burst_predict(&p, &g));
+	/* agreeing, but faster than BURST_MIN_PERIOD: a steady load */
+	uint64_t t3[] = {0, 100 * MS, 200 * MS, 300 * MS};
+	p = learnt(t3, pg, 4);
+	cr_assert_not(burst_predict(&p, &g));
+	/* agreeing, but smaller than BURST_MIN_PAGES */
+	uint32_t small[] = {1024, 1024, 1024, 1024};
+	p = learnt(t2, small, 4);
+	cr_assert_not(burst_predict(&p, &g));
+	/* random intervals: heavy-tailed (1 / (u + 0.05) s: 0.95..20 s, mostly short) and
+	 * uniform in 1..30 s. Three in a row within 1/8 of their mean, or two within 1/64,
+	 * come by chance only: about 5 % of such bursts (each then a miss that forgets) */
+	uint64_t rng = 0x9e3779b97f4a7c15ull, at = 0;
+	int predicted[2] = {0, 0};
+	for (int kind = 0; kind < 2; kind++) {
+		burst_forget(&p);
+		for (int i = 0; i < 400; i++) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			double u = (double)(rng >> 11) / 9007199254740992.0;
+			double secs = kind == 0 ? 1.0 / (u + 0.05) : 1.0 + 29.0 * u;
+			at += (uint64_t)(secs * 1e9);
+			burst_learn(&p, at, 65536);
+			predicted[kind] += burst_predict(&p, &g);
+		}
+	}
+	cr_assert_lt(predicted[0], 30, "%d predictions of 400 heavy-tailed intervals",
+	             predicted[0]);
+	cr_assert_lt(predicted[1], 30, "%d predictions of 400 uniform intervals", predicted[1]);
+}
+
+/* ---- an arena ------------------------------------------------------------------------ */
+
+static struct la_counters counters(void)
+{
+	struct la_counters c;
+	liballoc_stats(&c);
+	return c;
+}
+
+static long minflt(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static uint64_t rss_bytes(void)
+{
+	char buf[4096];
+	FILE *f = fopen("/proc/self/status", "r");
+	cr_assert_not_null(f);
+	uint64_t kb = 0;
+	while (fgets(buf, sizeof(buf), f))
+		if (!strncmp(buf, "RssAnon:", 8))
+			kb = strtoull(buf + 8, NULL, 10);
+	fclose(f);
+	return kb << 10;
+}
+
+/* The calling thread's arena, with a pattern of four bursts of `pages`, at intervals of
+ * period + jitter, period - 2 jitter and period + jitter, the next one due in `due_ns`. */
+static struct arena *arena_with_pattern(uint32_t pages, uint64_t period, uint64_t jitter,
+                                        uint64_t due_ns)
+{
+	void *probe = A(malloc)(64 << 10);
+	cr_assert_not_null(probe);
+	struct arena *a = heap_of(probe)->arena;
+	A(free)(probe);
+	/* no resident free pages: the burst would take those first, and only the rest is
+	 * prepared */
+	arena_trim(a, 0);
+	uint64_t last = os_now_ns() + due_ns - period;
+	arena_lock(a);
+	burst_forget(&a->burst.pat);
+	burst_learn(&a->burst.pat, last - 3 * period, pages);
+	burst_learn(&a->burst.pat, last - 2 * period + jitter, pages);
+	burst_learn(&a->burst.pat, last - period - jitter, pages);
+	burst_learn(&a->burst.pat, last, pages);
+	arena_unlock(a);
+	return a;
+}
+
+static bool prepared_all(struct arena *a, uint32_t pages)
+{
+	arena_burst_tick(a, os_now_ns());
+	arena_lock(a);
+	bool done = a->burst.holding && a->burst.done >= pages;
+	arena_unlock(a);
+	return done;
+}
+
+/* Tick the arena (the control thread may tick it too) until cond holds; 20 s at most. */
+#define TICK_UNTIL(a, cond)                                 \
+	do {                                                \
+		uint64_t until_ = os_now_ns() + 20 * S;     \
+		while (!(cond) && os_now_ns() < until_) {   \
+			arena_burst_tick((a), os_now_ns()); \
+			usleep(2000);                       \
+		}                                           \
+		cr_assert(cond, "not within 20 s: " #cond); \
+	} while (0)
+
+enum { PAGES = 8192 }; /* 32 MiB */
+
+/* The predicted burst comes: its pages were populated before it and it takes them
+ * without a fault; the burst counts as a hit. */
+Test(arena, a_predicted_burst_takes_prepared_pages_without_faulting, .timeout = 60)
+{
+	set("mmap_threshold", 1 << 20);
+	heap_huge_policy = -1;
+	/* bursts a minute apart, give or take 4 s: the pages are prepared from 8 s before
+	 * the next (here at once) and wait for it until 10 s after (a busy machine's stalls
+	 * do not turn the test's burst into a miss) */
+	struct arena *a = arena_with_pattern(PAGES, 60 * S, 2 * S, 1 * S);
+	TICK_UNTIL(a, prepared_all(a, PAGES));
+	struct la_counters c = counters();
+	cr_assert_eq(c.burst_prepared_bytes, (uint64_t)PAGES << LA_PAGE_SHIFT);
+	cr_assert_geq(c.free_resident_bytes, (uint64_t)PAGES << LA_PAGE_SHIFT,
+	              "prepared pages are free resident memory");
+	/* the burst: 32 MiB in 32 KiB blocks, written */
+	enum { N = PAGES / 8 };
+	static void *b[N];
+	long f0 = minflt();
+	for (int i = 0; i < N; i++) {
+		b[i] = A(malloc)(32 << 10);
+		cr_assert_not_null(b[i]);
+		memset(b[i], 1, 32 << 10);
+	}
+	long faults = minflt() - f0;
+	c = counters();
+	cr_assert_eq(c.burst_hits, 1);
+	cr_assert_lt(faults, PAGES / 16, "%ld faults for a prepared burst of %d pages", faults,
+	             PAGES);
+	cr_assert_lt(c.burst_prepared_bytes, (uint64_t)PAGES << LA_PAGE_SHIFT >> 4,
+	             "the burst took the prepared pages: %llu left",
+	             (unsigned long long)c.burst_prepared_bytes);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+	/* the burst ended: it is learnt, the next one predicted */
+	arena_lock(a);
+	struct burst_guess g;
+	cr_assert_eq(a->burst.pat.n, BURST_HIST);
+	cr_assert(burst_predict(&a->burst.pat, &g));
+	cr_assert_eq(a->burst.predicted_ns, 0);
+	arena_unlock(a);
+}
+
+/* The predicted burst does not come: at the window's end its pages go back (RSS drops
+ * by them), it counts as a miss, and no prediction follows until three more bursts. */
+Test(arena, a_burst_that_does_not_come_is_given_back_and_forgotten, .timeout = 60)
+{
+	set("mmap_threshold", 1 << 20);
+	/* 4 s apart, give or take 0.2 s, the next in 100 ms: its window ends 575 ms later
+	 * (the loop below sees the prepared pages before they go back) */
+	struct arena *a = arena_with_pattern(PAGES, 4 * S, 100 * MS, 100 * MS);
+	uint64_t rss0 = rss_bytes(), rss_max = 0, prepared_max = 0;
+	TICK_UNTIL(a, ((prepared_max = LA_MAX(prepared_max, counters().burst_prepared_bytes)),
+	               (rss_max = LA_MAX(rss_max, rss_bytes())), counters().burst_misses == 1));
+	cr_assert_eq(prepared_max, (uint64_t)PAGES << LA_PAGE_SHIFT);
+	cr_assert_geq(rss_max, rss0 + ((uint64_t)PAGES << LA_PAGE_SHIFT) * 9 / 10,
+	              "RSS %llu -> at most %llu: the pages were not populated",
+	              (unsigned long long)rss0, (unsigned long long)rss_max);
+	struct la_counters c = counters();
+	cr_assert_eq(c.burst_hits, 0);
+	cr_assert_eq(c.burst_prepared_bytes, 0);
+	uint64_t rss2 = rss_bytes();
+	cr_assert_leq(rss2, rss0 + ((uint64_t)PAGES << LA_PAGE_SHIFT) / 10,
+	              "RSS %llu after the miss (%llu before the preparation)",
+	              (unsigned long long)rss2, (unsigned long long)rss0);
+	arena_lock(a);
+	struct burst_guess g;
+	cr_assert_not(burst_predict(&a->burst.pat, &g), "a miss forgets the pattern");
+	cr_assert_eq(a->burst.holding, 0);
+	arena_unlock(a);
+	/* ticking on prepares nothing more */
+	uint64_t populated = c.madvise_calls;
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(arena_burst_tick(a, os_now_ns()), 0);
+	cr_assert_eq(counters().madvise_calls, populated);
+}
+
+/* Switched off (burst_predict 0): nothing is prepared, and pages prepared go back. */
+Test(arena, switched_off_it_prepares_nothing_and_gives_back, .timeout = 60)
+{
+	set("mmap_threshold", 1 << 20);
+	struct arena *a = arena_with_pattern(PAGES, 60 * S, 2 * S, 1 * S);
+	TICK_UNTIL(a, prepared_all(a, PAGES));
+	set("burst_predict", 0);
+	arena_burst_tick(a, os_now_ns());
+	struct la_counters c = counters();
+	cr_assert_eq(c.burst_prepared_bytes, 0);
+	cr_assert_eq(c.burst_misses, 0, "switching off is no miss");
+	a = arena_with_pattern(PAGES, 60 * S, 2 * S, 1 * S);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(arena_burst_tick(a, os_now_ns()), 0);
+	arena_lock(a);
+	cr_assert_eq(a->burst.holding, 0);
+	cr_assert_eq(a->burst.done, 0);
+	arena_unlock(a);
+}
+
+/* A policy holding a tunable (allocctld's pressure ladder lowers decay_ms for a while):
+ * the predicted burst is not prepared for. */
+Test(arena, under_a_pressure_policy_nothing_is_prepared, .timeout = 60)
+{
+	set("mmap_threshold", 1 << 20);
+	char reason[160];
+	int id = tun_find("decay_ms");
+	cr_assert_geq(id, 0);
+	cr_assert_eq(tun_set_held(id, 1000, LA_SRC_policy, 60 * S, reason, sizeof(reason)),
+	             LA_ST_OK, "%s", reason);
+	struct arena *a = arena_with_pattern(PAGES, 60 * S, 2 * S, 1 * S);
+	/* past the predicted start: the preparation would have begun 8 s before */
+	for (uint64_t until = os_now_ns() + 1200 * MS; os_now_ns() < until;) {
+		arena_burst_tick(a, os_now_ns());
+		usleep(5000);
+	}
+	arena_lock(a);
+	cr_assert_eq(a->burst.done, 0);
+	cr_assert_eq(a->burst.holding, 0);
+	arena_unlock(a);
+	cr_assert_eq(counters().burst_prepared_bytes, 0);
+}
+
+/* A trim (an operator's, a pressure policy's) returns prepared pages like any free page:
+ * they no longer count as prepared, and the same prediction does not populate them again. */
+Test(arena, a_trim_takes_the_prepared_pages_and_they_do_not_come_again, .timeout = 60)
+{
+	set("mmap_threshold", 1 << 20);
+	struct arena *a = arena_with_pattern(PAGES, 60 * S, 2 * S, 1 * S);
+	TICK_UNTIL(a, prepared_all(a, PAGES));
+	uint64_t rss1 = rss_bytes();
+	arena_trim(a, 0);
+	struct la_counters c = counters();
+	cr_assert_eq(c.burst_prepared_bytes, 0);
+	cr_assert_leq(rss_bytes(), rss1 - ((uint64_t)PAGES << LA_PAGE_SHIFT) * 9 / 10,
+	              "the trim returned the prepared pages");
+	for (int i = 0; i < 20; i++) {
+		arena_burst_tick(a, os_now_ns());
+		usleep(1000);
+	}
+	cr_assert_eq(counters().madvise_calls, c.madvise_calls, "populated again after a trim");
+	cr_assert_eq(counters().burst_prepared_bytes, 0);
+}
