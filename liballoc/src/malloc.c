@@ -212,13 +212,39 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
+/* free of a pointer that is not in a heap of this thread's arena (tag: its heap's owner
+ * tag, 0 when in none). A small block of another arena whose threads live (what the
+ * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
+ * fast path validates one of ours, and joins the hand-over batch with no descriptor read;
+ * everything else (NULL, direct mappings, invalid pointers, double frees, blocks of
+ * arenas without threads) takes free_slow. */
+LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
+{
+	if (!p)
+		return; /* free(NULL): in no heap, so here */
+	if (tag && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
+	    !((uintptr_t)p & (LA_ALIGN - 1))) {
+		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
+		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
+		struct arena *owner = h->arena;
+		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
+		unsigned c1 = e >> PM_CLASS_SHIFT;
+		if (__atomic_load_n(&owner->threads, __ATOMIC_RELAXED) != 0 && c1 &&
+		    sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
+		    ((void **)p)[1] != (void *)la_key && tcache_free_foreign(&la_tcache, owner, p))
+			return;
+	}
+	free_slow(p, "free()");
+}
+
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	struct tcache *tc = &la_tcache;
 	/* only blocks of this thread's arena are cached (see tcache.h); one lookup tells
 	 * that p lies in a heap of ours and that the heap is this arena's (NULL lies in
 	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
-	if (likely(heap_owner_tag(p) == tc->tag)) {
+	uint16_t tag = heap_owner_tag(p);
+	if (likely(tag == tc->tag)) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK); /* offset in its heap */
 		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
 		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
@@ -244,8 +270,10 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			}
 		}
 		tc_leave(tc);
+		free_slow(p, "free()");
+		return;
 	}
-	free_slow(p, "free()");
+	free_other(p, tag);
 }
 
 LA_EXPORT void LA_API(cfree)(void *p)

@@ -3,6 +3,8 @@
  * flush of every cache by another thread, and fork handling of the cache list. */
 #include "tcache.h"
 
+#include <errno.h>
+
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -418,6 +420,35 @@ static void flush_remote(struct tcache *tc)
 	tc->rb_owner = NULL;
 }
 
+/* The hand-over batch takes p, a block of owner (another arena, with threads); the cache
+ * is entered. */
+LA_INLINE void foreign_put(struct tcache *tc, struct arena *owner, void *p)
+{
+	if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)
+		flush_remote(tc);
+	tc->rb_owner = owner;
+	((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
+	tc->rb[tc->rb_n++] = p;
+}
+
+bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
+{
+	if (unlikely(tc->state != TC_LIVE) || owner == tc->arena ||
+	    __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+		return false;
+	bool ok = tc_enter(tc);
+	if (likely(ok)) {
+		if (unlikely(tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)) {
+			int saved = errno; /* the hand-over may lock or map: free keeps errno */
+			flush_remote(tc);
+			errno = saved;
+		}
+		foreign_put(tc, owner, p);
+	}
+	tc_leave(tc);
+	return ok;
+}
+
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 {
 	if (unlikely(tc->state == TC_NONE))
@@ -436,11 +467,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	/* a block of an arena no thread uses is kept like our own: no thread allocates
 	 * beside it (a connection handed over from an exited thread) */
 	if (owner != tc->arena && __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) != 0) {
-		if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)
-			flush_remote(tc);
-		tc->rb_owner = owner;
-		((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
-		tc->rb[tc->rb_n++] = p;
+		foreign_put(tc, owner, p);
 		tc_leave(tc);
 		return;
 	}

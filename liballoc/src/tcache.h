@@ -195,6 +195,10 @@ void tcache_boot(void);
 /* Slow paths of the owner. */
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls);
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
+/* A validated small block p of owner, another arena with threads, into the hand-over
+ * batch of a live cache (what tcache_free_slow does for it); false, nothing done, when
+ * that does not apply or a flusher holds the cache. */
+bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p);
 struct arena *tcache_arena(struct tcache *tc);
 /* Blocks bin cls of the calling thread's cache holds (tests). */
 LA_INLINE uint32_t tcache_count(unsigned cls)

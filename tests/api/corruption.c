@@ -97,6 +97,16 @@ Test(corruption, double_free_of_another_threads_block_handed_over_to_its_owner)
 	expect_abort(remote_double_free_handed_over, "liballoc: free(): double free detected");
 }
 
+static void remote_interior_free(void)
+{
+	make_foreign_blocks();
+	A(free)((char *)foreign[0] + 16); /* inside another thread's 48-byte block */
+}
+Test(corruption, free_of_an_interior_pointer_into_another_threads_block)
+{
+	expect_abort(remote_interior_free, "liballoc: free(): invalid pointer");
+}
+
 static void large_double_free(void)
 {
 	void *p = A(malloc)(100000);
