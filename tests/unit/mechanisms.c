@@ -247,8 +247,8 @@ static void *hold_an_arena(void *arg)
 Test(throttle, a_breathing_heap_is_purged_at_its_bottom_while_other_arenas_are_in_use)
 {
 	set("mmap_threshold", 1 << 20);
-	set("arena_max",
-	    16); /* the other thread must have an arena of its own, whatever the CPUs */
+	/* the other thread must have an arena of its own, whatever the CPUs */
+	set("arena_max", 16);
 	int stop[2];
 	char c;
 	cr_assert_eq(pipe(stop), 0);
