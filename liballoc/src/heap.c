@@ -916,14 +916,25 @@ static bool purge_span(struct heap *h, struct span *s)
 {
 	if (os_purge(span_base(h, s), (size_t)s->npages << LA_PAGE_SHIFT, h->c) != 0)
 		return false;
-	/* huge ranges it touches: a whole one went back at once; a part of one split it, and
-	 * the kernel keeps the whole huge page until the rest goes too (or memory pressure
-	 * splits it). Either way the range faults a page at a time from now on. */
+	/* huge ranges it touches: a whole one went back at once; a part of one split its
+	 * mapping, and the kernel keeps the whole huge page — charged to the memory cgroup,
+	 * though no longer resident to mincore — until the rest goes too or memory pressure
+	 * splits it (at a cgroup's limit: reclaim a climbing neighbour must wait for).
+	 * MADV_COLD over such a range splits it now, which frees the purged part. Either
+	 * way the range faults a page at a time from now on. */
 	const uint32_t H = HEAP_HUGE_PAGES;
-	uint32_t huge =
-	        h->huge & huge_bits(s->first / H * H, (s->first + s->npages + H - 1) / H * H);
-	if (huge)
+	uint32_t end = s->first + s->npages;
+	uint32_t huge = h->huge & huge_bits(s->first / H * H, (end + H - 1) / H * H);
+	if (huge) {
+		uint32_t k0 = s->first / H, k1 = (end - 1) / H;
+		if ((s->first % H || (k0 == k1 && end % H)) && huge >> k0 & 1)
+			os_cold((char *)h + ((size_t)k0 * H << LA_PAGE_SHIFT),
+			        (size_t)H << LA_PAGE_SHIFT, h->c);
+		if (k1 != k0 && end % H && huge >> k1 & 1)
+			os_cold((char *)h + ((size_t)k1 * H << LA_PAGE_SHIFT),
+			        (size_t)H << LA_PAGE_SHIFT, h->c);
 		huge_drop(h, huge);
+	}
 	uint32_t before = 0;
 	BITS_FOR(h->resident, s->first, s->npages, word & ~mask);
 	resident_add(h, -(int64_t)before);

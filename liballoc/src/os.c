@@ -89,6 +89,17 @@ int os_purge(void *p, size_t size, struct la_counters *c)
 	return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+
+int os_cold(void *p, size_t size, struct la_counters *c)
+{
+	STAT_ADD(c, madvise_calls, 1);
+	STAT_ADD(c, madvise_bytes, size);
+	return madvise(p, size, MADV_COLD) == 0 ? 0 : errno;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif

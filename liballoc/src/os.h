@@ -18,6 +18,11 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c);
 int os_unmap(void *p, size_t size, struct la_counters *c);
 /* Return pages to the system (MADV_DONTNEED); contents read back as zero. */
 int os_purge(void *p, size_t size, struct la_counters *c);
+/* Deactivate [p, p+size) (MADV_COLD, Linux 5.4): here, so that the kernel splits a huge
+ * page a purge left partly mapped, and the purged part is freed (and uncharged from the
+ * memory cgroup) now instead of when memory pressure splits it; the pages still mapped
+ * keep their contents. 0 or an errno value (EINVAL on an older kernel). */
+int os_cold(void *p, size_t size, struct la_counters *c);
 /* Fault pages in, writable, in one call (MADV_POPULATE_WRITE, Linux 5.14): 0 or an errno
  * value (EINVAL where the kernel lacks it: the caller stops asking). */
 int os_populate(void *p, size_t size, struct la_counters *c);

@@ -517,6 +517,41 @@ Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
 	}
 }
 
+/* A huge page a trim leaves partly in use is split now (MADV_COLD over its range), not
+ * when memory pressure gets to it: until it is split the kernel keeps the whole huge page,
+ * charged to the memory cgroup, though mincore and RSS say its free part went back (in a
+ * cgroup at its limit, a neighbour's climb then waits for reclaim to split it). The
+ * kernel counts each split in /proc/vmstat's thp_split_page (system-wide: others'
+ * splits can only add to it). */
+Test(populate, a_trim_inside_huge_ranges_splits_their_huge_pages_now)
+{
+	need_huge_pages();
+	set("decay_ms", 0);
+	set("trim_threshold", 1LL << 40); /* frees return nothing on their own */
+	set("mmap_threshold", 1 << 20);
+	enum { N = 2048 };
+	static void *b[N];
+	liballoc_trim(0);
+	grow(b, N, 0);
+	struct arena *a = heap_of(b[0])->arena;
+	cr_assert_geq(huge_ranges_whole(a), 8);
+	long huge_kb = status_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+	if (huge_kb < 8 * 2048)
+		cr_skip_test("the kernel gave %ld kB of huge pages (compaction): too few", huge_kb);
+	for (int i = 0; i < N; i++) /* all but one block of 64 KiB in every huge range */
+		if (i % 32)
+			A(free)(b[i]);
+	long s0 = status_kb("/proc/vmstat", "thp_split_page ");
+	liballoc_trim(0);
+	long s1 = status_kb("/proc/vmstat", "thp_split_page ");
+	cr_assert_geq(s1 - s0, huge_kb / 2048 * 3 / 4,
+	              "%ld huge pages split by the trim of %ld kB of them", s1 - s0, huge_kb);
+	for (int i = 0; i < N; i += 32) {
+		cr_assert_eq(((unsigned char *)b[i])[65535], 1, "block %d lost its contents", i);
+		A(free)(b[i]);
+	}
+}
+
 /* Huge ranges while they cost less than pages; when they cost more, one try a period. */
 Test(populate, huge_ranges_only_while_they_cost_less)
 {
