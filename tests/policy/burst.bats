@@ -8,7 +8,8 @@
 # learnt from (the service's own minor faults per burst: deterministic, where its times are
 # not; the largest of the first three, as a growth may get huge pages, a fault per 2 MiB,
 # while they come in faster than pages). Switched off (burst_predict 0) every burst faults
-# its pages in.
+# its pages in. In a memory cgroup the burst would take past 75 % of its limit, nothing is
+# prepared.
 load common
 
 setup() { pol_setup; }
@@ -70,4 +71,22 @@ run_bursts() {
 	# as many as while learning: on average at least a quarter (a burst may get some
 	# huge pages when they are tried again)
 	[ "$sum" -ge $((ref * 7 / 4)) ] || { cat "$P/off.out"; false; }
+}
+
+@test "burst: nothing is prepared where the cgroup's limit has no room for it" {
+	# 40 MiB: a 32 MiB burst fits, but 75 % of the limit (30 MiB) does not hold it
+	make_cgroup $((40 << 20))
+	start_daemon
+	start_in_cgroup "$P/cg.out" env LIBALLOC_DECAY_MS=200 LD_PRELOAD="$LIBALLOC_SO" \
+		"$PRESSURE_SVC" burst 32M 1000 30
+	SVC=$BG_PID
+	wait_for listed "$SVC"
+	wait_for -t 60 bursts_seen 12 "$P/cg.out"
+	[ "$(counter "$SVC" burst_hits)" = 0 ] || { cat "$P/cg.out"; "$ALLOCCTL" stats "$SVC"; false; }
+	[ "$(counter "$SVC" burst_prepared_bytes)" = 0 ]
+	[ "$(oom_kills)" = 0 ]
+	local ref sum=0
+	ref=$(learnt "$P/cg.out")
+	for k in 5 6 7 8 9 10 11; do sum=$((sum + $(faults "$k" "$P/cg.out"))); done
+	[ "$sum" -ge $((ref * 7 / 4)) ] || { cat "$P/cg.out"; false; }
 }
