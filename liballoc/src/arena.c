@@ -887,18 +887,28 @@ void arena_free_any(struct arena *owner, struct arena *mine, void *p)
 	}
 }
 
+/* Do n frees of owner's blocks by this thread (arena mine) go under owner's lock rather
+ * than to its queue or ring? So when owner is this thread's own arena, has no threads left
+ * to drain them, or remote frees are built locked (LA_REMOTE_LOCKED); counted here. */
+static bool remote_frees_here(struct arena *owner, struct arena *mine, uint64_t n)
+{
+	bool unowned = __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0;
+	if (owner != mine && !unowned && !LA_REMOTE_LOCKED)
+		return false;
+	if (owner != mine && unowned)
+		STAT_ADD(owner->c, remote_frees_locked, n);
+	else if (owner != mine) { /* LA_REMOTE_LOCKED */
+		STAT_ADD(owner->c, remote_frees_queued, n);
+		STAT_ADD(owner->c, remote_frees_drained, n);
+	}
+	return true;
+}
+
 void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __cds_wfcq_head *head,
                              struct cds_wfcq_tail *tail, uint64_t n)
 {
 	struct cds_wfcq_node *node, *next;
-	bool unowned = __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0;
-	if (owner == mine || unowned || LA_REMOTE_LOCKED) {
-		if (owner != mine && unowned)
-			STAT_ADD(owner->c, remote_frees_locked, n);
-		else if (owner != mine) { /* LA_REMOTE_LOCKED */
-			STAT_ADD(owner->c, remote_frees_queued, n);
-			STAT_ADD(owner->c, remote_frees_drained, n);
-		}
+	if (remote_frees_here(owner, mine, n)) {
 		struct free_tally t;
 		t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 		arena_lock(owner);
@@ -960,14 +970,7 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 {
 	if (!n)
 		return;
-	bool unowned = __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0;
-	if (owner == mine || unowned || LA_REMOTE_LOCKED) { /* as arena_free_remote_batch */
-		if (owner != mine && unowned)
-			STAT_ADD(owner->c, remote_frees_locked, n);
-		else if (owner != mine) { /* LA_REMOTE_LOCKED */
-			STAT_ADD(owner->c, remote_frees_queued, n);
-			STAT_ADD(owner->c, remote_frees_drained, n);
-		}
+	if (remote_frees_here(owner, mine, n)) {
 		struct free_tally t;
 		t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 		arena_lock(owner);

@@ -80,13 +80,19 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c)
 	return (void *)start;
 }
 
+/* One madvise of a range, counted; 0 or the errno. */
+static int os_advise(void *p, size_t size, int advice, struct la_counters *c)
+{
+	STAT_ADD(c, madvise_calls, 1);
+	STAT_ADD(c, madvise_bytes, size);
+	return madvise(p, size, advice) == 0 ? 0 : errno;
+}
+
 int os_purge(void *p, size_t size, struct la_counters *c)
 {
 	if (unlikely(os_measure != NULL))
 		*os_measure += os_resident(p, size);
-	STAT_ADD(c, madvise_calls, 1);
-	STAT_ADD(c, madvise_bytes, size);
-	return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;
+	return os_advise(p, size, MADV_DONTNEED, c);
 }
 
 #ifndef MADV_COLD
@@ -95,9 +101,7 @@ int os_purge(void *p, size_t size, struct la_counters *c)
 
 int os_cold(void *p, size_t size, struct la_counters *c)
 {
-	STAT_ADD(c, madvise_calls, 1);
-	STAT_ADD(c, madvise_bytes, size);
-	return madvise(p, size, MADV_COLD) == 0 ? 0 : errno;
+	return os_advise(p, size, MADV_COLD, c);
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -106,16 +110,12 @@ int os_cold(void *p, size_t size, struct la_counters *c)
 
 int os_populate(void *p, size_t size, struct la_counters *c)
 {
-	STAT_ADD(c, madvise_calls, 1);
-	STAT_ADD(c, madvise_bytes, size);
-	return madvise(p, size, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+	return os_advise(p, size, MADV_POPULATE_WRITE, c);
 }
 
 int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 {
-	STAT_ADD(c, madvise_calls, 1);
-	STAT_ADD(c, madvise_bytes, size);
-	return madvise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 ? 0 : errno;
+	return os_advise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE, c);
 }
 
 size_t os_huge_size(void)
