@@ -59,27 +59,42 @@ static void set(const char *name, int64_t v)
 	cr_assert_eq(liballoc_set(name, v, reason, sizeof(reason)), 0, "%s: %s", name, reason);
 }
 
-/* A thread with an arena of its own, which allocates blocks for the test and stays
- * attached (idle) until released. */
+/* A thread with an arena of its own, which allocates blocks for the test (its fill) and
+ * stays attached (idle) until released. */
+enum { FOREIGN = 65 }; /* the 65th foreign free hands the first 64 over */
 struct owner {
 	pthread_barrier_t ready, done;
 	struct arena *arena;
-	void *small, *large;
+	void (*fill)(struct owner *);
+	void *small, *large;       /* fill_small_large */
+	void *blocks[FOREIGN + 1]; /* fill_foreign */
 };
+
+static void fill_small_large(struct owner *o)
+{
+	o->small = A(malloc)(64);
+	o->large = A(malloc)(64 << 10); /* a large block of the arena's heap */
+}
+
+static void fill_foreign(struct owner *o)
+{
+	for (int i = 0; i <= FOREIGN; i++)
+		o->blocks[i] = A(malloc)(48);
+}
 
 static void *owner_main(void *arg)
 {
 	struct owner *o = arg;
-	o->small = A(malloc)(64);
-	o->large = A(malloc)(64 << 10); /* a large block of the arena's heap */
+	o->fill(o);
 	o->arena = la_tcache.arena;
 	pthread_barrier_wait(&o->ready);
 	pthread_barrier_wait(&o->done);
 	return NULL;
 }
 
-static void start_owner(struct owner *o, pthread_t *t)
+static void start_owner(struct owner *o, void (*fill)(struct owner *), pthread_t *t)
 {
+	o->fill = fill;
 	pthread_barrier_init(&o->ready, NULL, 2);
 	pthread_barrier_init(&o->done, NULL, 2);
 	pthread_create(t, NULL, owner_main, o);
@@ -150,7 +165,7 @@ static void cut_and_check(int (*child_fn)(struct owner *), void *(*pick)(struct 
 	A(free)(A(malloc)(64 << 10)); /* something retained: the decay pass is armed */
 	struct owner o;
 	pthread_t t;
-	start_owner(&o, &t);
+	start_owner(&o, fill_small_large, &t);
 	cr_assert_neq(o.arena, la_tcache.arena, "the owner has an arena of its own");
 	int status = fork_cut(&o, pick(&o), child_fn);
 	cr_assert_neq(status, -1,
@@ -177,33 +192,6 @@ Test(fork, a_queue_cut_by_the_fork_does_not_hang_the_childs_decay_pass)
 	cut_and_check(child_idles, pick_small);
 }
 
-/* A thread with an arena of its own and FOREIGN + 1 blocks of it, idle until released. */
-enum { FOREIGN = 65 }; /* the 65th foreign free hands the first 64 over */
-struct ring_owner {
-	pthread_barrier_t ready, done;
-	struct arena *arena;
-	void *blocks[FOREIGN + 1];
-};
-
-static void *ring_owner_main(void *arg)
-{
-	struct ring_owner *o = arg;
-	for (int i = 0; i <= FOREIGN; i++)
-		o->blocks[i] = A(malloc)(48);
-	o->arena = la_tcache.arena;
-	pthread_barrier_wait(&o->ready);
-	pthread_barrier_wait(&o->done);
-	return NULL;
-}
-
-static void start_ring_owner(struct ring_owner *o, pthread_t *t)
-{
-	pthread_barrier_init(&o->ready, NULL, 2);
-	pthread_barrier_init(&o->done, NULL, 2);
-	pthread_create(t, NULL, ring_owner_main, o);
-	pthread_barrier_wait(&o->ready);
-}
-
 static uint64_t ring_used(struct arena *a)
 {
 	return __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE) -
@@ -215,15 +203,15 @@ static uint64_t ring_used(struct arena *a)
 static int child_frees_through_the_ring(struct arena *cut)
 {
 	enum { TRIES = 8 };
-	static struct ring_owner o[TRIES];
+	static struct owner o[TRIES];
 	pthread_t t[TRIES];
 	int n = 0, status = 0;
 	while (n < TRIES) {
-		start_ring_owner(&o[n], &t[n]);
+		start_owner(&o[n], fill_foreign, &t[n]);
 		if (o[n++].arena == cut)
 			break;
 	}
-	struct ring_owner *c = &o[n - 1];
+	struct owner *c = &o[n - 1];
 	if (c->arena != cut)
 		status = 2;
 	for (int i = 0; i < FOREIGN && !status; i++)
@@ -245,9 +233,9 @@ Test(fork, a_ring_slot_reserved_at_the_fork_stops_neither_the_childs_drains_nor_
 	set("decay_ms", 0);     /* the parent's control thread stays out of the way */
 	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
 	A(free)(A(malloc)(64)); /* this thread has its own arena */
-	struct ring_owner o;
+	struct owner o;
 	pthread_t t;
-	start_ring_owner(&o, &t);
+	start_owner(&o, fill_foreign, &t);
 	cr_assert_neq(o.arena, la_tcache.arena, "the owner has an arena of its own");
 	for (int i = 0; i < FOREIGN; i++)
 		A(free)(o.blocks[i]);

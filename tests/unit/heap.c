@@ -644,6 +644,24 @@ static void side_by_side(char **b, const uint32_t *pages, int n)
 	}
 }
 
+/* The free run of the two tests below, from blocks of pages[] pages side by side: X and Y
+ * are the run, X's pages returned to the system (trimmed) and Y's written and freed
+ * resident; G keeps the run from the heap's top; Z, freed last, is parked in Y's place (a
+ * freed large block is kept whole for the next of its size until another takes it). */
+enum { X, Y, G, Z, N_RUN };
+
+static void free_run(char **b, const uint32_t *pages)
+{
+	side_by_side(b, pages, N_RUN);
+	memset(b[Y], 1, (size_t)pages[Y] << LA_PAGE_SHIFT);
+	A(free)(b[X]);
+	liballoc_trim(0); /* X's pages go back: not resident, counted so */
+	A(free)(b[Y]);
+	A(free)(b[Z]);
+	cr_assert_eq(in_core(b[X], pages[X]), 0, "X's pages still resident after a trim");
+	cr_assert_eq(in_core(b[Y], pages[Y]), pages[Y], "Y's written pages not resident");
+}
+
 /* A free run whose resident pages lie at its end (its first half was returned to the
  * system, its second half freed written): a large request of fewer pages (at least
  * WINDOW_MIN_PAGES, 40) is served from the resident end, and writing it faults nothing in.
@@ -653,20 +671,9 @@ Test(heap, a_span_takes_the_resident_end_of_a_free_run)
 {
 	pages_only(0);
 	set("mmap_dynamic", 0);
-	/* X and Y: the run; G: keeps it from the heap's top; Z: freed last, parked in Y's
-	 * place (a freed large block is kept whole for the next of its size until another
-	 * takes its place) */
-	enum { X, Y, G, Z, N };
-	const uint32_t pages[N] = {64, 64, 8, 10};
-	char *b[N];
-	side_by_side(b, pages, N);
-	memset(b[Y], 1, (size_t)pages[Y] << LA_PAGE_SHIFT);
-	A(free)(b[X]);
-	liballoc_trim(0); /* X's pages go back: not resident, counted so */
-	A(free)(b[Y]);
-	A(free)(b[Z]);
-	cr_assert_eq(in_core(b[X], pages[X]), 0, "X's pages still resident after a trim");
-	cr_assert_eq(in_core(b[Y], pages[Y]), pages[Y], "Y's written pages not resident");
+	const uint32_t pages[N_RUN] = {64, 64, 8, 10};
+	char *b[N_RUN];
+	free_run(b, pages);
 
 	struct rusage r0, r1;
 	getrusage(RUSAGE_SELF, &r0);
@@ -697,16 +704,9 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
 {
 	pages_only(0); /* blocks up to 1 MiB from the heaps while the run is laid out */
 	set("mmap_dynamic", 0);
-	enum { X, Y, G, Z, N };
-	const uint32_t pages[N] = {100, 140, 8, 10};
-	char *b[N];
-	side_by_side(b, pages, N);
-	memset(b[Y], 1, (size_t)pages[Y] << LA_PAGE_SHIFT);
-	A(free)(b[X]);
-	liballoc_trim(0);
-	A(free)(b[Y]);
-	A(free)(b[Z]);
-	cr_assert_eq(in_core(b[X], pages[X]), 0, "X's pages still resident after a trim");
+	const uint32_t pages[N_RUN] = {100, 140, 8, 10};
+	char *b[N_RUN];
+	free_run(b, pages);
 
 	set("mmap_threshold", 512 << 10); /* 128 pages: the request is above it */
 	struct rusage r0, r1;
