@@ -101,6 +101,20 @@ static void start_owner(struct owner *o, void (*fill)(struct owner *), pthread_t
 	pthread_barrier_wait(&o->ready);
 }
 
+/* The child's wait status, or -1 when it did not end within 10 s (then it is killed). */
+static int wait_child(pid_t pid)
+{
+	int status = -1;
+	for (int ms = 0; ms < 10000; ms++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
 /* Fork with o's queue cut at the fork; the child runs child_fn and exits with its
  * status. Returns the child's wait status, or -1 when it did not end within 10 s (then it
  * is killed). The parent completes the link and drains the queue. */
@@ -117,17 +131,7 @@ static int fork_cut(struct owner *o, void *node, int (*child_fn)(struct owner *)
 	cr_assert(prepare_saw_locks, "the cut happened after liballoc's fork handler locked the "
 	                             "arenas (handler order)");
 	__atomic_store_n(&cut_old->next, cut_node, __ATOMIC_RELEASE); /* the late link */
-	int status = -1;
-	for (int ms = 0; ms < 10000; ms++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			break;
-		status = -1;
-		nanosleep(&(struct timespec){0, 1000000}, NULL);
-	}
-	if (status == -1) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
+	int status = wait_child(pid);
 	/* the parent's queue is whole: it drains, and the block is free again */
 	struct la_counters before, after;
 	liballoc_stats(&before);
@@ -256,17 +260,7 @@ Test(fork, a_ring_slot_reserved_at_the_fork_stops_neither_the_childs_drains_nor_
 	                 __ATOMIC_RELEASE);
 	A(malloc_trim)(0);
 	cr_assert_eq(ring_used(o.arena), 0, "the parent drained the late slot");
-	int status = -1;
-	for (int ms = 0; ms < 10000; ms++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			break;
-		status = -1;
-		nanosleep(&(struct timespec){0, 1000000}, NULL);
-	}
-	if (status == -1) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
+	int status = wait_child(pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	          "the child ended with status %#x (2: another arena, 3: no ring, 4: the drain "
 	          "stopped short)",

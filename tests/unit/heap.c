@@ -481,22 +481,30 @@ Test(populate, huge_ranges_come_in_whole_and_go_back_whole)
 		A(free)(b[i]);
 }
 
-/* Free blocks inside huge ranges, the others still in use: a trim returns their pages
- * (the kernel splits the huge page; RssAnon drops by what the trim says), the bits
- * follow mincore, and those ranges are pages from then on. */
-Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
+/* n blocks of 64 KiB grown into huge ranges (at least 8 of them whole), with frees that
+ * return nothing on their own: the arena they are in. */
+static struct arena *grown_in_huge_ranges(void **b, int n)
 {
 	need_huge_pages();
 	set("decay_ms", 0);
 	set("trim_threshold", 1LL << 40); /* frees return nothing on their own */
 	set("mmap_threshold", 1 << 20);
-	enum { N = 2048 };
-	static void *b[N];
 	liballoc_trim(0);
-	(void)status_kb("/proc/self/status", "RssAnon:");
-	grow(b, N, 0);
+	grow(b, n, 0);
 	struct arena *a = heap_of(b[0])->arena;
 	cr_assert_geq(huge_ranges_whole(a), 8);
+	return a;
+}
+
+/* Free blocks inside huge ranges, the others still in use: a trim returns their pages
+ * (the kernel splits the huge page; RssAnon drops by what the trim says), the bits
+ * follow mincore, and those ranges are pages from then on. */
+Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
+{
+	enum { N = 2048 };
+	static void *b[N];
+	(void)status_kb("/proc/self/status", "RssAnon:");
+	struct arena *a = grown_in_huge_ranges(b, N);
 	for (int i = 0; i < N; i += 2) /* half of every huge range */
 		A(free)(b[i]);
 	check_free_resident(a);
@@ -525,16 +533,9 @@ Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
  * splits can only add to it). */
 Test(populate, a_trim_inside_huge_ranges_splits_their_huge_pages_now)
 {
-	need_huge_pages();
-	set("decay_ms", 0);
-	set("trim_threshold", 1LL << 40); /* frees return nothing on their own */
-	set("mmap_threshold", 1 << 20);
 	enum { N = 2048 };
 	static void *b[N];
-	liballoc_trim(0);
-	grow(b, N, 0);
-	struct arena *a = heap_of(b[0])->arena;
-	cr_assert_geq(huge_ranges_whole(a), 8);
+	grown_in_huge_ranges(b, N);
 	long huge_kb = status_kb("/proc/self/smaps_rollup", "AnonHugePages:");
 	if (huge_kb < 8 * 2048)
 		cr_skip_test("the kernel gave %ld kB of huge pages (compaction): too few", huge_kb);
