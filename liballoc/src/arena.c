@@ -1364,6 +1364,11 @@ void arena_lock_all(void)
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock(&arenas[i].lock);
 		arena_drain(&arenas[i]);
+		/* the transfer cache's blocks go back to their spans here too, in the parent's
+		 * own pages: a child that trims, or whose decay pass sweeps the cache, would
+		 * otherwise write a link into each, a copy-on-write fault per page to give it
+		 * back (the fork loop's children: 280-420 faults each, ~125 with this) */
+		xfer_drain(&arenas[i]);
 	}
 }
 
