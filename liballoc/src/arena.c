@@ -237,6 +237,8 @@ static bool other_arenas_used(const struct arena *a)
 	return false;
 }
 
+static bool give_back_heap(struct arena *a, struct heap *h);
+
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
 static void after_free_pages(struct arena *a, struct heap *h)
 {
@@ -246,15 +248,28 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 		return;
 	}
+	/* a predicted burst came: its frees leave the returns below to the control thread
+	 * (burst_defer_give_back), system time on the program's thread inside its burst
+	 * otherwise (a 1 GiB burst: hundreds of madvise and several munmap) */
+	if (a->burst.defer) {
+		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
+		return;
+	}
+	give_back_heap(a, h);
+}
+
+/* after_free_pages' returns for heap h (lock held): true when pages went back. */
+static bool give_back_heap(struct arena *a, struct heap *h)
+{
 	if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
 		release_heap(a, h);
-		return;
+		return true;
 	}
 	shm_note_retained(); /* the decay pass returns what stays retained */
 	uint64_t dirty = (uint64_t)h->dirty_pages << LA_PAGE_SHIFT;
 	uint64_t trim = (uint64_t)TUN(trim_threshold);
 	if (dirty <= trim)
-		return;
+		return false;
 	uint32_t keep = (uint32_t)((uint64_t)TUN(top_pad) >> LA_PAGE_SHIFT);
 	if (TUN(madvise_throttle) && control_decays()) {
 		/* The decay pass returns free pages once they stay free for decay_ms: in
@@ -279,7 +294,7 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		    (heap_breathing(h, BREATH_MEMORY * HEAP_DECAY_TICKS) &&
 		     !other_arenas_used(a))) {
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
-			return;
+			return false;
 		}
 	} else if (TUN(madvise_throttle)) {
 		/* no decay pass (LIBALLOC_CONTROL=0, decay_ms=0): the heap's trend decides */
@@ -293,11 +308,12 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		batch <<= h->purge_shift;
 		if (!heap_shrinking(h) || dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
-			return;
+			return false;
 		}
 	}
-	heap_purge(h, keep);
+	uint32_t n = heap_purge(h, keep);
 	h->purged_recently = TUN(madvise_throttle) != 0;
+	return n != 0;
 }
 
 static void free_pages(struct arena *a, struct heap *h, struct span *s)
@@ -1400,7 +1416,7 @@ void arena_reinit_child(struct arena *keep)
 		burst_forget(&w->pat);
 		w->predicted_ns = w->deadline_ns = 0;
 		w->want = w->done = 0;
-		w->hit = w->holding = 0;
+		w->hit = w->holding = w->defer = 0;
 	}
 	la_lock_reinit(&arenas_lock);
 }
@@ -1491,24 +1507,75 @@ static bool burst_room(uint32_t pages)
 /* A burst that lasts this long is a new level the arena stays at, not a burst. */
 #define BURST_LONGEST_NS 20000000000ull
 
+/* The returns a hit burst's frees left (after_free_pages, burst.defer), made once it is
+ * over: one heap per hold of the arena lock (a heap unmapped, or its free pages purged as
+ * the throttle would have), so a thread still freeing is not held up for the whole
+ * give-back; then what is left of the pages prepared for it. Stops if a new preparation
+ * or a new deferring burst began meanwhile. */
+static void burst_defer_give_back(struct arena *a)
+{
+	struct burst_watch *w = &a->burst;
+	for (bool acted = true; acted;) {
+		acted = false;
+		arena_lock(a);
+		if (w->holding || w->defer) {
+			arena_unlock(a);
+			return;
+		}
+		for (struct heap *h = a->heaps, *next; h && !acted; h = next) {
+			next = h->next; /* h may be unmapped */
+			if (w->stamp && heap_purge_stamped(h, w->stamp))
+				acted = true;
+			else
+				acted = give_back_heap(a, h);
+		}
+		if (!acted && w->stamp && !w->predicted_ns) {
+			burst_unprepare(w);
+			w->stamp = 0;
+			w->want = w->done = 0;
+			w->hit = 0;
+		}
+		arena_unlock(a);
+	}
+}
+
 uint64_t arena_burst_tick(struct arena *a, uint64_t now)
 {
 	struct burst_watch *w = &a->burst;
 	uint64_t due = 0;
+	bool give = false;
 	arena_lock(a);
 	if (!TUN(burst_predict)) {
+		give = w->defer;
+		w->defer = 0;
 		if (w->stamp || w->predicted_ns || w->prepared)
 			burst_give_back(a);
 		burst_forget(&w->pat);
 		goto out;
 	}
-	if (w->stamp && !w->holding && !w->predicted_ns) /* a burst took what it took: the
-	                                                   * rest goes back */
-		burst_give_back(a);
+	if (w->defer && !w->active && w->defer_ns) {
+		/* the deferring burst is over: once the arena is back near its level before it
+		 * and its frees settled (a look BURST_SETTLE_NS after the last saw it fall by
+		 * less than BURST_SETTLE_PAGES), or its time is up, the give-backs are due */
+		bool settled = w->defer_look_ns && now >= w->defer_look_ns + BURST_SETTLE_NS &&
+		               w->used + BURST_SETTLE_PAGES >= w->defer_seen;
+		if (now >= w->defer_ns || (w->used <= w->defer_pages && settled)) {
+			w->defer = 0;
+			give = true;
+		} else if (w->used <= w->defer_pages &&
+		           (!w->defer_look_ns || now >= w->defer_look_ns + BURST_SETTLE_NS)) {
+			w->defer_seen = w->used;
+			w->defer_look_ns = now;
+		}
+	}
+	if (w->stamp && !w->holding && !w->predicted_ns && !w->defer && !give)
+		burst_give_back(a); /* a burst took what it took: the rest goes back */
 	if (w->active) {
 		if (now - w->start_ns >= BURST_LONGEST_NS) {
 			w->active = 0; /* not a burst: the level it idles at from now on */
 			w->base = w->used;
+			give |= w->defer;
+			w->defer = 0;
 		} else if (w->holding && w->done < w->want) {
 			/* the burst came before the pages were all in: populate beside it */
 			burst_prepare_step(a);
@@ -1567,6 +1634,15 @@ uint64_t arena_burst_tick(struct arena *a, uint64_t now)
 		due = w->deadline_ns;
 	}
 out:
+	if (w->defer && w->defer_ns) {
+		/* the next look at a deferring burst's frees, or its time bound */
+		uint64_t d = w->defer_look_ns ? w->defer_look_ns + BURST_SETTLE_NS : w->defer_ns;
+		d = LA_MIN(d, w->defer_ns);
+		if (!due || d < due)
+			due = d;
+	}
 	arena_unlock(a);
+	if (give)
+		burst_defer_give_back(a);
 	return due;
 }

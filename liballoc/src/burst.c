@@ -4,6 +4,7 @@
 
 #include "os.h"
 #include "shm.h"
+#include "tunables.h"
 
 void burst_learn(struct burst_pattern *p, uint64_t start_ns, uint32_t pages)
 {
@@ -114,6 +115,11 @@ void burst_grew(struct burst_watch *w, uint32_t n, uint32_t dirty)
 		w->hit = 1;
 		if (w->c)
 			STAT_ADD_LOCKED(w->c, burst_hits, 1);
+		/* its frees leave the returns to the control thread (arena.c
+		 * after_free_pages): they would be system time inside the burst */
+		w->defer = 1;
+		w->defer_base = w->base;
+		w->defer_ns = 0;
 	}
 	if (w->holding)
 		shm_wake_control(); /* pages still to come: it populates beside the burst */
@@ -125,6 +131,9 @@ void burst_shrank(struct burst_watch *w, uint32_t n)
 	if (!w->active) {
 		if (w->used < w->base)
 			w->base = w->used;
+		if (w->defer && w->defer_ns && w->used <= w->defer_pages &&
+		    w->used + n > w->defer_pages)
+			shm_wake_control(); /* back near its old level: the give-backs are due */
 		return;
 	}
 	uint32_t rise = w->peak - w->base;
@@ -140,7 +149,18 @@ void burst_shrank(struct burst_watch *w, uint32_t n)
 		w->seen_cost_ns = (uint32_t)LA_MIN(ns, 1000000u);
 	}
 	w->base = w->used;
-	bool kick = rise >= BURST_MIN_PAGES || w->holding;
+	if (w->defer) {
+		/* the last quarter's frees still defer, until the arena is back near its level
+		 * before the burst and its frees settled (a give-back begun earlier would
+		 * hold the lock against the frees still to come), or for one decay period at
+		 * most */
+		w->defer_pages = w->defer_base + rise / 16;
+		w->defer_look_ns = 0;
+		w->defer_ns = os_now_ns() + (uint64_t)TUN(decay_ms) * 1000000u;
+		if (!w->defer_ns)
+			w->defer_ns = 1;
+	}
+	bool kick = rise >= BURST_MIN_PAGES || w->holding || w->defer;
 	if (w->predicted_ns) {
 		/* what the burst did not take is free memory like any other from now on (the
 		 * control thread gives back pages still stamped for it) */

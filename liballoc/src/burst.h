@@ -18,17 +18,19 @@
 
 #include "common.h"
 
-#define BURST_HIST        4u           /* bursts remembered */
-#define BURST_LEARN       4u           /* bursts (three intervals) before a prediction */
-#define BURST_TOL         8u           /* intervals agree within 1/8 (12.5 %) of their mean */
-#define BURST_TOL_EARLY   64u          /* or the last BURST_LEARN - 1 within 1/64 (1.6 %) */
-#define BURST_SIZE_TOL    4u           /* rises agree within 1/4 of the largest */
-#define BURST_START_PAGES 1024u        /* 4 MiB above the idle level: a burst begins */
-#define BURST_MIN_PAGES   4096u        /* 16 MiB: smaller rises are not worth predicting */
-#define BURST_MIN_PERIOD  200000000ull /* 200 ms: faster "bursts" are a steady load */
-#define BURST_MARGIN_NS   50000000ull  /* 50 ms: slack on either side of a prediction */
-#define BURST_CHUNK_PAGES 256u         /* pages populated per hold of the arena lock (1 MiB) */
-#define BURST_COST_NS     2000u        /* ns per page assumed before a populate was measured */
+#define BURST_HIST         4u           /* bursts remembered */
+#define BURST_LEARN        4u           /* bursts (three intervals) before a prediction */
+#define BURST_TOL          8u           /* intervals agree within 1/8 (12.5 %) of their mean */
+#define BURST_TOL_EARLY    64u          /* or the last BURST_LEARN - 1 within 1/64 (1.6 %) */
+#define BURST_SIZE_TOL     4u           /* rises agree within 1/4 of the largest */
+#define BURST_START_PAGES  1024u        /* 4 MiB above the idle level: a burst begins */
+#define BURST_MIN_PAGES    4096u        /* 16 MiB: smaller rises are not worth predicting */
+#define BURST_MIN_PERIOD   200000000ull /* 200 ms: faster "bursts" are a steady load */
+#define BURST_MARGIN_NS    50000000ull  /* 50 ms: slack on either side of a prediction */
+#define BURST_CHUNK_PAGES  256u         /* pages populated per hold of the arena lock (1 MiB) */
+#define BURST_COST_NS      2000u        /* ns per page assumed before a populate was measured */
+#define BURST_SETTLE_PAGES 256u         /* a deferring burst's frees are done: the level fell */
+#define BURST_SETTLE_NS    20000000ull  /* less than 1 MiB within 20 ms */
 
 struct burst_pattern {
 	uint64_t start[BURST_HIST]; /* CLOCK_MONOTONIC ns, oldest first */
@@ -57,14 +59,14 @@ uint64_t burst_window_ns(const struct burst_guess *g);
 
 /* An arena's watch (arena lock). */
 struct burst_watch {
-	uint32_t used;   /* pages of the arena's heaps in use (heap.c keeps it) */
-	uint32_t base;   /* the level the arena idles at */
-	uint32_t peak;   /* the current burst's highest level */
-	uint8_t active;  /* a burst is under way */
-	uint8_t holding; /* pages are prepared or being prepared: the throttle and the
+	uint32_t used;         /* pages of the arena's heaps in use (heap.c keeps it) */
+	uint32_t base;         /* the level the arena idles at */
+	uint32_t peak;         /* the current burst's highest level */
+	uint8_t active;        /* a burst is under way */
+	uint8_t holding;       /* pages are prepared or being prepared: the throttle and the
 	                    * decay pass keep them (heap stamps in the future) */
-	uint8_t hit;     /* the predicted burst came */
-	uint8_t reserved;
+	uint8_t hit;           /* the predicted burst came */
+	uint8_t defer;         /* it came: the give-backs of its frees wait (defer_base below) */
 	uint32_t want;         /* pages to prepare for the prediction */
 	uint32_t done;         /* pages populated for it so far */
 	uint32_t prepared;     /* of those, not taken yet (published: burst_prepared_bytes) */
@@ -75,6 +77,15 @@ struct burst_watch {
 	uint64_t predicted_ns; /* the predicted start acted on (0: none) */
 	uint64_t deadline_ns;  /* no burst by then: a miss */
 	uint64_t prep_ns;      /* when the preparation began */
+	/* A hit burst's frees leave the nearly-empty purge and the idle heap release to
+	 * the control thread (arena.c after_free_pages) until the arena is back within a
+	 * sixteenth of the rise of its level before it (defer_pages) and its frees settled
+	 * (fell less than BURST_SETTLE_PAGES in BURST_SETTLE_NS), or defer_ns went by. */
+	uint32_t defer_base;    /* the level before the deferring burst began */
+	uint32_t defer_pages;   /* deferring ends at this level */
+	uint64_t defer_ns;      /* ... or at this time (0: the burst is still under way) */
+	uint32_t defer_seen;    /* the level at the last look (defer_look_ns) */
+	uint64_t defer_look_ns; /* when it was seen (0: not looked yet) */
 	struct burst_guess guess;
 	struct burst_pattern pat;
 	struct la_counters *c; /* the arena's published counters */

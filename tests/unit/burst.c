@@ -362,3 +362,51 @@ Test(arena, a_trim_takes_the_prepared_pages_and_they_do_not_come_again, .timeout
 	cr_assert_eq(counters().madvise_calls, c.madvise_calls, "populated again after a trim");
 	cr_assert_eq(counters().burst_prepared_bytes, 0);
 }
+
+/* A predicted burst came (a hit): its frees make no madvise or munmap on the freeing
+ * thread (the nearly-empty purge and the idle heap release wait), and once the arena is
+ * back near its level before the burst the control thread makes them: the freed pages
+ * go back without a decay pass (decay_ms is 10 minutes here). */
+Test(arena, a_hit_bursts_frees_leave_the_give_back_to_the_control_thread, .timeout = 60)
+{
+	enum { BIG = 3 * 8192, N = BIG / 8, KEEP = 2 * BURST_START_PAGES / 8 };
+	set("mmap_threshold", 1 << 20);
+	set("trim_threshold", 1 << 20);
+	set("decay_ms", 600000);
+	heap_huge_policy = -1;
+	struct arena *a = arena_with_pattern(BIG, 60 * S, 2 * S, 1 * S);
+	TICK_UNTIL(a, prepared_all(a, BIG));
+	static void *b[N];
+	for (int i = 0; i < N; i++) {
+		b[i] = A(malloc)(32 << 10);
+		cr_assert_not_null(b[i]);
+		memset(b[i], 1, 32 << 10);
+	}
+	cr_assert_eq(counters().burst_hits, 1);
+	/* all but KEEP blocks (8 MiB: the arena stays above its old level + 4 MiB) */
+	struct la_counters c0 = counters();
+	for (int i = KEEP; i < N; i++)
+		A(free)(b[i]);
+	struct la_counters c1 = counters();
+	cr_assert_eq(c1.madvise_calls, c0.madvise_calls, "%llu madvise in the burst's frees",
+	             (unsigned long long)(c1.madvise_calls - c0.madvise_calls));
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "%llu munmap in the burst's frees",
+	             (unsigned long long)(c1.munmap_calls - c0.munmap_calls));
+	cr_assert_gt(c1.madvise_deferred, c0.madvise_deferred);
+	cr_assert_geq(c1.free_resident_bytes, (uint64_t)(N - KEEP) * (32 << 10) * 9 / 10,
+	              "the freed burst is still resident");
+	arena_lock(a);
+	cr_assert_eq(a->burst.defer, 1);
+	arena_unlock(a);
+	/* the rest: the arena is back at its level, the control thread gives back */
+	for (int i = 0; i < KEEP; i++)
+		A(free)(b[i]);
+	TICK_UNTIL(a, counters().free_resident_bytes < ((uint64_t)BIG << LA_PAGE_SHIFT) / 8);
+	struct la_counters c2 = counters();
+	cr_assert_gt(c2.madvise_calls + c2.munmap_calls, c1.madvise_calls + c1.munmap_calls);
+	cr_assert_eq(c2.burst_misses, 0);
+	arena_lock(a);
+	cr_assert_eq(a->burst.defer, 0);
+	cr_assert_eq(a->burst.stamp, 0, "what the burst did not take went back too");
+	arena_unlock(a);
+}
