@@ -200,6 +200,26 @@ static void note_miss(size_t len)
 		tun_cap_threshold(TUN(mmap_threshold_max));
 }
 
+/* Lock held: a mapping of len bytes freed or dropped without a place in the cache, which
+ * a later request may show was worth one (note_miss). */
+static void remember_dropped(size_t len)
+{
+	dropped[dropped_next % DROPPED_RING].len = len;
+	dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
+}
+
+/* Lock held: entry i leaves the cache (its bytes, and its trial bytes, uncounted); the
+ * last entry takes its place. Returns it. */
+static struct dcached cache_remove(unsigned i)
+{
+	struct dcached e = dcache[i];
+	dcache_bytes -= e.len;
+	if (e.trial)
+		__atomic_store_n(&trial_bytes, trial_bytes - e.len, __ATOMIC_RELAXED);
+	dcache[i] = dcache[--dcached_n];
+	return e;
+}
+
 /* Take a cached mapping for a request of len bytes (lock held). One of at most 1.25 x len
  * bytes fits as it is. When both are at or above the dynamic threshold's ceiling (blocks
  * that keep mappings of their own), any size serves: the smallest of at least len bytes,
@@ -222,12 +242,8 @@ static bool cache_take(size_t len, struct dcached *out)
 	int best = above >= 0 ? above : below;
 	if (best < 0)
 		return false;
-	*out = dcache[best];
+	*out = cache_remove((unsigned)best);
 	recycled_at = decay_epoch + 1;
-	dcache_bytes -= out->len;
-	if (out->trial)
-		__atomic_store_n(&trial_bytes, trial_bytes - out->len, __ATOMIC_RELAXED);
-	dcache[best] = dcache[--dcached_n];
 	return true;
 }
 
@@ -383,10 +399,8 @@ int direct_free(void *p)
 	bool fits = len <= (uint64_t)TUN(direct_cache_bytes);
 	bool trial = fits && recycles && !recycling() && (int64_t)len >= BEYOND_MAX;
 	bool cached = fits && recycles && (recycling() || trial);
-	if (fits && recycles && !cached) { /* not admitted: remembered (note_miss) */
-		dropped[dropped_next % DROPPED_RING].len = len;
-		dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
-	}
+	if (fits && recycles && !cached) /* not admitted: remembered (note_miss) */
+		remember_dropped(len);
 	if (!cached)
 		dfreed[dfreed_next++ % DFREED_RING] = user;
 	la_unlock(&direct_lock);
@@ -411,14 +425,10 @@ int direct_free(void *p)
 		for (unsigned i = 1; i < dcached_n; i++)
 			if (dcache[i].epoch < dcache[old].epoch)
 				old = i;
-		evict[nevict] = dcache[old].base;
-		evict_len[nevict] = dcache[old].len;
-		evict_res[nevict++] = dcache[old].resident;
-		dcache_bytes -= dcache[old].len;
-		if (dcache[old].trial)
-			__atomic_store_n(&trial_bytes, trial_bytes - dcache[old].len,
-			                 __ATOMIC_RELAXED);
-		dcache[old] = dcache[--dcached_n];
+		struct dcached e = cache_remove(old);
+		evict[nevict] = e.base;
+		evict_len[nevict] = e.len;
+		evict_res[nevict++] = e.resident;
 	}
 	dcache[dcached_n++] = (struct dcached){base,     len,   user,  decay_epoch, ++dcache_ids,
 	                                       resident, false, trial, uses};
@@ -501,28 +511,16 @@ static void drop_cache(int which)
 			i++;
 			continue;
 		}
-		if (dcache[i].trial) { /* remembered as one not admitted (note_miss) */
-			__atomic_store_n(&trial_bytes, trial_bytes - dcache[i].len,
-			                 __ATOMIC_RELAXED);
-			dropped[dropped_next % DROPPED_RING].len = dcache[i].len;
-			dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
-		}
-		gone[n++] = dcache[i];
-		dcache_bytes -= dcache[i].len;
-		dcache[i] = dcache[--dcached_n];
+		if (dcache[i].trial) /* remembered as one not admitted (note_miss) */
+			remember_dropped(dcache[i].len);
+		gone[n++] = cache_remove(i);
 	}
-	if (which == DROP_TRIAL) {
-		la_unlock(&direct_lock);
-		for (unsigned i = 0; i < n; i++) {
-			uncache(gone[i].len, gone[i].resident, true);
-			os_unmap(gone[i].base, gone[i].len, pc());
+	if (which != DROP_TRIAL) {
+		decay_epoch++;
+		if (!only_old) { /* trimmed: start over */
+			recycled_at = 0;
+			memset(dropped, 0, sizeof(dropped));
 		}
-		return;
-	}
-	decay_epoch++;
-	if (!only_old) { /* trimmed: start over */
-		recycled_at = 0;
-		memset(dropped, 0, sizeof(dropped));
 	}
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < n; i++) {
