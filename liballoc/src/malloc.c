@@ -226,12 +226,12 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
 	    !((uintptr_t)p & (LA_ALIGN - 1))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
 		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
-		struct arena *owner = h->arena;
 		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
 		unsigned c1 = e >> PM_CLASS_SHIFT;
-		if (__atomic_load_n(&owner->threads, __ATOMIC_RELAXED) != 0 && c1 &&
-		    sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
-		    ((void **)p)[1] != (void *)la_key && tcache_free_foreign(&la_tcache, owner, p))
+		/* tcache_free_foreign takes it only while its arena has threads */
+		if (c1 && sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
+		    ((void **)p)[1] != (void *)la_key &&
+		    tcache_free_foreign(&la_tcache, h->arena, p))
 			return;
 	}
 	free_slow(p, "free()");

@@ -424,8 +424,11 @@ static void flush_remote(struct tcache *tc)
  * is entered. */
 LA_INLINE void foreign_put(struct tcache *tc, struct arena *owner, void *p)
 {
-	if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)
+	if (tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH) {
+		int saved = errno; /* the hand-over may lock or map: free keeps errno */
 		flush_remote(tc);
+		errno = saved;
+	}
 	tc->rb_owner = owner;
 	((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
 	tc->rb[tc->rb_n++] = p;
@@ -437,14 +440,8 @@ bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
 	    __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
 		return false;
 	bool ok = tc_enter(tc);
-	if (likely(ok)) {
-		if (unlikely(tc->rb_owner != owner || tc->rb_n >= TC_REMOTE_BATCH)) {
-			int saved = errno; /* the hand-over may lock or map: free keeps errno */
-			flush_remote(tc);
-			errno = saved;
-		}
+	if (likely(ok))
 		foreign_put(tc, owner, p);
-	}
 	tc_leave(tc);
 	return ok;
 }
