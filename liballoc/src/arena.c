@@ -822,14 +822,21 @@ static void xfer_setup(struct arena *a)
 	arena_unlock(a);
 }
 
+/* The free pages that may be resident the arena's heaps hold, counted up to enough at
+ * most (lock held). */
+static uint64_t arena_dirty_upto(struct arena *a, uint64_t enough)
+{
+	uint64_t dirty = 0;
+	for (struct heap *h = a->heaps; h && dirty < enough; h = h->next)
+		dirty += h->dirty_pages;
+	return dirty;
+}
+
 /* Does the arena hold at least pages free pages that may be resident (lock held)? The
  * transfer cache's send-back (XF_SPARE_PAGES) and populate-ahead (HEAP_HOLES_PAGES) ask. */
 static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 {
-	uint64_t dirty = 0;
-	for (struct heap *h = a->heaps; h && dirty < pages; h = h->next)
-		dirty += h->dirty_pages;
-	return dirty >= pages;
+	return arena_dirty_upto(a, pages) >= pages;
 }
 
 void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls, bool cold)
@@ -1609,9 +1616,7 @@ uint64_t arena_burst_tick(struct arena *a, uint64_t now)
 		/* the burst takes the resident free pages the arena holds first (those the
 		 * decay pass has not returned yet, for a burst that comes within decay_ms):
 		 * only the rest is to come */
-		uint64_t held = 0;
-		for (struct heap *h = a->heaps; h; h = h->next)
-			held += h->dirty_pages;
+		uint64_t held = arena_dirty_upto(a, g.pages);
 		uint32_t need = held >= g.pages ? 0 : g.pages - (uint32_t)held;
 		w->want = need && burst_room(need) ? need : 0;
 		if (w->want) {
