@@ -1630,11 +1630,13 @@ uint64_t arena_burst_tick(struct arena *a, uint64_t now)
 		due = now;
 	} else if (now >= w->deadline_ns) {
 		/* no burst came: its pages go back, and predictions wait for the pattern to
-		 * be learnt again */
-		if (w->want)
-			STAT_ADD_LOCKED(a->c, burst_misses, 1);
+		 * be learnt again. The miss counts once they are back, so that a reader of
+		 * the counters that sees it sees burst_prepared_bytes without them. */
+		bool missed = w->want != 0;
 		burst_give_back(a);
 		burst_forget(&w->pat);
+		if (missed)
+			STAT_ADD_LOCKED(a->c, burst_misses, 1);
 	} else {
 		due = w->deadline_ns;
 	}
