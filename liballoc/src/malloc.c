@@ -342,7 +342,35 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 	return p;
 }
 
+/* Whether a heap block of usable size `have` keeps its place for n bytes (0 < n <= have):
+ * a small block whose class is not much larger than n's, a large one shrunk by less than
+ * a quarter plus a page (the slack a move below adds): nothing to grow or give back. */
+LA_INLINE bool realloc_keeps(const struct span *s, size_t have, size_t n)
+{
+	if (s->kind == SPAN_SMALL)
+		return n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls;
+	return have - n < LA_PAGE + have / 4;
+}
+
+static void *realloc_slow(void *p, size_t n);
+
+/* The common case in a frame of its own (no call, no saved register): a block of one of
+ * our heaps (there are heaps only after la_init) that keeps its place. */
 LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
+{
+	if (likely(heap_registered(p) && !((uintptr_t)p & (LA_ALIGN - 1)) && n - 1 < PTRDIFF_MAX)) {
+		struct heap *h = heap_of(p);
+		struct span *s = span_lookup(h, p);
+		if (likely(s)) {
+			size_t have = arena_usable(h, s, p);
+			if (likely(n <= have && realloc_keeps(s, have, n)))
+				return p;
+		}
+	}
+	return realloc_slow(p, n);
+}
+
+__attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, size_t n)
 {
 	if (!p)
 		return LA_API(malloc)(n);
@@ -363,15 +391,10 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 		if (!s)
 			invalid_pointer("realloc()");
 		have = arena_usable(h, s, p);
-		if (s->kind == SPAN_SMALL) {
-			if (n <= have && (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls))
-				return p; /* fits, and not much smaller */
-		} else if (n <= have && have - n < LA_PAGE + have / 4) {
-			/* the same pages, or a shrink by less than a quarter (the slack a move
-			 * below adds): nothing to grow or give back, no lock */
-			return p;
-		} else if (n > LA_SMALL_MAX && (int64_t)n < TUN(mmap_threshold) &&
-		           arena_resize_large(h->arena, p, n)) {
+		if (n <= have && realloc_keeps(s, have, n))
+			return p; /* the fast path's case, met after all (a racy read there) */
+		if (s->kind != SPAN_SMALL && n > LA_SMALL_MAX && (int64_t)n < TUN(mmap_threshold) &&
+		    arena_resize_large(h->arena, p, n)) {
 			return p;
 		}
 	} else {
