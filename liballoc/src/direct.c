@@ -8,7 +8,8 @@
  * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
  * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
  * largest): a longer one is handed out whole (its part beyond the request purged now and
- * then), a shorter one grown by mremap.
+ * then), a shorter one grown by mremap. realloc grows a mapping by mremap with a quarter
+ * more (untouched address space) and keeps it for a shrink by less than a quarter.
  * Admission: a freed mapping enters the cache only while mappings are being recycled:
  * since a request took a cached mapping, or had to map where a mapping freed lately and
  * not admitted would have served, in this or the last decay period (a trim forgets it).
@@ -37,7 +38,8 @@ struct dmap {
 	uintptr_t user; /* 0: empty, 1: tombstone */
 	void *base;
 	size_t len;
-	uint32_t uses; /* reuses for shorter requests since its tail was purged */
+	uint32_t uses;  /* reuses for shorter requests since its tail was purged */
+	uint32_t asked; /* pages of the largest size realloc asked (0: the whole mapping) */
 };
 
 struct dcached {
@@ -132,7 +134,7 @@ static struct dmap *find_slot(uintptr_t user)
 }
 
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
-static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses)
+static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32_t asked)
 {
 	if ((dused + 1) * 4 > dcap * 3) {
 		size_t ncap = dcap ? dcap * 2 : 256;
@@ -169,6 +171,7 @@ static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses)
 	dtab[j].base = base;
 	dtab[j].len = len;
 	dtab[j].uses = uses;
+	dtab[j].asked = asked;
 	__atomic_store_n(&dlive, dlive + 1, __ATOMIC_RELAXED);
 	return true;
 }
@@ -335,7 +338,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	la_lock(&direct_lock);
 	if (!hit && !extra)
 		note_miss(len);
-	bool ok = insert(user, base, got, hit ? c.uses : 0);
+	bool ok = insert(user, base, got, hit ? c.uses : 0, 0);
 	la_unlock(&direct_lock);
 	if (!ok) {
 		STAT_SUB(pc(), address_space_bytes, got);
@@ -390,9 +393,12 @@ int direct_free(void *p)
 	void *base = m->base;
 	size_t len = m->len;
 	uint32_t uses = m->uses;
+	size_t asked = m->asked ? LA_MIN((size_t)m->asked << LA_PAGE_SHIFT, len) : len;
 	m->user = 1; /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
-	raise_threshold(len);
+	/* by the largest size asked: a realloc's slack (address space, written only if the
+	 * program grew into it) sends no larger blocks to the heaps than the program made */
+	raise_threshold(asked);
 	/* below the ceiling of a dynamic threshold, blocks of this size now come from heaps:
 	 * keeping the mapping would only hold memory */
 	bool recycles = !TUN(mmap_dynamic) || (int64_t)len >= TUN(mmap_threshold_max);
@@ -466,16 +472,35 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 		return NULL;
 	}
 	size_t old = m->len, len = la_align_up(size, LA_PAGE);
-	if (len == old) { /* the same pages: nothing to remap or register again */
+	uint32_t asked = LA_MAX(m->asked, (uint32_t)LA_MIN(len >> LA_PAGE_SHIFT, UINT32_MAX));
+	if (len <= old && old - len < LA_PAGE + old / 4) {
+		/* the same pages, or a shrink by less than a quarter (the slack below): nothing
+		 * to remap or register again */
+		m->asked = asked;
 		la_unlock(&direct_lock);
 		return p;
 	}
+	/* a growth maps a quarter more, so that a block growing step by step is remapped a
+	 * logarithmic number of times, not at every page; the slack's pages stay untouched
+	 * until the program writes them. If that much address space is refused, the size
+	 * asked. */
+	size_t slack = len;
+	if (len > old && size <= (PTRDIFF_MAX - LA_PAGE) / 5 * 4)
+		slack = la_align_up(size + size / 4, LA_PAGE);
+	else
+		asked = 0; /* a shrink that remaps: the mapping is what was asked */
+	uint32_t was_asked = m->asked;
 	m->user = 1;
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
-	void *q = len == old ? p : os_remap(p, old, len, pc());
+	void *q = os_remap(p, old, slack, pc());
+	if (q)
+		len = slack;
+	else if (slack != len)
+		q = os_remap(p, old, len, pc());
 	la_lock(&direct_lock);
-	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0);
+	bool ok =
+	        insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked);
 	la_unlock(&direct_lock);
 	if (!ok)
 		la_fatal("realloc()", "cannot register a direct mapping");

@@ -876,6 +876,52 @@ static size_t resident_pages(const void *p, size_t len)
 	return n;
 }
 
+/* A block of its own mapping grown by realloc 4 KiB at a time from 256 KiB to 4 MiB: */
+Test(direct_realloc, a_growing_mapping_is_remapped_a_logarithmic_number_of_times)
+{
+	size_t from = 256 << 10, to = 4 << 20;
+	unsigned char *p = A(malloc)(from);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	p[from - 1] = 1;
+	uint64_t calls = stats().mmap_calls;
+	for (size_t n = from + 4096; n <= to; n += 4096) {
+		p = A(realloc)(p, n);
+		cr_assert_not_null(p);
+		p[n - 1] = (unsigned char)(n >> 12);
+	}
+	uint64_t remaps = stats().mmap_calls - calls;
+	/* a remap at every page: 960; with a quarter more each time, about 13 */
+	cr_assert_leq(remaps, 16, "%llu remaps", (unsigned long long)remaps);
+	for (size_t n = from + 4096; n <= to; n += 4096)
+		cr_assert_eq(p[n - 1], (unsigned char)(n >> 12), "byte %zu", n - 1);
+	size_t usable = A(malloc_usable_size)(p);
+	cr_assert_geq(usable, to);
+	/* the slack is address space: only the pages written are resident */
+	cr_assert_leq(resident_pages(p, la_align_up(usable, 4096)), to / 4096);
+	A(free)(p);
+	/* the dynamic threshold goes past the largest size asked, not past the slack */
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_eq(t, (int64_t)to + 4096, "threshold %lld", (long long)t);
+}
+
+Test(direct_realloc, a_shrink_by_less_than_a_quarter_keeps_the_mapping)
+{
+	size_t n = 1 << 20;
+	unsigned char *p = A(malloc)(n);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	memset(p, 7, n);
+	uint64_t calls = stats().mmap_calls;
+	cr_assert_eq(A(realloc)(p, n - (200 << 10)), p);
+	cr_assert_eq(stats().mmap_calls, calls, "no system call");
+	cr_assert_geq(A(malloc_usable_size)(p), n);
+	unsigned char *q = A(realloc)(p, n / 2);
+	cr_assert_eq(stats().mmap_calls, calls + 1, "a shrink by half remaps");
+	cr_assert_eq(A(malloc_usable_size)(q), n / 2);
+	cr_assert_eq(q[n / 2 - 1], 7);
+	A(free)(q);
+}
+
 Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_system_call)
 {
 	set("decay_ms", 0);
