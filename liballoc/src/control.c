@@ -430,8 +430,8 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 }
 #endif
 
-/* After a thread exit, the control thread checks whether it is alone at 1, 2, 4 ... 1024
- * ms; alone, it ends, and the process ends as it would without liballoc (glibc exits when
+/* After a thread exit that left no application thread (app_threads), the control thread
+ * checks whether it is alone at 1, 2, 4 ... 1024 ms, then every 1024 ms; alone, it ends, and the process ends as it would without liballoc (glibc exits when
  * its last thread does). Returns the wait before the next check, 0 when none is due. */
 struct exit_watch {
 	uint32_t seen;     /* thread_exits already handled */
@@ -448,6 +448,15 @@ static bool exit_watch_alone(struct exit_watch *w, uint64_t now, uint64_t *wait_
 		w->delay_ms = 1;
 		w->due_ns = now + 1000000u;
 	}
+	/* An application thread that has not started to exit (an exiting one left the count
+	 * before it bumped thread_exits, read above) will tell us when it does: not alone,
+	 * and nothing to look at in /proc until then. A program whose threads come and go
+	 * while main runs (larson: a generation of threads every few ms) read
+	 * /proc/self/status at 1, 2, 4 ... ms after every exit. Threads not counted (started
+	 * before liballoc, by clone, or in sanitizer builds, which do not wrap
+	 * pthread_create) leave the count at 0 once main left: those are looked for. */
+	if (w->delay_ms && __atomic_load_n(&app_threads, __ATOMIC_ACQUIRE) != 0)
+		w->delay_ms = 0;
 	if (!w->delay_ms) {
 		*wait_ns = 0;
 		return false;
@@ -456,19 +465,11 @@ static bool exit_watch_alone(struct exit_watch *w, uint64_t now, uint64_t *wait_
 		if (!others_alive())
 			return true;
 		w->delay_ms *= 2;
-		if (w->delay_ms > EXIT_WATCH_MAX_MS) {
-			/* While an application thread has not started to exit, its exit will tell
-			 * us: stop looking. Once none is left, the threads still seen are on their
-			 * way out (destructors of other libraries may keep them a while) or were
-			 * never ours to count (started before liballoc, or by clone): keep
-			 * looking, once a second. */
-			if (__atomic_load_n(&app_threads, __ATOMIC_ACQUIRE) != 0) {
-				w->delay_ms = 0;
-				*wait_ns = 0;
-				return false;
-			}
+		/* no application thread left (above): the threads still seen are on their way
+		 * out (destructors of other libraries may keep them a while) or were never ours
+		 * to count: keep looking, once a second */
+		if (w->delay_ms > EXIT_WATCH_MAX_MS)
 			w->delay_ms = EXIT_WATCH_MAX_MS;
-		}
 		w->due_ns = now + (uint64_t)w->delay_ms * 1000000u;
 	}
 	*wait_ns = w->due_ns - now;

@@ -51,6 +51,21 @@ all_ended_ok() {
 	[ -z "$output" ]
 }
 
+@test "threads that come and go while main runs leave /proc alone; the last ones still end the process" {
+	command -v strace >/dev/null || skip "no strace"
+	# the control thread looked whether it was alone (/proc/self/status) 1, 2, 4 ... ms
+	# after every thread exit, also while main ran: 20 generations read it 31 times
+	run -0 env LD_PRELOAD="$LIBALLOC_SO" strace -f -qq -e trace=openat,access \
+		-o "$BATS_TEST_TMPDIR/gen.st" "$HELPER" generations 1
+	[ -z "$output" ]
+	grep -q 'access("lastthread-generations-done"' "$BATS_TEST_TMPDIR/gen.st"
+	local reads
+	reads=$(sed '/lastthread-generations-done/q' "$BATS_TEST_TMPDIR/gen.st" |
+		grep -c '/proc/self/status' || true)
+	echo "reads of /proc/self/status while main ran: $reads"
+	[ "$reads" -eq 0 ]
+}
+
 @test "main leaving through pthread_exit ends the process when a thread that never allocated ends" {
 	# the thread sleeps 2.5 s, longer than the control thread once looked after main left
 	started idle1 env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-thread 1
@@ -100,7 +115,7 @@ all_ended_ok() {
 
 @test "the helper rejects bad arguments with its usage line" {
 	run -2 "$HELPER" sideways 3
-	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS" ]
+	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked|generations ROUNDS" ]
 	run -2 "$HELPER" main-exit 0
-	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS" ]
+	[ "$output" = "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked|generations ROUNDS" ]
 }

@@ -13,7 +13,12 @@
  *   idle-blocked: the sleeping thread (IDLE_MS) blocks SIGTERM, which the parent sends once
  *               main has left: nobody can take it until the thread is gone; the child
  *               must then end (of the signal, or with status 0 as without liballoc)
- * usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked ROUNDS
+ *   generations: the child's main thread starts GENERATIONS allocating threads one after
+ *               another, joins each and pauses GAP_MS before the next (a thread exit while
+ *               main runs: the control thread has nothing to look for), then asks
+ *               access("lastthread-generations-done") (a marker for strace) and leaves
+ *               with one more thread as in main-exit
+ * usage: lastthread main-exit|fork-thread|idle-thread|idle-term|idle-blocked|generations ROUNDS
  * Exit status 0 when every child ended with status 0 in time; 1 (with a line on stderr)
  * otherwise. */
 #include <pthread.h>
@@ -121,6 +126,29 @@ static bool main_left(pid_t pid)
 	return p && p[1] == ' ' && p[2] == 'Z';
 }
 
+#define GENERATIONS 20
+#define GAP_MS      5 /* past the control thread's old checks 1 and 2 ms after an exit */
+
+static void *churning_thread(void *arg)
+{
+	(void)arg;
+	churn();
+	return NULL;
+}
+
+static void generations(void)
+{
+	for (int g = 0; g < GENERATIONS; g++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, churning_thread, NULL) != 0 ||
+		    pthread_join(t, NULL) != 0)
+			_exit(3);
+		nanosleep(&(struct timespec){0, GAP_MS * 1000000}, NULL);
+	}
+	(void)access("lastthread-generations-done", F_OK);
+	leave_with(1);
+}
+
 static pid_t start_child(const char *mode)
 {
 	if (strcmp(mode, "idle-thread") == 0)
@@ -133,10 +161,13 @@ static pid_t start_child(const char *mode)
 			kill(pid, SIGTERM);
 		return pid;
 	}
-	if (strcmp(mode, "main-exit") == 0) {
+	if (strcmp(mode, "main-exit") == 0 || strcmp(mode, "generations") == 0) {
 		pid_t pid = fork();
-		if (pid == 0)
+		if (pid == 0) {
+			if (strcmp(mode, "generations") == 0)
+				generations();
 			leave_with(2);
+		}
 		return pid;
 	}
 	pthread_t t;
@@ -165,15 +196,15 @@ static int reap(pid_t pid, int deadline_ms)
 
 int main(int argc, char **argv)
 {
-	static const char *const modes[] = {"main-exit", "fork-thread", "idle-thread", "idle-term",
-	                                    "idle-blocked"};
+	static const char *const modes[] = {"main-exit", "fork-thread",  "idle-thread",
+	                                    "idle-term", "idle-blocked", "generations"};
 	int mode = -1;
-	for (int m = 0; argc == 3 && m < 5; m++)
+	for (int m = 0; argc == 3 && m < 6; m++)
 		if (strcmp(argv[1], modes[m]) == 0)
 			mode = m;
 	if (mode < 0 || atoi(argv[2]) <= 0) {
 		fprintf(stderr, "usage: lastthread main-exit|fork-thread|idle-thread|idle-term|"
-		                "idle-blocked ROUNDS\n");
+		                "idle-blocked|generations ROUNDS\n");
 		return 2;
 	}
 	int rounds = atoi(argv[2]);
