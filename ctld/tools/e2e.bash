@@ -56,9 +56,9 @@ ctld_teardown() {
 	return $bad
 }
 
-# wait_file PATH: until PATH exists
+# wait_file PATH [SECONDS]: until PATH exists (for up to SECONDS, default $TEST_DEADLINE)
 wait_file() {
-	wait_until test -e "$1"
+	wait_until -t "${2:-$TEST_DEADLINE}" test -e "$1"
 }
 
 # start_daemon [allocctld options...]: sets DPID, SOCK, HTTP; log in $T/log. Commands

@@ -113,7 +113,7 @@ teardown() {
 			--listen off --ready-file "$1/sock/ready" &
 		wait' sh "$NS_SHARE" "$uid" "$LIBALLOC_SO" "$CTLD" >"$T/pod.out" 2>&1 3>&- &
 	echo $! >>"$T/pids"
-	wait_file "$NS_SHARE/sock/ready" 30
+	wait_file "$NS_SHARE/sock/ready"
 	SOCK="$NS_SHARE/sock/ctl.sock"
 	# the service, under the pid the sidecar sees (its pid in the pod), of its uid
 	wait_for 30 bash -c "'$CTLCLIENT' --socket '$SOCK' list | grep -q ' name=sleep '"

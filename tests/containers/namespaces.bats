@@ -147,7 +147,7 @@ in_use_between() {
 			--no-default-dirs --ready-file "$2/in/ready" >>"$2/in/log" 2>&1 &
 		wait' sh "$CTLD" "$T" "$host" "$LIBALLOC_SO" "$WORKLOAD" >/dev/null 2>&1 3>&- &
 	echo $! >>"$T/pids"
-	wait_file "$T/in/ready" 30
+	wait_file "$T/in/ready"
 	wait_for 30 grep -q '^quiet' "$T/w.out"
 	local isock="$T/in/ctl.sock"
 	wait_for 30 bash -c "$CTLCLIENT --socket '$isock' list | grep -q '^process pid=$host name=workload '"

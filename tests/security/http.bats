@@ -46,7 +46,7 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 	prlimit --nofile=1024:1024 -- "$CTLD" --socket "$T/sock/ctl.sock" --listen 127.0.0.1:0 \
 		--run-dir "$T/segs" --no-default-dirs --ready-file "$T/ready" >>"$T/log" 2>&1 3>&- &
 	DPID=$!
-	wait_file "$T/ready" 5
+	wait_file "$T/ready"
 	SOCK=$(sed -n 's/^socket=//p' "$T/ready")
 	HTTP=$(sed -n 's/^http=//p' "$T/ready")
 	start_fake

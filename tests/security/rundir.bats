@@ -28,7 +28,7 @@ teardown() {
 	# removal); it sees the squat and provides the victim's directory
 	printf 'remove_stale = false\n' >"$T/conf"
 	CTLD_DEFAULT_DIRS=1 start_daemon --config "$T/conf"
-	wait_file "/run/liballoc/$uid" 5
+	wait_file "/run/liballoc/$uid"
 	[ "$(stat -c '%u %a' "/run/liballoc/$uid")" = "$uid 700" ]
 	[ "$(stat -c '%u %a' /run/liballoc)" = "0 755" ]
 	grep -q "/dev/shm/liballoc-$uid is not uid $uid's own (squatted): its processes publish in /run/liballoc/$uid" "$T/log"
@@ -37,7 +37,7 @@ teardown() {
 		>"$T/victim.out" 2>"$T/victim.err" 3>&- &
 	local v=$!
 	echo "$v" >>"$T/pids"
-	wait_file "/run/liballoc/$uid/liballoc.$v.seg" 5 || { cat "$T/victim.err"; ls -la /run/liballoc/ "/dev/shm/liballoc-$uid"; false; }
+	wait_file "/run/liballoc/$uid/liballoc.$v.seg" || { cat "$T/victim.err"; ls -la /run/liballoc/ "/dev/shm/liballoc-$uid"; false; }
 	[ "$(cat "$T/victim.err")" = "liballoc: statistics published in /run/liballoc/$uid: /dev/shm/liballoc-$uid is not this user's own" ]
 	wait_listed "$v" present 5
 	run ctl list
