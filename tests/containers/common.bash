@@ -81,9 +81,12 @@ ns_start() {
 
 ns_find_host_pid() {
 	local c
-	c=$(pgrep -P "$NSU" | head -n 1) || return 1
+	# (the pipeline's status is head's: an empty answer is "not yet")
+	c=$(pgrep -P "$NSU" | head -n 1)
+	[ -n "$c" ] || return 1
 	if [ -n "$1" ]; then
-		c=$(pgrep -P "$c" | head -n 1) || return 1
+		c=$(pgrep -P "$c" | head -n 1)
+		[ -n "$c" ] || return 1
 	fi
 	# the program itself, not env or the shell before their exec
 	[ "$(readlink "/proc/$c/exe" 2>/dev/null)" != "$(readlink -f /usr/bin/env)" ] || return 1
