@@ -212,6 +212,16 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
+/* free's fast path validated p (a block start of bin b's class in a heap of this thread's
+ * arena, not marked free) and found b, one of tc's own bins, full; the cache is entered,
+ * and left here (the class from the bin: the fast path keeps no register for it). */
+LA_NOINLINE static void free_full(struct tcache *tc, struct tbin *b, void *p)
+{
+	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
+	tcache_free_full(tc, p, (unsigned)(b - tc->bins));
+	errno = saved;
+}
+
 /* free of a pointer that is not in a heap of this thread's arena (tag: its heap's owner
  * tag, 0 when in none). A small block of another arena whose threads live (what the
  * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
@@ -268,6 +278,10 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 				tc_leave(tc);
 				return;
 			}
+			/* every check passed, the bin is full: it flushes (no validation again),
+			 * the cache still entered (no flusher can have taken it since) */
+			free_full(tc, b, p);
+			return;
 		}
 		tc_leave(tc);
 		free_slow(p, "free()");

@@ -446,6 +446,33 @@ bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
 	return ok;
 }
 
+/* Free p, a block of class cls of owner (this cache's arena, or one no thread uses), into
+ * its bin, which flushes half of its blocks first when it is full (cache entered; left
+ * here). */
+LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned cls)
+{
+	struct tbin *b = &tc->bins[cls];
+	if (unlikely(b->slot == tc_no_slots))
+		bin_take_row(tc, cls);
+	if (b->limit == 0) {
+		tc_leave(tc);
+		arena_free_any(owner, tc->arena, p);
+		return;
+	}
+	if (owner != tc->arena)
+		tc->foreign_bins |= (uint64_t)1 << cls;
+	bool flushed = tbin_count(b) >= b->limit;
+	if (flushed) {
+		flush_bin(tc, cls, b->limit / 2);
+		bin_event(tc, cls);
+	}
+	*++b->top = p;
+	((void **)p)[1] = (void *)la_key;
+	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
+		publish_bin(tc, cls);
+	tc_leave(tc);
+}
+
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 {
 	if (unlikely(tc->state == TC_NONE))
@@ -468,26 +495,13 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		tc_leave(tc);
 		return;
 	}
-	struct tbin *b = &tc->bins[cls];
-	if (unlikely(b->slot == tc_no_slots))
-		bin_take_row(tc, cls);
-	if (b->limit == 0) {
-		tc_leave(tc);
-		arena_free_any(owner, tc->arena, p);
-		return;
-	}
-	if (owner != tc->arena)
-		tc->foreign_bins |= (uint64_t)1 << cls;
-	bool flushed = tbin_count(b) >= b->limit;
-	if (flushed) {
-		flush_bin(tc, cls, b->limit / 2);
-		bin_event(tc, cls);
-	}
-	*++b->top = p;
-	((void **)p)[1] = (void *)la_key;
-	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
-		publish_bin(tc, cls);
-	tc_leave(tc);
+	bin_put(tc, owner, p, cls);
+}
+
+void tcache_free_full(struct tcache *tc, void *p, unsigned cls)
+{
+	check_gen(tc);
+	bin_put(tc, tc->arena, p, cls);
 }
 
 /* Empty the bins in mask (bit c: class c) and hand over the foreign frees waiting for

@@ -248,6 +248,26 @@ Test(free, errno_is_preserved)
 	cr_assert_eq(errno, 4242);
 }
 
+/* Frees that fill their thread cache's bins flush them (half of a bin at a time, into the
+ * transfer cache or back to the spans, which may empty and go back to their heaps): errno
+ * stays what it was across every one of them. */
+Test(free, errno_is_preserved_when_the_cache_flushes)
+{
+	enum { N = 6000 };
+	static void *blocks[N];
+	size_t sizes[] = {16, 48, 200, 1000, 3000};
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		for (unsigned i = 0; i < N; i++)
+			cr_assert_not_null(blocks[i] = A(malloc)(sizes[k]));
+		for (unsigned i = 0; i < N; i++) {
+			errno = 4242 + (int)i;
+			A(free)(blocks[i]);
+			cr_assert_eq(errno, 4242 + (int)i, "free of block %u of %zu bytes", i,
+			             sizes[k]);
+		}
+	}
+}
+
 Test(free, sized_and_aligned_variants_release_blocks)
 {
 	void (*volatile fs)(void *, size_t) = A(free_sized);
