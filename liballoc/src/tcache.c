@@ -97,6 +97,7 @@ static void reset_bins(struct tcache *tc)
 		tc->bins[c].recip = sc_recip[c];
 	}
 	tc->rows = 0;
+	tc->row_bins = 0;
 }
 
 /* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks; 0 with check_free_lists (no
@@ -153,6 +154,7 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	row[0] = NULL; /* the empty bin's pop reads it */
 	b->slot = row;
 	b->top = row;
+	tc->row_bins |= (uint64_t)1 << c;
 	bin_set_limit(b, c, max);
 }
 
@@ -301,7 +303,9 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 				tc->gc_level[c]--;
 		}
 	}
-	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+	/* bins without a row hold nothing and see no refill or flush */
+	for (uint64_t m = tc->row_bins; m; m &= m - 1) {
+		unsigned c = (unsigned)__builtin_ctzll(m);
 		uint16_t ev = tc->slow_events[c];
 		if (ev == tc->gc_seen[c] && tbin_count(&tc->bins[c])) {
 			if (tc->gc_skip[c]) {

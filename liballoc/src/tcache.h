@@ -108,6 +108,8 @@ struct tcache {
 	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
 	                                    * since */
+	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the
+	                                    * only ones that can hold blocks or see events */
 	struct tcache *next;               /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
