@@ -381,6 +381,10 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 				return p;
 		}
 	}
+	/* realloc(NULL, n), a growing array's first step (logicmin: 54k of its 62k calls),
+	 * is malloc by a tail jump, not through realloc_slow's frame */
+	if (!p)
+		return LA_API(malloc)(n);
 	return realloc_slow(p, n);
 }
 
