@@ -61,14 +61,14 @@ struct dcached {
 static struct la_lock direct_lock = LA_LOCK_INIT;
 static struct dmap *dtab;
 static size_t dcap, dused, dlive; /* slots, non-empty slots (incl. tombstones), live */
-static struct dcached dcache[DCACHE_SLOTS];
+LA_BIG_BSS static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch, dcache_ids;
 /* decay_epoch + 1 when mappings were last seen recycled (0: not since the start or the
  * last trim), and the last mappings freed but not admitted for want of that sign */
 static uint64_t recycled_at;
 #define DROPPED_RING 8
-static struct {
+LA_BIG_BSS static struct {
 	size_t len;
 	uint64_t epoch;
 } dropped[DROPPED_RING];
@@ -90,7 +90,7 @@ static void drop_stale_trial(void)
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
-static uintptr_t dfreed[DFREED_RING];
+LA_BIG_BSS static uintptr_t dfreed[DFREED_RING];
 static unsigned dfreed_next;
 
 static struct la_counters *pc(void)

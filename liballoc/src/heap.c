@@ -12,7 +12,7 @@
 #include "os.h"
 #include "shm.h"
 
-uint16_t heap_owner[LA_HEAP_SLOTS];
+LA_BIG_BSS uint16_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
 
 static uint32_t epoch_now(void)
@@ -356,9 +356,10 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	meta_update(h);
 	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
 	/* the owner table's page of this slot is resident from now on: metadata */
-	static uint8_t owner_page_seen[sizeof(heap_owner) / LA_PAGE];
-	if (!__atomic_exchange_n(&owner_page_seen[slot * sizeof(heap_owner[0]) / LA_PAGE], 1,
-	                         __ATOMIC_RELAXED))
+	static uint64_t owner_page_seen[sizeof(heap_owner) / LA_PAGE / 64];
+	size_t op = slot * sizeof(heap_owner[0]) / LA_PAGE;
+	uint64_t bit = (uint64_t)1 << (op % 64);
+	if (!(__atomic_fetch_or(&owner_page_seen[op / 64], bit, __ATOMIC_RELAXED) & bit))
 		STAT_ADD(&shm_process_block()->c, metadata_bytes, LA_PAGE);
 	__atomic_store_n(&heap_owner[slot], heap_tag(arena_index), __ATOMIC_RELEASE);
 	return h;

@@ -45,9 +45,9 @@ static short watch_events; /* POLLPRI (PSI) or POLLIN (FIFO, socket, eventfd) */
 static bool watch_drain;   /* POLLIN: read and drop what arrives */
 static pid_t watch_tid;
 static int stop_fd = -1; /* an eventfd: the control thread ends the watch through it */
-static char watch_what[160];
+LA_BIG_BSS static char watch_what[160];
 /* v1 cgroup watch: its usage file and limit, so that a release knows when enough is back */
-static char v1_usage[700];
+LA_BIG_BSS static char v1_usage[700];
 static uint64_t v1_limit;
 
 /* RFC 4648 base64, no allocation; -1 on a bad character. */

@@ -110,7 +110,7 @@ void shm_boot(void)
 {
 	/* zero-filled memory of the library itself: no system call, so nothing can fail
 	 * here, before main or under a tight RLIMIT_AS (untouched pages cost nothing) */
-	static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+	LA_BIG_BSS static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
 	seg = seg_area;
 	write_layout();
 	shm_header()->control_state = LA_CONTROL_OFF;

@@ -35,7 +35,7 @@ extern char **environ;
  * (LIBALLOC_*, MEMORY_PRESSURE_*) are copied once, at init, before any thread of ours
  * exists, and read from the copy: "NAME=value\0" strings, an empty one ends them. */
 #define ENV_SNAP_BYTES 16384
-static char env_snap[ENV_SNAP_BYTES];
+LA_BIG_BSS static char env_snap[ENV_SNAP_BYTES];
 static bool env_snapped;
 
 static bool env_wanted(const char *e)
