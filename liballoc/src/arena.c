@@ -124,6 +124,8 @@ void arena_detach(struct arena *a)
 		__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
 		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
 		a->xfer_chunks = 0;
+		a->xfer_over = 0; /* the next slots earn their depth anew */
+		a->xfer_earned = a->xfer_misses = 0;
 	}
 	arena_unlock(a);
 }
@@ -491,6 +493,17 @@ static void xfer_copy(struct xfer_slots *x, unsigned cls, uint32_t i, void **blo
 	}
 }
 
+/* A refill of cls found the transfer cache short after a flush of cls went to the spans
+ * for want of depth: count the miss, and earn a chunk every XF_EARN of them. */
+static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
+{
+	a->xfer_over &= ~((uint64_t)1 << cls);
+	if (a->xfer_earned < XF_SLOTS / XF_CHUNK - 1 && ++a->xfer_misses >= XF_EARN) {
+		a->xfer_misses = 0;
+		a->xfer_earned++;
+	}
+}
+
 /* Take up to want blocks of class cls, the most recently put on top (out[k - 1]). */
 static uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
 {
@@ -512,6 +525,10 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	if (have + n > XF_SLOTS || (uint64_t)(have + n) * sc_size[cls] > XF_CLASS_BYTES ||
 	    a->xfer_bytes + bytes > XF_ARENA_BYTES)
 		return 0;
+	if (have + n > xfer_depth(a)) { /* a chunk not earned yet */
+		a->xfer_over |= (uint64_t)1 << cls;
+		return 0;
+	}
 	xfer_copy(a->xfer, cls, have, (void **)blocks, n, true);
 	a->xfer_n[cls] = (uint16_t)(have + n);
 	a->xfer_bytes += bytes;
@@ -534,6 +551,10 @@ LA_INLINE bool xfer_put1(struct arena *a, unsigned cls, void *p)
 	if (have >= XF_SLOTS || (uint64_t)(have + 1) * size > XF_CLASS_BYTES ||
 	    a->xfer_bytes + size > XF_ARENA_BYTES)
 		return false;
+	if (have >= xfer_depth(a)) {
+		a->xfer_over |= (uint64_t)1 << cls;
+		return false;
+	}
 	a->xfer->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
 	a->xfer_n[cls] = (uint16_t)(have + 1);
 	a->xfer_bytes += size;
@@ -636,6 +657,8 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 	 * the rest of the refill comes from the spans */
 	uint32_t from_xfer = LA_MIN((uint32_t)a->xfer_n[cls], want);
 	want -= from_xfer;
+	if (want && unlikely(a->xfer_over >> cls & 1))
+		xfer_depth_miss(a, cls);
 	uint32_t got = 0;
 	void *p;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none

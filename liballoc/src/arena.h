@@ -32,6 +32,14 @@
 #define XF_CLASS_BYTES (256u << 10)
 #define XF_ARENA_BYTES (1u << 20)
 #define XF_SPARE_PAGES 1024u /* 4 MiB */
+/* A class fills the first chunk of slots; the next ones are earned. A flush that would
+ * write past the chunks earned goes to the spans (and marks its class); a refill of a
+ * marked class that finds the transfer cache short of blocks is a depth miss (the deeper
+ * cache would have served it), and every XF_EARN misses earn one more chunk. A program
+ * that frees structures it never rebuilds (a teardown before exit) flushes without such
+ * refills, so its flushes write no slot pages beyond the first chunk's: each chunk is
+ * ~6 pages of slots (44 classes x 64 pointers), the eight of them 180 KiB. */
+#define XF_EARN        2u
 struct xfer_slots {
 	void *chunk[XF_SLOTS / XF_CHUNK][LA_NCLASSES][XF_CHUNK];
 };
@@ -55,6 +63,10 @@ struct arena {
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
 	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
+	uint64_t xfer_over;                /* lock; classes (bit c) that had a flush sent to
+	                                    * their spans for want of depth (xfer_put) */
+	uint8_t xfer_earned;               /* lock; chunks a class may fill beyond the first */
+	uint8_t xfer_misses;               /* lock; depth misses towards the next chunk */
 	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
 	struct burst_watch burst;          /* lock; the pages in use and their bursts */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
@@ -78,6 +90,13 @@ struct arena {
 	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
 } __attribute__((aligned(64)));
 #define RR_SLOTS 4096u /* 32 KiB of slots */
+
+/* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
+ * (XF_EARN; lock held). */
+LA_INLINE uint32_t xfer_depth(const struct arena *a)
+{
+	return ((uint32_t)a->xfer_earned + 1u) * XF_CHUNK;
+}
 
 extern struct arena arenas[LA_ARENAS_MAX];
 extern uint32_t arena_count; /* arenas initialised (atomic, grows only) */

@@ -217,13 +217,18 @@ Test(fork, a_child_trims_without_copying_the_parents_cached_blocks)
 	static const size_t size[] = {512, 768, 1024, 2048};
 	enum { N = 480, K = sizeof size / sizeof size[0] };
 	static void *b[K][N];
+	/* a transfer cache that earned its whole depth (arena.h, XF_EARN): a teardown alone
+	 * fills only its first chunk of slots */
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	a->xfer_earned = XF_SLOTS / XF_CHUNK - 1;
+	arena_unlock(a);
 	for (int k = 0; k < K; k++)
 		for (int i = 0; i < N && (i + 1) * size[k] <= (230u << 10); i++)
 			b[k][i] = A(malloc)(size[k]);
 	for (int k = 0; k < K; k++)
 		for (int i = 0; i < N; i++)
 			A(free)(b[k][i]);
-	struct arena *a = la_tcache.arena;
 	arena_lock(a);
 	uint64_t cached = a->xfer_bytes;
 	arena_unlock(a);

@@ -303,6 +303,17 @@ static uint64_t class_spans(unsigned cls)
 	return __atomic_load_n(&shm_classes()[cls].s.spans, __ATOMIC_RELAXED);
 }
 
+/* The calling thread's transfer cache as one that earned its whole depth (XF_EARN): what
+ * a long-running program's has, and what the tests of its other rules assume. */
+static struct arena *with_whole_depth(void)
+{
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	a->xfer_earned = XF_SLOTS / XF_CHUNK - 1;
+	arena_unlock(a);
+	return a;
+}
+
 Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 {
 	enum { N = 300 };
@@ -322,12 +333,57 @@ Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 		A(free)(p[i]);
 }
 
+Test(transfer_cache, a_teardown_writes_only_the_first_chunk_of_slots)
+{
+	/* blocks of four classes allocated and all freed, never allocated again (a program's
+	 * teardown before it exits): the flushes fill the first chunk of slots of each class
+	 * and send the rest to their spans; no slot page past the first chunk's is written */
+	static const size_t size[] = {48, 64, 96, 128};
+	enum { N = 1000, K = sizeof size / sizeof size[0] };
+	static void *p[K][N];
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			p[k][i] = A(malloc)(size[k]);
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			A(free)(p[k][i]);
+	struct arena *a = la_tcache.arena;
+	arena_lock(a); /* read under the lock, asserted after it (a message allocates) */
+	uint32_t earned = a->xfer_earned, chunks = a->xfer_chunks;
+	arena_unlock(a);
+	cr_assert_eq(earned, 0, "no refill came back for more");
+	cr_assert_eq(chunks, 1, "%u chunks of slots written", chunks);
+}
+
+Test(transfer_cache, refills_that_find_it_short_earn_it_depth)
+{
+	/* the same blocks freed and allocated again, round after round: refills that find
+	 * the transfer cache empty after flushes it had no room for earn it chunks, until it
+	 * keeps a whole round's flushes */
+	enum { N = 400, ROUNDS = 12 };
+	static void *p[N];
+	struct arena *a = tcache_arena(&la_tcache);
+	unsigned cls = sc_class_of(64);
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < N; i++)
+			p[i] = A(malloc)(64);
+		for (int i = 0; i < N; i++)
+			A(free)(p[i]);
+	}
+	arena_lock(a);
+	uint32_t earned = a->xfer_earned, held = a->xfer_n[cls];
+	arena_unlock(a);
+	cr_assert_geq(earned, 4, "%u chunks earned", earned);
+	cr_assert_gt(held, 4 * XF_CHUNK, "%u blocks kept", held);
+}
+
 Test(transfer_cache, a_teardown_returns_the_spans_it_empties)
 {
 	/* 20 spans of 64-byte blocks; every 40th block freed first (one transfer cache's
 	 * worth, a few in every span), then all the others: the flushes that no longer fit
 	 * send the scattered blocks back, and the emptied spans go back to their heap */
 	enum { N = 20480, STRIDE = 40 };
+	with_whole_depth();
 	void **p = A(malloc)(N * sizeof(void *));
 	cr_assert_not_null(p);
 	unsigned cls = sc_class_of(64);
@@ -396,6 +452,7 @@ Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_emp
 	/* a few scattered blocks kept: the full pass sends them back and the spans that held
 	 * nothing else go back to their heap */
 	enum { N = 4096, STRIDE = 32 };
+	with_whole_depth();
 	void **p = A(malloc)(N * sizeof(void *));
 	cr_assert_not_null(p);
 	unsigned cls = sc_class_of(64);
