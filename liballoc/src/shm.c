@@ -16,7 +16,9 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "lock.h"
@@ -55,6 +57,10 @@ static uint32_t seg_arena_count; /* the header's arena_count, kept for a move */
 static uint32_t seg_moving;      /* a truncated file's segment is being moved */
 uint32_t shm_decay_armed;
 uint32_t shm_kicks;
+/* The mailbox's page (the mailbox and the holds) was written in the segment's memory since
+ * it was mapped: until then it holds zeros nothing wrote, and publishing need not read it
+ * (reading untouched memory faults its zero page in: a fault per process for nothing). */
+static bool mailbox_written;
 
 /* counters written before shm_boot (never: shm_boot runs first in la_init) go here */
 static struct la_shm_arena fallback_block;
@@ -155,12 +161,18 @@ void shm_publish_tunables(void)
 		t[i].value = __atomic_load_n(&tun_values[i], __ATOMIC_RELAXED);
 		t[i].source = __atomic_load_n(&tun_source[i], __ATOMIC_RELAXED);
 	}
+	/* the holds share the mailbox's page: while none was ever set they are zeros there
+	 * already, and the page stays untouched */
+	bool holds = mailbox_written;
+	for (int i = 0; i < LA_NTUNABLES && !holds; i++)
+		holds = __atomic_load_n(&tun_holds[i].expires_ns, __ATOMIC_RELAXED) != 0;
 	struct la_shm_hold *hd = (struct la_shm_hold *)(seg + OFF_HOLDS);
-	for (int i = 0; i < LA_NTUNABLES; i++) {
+	for (int i = 0; i < LA_NTUNABLES && holds; i++) {
 		hd[i].expires_ns = __atomic_load_n(&tun_holds[i].expires_ns, __ATOMIC_RELAXED);
 		hd[i].revert_value = tun_holds[i].revert_value;
 		hd[i].revert_source = tun_holds[i].revert_source;
 	}
+	mailbox_written = holds;
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }
 
@@ -190,6 +202,17 @@ static bool write_range(int fd, size_t off, size_t end)
 		off += (size_t)w;
 	}
 	return true;
+}
+
+/* The same for seg[off, end) when nothing wrote it (zeros): on tmpfs the file's pages are
+ * allocated without reading them from memory; elsewhere they are written. */
+static bool write_zeros(int fd, size_t off, size_t end)
+{
+	struct statfs fs;
+	if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+	    fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
+		return true;
+	return write_range(fd, off, end);
 }
 
 static size_t append(char *buf, size_t n, size_t cap, const char *s)
@@ -447,11 +470,12 @@ void shm_publish_file(void)
 	/* write what is in use now (header .. live arena blocks, and the mailbox); the rest
 	 * stays sparse. Both are then in the page cache, so faulting them in reads nothing
 	 * around them: on a disk file system a fault that reads pulls in its neighbours
-	 * (read-around), and the kernel then maps every cached page near each fault. */
+	 * (read-around), and the kernel then maps every cached page near each fault. The
+	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). */
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
 	struct stat dst;
 	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, 0, used) &&
-	          write_range(fd, OFF_MAILBOX, SEG_SIZE);
+	          (mailbox_written ? write_range : write_zeros)(fd, OFF_MAILBOX, SEG_SIZE);
 	if (ok)
 		ok = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 		     seg;
@@ -714,10 +738,12 @@ void shm_fork_child(void)
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
 	char *copy = os_map(used, &fallback_block.c);
+	bool fresh = false; /* the segment is new anonymous memory: the mailbox zeros */
 	if (copy) {
 		memcpy(copy, seg, used);
-		if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
-		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg)
+		fresh = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
+		             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg;
+		if (fresh)
 			memcpy(seg, copy, used);
 		munmap(copy, used);
 	}
@@ -727,8 +753,11 @@ void shm_fork_child(void)
 	}
 	seg_on_file = false;
 	seg_path[0] = 0;
-	struct la_mailbox *mb = shm_mailbox();
-	memset(mb, 0, sizeof(*mb));
+	/* a fresh segment's mailbox is zeros already: the page stays untouched until the
+	 * child's control thread waits on it */
+	if (!fresh)
+		memset(shm_mailbox(), 0, sizeof(struct la_mailbox));
+	mailbox_written = !fresh;
 	shm_header()->allocator_threads = 1;
 	/* the parent's decay pass may have disarmed itself mid-pass: the child's first pass
 	 * looks at what it inherited */
