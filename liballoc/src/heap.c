@@ -438,9 +438,10 @@ static unsigned next_bin(const struct heap *h, unsigned k)
 /* Spans find_fit looks at for dirty pages before it settles for the first fit. */
 #define FIT_SCAN         64
 /* Requests of this many pages (160 KiB) and more look for the window of a free span that
- * covers the most resident pages; smaller ones, small spans among them, take the first
- * span with resident pages from its start: for them the search cost more instructions
- * than the faults it saved (bench/README.md). */
+ * covers the most resident pages among the first FIT_SCAN spans; smaller ones, small spans
+ * among them, take the first span with resident pages, at its best window (for them the
+ * search over spans cost more instructions than the faults it saved, bench/README.md; the
+ * window within the first span costs a bitmap word when its start is resident). */
 #define WINDOW_MIN_PAGES 40u
 /* Runs of resident pages best_window tries as window starts in one span, within its first
  * WINDOW_REACH pages (the heap's top span runs for thousands of pages: a bitmap word per
@@ -503,7 +504,7 @@ static uint32_t best_window(const struct heap *h, const struct span *s, uint32_t
 
 /* A free span with room for n pages, in *at where in it to take them and in *resident how
  * many of those are resident (0: not counted). Resident (dirty) pages first, from the
- * smallest bin up: the first span holding some, from its start; or for a request of
+ * smallest bin up: the first span holding some, at its best window; or for a request of
  * WINDOW_MIN_PAGES or more, of the first FIT_SCAN spans that fit, the one whose best window
  * (best_window) covers the most resident pages (the first that covers as many as can be).
  * Every resident page a span leaves unused is one a later growth faults in anew, and one
@@ -523,8 +524,14 @@ static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, uint32
 		for (struct span *s = h->bins[k]; s; s = s->next) {
 			if (s->npages < n) /* only in n's own bin (log bins above 64 pages) */
 				continue;
-			if (s->dirty && n < WINDOW_MIN_PAGES)
+			if (s->dirty && n < WINDOW_MIN_PAGES) {
+				/* the first span with resident pages, at its window with the
+				 * most of them: its start when resident (one bitmap word);
+				 * a run freed partly purged (a table's pages returned, or never
+				 * written) keeps its resident pages anywhere */
+				*resident = best_window(h, s, n, at);
 				return s;
+			}
 			if (s->dirty && LA_MIN(n, s->dirty) > best_r) {
 				uint32_t off, r = best_window(h, s, n, &off);
 				if (r > best_r) {

@@ -663,6 +663,35 @@ static void free_run(char **b, const uint32_t *pages)
 	cr_assert_eq(in_core(b[Y], pages[Y]), pages[Y], "Y's written pages not resident");
 }
 
+/* The same for a request below WINDOW_MIN_PAGES (a small span's size): the first span
+ * with resident pages serves it from them, not from its start. Taken from the start, a
+ * small span split a large run freed partly purged, faulted its pages in and left the
+ * resident ones for a later large request that then had to fault in its own (the CPython
+ * slice's dict tables: ~300 faults). */
+Test(heap, a_small_request_takes_the_resident_pages_of_a_free_run)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	const uint32_t pages[N_RUN] = {64, 8, 8, 10};
+	char *b[N_RUN];
+	free_run(b, pages);
+
+	struct rusage r0, r1;
+	getrusage(RUSAGE_SELF, &r0);
+	char *p = A(malloc)((size_t)6 << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	memset(p, 2, (size_t)6 << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_SELF, &r1);
+	cr_assert_eq(p, b[Y], "6 pages taken at %p, the run's resident pages start at %p",
+	             (void *)p, (void *)b[Y]);
+	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 3, "writing 6 pages faulted %ld in",
+	             r1.ru_minflt - r0.ru_minflt);
+	check_arena(heap_of(p)->arena);
+	A(free)(p);
+	A(free)(b[G]);
+	check_arena(heap_of(b[G])->arena);
+}
+
 /* A free run whose resident pages lie at its end (its first half was returned to the
  * system, its second half freed written): a large request of fewer pages (at least
  * WINDOW_MIN_PAGES, 40) is served from the resident end, and writing it faults nothing in.
