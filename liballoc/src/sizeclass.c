@@ -52,16 +52,16 @@ void sc_init(void)
 		sc_recip_pm[c + 1] = sc_recip[c];
 		sc_batch[c] = (uint16_t)LA_MAX(4u, SC_BATCH_BYTES / s);
 	}
+	/* the first class that holds n, for growing n: k only moves up */
+	unsigned k = 0;
 	for (unsigned i = 0; i <= 64; i++) {
 		size_t n = (size_t)i * 16;
-		unsigned k = 0;
 		while (sc_size[k] < n)
 			k++;
 		sc_lookup[i] = (uint8_t)k;
 	}
 	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++) {
 		uint32_t n = SC_EIGHTHS_FROM + 1 + i * SC_UPPER_STEP; /* the bucket's first size */
-		unsigned k = 0;
 		while (sc_size[k] < n)
 			k++;
 		sc_upper[i] = (uint8_t)k;
