@@ -319,41 +319,62 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
  * kernel refuses with EINVAL after faulting in the pages before it, as it refuses the call
  * on kernels before 5.14) counts what came in, no more, and liballoc stops asking. The
  * populate is the refill of the pages ahead: the block that takes the last of them asks
- * for the next ones. */
+ * for the next ones. That needs a growth that is fast when the last block comes: a stall
+ * of a loaded machine longer than two windows (HEAP_FAST_WINDOW_MS) before it, or before
+ * one of the blocks that take the pages ahead, makes it slow there (no pages ahead, or no
+ * refill). Then the heap grows on, a batch of blocks back to back, and tries again. */
 Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 {
 	pages_only(0);
-	enum { N = 512 };
-	static void *b[N + 64];
+	enum { N = 512, BATCH = 32, TRIES = 5 };
+	/* each try takes a batch and at most 9 blocks (HEAP_AHEAD_PAGES / 16 + 1); 48 after */
+	static void *b[N + TRIES * (BATCH + 9) + 9 + 48];
 	grow(b, N, 0);
 	struct heap *h = heap_of(b[N - 1]);
 	struct arena *a = h->arena;
 	int n = N;
-	arena_lock(a);
-	uint32_t r = heap_page_of(h, b[n - 1]) + 16;
-	struct span *rs = span_at(h, r);
-	cr_assert_eq(rs->kind, SPAN_FREE);
-	uint32_t d = rs->dirty;
-	arena_unlock(a);
-	cr_assert_eq(d % 16, 0, "%u pages ahead", d);
-	cr_assert_gt(d, 0, "the growth was not fast");
-	/* the next populate runs into page r + d + 100: the refill asked by the block that
-	 * takes the last of the d pages (a growth as fast as huge ranges want), or else the
-	 * block after them, which takes fresh pages */
-	uint32_t bad_pg = r + d + 100;
-	char *bad = (char *)h + ((size_t)bad_pg << LA_PAGE_SHIFT);
-	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
-	struct la_counters before = counters(), after = before;
-	uint32_t end = r;
-	for (uint32_t k = 0; k <= d / 16 && after.madvise_calls == before.madvise_calls; k++) {
-		b[n] = A(malloc)(64 << 10);
-		cr_assert_eq(heap_page_of(h, b[n]), r + 16 * k);
-		end = r + 16 * (k + 1);
-		after = counters();
-		memset(b[n++], 1, 64 << 10);
+	uint32_t d, end, bad_pg;
+	char *bad;
+	struct la_counters before, after;
+	for (int t = 0;; t++) {
+		cr_assert_eq(heap_of(b[n - 1]), h, "the growth went on in another heap");
+		arena_lock(a);
+		uint32_t r = heap_page_of(h, b[n - 1]) + 16;
+		struct span *rs = span_at(h, r);
+		cr_assert_eq(rs->kind, SPAN_FREE);
+		d = rs->dirty;
+		arena_unlock(a);
+		cr_assert_eq(d % 16, 0, "%u pages ahead", d);
+		end = r;
+		before = after = counters();
+		if (d > 0) {
+			/* the next populate runs into page r + d + 100: the refill asked by the
+			 * block that takes the last of the d pages (a growth as fast as huge
+			 * ranges want), or else the block after them, which takes fresh pages */
+			bad_pg = r + d + 100;
+			bad = (char *)h + ((size_t)bad_pg << LA_PAGE_SHIFT);
+			cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
+			for (uint32_t k = 0;
+			     k <= d / 16 && after.madvise_calls == before.madvise_calls; k++) {
+				b[n] = A(malloc)(64 << 10);
+				cr_assert_eq(heap_page_of(h, b[n]), r + 16 * k);
+				end = r + 16 * (k + 1);
+				after = counters();
+				memset(b[n++], 1, 64 << 10);
+			}
+			cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ | PROT_WRITE), 0);
+			if (after.madvise_calls != before.madvise_calls)
+				break;
+		}
+		cr_assert_lt(t, TRIES,
+		             "the growth was not fast: %d batches of %d blocks back to back left "
+		             "%u pages ahead and made no refill",
+		             TRIES + 1, BATCH, d);
+		grow(b + n, BATCH, 0);
+		n += BATCH;
 	}
-	cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ | PROT_WRITE), 0);
-	cr_assert_eq(after.madvise_calls, before.madvise_calls + 1, "the growth was not fast");
+	cr_assert_eq(after.madvise_calls, before.madvise_calls + 1, "one populate, %llu calls",
+	             (unsigned long long)(after.madvise_calls - before.madvise_calls));
 	/* the pages before the unwritable one came in and count, the rest do not */
 	cr_assert_eq(check_free_resident(a), bad_pg - end);
 	/* no more populating: blocks fault their pages in as they are written */
