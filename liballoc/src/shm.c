@@ -193,6 +193,23 @@ void shm_note_retained(void)
 /* ---- the file ----------------------------------------------------------------------- */
 
 /* Write seg[off, end) to the same offsets of fd. */
+/* Read the first `end` bytes of fd's file into dst, up to the file's end (read, not
+ * memcpy from the mapping: a page past the end of the file faults, pread stops there);
+ * the bytes read. Async-signal-safe. */
+static size_t read_range(int fd, char *dst, size_t end)
+{
+	size_t got = 0;
+	while (got < end) {
+		ssize_t r = pread(fd, dst + got, end - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
 static bool write_range(int fd, size_t off, size_t end)
 {
 	while (off < end) {
@@ -635,16 +652,7 @@ static void move_to_private_memory(void)
 	        mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (copy == MAP_FAILED)
 		return;
-	/* read, not memcpy: a page past the end of the file faults, pread stops there */
-	size_t got = 0;
-	while (got < SEG_SIZE) {
-		ssize_t r = pread(seg_fd, copy + got, SEG_SIZE - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
+	size_t got = read_range(seg_fd, copy, SEG_SIZE);
 	if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
 	         0) != seg) {
 		munmap(copy, SEG_SIZE);
@@ -730,22 +738,23 @@ LA_EXPORT void _Exit(int status)
 
 void shm_fork_child(void)
 {
-	/* The mapping is the parent's file: move to our own before anything is written.
-	 * Copy into private anonymous memory at the same address first: only the pages in use
-	 * (header .. the last arena block); the others were never written, and the mailbox is
-	 * cleared below. Copying all of it faulted in 76 pages per child. */
+	/* A published segment is the parent's file: move to private memory at the same
+	 * address before anything is written, and read into it from the file only the pages
+	 * in use (header .. the last arena block); the others were never written, and the
+	 * mailbox stays zeros. Reading all of it faulted in 76 pages per child. Read from the
+	 * file, not copied through a buffer of its own: a child without room for one
+	 * (RLIMIT_AS) stayed on its parent's file and wrote its pid, its thread count and a
+	 * cleared mailbox there. An unpublished segment is private memory the fork copied. */
 	uint32_t arenas = shm_header()->arena_count;
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
-	char *copy = os_map(used, &fallback_block.c);
 	bool fresh = false; /* the segment is new anonymous memory: the mailbox zeros */
-	if (copy) {
-		memcpy(copy, seg, used);
-		fresh = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
-		             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg;
-		if (fresh)
-			memcpy(seg, copy, used);
-		munmap(copy, used);
+	if (seg_on_file && seg_fd >= 0 &&
+	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+	         0) == seg) {
+		fresh = true;
+		read_range(seg_fd, seg,
+		           used); /* (a file truncated meanwhile: the rest stays zeros) */
 	}
 	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */

@@ -299,3 +299,15 @@ PY
 	kill -0 "$DPID"
 	[ "$output" = "replies=2" ]
 }
+
+@test "a child forked with no address space to spare leaves its parent's segment alone" {
+	mkdir -m 700 "$T/fas"
+	run env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$T/fas" "$REL_BIN/forkas" "$T/fas"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for c in segment-published child-exited segment-still-there parent-pid-kept \
+		parent-threads-kept; do
+		[[ "$output" == *"ok $c"* ]]
+	done
+	[[ "$output" == *"PASS: 0 failure(s)"* ]]
+}
