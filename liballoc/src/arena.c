@@ -163,15 +163,15 @@ static struct heap *new_heap(struct arena *a)
 }
 
 /* The first of the arena's heaps (newest first, or oldest first) with a free span of n
- * pages (dirty_only: one holding resident free pages). */
+ * pages (dirty_only: one holding resident free pages; room: see heap_alloc_pages). */
 static struct span *from_heaps(struct arena *a, uint32_t n, bool oldest_first, bool dirty_only,
-                               struct heap **hp, uint32_t *dirty)
+                               bool room, struct heap **hp, uint32_t *dirty)
 {
 	struct heap *first = a->heaps;
 	while (oldest_first && first && first->next)
 		first = first->next;
 	for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
-		struct span *s = heap_alloc_pages(h, n, dirty_only, dirty);
+		struct span *s = heap_alloc_pages(h, n, dirty_only, room, dirty);
 		if (s) {
 			*hp = h;
 			return s;
@@ -192,22 +192,25 @@ LA_INLINE void unpark(struct arena *a);
  * the parked large block's pages when no heap has resident free pages for it: kept for the
  * next block of its size, they would stay resident and free while new ones are faulted in
  * (the teardown of a structure empties spans into a run that a large request takes,
- * parked at its free). A large request leaves the parked block alone. */
+ * parked at its free). A large request leaves the parked block alone. room: pages not
+ * resident come, in a heap with fewer free resident pages than n, from the start of its
+ * largest free span (heap_alloc_pages). */
 static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, bool small,
-                                struct heap **hp, uint32_t *dirty)
+                                bool room, struct heap **hp, uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
 	for (int pass = 0; pass < 2; pass++) {
-		struct span *s = oldest_first ? NULL : from_heaps(a, n, false, true, hp, dirty);
+		struct span *s =
+		        oldest_first ? NULL : from_heaps(a, n, false, true, false, hp, dirty);
 		if (!s && small && a->parked) {
 			/* the parked large block's pages are resident and free too: a small
 			 * span takes them before new pages are faulted in */
 			unpark(a);
-			s = from_heaps(a, n, false, true, hp, dirty);
+			s = from_heaps(a, n, false, true, false, hp, dirty);
 		}
 		if (!s)
-			s = from_heaps(a, n, oldest_first, false, hp, dirty);
+			s = from_heaps(a, n, oldest_first, false, room, hp, dirty);
 		if (s)
 			return s;
 		/* no heap has room: blocks waiting in the transfer cache may free whole spans */
@@ -219,7 +222,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 	if (!h)
 		return NULL;
 	*hp = h;
-	return heap_alloc_pages(h, n, false, dirty);
+	return heap_alloc_pages(h, n, false, room, dirty);
 }
 
 /* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
@@ -375,7 +378,7 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
-	struct span *s = alloc_pages(a, sc_pages[cls], false, true, &h, &dirty);
+	struct span *s = alloc_pages(a, sc_pages[cls], false, true, false, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
@@ -1123,7 +1126,7 @@ void arena_drain(struct arena *a)
 
 /* ---- large blocks -------------------------------------------------------------------- */
 
-void *arena_alloc_large(struct arena *a, size_t size, size_t align)
+void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
 	if (size > LA_LARGE_MAX || extra > LA_LARGE_MAX)
@@ -1148,7 +1151,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align)
 		return span_base(h, s);
 	}
 	uint32_t dirty;
-	s = alloc_pages(a, n, false, false, &h, &dirty);
+	s = alloc_pages(a, n, false, false, room, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -1208,7 +1211,7 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
 	struct heap *h;
 	arena_lock(a);
-	struct span *s = alloc_pages(a, n, true, false, &h, &dirty);
+	struct span *s = alloc_pages(a, n, true, false, false, &h, &dirty);
 	if (s) {
 		s->kind = SPAN_META;
 		s->offset = 0;

@@ -143,8 +143,11 @@ bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 void *arena_alloc_small(struct arena *a, unsigned cls);
 /* Free one block (small or large) of arena a, taking its lock. */
 void arena_free_local(struct arena *a, void *p);
-/* Large blocks: whole pages, optionally aligned (align > LA_PAGE). */
-void *arena_alloc_large(struct arena *a, size_t size, size_t align);
+/* Large blocks: whole pages, optionally aligned (align > LA_PAGE). room: a block realloc
+ * moves, which takes pages not resident, in a heap with fewer free resident pages than it
+ * needs, from the start of the heap's largest free span (room to grow in place:
+ * heap_alloc_pages). */
+void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room);
 /* A large block of pages a heap of a holds resident and free (a run the program freed),
  * or NULL when none has that many in one free span: a request at or above the mmap
  * threshold takes them before a new mapping, which would fault in as many fresh pages

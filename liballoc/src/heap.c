@@ -509,8 +509,13 @@ static uint32_t best_window(const struct heap *h, const struct span *s, uint32_t
  * (best_window) covers the most resident pages (the first that covers as many as can be).
  * Every resident page a span leaves unused is one a later growth faults in anew, and one
  * the decay pass has to return. Else (unless dirty_only) the first span that fits,
- * smallest bin first, from its start. */
-static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, uint32_t *at,
+ * smallest bin first, from its start; but (room) in a heap holding fewer free resident
+ * pages than n (one that grows into fresh pages, with no holes to fill), the first span
+ * of the largest bin, from its start: a block realloc moved is growing, and in a gap
+ * between spans in use its next growth would move it again, leaving the pages it faulted
+ * in as a hole (sqlite's sorter: 6, 11, 21 ... pages), while at the start of the largest
+ * span (the heap's top, as a rule) it grows in place. */
+static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, bool room, uint32_t *at,
                              uint32_t *resident)
 {
 	struct span *first = NULL, *best = NULL;
@@ -554,7 +559,16 @@ done:
 		*resident = best_r;
 		return best;
 	}
-	return dirty_only ? NULL : first;
+	if (dirty_only)
+		return NULL;
+	if (room && h->dirty_pages < n) {
+		unsigned k = h->bin_mask[1]   ? 64 + 63 - (unsigned)__builtin_clzll(h->bin_mask[1])
+		             : h->bin_mask[0] ? 63 - (unsigned)__builtin_clzll(h->bin_mask[0])
+		                              : HEAP_NBINS;
+		if (k < HEAP_NBINS && h->bins[k]->npages >= n)
+			return h->bins[k];
+	}
+	return first;
 }
 
 /* A free span holding a window of n resident pages; NULL if none (of the first FIT_SCAN
@@ -580,12 +594,13 @@ static struct span *find_resident(struct heap *h, uint32_t n, uint32_t *at)
 static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
                                uint32_t resident, uint32_t *dirty_used);
 
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used)
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool room,
+                              uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
 	uint32_t at, resident;
-	struct span *s = find_fit(h, n, dirty_only, &at, &resident);
+	struct span *s = find_fit(h, n, dirty_only, room, &at, &resident);
 	return s ? take_pages(h, s, at, n, resident, dirty_used) : NULL;
 }
 

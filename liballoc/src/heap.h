@@ -202,9 +202,13 @@ extern uint32_t heap_epoch;
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
 void heap_destroy(struct heap *h);
 /* Take n pages; returns the span (kind still FREE's caller to set) or NULL. Resident free
- * pages are taken first; dirty_only: only a span with some (NULL if none fits).
+ * pages are taken first; dirty_only: only a span with some (NULL if none fits). Else the
+ * first fit, smallest bin first, or (room, in a heap holding fewer free resident pages than
+ * n) the start of a span of the largest bin: a block that grows takes fresh pages where it
+ * can go on growing in place.
  * *dirty_used receives how many of them may have been resident. */
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, uint32_t *dirty_used);
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool room,
+                              uint32_t *dirty_used);
 /* Take n pages all resident (a free span's first n, whole or split): the span (kind still
  * FREE's caller to set), or NULL when no free span starts with n resident pages. */
 struct span *heap_alloc_resident(struct heap *h, uint32_t n);

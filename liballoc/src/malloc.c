@@ -49,8 +49,9 @@ LA_COLD static void la_init(void)
 
 /* ---- allocation ------------------------------------------------------------------------ */
 
-/* Large (or cache-bypassing) allocation of size bytes aligned to align (>= 16). */
-static void *alloc_large(size_t size, size_t align, bool *fresh)
+/* Large (or cache-bypassing) allocation of size bytes aligned to align (>= 16); room: see
+ * arena_alloc_large. */
+static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
 {
 	if (unlikely(size > PTRDIFF_MAX - 2 * LA_PAGE || align > PTRDIFF_MAX / 2 ||
 	             size + align > PTRDIFF_MAX)) {
@@ -77,7 +78,7 @@ static void *alloc_large(size_t size, size_t align, bool *fresh)
 			p = direct_alloc(size, align, fresh);
 		}
 	} else {
-		p = arena_alloc_large(tcache_arena(tc), size, align);
+		p = arena_alloc_large(tcache_arena(tc), size, align, room);
 		if (!p)
 			p = direct_alloc(size, align, fresh);
 	}
@@ -95,7 +96,7 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 			errno = ENOMEM;
 		return p;
 	}
-	return alloc_large(n, LA_ALIGN, NULL);
+	return alloc_large(n, LA_ALIGN, NULL, false);
 }
 
 /* Pop bin b's top block (cache entered; b may be an idle bin: empty). */
@@ -350,7 +351,7 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 		return p;
 	}
 	bool fresh = false;
-	void *p = alloc_large(total, LA_ALIGN, &fresh);
+	void *p = alloc_large(total, LA_ALIGN, &fresh, false);
 	if (p && !fresh)
 		memset(p, 0, total);
 	return p;
@@ -432,13 +433,14 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 	if (n > have && n > LA_SMALL_MAX) {
 		/* a large block that cannot grow where it is: move it with a quarter more, so
 		 * that a block growing step by step moves a logarithmic number of times (the
-		 * slack's pages are not touched here; the rule above keeps them) */
+		 * slack's pages are not touched here; the rule above keeps them), to resident
+		 * free pages or else where it can go on growing in place (arena_alloc_large) */
 		size_t slack = n + n / 4;
 		int64_t thr = TUN(mmap_threshold);
 		if ((int64_t)n < thr && (int64_t)slack >= thr)
 			slack = (size_t)thr - 1; /* grow by mremap only from the threshold on */
 		int saved = errno;
-		q = LA_API(malloc)(slack);
+		q = alloc_large(slack, LA_ALIGN, NULL, true);
 		errno = saved;
 	}
 	if (!q)
@@ -473,7 +475,7 @@ static void *aligned(size_t align, size_t size)
 			if (sc_size[c] % align == 0)
 				return LA_API(malloc)(sc_size[c]);
 	}
-	return alloc_large(LA_MAX(size, LA_SMALL_MAX + 1), align, NULL);
+	return alloc_large(LA_MAX(size, LA_SMALL_MAX + 1), align, NULL, false);
 }
 
 LA_EXPORT void *LA_API(memalign)(size_t align, size_t size)

@@ -749,6 +749,43 @@ Test(heap, a_span_takes_the_resident_end_of_a_free_run)
 	check_arena(heap_of(p)->arena);
 }
 
+/* A block realloc moves is growing: with no resident free pages for it, it takes fresh
+ * pages at the start of the heap's largest free span (its top), where its next growth is
+ * in place, not the first gap that fits, which it would outgrow at once and leave behind,
+ * its pages faulted in, as a hole (sqlite's sorter grows its list so, 6, 11, 21 pages ...). */
+Test(heap, a_block_realloc_moves_takes_room_to_grow_in_place)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	/* A, the block that grows; a 12-page gap between two guards, returned to the system */
+	enum { A, G1, GAP, G2, N_BLK };
+	const uint32_t pages[N_BLK] = {6, 5, 12, 5};
+	char *b[N_BLK];
+	side_by_side(b, pages, N_BLK);
+	memset(b[A], 3, (size_t)6 << LA_PAGE_SHIFT);
+	A(free)(b[GAP]);
+	liballoc_trim(0);
+	cr_assert_eq(in_core(b[GAP], 12), 0, "the gap's pages still resident after a trim");
+	/* 9 pages do not fit after A: moved with a quarter more (12 pages), as many as the
+	 * gap has */
+	char *p = A(realloc)(b[A], (size_t)9 << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	cr_assert(p < b[GAP] || p >= b[GAP] + ((size_t)12 << LA_PAGE_SHIFT),
+	          "the moved block took the 12-page gap at %p", (void *)p);
+	cr_assert_eq(p[0], 3, "contents lost");
+	check_arena(heap_of(p)->arena);
+	for (size_t n = 16; n <= 64; n *= 2) {
+		char *q = A(realloc)(p, n << LA_PAGE_SHIFT);
+		cr_assert_eq(q, p, "moved again at %zu pages", n);
+		cr_assert_eq(q[(6 << LA_PAGE_SHIFT) - 1], 3, "contents lost");
+	}
+	check_arena(heap_of(p)->arena);
+	A(free)(p);
+	A(free)(b[G1]);
+	A(free)(b[G2]);
+	check_arena(heap_of(b[G1])->arena);
+}
+
 /* The same for a request at or above the mmap threshold, which takes a run of resident
  * heap pages before a new mapping: the run need not start where its free span does. */
 Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_run)
