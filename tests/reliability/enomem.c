@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "vmsize.h"
+
 static int failures;
 
 static void check(int ok, const char *name, const char *detail)
@@ -22,19 +24,6 @@ static void check(int ok, const char *name, const char *detail)
 	printf("%s %s%s%s\n", ok ? "ok" : "FAIL", name, detail ? ": " : "", detail ? detail : "");
 	if (!ok)
 		failures++;
-}
-
-static size_t vm_size(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	size_t kb = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
 }
 
 /* A NULL result with errno ENOMEM (errno cleared first). */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "liballoc_shm.h"
+#include "vmsize.h"
 
 static int failures;
 static pthread_barrier_t started, done;
@@ -58,19 +59,6 @@ static int read_header(const char *dir, struct la_shm_header *h)
 	if (d)
 		closedir(d);
 	return ok;
-}
-
-static size_t vm_size(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	size_t kb = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
 }
 
 int main(int argc, char **argv)

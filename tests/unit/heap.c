@@ -684,6 +684,23 @@ static void free_run(char **b, const uint32_t *pages)
 	cr_assert_eq(in_core(b[Y], pages[Y]), pages[Y], "Y's written pages not resident");
 }
 
+/* Allocate `pages` pages and write them: they must start at `at` (a free run's resident
+ * pages) and writing them fault fewer than `max_faults` pages in. */
+static char *take_resident(uint32_t pages, char *at, long max_faults)
+{
+	struct rusage r0, r1;
+	getrusage(RUSAGE_SELF, &r0);
+	char *p = A(malloc)((size_t)pages << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	memset(p, 2, (size_t)pages << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_SELF, &r1);
+	cr_assert_eq(p, at, "%u pages taken at %p, the run's resident pages start at %p", pages,
+	             (void *)p, (void *)at);
+	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, max_faults, "writing %u pages faulted %ld in",
+	             pages, r1.ru_minflt - r0.ru_minflt);
+	return p;
+}
+
 /* The same for a request below WINDOW_MIN_PAGES (a small span's size): the first span
  * with resident pages serves it from them, not from its start. Taken from the start, a
  * small span split a large run freed partly purged, faulted its pages in and left the
@@ -697,16 +714,7 @@ Test(heap, a_small_request_takes_the_resident_pages_of_a_free_run)
 	char *b[N_RUN];
 	free_run(b, pages);
 
-	struct rusage r0, r1;
-	getrusage(RUSAGE_SELF, &r0);
-	char *p = A(malloc)((size_t)6 << LA_PAGE_SHIFT);
-	cr_assert_not_null(p);
-	memset(p, 2, (size_t)6 << LA_PAGE_SHIFT);
-	getrusage(RUSAGE_SELF, &r1);
-	cr_assert_eq(p, b[Y], "6 pages taken at %p, the run's resident pages start at %p",
-	             (void *)p, (void *)b[Y]);
-	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 3, "writing 6 pages faulted %ld in",
-	             r1.ru_minflt - r0.ru_minflt);
+	char *p = take_resident(6, b[Y], 3);
 	check_arena(heap_of(p)->arena);
 	A(free)(p);
 	A(free)(b[G]);
@@ -726,16 +734,7 @@ Test(heap, a_span_takes_the_resident_end_of_a_free_run)
 	char *b[N_RUN];
 	free_run(b, pages);
 
-	struct rusage r0, r1;
-	getrusage(RUSAGE_SELF, &r0);
-	char *p = A(malloc)((size_t)48 << LA_PAGE_SHIFT);
-	cr_assert_not_null(p);
-	memset(p, 2, (size_t)48 << LA_PAGE_SHIFT);
-	getrusage(RUSAGE_SELF, &r1);
-	cr_assert_eq(p, b[Y], "48 pages taken at %p, the run's resident pages start at %p",
-	             (void *)p, (void *)b[Y]);
-	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 8, "writing 48 pages faulted %ld in",
-	             r1.ru_minflt - r0.ru_minflt);
+	char *p = take_resident(48, b[Y], 8);
 	check_arena(heap_of(p)->arena);
 	/* the pages before it are a free span of their own, not resident, and serve the
 	 * next request from its start */
