@@ -269,7 +269,7 @@ teardown() {
 	start_daemon --command-timeout-ms 300
 	start_fake
 	wait_listed "$FPID"
-	kill -STOP "$FPID"
+	stop_process "$FPID"
 	run ctl set "$FPID" top_pad=3M
 	[[ "$output" == *"code=ERR_TIMEOUT"* ]]
 	kill -CONT "$FPID"

@@ -433,7 +433,7 @@ release_heaps_after() {
 	start_work
 	local c0
 	c0=$(sv "$WPID" commands_executed)
-	kill -STOP "$WPID"
+	stop_process "$WPID"
 	run "$SEGTOOL" cmd "$(seg "$WPID")" -t 300 set mmap_threshold 65536
 	echo "$output"
 	[ "$status" -eq 5 ]

@@ -9,6 +9,7 @@
 #   TEST_DEADLINE                    default deadline in seconds (60)
 #   ended PID                        the process has exited (gone, or a zombie not yet
 #                                    reaped by its parent)
+#   stop_process PID                 SIGSTOP PID, then wait until all its threads stopped
 #
 # Sourced by tests/cli/helpers.bash, ctld/tools/e2e.bash (and through it
 # tests/reliability/common.bash) and the suites that have no shared setup.
@@ -28,6 +29,22 @@ wait_until() {
 		fi
 		n=$((n + 1))
 		if [ "$n" -lt 50 ]; then sleep 0.02; else sleep 0.1; fi
+	done
+}
+
+# stop_process PID: SIGSTOP PID and wait until every thread of it has stopped. kill returns
+# once the signal is queued; the threads stop only as each one next runs, so on a busy
+# machine a control thread could still answer a command sent right after the kill.
+stop_process() {
+	kill -STOP "$1"
+	wait_until all_threads_stopped "$1"
+}
+
+all_threads_stopped() {
+	local f st
+	for f in /proc/"$1"/task/*/stat; do
+		st=$(sed -n 's/^.*) \([A-Za-z]\).*/\1/p' "$f" 2>/dev/null) || continue
+		[ -z "$st" ] || [ "$st" = T ] || [ "$st" = t ] || return 1
 	done
 }
 

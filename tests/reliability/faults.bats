@@ -31,7 +31,7 @@ teardown() {
 	preload "$SOAK" 2 0 256
 	start_daemon --rescan-ms 200 --command-timeout-ms 30000
 	wait_listed "$SPID"
-	kill -STOP "$SPID"
+	stop_process "$SPID"
 	ctl --timeout 60000 set "$SPID" top_pad=256K >"$T/cmd.out" 2>&1 &
 	local cpid=$!
 	# the request is in the mailbox, the daemon polls for the answer
@@ -58,7 +58,7 @@ teardown() {
 	preload sleep 600
 	start_daemon --rescan-ms 200 --command-timeout-ms 30000
 	wait_listed "$SPID"
-	kill -STOP "$SPID"
+	stop_process "$SPID"
 	ctl --timeout 60000 trim "$SPID" >"$T/cmd.out" 2>&1 &
 	local cpid=$!
 	wait_until eval '[ "$(metric liballoc_ctld_commands_total)" -ge 1 ]'
