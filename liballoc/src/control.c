@@ -431,8 +431,9 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 #endif
 
 /* After a thread exit that left no application thread (app_threads), the control thread
- * checks whether it is alone at 1, 2, 4 ... 1024 ms, then every 1024 ms; alone, it ends, and the process ends as it would without liballoc (glibc exits when
- * its last thread does). Returns the wait before the next check, 0 when none is due. */
+ * checks whether it is alone at 1, 2, 4 ... 1024 ms, then every 1024 ms; alone, it ends,
+ * and the process ends as it would without liballoc (glibc exits when its last thread
+ * does). Returns the wait before the next check, 0 when none is due. */
 struct exit_watch {
 	uint32_t seen;     /* thread_exits already handled */
 	uint32_t delay_ms; /* next check in; 0: not watching */
