@@ -1466,6 +1466,18 @@ static uint32_t burst_stamp(uint64_t now, uint64_t until)
 	return __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + (uint32_t)ticks;
 }
 
+/* The preparation is over (lock held): its pages no longer count as prepared, and no
+ * prediction is held. */
+static void burst_end_preparation(struct burst_watch *w)
+{
+	burst_unprepare(w);
+	w->stamp = 0;
+	w->holding = 0;
+	w->predicted_ns = w->deadline_ns = 0;
+	w->want = w->done = 0;
+	w->hit = 0;
+}
+
 /* Give back what is left of the pages prepared (lock held): spans still stamped for the
  * prediction, and heaps that hold nothing. */
 static void burst_give_back(struct arena *a)
@@ -1478,12 +1490,7 @@ static void burst_give_back(struct arena *a)
 		else if (w->stamp)
 			heap_purge_stamped(h, w->stamp);
 	}
-	burst_unprepare(w);
-	w->stamp = 0;
-	w->holding = 0;
-	w->predicted_ns = w->deadline_ns = 0;
-	w->want = w->done = 0;
-	w->hit = 0;
+	burst_end_preparation(w);
 }
 
 /* Populate up to BURST_CHUNK_PAGES for the prediction (lock held): in the heap that has
@@ -1562,12 +1569,8 @@ static void burst_defer_give_back(struct arena *a)
 			else
 				acted = give_back_heap(a, h);
 		}
-		if (!acted && w->stamp && !w->predicted_ns) {
-			burst_unprepare(w);
-			w->stamp = 0;
-			w->want = w->done = 0;
-			w->hit = 0;
-		}
+		if (!acted && w->stamp && !w->predicted_ns)
+			burst_end_preparation(w); /* (nothing held: holding was 0) */
 		arena_unlock(a);
 	}
 }

@@ -389,10 +389,9 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 	return realloc_slow(p, n);
 }
 
+/* realloc of a non-NULL p (realloc took NULL to malloc) that the fast path did not keep. */
 __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, size_t n)
 {
-	if (!p)
-		return LA_API(malloc)(n);
 	if (n == 0) {
 		LA_API(free)(p);
 		return NULL;

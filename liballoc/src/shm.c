@@ -753,8 +753,8 @@ void shm_fork_child(void)
 	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
 	         0) == seg) {
 		fresh = true;
-		read_range(seg_fd, seg,
-		           used); /* (a file truncated meanwhile: the rest stays zeros) */
+		/* (a file truncated meanwhile: the rest stays zeros) */
+		read_range(seg_fd, seg, used);
 	}
 	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
