@@ -20,12 +20,23 @@
  * child that does not end within WATCHDOG_S seconds is killed by its alarm and counted as
  * a hang; the run stops after MAX_HANGS of them.
  *
+ * Once the parent wants to fork (32 blocks swapped since it woke the workers), each worker
+ * yields the CPU every 16 blocks: four threads that never block otherwise kept the parent
+ * off both CPUs for scheduler slices, and a fast allocator's workers swapped 20,000-100,000
+ * blocks before each fork where glibc's, blocking on its arena locks, swapped 1,000-5,000
+ * (make bench's fork-loop row then timed the workers, and the parent's copy-on-write
+ * faults after each fork, more than the fork). The workers still run at the fork.
+ *
  * usage: forkfree CHILDREN THREADS [plain|commands]
  * Prints "forkfree: N children (T threads, MODE): H hangs, F failures, C commands,
  * R children/s", then the same as key=value pairs (children= hangs= failures=
  * children_per_sec= faults_per_child=, the children's minor faults on average: make
- * bench's fork-loop row); exit status 0 when H and F are 0 and
- * no block was corrupted. */
+ * bench's fork-loop row) with where the time went, per child on average: fork_ms (the
+ * parent in fork()), trim_child_ms and decay_child_ms (from fork's return to the end of
+ * wait4, for each kind of child), trim_child_cpu_ms and decay_child_cpu_ms (the child's
+ * user+system time), parent_faults_per_child and ops_per_child (the parent's minor faults
+ * and blocks swapped per fork cycle); exit status 0 when H and F are 0 and no block was
+ * corrupted. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -62,8 +73,9 @@ struct hdr {
 static void *slots[NSLOTS]; /* atomic exchanges */
 static uint32_t paused = 1; /* workers park while the child runs (futex word) */
 static uint32_t stop;
-static uint64_t ops;       /* blocks swapped, all workers */
-static uint64_t corrupted; /* blocks that failed their check */
+static uint64_t ops;                  /* blocks swapped, all workers */
+static uint64_t fork_at = UINT64_MAX; /* ops at which the parent wants to fork */
+static uint64_t corrupted;            /* blocks that failed their check */
 static uint64_t commands;
 static char *parent_block;
 static uint64_t refused; /* commands that failed */
@@ -121,7 +133,7 @@ static void park(void)
 
 static void *worker(void *arg)
 {
-	uint64_t rng = (uintptr_t)arg * 0x2545f4914f6cdd1dULL;
+	uint64_t rng = (uintptr_t)arg * 0x2545f4914f6cdd1dULL, mine = 0;
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		if (__atomic_load_n(&paused, __ATOMIC_ACQUIRE)) {
 			park();
@@ -131,7 +143,9 @@ static void *worker(void *arg)
 		void *old = __atomic_exchange_n(&slots[(rng >> 40) % NSLOTS], p, __ATOMIC_ACQ_REL);
 		if (old)
 			check_and_free(old); /* most were allocated by another thread */
-		__atomic_fetch_add(&ops, 1, __ATOMIC_RELAXED);
+		uint64_t n = __atomic_add_fetch(&ops, 1, __ATOMIC_RELAXED);
+		if (n >= __atomic_load_n(&fork_at, __ATOMIC_RELAXED) && ++mine % 16 == 0)
+			sched_yield();
 	}
 	return NULL;
 }
@@ -225,6 +239,13 @@ static void sleep_ms(long ms)
 		;
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 static void child(int i)
 {
 	alarm(WATCHDOG_S);
@@ -278,28 +299,41 @@ int main(int argc, char **argv)
 	if (with_commands)
 		pthread_create(&t[nthreads], NULL, commander, NULL);
 	int hangs = 0, failures = 0, done = 0;
-	long child_faults = 0; /* minor faults of the children, summed */
+	long child_faults = 0;                 /* minor faults of the children, summed */
+	double fork_s = 0, wait_s[2] = {0, 0}; /* in fork() and in wait4 (trim, decay children) */
+	double child_cpu[2] = {0, 0};          /* the children's user+system time */
 	struct timespec a, b;
+	struct rusage self_start, self_end;
+	getrusage(RUSAGE_SELF, &self_start);
+	uint64_t ops_start = __atomic_load_n(&ops, __ATOMIC_RELAXED);
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (int i = 0; i < nchildren && hangs < MAX_HANGS; i++, done++) {
 		/* let the threads run until blocks are moving, and fork in the middle of it */
 		uint64_t start = __atomic_load_n(&ops, __ATOMIC_RELAXED);
+		__atomic_store_n(&fork_at, start + 32, __ATOMIC_RELAXED);
 		__atomic_store_n(&paused, 0, __ATOMIC_RELEASE);
 		futex(&paused, FUTEX_WAKE_PRIVATE, INT32_MAX);
 		while (__atomic_load_n(&ops, __ATOMIC_RELAXED) - start < 32)
 			sched_yield();
+		double t0 = now_s();
 		pid_t pid = fork();
 		if (pid == 0)
 			child(i);
 		__atomic_store_n(&paused, 1, __ATOMIC_RELEASE);
+		double t1 = now_s();
 		int st;
 		struct rusage ru;
-		if (pid < 0 || wait4(pid, &st, 0, &ru) != pid) {
+		pid_t w = pid < 0 ? -1 : wait4(pid, &st, 0, &ru);
+		fork_s += t1 - t0;
+		wait_s[i % 2] += now_s() - t1;
+		if (w != pid) {
 			fprintf(stderr, "forkfree: fork/wait: %s\n", strerror(errno));
 			failures++;
 			continue;
 		}
 		child_faults += ru.ru_minflt;
+		child_cpu[i % 2] += (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		                    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
 			fprintf(stderr, "forkfree: child %d (%s) hung\n", i,
 			        i % 2 ? "decay pass" : "malloc_trim");
@@ -310,6 +344,8 @@ int main(int argc, char **argv)
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
+	getrusage(RUSAGE_SELF, &self_end);
+	uint64_t ops_in_loop = __atomic_load_n(&ops, __ATOMIC_RELAXED) - ops_start;
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&paused, 0, __ATOMIC_RELEASE);
 	futex(&paused, FUTEX_WAKE_PRIVATE, INT32_MAX);
@@ -325,7 +361,15 @@ int main(int argc, char **argv)
 	       done, nthreads, with_commands ? "commands" : "plain", hangs, failures,
 	       (unsigned long long)corrupted, (unsigned long long)commands,
 	       (unsigned long long)refused, done / secs);
-	printf("children=%d hangs=%d failures=%d children_per_sec=%.1f faults_per_child=%.0f\n",
-	       done, hangs, failures, done / secs, done ? (double)child_faults / done : 0.0);
+	printf("children=%d hangs=%d failures=%d children_per_sec=%.1f faults_per_child=%.0f "
+	       "fork_ms=%.3f trim_child_ms=%.3f decay_child_ms=%.3f parent_faults_per_child=%.0f "
+	       "ops_per_child=%.0f trim_child_cpu_ms=%.3f decay_child_cpu_ms=%.3f\n",
+	       done, hangs, failures, done / secs, done ? (double)child_faults / done : 0.0,
+	       done ? fork_s * 1e3 / done : 0.0, done ? wait_s[0] * 1e3 / ((done + 1) / 2) : 0.0,
+	       done > 1 ? wait_s[1] * 1e3 / (done / 2) : 0.0,
+	       done ? (double)(self_end.ru_minflt - self_start.ru_minflt) / done : 0.0,
+	       done ? (double)ops_in_loop / done : 0.0,
+	       done ? child_cpu[0] * 1e3 / ((done + 1) / 2) : 0.0,
+	       done > 1 ? child_cpu[1] * 1e3 / (done / 2) : 0.0);
 	return hangs || failures || corrupted || refused ? 1 : 0;
 }
