@@ -754,6 +754,9 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	la_lock_fork_child(); /* before any lock: this thread's id changed */
+	/* first: the segment is still the parent's file, which the handlers below would write
+	 * (the arenas' thread counts, the dead threads' caches off the counters) */
+	shm_fork_child();
 	struct tcache *tc = &la_tcache;
 	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
@@ -762,7 +765,7 @@ static void fork_child(void)
 	if (LA_NO_STATS)
 		return;
 	control_announce();
-	shm_fork_child();
+	shm_publish_file();
 	shm_header()->allocator_threads = tc->state == TC_LIVE ? 1 : 0;
 	control_fork_child();
 }

@@ -774,5 +774,4 @@ void shm_fork_child(void)
 	/* the parent's arena blocks may have been mid-update: make every seqlock even */
 	for (uint32_t i = 0; i < arenas; i++)
 		shm_arena_block(i)->seq &= ~1ULL;
-	shm_publish_file();
 }

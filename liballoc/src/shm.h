@@ -28,6 +28,8 @@ void shm_detect_foreign(void);
 /* dlopen calls so far (the control thread looks again after each: control.c) */
 extern uint32_t shm_dlopens;
 const char *shm_path(void);
+/* In a forked child, before anything writes the segment: move off the parent's file to
+ * private memory holding a copy (the child publishes a file of its own afterwards). */
 void shm_fork_child(void);
 /* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the
  * segment moves to private memory (and is unpublished) and true is returned: the faulting

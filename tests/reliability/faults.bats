@@ -306,7 +306,7 @@ PY
 	echo "$output"
 	[ "$status" -eq 0 ]
 	for c in segment-published child-exited segment-still-there parent-pid-kept \
-		parent-threads-kept; do
+		parent-threads-kept parent-arena-threads-kept parent-metadata-kept; do
 		[[ "$output" == *"ok $c"* ]]
 	done
 	[[ "$output" == *"PASS: 0 failure(s)"* ]]

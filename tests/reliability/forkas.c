@@ -3,8 +3,11 @@
  * threads that allocated (so that its thread count is not the child's 1), it lowers
  * RLIMIT_AS to what it maps now, forks a child that allocates, frees and exits, and reads
  * its own segment file in DIR before and after: its pid and thread count must stay its
- * own. (A child that could not map a copy of the segment used to stay on its parent's
- * file and wrote its pid, its thread count and a cleared mailbox there.) Prints one
+ * own, and so must its arenas' thread counts and its process block's metadata bytes.
+ * (A child that could not map a copy of the segment used to stay on its parent's file and
+ * wrote its pid, its thread count and a cleared mailbox there. And every child wrote its
+ * arenas' thread counts, and took its parent's other threads' caches off the cached and
+ * metadata bytes, in its parent's file before it moved to a copy.) Prints one
  * "ok NAME" or "FAIL NAME: ..." line per check; exit 0 when all passed.
  * usage: forkas DIR */
 #include <dirent.h>
@@ -38,8 +41,14 @@ static void *worker(void *arg)
 	return arg;
 }
 
-/* This process's segment header, read from its file in dir (liballoc.<pid>...seg). */
-static int read_header(const char *dir, struct la_shm_header *h)
+/* The start of this process's segment, read from its file in dir (liballoc.<pid>...seg):
+ * the header, the process block and the arena blocks. */
+union segment {
+	struct la_shm_header h;
+	char bytes[16384];
+};
+
+static int read_segment(const char *dir, union segment *s)
 {
 	char stem[32], path[512];
 	snprintf(stem, sizeof(stem), "liballoc.%d", (int)getpid());
@@ -47,18 +56,34 @@ static int read_header(const char *dir, struct la_shm_header *h)
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	int ok = -1;
+	memset(s, 0, sizeof(*s));
 	while (d && (e = readdir(d)))
 		if (!strncmp(e->d_name, stem, n) && (e->d_name[n] == '.' || e->d_name[n] == '@') &&
 		    strstr(e->d_name, ".seg") && !strstr(e->d_name, ".tmp")) {
 			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 			int fd = open(path, O_RDONLY);
-			ok = fd >= 0 && pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) ? 0 : -1;
+			ok = fd >= 0 && pread(fd, s, sizeof(*s), 0) >= (ssize_t)sizeof(s->h) &&
+			                     s->h.off_arenas + (uint64_t)s->h.arena_count *
+			                                               s->h.arena_stride <=
+			                             sizeof(*s)
+			             ? 0
+			             : -1;
 			if (fd >= 0)
 				close(fd);
 		}
 	if (d)
 		closedir(d);
 	return ok;
+}
+
+static const struct la_shm_arena *arena_block(const union segment *s, uint32_t i)
+{
+	return (const struct la_shm_arena *)(s->bytes + s->h.off_arenas + i * s->h.arena_stride);
+}
+
+static const struct la_shm_arena *process_block(const union segment *s)
+{
+	return (const struct la_shm_arena *)(s->bytes + s->h.off_process);
 }
 
 int main(int argc, char **argv)
@@ -75,12 +100,13 @@ int main(int argc, char **argv)
 		pthread_create(&t[i], NULL, worker, NULL);
 	pthread_barrier_wait(&started);
 	free(malloc(100));
-	struct la_shm_header before, after;
-	if (read_header(argv[1], &before) != 0) {
+	static union segment sb, sa;
+	const struct la_shm_header *before = &sb.h, *after = &sa.h;
+	if (read_segment(argv[1], &sb) != 0) {
 		check(0, "segment-published", "no segment of this process in DIR");
 		return 1;
 	}
-	check(before.pid == getpid() && before.allocator_threads >= 3, "segment-published", NULL);
+	check(before->pid == getpid() && before->allocator_threads >= 3, "segment-published", NULL);
 	/* no room for anything new: the child's copy of the segment must not need any */
 	struct rlimit rl = {vm_size(), vm_size()}, old;
 	getrlimit(RLIMIT_AS, &old);
@@ -98,14 +124,30 @@ int main(int argc, char **argv)
 	waitpid(kid, &st, 0);
 	setrlimit(RLIMIT_AS, &old);
 	check(kid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child-exited", NULL);
-	check(read_header(argv[1], &after) == 0, "segment-still-there", NULL);
+	check(read_segment(argv[1], &sa) == 0, "segment-still-there", NULL);
 	char why[128];
-	snprintf(why, sizeof(why), "pid %d (the parent is %d)", (int)after.pid, (int)getpid());
-	check(after.pid == getpid(), "parent-pid-kept", why);
+	snprintf(why, sizeof(why), "pid %d (the parent is %d)", (int)after->pid, (int)getpid());
+	check(after->pid == getpid(), "parent-pid-kept", why);
 	snprintf(why, sizeof(why), "%llu allocator threads (%llu before the fork)",
-	         (unsigned long long)after.allocator_threads,
-	         (unsigned long long)before.allocator_threads);
-	check(after.allocator_threads == before.allocator_threads, "parent-threads-kept", why);
+	         (unsigned long long)after->allocator_threads,
+	         (unsigned long long)before->allocator_threads);
+	check(after->allocator_threads == before->allocator_threads, "parent-threads-kept", why);
+	/* the parent's threads wait at a barrier: nothing of theirs changes these meanwhile */
+	int kept = after->arena_count == before->arena_count;
+	snprintf(why, sizeof(why), "%u arenas (%u before the fork)", after->arena_count,
+	         before->arena_count);
+	for (uint32_t i = 0; kept && i < after->arena_count; i++)
+		if (arena_block(&sa, i)->threads != arena_block(&sb, i)->threads) {
+			kept = 0;
+			snprintf(why, sizeof(why), "arena %u: %u threads (%u before the fork)", i,
+			         arena_block(&sa, i)->threads, arena_block(&sb, i)->threads);
+		}
+	check(kept, "parent-arena-threads-kept", why);
+	snprintf(why, sizeof(why), "%llu metadata bytes (%llu before the fork)",
+	         (unsigned long long)process_block(&sa)->c.metadata_bytes,
+	         (unsigned long long)process_block(&sb)->c.metadata_bytes);
+	check(process_block(&sa)->c.metadata_bytes == process_block(&sb)->c.metadata_bytes,
+	      "parent-metadata-kept", why);
 	pthread_barrier_wait(&done);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
