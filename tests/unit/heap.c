@@ -685,15 +685,17 @@ static void free_run(char **b, const uint32_t *pages)
 }
 
 /* Allocate `pages` pages and write them: they must start at `at` (a free run's resident
- * pages) and writing them fault fewer than `max_faults` pages in. */
+ * pages) and writing them fault fewer than `max_faults` pages in. The faults counted are
+ * this thread's, which allocates and writes (RUSAGE_THREAD): the process's would count
+ * those of its other threads too (the control thread's decay pass, AddressSanitizer's). */
 static char *take_resident(uint32_t pages, char *at, long max_faults)
 {
 	struct rusage r0, r1;
-	getrusage(RUSAGE_SELF, &r0);
+	getrusage(RUSAGE_THREAD, &r0);
 	char *p = A(malloc)((size_t)pages << LA_PAGE_SHIFT);
 	cr_assert_not_null(p);
 	memset(p, 2, (size_t)pages << LA_PAGE_SHIFT);
-	getrusage(RUSAGE_SELF, &r1);
+	getrusage(RUSAGE_THREAD, &r1);
 	cr_assert_eq(p, at, "%u pages taken at %p, the run's resident pages start at %p", pages,
 	             (void *)p, (void *)at);
 	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, max_faults, "writing %u pages faulted %ld in",
@@ -796,12 +798,12 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
 	free_run(b, pages);
 
 	set("mmap_threshold", 512 << 10); /* 128 pages: the request is above it */
-	struct rusage r0, r1;
-	getrusage(RUSAGE_SELF, &r0);
+	struct rusage r0, r1;             /* this thread's faults, as in take_resident */
+	getrusage(RUSAGE_THREAD, &r0);
 	char *p = A(malloc)((size_t)130 << LA_PAGE_SHIFT);
 	cr_assert_not_null(p);
 	memset(p, 2, (size_t)130 << LA_PAGE_SHIFT);
-	getrusage(RUSAGE_SELF, &r1);
+	getrusage(RUSAGE_THREAD, &r1);
 	cr_assert_eq(p, b[Y], "130 pages at %p, the resident run starts at %p", (void *)p,
 	             (void *)b[Y]);
 	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 8, "writing 130 pages faulted %ld in",
