@@ -462,8 +462,8 @@ Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
 	pthread_join(t, NULL);
 }
 
-/* voluntary context switches of the control thread (liballoc-ctl): each is one wake-up */
-static long control_wakeups(void)
+/* The control thread's (liballoc-ctl) status file. */
+static const char *control_status(void)
 {
 	static char path[300];
 	if (!path[0]) {
@@ -484,19 +484,42 @@ static long control_wakeups(void)
 		closedir(d);
 		cr_assert(path[0], "the control thread runs");
 	}
-	long v = status_value(path, "voluntary_ctxt_switches:");
+	return path;
+}
+
+/* voluntary context switches of the control thread: each is one wake-up */
+static long control_wakeups(void)
+{
+	long v = status_value(control_status(), "voluntary_ctxt_switches:");
 	cr_assert_geq(v, 0);
 	return v;
 }
 
-/* True once the control thread stays asleep for 100 ms (five periods of decay_ms=20);
- * false if it is still waking after a minute (generous: a busy machine is slow). */
+/* The control thread's state: 'S' asleep, 'R' running or waiting for a CPU. */
+static char control_state(void)
+{
+	FILE *f = fopen(control_status(), "r");
+	cr_assert_not_null(f);
+	char line[256], state = 0;
+	while (!state && fgets(line, sizeof(line), f))
+		if (strncmp(line, "State:", 6) == 0)
+			sscanf(line + 6, " %c", &state);
+	fclose(f);
+	return state;
+}
+
+/* True once the control thread stays asleep for 100 ms (five periods of decay_ms=20):
+ * asleep at the end of them and no voluntary switch since their start (woken and run, it
+ * would have gone back to sleep with one). No switch alone is not enough: a thread whose
+ * wait timed out but that waits for a CPU on a busy machine makes none either, and it is
+ * runnable, not asleep. False if it is still waking after a minute (generous: a busy
+ * machine is slow). */
 static bool control_goes_quiet(void)
 {
 	for (int i = 0; i < 600; i++) {
 		long a = control_wakeups();
 		usleep(100000);
-		if (control_wakeups() == a)
+		if (control_state() == 'S' && control_wakeups() == a)
 			return true;
 	}
 	return false;
