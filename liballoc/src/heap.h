@@ -114,13 +114,21 @@ _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
 _Static_assert(LA_HEAP_PAGES / HEAP_HUGE_PAGES <= 32, "a bit per huge range in `huge`");
 _Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
 
-/* pagemap entries: bits 0-25 the byte offset in the heap of the first page of the
- * covering span; on every page of a live small span (and only there) bits 26-31 hold its
- * class + 1, so free's fast path reads the class and the span's start in one word. */
-#define PM_OFF_MASK    0x3ffffffu
-#define PM_CLASS_SHIFT 26
-_Static_assert(LA_HEAP_SIZE <= ((size_t)PM_OFF_MASK + 1), "a heap offset fits below the class");
-_Static_assert(LA_NCLASSES < 64, "class + 1 fits in the entry's top bits");
+/* pagemap entries: bits 12-25 the first page of the covering span (bits 0-25 are its byte
+ * offset in the heap, page-aligned); on every page of a live small span (and only there)
+ * bits 2-7 hold its class + 1, so free's fast path reads the class and the span's start in
+ * one word. The class sits there so that the entry's low byte is the class + 1 times 4:
+ * times 8 (an address scale) the byte offset of the class's bin from the bin before the
+ * first (a thread cache's bin is 32 bytes, tcache.h), and (hoff - e) + that byte is the
+ * offset in the span, with no shift and no mask of the span's start. */
+#define PM_OFF_MASK    0x3fff000u
+#define PM_CLASS_SHIFT 2
+#define PM_CLASS_MASK  0xfcu
+_Static_assert(LA_HEAP_SIZE - LA_PAGE <= PM_OFF_MASK, "a heap's page offsets fit the entry");
+_Static_assert(LA_NCLASSES < 64, "class + 1 fits in the entry's class field");
+_Static_assert((PM_CLASS_MASK & PM_OFF_MASK) == 0 && PM_CLASS_MASK >> PM_CLASS_SHIFT == 63 &&
+                       PM_CLASS_MASK <= 0xff,
+               "the class field is the entry's low byte, below the page offset");
 LA_INLINE uint32_t pm_entry(uint32_t first)
 {
 	return first << LA_PAGE_SHIFT;
@@ -133,13 +141,18 @@ LA_INLINE uint32_t pm_head(uint32_t e)
 {
 	return (e & PM_OFF_MASK) >> LA_PAGE_SHIFT;
 }
+/* class + 1 of a small span's page, 0 on any other */
+LA_INLINE unsigned pm_class1(uint32_t e)
+{
+	return (e & PM_CLASS_MASK) >> PM_CLASS_SHIFT;
+}
 LA_INLINE bool pm_small(uint32_t e)
 {
-	return (e >> PM_CLASS_SHIFT) != 0;
+	return pm_class1(e) != 0;
 }
 LA_INLINE unsigned pm_class(uint32_t e)
 {
-	return (e >> PM_CLASS_SHIFT) - 1;
+	return pm_class1(e) - 1;
 }
 
 /* Every live heap by address: the tag of its owning arena (heap_tag), 0 where no heap is

@@ -238,7 +238,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
 		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
 		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
-		unsigned c1 = e >> PM_CLASS_SHIFT;
+		unsigned c1 = pm_class1(e);
 		/* tcache_free_foreign takes it only while its arena has threads */
 		if (c1 && sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
 		    ((void **)p)[1] != (void *)la_key &&
@@ -261,14 +261,15 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
-		 * is not ours (pages of other spans carry 0: nothing divides there) */
-		unsigned c1 = e >> PM_CLASS_SHIFT;
-		uint32_t off = hoff - (e & PM_OFF_MASK);
+		 * is not ours (pages of other spans carry 0: nothing divides there). The entry's
+		 * low byte is (class + 1) * 4: times 8, its bin's offset from bin_none (heap.h) */
+		uint8_t c4 = (uint8_t)e;
+		uint32_t off = hoff - (e ^ c4); /* e ^ c4: the span's start (the byte cleared) */
 		void *key = (void *)tc->key;
-		/* the bin of class c1 - 1 carries its reciprocal (bin_none, c1 = 0, and the
-		 * idle bins, a flusher holds the cache, carry 0: no offset divides); the idle
-		 * bins have no room either */
-		struct tbin *b = tc_enter_fast(tc) + ((ptrdiff_t)c1 - 1);
+		/* the class's bin carries its reciprocal (bin_none, a field of 0, and the idle
+		 * bins, a flusher holds the cache, carry 0: no offset divides); the idle bins
+		 * have no room either */
+		struct tbin *b = (struct tbin *)((char *)tc_enter_fast(tc) + (size_t)c4 * 8) - 1;
 		uint32_t r = b->recip;
 		if (likely(off * r < r && ((void **)p)[1] != key)) {
 			void **top = b->top;

@@ -40,7 +40,8 @@ struct tbin {
 	                 * divides), for free's block-start check beside the bin it pushes to */
 };
 
-_Static_assert(sizeof(struct tbin) == 32, "free's fast path indexes bins by a shift");
+_Static_assert(sizeof(struct tbin) == 8u << PM_CLASS_SHIFT,
+               "free's fast path finds its bin at 8 times the page-map entry's low byte (heap.h)");
 
 LA_INLINE uint32_t tbin_count(const struct tbin *b)
 {

@@ -166,6 +166,32 @@ Test(corruption, free_of_an_interior_pointer)
 	expect_abort(interior_small, "liballoc: free(): invalid pointer");
 }
 
+/* ... in every small class, at a block's second 16 bytes and in its last 16, on whichever
+ * page of its span that falls (free's fast path reads the class and the span's start from
+ * the page-map word of the pointer's page) */
+static size_t interior_size, interior_at;
+static void interior_of_class(void)
+{
+	char *p[8];
+	for (int i = 0; i < 8; i++)
+		p[i] = A(malloc)(interior_size);
+	A(free)(p[7] + interior_at);
+}
+Test(corruption, free_of_an_interior_pointer_in_every_small_class)
+{
+	for (size_t n = 17; n <= 16384;) {
+		void *p = A(malloc)(n);
+		size_t size = A(malloc_usable_size)(p);
+		A(free)(p);
+		interior_size = size;
+		interior_at = 16;
+		expect_abort(interior_of_class, "liballoc: free(): invalid pointer");
+		interior_at = size - 16;
+		expect_abort(interior_of_class, "liballoc: free(): invalid pointer");
+		n = size + 1;
+	}
+}
+
 static void interior_large(void)
 {
 	char *p = A(malloc)(200000);

@@ -279,6 +279,29 @@ Test(tcache, a_cache_another_thread_flushed_gets_its_fast_paths_back)
 	pthread_join(t, NULL);
 }
 
+/* free's fast path finds a block's class and its span's start in one page-map word (the
+ * class field is the bin's offset, heap.h): every class's blocks, on every page of their
+ * spans, go to their own bin, which the next malloc of the size pops again. */
+Test(tcache, every_class_frees_into_its_own_bin_from_every_page_of_a_span)
+{
+	static void *p[3 * 4096 / 16 + 2];
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		size_t size = sc_size[c];
+		unsigned n = (unsigned)(3 * 4096 / size + 2);
+		for (unsigned i = 0; i < n; i++)
+			p[i] = A(malloc)(size);
+		for (unsigned i = 0; i < n; i++) {
+			A(free)(p[i]);
+			void *q = A(malloc)(size);
+			cr_assert_eq(q, p[i],
+			             "class %u (%zu bytes), block %u: %p freed, %p came back", c,
+			             size, i, p[i], q);
+		}
+		for (unsigned i = 0; i < n; i++)
+			A(free)(p[i]);
+	}
+}
+
 /* The control thread runs the decay pass only while it is armed: a pass that leaves blocks
  * in a cache (in a bin refilled since the pass before) must ask for another, or the blocks
  * of a thread that then goes idle would stay cached for good. Once every bin is returned
