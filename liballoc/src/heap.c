@@ -905,7 +905,8 @@ void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep)
 	heap_free_pages(h, heap_split_span(h, s, keep));
 }
 
-bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dirty_used)
+bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident_only,
+                    uint32_t *dirty_used)
 {
 	uint32_t first = s->first, r = first + s->npages;
 	uint32_t need = want - s->npages;
@@ -914,9 +915,11 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, uint32_t *dir
 	struct span *rs = span_at(h, r);
 	if (rs->kind != SPAN_FREE || rs->npages < need)
 		return false;
-	bin_remove(h, rs);
 	uint32_t total = rs->npages, d = rs->dirty, stamp = rs->stamp;
 	uint32_t take_dirty = d == 0 ? 0 : d == total ? need : heap_resident_in(h, r, need);
+	if (resident_only && take_dirty < need)
+		return false;
+	bin_remove(h, rs);
 	desc_drop(h, rs);
 	if (total > need)
 		make_free(h, desc_new(h, r + need), total - need, d - take_dirty, stamp);

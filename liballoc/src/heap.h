@@ -254,8 +254,10 @@ LA_INLINE void heap_idle_update(struct heap *h)
 struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead);
 /* Split the tail of a LARGE span off and free it (in-place shrink). */
 void heap_shrink_span(struct heap *h, struct span *s, uint32_t keep_pages);
-/* Grow a LARGE span in place by taking the free span right after it; false if not possible. */
-bool heap_grow_span(struct heap *h, struct span *s, uint32_t want_pages, uint32_t *dirty_used);
+/* Grow a LARGE span in place by taking the free span right after it; false if not possible
+ * (resident_only: nor when some of the pages it would take are not counted resident). */
+bool heap_grow_span(struct heap *h, struct span *s, uint32_t want_pages, bool resident_only,
+                    uint32_t *dirty_used);
 /* Set pagemap entries of a span (every page, with PM_SMALL and the class, when all; else
  * first and last). */
 void heap_map_span(struct heap *h, struct span *s, bool all);

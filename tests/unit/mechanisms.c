@@ -42,13 +42,14 @@ static void run_thread(void *(*fn)(void *), void *arg)
 
 /* ---- 1. madvise throttling ------------------------------------------------------------ */
 
-/* malloc, touch, free 1024 times: 48 pages each time, or (arg not NULL) 48 and 50 pages in
+/* malloc, touch, free 1024 times: 48 pages each time, or (arg not NULL) 36 and 38 pages in
  * turn, so that the freed block is not the one the arena keeps for the next allocation of
- * its size and every free reaches the heap and its throttle */
+ * its size and every free reaches the heap and its throttle (both below the 40 pages from
+ * which a request of another size takes the parked block in place, arena.c) */
 static void *grow_shrink_48_pages(void *arg)
 {
 	for (int i = 0; i < 1024; i++) {
-		size_t n = (arg && (i & 1) ? 50 : 48) * 4096;
+		size_t n = (arg ? (i & 1 ? 38 : 36) : 48) * 4096;
 		char *p = A(malloc)(n);
 		memset(p, i, n);
 		A(free)(p);
@@ -298,17 +299,77 @@ Test(parked, the_next_block_of_its_size_takes_it_back)
 	A(free)(keep);
 }
 
-Test(parked, a_block_of_another_size_leaves_it_parked)
+/* A longer request with no free resident pages right after the parked block to grow it
+ * into (the heap's top: never used), and a shorter one below 40 pages (which takes a free
+ * span's resident pages), leave it for the next block of its size. */
+Test(parked, a_block_of_another_size_that_cannot_take_it_in_place_leaves_it_parked)
 {
 	set("mmap_threshold", 1 << 20);
 	char *p = A(malloc)(48 * 4096);
 	A(free)(p);
 	char *q = A(malloc)(50 * 4096);
 	cr_assert(q + 50 * 4096 <= p || q >= p + 48 * 4096, "not carved from the parked span");
+	char *s = A(malloc)(39 * 4096);
+	cr_assert(s + 39 * 4096 <= p || s >= p + 48 * 4096, "not carved from the parked span");
 	char *r = A(malloc)(48 * 4096);
 	cr_assert_eq(r, p);
 	A(free)(q);
+	A(free)(s);
 	A(free)(r);
+}
+
+static size_t resident_pages(const void *p, size_t len);
+
+/* A request of 40 pages or more that the parked block does not fit exactly takes it in
+ * place when it is longer: its first pages, the rest back to the heap. The freed block's
+ * first page is the one the program surely wrote (here the only one: a buffer written at
+ * its start), so the new block starts on a resident page; placed anywhere else it would
+ * fault in a page while that one stayed resident and free (`large_random`'s heap blocks:
+ * 59% of them started on a page not resident). */
+Test(parked, a_shorter_request_of_40_pages_or_more_takes_its_first_pages)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000); /* the heap stays in use throughout */
+	char *p = A(malloc)(64 * 4096);
+	p[0] = 1;
+	A(free)(p); /* parked */
+	struct la_counters before = stats();
+	char *q = A(malloc)(48 * 4096);
+	cr_assert_eq(q, p, "48 pages taken at %p, the parked block is at %p", (void *)q, (void *)p);
+	cr_assert_eq(resident_pages(q, 4096), 1, "its first page is the one written");
+	cr_assert_eq(q[0], 1, "not returned to the system meanwhile");
+	struct la_counters after = stats();
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes + 48 * 4096);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes - 48 * 4096,
+	             "the other 16 pages stay free resident, in the heap");
+	A(free)(q);
+	A(free)(keep);
+}
+
+/* A longer one grows it into the free pages right after it when they are all counted
+ * resident (here a block freed before it, written whole): the new block takes no fresh
+ * page while those stay resident and free. */
+Test(parked, a_longer_request_of_40_pages_or_more_grows_it_into_resident_free_pages)
+{
+	set("mmap_threshold", 1 << 20);
+	char *p = A(malloc)(48 * 4096);
+	char *r = A(malloc)(16 * 4096);
+	char *guard = A(malloc)(8 * 4096);
+	cr_assert_eq(r, p + 48 * 4096, "side by side");
+	memset(p, 1, 48 * 4096);
+	memset(r, 1, 16 * 4096);
+	A(free)(r); /* parked */
+	A(free)(p); /* parked; r's pages go back to the heap, resident */
+	struct la_counters before = stats();
+	char *q = A(malloc)(60 * 4096);
+	cr_assert_eq(q, p, "60 pages taken at %p, the parked block is at %p", (void *)q, (void *)p);
+	cr_assert_eq(resident_pages(q, 60 * 4096), 60, "no page of it is fresh");
+	struct la_counters after = stats();
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes + 60 * 4096);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes - 60 * 4096,
+	             "the 4 pages left of r's stay free resident");
+	A(free)(q);
+	A(free)(guard);
 }
 
 Test(parked, a_small_span_takes_its_pages_before_new_ones)
