@@ -247,7 +247,8 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
 		/* tcache_free_foreign takes it only while its arena has threads */
 		if (c1 && sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
 		    ((void **)p)[1] != (void *)la_key &&
-		    tcache_free_foreign(&la_tcache, h->arena, p))
+		    (tcache_free_foreign_more(&la_tcache, h->arena, p) ||
+		     tcache_free_foreign(&la_tcache, h->arena, p)))
 			return;
 	}
 	free_slow(p, "free()");

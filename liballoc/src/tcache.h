@@ -208,6 +208,20 @@ void tcache_free_full(struct tcache *tc, void *p, unsigned cls);
  * batch of a live cache (what tcache_free_slow does for it); false, nothing done, when
  * that does not apply or a flusher holds the cache. */
 bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p);
+/* The same when the batch collects owner's blocks already and has room (the consumer of a
+ * producer: 63 frees of every 64): p joins it with no call and none of the first block's
+ * tests, which held when the batch began (a cache that collects is live; an owner that
+ * lost its threads since gets the batch under its lock, arena_free_remote_array). */
+LA_INLINE bool tcache_free_foreign_more(struct tcache *tc, struct arena *owner, void *p)
+{
+	bool ok = tc_enter(tc) && tc->rb_owner == owner && tc->rb_n < TC_REMOTE_BATCH;
+	if (likely(ok)) {
+		((void **)p)[1] = (void *)tc->key; /* free, for double-free detection */
+		tc->rb[tc->rb_n++] = p;
+	}
+	tc_leave(tc);
+	return ok;
+}
 struct arena *tcache_arena(struct tcache *tc);
 /* Blocks bin cls of the calling thread's cache holds (tests). */
 LA_INLINE uint32_t tcache_count(unsigned cls)

@@ -19,6 +19,7 @@
 #include "heap.h"
 #include "liballoc.h"
 #include "procstatus.h"
+#include "tcache.h"
 
 static struct la_counters stats(void)
 {
@@ -1338,6 +1339,55 @@ Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_i
 	arena_free_local(owner, b);
 	pthread_barrier_wait(&ring_done);
 	pthread_join(t, NULL);
+	A(free)(own);
+}
+
+/* A thread that allocates a few blocks and exits once told: its arena keeps them, and no
+ * thread uses it any more. */
+enum { LEFT_BLOCKS = 4 };
+static void *left_blocks[LEFT_BLOCKS];
+static pthread_barrier_t left_made, left_go;
+
+static void *leaving_owner(void *arg)
+{
+	for (int i = 0; i < LEFT_BLOCKS; i++)
+		left_blocks[i] = A(malloc)(48);
+	pthread_barrier_wait(&left_made);
+	pthread_barrier_wait(&left_go);
+	return arg;
+}
+
+Test(remote_frees, a_batch_begun_while_its_owner_had_threads_goes_under_its_lock_once_they_left)
+{
+	set("decay_ms", 0);        /* no decay pass: only the test flushes */
+	set("arena_max", 16);      /* a thread of its own per arena, whatever the machine's CPUs */
+	void *own = A(malloc)(48); /* this thread's own arena and cache */
+	pthread_t t;
+	pthread_barrier_init(&left_made, NULL, 2);
+	pthread_barrier_init(&left_go, NULL, 2);
+	pthread_create(&t, NULL, leaving_owner, NULL);
+	pthread_barrier_wait(&left_made);
+	struct arena *owner = heap_of(left_blocks[0])->arena;
+	cr_assert_neq(owner, heap_of(own)->arena, "the owner has an arena of its own");
+	A(free)(left_blocks[0]); /* begins this thread's hand-over batch for the owner */
+	pthread_barrier_wait(&left_go);
+	pthread_join(t, NULL);
+	cr_assert_eq(__atomic_load_n(&owner->threads, __ATOMIC_RELAXED), 0, "the owner left");
+	struct la_counters before = stats();
+	/* they join the batch without a look at the owner's threads (free's path for the
+	 * consumer of a producer), and the hand-over frees the whole batch under the owner's
+	 * lock: no queue that no thread would drain */
+	for (int i = 1; i < LEFT_BLOCKS; i++)
+		A(free)(left_blocks[i]);
+	cr_assert(la_tcache.rb_owner == owner && la_tcache.rb_n == LEFT_BLOCKS, "in the batch: %u",
+	          la_tcache.rb_n);
+	liballoc_flush_caches();
+	struct la_counters after = stats();
+	cr_assert_eq(after.remote_frees_locked - before.remote_frees_locked, LEFT_BLOCKS,
+	             "freed under the owner's lock: %llu",
+	             (unsigned long long)(after.remote_frees_locked - before.remote_frees_locked));
+	cr_assert(owner->rr_head == owner->rr_tail && owner_queue_empty(owner),
+	          "nothing waits in the owner's ring or queue");
 	A(free)(own);
 }
 
