@@ -520,6 +520,15 @@ static uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t wa
 	return k;
 }
 
+/* The slots of the transfer cache's first `chunks` chunks were written: their pages count
+ * as metadata (lock held; chunks > xfer_chunks). */
+static LA_NOINLINE void xfer_chunk_written(struct arena *a, uint32_t chunks)
+{
+	STAT_ADD_LOCKED(a->c, metadata_bytes,
+	                xfer_meta_bytes(chunks) - xfer_meta_bytes(a->xfer_chunks));
+	a->xfer_chunks = chunks;
+}
+
 /* Keep the n blocks if the class's and the arena's bounds allow; returns how many kept
  * (all or none: a flush goes one way). */
 static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
@@ -537,39 +546,12 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	a->xfer_n[cls] = (uint16_t)(have + n);
 	a->xfer_bytes += bytes;
 	uint32_t chunks = (have + n - 1) / XF_CHUNK + 1;
-	if (chunks > a->xfer_chunks) { /* pages of the slots written for the first time */
-		STAT_ADD_LOCKED(a->c, metadata_bytes,
-		                xfer_meta_bytes(chunks) - xfer_meta_bytes(a->xfer_chunks));
-		a->xfer_chunks = chunks;
-	}
+	if (chunks > a->xfer_chunks) /* pages of the slots written for the first time */
+		xfer_chunk_written(a, chunks);
 	return n;
 }
 
 LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
-
-/* One block of class cls into the transfer cache (lock held, the slots set up); false when
- * the class or the arena has no room left (xfer_put's limits). */
-LA_INLINE bool xfer_put1(struct arena *a, unsigned cls, void *p)
-{
-	uint32_t have = a->xfer_n[cls], size = sc_size[cls];
-	if (have >= XF_SLOTS || (uint64_t)(have + 1) * size > XF_CLASS_BYTES ||
-	    a->xfer_bytes + size > XF_ARENA_BYTES)
-		return false;
-	if (have >= xfer_depth(a)) {
-		a->xfer_over |= (uint64_t)1 << cls;
-		return false;
-	}
-	a->xfer->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
-	a->xfer_n[cls] = (uint16_t)(have + 1);
-	a->xfer_bytes += size;
-	if (have / XF_CHUNK + 1 > a->xfer_chunks) { /* a chunk's slots written the first time */
-		STAT_ADD_LOCKED(a->c, metadata_bytes,
-		                xfer_meta_bytes(have / XF_CHUNK + 1) -
-		                        xfer_meta_bytes(a->xfer_chunks));
-		a->xfer_chunks = have / XF_CHUNK + 1;
-	}
-	return true;
-}
 
 /* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
  * of a flush often share spans: the span found for one serves the next while they do. A
@@ -1051,6 +1033,43 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 /* Blocks drained from the ring at a time: all of them fetched before the first is freed */
 #define RR_DRAIN 32u
 
+/* Blocks the drain took (lock held): small ones into the transfer cache while it takes
+ * them (xfer_put's limits; the next refills hand them out as pointers: no span push now,
+ * no pop then), the rest to their spans; counted into t. */
+static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free_tally *t)
+{
+	struct xfer_slots *x = a->xfer;
+	uint32_t depth = xfer_depth(a);
+	uint64_t cached = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		void *p = got[i];
+		struct heap *h = heap_of(p);
+		uint32_t e = h->pagemap[heap_page_of(h, p)];
+		if (likely(pm_small(e) && x)) {
+			unsigned cls = pm_class(e);
+			uint32_t have = a->xfer_n[cls], size = sc_size[cls];
+			/* depth <= XF_SLOTS: the slots' bound holds too */
+			bool room = (uint64_t)(have + 1) * size <= XF_CLASS_BYTES &&
+			            a->xfer_bytes + size <= XF_ARENA_BYTES;
+			if (likely(have < depth && room)) {
+				x->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
+				a->xfer_n[cls] = (uint16_t)(have + 1);
+				a->xfer_bytes += size;
+				cached += size;
+				tally_block(t, cls);
+				if (unlikely(have % XF_CHUNK == 0 &&
+				             have / XF_CHUNK >= a->xfer_chunks))
+					xfer_chunk_written(a, have / XF_CHUNK + 1);
+				continue;
+			}
+			if (room && have < XF_SLOTS) /* a chunk not earned yet */
+				a->xfer_over |= (uint64_t)1 << cls;
+		}
+		free_block_tallied(a, p, t);
+	}
+	t->cached += cached;
+}
+
 /* The filled slots of a's ring, in order, freed (lock held); how many. */
 static uint64_t ring_drain(struct arena *a, struct free_tally *t)
 {
@@ -1073,20 +1092,7 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t)
 		}
 		/* the slots are free for the writers once rr_tail has passed them */
 		__atomic_store_n(&a->rr_tail, tail, __ATOMIC_RELEASE);
-		/* small blocks into the transfer cache while it takes them (the next refills
-		 * hand them out as pointers: no span push now, no pop then), the rest to their
-		 * spans */
-		for (uint32_t i = 0; i < k; i++) {
-			void *p = got[i];
-			struct heap *h = heap_of(p);
-			uint32_t e = h->pagemap[heap_page_of(h, p)];
-			if (pm_small(e) && a->xfer && xfer_put1(a, pm_class(e), p)) {
-				t->cached += sc_size[pm_class(e)];
-				tally_block(t, pm_class(e));
-			} else {
-				free_block_tallied(a, p, t);
-			}
-		}
+		drain_put(a, got, k, t);
 		count += k;
 		if (k < RR_DRAIN)
 			break;
