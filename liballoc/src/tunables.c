@@ -43,6 +43,10 @@ static bool env_wanted(const char *e)
 	return strncmp(e, "LIBALLOC_", 9) == 0 || strncmp(e, "MEMORY_PRESSURE_", 16) == 0;
 }
 
+/* LIBALLOC_CONTROL's answer, once read (-1: not yet): a forked child asks again, and
+ * reading the name and the snapshot there faulted in three pages of the library */
+static int control_enabled = -1;
+
 static void env_snapshot(void)
 {
 	size_t used = 0;
@@ -65,6 +69,7 @@ static void env_snapshot(void)
 	}
 	env_snap[used] = 0; /* the end mark: an empty entry, also after an earlier, longer copy */
 	env_snapped = true;
+	__atomic_store_n(&control_enabled, -1, __ATOMIC_RELAXED); /* read from the copy */
 }
 
 const char *tun_getenv(const char *name)
@@ -420,9 +425,14 @@ static void env_check(void)
 
 bool tun_control_enabled(void)
 {
-	int64_t on;
-	const char *env = tun_getenv("LIBALLOC_CONTROL");
-	return !env || la_parse(LA_T_BOOL, env, &on) != LA_PARSE_OK || on;
+	int c = __atomic_load_n(&control_enabled, __ATOMIC_RELAXED);
+	if (c < 0) {
+		int64_t on;
+		const char *env = tun_getenv("LIBALLOC_CONTROL");
+		c = !env || la_parse(LA_T_BOOL, env, &on) != LA_PARSE_OK || on;
+		__atomic_store_n(&control_enabled, c, __ATOMIC_RELAXED);
+	}
+	return c;
 }
 
 void tun_init_from_env(void)
