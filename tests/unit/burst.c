@@ -20,6 +20,7 @@
 #include "heap.h"
 #include "liballoc.h"
 #include "os.h"
+#include "shm.h"
 #include "tunables.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -144,6 +145,39 @@ Test(pattern, irregular_bursts_predict_nothing)
 	cr_assert_lt(predicted[0], 30, "%d predictions of 400 heavy-tailed intervals",
 	             predicted[0]);
 	cr_assert_lt(predicted[1], 30, "%d predictions of 400 uniform intervals", predicted[1]);
+}
+
+/* ---- the watch ----------------------------------------------------------------------- */
+
+/* A burst's end wakes the control thread only when it has something to do: here, when the
+ * pattern now predicts the next burst (it prepares for it). Bursts of 20 MiB microseconds
+ * apart (a steady load's swings: large_random's heap) predict nothing and wake nobody;
+ * each wake was a futex call on the program's thread and a run of the control thread. */
+Test(watch, a_burst_wakes_the_control_thread_only_when_a_next_one_is_predicted)
+{
+	struct burst_watch w;
+	memset(&w, 0, sizeof(w));
+	uint32_t before = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < 8; i++) {
+		burst_grew(&w, 5120, 0);
+		cr_assert(w.active, "a burst began");
+		burst_shrank(&w, 5120);
+		cr_assert_not(w.active, "it ended");
+	}
+	cr_assert_eq(w.pat.n, BURST_HIST, "the bursts were learnt");
+	uint32_t after = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
+	cr_assert_eq(after, before, "%u wake-ups for 8 bursts that predict nothing",
+	             after - before);
+	/* three bursts a second apart before this one: the next is predicted */
+	uint64_t now = os_now_ns();
+	burst_forget(&w.pat);
+	for (uint64_t i = 3; i >= 1; i--)
+		burst_learn(&w.pat, now - i * S, 5120);
+	burst_grew(&w, 5120, 0);
+	burst_shrank(&w, 5120);
+	after = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
+	cr_assert_eq(after, before + 1, "woken once to prepare the next: %u wake-ups",
+	             after - before);
 }
 
 /* ---- an arena ------------------------------------------------------------------------ */
