@@ -148,10 +148,10 @@ void arena_free_local(struct arena *a, void *p);
  * needs, from the start of the heap's largest free span (room to grow in place:
  * heap_alloc_pages). */
 void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room);
-/* A large block of pages a heap of a holds resident and free (a run the program freed),
- * or NULL when none has that many in one free span: a request at or above the mmap
- * threshold takes them before a new mapping, which would fault in as many fresh pages
- * while those stayed resident until the decay pass. */
+/* A large block of free heap pages of a, at least half of them resident (a run the
+ * program freed: heap_alloc_resident), or NULL when no heap has such a window: a request
+ * at or above the mmap threshold takes them before a new mapping, which would fault in all
+ * its pages while those stayed resident until the decay pass. */
 void *arena_alloc_resident(struct arena *a, size_t size);
 /* Enqueue a free on the owning arena without taking its lock (wait-free). */
 void arena_free_remote(struct arena *a, void *p);

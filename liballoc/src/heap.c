@@ -571,26 +571,6 @@ done:
 	return first;
 }
 
-/* A free span holding a window of n resident pages; NULL if none (of the first FIT_SCAN
- * large enough). */
-static struct span *find_resident(struct heap *h, uint32_t n, uint32_t *at)
-{
-	unsigned looked = 0;
-	if (h->dirty_pages < n)
-		return NULL;
-	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
-		for (struct span *s = h->bins[k]; s; s = s->next) {
-			if (s->npages < n || s->dirty < n)
-				continue;
-			if (best_window(h, s, n, at) == n)
-				return s;
-			if (++looked >= FIT_SCAN)
-				return NULL;
-		}
-	}
-	return NULL;
-}
-
 static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
                                uint32_t resident, uint32_t *dirty_used);
 
@@ -606,11 +586,13 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool 
 
 struct span *heap_alloc_resident(struct heap *h, uint32_t n)
 {
-	uint32_t dirty, at;
-	if (n > h->free_pages)
+	uint32_t dirty, at, resident;
+	if (n > h->free_pages || h->dirty_pages < n - n / 2)
 		return NULL;
-	struct span *s = find_resident(h, n, &at);
-	return s ? take_pages(h, s, at, n, n, &dirty) : NULL;
+	struct span *s = find_fit(h, n, true, false, &at, &resident);
+	if (!s || resident < n - n / 2)
+		return NULL;
+	return take_pages(h, s, at, n, resident, &dirty);
 }
 
 /* Free span s gives its pages [at, at + n) (the caller sets the kind); the pages before

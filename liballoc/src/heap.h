@@ -222,8 +222,11 @@ void heap_destroy(struct heap *h);
  * *dirty_used receives how many of them may have been resident. */
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool room,
                               uint32_t *dirty_used);
-/* Take n pages all resident (a free span's first n, whole or split): the span (kind still
- * FREE's caller to set), or NULL when no free span starts with n resident pages. */
+/* Take n pages of which at least half are resident: of the first FIT_SCAN free spans that
+ * fit, the window covering the most resident pages (heap_alloc_pages' search); the span
+ * (its kind the caller's to set), or NULL when that window covers fewer than half of n. A
+ * request at or above the mmap threshold comes here before a new mapping, which would
+ * fault in all n pages while the heap's freed ones stayed resident. */
 struct span *heap_alloc_resident(struct heap *h, uint32_t n);
 /* Give a span back; coalesces; returns the resulting free span. Its pages keep their
  * `resident` bits: the caller sets them first for pages the program had (heap_touch). */

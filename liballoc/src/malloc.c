@@ -65,9 +65,10 @@ static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
 	if (fresh)
 		*fresh = false;
 	if (direct_ok && (int64_t)size >= TUN(mmap_threshold)) {
-		/* a cached mapping, else pages a heap holds resident and free (the program
-		 * freed them: a new mapping would fault in as many while they stay), else a
-		 * new mapping */
+		/* a cached mapping, else a run of free heap pages at least half resident (the
+		 * program freed them: a new mapping would fault in all its pages while those
+		 * stay; CPython's 580 KiB dict tables found no run all resident, 145 faults
+		 * each), else a new mapping */
 		if (align <= LA_ALIGN && size <= LA_LARGE_MAX) {
 			p = direct_alloc_cached(size, fresh);
 			if (!p)
