@@ -204,7 +204,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	}
 	struct tcache *tc = &la_tcache;
 	if (s->kind == SPAN_SMALL) {
-		if (((void **)p)[1] == (void *)la_key)
+		if (((void **)p)[1] == (void *)LA_KEY)
 			check_double_free(func, h, s, p);
 		tcache_free_slow(tc, p, s->cls);
 	} else {
@@ -247,7 +247,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
 		unsigned c1 = pm_class1(e);
 		/* tcache_free_foreign takes it only while its arena has threads */
 		if (c1 && sc_divisible_pm(hoff - (e & PM_OFF_MASK), c1) &&
-		    ((void **)p)[1] != (void *)la_key &&
+		    ((void **)p)[1] != (void *)LA_KEY &&
 		    (tcache_free_foreign_more(&la_tcache, h->arena, p) ||
 		     tcache_free_foreign(&la_tcache, h->arena, p)))
 			return;
@@ -272,7 +272,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		 * low byte is (class + 1) * 4: times 8, its bin's offset from bin_none (heap.h) */
 		uint8_t c4 = (uint8_t)e;
 		uint32_t off = hoff - (e ^ c4); /* e ^ c4: the span's start (the byte cleared) */
-		void *key = (void *)tc->key;
+		void *key = (void *)LA_KEY;
 		/* the class's bin carries its reciprocal (bin_none, a field of 0, and the idle
 		 * bins, a flusher holds the cache, carry 0: no offset divides); the idle bins
 		 * have no room either */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -253,17 +252,6 @@ uid_t os_geteuid(void)
 int os_rename(const char *from, const char *to)
 {
 	return syscall(SYS_rename, from, to) == 0 ? 0 : errno;
-}
-
-uint64_t os_random(void)
-{
-	uint64_t v = 0;
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = os_now_ns() ^ ((uint64_t)os_getpid() << 32) ^ (uintptr_t)&v;
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdULL;
-	v ^= v >> 33;
-	return v;
 }
 
 os_create_fn os_real_pthread_create(void)

@@ -62,8 +62,6 @@ pid_t os_getpid(void);
 uid_t os_getuid(void);
 uid_t os_geteuid(void);
 int os_rename(const char *from, const char *to); /* 0 or an errno value */
-/* Cheap per-process random 64-bit value (getrandom, or time/pid mixed). */
-uint64_t os_random(void);
 /* A detached thread of STACK bytes running fn(arg), started with every signal blocked (the
  * program's handlers never run on it), through libc's pthread_create (not liballoc's, which
  * counts application threads: control.c): 0 or an errno value. */

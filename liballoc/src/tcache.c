@@ -48,7 +48,6 @@ __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
          * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
 };
-uint64_t la_key;
 uint32_t tcache_gen = 1;
 
 #if LA_TSAN
@@ -69,7 +68,6 @@ static bool membarrier_ok;
 
 void tcache_boot(void)
 {
-	la_key = os_random() | 1;
 	pthread_key_create(&tc_key, tcache_thread_exit);
 	membarrier_ok =
 	        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
@@ -187,7 +185,6 @@ static void tcache_init(struct tcache *tc)
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
 	reset_bins(tc);
 	set_limits(tc);
-	tc->key = la_key;
 	for (unsigned i = 0; i < TC_DIRECT; i++)
 		tc->direct[i] = &tc->bins[sc_lookup[i]];
 	/* no flusher can reach the cache before it is listed */
@@ -434,7 +431,7 @@ LA_INLINE void foreign_put(struct tcache *tc, struct arena *owner, void *p)
 		errno = saved;
 	}
 	tc->rb_owner = owner;
-	((void **)p)[1] = (void *)la_key; /* free, for double-free detection */
+	((void **)p)[1] = (void *)LA_KEY; /* free, for double-free detection */
 	tc->rb[tc->rb_n++] = p;
 }
 
@@ -471,7 +468,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		bin_event(tc, cls);
 	}
 	*++b->top = p;
-	((void **)p)[1] = (void *)la_key;
+	((void **)p)[1] = (void *)LA_KEY;
 	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
 		publish_bin(tc, cls);
 	tc_leave(tc);

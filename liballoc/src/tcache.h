@@ -78,7 +78,6 @@ struct tcache {
 	 * flusher holds it, else tc_idle_direct (every entry an idle bin); written with
 	 * bins_at. */
 	struct tbin *const *direct_at;
-	uint64_t key; /* la_key, for free's fast path (a thread-local load); 0 before set-up */
 	/* bins_at[-1] for free's fast path: the bin of a page-map class field of 0 (a page
 	 * that is not a small span's), whose reciprocal of 0 makes no offset a block start */
 	struct tbin bin_none;
@@ -191,7 +190,14 @@ LA_INLINE void tc_leave(struct tcache *tc)
 }
 
 extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
-extern uint64_t la_key;     /* marks blocks sitting free in a cache or span */
+/* Word 1 of a block sitting free in a cache, a span's free list or a hand-over batch holds
+ * this; malloc clears it. A free that finds it looks for the block where it could be free
+ * (free_slow: this thread's cache, the span's free list) before it reports a double free,
+ * so a user word that merely equals it is not an error (one slow free). A constant, so the
+ * fast paths compare and store it as an immediate (no load): not a user-space address (so
+ * no pointer a program stores), odd (no aligned pointer), as an integer an arbitrary
+ * negative one, as a double a NaN; free compares it as a sign-extended 32-bit immediate. */
+#define LA_KEY 0xffffffffa3b5c7e9ull
 extern uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
 
 void tcache_boot(void);
@@ -216,7 +222,7 @@ LA_INLINE bool tcache_free_foreign_more(struct tcache *tc, struct arena *owner, 
 {
 	bool ok = tc_enter(tc) && tc->rb_owner == owner && tc->rb_n < TC_REMOTE_BATCH;
 	if (likely(ok)) {
-		((void **)p)[1] = (void *)tc->key; /* free, for double-free detection */
+		((void **)p)[1] = (void *)LA_KEY; /* free, for double-free detection */
 		tc->rb[tc->rb_n++] = p;
 	}
 	tc_leave(tc);

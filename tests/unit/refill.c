@@ -302,6 +302,20 @@ Test(tcache, every_class_frees_into_its_own_bin_from_every_page_of_a_span)
 	}
 }
 
+/* A block whose second word merely holds the free-block key (LA_KEY, a constant) takes
+ * free's slow path, which finds it nowhere free and frees it: no false double free, and the
+ * block is in its bin as any other. */
+Test(tcache, a_block_holding_the_key_as_data_is_freed_not_reported)
+{
+	for (size_t size = 16; size <= 1024; size *= 4) {
+		uint64_t *p = A(malloc)(size);
+		p[1] = LA_KEY;
+		A(free)(p);
+		cr_assert_eq(A(malloc)(size), p, "%zu bytes: the block went to its bin", size);
+		A(free)(p);
+	}
+}
+
 /* The control thread runs the decay pass only while it is armed: a pass that leaves blocks
  * in a cache (in a bin refilled since the pass before) must ask for another, or the blocks
  * of a thread that then goes idle would stay cached for good. Once every bin is returned
