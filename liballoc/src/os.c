@@ -117,6 +117,8 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 	return os_advise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE, c);
 }
 
+static int thp_always = -1; /* the kernel backs unadvised ranges too (atomic; -1: not read) */
+
 size_t os_huge_size(void)
 {
 	static size_t size = 1; /* 1: not read yet (atomic) */
@@ -126,14 +128,24 @@ size_t os_huge_size(void)
 	char buf[128];
 	s = 0;
 	/* e.g. "always [madvise] never": the bracketed word is the mode */
-	if (os_read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) > 0 &&
-	    (strstr(buf, "[always]") || strstr(buf, "[madvise]")) &&
+	bool read =
+	        os_read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) > 0;
+	/* unknown: as if it did (the careful answer) */
+	__atomic_store_n(&thp_always, !read || strstr(buf, "[always]") != NULL, __ATOMIC_RELAXED);
+	if (read && (strstr(buf, "[always]") || strstr(buf, "[madvise]")) &&
 	    os_read_small("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof(buf)) >
 	            0)
 		for (const char *d = buf; *d >= '0' && *d <= '9'; d++)
 			s = s * 10 + (size_t)(*d - '0');
 	__atomic_store_n(&size, s, __ATOMIC_RELAXED);
 	return s;
+}
+
+bool os_thp_always(void)
+{
+	if (__atomic_load_n(&thp_always, __ATOMIC_RELAXED) < 0)
+		os_huge_size();
+	return __atomic_load_n(&thp_always, __ATOMIC_RELAXED) != 0;
 }
 
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)

@@ -33,6 +33,9 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c);
 /* The size of a transparent huge page when the kernel gives them to ranges advised with
  * os_huge (THP `enabled` is `always` or `madvise`), 0 if not (`never`, no THP, unknown). */
 size_t os_huge_size(void);
+/* Transparent huge pages back ranges nobody advised (mode "always", or the mode unknown):
+ * then pages no allocator write touched may be resident. */
+bool os_thp_always(void);
 /* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);
 /* While a thread has this set, every range it purges or unmaps is measured first (mincore)
