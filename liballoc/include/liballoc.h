@@ -28,8 +28,7 @@ size_t liballoc_release_idle_heaps(void);
 void liballoc_flush_caches(void);
 /* Process totals of the counters (all arenas plus direct mappings). */
 int liballoc_stats(struct la_counters *out);
-/* Path of this process's statistics segment, or "" when it is not published (a forked
- * child's until its control thread names it, 50 ms after the fork). */
+/* Path of this process's statistics segment, or "" when it is not published. */
 const char *liballoc_segment_path(void);
 
 #ifdef __cplusplus

@@ -624,17 +624,6 @@ static void *control_main(void *arg)
 			if (!wait_ns || left < wait_ns)
 				wait_ns = left;
 		}
-		/* a forked child's own segment file is named once the child lived a while */
-		uint64_t name_due = shm_name_due();
-		if (name_due) {
-			uint64_t now = os_now_ns();
-			if (now >= name_due) {
-				shm_name_file();
-				continue;
-			}
-			if (!wait_ns || name_due - now < wait_ns)
-				wait_ns = name_due - now;
-		}
 		uint32_t dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 		if (dlopens != seen_dlopens) {
 			seen_dlopens = dlopens;

@@ -764,7 +764,7 @@ static void fork_child(void)
 	la_lock_fork_child(); /* before any lock: this thread's id changed */
 	/* first: the segment is still the parent's file, which the handlers below would write
 	 * (the arenas' thread counts, the dead threads' caches off the counters) */
-	bool later = shm_fork_child(!LA_NO_STATS && tun_control_enabled());
+	shm_fork_child();
 	struct tcache *tc = &la_tcache;
 	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
@@ -773,14 +773,9 @@ static void fork_child(void)
 	if (LA_NO_STATS)
 		return;
 	control_announce();
-	if (!later)
-		shm_publish_file();
+	shm_publish_file();
 	shm_header()->allocator_threads = tc->state == TC_LIVE ? 1 : 0;
-	if (later) /* before the control thread starts: it reads the time once it runs */
-		shm_name_later(os_now_ns() + LA_FORK_NAME_MS * 1000000ull);
 	control_fork_child();
-	if (later && shm_header()->control_state != LA_CONTROL_RUNNING)
-		shm_name_file(); /* no control thread to name it later */
 }
 
 __attribute__((constructor)) static void liballoc_ctor(void)

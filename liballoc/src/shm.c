@@ -55,12 +55,6 @@ static uint32_t seg_meta_pages;  /* pages of the segment in use (metadata) */
 static bool seg_on_file;         /* seg is a shared mapping of seg_fd's file */
 static uint32_t seg_arena_count; /* the header's arena_count, kept for a move */
 static uint32_t seg_moving;      /* a truncated file's segment is being moved */
-/* A forked child's own file, not named yet (O_TMPFILE in its parent's run directory): its
- * control thread names it once the child has lived LA_FORK_NAME_MS (shm_name_file). */
-static bool seg_unnamed;
-static dev_t seg_file_dev;
-static ino_t seg_file_ino;
-static uint64_t seg_name_due_ns; /* CLOCK_MONOTONIC; 0: nothing to name */
 uint32_t shm_decay_armed;
 uint32_t shm_kicks;
 /* The mailbox's page (the mailbox and the holds) was written in the segment's memory since
@@ -462,27 +456,6 @@ static void write_identity(pid_t pid)
 	h->exe[el > 0 ? el : 0] = 0;
 }
 
-static void published(int dfd, const char *dir, const struct stat *dst, pid_t pid);
-
-/* seg_name ("liballoc.<pid><ns tag>.seg"), tmp (".tmp" instead) and seg_path (in dir) for
- * this process; write_identity first (the ns tag is the header's). */
-static void seg_names(const char *dir, pid_t pid, char *tmp, size_t cap)
-{
-	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, shm_header()->pidns_ino);
-	la_strlcpy(tmp, seg_name, cap);
-	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
-	append(tmp, n, cap, ".tmp");
-	/* the first byte last: a forked child's control thread names its file while the
-	 * program's threads may read the path (liballoc_segment_path) */
-	char path[sizeof(seg_path)];
-	n = la_strlcpy(path, dir, sizeof(path));
-	n = append(path, n, sizeof(path), "/");
-	append(path, n, sizeof(path), seg_name);
-	__atomic_store_n(&seg_path[0], 0, __ATOMIC_RELAXED);
-	memcpy(seg_path + 1, path + 1, sizeof(seg_path) - 1);
-	__atomic_store_n(&seg_path[0], path[0], __ATOMIC_RELEASE);
-}
-
 void shm_publish_file(void)
 {
 	char dir[200], tmp[48];
@@ -494,7 +467,13 @@ void shm_publish_file(void)
 	pid_t pid = os_getpid();
 	struct la_shm_header *h = shm_header();
 	write_identity(pid);
-	seg_names(dir, pid, tmp, sizeof(tmp));
+	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, h->pidns_ino);
+	la_strlcpy(tmp, seg_name, sizeof(tmp));
+	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
+	append(tmp, n, sizeof(tmp), ".tmp");
+	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
+	n = append(seg_path, n, sizeof(seg_path), "/");
+	append(seg_path, n, sizeof(seg_path), seg_name);
 
 	unlinkat(dfd, tmp, 0);
 	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -535,116 +514,14 @@ void shm_publish_file(void)
 	if (seg_fd >= 0)
 		close(seg_fd);
 	seg_fd = fd;
-	published(dfd, dir, &dst, pid);
-}
-
-/* The file is seg_fd's and named seg_name in dfd (dir, whose identity is *dst). */
-static void published(int dfd, const char *dir, const struct stat *dst, pid_t pid)
-{
 	seg_pid = pid;
-	seg_dir_dev = dst->st_dev;
-	seg_dir_ino = dst->st_ino;
+	seg_dir_dev = dst.st_dev;
+	seg_dir_ino = dst.st_ino;
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
 	seg_on_file = true;
-	seg_unnamed = false;
 	sigbus_install();
-	reap_stale(dfd, pid, shm_header()->pidns_ino);
+	reap_stale(dfd, pid, h->pidns_ino);
 	close(dfd);
-}
-
-/* A forked child's own file: an unnamed file in its parent's run directory (the very
- * directory the parent checked and published in), holding a copy of the segment's pages
- * in use, mapped over the segment. -1 when there is none (then the caller copies to
- * private memory). */
-static int child_file(size_t used)
-{
-	const char *why;
-	bool ours;
-	struct stat d, f;
-	if (!seg_dir[0])
-		return -1;
-	int dfd = open_run_dir(seg_dir, &why, &ours), fd = -1;
-	if (dfd < 0)
-		return -1;
-	if (fstat(dfd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino)
-		fd = openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	close(dfd);
-	if (fd < 0)
-		return -1;
-	/* read through the parent's mapping: a page its file no longer has ends the copy
-	 * with an error, not a SIGBUS (the rest stays zeros, as after a truncation) */
-	if (ftruncate(fd, (off_t)SEG_SIZE) != 0 || fstat(fd, &f) != 0) {
-		close(fd);
-		return -1;
-	}
-	write_range(fd, 0, used);
-	if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != seg) {
-		close(fd);
-		return -1;
-	}
-	seg_file_dev = f.st_dev;
-	seg_file_ino = f.st_ino;
-	return fd;
-}
-
-uint64_t shm_name_due(void)
-{
-	return __atomic_load_n(&seg_name_due_ns, __ATOMIC_ACQUIRE);
-}
-
-void shm_name_later(uint64_t due_ns)
-{
-	__atomic_store_n(&seg_name_due_ns, seg_unnamed ? due_ns : 0, __ATOMIC_RELEASE);
-}
-
-/* The name goes to the file seg_fd has: the descriptor is checked before the link and the
- * name after it (a program that closed it and opened another file under its number in
- * between gets its own file back, unnamed). */
-void shm_name_file(void)
-{
-	__atomic_store_n(&seg_name_due_ns, 0, __ATOMIC_RELEASE);
-	if (!seg_unnamed || seg_fd < 0)
-		return;
-	seg_unnamed = false;
-	char dir[200], tmp[48], fdpath[48];
-	int dfd = run_dir(dir, sizeof(dir));
-	if (dfd < 0)
-		return;
-	pid_t pid = os_getpid();
-	write_identity(pid);
-	seg_names(dir, pid, tmp, sizeof(tmp));
-	/* this thread's own: /proc/self is the main thread's, which is gone after a
-	 * pthread_exit (its descriptors read as missing there) */
-	size_t n = la_strlcpy(fdpath, "/proc/thread-self/fd/", sizeof(fdpath));
-	la_fmt_u64(fdpath + n, (uint64_t)seg_fd);
-	struct stat f, l, dst;
-	unlinkat(dfd, tmp, 0);
-	bool ok = fstat(seg_fd, &f) == 0 && f.st_dev == seg_file_dev && f.st_ino == seg_file_ino;
-	if (!ok)
-		errno = EBADF;
-	if (ok)
-		ok = linkat(AT_FDCWD, fdpath, dfd, tmp, AT_SYMLINK_FOLLOW) == 0;
-	if (ok && (fstatat(dfd, tmp, &l, AT_SYMLINK_NOFOLLOW) != 0 || l.st_dev != seg_file_dev ||
-	           l.st_ino != seg_file_ino)) {
-		unlinkat(dfd, tmp, 0);
-		errno = EBADF;
-		ok = false;
-	}
-	if (ok)
-		ok = flock(seg_fd, LOCK_SH | LOCK_NB) == 0;
-	if (ok)
-		ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
-	if (ok)
-		ok = fstat(dfd, &dst) == 0;
-	if (!ok) {
-		la_warn("statistics not published: ", dir, "/", tmp, ": ", strerror(errno),
-		        (char *)NULL);
-		unlinkat(dfd, tmp, 0);
-		close(dfd);
-		seg_path[0] = 0;
-		return;
-	}
-	published(dfd, dir, &dst, pid);
 }
 
 /* ---- other allocators ------------------------------------------------------------ */
@@ -859,44 +736,31 @@ LA_EXPORT void _Exit(int status)
 }
 #endif
 
-bool shm_fork_child(bool later)
+void shm_fork_child(void)
 {
-	/* A published segment is the parent's file: move off it before anything is written.
-	 * With `later`, to a file of the child's own that its control thread names once the
-	 * child has lived a while (shm_name_later): a child that exits sooner (a fork before an
-	 * exec, a short worker) never creates, names or removes anything in the run directory.
-	 * Otherwise to private memory at the same address, which the caller publishes now.
-	 * Either holds a copy of only the pages in use (header .. the last arena block); the
-	 * others were never written, and the mailbox stays zeros. Reading all of it faulted in
-	 * 76 pages per child. Copied from the file or its mapping, not through a buffer of
-	 * its own: a child without room for one (RLIMIT_AS) stayed on its parent's file and
-	 * wrote its pid, its thread count and a cleared mailbox there. An unpublished segment
-	 * is private memory the fork copied. */
+	/* A published segment is the parent's file: move to private memory at the same
+	 * address before anything is written, and read into it from the file only the pages
+	 * in use (header .. the last arena block); the others were never written, and the
+	 * mailbox stays zeros. Reading all of it faulted in 76 pages per child. Read from the
+	 * file, not copied through a buffer of its own: a child without room for one
+	 * (RLIMIT_AS) stayed on its parent's file and wrote its pid, its thread count and a
+	 * cleared mailbox there. An unpublished segment is private memory the fork copied. */
 	uint32_t arenas = shm_header()->arena_count;
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
-	bool fresh = false; /* the segment is new memory: the mailbox zeros */
-	int own = -1;
-	if (seg_on_file && seg_fd >= 0) {
-		if (later)
-			own = child_file(used);
-		if (own >= 0)
-			fresh = true;
-		else if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE,
-		              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == seg) {
-			fresh = true;
-			/* (a file truncated meanwhile: the rest stays zeros) */
-			read_range(seg_fd, seg, used);
-		}
+	bool fresh = false; /* the segment is new anonymous memory: the mailbox zeros */
+	if (seg_on_file && seg_fd >= 0 &&
+	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+	         0) == seg) {
+		fresh = true;
+		/* (a file truncated meanwhile: the rest stays zeros) */
+		read_range(seg_fd, seg, used);
 	}
-	if (seg_fd >= 0)
+	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
-	seg_fd = own;
-	seg_on_file = own >= 0;
-	seg_unnamed = own >= 0;
-	seg_name_due_ns = 0;
-	if (own >= 0)
-		seg_pid = os_getpid(); /* its own file (a move after a truncation says so) */
+		seg_fd = -1;
+	}
+	seg_on_file = false;
 	seg_path[0] = 0;
 	/* a fresh segment's mailbox is zeros already: the page stays untouched until the
 	 * child's control thread waits on it */
@@ -910,5 +774,4 @@ bool shm_fork_child(bool later)
 	/* the parent's arena blocks may have been mid-update: make every seqlock even */
 	for (uint32_t i = 0; i < arenas; i++)
 		shm_arena_block(i)->seq &= ~1ULL;
-	return own >= 0;
 }

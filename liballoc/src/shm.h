@@ -28,19 +28,9 @@ void shm_detect_foreign(void);
 /* dlopen calls so far (the control thread looks again after each: control.c) */
 extern uint32_t shm_dlopens;
 const char *shm_path(void);
-/* In a forked child, before anything writes the segment: move off the parent's file to a
- * copy. With `later`, the copy is a file of the child's own, not named yet: true then, and
- * the caller has the control thread name it (shm_name_later) or names it (shm_name_file).
- * False: the copy is private memory, which shm_publish_file publishes. */
-bool shm_fork_child(bool later);
-/* A forked child's own file is named once the child has lived this long. */
-#define LA_FORK_NAME_MS 50
-/* When the unnamed file is to be named (CLOCK_MONOTONIC ns; 0: nothing to name). */
-void shm_name_later(uint64_t due_ns);
-uint64_t shm_name_due(void);
-/* Name the forked child's own file in the run directory (the control thread, at the due
- * time; the forking thread when no control thread runs). */
-void shm_name_file(void);
+/* In a forked child, before anything writes the segment: move off the parent's file to
+ * private memory holding a copy (the child publishes a file of its own afterwards). */
+void shm_fork_child(void);
 /* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the
  * segment moves to private memory (and is unpublished) and true is returned: the faulting
  * access can be retried. Async-signal-safe. */

@@ -233,31 +233,6 @@ wait_gone() {
 	wait_gone "$(seg "$WPID")"
 }
 
-@test "fork: a child that exits within 50 ms names no segment; one that lives on is named" {
-	start_work
-	# each child looks at once (a look 40 ms or more after its fork cannot tell: counted
-	# apart; the child's control thread names its file 50 ms after the fork)
-	work "$WPID" "$WFD" forks 20
-	local counts
-	counts=$(sed -n 's/^forks //p' "$T/out")
-	echo "$counts"
-	[[ "$counts" == *" named=0" ]]
-	[[ "$counts" != "unnamed=0 "* ]]
-	# nothing of theirs in the run directory: only the parent's segment
-	[ "$(ls -A "$SEGS")" = "liballoc.$WPID.seg" ]
-	# a child that lives on: its file appears (fork_child waits for it), its own
-	fork_child
-	[ "$(sv "$CPID" pid)" = "$CPID" ]
-	[ "$(sv "$CPID" liveness)" = live ]
-	[ "$(sv "$CPID" control)" = running ]
-	[ "$(sv "$CPID" exe)" = "$(sv "$WPID" exe)" ]
-	mb "$CPID" get mmap_threshold
-	[ "$(field status_text)" = ok ]
-	work "$CPID" "$CFD" exit
-	wait_gone "$(seg "$CPID")"
-	[ "$(ls -A "$SEGS")" = "liballoc.$WPID.seg" ]
-}
-
 @test "exec of a preloaded program replaces the segment cleanly" {
 	start_work
 	work "$WPID" "$WFD" exec /usr/bin/sleep 600
