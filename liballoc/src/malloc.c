@@ -120,6 +120,19 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
 	return p;
 }
 
+/* malloc's fast path for n <= LA_SMALL_MAX, for calloc: a block from this thread's cache,
+ * NULL when the bin is empty (or a flusher holds the cache, or it is not set up yet: the
+ * slow path). calloc pops here rather than call the exported malloc, which goes through
+ * the PLT (the library's own calls to an exported function can be interposed), and so
+ * needs no frame: its memset is a tail call. */
+LA_INLINE void *malloc_pop(size_t n)
+{
+	struct tcache *tc = &la_tcache;
+	if (likely(n <= 1024))
+		return bin_pop(tc, tc_enter_direct(tc, n));
+	return bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
+}
+
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
 	struct tcache *tc = &la_tcache;
@@ -345,15 +358,10 @@ LA_EXPORT size_t LA_API(malloc_usable_size)(void *p)
 	return usable_size(p, "malloc_usable_size()");
 }
 
-LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
+LA_NOINLINE static void *calloc_slow(size_t total)
 {
-	size_t total;
-	if (unlikely(__builtin_mul_overflow(nmemb, size, &total))) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	if (total <= LA_SMALL_MAX) {
-		void *p = LA_API(malloc)(total);
+		void *p = malloc_slow(total);
 		if (p)
 			memset(p, 0, total);
 		return p;
@@ -363,6 +371,21 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 	if (p && !fresh)
 		memset(p, 0, total);
 	return p;
+}
+
+LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
+{
+	size_t total;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &total))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(total <= LA_SMALL_MAX)) {
+		void *p = malloc_pop(total);
+		if (likely(p != NULL))
+			return memset(p, 0, total); /* tail calls: calloc keeps no frame */
+	}
+	return calloc_slow(total);
 }
 
 /* Whether a heap block of usable size `have` keeps its place for n bytes (0 < n <= have):

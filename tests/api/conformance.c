@@ -85,6 +85,31 @@ Test(calloc, memory_is_zeroed_even_when_reused)
 	}
 }
 
+/* calloc pops from the thread's cache itself, and goes to the slow path when the bin is
+ * empty: blocks written and freed (most of them flushed out of the cache) come back zeroed
+ * both ways */
+Test(calloc, memory_is_zeroed_when_the_cache_refills)
+{
+	enum { N = 2000 };
+	static char *p[N];
+	for (size_t n = 48; n <= 3000; n *= 4) {
+		for (int i = 0; i < N; i++) {
+			p[i] = A(malloc)(n);
+			memset(p[i], 0xff, n);
+		}
+		for (int i = 0; i < N; i++)
+			A(free)(p[i]);
+		for (int i = 0; i < N; i++) {
+			p[i] = A(calloc)(n, 1);
+			cr_assert_not_null(p[i]);
+			for (size_t k = 0; k < n; k += 5)
+				cr_assert_eq(p[i][k], 0, "calloc(%zu, 1) #%d [%zu]", n, i, k);
+		}
+		for (int i = 0; i < N; i++)
+			A(free)(p[i]);
+	}
+}
+
 Test(realloc, null_pointer_behaves_like_malloc)
 {
 	char *p = A(realloc)(NULL, 100);
