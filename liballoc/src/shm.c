@@ -442,16 +442,31 @@ static dev_t seg_dir_dev;
 static ino_t seg_dir_ino;
 static char seg_dir[200], seg_name[48];
 
-/* Who the segment belongs to (also written again after a move). */
+/* A forked child whose segment still holds its published parent's identity (shm_fork_child),
+ * and whether the parent's control thread ran then. */
+static bool seg_forked, seg_parent_controlled;
+
+/* Who the segment belongs to (also written again after a move). A forked child keeps what
+ * its parent found where it is the same (the two /proc/self/ns lookups and the readlink
+ * were most of a child's publication): the executable; the pid namespace unless the
+ * parent set another for its children (the child cannot see its parent there: getppid()
+ * is 0); the user namespace unless the parent could have changed its own since (only a
+ * single-threaded process can: not one whose control thread runs). */
 static void write_identity(pid_t pid)
 {
 	struct la_shm_header *h = shm_header();
+	bool forked = seg_forked;
+	seg_forked = false;
 	h->pid = pid;
-	h->pidns_ino = ns_inode("pid");
-	h->userns_ino = ns_inode("user");
+	if (!forked || syscall(SYS_getppid) == 0)
+		h->pidns_ino = ns_inode("pid");
+	if (!forked || !seg_parent_controlled)
+		h->userns_ino = ns_inode("user");
 	h->uid = (uint32_t)os_getuid();
 	h->start_time = proc_start_time();
 	h->created_ns = os_wall_ns();
+	if (forked && h->exe[0])
+		return;
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
 	h->exe[el > 0 ? el : 0] = 0;
 }
@@ -466,6 +481,7 @@ void shm_publish_file(void)
 		return;
 	pid_t pid = os_getpid();
 	struct la_shm_header *h = shm_header();
+	bool forked = seg_forked;
 	write_identity(pid);
 	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, h->pidns_ino);
 	la_strlcpy(tmp, seg_name, sizeof(tmp));
@@ -520,7 +536,8 @@ void shm_publish_file(void)
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
 	seg_on_file = true;
 	sigbus_install();
-	reap_stale(dfd, pid, h->pidns_ino);
+	if (!forked) /* its parent reaped when it published */
+		reap_stale(dfd, pid, h->pidns_ino);
 	close(dfd);
 }
 
@@ -748,6 +765,9 @@ void shm_fork_child(void)
 	uint32_t arenas = shm_header()->arena_count;
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
+	/* the copy holds the parent's identity if the parent published (write_identity) */
+	seg_forked = seg_on_file;
+	seg_parent_controlled = shm_header()->control_state == LA_CONTROL_RUNNING;
 	bool fresh = false; /* the segment is new anonymous memory: the mailbox zeros */
 	if (seg_on_file && seg_fd >= 0 &&
 	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
