@@ -327,6 +327,22 @@ static size_t resident_pages(const void *p, size_t len);
  * its start), so the new block starts on a resident page; placed anywhere else it would
  * fault in a page while that one stayed resident and free (`large_random`'s heap blocks:
  * 59% of them started on a page not resident). */
+/* Asks for `pages` pages and checks they come as the parked block at p, taken in place from
+ * pages counted free and resident (the rest of the block, or of the pages after it, stays
+ * free resident in the heap). */
+static char *take_in_place(char *p, size_t pages)
+{
+	struct la_counters before = stats();
+	char *q = A(malloc)(pages * 4096);
+	cr_assert_eq(q, p, "%zu pages taken at %p, the parked block is at %p", pages, (void *)q,
+	             (void *)p);
+	struct la_counters after = stats();
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes + pages * 4096);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes - pages * 4096,
+	             "taken from free resident pages; the rest stays free resident, in the heap");
+	return q;
+}
+
 Test(parked, a_shorter_request_of_40_pages_or_more_takes_its_first_pages)
 {
 	set("mmap_threshold", 1 << 20);
@@ -334,15 +350,9 @@ Test(parked, a_shorter_request_of_40_pages_or_more_takes_its_first_pages)
 	char *p = A(malloc)(64 * 4096);
 	p[0] = 1;
 	A(free)(p); /* parked */
-	struct la_counters before = stats();
-	char *q = A(malloc)(48 * 4096);
-	cr_assert_eq(q, p, "48 pages taken at %p, the parked block is at %p", (void *)q, (void *)p);
+	char *q = take_in_place(p, 48);
 	cr_assert_eq(resident_pages(q, 4096), 1, "its first page is the one written");
 	cr_assert_eq(q[0], 1, "not returned to the system meanwhile");
-	struct la_counters after = stats();
-	cr_assert_eq(after.allocated_bytes, before.allocated_bytes + 48 * 4096);
-	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes - 48 * 4096,
-	             "the other 16 pages stay free resident, in the heap");
 	A(free)(q);
 	A(free)(keep);
 }
@@ -361,14 +371,8 @@ Test(parked, a_longer_request_of_40_pages_or_more_grows_it_into_resident_free_pa
 	memset(r, 1, 16 * 4096);
 	A(free)(r); /* parked */
 	A(free)(p); /* parked; r's pages go back to the heap, resident */
-	struct la_counters before = stats();
-	char *q = A(malloc)(60 * 4096);
-	cr_assert_eq(q, p, "60 pages taken at %p, the parked block is at %p", (void *)q, (void *)p);
+	char *q = take_in_place(p, 60);
 	cr_assert_eq(resident_pages(q, 60 * 4096), 60, "no page of it is fresh");
-	struct la_counters after = stats();
-	cr_assert_eq(after.allocated_bytes, before.allocated_bytes + 60 * 4096);
-	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes - 60 * 4096,
-	             "the 4 pages left of r's stay free resident");
 	A(free)(q);
 	A(free)(guard);
 }
