@@ -2,8 +2,9 @@
  * request per connection (Connection: close), no request body. What it must withstand on a
  * shared host (issue 18):
  *  - a cap on connections (http_max_connections): at the cap the oldest connection still
- *    sending its request is dropped for the new one (only when every connection is being
- *    answered does the new one get a short 503);
+ *    sending its request is dropped for the new one, its socket read first (a request
+ *    that came whole but was not read yet is answered instead); only when every
+ *    connection is being answered does the new one get a short 503;
  *  - a whole-request deadline (http_request_timeout_ms for the request line and every
  *    header, not a per-byte timeout: slowloris gets nowhere), and at most 8 KiB of them;
  *  - descriptor exhaustion handled by the accept guard (reserve fd, pause, one log line);
@@ -280,29 +281,29 @@ static void handle(struct hconn *c, char *head)
 		evbuffer_free(body_buf);
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+/* Answer the request if all of it is in the input buffer. -1 when c was freed. */
+static int take_request(struct hconn *c)
 {
-	struct hconn *c = arg;
 	if (c->answered)
-		return;
-	struct evbuffer *in = bufferevent_get_input(bev);
+		return 0;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
 	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) >= HEAD_MAX)
 			respond_text(c, 431, "Request Header Fields Too Large",
 			             "request headers too large\n", NULL);
-		return; /* the deadline keeps running: the whole request must come in time */
+		return 0; /* the deadline keeps running: the whole request must come in time */
 	}
 	size_t n = (size_t)end.pos + 4;
 	if (n > HEAD_MAX) {
 		respond_text(c, 431, "Request Header Fields Too Large",
 		             "request headers too large\n", NULL);
-		return;
+		return 0;
 	}
 	char *head = malloc(n + 1);
 	if (!head) {
 		hconn_free(c);
-		return;
+		return -1;
 	}
 	evbuffer_remove(in, head, n);
 	head[n] = 0;
@@ -310,11 +311,35 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (head[i] == 0) {
 			free(head);
 			respond_text(c, 400, "Bad Request", "NUL in the request\n", NULL);
-			return;
+			return 0;
 		}
 	c->d->st.http_requests++;
 	handle(c, head);
 	free(head);
+	return 0;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	take_request(arg);
+}
+
+/* Before a connection is dropped as slow: read what its socket holds (non-blocking), so a
+ * request that came in whole but was not read yet (the loop was still accepting others) is
+ * answered instead. True when c was answered or freed. */
+static bool take_pending(struct hconn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t have = evbuffer_get_length(in);
+	if (have < HEAD_MAX) {
+		/* the bufferevent keeps its input's end frozen to all but its own reads */
+		evbuffer_unfreeze(in, 0);
+		int r = evbuffer_read(in, bufferevent_getfd(c->bev), (int)(HEAD_MAX - have));
+		evbuffer_freeze(in, 0);
+		if (r <= 0)
+			return false; /* nothing more (or the client is gone): it is what it was */
+	}
+	return take_request(c) < 0 || c->answered;
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
@@ -340,18 +365,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	struct ctld *d = arg;
 	guard_accepted(&h.guard);
-	if (h.n >= d->cfg.http_max_connections) {
+	while (h.n >= d->cfg.http_max_connections) {
 		/* make room by dropping the oldest connection that has not even sent its
 		 * request: a real client sends it at once, a slowloris never finishes, so the
-		 * slow ones go and /healthz and scrapes still get in */
+		 * slow ones go and /healthz and scrapes still get in. One whose request waits
+		 * in its socket (accepted in the same batch as many slow ones, not read yet) is
+		 * answered instead, and the next oldest is looked at. */
 		struct hconn *old;
 		TAILQ_FOREACH(old, &h.conns, link)
 		if (!old->answered)
 			break;
-		if (old) {
-			d->st.http_timeouts++;
-			hconn_free(old);
-		}
+		if (!old)
+			break;
+		if (take_pending(old))
+			continue;
+		d->st.http_timeouts++;
+		hconn_free(old);
 	}
 	if (h.n >= d->cfg.http_max_connections) {
 		static const char busy[] =
