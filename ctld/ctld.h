@@ -74,9 +74,11 @@ struct proc {
 	struct seg seg;
 	/* identity from /proc (never from the segment, which its owner writes): exe, the name
 	 * it was run as, command line, real uid; read again when older than a quarter of the process's age (1-30 s) or
-	 * when /proc/<pid>/stat shows another comm */
+	 * when /proc/<pid>/stat shows another comm, and id_retry_ms after a read that missed a
+	 * part (10 ms, doubling) */
 	struct proc_id id;
-	uint64_t id_ns; /* CLOCK_MONOTONIC of the last identity read */
+	uint64_t id_ns;       /* CLOCK_MONOTONIC of the last identity read */
+	uint32_t id_retry_ms; /* 0: the last read had every part */
 	/* its figures as last read (proc_snapshot): the header's live fields in seg.hdr, the
 	 * totals in last_total, RSS and threads from /proc/<pid>/stat; a list or a scrape takes
 	 * them while younger than PROC_RECENT_NS instead of reading again */

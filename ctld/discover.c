@@ -1266,8 +1266,15 @@ void discover_shutdown(struct ctld *d)
  * process's age, at least 1 s and at most 30 s: a worker that switched uid 2 s after its
  * start is shown with its own uid about a second later, and a process older than two
  * minutes costs one read per 30 s as before. */
-#define ID_MIN_AGE_NS 1000000000ull
-#define ID_MAX_AGE_NS 30000000000ull
+#define ID_MIN_AGE_NS   1000000000ull
+#define ID_MAX_AGE_NS   30000000000ull
+/* A read that missed a part (exe, comm, command line, uids) is tried again on the next scan
+ * after ID_RETRY_MIN_MS, the wait doubling up to the age bound above: the misses seen are
+ * transient (a process mid-exec or exiting, whose mm the kernel is swapping or tearing
+ * down; a fresh child not yet fully set up), and what stays unreadable (another user's exe
+ * for a non-root daemon, hidepid) costs a few reads and then one per bound as before. */
+#define ID_RETRY_MIN_MS 10u
+#define ID_RETRY_MAX_MS 30000u
 
 static uint64_t id_max_age_ns(const struct proc *p)
 {
@@ -1307,16 +1314,27 @@ static void id_keep(struct proc_id *id, const struct procfs_info *pi)
 bool proc_identity(struct proc *p, bool force)
 {
 	uint64_t now = seg_now_ns(CLOCK_MONOTONIC);
-	if (!force && p->id_ns &&
-	    (now - p->id_ns < ID_MIN_AGE_NS || now - p->id_ns < id_max_age_ns(p)))
-		return true;
+	if (!force && p->id_ns) {
+		uint64_t due = id_max_age_ns(p);
+		if (p->id_retry_ms && (uint64_t)p->id_retry_ms * 1000000ull < due)
+			due = (uint64_t)p->id_retry_ms * 1000000ull;
+		if (now - p->id_ns < due)
+			return true;
+	}
 	struct procfs_info pi;
 	int r = procfs_read(p->seg.hdr.pid, PROCFS_IDENTITY, p->seg.hdr.start_time, &pi);
 	if (r < 0 && errno == ESRCH)
 		return false;
-	/* what could be read (a non-root daemon may not read another's exe) */
+	/* what could be read; a part missed is read again soon (ID_RETRY_MIN_MS), not only
+	 * when the identity is old */
 	id_keep(&p->id, &pi);
 	p->id_ns = now;
+	if ((pi.have & PROCFS_IDENTITY) != PROCFS_IDENTITY)
+		p->id_retry_ms = !p->id_retry_ms                         ? ID_RETRY_MIN_MS
+		                 : p->id_retry_ms >= ID_RETRY_MAX_MS / 2 ? ID_RETRY_MAX_MS
+		                                                         : p->id_retry_ms * 2;
+	else
+		p->id_retry_ms = 0;
 	char dir[PATH_MAX], rel[PATH_MAX];
 	if (cgroup_of_pid(p->seg.hdr.pid, dir, sizeof(dir), rel, sizeof(rel)) == 0)
 		snprintf(p->cgroup, sizeof(p->cgroup), "%.*s", (int)sizeof(p->cgroup) - 1, rel);
@@ -1394,6 +1412,8 @@ bool proc_snapshot(struct ctld *d, struct proc *p, struct proc_snap *s, unsigned
 	bool recent = !(what & SNAP_ARENAS) && p->fig_ns && now - p->fig_ns < max_age_ns;
 	if (!recent)
 		read_stat(p, now);
+	else if (p->id_retry_ms)
+		proc_identity(p, false); /* a part missed: figures may be recent, not that */
 	s->rss_bytes = p->rss_bytes;
 	s->threads = p->threads;
 	if (p->unreadable && (recent || now < p->retry_ns)) {

@@ -243,6 +243,11 @@ bool procfs_names_match(unsigned have, const char *run_name, const char *comm, c
 
 static const char *proc_root = "/proc";
 
+void procfs_set_root(const char *root)
+{
+	proc_root = root ? root : "/proc";
+}
+
 int procfs_parse_uid_map(const char *buf, struct procfs_info *out)
 {
 	out->n_uid_map = 0;

@@ -64,6 +64,10 @@ struct procfs_info {
  * could be read is in out->have either way. */
 int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out);
 
+/* Read another directory instead of /proc (NULL: /proc again): tests give the reader a
+ * stand-in whose files they write, to make a part fail and come back. */
+void procfs_set_root(const char *root);
+
 /* ---- namespaces ----------------------------------------------------------------------
  * A process in a container sees its own pid (and uid) in its own namespaces; a reader in
  * another namespace (a daemon on the host) finds it through /proc: the process whose
