@@ -313,8 +313,11 @@ class Scenario:
     strace: None or (trace expression, [syscalls to report]) for a separate strace run."""
 
     def __init__(self, name, group, what, argv, metrics, env=None, strace=None,
-                 check=None, note=None, rounds=None):
+                 check=None, note=None, rounds=None, min_rounds=None):
         self.rounds = rounds  # at most this many rounds (long runs), else the suite's
+        # at least this many, also in a quick run (short rows whose figures vary several
+        # times over from run to run for every allocator: one round would decide a median)
+        self.min_rounds = min_rounds
         self.name = name
         self.group = group
         self.what = what
@@ -591,7 +594,11 @@ def issue23_scenarios(ctx):
                                                        "s" if cons > 1 else "", prod + cons),
             lambda prod=prod, n=n, cons=cons, lo=lo, hi=hi: [
                 p("mech_remote"), str(prod), str(n), str(cons), str(lo), str(hi)],
-            [elapsed(), CPU, Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)]))
+            [elapsed(), CPU, Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)],
+            # a run takes ~0.05 s, and its peak RSS moves 3-5x between runs for every
+            # allocator (threads on more than the cores: who runs first decides how many
+            # blocks are in flight); one quick round moved the RSS geomean by 0.07
+            min_rounds=5))
     return out
 
 
@@ -1063,7 +1070,7 @@ class Suite:
                 continue
             rows = [self.row(sc.name, sc.group, m.label, m.unit, m.higher_better, sc.what)
                     for m in sc.metrics]
-            rounds = min(ctx.rounds, sc.rounds or ctx.rounds)
+            rounds = max(min(ctx.rounds, sc.rounds or ctx.rounds), sc.min_rounds or 1)
             for rnd in range(rounds):
                 for a in self.allocs:
                     extra = sc.env(ctx, a) if sc.env else None
