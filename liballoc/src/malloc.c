@@ -120,29 +120,24 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
 	return p;
 }
 
-/* malloc's fast path for n <= LA_SMALL_MAX, for calloc: a block from this thread's cache,
- * NULL when the bin is empty (or a flusher holds the cache, or it is not set up yet: the
- * slow path). calloc pops here rather than call the exported malloc, which goes through
- * the PLT (the library's own calls to an exported function can be interposed), and so
- * needs no frame: its memset is a tail call. */
+/* malloc's fast path: a block from this thread's cache, NULL when n is not small, the bin
+ * is empty, a flusher holds the cache or it is not set up yet (the slow path). calloc pops
+ * here too rather than call the exported malloc, which goes through the PLT (the library's
+ * own calls to an exported function can be interposed), and so needs no frame: its memset
+ * is a tail call. */
 LA_INLINE void *malloc_pop(size_t n)
 {
 	struct tcache *tc = &la_tcache;
 	if (likely(n <= 1024))
 		return bin_pop(tc, tc_enter_direct(tc, n));
-	return bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
+	if (likely(n <= LA_SMALL_MAX))
+		return bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
+	return NULL;
 }
 
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
-	struct tcache *tc = &la_tcache;
-	void *p;
-	if (likely(n <= 1024))
-		p = bin_pop(tc, tc_enter_direct(tc, n));
-	else if (likely(n <= LA_SMALL_MAX))
-		p = bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
-	else
-		return malloc_slow(n);
+	void *p = malloc_pop(n);
 	if (likely(p != NULL))
 		return p;
 	return malloc_slow(n);
@@ -380,11 +375,9 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (likely(total <= LA_SMALL_MAX)) {
-		void *p = malloc_pop(total);
-		if (likely(p != NULL))
-			return memset(p, 0, total); /* tail calls: calloc keeps no frame */
-	}
+	void *p = malloc_pop(total);
+	if (likely(p != NULL))
+		return memset(p, 0, total); /* tail calls: calloc keeps no frame */
 	return calloc_slow(total);
 }
 

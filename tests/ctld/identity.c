@@ -64,15 +64,21 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The daemon's entry for the fake process, its identity not read yet. */
+static void fake_proc(struct proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->id.exe = p->id.comm = p->id.name = p->id.cmdline = "";
+	p->seg.hdr.pid = FAKE_PID;
+	p->seg.hdr.start_time = FAKE_START;
+}
+
 TestSuite(identity, .init = fake_process, .fini = remove_fake);
 
 Test(identity, a_part_that_could_not_be_read_is_read_again_on_the_next_scan)
 {
 	struct proc p;
-	memset(&p, 0, sizeof(p));
-	p.id.exe = p.id.comm = p.id.name = p.id.cmdline = "";
-	p.seg.hdr.pid = FAKE_PID;
-	p.seg.hdr.start_time = FAKE_START;
+	fake_proc(&p);
 	/* discovered while its exe cannot be read (mid-exec, exiting: readlink fails) */
 	cr_assert(proc_identity(&p, true), "the process is there: kept");
 	cr_expect_str_eq(proc_exe(&p), "?");
@@ -101,10 +107,7 @@ Test(identity, a_part_that_could_not_be_read_is_read_again_on_the_next_scan)
 Test(identity, a_part_that_stays_unreadable_is_tried_less_and_less_often)
 {
 	struct proc p;
-	memset(&p, 0, sizeof(p));
-	p.id.exe = p.id.comm = p.id.name = p.id.cmdline = "";
-	p.seg.hdr.pid = FAKE_PID;
-	p.seg.hdr.start_time = FAKE_START;
+	fake_proc(&p);
 	cr_assert(proc_identity(&p, true));
 	cr_expect_eq(p.id_retry_ms, 10);
 	/* each read that misses it again doubles the wait, up to 30 s */
@@ -125,10 +128,7 @@ Test(identity, a_part_that_stays_unreadable_is_tried_less_and_less_often)
 Test(identity, a_process_that_is_gone_is_not_kept)
 {
 	struct proc p;
-	memset(&p, 0, sizeof(p));
-	p.id.exe = p.id.comm = p.id.name = p.id.cmdline = "";
-	p.seg.hdr.pid = FAKE_PID;
-	p.seg.hdr.start_time = FAKE_START;
+	fake_proc(&p);
 	cr_assert(proc_identity(&p, true));
 	cr_expect_str_eq(proc_exe(&p), "?");
 	/* it exits while its exe is being retried: the next scan finds it gone */

@@ -1322,6 +1322,21 @@ static void *ring_owner(void *arg)
 	return arg;
 }
 
+/* Starts thread t running fn, which allocates blocks[] in an arena of its own and then waits
+ * at made (and next at go, which is set up here too); returns that arena, checked to be
+ * another than that of own (a block of this thread's). */
+static struct arena *start_owner(pthread_t *t, void *(*fn)(void *), pthread_barrier_t *made,
+                                 pthread_barrier_t *go, void *const *blocks, const void *own)
+{
+	pthread_barrier_init(made, NULL, 2);
+	pthread_barrier_init(go, NULL, 2);
+	pthread_create(t, NULL, fn, NULL);
+	pthread_barrier_wait(made);
+	struct arena *owner = heap_of(blocks[0])->arena;
+	cr_assert_neq(owner, heap_of(own)->arena, "the owner has an arena of its own");
+	return owner;
+}
+
 static bool owner_queue_empty(struct arena *a)
 {
 	return cds_wfcq_empty(&a->rq_head, &a->rq_tail);
@@ -1333,12 +1348,7 @@ Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_i
 	set("arena_max", 16);      /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32); /* this thread's own arena and cache */
 	pthread_t t;
-	pthread_barrier_init(&ring_made, NULL, 2);
-	pthread_barrier_init(&ring_done, NULL, 2);
-	pthread_create(&t, NULL, ring_owner, NULL);
-	pthread_barrier_wait(&ring_made);
-	struct arena *owner = heap_of(ring_blocks[0])->arena;
-	cr_assert_neq(owner, heap_of(own)->arena, "the owner has an arena of its own");
+	struct arena *owner = start_owner(&t, ring_owner, &ring_made, &ring_done, ring_blocks, own);
 	struct la_counters before = stats();
 	/* handed over 64 at a time: RR_SLOTS fill the ring, the next batch finds no room and
 	 * goes to the queue, the last stays in this thread's cache */
@@ -1400,12 +1410,8 @@ Test(remote_frees, a_batch_begun_while_its_owner_had_threads_goes_under_its_lock
 	set("arena_max", 16);      /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(48); /* this thread's own arena and cache */
 	pthread_t t;
-	pthread_barrier_init(&left_made, NULL, 2);
-	pthread_barrier_init(&left_go, NULL, 2);
-	pthread_create(&t, NULL, leaving_owner, NULL);
-	pthread_barrier_wait(&left_made);
-	struct arena *owner = heap_of(left_blocks[0])->arena;
-	cr_assert_neq(owner, heap_of(own)->arena, "the owner has an arena of its own");
+	struct arena *owner =
+	        start_owner(&t, leaving_owner, &left_made, &left_go, left_blocks, own);
 	A(free)(left_blocks[0]); /* begins this thread's hand-over batch for the owner */
 	pthread_barrier_wait(&left_go);
 	pthread_join(t, NULL);
