@@ -923,6 +923,22 @@ static long thread_faults(void)
 	return r.ru_minflt;
 }
 
+/* Allocates `want` bytes (above the threshold) and writes them all: the block must come
+ * from a heap, with no mapping made; *faults gets this thread's faults in doing so. */
+static char *heap_take_written(size_t want, long *faults)
+{
+	struct la_counters before = stats();
+	long f0 = thread_faults();
+	char *q = A(malloc)(want);
+	memset(q, 2, want);
+	*faults = thread_faults() - f0;
+	struct la_counters after = stats();
+	cr_assert(heap_registered(q), "the block came from a heap");
+	cr_assert_eq(after.mmap_calls, before.mmap_calls, "no mapping was made");
+	cr_assert_eq(after.direct_mappings, before.direct_mappings);
+	return q;
+}
+
 /* Pages a heap holds resident and free come before a new mapping: a request at or above
  * the mmap threshold that fits in them takes them (no system call, nothing faulted in),
  * where a mapping would fault in as many fresh pages while those stayed resident. */
@@ -939,16 +955,9 @@ Test(dynamic_threshold, a_request_above_it_takes_resident_free_heap_pages_first)
 	char *guard = A(malloc)(SIZE); /* in use after them */
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]); /* the last one stays parked; the others make one free run */
-	struct la_counters before = stats();
-	long f0 = thread_faults();
-	size_t want = 1 << 20; /* above the threshold, within the run of 7 x 200 KiB */
-	char *q = A(malloc)(want);
-	memset(q, 2, want);
-	long faults = thread_faults() - f0;
-	struct la_counters after = stats();
-	cr_assert(heap_registered(q), "the block came from a heap");
-	cr_assert_eq(after.mmap_calls, before.mmap_calls, "no mapping was made");
-	cr_assert_eq(after.direct_mappings, before.direct_mappings);
+	long faults;
+	/* above the threshold, within the run of 7 x 200 KiB */
+	char *q = heap_take_written(1 << 20, &faults);
 	cr_assert_lt(faults, 8, "its pages were resident: %ld faults", faults);
 	A(free)(q);
 	A(free)(guard);
@@ -973,16 +982,9 @@ Test(dynamic_threshold, a_request_above_it_takes_a_heap_run_half_resident)
 	/* y parked in its place: the 8 blocks' pages make one free run with the heap's
 	 * untouched top */
 	A(free)(y);
-	struct la_counters before = stats();
-	long f0 = thread_faults();
-	size_t want = 2 << 20; /* 512 pages: the run's 400 resident ones and 112 fresh */
-	char *q = A(malloc)(want);
-	memset(q, 2, want);
-	long faults = thread_faults() - f0;
-	struct la_counters after = stats();
-	cr_assert(heap_registered(q), "the block came from a heap");
-	cr_assert_eq(after.mmap_calls, before.mmap_calls, "no mapping was made");
-	cr_assert_eq(after.direct_mappings, before.direct_mappings);
+	long faults;
+	/* 512 pages: the run's 400 resident ones and 112 fresh */
+	char *q = heap_take_written(2 << 20, &faults);
 	cr_assert_lt(faults, 112 + 8, "only the pages beyond the run faulted: %ld", faults);
 	A(free)(q);
 }
