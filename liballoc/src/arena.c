@@ -529,14 +529,21 @@ static LA_NOINLINE void xfer_chunk_written(struct arena *a, uint32_t chunks)
 	a->xfer_chunks = chunks;
 }
 
+/* Whether class cls may hold `have` blocks while the arena takes `add` bytes more: the
+ * slots' and the class's and arena's byte bounds (the earned depth aside). */
+LA_INLINE bool xfer_fits(const struct arena *a, unsigned cls, uint32_t have, uint64_t add)
+{
+	return have <= XF_SLOTS && (uint64_t)have * sc_size[cls] <= XF_CLASS_BYTES &&
+	       a->xfer_bytes + add <= XF_ARENA_BYTES;
+}
+
 /* Keep the n blocks if the class's and the arena's bounds allow; returns how many kept
  * (all or none: a flush goes one way). */
 static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
 {
 	uint32_t have = a->xfer_n[cls];
 	uint64_t bytes = (uint64_t)n * sc_size[cls];
-	if (have + n > XF_SLOTS || (uint64_t)(have + n) * sc_size[cls] > XF_CLASS_BYTES ||
-	    a->xfer_bytes + bytes > XF_ARENA_BYTES)
+	if (!xfer_fits(a, cls, have + n, bytes))
 		return 0;
 	if (have + n > xfer_depth(a)) { /* a chunk not earned yet */
 		a->xfer_over |= (uint64_t)1 << cls;
@@ -1048,9 +1055,7 @@ static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free
 		if (likely(pm_small(e) && x)) {
 			unsigned cls = pm_class(e);
 			uint32_t have = a->xfer_n[cls], size = sc_size[cls];
-			/* depth <= XF_SLOTS: the slots' bound holds too */
-			bool room = (uint64_t)(have + 1) * size <= XF_CLASS_BYTES &&
-			            a->xfer_bytes + size <= XF_ARENA_BYTES;
+			bool room = xfer_fits(a, cls, have + 1, size);
 			if (likely(have < depth && room)) {
 				x->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
 				a->xfer_n[cls] = (uint16_t)(have + 1);
@@ -1062,7 +1067,7 @@ static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free
 					xfer_chunk_written(a, have / XF_CHUNK + 1);
 				continue;
 			}
-			if (room && have < XF_SLOTS) /* a chunk not earned yet */
+			if (room) /* a chunk not earned yet */
 				a->xfer_over |= (uint64_t)1 << cls;
 		}
 		free_block_tallied(a, p, t);
