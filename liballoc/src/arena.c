@@ -1467,8 +1467,9 @@ void arena_unlock_all(void)
 	la_unlock(&arenas_lock);
 }
 
-void arena_reinit_child(struct arena *keep)
+bool arena_reinit_child(struct arena *keep)
 {
+	bool tick = false;
 	uint32_t n = arena_count;
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
@@ -1488,8 +1489,12 @@ void arena_reinit_child(struct arena *keep)
 		w->predicted_ns = w->deadline_ns = 0;
 		w->want = w->done = 0;
 		w->hit = w->holding = w->defer = 0;
+		/* what arena_burst_tick still has to do here: the pages prepared and stamped
+		 * go back, a burst under way ends (and rebases the level) */
+		tick |= w->stamp || w->prepared || w->active;
 	}
 	la_lock_reinit(&arenas_lock);
+	return tick;
 }
 
 /* ---- burst preparation (burst.h) ----------------------------------------------------- */

@@ -761,6 +761,9 @@ LA_EXPORT const char *liballoc_segment_path(void)
 
 static void fork_prepare(void)
 {
+	/* the transparent huge page mode, read once here rather than in every child that
+	 * trims or decays (two sysfs files: six system calls and a libc page each) */
+	os_thp_always();
 	tun_fork_prepare(); /* no writer of the segment's tunables is half-way at the fork */
 	direct_fork_prepare();
 	tcache_fork_prepare();
@@ -782,7 +785,7 @@ static void fork_child(void)
 	 * (the arenas' thread counts, the dead threads' caches off the counters) */
 	shm_fork_child();
 	struct tcache *tc = &la_tcache;
-	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
+	bool burst_look = arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
 	tun_fork_child();
 	tcache_fork_child();
@@ -791,7 +794,7 @@ static void fork_child(void)
 	control_announce();
 	shm_publish_file();
 	shm_header()->allocator_threads = tc->state == TC_LIVE ? 1 : 0;
-	control_fork_child();
+	control_fork_child(burst_look);
 }
 
 __attribute__((constructor)) static void liballoc_ctor(void)
