@@ -797,15 +797,27 @@ static void fork_child(void)
 	control_fork_child(burst_look);
 }
 
+/* Map the segment's file before the start writes the segment (shm_prepare_file), unless an
+ * allocation before the constructor did already. False: it failed and said so. */
+static bool la_prepare_segment(void)
+{
+	la_lock(&init_lock);
+	bool ok = __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) || shm_prepare_file();
+	la_unlock(&init_lock);
+	return ok;
+}
+
 __attribute__((constructor)) static void liballoc_ctor(void)
 {
+	bool publish = !LA_NO_STATS && la_prepare_segment();
 	ENSURE_INIT();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	if (LA_NO_STATS)
 		return; /* statistics compiled out: no segment, no control thread */
 	control_announce();
 	shm_detect_foreign();
-	shm_publish_file();
+	if (publish)
+		shm_publish_file();
 	control_start();
 }
 

@@ -92,3 +92,20 @@ pages() {
 	[ "${lines[0]}" = "$snap absent" ]
 	[ "${lines[1]}" = "$owner present" ]
 }
+
+@test "the first start writes the segment in its file, not in memory it then copies there" {
+	# the constructor maps the file before anything writes the segment (shm_prepare_file):
+	# no pwrite of the header (it was an anonymous page written, copied, then replaced,
+	# a page fault of every process); the segment is still published. (A forked child
+	# copies its parent's segment into a file of its own: not this case.)
+	command -v strace >/dev/null || skip "no strace"
+	dir=$(mktemp -d)
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -o "$dir/trace" \
+		-e trace=pwrite64,renameat,rename /bin/true
+	echo "$output"
+	cat "$dir/trace"
+	[ "$status" -eq 0 ]
+	grep -q 'rename.*\.seg"' "$dir/trace"
+	[ "$(grep -c 'pwrite64(.*LALLSHM' "$dir/trace")" -eq 0 ]
+	rm -rf "$dir"
+}
