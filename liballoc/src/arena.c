@@ -226,10 +226,8 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 	return heap_alloc_pages(h, n, false, room, dirty);
 }
 
-/* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
- * free resident pages than pages in use; a refault is remembered for this many periods, a
- * breath (heap_breathing) for this many. */
-#define NEARLY_EMPTY   16u
+/* The throttle with a decay pass (NEARLY_EMPTY: heap.h): a refault is remembered for this
+ * many periods, a breath (heap_breathing) for this many. */
 #define REFAULT_MEMORY 8u
 #define BREATH_MEMORY  2u
 
@@ -243,7 +241,7 @@ static bool other_arenas_used(const struct arena *a)
 	return false;
 }
 
-static bool give_back_heap(struct arena *a, struct heap *h);
+static bool give_back_heap(struct arena *a, struct heap *h, bool wait);
 
 /* After pages went back to heap h: idle heap release and the madvise throttle. */
 static void after_free_pages(struct arena *a, struct heap *h)
@@ -261,11 +259,12 @@ static void after_free_pages(struct arena *a, struct heap *h)
 		STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 		return;
 	}
-	give_back_heap(a, h);
+	give_back_heap(a, h, true);
 }
 
-/* after_free_pages' returns for heap h (lock held): true when pages went back. */
-static bool give_back_heap(struct arena *a, struct heap *h)
+/* after_free_pages' returns for heap h (lock held): true when pages went back. wait: a free
+ * left the heap (the control thread's look at it does not wait again). */
+static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 {
 	if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
 		release_heap(a, h);
@@ -291,7 +290,11 @@ static bool give_back_heap(struct arena *a, struct heap *h)
 		 * once, not the sum of each one's peak). (Keeping only what the growth back to
 		 * the top takes does not work with heap_purge: largest spans first, the excess
 		 * goes with the one large free run.) The decay pass still returns what stays
-		 * free for decay_ms. */
+		 * free for decay_ms. With no other arena in use, the purge of a heap a free
+		 * left nearly empty waits EMPTY_WAIT_NS for the control thread, and is off if
+		 * the heap grows back out of nearly empty meanwhile (heap.c take_pages: then
+		 * it counts as a refault); with other arenas in use their growth takes what
+		 * goes back, at once. */
 		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
 		uint32_t since = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - h->refault_epoch;
 		if ((uint64_t)h->dirty_pages < (uint64_t)NEARLY_EMPTY * h->used_pages ||
@@ -299,6 +302,17 @@ static bool give_back_heap(struct arena *a, struct heap *h)
 		    (h->refaulted && since < REFAULT_MEMORY * HEAP_DECAY_TICKS) ||
 		    (heap_breathing(h, BREATH_MEMORY * HEAP_DECAY_TICKS) &&
 		     !other_arenas_used(a))) {
+			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
+			return false;
+		}
+		if (wait && !other_arenas_used(a)) {
+			h->purge_due = 1;
+			if (!a->empty_due_ns) {
+				/* (atomic: arena_empty_tick looks before it locks) */
+				__atomic_store_n(&a->empty_due_ns, os_now_ns() + EMPTY_WAIT_NS,
+				                 __ATOMIC_RELAXED);
+				shm_wake_control(); /* it sleeps until the next deadline it knows */
+			}
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 			return false;
 		}
@@ -437,32 +451,23 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop up to k freed blocks from a span into out[0..] in list order (lock held); returns
- * how many (0: it has none). Each link must name a block start of the same span (spans are
- * at most 2^18 bytes: sc_divisible is exact). The list head, the span's range and the
- * class's reciprocal stay in registers: a block costs its link's load, decode and checks
- * and its store (the span's fields are written once). */
-static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out, uint32_t k)
+/* Pop a freed block from a span (lock held); NULL when it has none. Its link must name a
+ * block start of the same span (spans are at most 2^18 bytes: sc_divisible is exact). */
+static inline void *span_pop(struct heap *h, struct span *s)
 {
 	void *p = s->free;
 	if (!p)
-		return 0;
-	uintptr_t base = (uintptr_t)span_base(h, s);
-	uintptr_t bytes = (uintptr_t)s->npages << LA_PAGE_SHIFT;
-	uint32_t recip = sc_recip[s->cls], got = 0;
-	do {
-		void *next = link_decode(*(void **)p, p);
-		if (next) {
-			uintptr_t off = (uintptr_t)next - base;
-			if (unlikely(off >= bytes || (uint32_t)off * recip >= recip))
-				corrupt_span_list();
-		}
-		out[got++] = p;
-		p = next;
-	} while (p && got < k);
-	s->free = p;
-	s->used = (uint16_t)(s->used + got);
-	return got;
+		return NULL;
+	void *next = link_decode(*(void **)p, p);
+	if (next) {
+		uintptr_t off = (uintptr_t)next - (uintptr_t)span_base(h, s);
+		if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
+		             !sc_divisible((uint32_t)off, s->cls)))
+			corrupt_span_list();
+	}
+	s->free = next;
+	s->used++;
+	return p;
 }
 
 /* Carve up to k never-used blocks from a span into out[0..], the lowest address last
@@ -569,12 +574,10 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 
 LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
-/* Blocks of one class back to their spans (emptied spans go back to their heaps), each
- * as span_push would. Blocks of a flush often share spans: the span found for one serves
- * the next while they do. A block on the page of the one before is on its span; else one
- * whose page map entry names the same first page in the same heap. A span joins the
- * partial list when it is found (not tested again for each of its blocks): a block on the
- * page of the one before costs its load, the page test, its link and the span's count. */
+/* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
+ * of a flush often share spans: the span found for one serves the next while they do. A
+ * block on the page of the one before is on its span; else one whose page map entry names
+ * the same first page in the same heap. */
 static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 {
 	struct heap *h = NULL;
@@ -585,23 +588,15 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 		if (((uintptr_t)p >> LA_PAGE_SHIFT) != page) {
 			page = (uintptr_t)p >> LA_PAGE_SHIFT;
 			struct heap *ph = heap_of(p);
-			/* the entry names the span's first page and its class (one for all
-			 * the blocks): with the heap, it names the span */
-			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)];
-			if ((uintptr_t)ph + e != key) {
-				key = (uintptr_t)ph + e;
+			uint32_t head = pm_head(ph->pagemap[heap_page_of(ph, p)]);
+			if ((uintptr_t)ph + head != key) {
+				key = (uintptr_t)ph + head;
 				h = ph;
-				s = span_at(h, pm_head(e));
-				/* s opaque: gcc 12 computed it a second time for the test */
-				__asm__("" : "+r"(s));
-				if (unlikely(!s->on_partial))
-					partial_push(a, s);
+				s = span_at(h, head);
 			}
 		}
-		*(void **)p = link_encode(s->free, p);
-		s->free = p;
 		/* emptied and given back: its descriptor (and heap) may be gone */
-		if (unlikely(--s->used == 0) && maybe_release_span(a, h, s))
+		if (span_push(a, h, s, p))
 			page = key = 1;
 	}
 }
@@ -672,6 +667,7 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 	if (want && unlikely(a->xfer_over >> cls & 1))
 		xfer_depth_miss(a, cls);
 	uint32_t got = 0;
+	void *p;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
 	 * carves, and at most carve never-used blocks (any number from a warm span, whose
 	 * pages are resident already): so the blocks of the class ever touched exceed its
@@ -681,7 +677,8 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 		struct heap *h = heap_of(s);
 		if (s->used == 0 && s->free)
 			spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
-		got += span_pop_many(h, s, out + got, want - got);
+		while (got < want && (p = span_pop(h, s)) != NULL)
+			out[got++] = p;
 		partial_check(a, s);
 	}
 	/* none freed: the spans left on the list hold only never-used blocks. Carve from
@@ -1484,9 +1481,8 @@ void arena_unlock_all(void)
 	la_unlock(&arenas_lock);
 }
 
-bool arena_reinit_child(struct arena *keep)
+void arena_reinit_child(struct arena *keep)
 {
-	bool tick = false;
 	uint32_t n = arena_count;
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
@@ -1506,12 +1502,8 @@ bool arena_reinit_child(struct arena *keep)
 		w->predicted_ns = w->deadline_ns = 0;
 		w->want = w->done = 0;
 		w->hit = w->holding = w->defer = 0;
-		/* what arena_burst_tick still has to do here: the pages prepared and stamped
-		 * go back, a burst under way ends (and rebases the level) */
-		tick |= w->stamp || w->prepared || w->active;
 	}
 	la_lock_reinit(&arenas_lock);
-	return tick;
 }
 
 /* ---- burst preparation (burst.h) ----------------------------------------------------- */
@@ -1627,12 +1619,33 @@ static void burst_defer_give_back(struct arena *a)
 			if (w->stamp && heap_purge_stamped(h, w->stamp))
 				acted = true;
 			else
-				acted = give_back_heap(a, h);
+				acted = give_back_heap(a, h, false);
 		}
 		if (!acted && w->stamp && !w->predicted_ns)
 			burst_end_preparation(w); /* (nothing held: holding was 0) */
 		arena_unlock(a);
 	}
+}
+
+uint64_t arena_empty_tick(struct arena *a, uint64_t now)
+{
+	if (!__atomic_load_n(&a->empty_due_ns, __ATOMIC_RELAXED))
+		return 0; /* (a racy look: a free that sets it kicks the thread again) */
+	arena_lock(a);
+	uint64_t due = a->empty_due_ns;
+	if (due && now >= due) {
+		due = 0;
+		__atomic_store_n(&a->empty_due_ns, 0, __ATOMIC_RELAXED);
+		for (struct heap *h = a->heaps, *next; h; h = next) {
+			next = h->next; /* h may be unmapped */
+			if (h->purge_due) {
+				h->purge_due = 0;
+				give_back_heap(a, h, false); /* the rule looks again */
+			}
+		}
+	}
+	arena_unlock(a);
+	return due;
 }
 
 uint64_t arena_burst_tick(struct arena *a, uint64_t now)

@@ -69,6 +69,8 @@ struct arena {
 	uint8_t xfer_misses;               /* lock; depth misses towards the next chunk */
 	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
 	struct burst_watch burst;          /* lock; the pages in use and their bursts */
+	uint64_t empty_due_ns;             /* lock; its heaps' waiting nearly-empty purges
+	                                    * (heap.purge_due) are due then (0: none) */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
@@ -207,17 +209,24 @@ void arena_drain(struct arena *a);
  * them back when it does not come. Returns when it wants to run again: 0 never (a burst's
  * end or start wakes the control thread), a time not after now: at once (more chunks). */
 uint64_t arena_burst_tick(struct arena *a, uint64_t now);
+/* With one arena in use, the purge of a heap a free left nearly empty (the madvise
+ * throttle's rule with a decay pass) waits this long for the control thread: a heap that
+ * grows back out of nearly empty meanwhile (a loop that frees a batch and builds the next,
+ * back to back) keeps its pages, where the purge would have made the next batch fault them
+ * all in again. */
+#define EMPTY_WAIT_NS 20000000ull
+/* The control thread's turn at arena a's waiting nearly-empty purges (heap.purge_due; takes
+ * the lock): made once due, if the heap is still nearly empty. Returns when they are due
+ * (0: none waits). */
+uint64_t arena_empty_tick(struct arena *a, uint64_t now);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);
 
 /* Fork: lock every arena and drain its remote frees (parent); unlock (parent); reset the
- * locks, thread counts and remote queues (child: a queue the fork cut is never walked).
- * arena_reinit_child tells whether an arena's burst watch still wants a tick (pages the
- * parent prepared, a burst under way): without one the child's control thread leaves the
- * arenas alone until something kicks it. */
+ * locks, thread counts and remote queues (child: a queue the fork cut is never walked). */
 void arena_lock_all(void);
 void arena_unlock_all(void);
-bool arena_reinit_child(struct arena *keep);
+void arena_reinit_child(struct arena *keep);
 
 /* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
  * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */

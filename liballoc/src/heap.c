@@ -12,11 +12,7 @@
 #include "os.h"
 #include "shm.h"
 
-/* zero-filled like LA_BIG_BSS, but placed right after .bss (liballoc/owner.ld): its first
- * entries share the page the loader writes anyway, so slot 0, which free(NULL) and
- * realloc(NULL, n) read in every program, costs no page fault (it was one, a read of the
- * zero page, `python3 -c pass`) */
-__attribute__((section(".lbss.owner"))) uint16_t heap_owner[LA_HEAP_SLOTS];
+LA_BIG_BSS uint16_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
 
 static uint32_t epoch_now(void)
@@ -647,6 +643,16 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	heap_idle_update(h);
 	trend(h, true);
 	breath_grow(h);
+	if (h->purge_due && take_dirty &&
+	    (uint64_t)h->dirty_pages < (uint64_t)NEARLY_EMPTY * h->used_pages) {
+		/* the heap grew back out of nearly empty into the pages a purge waiting for
+		 * the control thread would have returned: that purge is off, and the heap
+		 * remembers it as the refault it would have been (no other purge by the
+		 * rule for REFAULT_MEMORY periods) */
+		h->purge_due = 0;
+		h->refaulted = 1;
+		h->refault_epoch = epoch_now();
+	}
 	if (take_dirty < n && h->purged_recently) {
 		/* the heap grows back into pages the throttle just returned: return less
 		 * eagerly from now on (the decay pass lowers this again) */

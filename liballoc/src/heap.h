@@ -94,7 +94,10 @@ struct heap {
 	                           * else in use the heap is idle (release unmaps it) */
 	uint8_t idle;            /* used_pages == spare_pages, as last published */
 	uint8_t breathed;        /* breath_epoch is set */
-	uint8_t reserved2[2];
+	uint8_t purge_due;       /* left nearly empty: the throttle's purge waits for the
+	                          * control thread (arena.c); a growth that ends it nearly
+	                          * empty cancels it and counts as a refault */
+	uint8_t reserved2[1];
 	uint32_t fresh_pages;      /* populate-ahead: pages taken fresh in the current window... */
 	uint32_t fresh_prev;       /* ... and in the one before (0 if that was not the last) */
 	uint32_t huge;             /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
@@ -211,6 +214,10 @@ LA_INLINE void *span_base(struct heap *h, const struct span *s)
  * soon: returning them would only make the program fault them back in). */
 #define HEAP_DECAY_TICKS 4u
 extern uint32_t heap_epoch;
+
+/* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
+ * free resident pages than pages in use (arena.c give_back_heap). */
+#define NEARLY_EMPTY 16u
 
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
 void heap_destroy(struct heap *h);

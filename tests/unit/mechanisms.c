@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -122,13 +123,16 @@ Test(throttle, without_the_decay_pass_a_shrinking_heap_returns_pages_in_batches)
 }
 
 /* With the decay pass, frees return pages only from a heap left nearly empty (a load that
- * dropped); once that heap grows back into such pages it waits for the decay pass. */
+ * dropped); once that heap grows back into such pages it waits for the decay pass. With
+ * no other arena in use (criterion's thread allocates through ASan's malloc under ASan) the
+ * purge waits for the control thread: the first round waits for it. */
 Test(throttle, a_heap_left_nearly_empty_returns_pages_until_it_grows_back_into_them)
 {
 	set("mmap_threshold", 1 << 20);
 	enum { N = 800 }; /* 50 MiB: one heap, 16 x what the test program holds besides */
 	static char *blocks[N];
 	uint64_t madv[2];
+	uint8_t due = 0;
 	for (int round = 0; round < 2; round++) {
 		for (int i = 0; i < N - 1; i++)
 			memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
@@ -137,6 +141,11 @@ Test(throttle, a_heap_left_nearly_empty_returns_pages_until_it_grows_back_into_t
 		struct la_counters before = stats();
 		for (int i = 0; i < N - 1; i++)
 			A(free)(blocks[i]);
+		if (round == 1)
+			due = __atomic_load_n(&heap_of(blocks[N - 1])->purge_due, __ATOMIC_RELAXED);
+		for (int i = 0;
+		     round == 0 && i < 2000 && stats().madvise_calls == before.madvise_calls; i++)
+			usleep(5000);
 		struct la_counters after = stats();
 		madv[round] = after.madvise_calls - before.madvise_calls;
 		if (round == 0)
@@ -147,6 +156,7 @@ Test(throttle, a_heap_left_nearly_empty_returns_pages_until_it_grows_back_into_t
 	cr_assert_eq(madv[1], 0,
 	             "after growing back into them, it left them to the decay pass: %llu calls",
 	             (unsigned long long)madv[1]);
+	cr_assert_eq(due, 0, "after growing back into them, a purge waited for the control thread");
 	A(free)(blocks[N - 1]);
 }
 
@@ -184,11 +194,14 @@ struct bottom {
 	uint64_t madv;    /* madvise calls of the frees that left the heap nearly empty */
 	uint64_t kept;    /* free resident bytes after them */
 	uint64_t decayed; /* bytes returned afterwards, waiting for the decay pass */
+	uint64_t waited;  /* madvise calls by the control thread's look (wait_purge) */
 };
 
 /* grow_drop_bottom in a child process, where this thread's arena is the only one in use
- * (criterion's worker runs a second thread, and fork keeps only the forking thread's). */
-static struct bottom bottom_in_child(bool regrow, bool wait_decay)
+ * (criterion's worker runs a second thread, and fork keeps only the forking thread's).
+ * wait_decay: then wait for the decay pass to return what stays free; wait_purge: for the
+ * purge the frees left to the control thread (EMPTY_WAIT_NS). */
+static struct bottom bottom_in_child(bool regrow, bool wait_decay, bool wait_purge)
 {
 	set("mmap_threshold", 1 << 20);
 	int fd[2];
@@ -196,8 +209,13 @@ static struct bottom bottom_in_child(bool regrow, bool wait_decay)
 	pid_t pid = fork();
 	cr_assert_neq(pid, -1);
 	if (pid == 0) {
-		struct bottom b = {0, 0, 0};
+		struct bottom b = {0, 0, 0, 0};
 		b.madv = grow_drop_bottom(regrow, &b.kept);
+		uint64_t dropped = stats().madvise_calls;
+		for (int i = 0; wait_purge && !b.madv && i < 2000 && !b.waited; i++) {
+			usleep(5000);
+			b.waited = stats().madvise_calls - dropped;
+		}
 		if (wait_decay) { /* what stays free goes back by time: ~50 MiB */
 			uint64_t from = stats().madvise_bytes;
 			liballoc_set("decay_ms", 100, NULL, 0);
@@ -220,7 +238,7 @@ static struct bottom bottom_in_child(bool regrow, bool wait_decay)
 
 Test(throttle, a_breathing_heap_keeps_its_pages_at_its_bottom)
 {
-	struct bottom b = bottom_in_child(true, true);
+	struct bottom b = bottom_in_child(true, true, false);
 	cr_assert_geq(b.kept, 40u << 20,
 	              "the breathing heap's bottom kept %llu bytes of the ~50 MiB freed (%llu "
 	              "madvise calls)",
@@ -231,8 +249,93 @@ Test(throttle, a_breathing_heap_keeps_its_pages_at_its_bottom)
 
 Test(throttle, a_heap_that_fell_and_stays_low_is_still_purged_when_left_nearly_empty)
 {
-	struct bottom b = bottom_in_child(false, false);
-	cr_assert_gt(b.madv, 0, "the heap left nearly empty in steps kept its pages");
+	struct bottom b = bottom_in_child(false, false, true);
+	cr_assert_gt(b.madv + b.waited, 0, "the heap left nearly empty in steps kept its pages");
+}
+
+/* One attempt of the test below, in a child (one arena in use): 50 MiB of blocks, all
+ * freed but the first (nearly empty), an eighth of them taken again (no longer nearly
+ * empty), then the rest, all freed again. */
+struct wait_try {
+	uint64_t madv_drop;   /* madvise calls of the first frees */
+	uint8_t due;          /* the heap's purge was waiting after them */
+	uint8_t cancelled;    /* the growth back turned it off, as a refault */
+	uint64_t madv_regrow; /* madvise calls from the first frees to the second */
+	uint64_t madv_again;  /* madvise calls of the second frees */
+	uint64_t took_ns;     /* from the first frees to the growth out of nearly empty */
+};
+
+static struct wait_try waiting_purge_try(void)
+{
+	enum { N = 800 };
+	static char *blocks[N];
+	struct wait_try w = {0, 0, 0, 0, 0, 0};
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
+	struct heap *h = heap_of(blocks[0]);
+	uint64_t m0 = stats().madvise_calls;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 1; i < N; i++)
+		A(free)(blocks[i]);
+	uint64_t m1 = stats().madvise_calls;
+	w.due = __atomic_load_n(&h->purge_due, __ATOMIC_RELAXED);
+	for (int i = 1; i < N / 8; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 2, 64 * 1024);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	w.cancelled = !__atomic_load_n(&h->purge_due, __ATOMIC_RELAXED) && h->refaulted;
+	for (int i = N / 8; i < N; i++)
+		memset(blocks[i] = A(malloc)(64 * 1024), 2, 64 * 1024);
+	uint64_t m2 = stats().madvise_calls;
+	for (int i = 1; i < N; i++)
+		A(free)(blocks[i]);
+	w.madv_drop = m1 - m0;
+	w.madv_regrow = m2 - m1;
+	w.madv_again = stats().madvise_calls - m2;
+	w.took_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+	            (uint64_t)t0.tv_nsec;
+	A(free)(blocks[0]);
+	return w;
+}
+
+/* With one arena in use, the purge of a heap a free left nearly empty waits EMPTY_WAIT_NS
+ * for the control thread; a heap that grows back out of nearly empty meanwhile keeps its
+ * pages (no madvise, none to fault back in) and remembers it as a refault: its next drop
+ * leaves the pages to the decay pass. An attempt that a busy machine stretched past
+ * EMPTY_WAIT_NS (the control thread may then purge, as it should) is made again. */
+Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_once)
+{
+	set("mmap_threshold", 1 << 20);
+	struct wait_try w;
+	int tries = 0;
+	do {
+		int fd[2];
+		cr_assert_eq(pipe(fd), 0);
+		pid_t pid = fork();
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			w = waiting_purge_try();
+			_exit(write(fd[1], &w, sizeof(w)) == (ssize_t)sizeof(w) ? 0 : 1);
+		}
+		close(fd[1]);
+		ssize_t got = read(fd[0], &w, sizeof(w));
+		int status;
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		close(fd[0]);
+		cr_assert(got == (ssize_t)sizeof(w) && WIFEXITED(status) &&
+		                  WEXITSTATUS(status) == 0,
+		          "the child did not report (status %d)", status);
+	} while (w.took_ns >= EMPTY_WAIT_NS && ++tries < 50);
+	cr_assert_lt(w.took_ns, EMPTY_WAIT_NS, "no attempt in %d ran in time", tries);
+	cr_assert_eq(w.madv_drop, 0,
+	             "the frees that left the heap nearly empty purged it: %llu calls",
+	             (unsigned long long)w.madv_drop);
+	cr_assert(w.due, "the heap's purge was not waiting for the control thread");
+	cr_assert(w.cancelled, "growing back out of nearly empty did not turn the purge off");
+	cr_assert_eq(w.madv_regrow, 0, "%llu madvise calls while it grew back",
+	             (unsigned long long)w.madv_regrow);
+	cr_assert_eq(w.madv_again, 0, "the next drop purged (%llu calls): no refault remembered",
+	             (unsigned long long)w.madv_again);
 }
 
 static int other_arena_go[2];
