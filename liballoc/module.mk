@@ -19,9 +19,9 @@ LIBALLOC_CFLAGS += -DLA_NO_STATS=1
 endif
 $(LIBALLOC_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS)
 
-$(BUILD)/liballoc.so: $(LIBALLOC_OBJS)
+$(BUILD)/liballoc.so: $(LIBALLOC_OBJS) $(ROOT)/liballoc/owner.ld
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -lpthread
+	$(Q)$(CC) -shared -o $@ $(filter %.o,$^) $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -Wl,-T,$(ROOT)/liballoc/owner.ld -lpthread
 
 $(BUILD)/liballoc.a: $(LIBALLOC_OBJS)
 	$(call msg,AR,$@)

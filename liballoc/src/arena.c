@@ -451,23 +451,32 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
-/* Pop a freed block from a span (lock held); NULL when it has none. Its link must name a
- * block start of the same span (spans are at most 2^18 bytes: sc_divisible is exact). */
-static inline void *span_pop(struct heap *h, struct span *s)
+/* Pop up to k freed blocks from a span into out[0..] in list order (lock held); returns
+ * how many (0: it has none). Each link must name a block start of the same span (spans are
+ * at most 2^18 bytes: sc_divisible is exact). The list head, the span's range and the
+ * class's reciprocal stay in registers: a block costs its link's load, decode and checks
+ * and its store (the span's fields are written once). */
+static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out, uint32_t k)
 {
 	void *p = s->free;
 	if (!p)
-		return NULL;
-	void *next = link_decode(*(void **)p, p);
-	if (next) {
-		uintptr_t off = (uintptr_t)next - (uintptr_t)span_base(h, s);
-		if (unlikely(off >= ((size_t)s->npages << LA_PAGE_SHIFT) ||
-		             !sc_divisible((uint32_t)off, s->cls)))
-			corrupt_span_list();
-	}
-	s->free = next;
-	s->used++;
-	return p;
+		return 0;
+	uintptr_t base = (uintptr_t)span_base(h, s);
+	uintptr_t bytes = (uintptr_t)s->npages << LA_PAGE_SHIFT;
+	uint32_t recip = sc_recip[s->cls], got = 0;
+	do {
+		void *next = link_decode(*(void **)p, p);
+		if (next) {
+			uintptr_t off = (uintptr_t)next - base;
+			if (unlikely(off >= bytes || (uint32_t)off * recip >= recip))
+				corrupt_span_list();
+		}
+		out[got++] = p;
+		p = next;
+	} while (p && got < k);
+	s->free = p;
+	s->used = (uint16_t)(s->used + got);
+	return got;
 }
 
 /* Carve up to k never-used blocks from a span into out[0..], the lowest address last
@@ -574,10 +583,12 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 
 LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *p);
 
-/* Blocks of one class back to their spans (emptied spans go back to their heaps). Blocks
- * of a flush often share spans: the span found for one serves the next while they do. A
- * block on the page of the one before is on its span; else one whose page map entry names
- * the same first page in the same heap. */
+/* Blocks of one class back to their spans (emptied spans go back to their heaps), each
+ * as span_push would. Blocks of a flush often share spans: the span found for one serves
+ * the next while they do. A block on the page of the one before is on its span; else one
+ * whose page map entry names the same first page in the same heap. A span joins the
+ * partial list when it is found (not tested again for each of its blocks): a block on the
+ * page of the one before costs its load, the page test, its link and the span's count. */
 static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 {
 	struct heap *h = NULL;
@@ -588,15 +599,23 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 		if (((uintptr_t)p >> LA_PAGE_SHIFT) != page) {
 			page = (uintptr_t)p >> LA_PAGE_SHIFT;
 			struct heap *ph = heap_of(p);
-			uint32_t head = pm_head(ph->pagemap[heap_page_of(ph, p)]);
-			if ((uintptr_t)ph + head != key) {
-				key = (uintptr_t)ph + head;
+			/* the entry names the span's first page and its class (one for all
+			 * the blocks): with the heap, it names the span */
+			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)];
+			if ((uintptr_t)ph + e != key) {
+				key = (uintptr_t)ph + e;
 				h = ph;
-				s = span_at(h, head);
+				s = span_at(h, pm_head(e));
+				/* s opaque: gcc 12 computed it a second time for the test */
+				__asm__("" : "+r"(s));
+				if (unlikely(!s->on_partial))
+					partial_push(a, s);
 			}
 		}
+		*(void **)p = link_encode(s->free, p);
+		s->free = p;
 		/* emptied and given back: its descriptor (and heap) may be gone */
-		if (span_push(a, h, s, p))
+		if (unlikely(--s->used == 0) && maybe_release_span(a, h, s))
 			page = key = 1;
 	}
 }
@@ -667,7 +686,6 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 	if (want && unlikely(a->xfer_over >> cls & 1))
 		xfer_depth_miss(a, cls);
 	uint32_t got = 0;
-	void *p;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
 	 * carves, and at most carve never-used blocks (any number from a warm span, whose
 	 * pages are resident already): so the blocks of the class ever touched exceed its
@@ -677,8 +695,7 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 		struct heap *h = heap_of(s);
 		if (s->used == 0 && s->free)
 			spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
-		while (got < want && (p = span_pop(h, s)) != NULL)
-			out[got++] = p;
+		got += span_pop_many(h, s, out + got, want - got);
 		partial_check(a, s);
 	}
 	/* none freed: the spans left on the list hold only never-used blocks. Carve from
@@ -1481,8 +1498,9 @@ void arena_unlock_all(void)
 	la_unlock(&arenas_lock);
 }
 
-void arena_reinit_child(struct arena *keep)
+bool arena_reinit_child(struct arena *keep)
 {
+	bool tick = false;
 	uint32_t n = arena_count;
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
@@ -1502,8 +1520,12 @@ void arena_reinit_child(struct arena *keep)
 		w->predicted_ns = w->deadline_ns = 0;
 		w->want = w->done = 0;
 		w->hit = w->holding = w->defer = 0;
+		/* what arena_burst_tick still has to do here: the pages prepared and stamped
+		 * go back, a burst under way ends (and rebases the level) */
+		tick |= w->stamp || w->prepared || w->active;
 	}
 	la_lock_reinit(&arenas_lock);
+	return tick;
 }
 
 /* ---- burst preparation (burst.h) ----------------------------------------------------- */

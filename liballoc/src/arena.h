@@ -223,10 +223,13 @@ uint64_t arena_empty_tick(struct arena *a, uint64_t now);
 void arena_flush(struct arena *a);
 
 /* Fork: lock every arena and drain its remote frees (parent); unlock (parent); reset the
- * locks, thread counts and remote queues (child: a queue the fork cut is never walked). */
+ * locks, thread counts and remote queues (child: a queue the fork cut is never walked).
+ * arena_reinit_child tells whether an arena's burst watch still wants a tick (pages the
+ * parent prepared, a burst under way): without one the child's control thread leaves the
+ * arenas alone until something kicks it. */
 void arena_lock_all(void);
 void arena_unlock_all(void);
-void arena_reinit_child(struct arena *keep);
+bool arena_reinit_child(struct arena *keep);
 
 /* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
  * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */

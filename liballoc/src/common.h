@@ -27,9 +27,9 @@
 #define LA_NOINLINE __attribute__((noinline))
 #define LA_COLD     __attribute__((cold, noinline))
 #define barrier()   __asm__ __volatile__("" ::: "memory")
-/* Zero-filled data a process touches little or not at all (the arenas, the heap-owner
- * table, the segment's first home, the environment snapshot, the mapping cache, the
- * pressure watch's paths): placed after all other zero-filled data (.lbss). What stays in
+/* Zero-filled data a process touches little or not at all (the arenas, the segment's first
+ * home, the environment snapshot, the mapping cache, the pressure watch's paths): placed
+ * after all other zero-filled data (.lbss; the heap-owner table, heap.c, before it). What stays in
  * .bss is the small variables every process writes at start; they follow .data on its
  * page, which the loader writes anyway (it clears the part of the page past .data), so
  * while .bss fits there (under ~3.9 KiB) they cost no page fault of their own. Before,

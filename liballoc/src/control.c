@@ -304,6 +304,15 @@ static uint32_t thread_exits; /* bumped by every exiting thread (see control_thr
 
 static pid_t control_tid;
 
+/* Where the thread's burst preparation starts (set before it is started): the kicks it has
+ * seen, and whether it looks at the arenas at once. A new process starts from no kick; a
+ * forked child from its parent's count, looking only where the parent left something
+ * (arena_reinit_child): the fork loop's children took every arena's lock for nothing at
+ * their control thread's first turn, which waited (spinning in the kernel: PI locks) while
+ * the child's malloc_trim held one. */
+static uint32_t start_kicks;
+static bool start_look;
+
 /* Threads of this process, from /proc/self/status (no allocation). */
 static long count_threads(void)
 {
@@ -563,9 +572,9 @@ static void *control_main(void *arg)
 	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 	unsigned look = LOOKS;
 	uint64_t look_due = 0;
-	uint64_t burst_due = 0;   /* op_burst's next run (0: at the next kick) */
-	uint32_t burst_kicks = 0; /* shm_kicks when op_burst last ran */
-	bool burst_look = false;  /* a decay pass ran since op_burst last did */
+	uint64_t burst_due = 0;             /* op_burst's next run (0: at the next kick) */
+	uint32_t burst_kicks = start_kicks; /* shm_kicks when op_burst last ran */
+	bool burst_look = start_look;       /* a decay pass ran since op_burst last did */
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure())
 		pressure_start();
@@ -700,11 +709,13 @@ void control_start(void)
 	start_thread();
 }
 
-void control_fork_child(void)
+void control_fork_child(bool burst_look)
 {
 	pressure_fork_child();
 	/* the forking thread is the child's only thread */
 	__atomic_store_n(&app_threads, 1, __ATOMIC_RELAXED);
 	thread_counted();
+	start_kicks = __atomic_load_n(&shm_kicks, __ATOMIC_RELAXED);
+	start_look = burst_look;
 	start_thread();
 }

@@ -11,7 +11,9 @@
  * so readers never see a starting process as uncontrolled. */
 void control_announce(void);
 void control_start(void);
-void control_fork_child(void);
+/* In a forked child: start its control thread; burst_look: an arena's burst watch wants a
+ * tick at once (arena_reinit_child). */
+void control_fork_child(bool burst_look);
 /* A thread is exiting: the control thread checks, once it is gone, whether it is the
  * last one besides itself, and then ends, so the process ends as it would without
  * liballoc. */

@@ -761,6 +761,9 @@ LA_EXPORT const char *liballoc_segment_path(void)
 
 static void fork_prepare(void)
 {
+	/* the transparent huge page mode, read once here rather than in every child that
+	 * trims or decays (two sysfs files: six system calls and a libc page each) */
+	os_thp_always();
 	tun_fork_prepare(); /* no writer of the segment's tunables is half-way at the fork */
 	direct_fork_prepare();
 	tcache_fork_prepare();
@@ -782,7 +785,7 @@ static void fork_child(void)
 	 * (the arenas' thread counts, the dead threads' caches off the counters) */
 	shm_fork_child();
 	struct tcache *tc = &la_tcache;
-	arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
+	bool burst_look = arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();
 	tun_fork_child();
 	tcache_fork_child();
@@ -791,18 +794,30 @@ static void fork_child(void)
 	control_announce();
 	shm_publish_file();
 	shm_header()->allocator_threads = tc->state == TC_LIVE ? 1 : 0;
-	control_fork_child();
+	control_fork_child(burst_look);
+}
+
+/* Map the segment's file before the start writes the segment (shm_prepare_file), unless an
+ * allocation before the constructor did already. False: it failed and said so. */
+static bool la_prepare_segment(void)
+{
+	la_lock(&init_lock);
+	bool ok = __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) || shm_prepare_file();
+	la_unlock(&init_lock);
+	return ok;
 }
 
 __attribute__((constructor)) static void liballoc_ctor(void)
 {
+	bool publish = !LA_NO_STATS && la_prepare_segment();
 	ENSURE_INIT();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	if (LA_NO_STATS)
 		return; /* statistics compiled out: no segment, no control thread */
 	control_announce();
 	shm_detect_foreign();
-	shm_publish_file();
+	if (publish)
+		shm_publish_file();
 	control_start();
 }
 

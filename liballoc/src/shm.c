@@ -112,11 +112,13 @@ static void write_layout(void)
 		shm_classes()[c].size = sc_size[c];
 }
 
+/* The segment's first home: zero-filled memory of the library itself, so that shm_boot
+ * makes no system call and nothing can fail there, before main or under a tight RLIMIT_AS
+ * (untouched pages cost nothing); the file is mapped over it. */
+LA_BIG_BSS static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+
 void shm_boot(void)
 {
-	/* zero-filled memory of the library itself: no system call, so nothing can fail
-	 * here, before main or under a tight RLIMIT_AS (untouched pages cost nothing) */
-	LA_BIG_BSS static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
 	seg = seg_area;
 	write_layout();
 	shm_header()->control_state = LA_CONTROL_OFF;
@@ -210,10 +212,10 @@ static size_t read_range(int fd, char *dst, size_t end)
 	return got;
 }
 
-static bool write_range(int fd, size_t off, size_t end)
+static bool write_range(int fd, const char *from, size_t off, size_t end)
 {
 	while (off < end) {
-		ssize_t w = pwrite(fd, seg + off, end - off, (off_t)off);
+		ssize_t w = pwrite(fd, from + off, end - off, (off_t)off);
 		if (w <= 0)
 			return false;
 		off += (size_t)w;
@@ -221,15 +223,15 @@ static bool write_range(int fd, size_t off, size_t end)
 	return true;
 }
 
-/* The same for seg[off, end) when nothing wrote it (zeros): on tmpfs the file's pages are
+/* The same for from[off, end) when nothing wrote it (zeros): on tmpfs the file's pages are
  * allocated without reading them from memory; elsewhere they are written. */
-static bool write_zeros(int fd, size_t off, size_t end)
+static bool write_zeros(int fd, const char *from, size_t off, size_t end)
 {
 	struct statfs fs;
 	if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
 	    fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
 		return true;
-	return write_range(fd, off, end);
+	return write_range(fd, from, off, end);
 }
 
 static size_t append(char *buf, size_t n, size_t cap, const char *s)
@@ -471,14 +473,63 @@ static void write_identity(pid_t pid)
 	h->exe[el > 0 ? el : 0] = 0;
 }
 
+/* The file shm_prepare_file made (its run directory, the file, both open; the directory's
+ * path and the file's temporary name there); -1: none. */
+static int prep_dfd = -1, prep_fd = -1;
+static char prep_dir[200], prep_tmp[48];
+
+bool shm_prepare_file(void)
+{
+	char dir[200], tmp[48];
+	int dfd = run_dir(dir, sizeof(dir));
+	if (dfd < 0)
+		return false;
+	/* the name shm_publish_file gives it: write_identity reads the same namespace */
+	size_t n = seg_stem(tmp, sizeof(tmp), os_getpid(), ns_inode("pid"));
+	append(tmp, n, sizeof(tmp), ".tmp");
+	unlinkat(dfd, tmp, 0);
+	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		la_warn("statistics not published: cannot create ", dir, "/", tmp, ": ",
+		        strerror(errno), (char *)NULL);
+		close(dfd);
+		return false;
+	}
+	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
+	 * exist before they are mapped: a write to a page the file system cannot allocate
+	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c) */
+	size_t used = OFF_ARENAS + 2 * sizeof(struct la_shm_arena);
+	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_zeros(fd, seg_area, 0, used) &&
+	          write_zeros(fd, seg_area, OFF_MAILBOX, SEG_SIZE) &&
+	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+	                  seg_area;
+	if (!ok) {
+		la_warn("statistics not published: ", dir, "/", tmp, ": ", strerror(errno),
+		        (char *)NULL);
+		unlinkat(dfd, tmp, 0);
+		close(fd);
+		close(dfd);
+		return false;
+	}
+	prep_dfd = dfd;
+	prep_fd = fd;
+	la_strlcpy(prep_dir, dir, sizeof(prep_dir));
+	la_strlcpy(prep_tmp, tmp, sizeof(prep_tmp));
+	return true;
+}
+
 void shm_publish_file(void)
 {
 	char dir[200], tmp[48];
 	if (!seg)
 		return;
-	int dfd = run_dir(dir, sizeof(dir));
+	/* made by shm_prepare_file: it is mapped already, and holds what was written */
+	bool prepared = prep_fd >= 0;
+	int dfd = prepared ? prep_dfd : run_dir(dir, sizeof(dir));
 	if (dfd < 0)
 		return;
+	if (prepared)
+		la_strlcpy(dir, prep_dir, sizeof(dir));
 	pid_t pid = os_getpid();
 	struct la_shm_header *h = shm_header();
 	bool forked = seg_forked;
@@ -490,9 +541,14 @@ void shm_publish_file(void)
 	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
 	n = append(seg_path, n, sizeof(seg_path), "/");
 	append(seg_path, n, sizeof(seg_path), seg_name);
-
-	unlinkat(dfd, tmp, 0);
-	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = prep_fd;
+	if (prepared) {
+		la_strlcpy(tmp, prep_tmp, sizeof(tmp));
+		prep_dfd = prep_fd = -1;
+	} else {
+		unlinkat(dfd, tmp, 0);
+		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
 	if (fd < 0) {
 		la_warn("statistics not published: cannot create ", dir, "/", tmp, ": ",
 		        strerror(errno), (char *)NULL);
@@ -504,14 +560,15 @@ void shm_publish_file(void)
 	 * stays sparse. Both are then in the page cache, so faulting them in reads nothing
 	 * around them: on a disk file system a fault that reads pulls in its neighbours
 	 * (read-around), and the kernel then maps every cached page near each fault. The
-	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). */
+	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). A
+	 * prepared file is all that already, mapped. */
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
 	struct stat dst;
-	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, 0, used) &&
-	          (mailbox_written ? write_range : write_zeros)(fd, OFF_MAILBOX, SEG_SIZE);
-	if (ok)
-		ok = mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-		     seg;
+	bool ok =
+	        prepared ||
+	        (ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, seg, 0, used) &&
+	         (mailbox_written ? write_range : write_zeros)(fd, seg, OFF_MAILBOX, SEG_SIZE) &&
+	         mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg);
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	if (ok)

@@ -2,7 +2,8 @@
  * allocation it exists as anonymous memory; shm_publish_file (from the library
  * constructor) gives it a file in the run directory by copying it into the file and
  * mapping the file over the same addresses, so every pointer into it stays valid. The
- * same happens in a forked child, under the child's pid. */
+ * same happens in a forked child, under the child's pid. When the constructor runs before
+ * any allocation (the usual case), shm_prepare_file maps the file first. */
 #ifndef LA_SHM_H
 #define LA_SHM_H
 
@@ -18,7 +19,13 @@ void shm_set_arena_count(uint32_t n);
 /* Write the tunables block (caller: holding the tunables' lock, see tunables.c). */
 void shm_publish_tunables(void);
 void shm_thread_count(int delta);
-/* Create the file (constructor, or child after fork). Failure is reported once. */
+/* Before the first allocation (the constructor, when nothing ran shm_boot yet): create the
+ * file under its temporary name and map it where the segment's memory is, so that the
+ * start writes the segment in the file's pages, not in anonymous ones it would copy there
+ * (a page fault of every process's start). False after a warning: nothing to publish. */
+bool shm_prepare_file(void);
+/* Create the file (constructor, or child after fork), or complete the prepared one, and
+ * give it its name. Failure is reported once. */
 void shm_publish_file(void);
 void shm_unpublish(void);
 /* Look for other allocators' libraries mapped into the process (jemalloc, tcmalloc,

@@ -37,6 +37,10 @@ extern char **environ;
 #define ENV_SNAP_BYTES 16384
 LA_BIG_BSS static char env_snap[ENV_SNAP_BYTES];
 static bool env_snapped;
+/* bytes of the last copy before its end mark: with none (no such variable, the common
+ * case) and none before, the copy is the zeros it was, and its page stays untouched (a
+ * page fault of every process's start) */
+static uint32_t env_snap_used;
 
 static bool env_wanted(const char *e)
 {
@@ -67,7 +71,10 @@ static void env_snapshot(void)
 		memcpy(env_snap + used, *e, n);
 		used += n;
 	}
-	env_snap[used] = 0; /* the end mark: an empty entry, also after an earlier, longer copy */
+	if (used || env_snap_used) /* the end mark: an empty entry, also after an earlier,
+	                            * longer copy */
+		env_snap[used] = 0;
+	env_snap_used = (uint32_t)used;
 	env_snapped = true;
 	__atomic_store_n(&control_enabled, -1, __ATOMIC_RELAXED); /* read from the copy */
 }
@@ -76,6 +83,8 @@ const char *tun_getenv(const char *name)
 {
 	size_t n = strlen(name);
 	if (env_snapped && env_wanted(name)) {
+		if (!env_snap_used) /* not read: its page stays untouched */
+			return NULL;
 		for (const char *e = env_snap; *e; e += strlen(e) + 1)
 			if (strncmp(e, name, n) == 0 && e[n] == '=')
 				return e + n + 1;

@@ -8,11 +8,16 @@
  * only after the fork returns in the parent. The child must neither hang nor lose its
  * way; the parent's queue must drain as usual. Linked with liballoc.a. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +25,8 @@
 #include "api/api.h"
 #include "arena.h"
 #include "liballoc.h"
+#include "os.h"
+#include "shm.h"
 #include "tcache.h"
 
 static struct arena *cut_arena;        /* the queue to cut at the next fork */
@@ -48,10 +55,21 @@ static void ring_cut_prepare(void)
 		ring_cut_slot = __atomic_fetch_add(&ring_cut_arena->rr_head, 1, __ATOMIC_SEQ_CST);
 }
 
+/* A burst preparation of arena 0 at the fork: stamped while liballoc's prepare handler
+ * holds the arenas' locks, so that no control thread gives it back before the copy. */
+static uint32_t stamp_at_fork;
+
+static void stamp_prepare(void)
+{
+	if (stamp_at_fork)
+		arenas[0].burst.stamp = stamp_at_fork;
+}
+
 __attribute__((constructor)) static void register_cut(void)
 {
 	pthread_atfork(cut_prepare, NULL, NULL);
 	pthread_atfork(ring_cut_prepare, NULL, NULL);
+	pthread_atfork(stamp_prepare, NULL, NULL);
 }
 
 static void set(const char *name, int64_t v)
@@ -322,4 +340,174 @@ Test(fork, a_ring_slot_reserved_at_the_fork_stops_neither_the_childs_drains_nor_
 	          status);
 	pthread_barrier_wait(&o.done);
 	pthread_join(t, NULL);
+}
+
+/* The one thread of this process besides the caller (the child's control thread): its id,
+ * or 0 while there is none or more than one. No allocation (the caller may hold an arena's
+ * lock): getdents64 into a buffer on the stack. */
+static pid_t other_thread(void)
+{
+	pid_t found = 0, self = (pid_t)syscall(SYS_gettid);
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	int n = 0;
+	for (long got; (got = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0;)
+		for (long off = 0; off < got;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			off += e->d_reclen;
+			if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && atoi(e->d_name) != self) {
+				found = atoi(e->d_name);
+				n++;
+			}
+		}
+	close(fd);
+	return n == 1 ? found : 0;
+}
+
+/* The state letter of thread tid ("S": asleep), 0 if unreadable. No allocation. */
+static char thread_state(pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Waits (up to 5 s: the parent waits 10) until the child's control thread sleeps, in
+ * its wait or queued on a lock. False if it does not. */
+static bool control_thread_asleep(void)
+{
+	pid_t tid = 0;
+	char st = 0;
+	for (int ms = 0; ms < 5000 && st != 'S'; ms++) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		if (!tid)
+			tid = other_thread();
+		if (tid)
+			st = thread_state(tid);
+	}
+	return st == 'S';
+}
+
+/* Holds arena 0's lock until the child's control thread sleeps; 0: it sleeps without
+ * having waited for the lock, 1: it waits for it, 2: it never slept. */
+static int child_holds_an_arena(void)
+{
+	struct arena *a = &arenas[0];
+	arena_lock(a);
+	bool asleep = control_thread_asleep();
+	bool waited = __atomic_load_n(&a->lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS;
+	arena_unlock(a);
+	return !asleep ? 2 : waited ? 1 : 0;
+}
+
+/* 0: the child's control thread ended the preparation its parent left in arena 0 before
+ * it first slept, 1: it did not, 2: it never slept. */
+static int child_waits_for_the_give_back(void)
+{
+	if (!control_thread_asleep())
+		return 2;
+	arena_lock(&arenas[0]);
+	uint32_t stamp = arenas[0].burst.stamp;
+	arena_unlock(&arenas[0]);
+	return stamp ? 1 : 0;
+}
+
+static int fork_and_wait(int (*child_fn)(void))
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		_exit(child_fn());
+	}
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
+	cr_assert_neq(WEXITSTATUS(status), 2, "the child's control thread never slept");
+	return WEXITSTATUS(status);
+}
+
+/* A forked child's control thread starts without taking the arenas' locks when its parent
+ * left no burst preparation behind: it took every one at its first turn (the parent had
+ * kicked its own control thread, and the child's started from no kick), and the fork
+ * loop's children spent ~6 % of their CPU in it waiting for the one their malloc_trim
+ * held, spinning in the kernel (lock.h: FUTEX_LOCK_PI). */
+Test(fork, a_childs_control_thread_leaves_the_arenas_alone_at_its_start)
+{
+	set("decay_ms", 0);      /* no decay pass, in the parent or the child */
+	set("burst_predict", 0); /* no preparation begins meanwhile */
+	A(free)(A(malloc)(64));  /* arena 0 exists */
+	shm_wake_control();      /* the parent's control thread was kicked */
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		struct burst_watch *w = &arenas[i].burst;
+		arena_lock(&arenas[i]);
+		bool idle = !w->stamp && !w->prepared && !w->active;
+		arena_unlock(&arenas[i]);
+		cr_assert(idle, "arena %u's burst watch is idle before the fork", i);
+	}
+	cr_assert_eq(fork_and_wait(child_holds_an_arena), 0,
+	             "the child's control thread waited for an arena's lock at its start");
+}
+
+/* ... but where the parent left pages prepared for a burst (stamped), the child's first
+ * turn still gives them back. */
+Test(fork, a_childs_control_thread_gives_back_what_its_parent_prepared)
+{
+	set("decay_ms", 0);
+	A(free)(A(malloc)(64));
+	shm_wake_control();
+	stamp_at_fork = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + 1000;
+	int got = fork_and_wait(child_waits_for_the_give_back);
+	stamp_at_fork = 0;
+	arena_lock(&arenas[0]);
+	arenas[0].burst.stamp = 0; /* the parent's own is not a preparation */
+	arena_unlock(&arenas[0]);
+	cr_assert_eq(got, 0, "the child's control thread left its parent's preparation stamped");
+}
+
+/* The transparent huge page mode as this process can read it: 1 "always" (or unknown),
+ * 0 otherwise, as os_thp_always answers. */
+static int thp_always_here(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	if (!f)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return n == 0 || strstr(buf, "[always]") != NULL;
+}
+
+/* 0/1: the mode the child knows with no file left to open (RLIMIT_NOFILE 0). */
+static int child_thp_mode(void)
+{
+	setrlimit(RLIMIT_NOFILE, &(struct rlimit){0, 0});
+	return os_thp_always() ? 1 : 0;
+}
+
+/* A forked child knows the huge page mode from its parent: the parent reads it once at
+ * its first fork, not every child that trims or runs its decay pass (two sysfs files, six
+ * system calls and a libc page each in the fork loop). A child that could not read them
+ * took the careful answer ("always": measure every page). */
+Test(fork, a_child_knows_the_huge_page_mode_from_its_parent)
+{
+	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		_exit(child_thp_mode());
+	}
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
+	cr_assert_eq(WEXITSTATUS(status), thp_always_here(),
+	             "the child's huge page mode (1: always or unknown) is not its parent's");
 }

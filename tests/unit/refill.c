@@ -441,6 +441,77 @@ Test(transfer_cache, a_teardown_returns_the_spans_it_empties)
 	A(free)(p);
 }
 
+Test(spans, blocks_pushed_back_in_any_order_come_back_once_and_empty_their_spans)
+{
+	/* 4096 blocks of 64 bytes (several spans of several pages) freed in runs of four
+	 * neighbours (one page, or a span's next page) in a shuffled order of runs, some runs
+	 * backwards (so the spans alternate), all but every 8th block; the caches flushed and
+	 * the transfer cache emptied, every freed block is on its span's list (push_blocks):
+	 * the next allocations of the class are exactly those blocks, each once and none
+	 * carved (each span pushed to is on the partial list, with its count of blocks out
+	 * right). Then everything freed and pushed back: every span the class grew empties
+	 * and goes back to its heap (one kept empty at most). */
+	enum { N = 4096, RUN = 4, RUNS = N / RUN, KEEP = 8, K = N - N / KEEP };
+	void **p = A(malloc)(N * sizeof(void *));
+	void **freed = A(malloc)(K * sizeof(void *));
+	void **again = A(malloc)(K * sizeof(void *));
+	int *run = A(malloc)(RUNS * sizeof(int));
+	cr_assert(p && freed && again && run);
+	unsigned cls = sc_class_of(64);
+	uint64_t spans0 = class_spans(cls);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	struct leftovers left;
+	take_leftovers(64, &left);
+	cr_assert_geq(class_spans(cls) - spans0, 3, "spans for %d blocks", N);
+	uint64_t x = 88172645463325252ull; /* a fixed shuffle (xorshift) */
+	for (int r = 0; r < RUNS; r++)
+		run[r] = r;
+	for (int r = RUNS - 1; r > 0; r--) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int j = (int)(x % (uint64_t)(r + 1)), t = run[r];
+		run[r] = run[j];
+		run[j] = t;
+	}
+	int k = 0;
+	for (int r = 0; r < RUNS; r++)
+		for (int j = 0; j < RUN; j++) {
+			int i = run[r] * RUN + (r & 1 ? RUN - 1 - j : j);
+			if (i % KEEP) {
+				freed[k++] = p[i];
+				A(free)(p[i]);
+			}
+		}
+	cr_assert_eq(k, K);
+	liballoc_flush_caches();
+	struct arena *a = la_tcache.arena;
+	arena_lock(a);
+	uint32_t kept = a->xfer_n[cls];
+	arena_unlock(a);
+	cr_assert_eq(tcache_count(cls), 0, "the thread's bin was flushed");
+	cr_assert_eq(kept, 0, "the transfer cache was emptied into the spans");
+	for (int i = 0; i < K; i++)
+		again[i] = A(malloc)(64);
+	qsort(freed, K, sizeof(void *), cmp_ptr);
+	qsort(again, K, sizeof(void *), cmp_ptr);
+	for (int i = 0; i < K; i++)
+		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
+	for (int i = 0; i < K; i++)
+		A(free)(again[i]);
+	for (int i = 0; i < N; i += KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+	liballoc_flush_caches();
+	uint64_t spans = class_spans(cls) - spans0;
+	cr_assert_leq(spans, 1, "%llu spans of the class left", (unsigned long long)spans);
+	A(free)(run);
+	A(free)(again);
+	A(free)(freed);
+	A(free)(p);
+}
+
 Test(transfer_cache, with_resident_free_pages_to_spare_a_teardown_keeps_its_blocks)
 {
 	/* 8 MiB of 256-byte blocks allocated and freed first: their pages stay resident and
