@@ -109,3 +109,19 @@ pages() {
 	[ "$(grep -c 'pwrite64(.*LALLSHM' "$dir/trace")" -eq 0 ]
 	rm -rf "$dir"
 }
+
+@test "a start writes at most five pages of liballoc.so's writable image" {
+	# from the writable segment (relro) to the end of .lbss, present in /proc/self/pagemap
+	# after free(NULL), realloc(NULL, n), malloc and fopen with no LIBALLOC_ variable: the
+	# two relro pages relocation writes, .data/.bss's page, the page of the heap's slot in
+	# the owner table, the first arena's first page (the segment's pages are its file's,
+	# not counted). Main before 777183b: 7 (slot 0's page, the environment copy's).
+	read -r rw < <(readelf -l -W "$LIBALLOC_SO" | awk '$1 == "LOAD" && $7 == "RW" { print $3; exit }')
+	read -r lbss_at lbss_size < <(section .lbss)
+	[ -n "$rw" ] && [ -n "$lbss_at" ]
+	end=$(printf '%x' $((lbss_at + lbss_size)))
+	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count "$rw" "$end"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" -le 5 ]
+}

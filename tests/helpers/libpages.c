@@ -4,7 +4,8 @@
  * a small malloc), then prints "OFFSET present" or "OFFSET absent" for the page holding
  * each offset of LIB's image (its first mapping with file offset 0 is the base; .bss and
  * the tables after it follow it), read from /proc/self/pagemap: a page the process never
- * touched has no entry (a read maps the zero page, which counts). */
+ * touched has no entry (a read maps the zero page, which counts). With --count FROM TO it
+ * prints how many pages of [FROM, TO) are present instead. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,10 +34,41 @@ static uintptr_t image_base(const char *lib)
 	return base;
 }
 
+/* Pages of [base + from, base + to) present and mapped from LIB or anonymous memory (not
+ * another file mapped into the range, as the segment is into .lbss). */
+static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, uintptr_t to, int pm)
+{
+	const char *name = strrchr(lib, '/') ? strrchr(lib, '/') + 1 : lib;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return 0;
+	char line[512];
+	unsigned n = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char path[256] = "";
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2)
+			continue;
+		const char *slash = strrchr(path, '/');
+		if (path[0] && !(slash && strcmp(slash + 1, name) == 0))
+			continue;
+		for (uintptr_t a = lo < base + from ? base + from : lo; a < hi && a < base + to;
+		     a += (uintptr_t)page) {
+			uint64_t e = 0;
+			if (pread(pm, &e, sizeof(e), (off_t)(a / (uintptr_t)page * sizeof(e))) ==
+			    (ssize_t)sizeof(e))
+				n += (unsigned)(e >> 63);
+		}
+	}
+	fclose(f);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: libpages LIB OFFSET...\n");
+		fprintf(stderr, "usage: libpages LIB OFFSET... | libpages LIB --count FROM TO\n");
 		return 2;
 	}
 	free(NULL);
@@ -49,6 +81,11 @@ int main(int argc, char **argv)
 	if (!base || fd < 0) {
 		fprintf(stderr, "libpages: %s not mapped, or no pagemap\n", argv[1]);
 		return 2;
+	}
+	if (strcmp(argv[2], "--count") == 0 && argc == 5) {
+		printf("%u\n", count_present(argv[1], base, (uintptr_t)strtoull(argv[3], NULL, 16),
+		                             (uintptr_t)strtoull(argv[4], NULL, 16), fd));
+		return 0;
 	}
 	long page = sysconf(_SC_PAGESIZE);
 	for (int i = 2; i < argc; i++) {
