@@ -487,8 +487,8 @@ static inline uint32_t span_carve(struct heap *h, struct span *s, void **out, ui
 	k = LA_MIN(k, left);
 	size_t size = sc_size[s->cls];
 	char *p = (char *)span_base(h, s) + (size_t)s->bump * size;
-	for (uint32_t i = k; i-- > 0; p += size)
-		out[i] = p;
+	for (size_t i = k; i; i--, p += size) /* the count is the index: 4 instructions */
+		out[i - 1] = p;
 	s->bump = (uint16_t)(s->bump + k);
 	s->used = (uint16_t)(s->used + k);
 	return k;
