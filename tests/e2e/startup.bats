@@ -99,6 +99,7 @@ pages() {
 	# a page fault of every process); the segment is still published. (A forked child
 	# copies its parent's segment into a file of its own: not this case.)
 	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
 	dir=$(mktemp -d)
 	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -o "$dir/trace" \
 		-e trace=pwrite64,renameat,rename /bin/true
