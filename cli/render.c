@@ -429,13 +429,9 @@ static const char *const group_memory[] = {"address_space_bytes",
                                            NULL};
 static const char *const group_syscalls[] = {"mmap", "munmap", "madvise", "mprotect", NULL};
 static const char *const group_remote[] = {"remote_frees_queued", "remote_frees_drained", NULL};
-static const char *const group_other[] = {"madvise_deferred",
-                                          "cache_refills",
-                                          "cache_flushes",
-                                          "lock_contended",
-                                          "commands_executed",
-                                          "released_bytes",
-                                          NULL};
+static const char *const group_other[] = {
+        "madvise_deferred", "cache_refills",     "cache_flushes",  "cache_flushes_deferred",
+        "lock_contended",   "commands_executed", "released_bytes", NULL};
 
 static const char *const group_burst[] = {"burst_prepared_bytes", "burst_hits", "burst_misses",
                                           NULL};

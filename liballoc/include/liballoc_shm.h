@@ -151,7 +151,10 @@
 	  "time policies leave them)")                                                          \
 	X(burst_hits, LA_COUNTER, "", LA_ARENA, "Predicted bursts that came in their window")   \
 	X(burst_misses, LA_COUNTER, "", LA_ARENA,                                               \
-	  "Predicted bursts that did not come: pages given back, the pattern forgotten")
+	  "Predicted bursts that did not come: pages given back, the pattern forgotten")        \
+	X(cache_flushes_deferred, LA_COUNTER, "", LA_ARENA,                                     \
+	  "Thread-cache flushes that found the arena locked and handed their blocks to its "    \
+	  "ring for the next refill to take, instead of waiting")
 
 #define LA_X_COUNT(name, ...) +1
 enum { LA_NCOUNTERS = 0 LA_COUNTERS(LA_X_COUNT) };
@@ -428,7 +431,9 @@ struct la_shm_arena {
 	uint32_t index;
 	uint32_t threads; /* threads currently attached */
 	struct la_counters c;
-	uint64_t reserved[8];
+	/* a counter added at the end of the list takes a word of these: the block keeps its
+	 * size (readers step by arena_stride; shm.c keeps three blocks in the first page) */
+	uint64_t reserved[7];
 };
 
 /* ---- The header ------------------------------------------------------------------------ */

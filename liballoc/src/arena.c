@@ -103,6 +103,7 @@ struct arena *arena_attach(void)
 
 static void xfer_drain(struct arena *a);
 static void free_meta_locked(struct arena *a, void *p, uint64_t counted);
+static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag);
 
 void arena_detach(struct arena *a)
 {
@@ -887,11 +888,31 @@ static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 	return arena_dirty_upto(a, pages) >= pages;
 }
 
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls, bool cold)
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
+                       enum flush_how how)
 {
+	bool cold = how == FLUSH_COLD;
 	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
-		xfer_setup(a);
-	arena_lock(a);
+		xfer_setup(a); /* the arena's first flush */
+	/* A full bin's flush that finds the lock taken while other threads share the arena
+	 * (one of them refilling or flushing) hands its blocks to the arena's ring instead of
+	 * sleeping in the lock: the next drain (a refill by any thread of the arena, the decay
+	 * pass) takes them. With more threads than CPUs a thread asleep in the lock waits for
+	 * the holder, then for a CPU: the kernel hands the lock to it at the unlock
+	 * (FUTEX_UNLOCK_PI), and the arena's other threads queue behind it meanwhile. The only
+	 * thread of an arena waits (the holder is the control thread's maintenance, brief),
+	 * so that its flushes return their blocks at once. */
+	if (how == FLUSH_FULL && !la_trylock(&a->lock)) {
+		if (__atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
+		    ring_put(a, blocks, n, RR_DEFERRED)) {
+			STAT_ADD(a->c, cache_flushes_deferred, 1);
+			STAT_ADD(&shm_classes()[cls].s, flushes, 1);
+			return;
+		}
+		arena_lock(a);
+	} else if (how != FLUSH_FULL) {
+		arena_lock(a);
+	}
 	/* A cold class (its thread cache's bin went unused for a while: tcache.c, tcache_gc)
 	 * keeps nothing: its blocks, those the transfer cache kept of it and the empty span
 	 * kept for it go back, so that its spans' pages serve the next span of any class. */
@@ -1018,7 +1039,7 @@ static void **ring_get(struct arena *a)
 
 /* Reserve n slots of owner's ring and fill them with blocks; false (nothing done) when
  * the ring has no room or another thread reserved at the same moment. */
-static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n)
+static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag)
 {
 	void **r = ring_get(owner);
 	if (!r)
@@ -1031,7 +1052,8 @@ static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n)
 	                                 __ATOMIC_RELAXED))
 		return false;
 	for (uint32_t i = 0; i < n; i++)
-		__atomic_store_n(&r[(h + i) & (RR_SLOTS - 1)], blocks[i], __ATOMIC_RELEASE);
+		__atomic_store_n(&r[(h + i) & (RR_SLOTS - 1)], (void *)((uintptr_t)blocks[i] | tag),
+		                 __ATOMIC_RELEASE);
 	remote_note(owner);
 	return true;
 }
@@ -1051,7 +1073,7 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 		arena_unlock(owner);
 		return;
 	}
-	if (ring_put(owner, blocks, n)) {
+	if (ring_put(owner, blocks, n, 0)) {
 		STAT_ADD(owner->c, remote_frees_queued, n);
 		shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 		return;
@@ -1106,8 +1128,9 @@ static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free
 	t->cached += cached;
 }
 
-/* The filled slots of a's ring, in order, freed (lock held); how many. */
-static uint64_t ring_drain(struct arena *a, struct free_tally *t)
+/* The filled slots of a's ring, in order, freed (lock held); how many, *deferred of them
+ * flushes of a's own threads (RR_DEFERRED). */
+static uint64_t ring_drain(struct arena *a, struct free_tally *t, uint64_t *deferred)
 {
 	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
 	uint64_t tail = __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
@@ -1122,6 +1145,8 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t)
 			if (!p) /* reserved, not filled yet: the next drain takes it */
 				break;
 			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+			*deferred += (uintptr_t)p & RR_DEFERRED;
+			p = (void *)((uintptr_t)p & ~(uintptr_t)RR_DEFERRED);
 			__builtin_prefetch(p, 1);
 			got[k++] = p;
 			tail++;
@@ -1148,11 +1173,11 @@ void arena_drain(struct arena *a)
 	bool ring = ring_pending(a);
 	if (!ring && cds_wfcq_empty(&a->rq_head, &a->rq_tail))
 		return;
-	uint64_t count = 0;
+	uint64_t count = 0, deferred = 0;
 	struct free_tally t;
 	t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
 	if (ring)
-		count = ring_drain(a, &t);
+		count = ring_drain(a, &t, &deferred);
 	__cds_wfcq_init(&head, &tail);
 	if (__cds_wfcq_splice_blocking(&head, &tail, &a->rq_head, &a->rq_tail) !=
 	    CDS_WFCQ_RET_SRC_EMPTY) {
@@ -1164,7 +1189,8 @@ void arena_drain(struct arena *a)
 	}
 	if (!count)
 		return;
-	STAT_ADD(a->c, remote_frees_drained, count);
+	if (count > deferred)
+		STAT_ADD(a->c, remote_frees_drained, count - deferred);
 	tally_apply(a, &t);
 }
 

@@ -91,7 +91,11 @@ struct arena {
 	                      * this one word instead of the queue and the ring */
 	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
 } __attribute__((aligned(64)));
-#define RR_SLOTS 4096u /* 32 KiB of slots */
+#define RR_SLOTS    4096u /* 32 KiB of slots */
+/* The low bit of a ring slot: a block of a full bin's flush by one of the arena's own
+ * threads that found the lock taken (arena_free_blocks, FLUSH_FULL), not a remote free
+ * (blocks are LA_ALIGN-aligned; the drain counts these apart) */
+#define RR_DEFERRED 1u
 
 /* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
  * (XF_EARN; lock held). */
@@ -134,11 +138,20 @@ LA_INLINE void arena_unlock(struct arena *a)
  * never-used ones, at most carve (>= 1) of them from spans that are not warm; returns how
  * many. out[got - 1] is the one to hand out first (the lowest address of a carving). */
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve);
+/* How a thread cache's flush returns its blocks (arena_free_blocks). */
+enum flush_how {
+	FLUSH_PLAIN, /* under the lock */
+	FLUSH_COLD,  /* the class went unused in the caller's thread cache */
+	FLUSH_FULL,  /* the owner's bin is full: if the lock is taken, maybe through a's ring */
+};
 /* Return n blocks of class cls, all owned by a (caller: not holding the lock): into the
- * transfer cache as far as it takes them, the rest to their spans. cold: the class went
- * unused in the caller's thread cache; they all go to their spans, with the blocks of the
- * class the transfer cache holds and the class's kept empty span. */
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls, bool cold);
+ * transfer cache as far as it takes them, the rest to their spans. FLUSH_COLD: they all go
+ * to their spans, with the blocks of the class the transfer cache holds and the class's
+ * kept empty span. FLUSH_FULL (a thread of a, its own cache): when the lock is taken and
+ * other threads use a, into a's ring if it has room (counted in cache_flushes_deferred, and in use until the next
+ * drain, as remote frees are), else as FLUSH_PLAIN. */
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
+                       enum flush_how how);
 /* Lock held: is p, a block of span s, free in the transfer cache or in s's free list? */
 bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 /* One block, no thread cache (dead or disabled caches). */

@@ -221,7 +221,7 @@ struct remote_batch {
 
 /* Flush the oldest blocks of bin cls (the bottom of its stack) until `keep` remain. Caller
  * owns the cache (busy or flusher). */
-static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, bool cold)
+static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
 {
 	struct tbin *b = &tc->bins[cls];
 	uint32_t count = tbin_count(b);
@@ -262,7 +262,7 @@ static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, boo
 	for (unsigned k = 0; k < nrb; k++)
 		arena_free_remote_batch(rb[k].owner, own, &rb[k].head, &rb[k].tail, rb[k].n);
 	if (nmine)
-		arena_free_blocks(own, slot, nmine, cls, cold);
+		arena_free_blocks(own, slot, nmine, cls, how);
 	/* the most recent blocks stay, at the bottom now */
 	memmove(slot, slot + n, keep * sizeof(void *));
 	b->top = b->slot + keep;
@@ -273,7 +273,7 @@ static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, boo
 
 static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 {
-	return flush_bin_to(tc, cls, keep, false);
+	return flush_bin_to(tc, cls, keep, FLUSH_PLAIN);
 }
 
 /* The cold-bin sweep, run by the owner every TC_GC_EVENTS refills and flushes of its
@@ -308,7 +308,7 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 			if (tc->gc_skip[c]) {
 				tc->gc_skip[c]--;
 			} else {
-				flush_bin_to(tc, c, 0, true);
+				flush_bin_to(tc, c, 0, FLUSH_COLD);
 				publish_bin(tc, c);
 				tc->gc_flushed |= (uint64_t)1 << c;
 				tc->gc_when[c] = now;
@@ -464,7 +464,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		tc->foreign_bins |= (uint64_t)1 << cls;
 	bool flushed = tbin_count(b) >= b->limit;
 	if (flushed) {
-		flush_bin(tc, cls, b->limit / 2);
+		flush_bin_to(tc, cls, b->limit / 2, FLUSH_FULL);
 		bin_event(tc, cls);
 	}
 	*++b->top = p;

@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1537,6 +1539,181 @@ Test(remote_frees, a_batch_begun_while_its_owner_had_threads_goes_under_its_lock
 	cr_assert(owner->rr_head == owner->rr_tail && owner_queue_empty(owner),
 	          "nothing waits in the owner's ring or queue");
 	A(free)(own);
+}
+
+/* ---- a full bin's flush that finds its arena locked --------------------------------- */
+
+/* Holds the lock of its arena (shared with the test's thread: arena_max 1), from a thread
+ * of its own, until told to let go (20 s at most: a flush that waits for the lock fails
+ * the test instead of hanging it). */
+struct lock_holder {
+	struct arena *a;
+	pthread_t t;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool held, release, released; /* under m */
+	bool done;                    /* the frees returned (atomic) */
+	bool shared;                  /* hold_lock's thread uses the arena too */
+};
+
+static void *hold_lock(void *arg)
+{
+	struct lock_holder *h = arg;
+	A(free)(A(malloc)(64)); /* attached to the arena: it has two threads */
+	h->shared = tcache_arena(&la_tcache) == h->a;
+	arena_lock(h->a);
+	pthread_mutex_lock(&h->m);
+	h->held = true;
+	pthread_cond_broadcast(&h->cv);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	while (!h->release && pthread_cond_timedwait(&h->cv, &h->m, &until) == 0)
+		;
+	h->released = true; /* before the unlock: a flush that saw it took the lock after */
+	pthread_mutex_unlock(&h->m);
+	arena_unlock(h->a);
+	return NULL;
+}
+
+static void lock_holder_start(struct lock_holder *h, struct arena *a)
+{
+	*h = (struct lock_holder){.a = a};
+	pthread_mutex_init(&h->m, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	pthread_create(&h->t, NULL, hold_lock, h);
+	pthread_mutex_lock(&h->m);
+	while (!h->held)
+		pthread_cond_wait(&h->cv, &h->m);
+	pthread_mutex_unlock(&h->m);
+}
+
+/* Lets go of the lock; returns whether it was still held when asked to (no time-out). */
+static bool lock_holder_stop(struct lock_holder *h)
+{
+	pthread_mutex_lock(&h->m);
+	bool still = !h->released;
+	h->release = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->m);
+	pthread_join(h->t, NULL);
+	return still;
+}
+
+enum { DEFER_BLOCKS = 3 * TC_MAX_BLOCKS };
+static void *defer_p[DEFER_BLOCKS];
+
+/* This thread's 64-byte blocks, allocated, freed and allocated again (the arena's
+ * transfer cache set up by those flushes, under the lock), then all freed while another
+ * thread holds the arena's lock: returns how many blocks the bin held before. */
+static uint32_t free_all_while_locked(struct lock_holder *h)
+{
+	set("arena_max", 1); /* the holder's thread shares this thread's arena */
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		defer_p[i] = A(malloc)(64);
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		A(free)(defer_p[i]);
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		defer_p[i] = A(malloc)(64);
+	uint32_t had = tcache_count(sc_class_of(64));
+	lock_holder_start(h, tcache_arena(&la_tcache));
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		A(free)(defer_p[i]);
+	return had;
+}
+
+Test(cache_flush, a_full_bin_whose_arena_is_locked_hands_its_blocks_to_the_ring_unwaited)
+{
+	set("decay_ms", 0); /* no decay pass: only this thread's refill drains */
+	unsigned cls = sc_class_of(64);
+	struct la_counters before = stats();
+	struct lock_holder h;
+	uint32_t had = free_all_while_locked(&h);
+	struct arena *a = h.a;
+	uint64_t ringed = a->rr_head - a->rr_tail;
+	uint32_t left = tcache_count(cls);
+	cr_assert(lock_holder_stop(&h), "the frees waited for the arena's lock");
+	cr_assert(h.shared, "the holder's thread took an arena of its own");
+	struct la_counters mid = stats();
+	cr_assert_eq(ringed, had + DEFER_BLOCKS - left, "in the ring: %llu of the %u flushed",
+	             (unsigned long long)ringed, had + DEFER_BLOCKS - left);
+	cr_assert_geq(mid.cache_flushes_deferred - before.cache_flushes_deferred, 2);
+	cr_assert_eq(mid.remote_frees_queued, before.remote_frees_queued, "no remote free");
+	/* the arena's next refill drains them, and does not count them as remote frees */
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		defer_p[i] = A(malloc)(64);
+	cr_assert_eq(a->rr_head, a->rr_tail, "the refill drained the ring");
+	struct la_counters after = stats();
+	cr_assert_eq(
+	        after.remote_frees_drained, before.remote_frees_drained,
+	        "drained as remote frees: %llu",
+	        (unsigned long long)(after.remote_frees_drained - before.remote_frees_drained));
+	cr_assert_eq(after.cache_flushes_deferred, mid.cache_flushes_deferred);
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		A(free)(defer_p[i]);
+}
+
+/* Holds an arena's lock from a thread that uses no arena (as the control thread's
+ * maintenance does) until a thread sleeps in the lock (the kernel marks the word), or the
+ * frees returned without. */
+static void *hold_lock_unattached(void *arg)
+{
+	struct lock_holder *h = arg;
+	arena_lock(h->a);
+	pthread_mutex_lock(&h->m);
+	h->held = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->m);
+	while (!(__atomic_load_n(&h->a->lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS) &&
+	       !__atomic_load_n(&h->done, __ATOMIC_RELAXED))
+		sched_yield();
+	pthread_mutex_lock(&h->m);
+	h->released = true;
+	pthread_mutex_unlock(&h->m);
+	arena_unlock(h->a);
+	return NULL;
+}
+
+Test(cache_flush, the_only_thread_of_an_arena_waits_for_the_lock_and_flushes_to_the_spans)
+{
+	set("decay_ms", 0);
+	set("arena_max", 16); /* the holder's thread, if glibc allocates in it, in another */
+	struct la_counters before = stats();
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		defer_p[i] = A(malloc)(64);
+	struct arena *a = tcache_arena(&la_tcache);
+	cr_assert_eq(__atomic_load_n(&a->threads, __ATOMIC_RELAXED), 1, "the arena's only thread");
+	struct lock_holder h = {.a = a};
+	pthread_mutex_init(&h.m, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	pthread_create(&h.t, NULL, hold_lock_unattached, &h);
+	pthread_mutex_lock(&h.m);
+	while (!h.held)
+		pthread_cond_wait(&h.cv, &h.m);
+	pthread_mutex_unlock(&h.m);
+	for (int i = 0; i < DEFER_BLOCKS; i++)
+		A(free)(defer_p[i]);
+	pthread_mutex_lock(&h.m);
+	bool waited = h.released;
+	pthread_mutex_unlock(&h.m);
+	__atomic_store_n(&h.done, true, __ATOMIC_RELAXED);
+	pthread_join(h.t, NULL);
+	struct la_counters after = stats();
+	cr_assert(waited, "the flush did not wait for the lock");
+	cr_assert_eq(after.cache_flushes_deferred, before.cache_flushes_deferred);
+	cr_assert_geq(after.cache_flushes - before.cache_flushes, 2, "flushed under the lock");
+}
+
+/* (the test's own process: a forked child may have more arenas than threads, and its
+ * holder would take one of its own) */
+Test(cache_flush, a_block_freed_again_while_its_flush_waits_in_the_ring_is_a_double_free,
+     .signal = SIGABRT)
+{
+	struct lock_holder h;
+	free_all_while_locked(&h);
+	lock_holder_stop(&h);
+	cr_assert_neq(h.a->rr_head, h.a->rr_tail, "the flushes wait in the ring");
+	A(free)(defer_p[0]); /* the oldest: flushed first, in the ring */
 }
 
 /* ---- a trim asked for only what is needed (LA_MB_GOAL: allocctld's policies) ------------ */
