@@ -768,6 +768,7 @@ static void fork_prepare(void)
 	direct_fork_prepare();
 	tcache_fork_prepare();
 	arena_lock_all();
+	shm_fork_prepare(); /* last: its clock reading is the clone's lower bound */
 }
 
 static void fork_parent(void)

@@ -231,6 +231,11 @@ uint64_t os_wall_ns(void)
 	return clock_ns(CLOCK_REALTIME);
 }
 
+uint64_t os_boot_ns(void)
+{
+	return clock_ns(CLOCK_BOOTTIME);
+}
+
 int os_ncpus(void)
 {
 	/* CPUs this process may run on (what sysconf's online count means for sizing) */

@@ -59,6 +59,7 @@ void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void
 
 uint64_t os_now_ns(void);  /* CLOCK_MONOTONIC */
 uint64_t os_wall_ns(void); /* CLOCK_REALTIME */
+uint64_t os_boot_ns(void); /* CLOCK_BOOTTIME */
 int os_ncpus(void);        /* CPUs this process may run on */
 /* Direct system calls for what the segment needs (see os.c: no libc pages pulled in). */
 pid_t os_getpid(void);

@@ -38,6 +38,8 @@ const char *shm_path(void);
 /* In a forked child, before anything writes the segment: move off the parent's file to
  * private memory holding a copy (the child publishes a file of its own afterwards). */
 void shm_fork_child(void);
+/* In the fork's prepare handler: what the child needs to know of the clone's time. */
+void shm_fork_prepare(void);
 /* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the
  * segment moves to private memory (and is unpublished) and true is returned: the faulting
  * access can be retried. Async-signal-safe. */

@@ -80,6 +80,9 @@ static handler_t (*real_fn(int f))(int, handler_t);
 
 void sigbus_install(void)
 {
+	/* once in place it stays (a forked child inherits it): no lock, no signal mask */
+	if (__atomic_load_n(&installed, __ATOMIC_ACQUIRE))
+		return;
 	sigset_t old;
 	lock(&old);
 	if (!installed && __sigaction(SIGBUS, NULL, &app) == 0 && install_ours() == 0)
