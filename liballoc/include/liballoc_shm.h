@@ -44,8 +44,11 @@
 #define LA_SHM_MAGIC            0x314d48534c4c414cULL /* "LALLSHM1": also the layout marker */
 /* 3: up to 44 size classes (eight per doubling above 4 KiB), where 2 had at most 36; the
  * layout is 2's, so readers of 3 read segments of 2 (an older reader refuses 3 by its
- * version, not by its class count). */
-#define LA_SHM_ABI_VERSION      3u
+ * version, not by its class count).
+ * 4: up to 52 (a class at 2^k + 2^k/8 for 256 to 2,048, and four from 16 to 32 KiB), the
+ * layout 3's: readers of 4 read segments of 2 and 3 (an older reader refuses 4 by its
+ * version). */
+#define LA_SHM_ABI_VERSION      4u
 #define LA_SHM_ABI_VERSION_MIN  2u      /* the oldest version readers still read */
 #define LA_VERSION              "0.1.0" /* the project's version: liballoc, allocctld, allocctl */
 #define LA_SHM_PREFIX           "liballoc."
@@ -68,7 +71,7 @@
  * Counters, tunables and class fields may grow at the end of their lists (see above) up to
  * their *_MAX; arena slots and size classes are the library's own numbers. */
 #define LA_SHM_ARENAS_MAX       1024 /* arena slots (arena_max is at most this) */
-#define LA_SHM_CLASSES_MAX      44   /* size classes published */
+#define LA_SHM_CLASSES_MAX      52   /* size classes published */
 #define LA_SHM_COUNTERS_MAX     128  /* counters per block */
 #define LA_SHM_TUNABLES_MAX     64   /* tunable entries */
 #define LA_SHM_CLASS_STATS_MAX  16   /* statistics per size class */

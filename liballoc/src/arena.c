@@ -453,8 +453,8 @@ LA_COLD static void corrupt_span_list(void)
 }
 
 /* Pop up to k freed blocks from a span into out[0..] in list order (lock held); returns
- * how many (0: it has none). Each link must name a block start of the same span (spans are
- * at most 2^18 bytes: sc_divisible is exact). The list head, the span's range and the
+ * how many (0: it has none). Each link must name a block start of the same span
+ * (sc_divisible is exact over a span: sizeclass.h). The list head, the span's range and the
  * class's reciprocal stay in registers: a block costs its link's load, decode and checks
  * and its store (the span's fields are written once). */
 static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out, uint32_t k)

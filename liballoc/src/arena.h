@@ -38,7 +38,7 @@
  * cache would have served it), and every XF_EARN misses earn one more chunk. A program
  * that frees structures it never rebuilds (a teardown before exit) flushes without such
  * refills, so its flushes write no slot pages beyond the first chunk's: each chunk is
- * ~6 pages of slots (44 classes x 64 pointers), the eight of them 180 KiB. */
+ * 6.5 pages of slots (52 classes x 64 pointers), the eight of them 208 KiB. */
 #define XF_EARN        2u
 struct xfer_slots {
 	void *chunk[XF_SLOTS / XF_CHUNK][LA_NCLASSES][XF_CHUNK];

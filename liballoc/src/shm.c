@@ -29,9 +29,12 @@
 
 /* Fixed layout (offsets in the header are what readers use). The header, the tunables,
  * the classes, the process block and the first arena blocks share the first page, and the
- * mailbox has a page of its own at the end: a process with up to three arenas keeps two
- * pages of its segment resident (four before the eight classes above 4 KiB took 320
- * bytes of the first page). */
+ * mailbox has a page of its own at the end: a process with up to two arenas keeps two
+ * pages of its segment resident (32 bytes to spare after the four classes above 16 KiB;
+ * up to three arenas before the four classes at 2^k + 2^k/8 took 160 bytes more of the
+ * first page; four before the eight classes above 4 KiB). The classes stay there and not
+ * in the mailbox's page, which the process does not touch before its control thread
+ * waits there (a fork's child copies the first pages only). */
 #define SEG_ALIGN(x, a) (((x) + (a)-1) & ~(size_t)((a)-1))
 #define OFF_TUNABLES    SEG_ALIGN(sizeof(struct la_shm_header), 8)
 #define OFF_CLASSES     (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
@@ -45,8 +48,8 @@ _Static_assert(LA_NCLASSES == LA_SHM_CLASSES_MAX, "the size classes readers expe
 _Static_assert(SEG_SIZE <= LA_SHM_SIZE_MAX, "segment within the readers' limit");
 _Static_assert(OFF_HOLDS + LA_NTUNABLES * sizeof(struct la_shm_hold) <= SEG_SIZE,
                "the holds share the mailbox's page");
-_Static_assert(OFF_ARENAS + 3 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
-               "header, tunables, classes, process and three arena blocks share a page");
+_Static_assert(OFF_ARENAS + 2 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
+               "header, tunables, classes, process and two arena blocks share a page");
 
 static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;

@@ -1,22 +1,30 @@
 /* sizeclass.c — builds the size-class tables once, before the first allocation. */
 #include "sizeclass.h"
 
+/* 16-byte steps to 128, four per doubling to 4 KiB and the fifths, 8 + 8 above, 4 from
+ * SC_QUARTERS_FROM */
+_Static_assert(SC_FIFTH_TO == SC_FIFTH_FROM << (SC_FIFTHS - 1), "SC_FIFTHS doublings");
+_Static_assert(LA_NCLASSES == 8 + 4 * 5 + SC_FIFTHS + 16 + 4, "the classes sc_init makes");
+_Static_assert(LA_SMALL_MAX == 2 * SC_QUARTERS_FROM && SC_QUARTERS_FROM == 4 * SC_EIGHTHS_FROM,
+               "one doubling of quarters after two of eighths");
+
 uint32_t sc_size[LA_NCLASSES];
 uint32_t sc_pages[LA_NCLASSES];
 uint32_t sc_blocks[LA_NCLASSES];
-uint32_t sc_recip[LA_NCLASSES];
 uint32_t sc_recip_pm[LA_NCLASSES + 1];
 uint16_t sc_batch[LA_NCLASSES];
 uint8_t sc_lookup[65];
 uint8_t sc_upper[SC_UPPER_BUCKETS];
 
 /* Pages of a span of class size s: between 4 and 8 KiB the SC_FIT_PAGES the size was made
- * for; else, of 16 to 23 pages (and at least 8 blocks) the one that leaves the smallest
- * share unused. */
+ * for; above SC_QUARTERS_FROM SC_QUARTER_BLOCKS blocks (whole pages); else, of 16 to 23
+ * pages (and at least 8 blocks) the one that leaves the smallest share unused. */
 static uint32_t span_pages(uint32_t s)
 {
 	if (s > SC_EIGHTHS_FROM && s <= 2 * SC_EIGHTHS_FROM)
 		return SC_FIT_PAGES;
+	if (s > SC_QUARTERS_FROM)
+		return SC_QUARTER_BLOCKS * s / (uint32_t)LA_PAGE;
 	uint32_t n0 = LA_MAX(16u, (8u * s + (uint32_t)LA_PAGE - 1) / (uint32_t)LA_PAGE);
 	uint32_t best = n0, best_waste = UINT32_MAX;
 	for (uint32_t n = n0; n < n0 + 8; n++) {
@@ -34,22 +42,27 @@ void sc_init(void)
 	unsigned c = 0;
 	for (uint32_t s = 16; s <= 128; s += 16)
 		sc_size[c++] = s;
-	for (uint32_t base = 128; base < SC_EIGHTHS_FROM; base *= 2)
-		for (uint32_t q = 1; q <= 4; q++) /* as sc_class_of */
+	for (uint32_t base = 128; base < SC_EIGHTHS_FROM; base *= 2) {
+		if (base >= SC_FIFTH_FROM && base <= SC_FIFTH_TO)
+			sc_size[c++] = base + base / 8;
+		for (uint32_t q = 1; q <= 4; q++)
 			sc_size[c++] = base + q * (base / 4);
+	}
 	/* up to 8 KiB: the largest multiple of 16 bytes of which k = 15, 14, ..., 8 fit in
-	 * SC_FIT_PAGES pages; above, eighths */
+	 * SC_FIT_PAGES pages; above, eighths, and quarters (whole pages) from
+	 * SC_QUARTERS_FROM */
 	for (uint32_t k = 15; k >= 8; k--)
 		sc_size[c++] = SC_FIT_PAGES * (uint32_t)LA_PAGE / k / LA_ALIGN * LA_ALIGN;
-	for (uint32_t base = 2 * SC_EIGHTHS_FROM; base < LA_SMALL_MAX; base *= 2)
+	for (uint32_t base = 2 * SC_EIGHTHS_FROM; base < SC_QUARTERS_FROM; base *= 2)
 		for (uint32_t q = 1; q <= 8; q++)
 			sc_size[c++] = base + q * (base / 8);
+	for (uint32_t q = 1; q <= 4; q++)
+		sc_size[c++] = SC_QUARTERS_FROM + q * (SC_QUARTERS_FROM / 4);
 	for (c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c];
 		sc_pages[c] = span_pages(s);
 		sc_blocks[c] = (uint32_t)(sc_pages[c] * LA_PAGE / s);
 		sc_recip[c] = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
-		sc_recip_pm[c + 1] = sc_recip[c];
 		sc_batch[c] = (uint16_t)LA_MAX(4u, SC_BATCH_BYTES / s);
 	}
 	/* the first class that holds n, for growing n: k only moves up */
@@ -61,7 +74,7 @@ void sc_init(void)
 		sc_lookup[i] = (uint8_t)k;
 	}
 	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++) {
-		uint32_t n = SC_EIGHTHS_FROM + 1 + i * SC_UPPER_STEP; /* the bucket's first size */
+		uint32_t n = SC_UPPER_FROM + 1 + i * SC_UPPER_STEP; /* the bucket's first size */
 		while (sc_size[k] < n)
 			k++;
 		sc_upper[i] = (uint8_t)k;

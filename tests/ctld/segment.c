@@ -195,6 +195,11 @@ static void m_version_min(struct la_shm_header *h)
 {
 	h->abi_version = LA_SHM_ABI_VERSION_MIN;
 }
+/* the version before this one: the same layout, at most 44 classes */
+static void m_version_prev(struct la_shm_header *h)
+{
+	h->abi_version = LA_SHM_ABI_VERSION - 1;
+}
 static void m_header_small(struct la_shm_header *h)
 {
 	h->header_size = 8;
@@ -261,6 +266,10 @@ static void m_lim_slots(struct la_shm_header *h)
 {
 	h->arena_slots = LA_SHM_ARENAS_MAX + 1;
 }
+static void m_classes_max(struct la_shm_header *h)
+{
+	h->class_count = LA_SHM_CLASSES_MAX;
+}
 static void m_lim_classes(struct la_shm_header *h)
 {
 	h->class_count = LA_SHM_CLASSES_MAX + 1;
@@ -311,6 +320,12 @@ static void m_uid(struct la_shm_header *h)
 Test(segment, a_segment_of_an_older_abi_version_still_read_opens)
 {
 	cr_assert_eq(open_err(m_version_min), SEG_E_OK);
+	cr_assert_eq(open_err(m_version_prev), SEG_E_OK);
+}
+
+Test(segment, a_header_with_as_many_classes_as_liballoc_has_opens)
+{
+	cr_assert_eq(open_err(m_classes_max), SEG_E_OK);
 }
 
 Test(segment, each_header_corruption_is_refused_with_its_reason)

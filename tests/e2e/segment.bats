@@ -319,7 +319,7 @@ ctl_sleeps_on_doorbell() {
 
 @test "trim: free resident bytes drop and the syscall counters rise by what it reported" {
 	start_work LIBALLOC_DECAY_MS=0 LIBALLOC_TRIM_THRESHOLD=1G
-	work "$WPID" "$WFD" alloc 32K 1024
+	work "$WPID" "$WFD" alloc 36K 1024 # large blocks (above 32 KiB): freed, free resident pages
 	work "$WPID" "$WFD" free
 	local r0 ma0 mu0 mab0 mub0
 	r0=$(sv "$WPID" free_resident_bytes)

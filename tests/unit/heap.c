@@ -654,10 +654,12 @@ static unsigned in_core(void *p, size_t pages)
 }
 
 /* Blocks of `pages` pages each from the heap, side by side (the arena's fresh pages, in
- * address order); fails the test if they are not. */
+ * address order); fails the test if they are not. Large blocks: more than 8 pages (32 KiB
+ * and less is a size class's). */
 static void side_by_side(char **b, const uint32_t *pages, int n)
 {
 	for (int i = 0; i < n; i++) {
+		cr_assert_gt((size_t)pages[i] << LA_PAGE_SHIFT, LA_SMALL_MAX);
 		b[i] = A(malloc)((size_t)pages[i] << LA_PAGE_SHIFT);
 		cr_assert_not_null(b[i]);
 		if (i)
@@ -712,11 +714,11 @@ Test(heap, a_small_request_takes_the_resident_pages_of_a_free_run)
 {
 	pages_only(0);
 	set("mmap_dynamic", 0);
-	const uint32_t pages[N_RUN] = {64, 8, 8, 10};
+	const uint32_t pages[N_RUN] = {64, 12, 12, 14};
 	char *b[N_RUN];
 	free_run(b, pages);
 
-	char *p = take_resident(6, b[Y], 3);
+	char *p = take_resident(10, b[Y], 3);
 	check_arena(heap_of(p)->arena);
 	A(free)(p);
 	A(free)(b[G]);
@@ -732,7 +734,7 @@ Test(heap, a_span_takes_the_resident_end_of_a_free_run)
 {
 	pages_only(0);
 	set("mmap_dynamic", 0);
-	const uint32_t pages[N_RUN] = {64, 64, 8, 10};
+	const uint32_t pages[N_RUN] = {64, 64, 9, 10};
 	char *b[N_RUN];
 	free_run(b, pages);
 
@@ -758,27 +760,27 @@ Test(heap, a_block_realloc_moves_takes_room_to_grow_in_place)
 {
 	pages_only(0);
 	set("mmap_dynamic", 0);
-	/* A, the block that grows; a 12-page gap between two guards, returned to the system */
+	/* A, the block that grows; a 15-page gap between two guards, returned to the system */
 	enum { A, G1, GAP, G2, N_BLK };
-	const uint32_t pages[N_BLK] = {6, 5, 12, 5};
+	const uint32_t pages[N_BLK] = {10, 9, 15, 9};
 	char *b[N_BLK];
 	side_by_side(b, pages, N_BLK);
-	memset(b[A], 3, (size_t)6 << LA_PAGE_SHIFT);
+	memset(b[A], 3, (size_t)10 << LA_PAGE_SHIFT);
 	A(free)(b[GAP]);
 	liballoc_trim(0);
-	cr_assert_eq(in_core(b[GAP], 12), 0, "the gap's pages still resident after a trim");
-	/* 9 pages do not fit after A: moved with a quarter more (12 pages), as many as the
+	cr_assert_eq(in_core(b[GAP], 15), 0, "the gap's pages still resident after a trim");
+	/* 12 pages do not fit after A: moved with a quarter more (15 pages), as many as the
 	 * gap has */
-	char *p = A(realloc)(b[A], (size_t)9 << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[A], (size_t)12 << LA_PAGE_SHIFT);
 	cr_assert_not_null(p);
-	cr_assert(p < b[GAP] || p >= b[GAP] + ((size_t)12 << LA_PAGE_SHIFT),
-	          "the moved block took the 12-page gap at %p", (void *)p);
+	cr_assert(p < b[GAP] || p >= b[GAP] + ((size_t)15 << LA_PAGE_SHIFT),
+	          "the moved block took the 15-page gap at %p", (void *)p);
 	cr_assert_eq(p[0], 3, "contents lost");
 	check_arena(heap_of(p)->arena);
 	for (size_t n = 16; n <= 64; n *= 2) {
 		char *q = A(realloc)(p, n << LA_PAGE_SHIFT);
 		cr_assert_eq(q, p, "moved again at %zu pages", n);
-		cr_assert_eq(q[(6 << LA_PAGE_SHIFT) - 1], 3, "contents lost");
+		cr_assert_eq(q[(10 << LA_PAGE_SHIFT) - 1], 3, "contents lost");
 	}
 	check_arena(heap_of(p)->arena);
 	A(free)(p);
@@ -793,7 +795,7 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
 {
 	pages_only(0); /* blocks up to 1 MiB from the heaps while the run is laid out */
 	set("mmap_dynamic", 0);
-	const uint32_t pages[N_RUN] = {100, 140, 8, 10};
+	const uint32_t pages[N_RUN] = {100, 140, 9, 10};
 	char *b[N_RUN];
 	free_run(b, pages);
 
