@@ -1696,12 +1696,12 @@ uint64_t arena_empty_tick(struct arena *a, uint64_t now)
 	return due;
 }
 
-uint64_t arena_burst_tick(struct arena *a, uint64_t now)
+/* arena_burst_tick with the lock held (it releases it). */
+static uint64_t burst_tick(struct arena *a, uint64_t now)
 {
 	struct burst_watch *w = &a->burst;
 	uint64_t due = 0;
 	bool give = false;
-	arena_lock(a);
 	if (!TUN(burst_predict)) {
 		give = w->defer;
 		w->defer = 0;
@@ -1802,4 +1802,17 @@ out:
 	if (give)
 		burst_defer_give_back(a);
 	return due;
+}
+
+uint64_t arena_burst_tick(struct arena *a, uint64_t now)
+{
+	arena_lock(a);
+	return burst_tick(a, now);
+}
+
+uint64_t arena_burst_look(struct arena *a, uint64_t now)
+{
+	if (!la_trylock(&a->lock))
+		return now + BURST_BUSY_NS;
+	return burst_tick(a, now);
 }

@@ -222,6 +222,11 @@ void arena_drain(struct arena *a);
  * them back when it does not come. Returns when it wants to run again: 0 never (a burst's
  * end or start wakes the control thread), a time not after now: at once (more chunks). */
 uint64_t arena_burst_tick(struct arena *a, uint64_t now);
+/* The same for the control thread (op_burst), which does not wait for a lock the program
+ * holds: it looks at that arena BURST_BUSY_NS later (as a PI-futex waiter it spun in the
+ * kernel beside the owner: the fork loop's children spent ~1.5 % of their CPU there, their
+ * control thread waiting out the program's frees and trim after each decay pass). */
+uint64_t arena_burst_look(struct arena *a, uint64_t now);
 /* With one arena in use, the purge of a heap a free left nearly empty (the madvise
  * throttle's rule with a decay pass) waits this long for the control thread: a heap that
  * grows back out of nearly empty meanwhile (a loop that frees a batch and builds the next,

@@ -31,6 +31,7 @@
 #define BURST_COST_NS      2000u        /* ns per page assumed before a populate was measured */
 #define BURST_SETTLE_PAGES 256u         /* a deferring burst's frees are done: the level fell */
 #define BURST_SETTLE_NS    20000000ull  /* less than 1 MiB within 20 ms */
+#define BURST_BUSY_NS      1000000ull   /* an arena the program holds is looked at again */
 
 struct burst_pattern {
 	uint64_t start[BURST_HIST]; /* CLOCK_MONOTONIC ns, oldest first */

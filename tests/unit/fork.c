@@ -409,6 +409,73 @@ static int child_holds_an_arena(void)
 	return !asleep ? 2 : waited ? 1 : 0;
 }
 
+/* voluntary_ctxt_switches of thread tid (how many times it went to sleep), -1 if
+ * unreadable. No allocation. */
+static long thread_sleeps(pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *p = strstr(buf, "\nvoluntary_ctxt_switches:");
+	return p ? strtol(p + 26, NULL, 10) : -1;
+}
+
+/* Holds arena 0's lock and kicks the child's control thread (its burst look takes every
+ * arena) until it has gone to sleep again; 0: it did without waiting for the lock, 1: it
+ * waits for it, 2: it never slept. */
+static int child_kicks_while_holding_an_arena(void)
+{
+	if (!control_thread_asleep())
+		return 2;
+	pid_t tid = other_thread();
+	struct arena *a = &arenas[0];
+	arena_lock(a);
+	long before = thread_sleeps(tid), now = before;
+	shm_wake_control();
+	for (int ms = 0; ms < 5000 && (now <= before || thread_state(tid) != 'S'); ms++) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		now = thread_sleeps(tid);
+	}
+	bool waited = __atomic_load_n(&a->lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS;
+	arena_unlock(a);
+	return before < 0 || now <= before ? 2 : waited ? 1 : 0;
+}
+
+/* Stamps a preparation in arena 0 while holding its lock, kicks the control thread and
+ * lets it sleep again (it passes the arena by), then lets go of the lock; 0: the control
+ * thread gave the preparation back within 5 s, 1: it did not, 2: it never slept. */
+static int child_leaves_a_busy_arena_for_later(void)
+{
+	if (!control_thread_asleep())
+		return 2;
+	pid_t tid = other_thread();
+	struct arena *a = &arenas[0];
+	arena_lock(a);
+	a->burst.stamp = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + 1000;
+	long before = thread_sleeps(tid), now = before;
+	shm_wake_control();
+	for (int ms = 0; ms < 5000 && (now <= before || thread_state(tid) != 'S'); ms++) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		now = thread_sleeps(tid);
+	}
+	arena_unlock(a);
+	if (before < 0 || now <= before)
+		return 2;
+	uint32_t stamp = 1;
+	for (int ms = 0; ms < 5000 && stamp; ms++) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		arena_lock(a);
+		stamp = a->burst.stamp;
+		arena_unlock(a);
+	}
+	return stamp ? 1 : 0;
+}
+
 /* 0: the child's control thread ended the preparation its parent left in arena 0 before
  * it first slept, 1: it did not, 2: it never slept. */
 static int child_waits_for_the_give_back(void)
@@ -455,6 +522,30 @@ Test(fork, a_childs_control_thread_leaves_the_arenas_alone_at_its_start)
 	}
 	cr_assert_eq(fork_and_wait(child_holds_an_arena), 0,
 	             "the child's control thread waited for an arena's lock at its start");
+}
+
+/* Nor does it wait for an arena the program holds when a kick makes it look at the
+ * arenas' bursts (after each decay pass, a burst's start or end): it looks at that one
+ * again BURST_BUSY_NS later. It took the lock (op_burst), and the fork loop's children
+ * whose decay pass ran spent ~1.5 % of their CPU in its wait, spinning in the kernel while
+ * their main thread freed and trimmed. */
+Test(fork, the_control_thread_leaves_a_busy_arena_for_later)
+{
+	set("decay_ms", 0);
+	set("burst_predict", 0);
+	A(free)(A(malloc)(64));
+	cr_assert_eq(fork_and_wait(child_kicks_while_holding_an_arena), 0,
+	             "the control thread waited for the arena's lock when kicked");
+}
+
+/* ... and comes back to it: a preparation stamped while the program held the arena is
+ * given back once it lets go. */
+Test(fork, the_control_thread_comes_back_to_a_busy_arena)
+{
+	set("decay_ms", 0);
+	A(free)(A(malloc)(64));
+	cr_assert_eq(fork_and_wait(child_leaves_a_busy_arena_for_later), 0,
+	             "the preparation stamped in a busy arena was never given back");
 }
 
 /* ... but where the parent left pages prepared for a burst (stamped), the child's first
