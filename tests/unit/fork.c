@@ -366,18 +366,32 @@ static pid_t other_thread(void)
 	return n == 1 ? found : 0;
 }
 
-/* The state letter of thread tid ("S": asleep), 0 if unreadable. No allocation. */
-static char thread_state(pid_t tid)
+/* The text of a small /proc file, NUL-terminated in buf; false if unreadable. No
+ * allocation (the caller may hold an arena's lock). */
+static bool read_proc(const char *path, char *buf, size_t size)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		return false;
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = 0;
-	char *p = strrchr(buf, ')');
+	return n > 0;
+}
+
+/* /proc/self/task/<tid>/<file> into buf. */
+static bool read_task(pid_t tid, const char *file, char *buf, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
+	return read_proc(path, buf, size);
+}
+
+/* The state letter of thread tid ("S": asleep), 0 if unreadable. */
+static char thread_state(pid_t tid)
+{
+	char buf[512];
+	char *p = read_task(tid, "stat", buf, sizeof(buf)) ? strrchr(buf, ')') : NULL;
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
@@ -410,40 +424,41 @@ static int child_holds_an_arena(void)
 }
 
 /* voluntary_ctxt_switches of thread tid (how many times it went to sleep), -1 if
- * unreadable. No allocation. */
+ * unreadable. */
 static long thread_sleeps(pid_t tid)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	char *p = strstr(buf, "\nvoluntary_ctxt_switches:");
+	char buf[2048];
+	char *p = read_task(tid, "status", buf, sizeof(buf))
+	                  ? strstr(buf, "\nvoluntary_ctxt_switches:")
+	                  : NULL;
 	return p ? strtol(p + 26, NULL, 10) : -1;
 }
 
-/* Holds arena 0's lock and kicks the child's control thread (its burst look takes every
- * arena) until it has gone to sleep again; 0: it did without waiting for the lock, 1: it
- * waits for it, 2: it never slept. */
-static int child_kicks_while_holding_an_arena(void)
+/* Kicks the control thread tid (its burst look takes every arena) and waits (5 s at most)
+ * until it has gone to sleep again; false if it did not. */
+static bool kick_until_asleep_again(pid_t tid)
 {
-	if (!control_thread_asleep())
-		return 2;
-	pid_t tid = other_thread();
-	struct arena *a = &arenas[0];
-	arena_lock(a);
 	long before = thread_sleeps(tid), now = before;
 	shm_wake_control();
 	for (int ms = 0; ms < 5000 && (now <= before || thread_state(tid) != 'S'); ms++) {
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
 		now = thread_sleeps(tid);
 	}
+	return before >= 0 && now > before;
+}
+
+/* Holds arena 0's lock and kicks the child's control thread until it has gone to sleep
+ * again; 0: it did without waiting for the lock, 1: it waits for it, 2: it never slept. */
+static int child_kicks_while_holding_an_arena(void)
+{
+	if (!control_thread_asleep())
+		return 2;
+	struct arena *a = &arenas[0];
+	arena_lock(a);
+	bool slept = kick_until_asleep_again(other_thread());
 	bool waited = __atomic_load_n(&a->lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS;
 	arena_unlock(a);
-	return before < 0 || now <= before ? 2 : waited ? 1 : 0;
+	return !slept ? 2 : waited ? 1 : 0;
 }
 
 /* Stamps a preparation in arena 0 while holding its lock, kicks the control thread and
@@ -453,18 +468,12 @@ static int child_leaves_a_busy_arena_for_later(void)
 {
 	if (!control_thread_asleep())
 		return 2;
-	pid_t tid = other_thread();
 	struct arena *a = &arenas[0];
 	arena_lock(a);
 	a->burst.stamp = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + 1000;
-	long before = thread_sleeps(tid), now = before;
-	shm_wake_control();
-	for (int ms = 0; ms < 5000 && (now <= before || thread_state(tid) != 'S'); ms++) {
-		nanosleep(&(struct timespec){0, 1000000}, NULL);
-		now = thread_sleeps(tid);
-	}
+	bool slept = kick_until_asleep_again(other_thread());
 	arena_unlock(a);
-	if (before < 0 || now <= before)
+	if (!slept)
 		return 2;
 	uint32_t stamp = 1;
 	for (int ms = 0; ms < 5000 && stamp; ms++) {
@@ -488,7 +497,8 @@ static int child_waits_for_the_give_back(void)
 	return stamp ? 1 : 0;
 }
 
-static int fork_and_wait(int (*child_fn)(void))
+/* Forks a child that runs child_fn and exits with its result; that result. */
+static int fork_run(int (*child_fn)(void))
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -497,8 +507,15 @@ static int fork_and_wait(int (*child_fn)(void))
 	}
 	int status = wait_child(pid);
 	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
-	cr_assert_neq(WEXITSTATUS(status), 2, "the child's control thread never slept");
 	return WEXITSTATUS(status);
+}
+
+/* The same for a child_fn that waits for the child's control thread (2: it never slept). */
+static int fork_and_wait(int (*child_fn)(void))
+{
+	int got = fork_run(child_fn);
+	cr_assert_neq(got, 2, "the child's control thread never slept");
+	return got;
 }
 
 /* A forked child's control thread starts without taking the arenas' locks when its parent
@@ -592,47 +609,27 @@ static int child_thp_mode(void)
 Test(fork, a_child_knows_the_huge_page_mode_from_its_parent)
 {
 	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */
-	pid_t pid = fork();
-	if (pid == 0) {
-		alarm(30);
-		_exit(child_thp_mode());
-	}
-	int status = wait_child(pid);
-	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
-	cr_assert_eq(WEXITSTATUS(status), thp_always_here(),
+	cr_assert_eq(fork_run(child_thp_mode), thp_always_here(),
 	             "the child's huge page mode (1: always or unknown) is not its parent's");
 }
 
-/* Field 22 of /proc/self/stat (the start time in clock ticks since boot) and the bytes this
- * process read so far (rchar, /proc/self/io); 0 if unreadable. */
+/* Field 22 of /proc/self/stat (the start time in clock ticks since boot), 0 if
+ * unreadable. */
 static uint64_t own_start_time(void)
 {
 	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
+	char *p = read_proc("/proc/self/stat", buf, sizeof(buf)) ? strrchr(buf, ')') : NULL;
 	for (int field = 2; p && *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
 	return p ? strtoull(p, NULL, 10) : 0;
 }
 
+/* The bytes this process read so far (rchar, /proc/self/io), UINT64_MAX if unreadable. */
 static uint64_t bytes_read(void)
 {
 	char buf[512];
-	int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return UINT64_MAX;
-	buf[n] = 0;
-	char *p = strstr(buf, "rchar:");
+	char *p = read_proc("/proc/self/io", buf, sizeof(buf)) ? strstr(buf, "rchar:") : NULL;
 	return p ? strtoull(p + 6, NULL, 10) : UINT64_MAX;
 }
 
@@ -659,16 +656,9 @@ Test(fork, a_child_publishes_its_start_time_without_reading_proc)
 	cr_assert_neq(shm_path()[0], 0, "this process published its segment");
 	int without = 0;
 	for (int i = 0; i < 20; i++) {
-		pid_t pid = fork();
-		if (pid == 0) {
-			alarm(30);
-			_exit(child_start_time());
-		}
-		int status = wait_child(pid);
-		cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
-		cr_assert_neq(WEXITSTATUS(status), 2,
-		              "a child published a start time that is not its own");
-		without += WEXITSTATUS(status) == 0;
+		int got = fork_run(child_start_time);
+		cr_assert_neq(got, 2, "a child published a start time that is not its own");
+		without += got == 0;
 	}
 	cr_assert_gt(without, 0, "every child read /proc/self/stat for its start time");
 	cr_log_info("%d of 20 children published their start time without /proc", without);
