@@ -10,6 +10,7 @@
 #include "os.h"
 #include "pressure.h"
 #include "shm.h"
+#include "tcache.h"
 #include "tunables.h"
 
 /* TSan cannot model liburcu's queue (volatile accesses and its own fences), so TSan
@@ -1673,6 +1674,24 @@ static void burst_defer_give_back(struct arena *a)
 			burst_end_preparation(w); /* (nothing held: holding was 0) */
 		arena_unlock(a);
 	}
+}
+
+/* the largest mapping a heap adopts (4 MiB): what a wrong guess keeps until a decay pass */
+#define ADOPT_MAX_PAGES 1024u
+
+bool arena_adopt(void *p, size_t len)
+{
+	struct tcache *tc = &la_tcache;
+	uint32_t n = (uint32_t)(len >> LA_PAGE_SHIFT);
+	if (tc->state != TC_LIVE || !tc->arena || n > ADOPT_MAX_PAGES)
+		return false;
+	struct arena *a = tc->arena;
+	bool done = false;
+	arena_lock(a);
+	for (struct heap *h = a->heaps; h && !done; h = h->next)
+		done = heap_adopt(h, p, n);
+	arena_unlock(a);
+	return done;
 }
 
 uint64_t arena_empty_tick(struct arena *a, uint64_t now)

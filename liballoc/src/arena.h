@@ -237,6 +237,11 @@ uint64_t arena_burst_look(struct arena *a, uint64_t now);
  * the lock): made once due, if the heap is still nearly empty. Returns when they are due
  * (0: none waits). */
 uint64_t arena_empty_tick(struct arena *a, uint64_t now);
+/* A freed mapping of len bytes (at most 4 MiB) whose size came from the heaps already
+ * before its free (direct.c): its pages move into a heap of this thread's arena as free
+ * resident pages, which that heap's growth takes before it faults in new ones; false if
+ * none has room (the caller unmaps it). */
+bool arena_adopt(void *p, size_t len);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);
 

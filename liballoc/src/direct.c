@@ -26,6 +26,8 @@
  * its pages) or with the decay pass; a request that takes it starts the recycling. */
 #include "direct.h"
 
+#include "arena.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -396,6 +398,7 @@ int direct_free(void *p)
 	size_t asked = m->asked ? LA_MIN((size_t)m->asked << LA_PAGE_SHIFT, len) : len;
 	m->user = 1; /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
+	bool served = (int64_t)asked < TUN(mmap_threshold); /* before this free raises it */
 	/* by the largest size asked: a realloc's slack (address space, written only if the
 	 * program grew into it) sends no larger blocks to the heaps than the program made */
 	raise_threshold(asked);
@@ -416,7 +419,14 @@ int direct_free(void *p)
 	STAT_SUB(pc(), data_resident_bytes, len);
 	if (!cached) {
 		STAT_SUB(pc(), address_space_bytes, len);
-		os_unmap(base, len, pc());
+		/* blocks of its size came from the heaps before this free (a larger mapping's
+		 * free raised the threshold past it: a program whose blocks grew, realloc-growth's
+		 * second round): its pages go to a heap, whose growth takes them instead of
+		 * faulting in new pages. One whose own free raises the threshold is unmapped:
+		 * nothing says the heaps will grow by its size (adopting those too kept
+		 * fragmentation's last freed mapping in a heap, and raised cpython's peak) */
+		if (!served || !arena_adopt(base, len))
+			os_unmap(base, len, pc());
 		return 0;
 	}
 	/* free resident while it is cached: whole (the program may have written all of it)

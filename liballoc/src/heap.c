@@ -1086,6 +1086,33 @@ static bool prepare_range(struct heap *h, struct span *s, uint32_t from, uint32_
 	return err == 0;
 }
 
+bool heap_adopt(struct heap *h, void *p, uint32_t n)
+{
+	for (int b = HEAP_NBINS - 1; b >= 0; b--) {
+		for (struct span *s = h->bins[b]; s; s = s->next) {
+			if (s->npages < n)
+				break; /* (only the bin's first span is looked at) */
+			uint32_t end = s->first + s->npages;
+			uint32_t from = first_fresh(h, s->first, end);
+			if (from + n > end || heap_resident_in(h, from, n) ||
+			    (h->huge & huge_bits(from - from % HEAP_HUGE_PAGES,
+			                         (from + n + HEAP_HUGE_PAGES - 1) /
+			                                 HEAP_HUGE_PAGES * HEAP_HUGE_PAGES)))
+				break;
+			if (os_move(p, (size_t)n << LA_PAGE_SHIFT,
+			            (char *)h + ((size_t)from << LA_PAGE_SHIFT), h->c))
+				return false;
+			heap_touch(h, from, n);
+			if (!s->dirty) /* (else the stamp stays the oldest's) */
+				s->stamp = epoch_now();
+			s->dirty += n;
+			dirty_add(h, n);
+			return true;
+		}
+	}
+	return false;
+}
+
 uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed)
 {
 	*failed = __atomic_load_n(&populate_missing, __ATOMIC_RELAXED);

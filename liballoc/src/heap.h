@@ -220,6 +220,10 @@ extern uint32_t heap_epoch;
 #define NEARLY_EMPTY 16u
 
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
+/* Move the n pages of the mapping at p into free pages of h that are not resident (the
+ * largest free span's first such run, outside huge ranges), as free resident pages: true
+ * when they moved (lock held). */
+bool heap_adopt(struct heap *h, void *p, uint32_t n);
 void heap_destroy(struct heap *h);
 /* Take n pages; returns the span (kind still FREE's caller to set) or NULL. Resident free
  * pages are taken first; dirty_only: only a span with some (NULL if none fits). Else the

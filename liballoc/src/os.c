@@ -148,6 +148,13 @@ bool os_thp_always(void)
 	return __atomic_load_n(&thp_always, __ATOMIC_RELAXED) != 0;
 }
 
+int os_move(void *p, size_t size, void *to, struct la_counters *c)
+{
+	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	STAT_ADD(c, mmap_calls, 1);
+	return q == to ? 0 : errno;
+}
+
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 {
 	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);

@@ -49,6 +49,9 @@ static inline bool os_goal_met(void)
 	return os_measure != NULL && os_goal != 0 && *os_measure >= os_goal;
 }
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
+/* Move the pages of mapping [p, p + size) to [to, to + size), replacing what was mapped
+ * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was). */
+int os_move(void *p, size_t size, void *to, struct la_counters *c);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */
 ssize_t os_read_small(const char *path, char *buf, size_t len);

@@ -825,6 +825,65 @@ Test(dynamic_threshold, freeing_a_4mb_mapping_raises_the_threshold_and_faults_st
 	             a.faults_after_warmup, b.faults_after_warmup, 2 * pages);
 }
 
+static long thread_faults(void)
+{
+	struct rusage r;
+	getrusage(RUSAGE_THREAD, &r);
+	return r.ru_minflt;
+}
+
+/* A mapping freed after a larger one's free raised the threshold past its size (blocks of
+ * its size came from the heaps already) moves into a heap's free pages instead of being
+ * unmapped, and that heap's next block of its size takes them without faults; the mapping
+ * whose own free raised the threshold is unmapped. */
+Test(dynamic_threshold, a_mapping_freed_below_a_risen_threshold_gives_its_pages_to_a_heap)
+{
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	size_t n = 1 << 20;
+	long pages = (long)(n / 4096);
+	char *p = A(malloc)(n);
+	cr_assert_not_null(p);
+	memset(p, 1, n);
+	struct la_counters c0 = stats();
+	A(free)(A(malloc)(2 * n)); /* raises the threshold past 2 MiB */
+	struct la_counters c1 = stats();
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, (int64_t)(2 * n), "threshold raised: %lld", (long long)t);
+	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "the raising mapping is unmapped");
+	A(free)(p);
+	struct la_counters c2 = stats();
+	cr_assert_eq(c2.munmap_calls - c1.munmap_calls, 0, "the 1 MiB mapping is not unmapped");
+	cr_assert_geq(c2.free_resident_bytes - c1.free_resident_bytes, n,
+	              "its pages are a heap's free resident pages: %llu",
+	              (unsigned long long)(c2.free_resident_bytes - c1.free_resident_bytes));
+	long f0 = thread_faults();
+	char *q = A(malloc)(n);
+	cr_assert_not_null(q);
+	memset(q, 2, n);
+	long faults = thread_faults() - f0;
+	/* (ASan's shadow of the block is an eighth of its pages) */
+	cr_assert_lt(faults, pages / 4, "faults writing a heap block of %ld pages: %ld", pages,
+	             faults);
+	A(free)(q);
+}
+
+/* Above 4 MiB a mapping is unmapped all the same (what a wrong guess would keep). */
+Test(dynamic_threshold, a_mapping_above_4_mib_is_unmapped_below_a_risen_threshold)
+{
+	A(free)(A(malloc)(64));
+	size_t n = 6 << 20;
+	char *p = A(malloc)(n);
+	cr_assert_not_null(p);
+	memset(p, 1, n);
+	A(free)(A(malloc)(2 * n)); /* raises the threshold past 12 MiB */
+	struct la_counters c1 = stats();
+	A(free)(p);
+	struct la_counters c2 = stats();
+	cr_assert_eq(c2.munmap_calls - c1.munmap_calls, 1, "the 6 MiB mapping is unmapped");
+	cr_assert_lt(c2.free_resident_bytes, c1.free_resident_bytes + n);
+}
+
 Test(dynamic_threshold, an_explicit_threshold_turns_it_off)
 {
 	cr_assert_eq(A(mallopt)(M_MMAP_THRESHOLD, 256 * 1024), 1);
@@ -1019,13 +1078,6 @@ Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_once_they_a
 	cr_assert_eq(stats().direct_mappings, direct + 1, "the next 24 MiB block is a mapping");
 	A(free)(p);
 	A(free)(r);
-}
-
-static long thread_faults(void)
-{
-	struct rusage r;
-	getrusage(RUSAGE_THREAD, &r);
-	return r.ru_minflt;
 }
 
 /* Allocates `want` bytes (above the threshold) and writes them all: the block must come
