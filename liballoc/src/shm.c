@@ -516,6 +516,19 @@ static void write_identity(pid_t pid)
 static int prep_dfd = -1, prep_fd = -1;
 static char prep_dir[200], prep_tmp[48];
 
+/* A publication that failed: one warning (the temporary file could not be created when fd
+ * is -1, else it is removed), the directory closed. */
+static void publish_failed(int dfd, int fd, const char *dir, const char *tmp)
+{
+	la_warn("statistics not published: ", fd < 0 ? "cannot create " : "", dir, "/", tmp, ": ",
+	        strerror(errno), (char *)NULL);
+	if (fd >= 0) {
+		unlinkat(dfd, tmp, 0);
+		close(fd);
+	}
+	close(dfd);
+}
+
 bool shm_prepare_file(void)
 {
 	char dir[200], tmp[48];
@@ -528,9 +541,7 @@ bool shm_prepare_file(void)
 	unlinkat(dfd, tmp, 0);
 	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		la_warn("statistics not published: cannot create ", dir, "/", tmp, ": ",
-		        strerror(errno), (char *)NULL);
-		close(dfd);
+		publish_failed(dfd, fd, dir, tmp);
 		return false;
 	}
 	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
@@ -542,11 +553,7 @@ bool shm_prepare_file(void)
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;
 	if (!ok) {
-		la_warn("statistics not published: ", dir, "/", tmp, ": ", strerror(errno),
-		        (char *)NULL);
-		unlinkat(dfd, tmp, 0);
-		close(fd);
-		close(dfd);
+		publish_failed(dfd, fd, dir, tmp);
 		return false;
 	}
 	prep_dfd = dfd;
@@ -588,9 +595,7 @@ void shm_publish_file(void)
 		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd < 0) {
-		la_warn("statistics not published: cannot create ", dir, "/", tmp, ": ",
-		        strerror(errno), (char *)NULL);
-		close(dfd);
+		publish_failed(dfd, fd, dir, tmp);
 		seg_path[0] = 0;
 		return;
 	}
@@ -614,11 +619,7 @@ void shm_publish_file(void)
 	if (ok)
 		ok = fstat(dfd, &dst) == 0;
 	if (!ok) {
-		la_warn("statistics not published: ", dir, "/", tmp, ": ", strerror(errno),
-		        (char *)NULL);
-		unlinkat(dfd, tmp, 0);
-		close(fd);
-		close(dfd);
+		publish_failed(dfd, fd, dir, tmp);
 		seg_path[0] = 0;
 		return;
 	}
