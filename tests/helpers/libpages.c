@@ -7,29 +7,57 @@
  * touched has no entry (a read maps the zero page, which counts). With --count FROM TO it
  * prints how many pages of [FROM, TO) are present instead. */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static uintptr_t image_base(const char *lib)
+/* The next line of /proc/self/maps: its range, file offset and path ("" for anonymous
+ * memory); false at the end. */
+static bool next_map(FILE *f, unsigned long *lo, unsigned long *hi, unsigned long *off,
+                     char path[256])
+{
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		path[0] = 0;
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %255s", lo, hi, off, path) >= 3)
+			return true;
+	}
+	return false;
+}
+
+/* Is path LIB's file (same last component)? */
+static bool is_lib(const char *path, const char *lib)
 {
 	const char *name = strrchr(lib, '/') ? strrchr(lib, '/') + 1 : lib;
+	const char *slash = strrchr(path, '/');
+	return slash && strcmp(slash + 1, name) == 0;
+}
+
+/* Is the page holding address a present (pagemap's bit 63): 1 or 0, -1 when unreadable */
+static int page_present(int pm, uintptr_t a)
+{
+	uint64_t e = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	if (pread(pm, &e, sizeof(e), (off_t)(a / (uintptr_t)page * sizeof(e))) !=
+	    (ssize_t)sizeof(e))
+		return -1;
+	return (int)(e >> 63);
+}
+
+static uintptr_t image_base(const char *lib)
+{
 	FILE *f = fopen("/proc/self/maps", "r");
 	if (!f)
 		return 0;
-	char line[512];
+	unsigned long lo, hi, off;
+	char path[256];
 	uintptr_t base = 0;
-	while (!base && fgets(line, sizeof(line), f)) {
-		unsigned long lo, off;
-		char path[256] = "";
-		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %255s", &lo, &off, path) < 2)
-			continue;
-		const char *slash = strrchr(path, '/');
-		if (off == 0 && slash && strcmp(slash + 1, name) == 0)
+	while (!base && next_map(f, &lo, &hi, &off, path))
+		if (off == 0 && is_lib(path, lib))
 			base = lo;
-	}
 	fclose(f);
 	return base;
 }
@@ -38,28 +66,19 @@ static uintptr_t image_base(const char *lib)
  * another file mapped into the range, as the segment is into .lbss). */
 static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, uintptr_t to, int pm)
 {
-	const char *name = strrchr(lib, '/') ? strrchr(lib, '/') + 1 : lib;
 	FILE *f = fopen("/proc/self/maps", "r");
 	if (!f)
 		return 0;
-	char line[512];
+	unsigned long lo, hi, off;
+	char path[256];
 	unsigned n = 0;
 	long page = sysconf(_SC_PAGESIZE);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char path[256] = "";
-		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2)
-			continue;
-		const char *slash = strrchr(path, '/');
-		if (path[0] && !(slash && strcmp(slash + 1, name) == 0))
+	while (next_map(f, &lo, &hi, &off, path)) {
+		if (path[0] && !is_lib(path, lib))
 			continue;
 		for (uintptr_t a = lo < base + from ? base + from : lo; a < hi && a < base + to;
-		     a += (uintptr_t)page) {
-			uint64_t e = 0;
-			if (pread(pm, &e, sizeof(e), (off_t)(a / (uintptr_t)page * sizeof(e))) ==
-			    (ssize_t)sizeof(e))
-				n += (unsigned)(e >> 63);
-		}
+		     a += (uintptr_t)page)
+			n += page_present(pm, a) == 1;
 	}
 	fclose(f);
 	return n;
@@ -87,14 +106,12 @@ int main(int argc, char **argv)
 		                             (uintptr_t)strtoull(argv[4], NULL, 16), fd));
 		return 0;
 	}
-	long page = sysconf(_SC_PAGESIZE);
 	for (int i = 2; i < argc; i++) {
 		uintptr_t at = base + (uintptr_t)strtoull(argv[i], NULL, 16);
-		uint64_t e = 0;
-		if (pread(fd, &e, sizeof(e), (off_t)(at / (uintptr_t)page * sizeof(e))) !=
-		    (ssize_t)sizeof(e))
+		int present = page_present(fd, at);
+		if (present < 0)
 			return 2;
-		printf("%s %s\n", argv[i], e >> 63 ? "present" : "absent");
+		printf("%s %s\n", argv[i], present ? "present" : "absent");
 	}
 	close(fd);
 	return 0;
