@@ -52,7 +52,8 @@ race_start() {
 	cp "$T/att/tmpl/$RACE_STALE" "$T/victim/$RACE_STALE"
 	chown root "$T/victim/$RACE_STALE"
 	as_nobody ln -s "$T/victim" "$T/att/link"
-	start_daemon --run-dir "$T/att/run" --rescan-ms 50
+	# debug: a failure shows what the daemon made of the stale file (below)
+	start_daemon --run-dir "$T/att/run" --rescan-ms 50 --log-level debug
 	# the attacker: swap, and keep re-planting the stale file in its directory
 	as_nobody "$SEC_SHARE/swapper" "$T/att/run" "$T/att/link" "$RACE_SECS" \
 		"$T/att/tmpl/$RACE_STALE" "$RACE_STALE" >"$T/swap.out" 2>&1 3>&- &
@@ -234,6 +235,8 @@ PY
 	wait_until -t $((RACE_SECS + TEST_DEADLINE)) ended "$RACE_SWAPPER"
 	cat "$R/swap.out"
 	echo "removals=$(grep -c 'removed stale segment' "$R/log")"
+	# what the daemon said of the stale file, its first and last lines (shown on failure)
+	grep -F "$RACE_STALE" "$R/log" | sed -n '1,5p;$p' || true
 	grep -q '^exchanges=[1-9]' "$R/swap.out"
 	# nothing of the victim's went
 	[ -f "$R/victim/liballoc.$RACE_LIVE.seg" ]
