@@ -470,7 +470,7 @@ static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out,
 		void *next = link_decode(*(void **)p, p);
 		if (next) {
 			uintptr_t off = (uintptr_t)next - base;
-			if (unlikely(off >= bytes || (uint32_t)off * recip >= recip))
+			if (unlikely(off >= bytes || !sc_divides((uint32_t)off, recip)))
 				corrupt_span_list();
 		}
 		out[got++] = p;
@@ -903,17 +903,15 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	 * (FUTEX_UNLOCK_PI), and the arena's other threads queue behind it meanwhile. The only
 	 * thread of an arena waits (the holder is the control thread's maintenance, brief),
 	 * so that its flushes return their blocks at once. */
-	if (how == FLUSH_FULL && !la_trylock(&a->lock)) {
-		if (__atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
-		    ring_put(a, blocks, n, RR_DEFERRED)) {
-			STAT_ADD(a->c, cache_flushes_deferred, 1);
-			STAT_ADD(&shm_classes()[cls].s, flushes, 1);
-			return;
-		}
-		arena_lock(a);
-	} else if (how != FLUSH_FULL) {
-		arena_lock(a);
+	bool locked = how == FLUSH_FULL && la_trylock(&a->lock);
+	if (!locked && how == FLUSH_FULL && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
+	    ring_put(a, blocks, n, RR_DEFERRED)) {
+		STAT_ADD(a->c, cache_flushes_deferred, 1);
+		STAT_ADD(&shm_classes()[cls].s, flushes, 1);
+		return;
 	}
+	if (!locked)
+		arena_lock(a);
 	/* A cold class (its thread cache's bin went unused for a while: tcache.c, tcache_gc)
 	 * keeps nothing: its blocks, those the transfer cache kept of it and the empty span
 	 * kept for it go back, so that its spans' pages serve the next span of any class. */
@@ -1813,9 +1811,7 @@ out:
 	if (w->defer && w->defer_ns) {
 		/* the next look at a deferring burst's frees, or its time bound */
 		uint64_t d = w->defer_look_ns ? w->defer_look_ns + BURST_SETTLE_NS : w->defer_ns;
-		d = LA_MIN(d, w->defer_ns);
-		if (!due || d < due)
-			due = d;
+		due = la_earlier(due, LA_MIN(d, w->defer_ns));
 	}
 	arena_unlock(a);
 	if (give)

@@ -148,8 +148,8 @@ enum flush_how {
  * transfer cache as far as it takes them, the rest to their spans. FLUSH_COLD: they all go
  * to their spans, with the blocks of the class the transfer cache holds and the class's
  * kept empty span. FLUSH_FULL (a thread of a, its own cache): when the lock is taken and
- * other threads use a, into a's ring if it has room (counted in cache_flushes_deferred, and in use until the next
- * drain, as remote frees are), else as FLUSH_PLAIN. */
+ * other threads use a, into a's ring if it has room (counted in cache_flushes_deferred,
+ * and in use until the next drain, as remote frees are), else as FLUSH_PLAIN. */
 void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
                        enum flush_how how);
 /* Lock held: is p, a block of span s, free in the transfer cache or in s's free list? */

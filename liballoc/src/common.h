@@ -29,14 +29,19 @@
 #define barrier()   __asm__ __volatile__("" ::: "memory")
 /* Zero-filled data a process touches little or not at all (the arenas, the segment's first
  * home, the environment snapshot, the mapping cache, the pressure watch's paths): placed
- * after all other zero-filled data (.lbss; the heap-owner table, heap.c, before it). What stays in
- * .bss is the small variables every process writes at start; they follow .data on its
- * page, which the loader writes anyway (it clears the part of the page past .data), so
- * while .bss fits there (under ~3.9 KiB) they cost no page fault of their own. Before,
+ * after all other zero-filled data (.lbss; the heap-owner table, heap.c, before it). What
+ * stays in .bss is the small variables every process writes at start; they follow .data
+ * on its page, which the loader writes anyway (it clears the part of the page past .data),
+ * so while .bss fits there (under ~3.9 KiB) they cost no page fault of their own. Before,
  * among the tables, they took 5 pages (`LD_PRELOAD=build/liballoc.so /bin/true`: 9 faults
  * in liballoc's .bss, now 4: the first arena, the heap's owner entry and the segment's
  * two pages). */
 #define LA_BIG_BSS  __attribute__((section(".lbss")))
+/* The earlier of two deadlines, where 0 means none. */
+LA_INLINE uint64_t la_earlier(uint64_t due, uint64_t d)
+{
+	return d && (!due || d < due) ? d : due;
+}
 /* Functions that read span metadata of another arena without its lock. The fields they
  * read (kind, cls, npages; bump only grows) do not change while a block of the span is
  * live, so a valid pointer always reads them right; for an invalid pointer the reads are

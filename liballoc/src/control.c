@@ -132,12 +132,8 @@ static uint64_t op_burst(uint64_t now)
 	uint64_t due = 0;
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t d = arena_burst_look(&arenas[i], now);
-		if (d && (!due || d < due))
-			due = d;
-		d = arena_empty_tick(&arenas[i], now);
-		if (d && (!due || d < due))
-			due = d;
+		due = la_earlier(due, arena_burst_look(&arenas[i], now));
+		due = la_earlier(due, arena_empty_tick(&arenas[i], now));
 	}
 	return due;
 }

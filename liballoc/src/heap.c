@@ -684,6 +684,13 @@ static uint32_t huge_bits(uint32_t c0, uint32_t c1)
 	return (k1 - k0 >= 32 ? ~0u : (1u << (k1 - k0)) - 1) << k0;
 }
 
+/* Bits of the huge ranges the pages [first, end) touch, whole ranges or in part. */
+static uint32_t huge_touched(uint32_t first, uint32_t end)
+{
+	const uint32_t H = HEAP_HUGE_PAGES;
+	return huge_bits(first / H * H, (end + H - 1) / H * H);
+}
+
 /* Advise the huge ranges of `bits` back to pages (MADV_NOHUGEPAGE), a call per run of
  * them; a range the kernel refuses stays in `huge` (the next purge there tries again). */
 static void huge_drop(struct heap *h, uint32_t bits)
@@ -951,9 +958,7 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident
  * anywhere. Then mincore need look at the marked runs only. */
 static bool bitmap_bounds(const struct heap *h, const struct span *s)
 {
-	const uint32_t H = HEAP_HUGE_PAGES;
-	uint32_t end = s->first + s->npages;
-	return !os_thp_always() && !(h->huge & huge_bits(s->first / H * H, (end + H - 1) / H * H));
+	return !os_thp_always() && !(h->huge & huge_touched(s->first, s->first + s->npages));
 }
 
 /* Resident bytes of free span s, for an operation that measures what it returns
@@ -998,7 +1003,7 @@ static bool purge_span(struct heap *h, struct span *s)
 	 * way the range faults a page at a time from now on. */
 	const uint32_t H = HEAP_HUGE_PAGES;
 	uint32_t end = s->first + s->npages;
-	uint32_t huge = h->huge & huge_bits(s->first / H * H, (end + H - 1) / H * H);
+	uint32_t huge = h->huge & huge_touched(s->first, end);
 	if (huge) {
 		uint32_t k0 = s->first / H, k1 = (end - 1) / H;
 		if ((s->first % H || (k0 == k1 && end % H)) && huge >> k0 & 1)
@@ -1095,9 +1100,7 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n)
 			uint32_t end = s->first + s->npages;
 			uint32_t from = first_fresh(h, s->first, end);
 			if (from + n > end || heap_resident_in(h, from, n) ||
-			    (h->huge & huge_bits(from - from % HEAP_HUGE_PAGES,
-			                         (from + n + HEAP_HUGE_PAGES - 1) /
-			                                 HEAP_HUGE_PAGES * HEAP_HUGE_PAGES)))
+			    (h->huge & huge_touched(from, from + n)))
 				break;
 			if (os_move(p, (size_t)n << LA_PAGE_SHIFT,
 			            (char *)h + ((size_t)from << LA_PAGE_SHIFT), h->c))

@@ -128,7 +128,7 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
 LA_INLINE void *malloc_pop(size_t n)
 {
 	struct tcache *tc = &la_tcache;
-	if (likely(n <= 1024))
+	if (likely(n <= SC_UPPER_FROM))
 		return bin_pop(tc, tc_enter_direct(tc, n));
 	if (likely(n <= LA_SMALL_MAX))
 		return bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));

@@ -81,15 +81,20 @@ LA_INLINE unsigned sc_class_of(size_t n)
  * offsets inside a span (< 2^18) and sizes up to 2^14; above 16 KiB (sizes up to 2^15)
  * spans of at most 2^17 bytes (32 KiB, a power of two, is exact at any offset).
  * tests/unit/sizeclass.c checks every offset of every span. One multiply, no division. */
+LA_INLINE bool sc_divides(uint32_t off, uint32_t recip)
+{
+	return off * recip < recip;
+}
+
 LA_INLINE bool sc_divisible(uint32_t off, unsigned cls)
 {
-	return off * sc_recip[cls] < sc_recip[cls];
+	return sc_divides(off, sc_recip[cls]);
 }
 
 /* The same test for a page-map entry's class field c1 (class + 1; 0: never divisible). */
 LA_INLINE bool sc_divisible_pm(uint32_t off, unsigned c1)
 {
-	return off * sc_recip_pm[c1] < sc_recip_pm[c1];
+	return sc_divides(off, sc_recip_pm[c1]);
 }
 
 /* Index of a block in its span from its byte offset: exact at every block start (for
