@@ -22,6 +22,8 @@ unpublished_run() {
 }
 
 teardown() {
+	# the full file system's test mounts one in $T
+	if mountpoint -q "$T/full" 2>/dev/null; then umount "$T/full"; fi
 	rel_teardown
 }
 
@@ -201,6 +203,19 @@ readers_stop() {
 	unpublished_run "$T/nob"
 	[ "$(grep -c '^liballoc:' <<<"$output")" -le 1 ]
 	[[ "$output" == *"liballoc: statistics not published: cannot create $T/nob/liballoc."*".tmp: Permission denied"* ]]
+}
+
+@test "run directory on a full file system: it runs unpublished, one line says why, no file left" {
+	mkdir -m 700 "$T/full"
+	mount -t tmpfs -o size=64k,mode=0700 liballoc-full "$T/full"
+	# fill it (the segment's file is still created, sparse: its first write fails)
+	dd if=/dev/zero of="$T/full/fill" bs=4k 2>/dev/null || true
+	run env LIBALLOC_RUN_DIR="$T/full" LD_PRELOAD="$LIBALLOC_SO" "$SOAK" 2 1 64
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"corrupt=0 failed=0"* ]]
+	[ "$(grep -c '^liballoc:' <<<"$output")" -eq 1 ]
+	[[ "$output" == *"liballoc: statistics not published: $T/full/liballoc."*".tmp: No space left on device"* ]]
+	[ "$(ls -A "$T/full")" = fill ]
 }
 
 @test "run directory deleted while the service runs: it keeps running and exits cleanly" {
