@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # faults.bats — liballoc and allocctld under faults, with real preloaded processes:
 # the daemon or a service SIGKILLed in the middle of a command, a segment truncated or
-# overwritten while the daemon reads it, the run directory missing, unwritable or deleted,
+# overwritten while the daemon reads it, the run directory missing, unwritable, full or deleted,
 # the control thread unable to start, and every allocation function failing under
 # RLIMIT_AS. The service must keep running (its blocks verified by the soak workload), the
 # daemon must report and clean up, and liballoc must say what happened in one line.
