@@ -50,6 +50,7 @@ struct rundir {
 	bool refused;    /* unsafe (logged once) */
 	bool squatted;   /* a default directory that is not its uid's own */
 	bool unwatched;  /* inotify refused (logged once; rescans cover it) */
+	bool recheck;    /* an event of this read named it: checked once after the read */
 	char why[160];   /* the last reason it was refused (logged again when it changes) */
 };
 

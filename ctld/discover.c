@@ -1013,22 +1013,24 @@ static bool recheck_named(struct ctld *d, const char *root, const char *name)
 	struct rundir *dir = want_dir(d, path, true);
 	if (!dir)
 		return false;
-	if (check_dir(d, dir))
-		scan_dir(d, dir);
-	else if (dir->squatted)
-		provide_uid_dir(d, dir);
+	dir->recheck = true;
 	return true;
 }
 
+/* One read of events a call. The descriptor stays readable while events are left: the rest
+ * comes on the next loop turn, after the other events ready then. A directory an event
+ * names (itself, or its parent) is checked and read once after the read, however many of
+ * its events came in it. So a user who floods a directory of its own with events (renames
+ * in a loop: each makes several, and each took a check and a read of the directory) cannot
+ * hold the loop in this callback, and the slices that examine what it planted there still
+ * run: the event runs at their priority, taking turns with them. */
 static void on_inotify(evutil_socket_t fd, short what, void *arg)
 {
 	struct ctld *d = arg;
 	_Alignas(struct inotify_event) char buf[16384];
 	bool rescan = false;
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n <= 0)
-			break;
+	ssize_t n = read(fd, buf, sizeof(buf));
+	if (n > 0) {
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 			p += sizeof(*ev) + ev->len;
@@ -1058,8 +1060,8 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 				/* the directory we wait for, or one on its way, changed */
 				struct rundir *x;
 				TAILQ_FOREACH(x, &d->dirs, link)
-				if (x->parent_wd == ev->wd && check_dir(d, x))
-					scan_dir(d, x);
+				if (x->parent_wd == ev->wd)
+					x->recheck = true;
 				continue;
 			}
 			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
@@ -1083,6 +1085,17 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 			}
 			enqueue(d, dir, ev->name);
 		}
+	}
+	struct rundir *dir;
+	TAILQ_FOREACH(dir, &d->dirs, link)
+	{
+		if (!dir->recheck)
+			continue;
+		dir->recheck = false;
+		if (check_dir(d, dir))
+			scan_dir(d, dir);
+		else if (dir->squatted)
+			provide_uid_dir(d, dir);
 	}
 	if (rescan)
 		discover_rescan(d);
@@ -1167,8 +1180,9 @@ int discover_init(struct ctld *d)
 	d->rescan_ev = event_new(d->base, -1, EV_PERSIST, on_rescan, d);
 	g.work = event_new(d->base, -1, 0, on_work, d);
 	g.later_ev = evtimer_new(d->base, on_later, d);
+	/* the events feed the slices' queue: they run at the slices' priority (on_inotify) */
 	if (!d->inotify_ev || !d->rescan_ev || !g.work || !g.later_ev ||
-	    event_add(d->inotify_ev, NULL))
+	    event_priority_set(d->inotify_ev, CTLD_PRIO_SLICE) || event_add(d->inotify_ev, NULL))
 		return -1;
 	event_priority_set(g.work, CTLD_PRIO_SLICE);
 	compute_cap(d);

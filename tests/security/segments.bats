@@ -14,7 +14,11 @@
 #    live segment and a file of the same name as the stale one) in a loop, while
 #    re-planting the stale file, for SECURITY_SWAP_SECONDS (default 30; the issue's
 #    reproduction took ~16 s). The daemon removes stale files only through the descriptor
-#    of the directory it checked: nothing outside the attacker's directory goes. The race
+#    of the directory it checked: nothing outside the attacker's directory goes. It keeps
+#    removing the stale file while the attack lasts (not only once before the first swap)
+#    and answers /healthz meanwhile: each swap makes several inotify events, and a daemon
+#    that read them until none was left never left that callback while the attack lasted
+#    (its loop held, the slices that examine names never run). The race
 #    starts in setup_file and runs while the tests above do (its own daemon and
 #    directory); the last test waits for its end and checks. Not in sanitizer builds (it
 #    preloads liballoc.so into a real program).
@@ -59,11 +63,26 @@ race_start() {
 		"$T/att/tmpl/$RACE_STALE" "$RACE_STALE" >"$T/swap.out" 2>&1 3>&- &
 	RACE_SWAPPER=$!
 	echo "$RACE_SWAPPER" >>"$T/pids"
+	race_probe >"$T/probe.out" 2>&1 3>&- &
+	echo "$!" >>"$T/pids"
 	RACE_T=$T
 	RACE_DPID=$DPID
 	export RACE_T RACE_DPID RACE_SWAPPER RACE_LIVE RACE_STALE RACE_SECS
 	# the tests set up their own (their teardown must not end the race's)
 	T= DPID= SOCK= HTTP=
+}
+
+# race_probe: while the swapper runs, asks the race's daemon for /healthz, 10 s at most
+# each; one line an answer (HTTP code, seconds). Paced by half a second (not a wait: it
+# samples the daemon's answers for as long as the attack lasts)
+race_probe() {
+	local out
+	while ! ended "$RACE_SWAPPER"; do
+		out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 10 \
+			"http://$HTTP/healthz") || out="$out (curl exit $?)"
+		echo "$out"
+		sleep 0.5
+	done
 }
 
 setup_file() {
@@ -246,6 +265,14 @@ PY
 	# the attack was on: the stale file planted many times, removed by the daemon in the
 	# attacker's directory (the only place it may), the directory refused while a symlink
 	grep -q '^exchanges=[1-9][0-9]* planted=[1-9]' "$R/swap.out"
-	grep -q "removed stale segment $R/att/run/$RACE_STALE" "$R/log"
 	grep -q "not watching run directory $R/att/run: not a directory" "$R/log"
+	# removed again and again while the attack lasted: the file is planted anew after a
+	# removal only between two bursts of exchanges, so a second removal was made with the
+	# swaps going on (main before 2026-12-02 removed it once, before the first swap, or
+	# never: its loop stayed in the inotify callback while the events came)
+	[ "$(grep -c "removed stale segment $R/att/run/$RACE_STALE" "$R/log")" -ge 2 ]
+	# and it answered meanwhile: every /healthz asked during the attack within 10 s
+	echo "healthz: $(wc -l <"$R/probe.out") asked, slowest $(sort -k2 -n "$R/probe.out" | tail -n 1)"
+	[ -s "$R/probe.out" ]
+	[ "$(grep -vc '^200 ' "$R/probe.out")" -eq 0 ]
 }
