@@ -412,26 +412,35 @@ static struct span *new_small_span(struct arena *a, unsigned cls)
 	return s;
 }
 
-static void release_span(struct arena *a, struct heap *h, struct span *s);
+static void unmake_span(struct arena *a, struct heap *h, struct span *s);
 
 /* An empty span (spare from now on) goes back to its heap unless it is the only one left
  * for its class in the arena's newest heap (kept to avoid remapping a span per block; any
  * other empty span must go, or it would pin an otherwise idle heap). True when it went
- * back (and its heap, released with it, may be gone). */
+ * back (and its heap, released with it, may be gone). One that goes back at once is never
+ * counted spare (its resident pages are not counted twice: a span of 4 blocks of 20-32
+ * KiB empties every 4 frees of a sweep). */
 static bool maybe_release_span(struct arena *a, struct heap *h, struct span *s)
 {
-	spare_add(a, h, s, span_resident(h, s));
-	if (h == a->heaps && a->partial[s->cls] == s && !s->next)
+	if (h == a->heaps && a->partial[s->cls] == s && !s->next) {
+		spare_add(a, h, s, span_resident(h, s));
 		return false;
-	release_span(a, h, s);
+	}
+	unmake_span(a, h, s);
 	return true;
 }
 
 /* An empty (spare) small span goes back to its heap. */
 static void release_span(struct arena *a, struct heap *h, struct span *s)
 {
-	unsigned cls = s->cls;
 	spare_sub(a, h, s, span_resident(h, s));
+	unmake_span(a, h, s);
+}
+
+/* An empty small span, not counted spare, goes back to its heap. */
+static void unmake_span(struct arena *a, struct heap *h, struct span *s)
+{
+	unsigned cls = s->cls;
 	partial_remove(a, s);
 	STAT_SUB(&shm_classes()[cls].s, spans, 1);
 	heap_unmap_small(h, s);
@@ -558,7 +567,8 @@ static LA_NOINLINE void xfer_chunk_written(struct arena *a, uint32_t chunks)
  * slots' and the class's and arena's byte bounds (the earned depth aside). */
 LA_INLINE bool xfer_fits(const struct arena *a, unsigned cls, uint32_t have, uint64_t add)
 {
-	return have <= XF_SLOTS && (uint64_t)have * sc_size[cls] <= XF_CLASS_BYTES &&
+	return have <= XF_SLOTS && xfer_class(cls) &&
+	       (uint64_t)have * sc_size[cls] <= XF_CLASS_BYTES &&
 	       a->xfer_bytes + add <= XF_ARENA_BYTES;
 }
 

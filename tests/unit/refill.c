@@ -166,6 +166,32 @@ Test(refill, the_first_refill_of_a_large_class_takes_one_block)
 	A(free)(p);
 }
 
+Test(refill, a_stream_of_32_kib_blocks_refills_and_flushes_several_at_a_time)
+{
+	/* a batch of 256 blocks of the largest class allocated, then freed (a sweep's batch):
+	 * its bin holds 6 of them (three quarters of tcache_max_bytes), so refills take up to 4
+	 * and flushes send 3; with 2 (a quarter), every refill took 2 and every flush 1 */
+	enum { N = 256 };
+	static void *p[N];
+	unsigned cls = sc_class_of(32768);
+	cr_assert_eq(sc_size[cls], 32768);
+	struct la_counters c0, c1, c2;
+	liballoc_stats(&c0);
+	for (int i = 0; i < N; i++) {
+		p[i] = A(malloc)(32768);
+		cr_assert_not_null(p[i]);
+	}
+	liballoc_stats(&c1);
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	liballoc_stats(&c2);
+	uint64_t refills = c1.cache_refills - c0.cache_refills;
+	uint64_t flushes = c2.cache_flushes - c1.cache_flushes;
+	cr_assert_lt(refills, N / 3, "%llu refills for %d blocks", (unsigned long long)refills, N);
+	cr_assert_lt(flushes, N / 2, "%llu flushes for %d blocks", (unsigned long long)flushes, N);
+	cr_assert_leq(tcache_count(cls), 6, "%u blocks held", tcache_count(cls));
+}
+
 Test(parse_long, reads_the_number_after_blanks)
 {
 	cr_assert_eq(la_parse_long("42"), 42);
@@ -368,6 +394,31 @@ Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 	cr_assert_lt(a->xfer_n[cls], held, "refills took them back");
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
+}
+
+Test(transfer_cache, keeps_no_block_of_the_classes_above_16_kib)
+{
+	/* their thread-cache bins hold more instead: kept here too, they pinned the spans a
+	 * batch of them emptied (arena.h, xfer_class); 16 KiB blocks are still kept */
+	enum { N = 64 };
+	static void *p[N];
+	static const size_t size[] = {16384, 20480, 32768};
+	struct arena *a = with_whole_depth();
+	uint32_t held[3];
+	for (int k = 0; k < 3; k++) {
+		for (int i = 0; i < N; i++)
+			p[i] = A(malloc)(size[k]);
+		for (int i = 0; i < N; i++)
+			A(free)(p[i]);
+		/* read at once (a later sweep sends a class it left back) under the lock,
+		 * asserted after it (a message allocates) */
+		arena_lock(a);
+		held[k] = a->xfer_n[sc_class_of(size[k])];
+		arena_unlock(a);
+	}
+	cr_assert_gt(held[0], 0, "16 KiB blocks are kept");
+	cr_assert_eq(held[1], 0, "%u blocks of 20 KiB kept", held[1]);
+	cr_assert_eq(held[2], 0, "%u blocks of 32 KiB kept", held[2]);
 }
 
 Test(transfer_cache, a_teardown_writes_only_the_first_chunk_of_slots)
