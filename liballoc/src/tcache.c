@@ -285,9 +285,11 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 }
 
 /* The cold-bin sweep, run by the owner every TC_GC_EVENTS refills and flushes of its
- * cache (slow paths only): every bin that holds blocks but neither refilled nor flushed
- * since the last sweep belongs to a class the thread stopped using (a sweep through sizes,
- * a phase of the program that ended). Its blocks go back to their spans past the transfer
+ * cache (slow paths only), and every TC_GC_EVENTS large allocations in a row with none of
+ * those between them (tcache_large_event): every bin that holds blocks but neither
+ * refilled nor flushed since the last sweep belongs to a class the thread stopped using (a
+ * sweep through sizes, a phase of the program that ended, a buffer grown past the
+ * classes). Its blocks go back to their spans past the transfer
  * cache (arena_free_blocks, cold), so that the spans they would pin empty and their pages
  * serve the next span of any class: the decay pass does the same once per decay_ms, too
  * late for a run of a second. A bin emptied by a sweep that refills within TC_GC_WINDOW
@@ -332,8 +334,19 @@ static inline void bin_event(struct tcache *tc, unsigned cls)
 {
 	__atomic_store_n(&tc->slow_events[cls], (uint16_t)(tc->slow_events[cls] + 1),
 	                 __ATOMIC_RELAXED);
+	tc->gc_large = 0;
 	if (unlikely(++tc->gc_events >= TC_GC_EVENTS))
 		tcache_gc(tc);
+}
+
+void tcache_large_event(struct tcache *tc)
+{
+	if (tc->state != TC_LIVE || ++tc->gc_large < TC_GC_EVENTS)
+		return;
+	tc->gc_large = 0;
+	if (tc_enter(tc)) /* else a flusher holds the cache: the next ones sweep */
+		tcache_gc(tc);
+	tc_leave(tc);
 }
 
 /* Bin cls refills after the last cold-bin sweep emptied it: sweeps skip it for a while. */

@@ -105,6 +105,8 @@ struct tcache {
 	uint8_t gc_skip[LA_NCLASSES];      /* owner: sweeps still to skip the bin */
 	uint8_t gc_when[LA_NCLASSES];      /* owner: gc_sweeps when a sweep last emptied it */
 	uint32_t gc_events;                /* owner: refills and flushes since that sweep */
+	uint32_t gc_large;                 /* owner: large allocations since the last refill,
+	                                    * flush or sweep */
 	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
 	                                    * since */
@@ -121,8 +123,9 @@ struct tcache {
 	void *rb[TC_REMOTE_BATCH];
 };
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
- * cache; a bin it emptied that refills within TC_GC_WINDOW sweeps was emptied too early:
- * after k such times in a row, the next 2^k - 1 sweeps skip it, k at most TC_GC_BACKOFF. */
+ * cache, or large allocations of its thread with none of those between them; a bin it
+ * emptied that refills within TC_GC_WINDOW sweeps was emptied too early: after k such times
+ * in a row, the next 2^k - 1 sweeps skip it, k at most TC_GC_BACKOFF. */
 #define TC_GC_EVENTS  32u
 #define TC_GC_WINDOW  8u
 #define TC_GC_BACKOFF 7u
@@ -249,6 +252,13 @@ void tcache_watch_exit(void);
 /* Apply changed cache tunables to the calling thread's cache now (others: at their next
  * refill or flush). */
 void tcache_check_self(void);
+/* The owner made a large allocation (malloc.c, alloc_large): TC_GC_EVENTS of them in a
+ * row, with no refill or flush between, run the cold-bin sweep, so that a thread that
+ * moved on from small blocks to large ones (a buffer realloc grows past the classes, step
+ * by step) sends the blocks of the classes it left back to their spans, whose pages then
+ * serve its large blocks, rather than keep them cached until the decay pass. A thread
+ * that mixes both (grow-shrink) sweeps as before, on its refills and flushes. */
+void tcache_large_event(struct tcache *tc);
 void tcache_fork_prepare(void);
 void tcache_fork_parent(void);
 void tcache_fork_child(void);

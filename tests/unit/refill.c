@@ -749,6 +749,29 @@ Test(cold_bins, a_bin_emptied_too_early_is_skipped_by_the_next_sweeps)
 	cr_assert_eq(tbin_count(b), 0, "refilled long after: emptied at the first cold sweep");
 }
 
+/* A thread that moved on from small blocks to large ones (a buffer realloc grows past the
+ * classes: bench realloc_growth) makes no refill or flush any more; its large allocations
+ * are events of the sweep too, so the classes it left go back to their spans and their
+ * pages serve the large blocks (without: the 1000-byte class kept its 64 blocks). */
+Test(cold_bins, large_allocations_send_back_the_classes_a_thread_left)
+{
+	unsigned cls = sc_class_of(1000);
+	la_tcache.gc_level[cls] = la_tcache.gc_skip[cls] = 0;
+	uint64_t spans0 = class_spans(cls);
+	struct tbin *b = refilled_bin();
+	cr_assert_gt(class_spans(cls), spans0, "the class took a span");
+	uint8_t sweeps = la_tcache.gc_sweeps;
+	for (unsigned i = 0; i < 2 * TC_GC_EVENTS; i++) {
+		void *q = A(malloc)(64 << 10);
+		cr_assert_not_null(q);
+		A(free)(q);
+	}
+	cr_assert_geq((uint8_t)(la_tcache.gc_sweeps - sweeps), 2, "two sweeps ran");
+	cr_assert_eq(tbin_count(b), 0, "%u blocks of the class left cached", tbin_count(b));
+	cr_assert_eq(class_spans(cls), spans0, "%llu spans of the class kept",
+	             (unsigned long long)(class_spans(cls) - spans0));
+}
+
 /* A thread that leaves an arena other threads still use (here the main thread, idle)
  * leaves nothing in its transfer cache: what its cache held goes back to the spans, so
  * that the spans it emptied serve the next span of any class. */
