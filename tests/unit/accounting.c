@@ -7,13 +7,20 @@
  * released is what left the process's RSS. Linked with liballoc.a; every test runs in
  * its own process. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -351,5 +358,131 @@ Test(accounting, released_is_what_left_the_rss)
 	 * cache and flushed back unwritten) */
 	cr_assert_eq(rel + trim, m.reclaimable, "released %zu, reclaimable was %llu", rel + trim,
 	             (unsigned long long)m.reclaimable);
+	check_all();
+}
+
+/* A mapping of 1 MiB served below the dynamic threshold, whose free comes after a larger
+ * mapping's free raised the threshold past it: the free moves it into a heap
+ * (heap_adopt, mremap MREMAP_FIXED). Returns it, written, with the counters before its
+ * free in *c0 (the free is the caller's). */
+static char *mapping_to_adopt(size_t n, struct la_counters *c0)
+{
+	set("decay_ms", 0);     /* nothing moves the gauges but the test */
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	char *p = A(malloc)(n);
+	cr_assert_not_null(p);
+	memset(p, 1, n);
+	A(free)(A(malloc)(2 * n)); /* raises the threshold past 2 MiB */
+	check_all();
+	liballoc_stats(c0);
+	cr_assert_eq(c0->direct_mappings, 1, "the 1 MiB block is a mapping of its own");
+	return p;
+}
+
+/* mremap fails with ENOMEM (as the kernel's does at the limit of mappings) when asked to
+ * move to a fixed address, in this test's process only (a seccomp filter; the other
+ * system calls and other mremap calls pass). False where the filter cannot be installed. */
+static bool refuse_fixed_moves(void)
+{
+#if defined(__x86_64__)
+	const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+	const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+	const uint32_t arch = 0;
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const uint32_t flags_low = offsetof(struct seccomp_data, args[3]);
+#else
+	const uint32_t flags_low = offsetof(struct seccomp_data, args[3]) + 4;
+#endif
+	struct sock_filter f[] = {
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, flags_low),
+	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MREMAP_FIXED, 0, 1),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	if (!arch)
+		return false;
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0, "no_new_privs: %s",
+	             strerror(errno));
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0, "seccomp: %s",
+	             strerror(errno));
+	/* the filter answers as meant: a fixed move fails, the rest of mremap works */
+	char *a = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(a, MAP_FAILED);
+	cr_assert_eq(mremap(a, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, a + 4096), MAP_FAILED);
+	cr_assert_eq(errno, ENOMEM);
+	cr_assert_eq(mremap(a, 8192, 4096, 0), a, "a shrink in place still works");
+	munmap(a, 4096);
+	return true;
+}
+
+/* The adoption itself: the heap counts the pages it took, as a walk of it finds them, and
+ * a calloc that takes them reads zeros (they held the program's data). */
+Test(accounting, a_mapping_moved_into_a_heap_counts_as_its_free_resident_pages)
+{
+	size_t n = 1 << 20;
+	struct la_counters c0, c1;
+	char *p = mapping_to_adopt(n, &c0);
+	A(free)(p);
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "moved, not unmapped");
+	cr_assert_eq(c1.direct_mappings, 0);
+	cr_assert_eq(c0.direct_bytes - c1.direct_bytes, c0.direct_bytes);
+	cr_assert_eq(c1.free_resident_bytes - c0.free_resident_bytes, c0.direct_bytes,
+	             "its pages are a heap's free resident pages: %llu of %llu",
+	             (unsigned long long)(c1.free_resident_bytes - c0.free_resident_bytes),
+	             (unsigned long long)c0.direct_bytes);
+	check_all();
+	unsigned char *q = A(calloc)(1, n);
+	cr_assert_not_null(q);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(q[i], 0, "byte %zu of a calloc'd block is %u", i, q[i]);
+	check_all();
+	A(free)(q);
+	check_all();
+}
+
+/* The kernel refuses the move (the fallback of heap_adopt): the mapping is unmapped as
+ * before adoption existed, nothing of it stays mapped, the heap counts none of it, and the
+ * heap's pages it was to go into serve the next block of its size. */
+Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
+{
+	size_t n = 1 << 20;
+	struct la_counters c0, c1;
+	char *p = mapping_to_adopt(n, &c0);
+	if (!refuse_fixed_moves())
+		cr_skip_test("no seccomp filter for this architecture");
+	A(free)(p);
+	liballoc_stats(&c1);
+	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
+	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "then the mapping was unmapped");
+	unsigned char v;
+	for (char *pg = p - ((uintptr_t)p & 4095); pg < p + n; pg += 4096)
+		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
+		          "page %p of the freed block is still mapped", (void *)pg);
+	cr_assert_eq(c1.direct_mappings, 0);
+	cr_assert_eq(c0.direct_bytes - c1.direct_bytes, c0.direct_bytes);
+	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, c0.direct_bytes);
+	cr_assert_eq(c1.free_resident_bytes, c0.free_resident_bytes, "nothing adopted");
+	cr_assert_eq(c0.data_resident_bytes - c1.data_resident_bytes, c0.direct_bytes);
+	check_all();
+	char *q = A(malloc)(n);
+	cr_assert_not_null(q);
+	memset(q, 2, n);
+	for (size_t i = 0; i < n; i += 4096)
+		cr_assert_eq(q[i], 2);
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.direct_mappings, 0, "the block came from a heap");
+	check_all();
+	A(free)(q);
 	check_all();
 }
