@@ -2,6 +2,7 @@
 # faults.bats — liballoc and allocctld under faults, with real preloaded processes:
 # the daemon or a service SIGKILLed in the middle of a command, a segment truncated or
 # overwritten while the daemon reads it, the run directory missing, unwritable, full or deleted,
+# a directory in the way of the segment's name,
 # the control thread unable to start, and every allocation function failing under
 # RLIMIT_AS. The service must keep running (its blocks verified by the soak workload), the
 # daemon must report and clean up, and liballoc must say what happened in one line.
@@ -216,6 +217,37 @@ readers_stop() {
 	[ "$(grep -c '^liballoc:' <<<"$output")" -eq 1 ]
 	[[ "$output" == *"liballoc: statistics not published: $T/full/liballoc."*".tmp: No space left on device"* ]]
 	[ "$(ls -A "$T/full")" = fill ]
+}
+
+@test "a directory in the way of the segment's name: the service runs unpublished, one line says why, no file left" {
+	# the name a process publishes under here ("liballoc.PID.seg", with the pid namespace's
+	# tag when it is not the first one's): a preloaded process shows it
+	mkdir -m 700 "$T/probe" "$T/rn"
+	run env LIBALLOC_RUN_DIR="$T/probe" LD_PRELOAD="$LIBALLOC_SO" sh -c 'echo $$; ls "$LIBALLOC_RUN_DIR"'
+	[ "$status" -eq 0 ]
+	local tag=${lines[1]#liballoc.${lines[0]}}
+	tag=${tag%.seg}
+	[ "${lines[1]}" = "liballoc.${lines[0]}$tag.seg" ]
+	# the service's pid is known before it starts (it waits for the directory to be made):
+	# a directory of that name is where its file would go, so the rename of its prepared
+	# file fails (shm_publish_file's publish_failed with a file already mapped)
+	mkfifo "$T/go"
+	(
+		read -r _ <"$T/go"
+		exec env LIBALLOC_RUN_DIR="$T/rn" LD_PRELOAD="$LIBALLOC_SO" "$SOAK" 2 1 64
+	) >"$T/rn.out" 2>&1 3>&- &
+	local pid=$!
+	mkdir -p "$T/rn/liballoc.$pid$tag.seg/in"
+	echo go >"$T/go"
+	local rc=0
+	wait "$pid" || rc=$?
+	cat "$T/rn.out"
+	[ "$rc" -eq 0 ]
+	grep -q "corrupt=0 failed=0" "$T/rn.out"
+	[ "$(grep -c '^liballoc:' "$T/rn.out")" -eq 1 ]
+	grep -qF "liballoc: statistics not published: $T/rn/liballoc.$pid$tag.tmp: Is a directory" "$T/rn.out"
+	[ "$(ls -A "$T/rn")" = "liballoc.$pid$tag.seg" ]
+	[ "$(ls -A "$T/rn/liballoc.$pid$tag.seg")" = in ]
 }
 
 @test "run directory deleted while the service runs: it keeps running and exits cleanly" {
