@@ -16,7 +16,7 @@
  * entries share the page the loader writes anyway, so slot 0, which free(NULL) and
  * realloc(NULL, n) read in every program, costs no page fault (it was one, a read of the
  * zero page, `python3 -c pass`) */
-__attribute__((section(".lbss.owner"))) uint16_t heap_owner[LA_HEAP_SLOTS];
+__attribute__((section(".lbss.owner"))) uint64_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
 
 static uint32_t epoch_now(void)
@@ -371,13 +371,15 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0);
 	meta_update(h);
 	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
-	/* the owner table's page of this slot is resident from now on: metadata */
-	static uint64_t owner_page_seen[sizeof(heap_owner) / LA_PAGE / 64];
-	size_t op = slot * sizeof(heap_owner[0]) / LA_PAGE;
-	uint64_t bit = (uint64_t)1 << (op % 64);
-	if (!(__atomic_fetch_or(&owner_page_seen[op / 64], bit, __ATOMIC_RELAXED) & bit))
+	/* the owner table's page of this slot is resident from now on: metadata (counted
+	 * once: the mark in the first entry on that page, which is not page-aligned) */
+	uintptr_t first = heap_owner_page_first(slot);
+	if (!(__atomic_fetch_or(&heap_owner[first], HEAP_OWNER_COUNTED, __ATOMIC_RELAXED) &
+	      HEAP_OWNER_COUNTED))
 		STAT_ADD(&shm_process_block()->c, metadata_bytes, LA_PAGE);
-	__atomic_store_n(&heap_owner[slot], heap_tag(arena_index), __ATOMIC_RELEASE);
+	/* the slot holds 0 or the mark: no heap */
+	__atomic_fetch_or(&heap_owner[slot], (uint64_t)(uintptr_t)h | heap_tag(arena_index),
+	                  __ATOMIC_RELEASE);
 	return h;
 }
 
@@ -391,7 +393,8 @@ void heap_destroy(struct heap *h)
 	STAT_SUB_LOCKED(c, metadata_bytes, meta);
 	if (h->idle)
 		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);
-	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], 0, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], HEAP_OWNER_COUNTED,
+	                   __ATOMIC_RELEASE); /* the mark stays */
 	os_unmap(h, LA_HEAP_SIZE, c);
 }
 

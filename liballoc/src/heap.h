@@ -158,12 +158,20 @@ LA_INLINE unsigned pm_class(uint32_t e)
 	return pm_class1(e) - 1;
 }
 
-/* Every live heap by address: the tag of its owning arena (heap_tag), 0 where no heap is
- * (lock-free lookups on free). One load tells free both that a pointer lies in one of our
- * heaps and whether the calling thread's arena owns it. */
+/* Every live heap by address: its address with the tag of its owning arena (heap_tag) in
+ * the low 16 bits, whose tag is 0 where no heap is (lock-free lookups on free). One load
+ * tells free that a pointer lies in one of our heaps, whether the calling thread's arena
+ * owns it, and where the heap starts (the entry with its low bits cleared: one instruction,
+ * where the pointer's took two). Bit HEAP_OWNER_COUNTED of the first entry on each memory
+ * page of the table says the page was counted as metadata (set once, kept when heaps go: the page
+ * stays resident); it is below the heap's address bits and above the tag. */
 #define LA_ADDR_BITS  47
 #define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
-extern uint16_t heap_owner[LA_HEAP_SLOTS];
+extern uint64_t heap_owner[LA_HEAP_SLOTS];
+#define HEAP_OWNER_TAG_MASK 0xffffu
+#define HEAP_OWNER_COUNTED  ((uint64_t)1 << 16)
+_Static_assert(HEAP_OWNER_COUNTED > HEAP_OWNER_TAG_MASK && HEAP_OWNER_COUNTED < LA_HEAP_SIZE,
+               "the mark sits between the tag and the heap's address");
 
 /* An arena's tag: never 0 (no heap) and never LA_TAG_NONE (a thread without a cache). */
 #define LA_TAG_NONE 0xffffu
@@ -173,12 +181,39 @@ LA_INLINE uint16_t heap_tag(uint32_t arena_index)
 }
 
 /* The tag of the arena owning the heap around p: 0 when p is in no heap of ours. */
-LA_INLINE uint16_t heap_owner_tag(const void *p)
+/* The first slot of the owner table on the memory page of slot's entry (the table starts
+ * right after .bss, not on a page boundary: owner.ld) */
+LA_INLINE uintptr_t heap_owner_page_first(uintptr_t slot)
+{
+	uintptr_t base = (uintptr_t)heap_owner;
+	uintptr_t page = (uintptr_t)&heap_owner[slot] & ~(uintptr_t)(LA_PAGE - 1);
+	return page <= base ? 0 : (page - base) / sizeof(heap_owner[0]);
+}
+
+/* The owner-table entry of the 64 MiB around p: 0 (or the mark alone) when p is in no
+ * heap of ours (tag 0). */
+LA_INLINE uint64_t heap_owner_entry(const void *p)
 {
 	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
 	if (unlikely(u >= LA_HEAP_SLOTS))
 		return 0;
 	return __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
+}
+
+LA_INLINE uint16_t heap_entry_tag(uint64_t e)
+{
+	return (uint16_t)(e & HEAP_OWNER_TAG_MASK);
+}
+
+/* The heap an entry of a tag other than 0 names. */
+LA_INLINE struct heap *heap_entry_heap(uint64_t e)
+{
+	return (struct heap *)(uintptr_t)(e & ~(uint64_t)LA_HEAP_MASK);
+}
+
+LA_INLINE uint16_t heap_owner_tag(const void *p)
+{
+	return heap_entry_tag(heap_owner_entry(p));
 }
 
 LA_INLINE struct heap *heap_of(const void *p)

@@ -103,12 +103,13 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 	return alloc_large(n, LA_ALIGN, NULL, false);
 }
 
-/* Pop bin b's top block (cache entered; b may be an idle bin: empty). */
-LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
+/* Pop the top block of the bin at off bytes from bins (cache entered; bins may be the idle
+ * bins: empty). */
+LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t off)
 {
 	/* slot[0] is NULL: an empty bin (or the idle bins of a cache a flusher holds) goes to
 	 * the slow path */
-	void **top = b->top;
+	void **top = ((struct tbin *)((char *)bins + off))->top;
 	void *p = *top;
 #if defined(__x86_64__)
 	/* p in the return register from its load (an empty asm): gcc 12 put top there and
@@ -116,7 +117,10 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
 	__asm__("" : "+a"(p));
 #endif
 	if (likely(p != NULL)) {
-		b->top = top - 1;
+		/* bins opaque: the store addresses the bin as the load did (base, index and
+		 * scale), where gcc 12 computed the address into a register first */
+		__asm__("" : "+r"(bins));
+		((struct tbin *)((char *)bins + off))->top = top - 1;
 		((void **)p)[1] = NULL; /* no longer marked free */
 	}
 	tc_leave(tc);
@@ -127,14 +131,15 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *b)
  * is empty, a flusher holds the cache or it is not set up yet (the slow path). calloc pops
  * here too rather than call the exported malloc, which goes through the PLT (the library's
  * own calls to an exported function can be interposed), and so needs no frame: its memset
- * is a tail call. */
+ * is a tail call. Up to 1 KiB the bin's offset is 8 times sc_small4[n] (tcache.h), one
+ * load indexed by n. */
 LA_INLINE void *malloc_pop(size_t n)
 {
 	struct tcache *tc = &la_tcache;
 	if (likely(n <= SC_UPPER_FROM))
-		return bin_pop(tc, tc_enter_direct(tc, n));
+		return bin_pop(tc, tc_enter_fast(tc), (size_t)sc_small4[n] * 8);
 	if (likely(n <= LA_SMALL_MAX))
-		return bin_pop(tc, tc_enter_fast(tc) + sc_class_of(n));
+		return bin_pop(tc, tc_enter_fast(tc), sc_class_of(n) * sizeof(struct tbin));
 	return NULL;
 }
 
@@ -246,11 +251,11 @@ LA_NOINLINE static void free_full(struct tcache *tc, struct tbin *b, void *p)
  * fast path validates one of ours, and joins the hand-over batch with no descriptor read;
  * everything else (NULL, direct mappings, invalid pointers, double frees, blocks of
  * arenas without threads) takes free_slow. */
-LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
+LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint64_t oe)
 {
 	if (!p)
 		return; /* free(NULL): in no heap, so here */
-	if (tag && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
+	if (heap_entry_tag(oe) && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
 	    !((uintptr_t)p & (LA_ALIGN - 1))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
 		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
@@ -266,16 +271,29 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint16_t tag)
 	free_slow(p, "free()");
 }
 
+/* Does the owner-table entry oe carry the tag of tc's arena? (x86-64: a 16-bit compare of
+ * the entry's register with the tag in memory, where gcc 12 copied the register first.) */
+LA_INLINE bool entry_is_mine(uint64_t oe, const struct tcache *tc)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	bool eq;
+	__asm__("cmpw %w1, %2" : "=@ccz"(eq) : "r"(oe), "m"(tc->tag));
+	return eq;
+#else
+	return heap_entry_tag(oe) == tc->tag;
+#endif
+}
+
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	struct tcache *tc = &la_tcache;
 	/* only blocks of this thread's arena are cached (see tcache.h); one lookup tells
 	 * that p lies in a heap of ours and that the heap is this arena's (NULL lies in
 	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
-	uint16_t tag = heap_owner_tag(p);
-	if (likely(tag == tc->tag)) {
+	uint64_t oe = heap_owner_entry(p);
+	if (likely(entry_is_mine(oe, tc))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK); /* offset in its heap */
-		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
+		struct heap *h = heap_entry_heap(oe); /* the entry's low bits cleared */
 		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
@@ -307,7 +325,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		free_slow(p, "free()");
 		return;
 	}
-	free_other(p, tag);
+	free_other(p, oe);
 }
 
 LA_EXPORT void LA_API(cfree)(void *p)

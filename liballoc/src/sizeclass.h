@@ -44,7 +44,7 @@
 #define SC_QUARTERS_FROM  16384u /* ... and above this one four, whole pages */
 #define SC_QUARTER_BLOCKS 4u     /* blocks of their spans (20 to 32 pages) */
 #define SC_FIT_PAGES      16u    /* the span the classes up to 8 KiB are placed by */
-/* Sizes above SC_UPPER_FROM (sc_lookup's end) find their class in sc_upper by buckets of
+/* Sizes above SC_UPPER_FROM (sc_small4's end) find their class in sc_upper by buckets of
  * SC_UPPER_STEP bytes, no wider than the gap between two classes there (128 bytes at
  * least): a bucket holds at most one class's end, so one comparison with that class's size
  * finishes. */
@@ -62,7 +62,12 @@ extern uint32_t sc_recip_pm[LA_NCLASSES + 1];
  * rest of .data and .bss share the page the heap-owner table starts on, owner.ld) */
 #define sc_recip (sc_recip_pm + 1)
 extern uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
-extern uint8_t sc_lookup[65];          /* (n+15)>>4 -> class, for n <= SC_UPPER_FROM */
+/* The class of each request size n <= SC_UPPER_FROM, times 4: a constant table (.rodata,
+ * shared, written by no process), indexed by n itself, so that malloc's fast path finds its
+ * bin with one load and no arithmetic (times 8, a thread cache's bin is 32 bytes: the bin's
+ * offset, tcache.h). It restates the class rules below 1 KiB that sc_init applies:
+ * tests/unit/sizeclass.c checks every entry against sc_size. */
+extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
 extern uint8_t sc_upper[SC_UPPER_BUCKETS];
 
@@ -71,7 +76,7 @@ void sc_init(void);
 LA_INLINE unsigned sc_class_of(size_t n)
 {
 	if (likely(n <= SC_UPPER_FROM))
-		return sc_lookup[(n + 15) >> 4];
+		return sc_small4[n] >> 2;
 	unsigned c = sc_upper[(n - SC_UPPER_FROM - 1) / SC_UPPER_STEP];
 	return c + (n > sc_size[c]);
 }

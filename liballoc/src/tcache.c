@@ -27,23 +27,19 @@ static void *tc_no_slots[1];
 static const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {
         [0 ... LA_NCLASSES] = {.top = tc_no_slots}};
 #define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
-static struct tbin *const tc_idle_direct[TC_DIRECT] = {[0 ... TC_DIRECT - 1] = TC_IDLE_BINS};
 
 /* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
- * cache; not set up; exited), both pointers with one memory order: SEQ_CST where a flusher
+ * cache; not set up; exited; malloc's and free's, both through bins_at): SEQ_CST where a flusher
  * takes the cache (take_cache's half of the handshake), relaxed elsewhere (set-up and exit
  * happen before the cache is listed or after it left the list, fork leaves one thread, and
  * give-back orders them before its release of `steal`). */
 LA_INLINE void route_fast_paths(struct tcache *tc, bool own, int order)
 {
 	__atomic_store_n(&tc->bins_at, own ? tc->bins : TC_IDLE_BINS, order);
-	__atomic_store_n(&tc->direct_at, own ? (struct tbin *const *)tc->direct : tc_idle_direct,
-	                 order);
 }
 
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         .bins_at = TC_IDLE_BINS,
-        .direct_at = tc_idle_direct,
         /* .bins: zero until the set-up (reset_bins); the fast paths use the idle bins
          * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
@@ -193,8 +189,6 @@ static void tcache_init(struct tcache *tc)
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
 	reset_bins(tc);
 	set_limits(tc);
-	for (unsigned i = 0; i < TC_DIRECT; i++)
-		tc->direct[i] = &tc->bins[sc_lookup[i]];
 	/* no flusher can reach the cache before it is listed */
 	route_fast_paths(tc, true, __ATOMIC_RELAXED);
 	la_lock(&tc_list_lock);

@@ -41,7 +41,8 @@ struct tbin {
 };
 
 _Static_assert(sizeof(struct tbin) == 8u << PM_CLASS_SHIFT,
-               "free's fast path finds its bin at 8 times the page-map entry's low byte (heap.h)");
+               "free's fast path finds its bin at 8 times the page-map entry's low byte (heap.h), "
+               "malloc's at 8 times sc_small4[n]");
 
 LA_INLINE uint32_t tbin_count(const struct tbin *b)
 {
@@ -50,7 +51,6 @@ LA_INLINE uint32_t tbin_count(const struct tbin *b)
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_REMOTE_BATCH 64u             /* foreign frees handed over at a time */
-#define TC_DIRECT       65u             /* (n + 15) >> 4 for n <= 1024 (sc_lookup's index) */
 #define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
 #define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
 
@@ -73,16 +73,10 @@ struct tcache {
 	 * else tc_idle_bins (empty, no room), so that every call takes the slow path. Written
 	 * by the owner (set-up, exit) and by a flusher that takes and gives back the cache. */
 	struct tbin *bins_at;
-	/* malloc's fast path for n <= 1024: direct_at[(n + 15) >> 4] is the bin of n's class,
-	 * one load instead of the class lookup: `direct` while the cache is live and no
-	 * flusher holds it, else tc_idle_direct (every entry an idle bin); written with
-	 * bins_at. */
-	struct tbin *const *direct_at;
 	/* bins_at[-1] for free's fast path: the bin of a page-map class field of 0 (a page
 	 * that is not a small span's), whose reciprocal of 0 makes no offset a block start */
 	struct tbin bin_none;
 	struct tbin bins[LA_NCLASSES];
-	struct tbin *direct[TC_DIRECT]; /* &bins[sc_lookup[i]], filled at set-up */
 	struct tslots *slots; /* the rows the bins point into; NULL before the first use */
 #if LA_TSAN
 	struct la_lock lock;
@@ -166,19 +160,6 @@ LA_INLINE struct tbin *tc_enter_fast(struct tcache *tc)
 	tc->busy = 1;
 	barrier();
 	return __atomic_load_n(&tc->bins_at, __ATOMIC_RELAXED);
-#endif
-}
-
-/* The same for malloc of n <= 1024: the bin of n's class. */
-LA_INLINE struct tbin *tc_enter_direct(struct tcache *tc, size_t n)
-{
-#if LA_TSAN
-	tcache_tsan_enter(tc);
-	return tc->direct_at[(n + 15) >> 4];
-#else
-	tc->busy = 1;
-	barrier();
-	return __atomic_load_n(&tc->direct_at, __ATOMIC_RELAXED)[(n + 15) >> 4];
 #endif
 }
 

@@ -267,9 +267,8 @@ static void *fill_then_check_after_flush(void *arg)
 	pthread_barrier_wait(&ft->flushed);
 	cr_assert_eq(tcache_count(cls), 0, "the flush emptied the bin (%u blocks before)",
 	             ft->held);
-	cr_assert(la_tcache.bins_at == la_tcache.bins, "free's fast path has its bins back");
-	cr_assert(la_tcache.direct_at == (struct tbin *const *)la_tcache.direct,
-	          "malloc's fast path has its bins back");
+	cr_assert(la_tcache.bins_at == la_tcache.bins,
+	          "free's and malloc's fast paths have their bins back");
 	struct la_counters c0, c1;
 	void *q = A(malloc)(1000); /* a refill */
 	uint32_t left = tcache_count(cls);
@@ -325,6 +324,26 @@ Test(tcache, every_class_frees_into_its_own_bin_from_every_page_of_a_span)
 		}
 		for (unsigned i = 0; i < n; i++)
 			A(free)(p[i]);
+	}
+}
+
+/* malloc's fast path finds the bin of a request of up to 1 KiB at 8 times sc_small4[n]
+ * bytes from the first: every size from 0 to 1,024 pops the block of its own class that a
+ * free of that class just pushed, and leaves the other bins alone (a table one class off,
+ * or not scaled to the bins, hands out another bin's block or none). */
+Test(tcache, every_size_up_to_1k_pops_from_its_own_bin)
+{
+	for (size_t n = 0; n <= SC_UPPER_FROM; n++) {
+		unsigned c = sc_class_of(n);
+		void *p = A(malloc)(n);
+		cr_assert_not_null(p);
+		cr_assert_eq(A(malloc_usable_size)(p), sc_size[c], "%zu bytes", n);
+		A(free)(p); /* into bin c (free finds it by the page map) */
+		uint32_t held = tcache_count(c);
+		void *q = A(malloc)(n);
+		cr_assert_eq(q, p, "%zu bytes (class %u): %p freed, %p came back", n, c, p, q);
+		cr_assert_eq(tcache_count(c), held - 1, "%zu bytes: popped from bin %u", n, c);
+		A(free)(q);
 	}
 }
 

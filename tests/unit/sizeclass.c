@@ -7,9 +7,12 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "arena.h"
 #include "heap.h"
 #include "liballoc.h"
+#include "shm.h"
 #include "sizeclass.h"
+#include "tcache.h"
 
 Test(sizeclass, spans_stay_below_the_divisibility_bound)
 {
@@ -84,6 +87,23 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 	}
 }
 
+/* sc_small4 (malloc's fast path, a constant table restating sc_init's rules below 1 KiB):
+ * each size's smallest class that fits, times 4 (times 8 more, the bin's byte offset) */
+Test(sizeclass, the_table_of_sizes_up_to_1k_names_the_smallest_class_times_4)
+{
+	sc_init();
+	for (size_t n = 0; n <= SC_UPPER_FROM; n++) {
+		unsigned v = sc_small4[n], c = v / 4;
+		cr_assert_eq(v % 4, 0, "size %zu: %u is not a class times 4", n, v);
+		cr_assert_lt(c, LA_NCLASSES);
+		cr_assert_geq(sc_size[c], n, "size %zu: class %u of %u bytes", n, c, sc_size[c]);
+		if (c > 0)
+			cr_assert_lt(sc_size[c - 1], n, "size %zu: class %u fits too", n, c - 1);
+	}
+	cr_assert_eq(sc_small4[0], 0, "malloc(0): the smallest class");
+	cr_assert_eq(sc_size[sc_small4[SC_UPPER_FROM] / 4], SC_UPPER_FROM);
+}
+
 Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
 {
 	sc_init();
@@ -138,4 +158,71 @@ Test(heap_owner, tells_our_heaps_from_other_memory)
 	cr_assert_eq(heap_owner_tag((void *)~(uintptr_t)15), 0, "beyond the user address space");
 	cr_assert_eq(heap_owner_tag((void *)((uintptr_t)1 << LA_ADDR_BITS)), 0);
 	A(free)(p);
+}
+
+/* free's fast path takes the heap from the owner-table entry (its low bits cleared), not
+ * from the pointer: the entry names the heap and the tag of its arena, also in the first
+ * slot of a table page, whose entry carries the page's metadata mark beside the tag. */
+Test(heap_owner, an_entry_names_its_heap_and_its_arena)
+{
+	void *p = A(malloc)(64);
+	cr_assert_not_null(p);
+	uint64_t e = heap_owner_entry(p);
+	cr_assert_eq(heap_entry_heap(e), heap_of(p));
+	cr_assert_eq(heap_entry_tag(e), la_tcache.tag, "the calling thread's arena's heap");
+	cr_assert_eq(heap_entry_tag(e), heap_tag(heap_of(p)->arena->index));
+	/* the same entry as the first of its table page would be (the mark set) */
+	uint64_t *slot = &heap_owner[(uintptr_t)p >> LA_HEAP_SHIFT];
+	uint64_t saved = *slot;
+	*slot = saved | HEAP_OWNER_COUNTED;
+	cr_assert_eq(heap_entry_heap(heap_owner_entry(p)), heap_of(p), "the mark is no address");
+	cr_assert_eq(heap_owner_tag(p), heap_entry_tag(e), "nor a tag");
+	uint32_t held = tcache_count(sc_class_of(64));
+	A(free)(p);
+	cr_assert_eq(tcache_count(sc_class_of(64)), held + 1, "freed into its bin");
+	cr_assert_eq(A(malloc)(64), p);
+	*slot = saved;
+	A(free)(p);
+}
+
+/* A heap's slot holds its address and tag while it lives and no tag after (a pointer
+ * into its old range is in no heap); each page of the table counts as metadata once, when
+ * a heap is first registered on it: a heap created again on a page whose heap went does
+ * not count the page a second time (the page stayed resident). */
+Test(heap_owner, a_page_of_the_table_counts_once_and_a_destroyed_heap_is_no_heap)
+{
+	struct arena *a = tcache_arena(&la_tcache);
+	struct la_counters *pc = &shm_process_block()->c;
+	/* under the arena's lock (heap_create and heap_destroy count under it), asserted
+	 * after it (a failed assertion with the lock held would hang the exit) */
+	arena_lock(a);
+	uint64_t m0 = __atomic_load_n(&pc->metadata_bytes, __ATOMIC_RELAXED);
+	struct heap *h = heap_create(a, a->index, a->c);
+	uint64_t m1 = __atomic_load_n(&pc->metadata_bytes, __ATOMIC_RELAXED);
+	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
+	uint64_t e = h ? heap_owner[slot] : 0, first = heap_owner[heap_owner_page_first(slot)];
+	if (h)
+		heap_destroy(h);
+	uint16_t tag_after = heap_owner_tag(h);
+	uint64_t first_after = heap_owner[heap_owner_page_first(slot)];
+	struct heap *h2 = heap_create(a, a->index, a->c);
+	uint64_t m2 = __atomic_load_n(&pc->metadata_bytes, __ATOMIC_RELAXED);
+	if (h2)
+		heap_destroy(h2);
+	arena_unlock(a);
+	cr_assert_not_null(h);
+	cr_assert_not_null(h2);
+	cr_assert_eq(heap_entry_heap(e), h);
+	cr_assert_eq(heap_entry_tag(e), heap_tag(a->index));
+	cr_assert(first & HEAP_OWNER_COUNTED, "the page is counted");
+	cr_assert_leq(m1 - m0, LA_PAGE, "a page at most");
+	cr_assert_eq(tag_after, 0, "a destroyed heap is no heap");
+	cr_assert(first_after & HEAP_OWNER_COUNTED, "the mark stays");
+	uintptr_t slot2 = (uintptr_t)h2 >> LA_HEAP_SHIFT;
+	bool same_page = ((uintptr_t)&heap_owner[slot2] ^ (uintptr_t)&heap_owner[slot]) < LA_PAGE;
+	cr_assert_eq(heap_owner_page_first(slot) <= slot, true);
+	cr_assert_eq((uintptr_t)&heap_owner[heap_owner_page_first(slot)] / LA_PAGE,
+	             (uintptr_t)&heap_owner[slot] / LA_PAGE, "the mark is on the slot's page");
+	cr_assert_eq(m2 - m1, same_page ? 0 : LA_PAGE, "heap at %p, then at %p", (void *)h,
+	             (void *)h2);
 }
