@@ -791,6 +791,39 @@ Test(cold_bins, large_allocations_send_back_the_classes_a_thread_left)
 	             (unsigned long long)(class_spans(cls) - spans0));
 }
 
+/* Large allocations count toward a sweep only in a row: a thread that still refills or
+ * flushes between them (grow-shrink: 64 B-64 KiB blocks mixed) sweeps on those as before
+ * (counting every large allocation there swept bins still in use: 126-142 -> 141-162
+ * faults a cycle). */
+static void large_allocations(unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		void *q = A(malloc)(64 << 10);
+		cr_assert_not_null(q);
+		A(free)(q);
+	}
+}
+
+Test(cold_bins, a_refill_between_large_allocations_starts_their_count_again)
+{
+	struct leftovers l;
+	void *q = A(malloc)(1000); /* the thread's cache set up */
+	A(free)(q);
+	la_tcache.gc_events = 0;
+	la_tcache.gc_large = 0;
+	uint8_t sweeps = la_tcache.gc_sweeps;
+	large_allocations(TC_GC_EVENTS - 1);
+	take_leftovers(1000, &l);
+	q = A(malloc)(1000); /* a refill */
+	large_allocations(TC_GC_EVENTS - 1);
+	cr_assert_eq(la_tcache.gc_sweeps, sweeps, "%u sweeps",
+	             (uint8_t)(la_tcache.gc_sweeps - sweeps));
+	large_allocations(1);
+	cr_assert_eq(la_tcache.gc_sweeps, (uint8_t)(sweeps + 1), "the 32nd in a row sweeps");
+	A(free)(q);
+	free_leftovers(&l);
+}
+
 /* A thread that leaves an arena other threads still use (here the main thread, idle)
  * leaves nothing in its transfer cache: what its cache held goes back to the spans, so
  * that the spans it emptied serve the next span of any class. */
