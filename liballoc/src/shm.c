@@ -216,26 +216,27 @@ static size_t read_range(int fd, char *dst, size_t end)
 	return got;
 }
 
-static bool write_range(int fd, const char *from, size_t off, size_t end)
+/* Write the bytes of the file's [off, end) from src (src[0] is the byte at off). */
+static bool write_range(int fd, const char *src, size_t off, size_t end)
 {
-	while (off < end) {
-		ssize_t w = pwrite(fd, from + off, end - off, (off_t)off);
+	for (size_t done = 0; off + done < end;) {
+		ssize_t w = pwrite(fd, src + done, end - off - done, (off_t)(off + done));
 		if (w <= 0)
 			return false;
-		off += (size_t)w;
+		done += (size_t)w;
 	}
 	return true;
 }
 
-/* The same for from[off, end) when nothing wrote it (zeros): on tmpfs the file's pages are
+/* The same when the bytes are zeros (nothing wrote them): on tmpfs the file's pages are
  * allocated without reading them from memory; elsewhere they are written. */
-static bool write_zeros(int fd, const char *from, size_t off, size_t end)
+static bool write_zeros(int fd, const char *src, size_t off, size_t end)
 {
 	struct statfs fs;
 	if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
 	    fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
 		return true;
-	return write_range(fd, from, off, end);
+	return write_range(fd, src, off, end);
 }
 
 static size_t append(char *buf, size_t n, size_t cap, const char *s)
@@ -243,17 +244,24 @@ static size_t append(char *buf, size_t n, size_t cap, const char *s)
 	return n + la_strlcpy(buf + n, s, cap - n);
 }
 
+/* The identity of the directory open_run_dir opened last (the published file's directory,
+ * checked again when the file is removed). */
+static dev_t run_dir_dev;
+static ino_t run_dir_ino;
+
 /* Open dir as this process's run directory: the last component no symlink, a directory
  * owned by us with no access for others, all checked on the descriptor. Returns it, or -1
- * with *why (ours == false: it exists but is not ours). */
-static int open_run_dir(const char *dir, const char **why, bool *ours)
+ * with *why (ours == false: it exists but is not ours; *missing: it does not exist). */
+static int open_run_dir(const char *dir, const char **why, bool *ours, bool *missing)
 {
 	*ours = true;
+	*missing = false;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
 		/* a symlink, not a directory, or another user's 0700 directory */
 		*ours = e != ELOOP && e != ENOTDIR && e != EACCES && e != EPERM;
+		*missing = e == ENOENT;
 		*why = e == ELOOP || e == ENOTDIR ? " is not a directory" : NULL;
 		if (!*why)
 			*why = strerror(e);
@@ -266,6 +274,8 @@ static int open_run_dir(const char *dir, const char **why, bool *ours)
 		close(fd);
 		return -1;
 	}
+	run_dir_dev = st.st_dev;
+	run_dir_ino = st.st_ino;
 	return fd;
 }
 
@@ -297,9 +307,14 @@ static int run_dir(char *dir, size_t cap)
 		}
 		la_strlcpy(dir, env, cap);
 		/* its last component is made when missing (a per-pod directory under a shared
-		 * host directory); what exists is checked as it is, never replaced */
-		mkdir(dir, 0700);
-		int fd = open_run_dir(dir, &why, &ours);
+		 * host directory); what exists is checked as it is, never replaced. Opened
+		 * first: the mkdir only when missing (a fork loop's every child made the call) */
+		bool missing;
+		int fd = open_run_dir(dir, &why, &ours, &missing);
+		if (fd < 0 && missing) {
+			mkdir(dir, 0700);
+			fd = open_run_dir(dir, &why, &ours, &missing);
+		}
 		if (fd < 0)
 			warn_dir(dir, why);
 		return fd;
@@ -308,11 +323,15 @@ static int run_dir(char *dir, size_t cap)
 	la_fmt_u64(num, os_getuid());
 	size_t n = la_strlcpy(dir, LA_SHM_DEFAULT_RUN_DIR "-", cap);
 	append(dir, n, cap, num);
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-		warn_dir(dir, strerror(errno));
-		return -1;
+	bool missing;
+	int fd = open_run_dir(dir, &why, &ours, &missing);
+	if (fd < 0 && missing) {
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+			warn_dir(dir, strerror(errno));
+			return -1;
+		}
+		fd = open_run_dir(dir, &why, &ours, &missing);
 	}
-	int fd = open_run_dir(dir, &why, &ours);
 	if (fd >= 0 || ours) {
 		if (fd < 0)
 			warn_dir(dir, why);
@@ -327,7 +346,7 @@ static int run_dir(char *dir, size_t cap)
 		mkdir(LA_SHM_FALLBACK_RUN_DIR, 0755);
 		mkdir(dir, 0700);
 	}
-	fd = open_run_dir(dir, &why, &ours);
+	fd = open_run_dir(dir, &why, &ours, &missing);
 	if (fd < 0) {
 		la_warn("statistics not published: ", squatted,
 		        " is not this user's own, and its replacement ", dir,
@@ -483,14 +502,16 @@ static ino_t seg_dir_ino;
 static char seg_dir[200], seg_name[48];
 
 /* A forked child whose segment still holds its published parent's identity (shm_fork_child),
- * and whether the parent's control thread ran then. */
+ * whether the parent's control thread ran then, and the child's pid namespace (its
+ * parent's unless the parent set another for its children: the child cannot see its
+ * parent there, getppid() is 0). */
 static bool seg_forked, seg_parent_controlled;
+static uint64_t fork_pidns;
 
 /* Who the segment belongs to (also written again after a move). A forked child keeps what
  * its parent found where it is the same (the two /proc/self/ns lookups and the readlink
- * were most of a child's publication): the executable; the pid namespace unless the
- * parent set another for its children (the child cannot see its parent there: getppid()
- * is 0); the user namespace unless the parent could have changed its own since (only a
+ * were most of a child's publication): the executable; the pid namespace (fork_pidns);
+ * the user namespace unless the parent could have changed its own since (only a
  * single-threaded process can: not one whose control thread runs). */
 static void write_identity(pid_t pid)
 {
@@ -498,8 +519,7 @@ static void write_identity(pid_t pid)
 	bool forked = seg_forked;
 	seg_forked = false;
 	h->pid = pid;
-	if (!forked || syscall(SYS_getppid) == 0)
-		h->pidns_ino = ns_inode("pid");
+	h->pidns_ino = forked ? fork_pidns : ns_inode("pid");
 	if (!forked || !seg_parent_controlled)
 		h->userns_ino = ns_inode("user");
 	h->uid = (uint32_t)os_getuid();
@@ -511,9 +531,13 @@ static void write_identity(pid_t pid)
 	h->exe[el > 0 ? el : 0] = 0;
 }
 
-/* The file shm_prepare_file made (its run directory, the file, both open; the directory's
- * path and the file's temporary name there); -1: none. */
+/* The file shm_prepare_file (or a forked child's shm_fork_child) made and mapped: its run
+ * directory and the file, both open, the directory's path and identity and the file's
+ * temporary name there (of prep_pid); -1: none. */
 static int prep_dfd = -1, prep_fd = -1;
+static pid_t prep_pid; /* the pid the temporary name holds */
+static dev_t prep_dir_dev;
+static ino_t prep_dir_ino;
 static char prep_dir[200], prep_tmp[48];
 
 /* A publication that failed: one warning (the temporary file could not be created when fd
@@ -529,6 +553,32 @@ static void publish_failed(int dfd, int fd, const char *dir, const char *tmp)
 	close(dfd);
 }
 
+/* Create the temporary file tmp in dfd (0600, never through a symlink). One left by a
+ * process that had this pid and died half-way through its publication is replaced: the
+ * unlink only then (a fork loop's every child made the call). */
+static int create_tmp(int dfd, const char *tmp)
+{
+	int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+	int fd = openat(dfd, tmp, flags, 0600);
+	if (fd < 0 && errno == EEXIST && unlinkat(dfd, tmp, 0) == 0)
+		fd = openat(dfd, tmp, flags, 0600);
+	return fd;
+}
+
+/* A forked child whose file could not be made (shm_fork_child said why): no second try. */
+static bool fork_unpublished;
+
+static void keep_prepared(int dfd, int fd, pid_t pid, const char *dir, const char *tmp)
+{
+	prep_pid = pid;
+	prep_dfd = dfd;
+	prep_fd = fd;
+	prep_dir_dev = run_dir_dev;
+	prep_dir_ino = run_dir_ino;
+	la_strlcpy(prep_dir, dir, sizeof(prep_dir));
+	la_strlcpy(prep_tmp, tmp, sizeof(prep_tmp));
+}
+
 bool shm_prepare_file(void)
 {
 	char dir[200], tmp[48];
@@ -536,10 +586,10 @@ bool shm_prepare_file(void)
 	if (dfd < 0)
 		return false;
 	/* the name shm_publish_file gives it: write_identity reads the same namespace */
-	size_t n = seg_stem(tmp, sizeof(tmp), os_getpid(), ns_inode("pid"));
+	pid_t pid = os_getpid();
+	size_t n = seg_stem(tmp, sizeof(tmp), pid, ns_inode("pid"));
 	append(tmp, n, sizeof(tmp), ".tmp");
-	unlinkat(dfd, tmp, 0);
-	int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = create_tmp(dfd, tmp);
 	if (fd < 0) {
 		publish_failed(dfd, fd, dir, tmp);
 		return false;
@@ -549,17 +599,14 @@ bool shm_prepare_file(void)
 	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c) */
 	size_t used = OFF_ARENAS + 2 * sizeof(struct la_shm_arena);
 	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_zeros(fd, seg_area, 0, used) &&
-	          write_zeros(fd, seg_area, OFF_MAILBOX, SEG_SIZE) &&
+	          write_zeros(fd, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;
 	if (!ok) {
 		publish_failed(dfd, fd, dir, tmp);
 		return false;
 	}
-	prep_dfd = dfd;
-	prep_fd = fd;
-	la_strlcpy(prep_dir, dir, sizeof(prep_dir));
-	la_strlcpy(prep_tmp, tmp, sizeof(prep_tmp));
+	keep_prepared(dfd, fd, pid, dir, tmp);
 	return true;
 }
 
@@ -570,12 +617,18 @@ void shm_publish_file(void)
 		return;
 	/* made by shm_prepare_file: it is mapped already, and holds what was written */
 	bool prepared = prep_fd >= 0;
+	if (!prepared && fork_unpublished) { /* the child's file failed, and said so */
+		fork_unpublished = false;
+		return;
+	}
 	int dfd = prepared ? prep_dfd : run_dir(dir, sizeof(dir));
 	if (dfd < 0)
 		return;
+	dev_t dir_dev = prepared ? prep_dir_dev : run_dir_dev;
+	ino_t dir_ino = prepared ? prep_dir_ino : run_dir_ino;
 	if (prepared)
 		la_strlcpy(dir, prep_dir, sizeof(dir));
-	pid_t pid = os_getpid();
+	pid_t pid = prepared ? prep_pid : os_getpid();
 	struct la_shm_header *h = shm_header();
 	bool forked = seg_forked;
 	write_identity(pid);
@@ -591,8 +644,7 @@ void shm_publish_file(void)
 		la_strlcpy(tmp, prep_tmp, sizeof(tmp));
 		prep_dfd = prep_fd = -1;
 	} else {
-		unlinkat(dfd, tmp, 0);
-		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		fd = create_tmp(dfd, tmp);
 	}
 	if (fd < 0) {
 		publish_failed(dfd, fd, dir, tmp);
@@ -606,18 +658,16 @@ void shm_publish_file(void)
 	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). A
 	 * prepared file is all that already, mapped. */
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
-	struct stat dst;
 	bool ok =
 	        prepared ||
 	        (ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, seg, 0, used) &&
-	         (mailbox_written ? write_range : write_zeros)(fd, seg, OFF_MAILBOX, SEG_SIZE) &&
+	         (mailbox_written ? write_range : write_zeros)(fd, seg + OFF_MAILBOX, OFF_MAILBOX,
+	                                                       SEG_SIZE) &&
 	         mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg);
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	if (ok)
 		ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
-	if (ok)
-		ok = fstat(dfd, &dst) == 0;
 	if (!ok) {
 		publish_failed(dfd, fd, dir, tmp);
 		seg_path[0] = 0;
@@ -627,8 +677,8 @@ void shm_publish_file(void)
 		close(seg_fd);
 	seg_fd = fd;
 	seg_pid = pid;
-	seg_dir_dev = dst.st_dev;
-	seg_dir_ino = dst.st_ino;
+	seg_dir_dev = dir_dev;
+	seg_dir_ino = dir_ino;
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
 	seg_on_file = true;
 	sigbus_install();
@@ -849,24 +899,77 @@ LA_EXPORT void _Exit(int status)
 }
 #endif
 
+/* Zeros to write from where a file system has no cheaper way (write_zeros): a forked
+ * child's mailbox page, whose parent's mapping is not zeros. Read only there (untouched
+ * memory reads as the zero page). */
+LA_BIG_BSS static char zero_page[LA_SHM_PAGE] __attribute__((aligned(4096)));
+
+/* A forked child's own file, made before anything writes the segment (still its parent's
+ * file, mapped shared): created in the run directory, given the pages in use (header ..
+ * the last arena block, copied from the parent's file by the kernel; a file truncated
+ * meanwhile leaves zeros) and the mailbox's page (zeros), and mapped over the segment;
+ * shm_publish_file names it. The child used to map anonymous memory there and read the
+ * pages into it, then write them to its file and map that: two mappings of the segment
+ * and a read, and two pages faulted in and dropped. False: no file (a warning said why)
+ * or it could not be mapped. */
+static bool fork_file(size_t used)
+{
+	char dir[200], tmp[48];
+	int dfd = run_dir(dir, sizeof(dir));
+	if (dfd < 0)
+		return false;
+	pid_t pid = os_getpid();
+	size_t n = seg_stem(tmp, sizeof(tmp), pid, fork_pidns);
+	append(tmp, n, sizeof(tmp), ".tmp");
+	int fd = create_tmp(dfd, tmp);
+	if (fd < 0) {
+		publish_failed(dfd, fd, dir, tmp);
+		return false;
+	}
+	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0;
+	if (ok) {
+		loff_t from = 0, to = 0;
+		/* no in-kernel copy here (an old kernel, two file systems): from the mapping */
+		if (copy_file_range(seg_fd, &from, fd, &to, used, 0) < 0)
+			write_range(fd, seg, 0, used);
+		ok = write_zeros(fd, zero_page, OFF_MAILBOX, SEG_SIZE) &&
+		     mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		             seg;
+	}
+	if (!ok) {
+		publish_failed(dfd, fd, dir, tmp);
+		return false;
+	}
+	keep_prepared(dfd, fd, pid, dir, tmp);
+	return true;
+}
+
 void shm_fork_child(void)
 {
 	child_boot_ns = fork_boot_ns ? os_boot_ns() : 0; /* first: the clone's upper bound */
-	/* A published segment is the parent's file: move to private memory at the same
-	 * address before anything is written, and read into it from the file only the pages
-	 * in use (header .. the last arena block); the others were never written, and the
-	 * mailbox stays zeros. Reading all of it faulted in 76 pages per child. Read from the
-	 * file, not copied through a buffer of its own: a child without room for one
-	 * (RLIMIT_AS) stayed on its parent's file and wrote its pid, its thread count and a
-	 * cleared mailbox there. An unpublished segment is private memory the fork copied. */
+	/* A published segment is the parent's file: the child moves to a file of its own
+	 * (fork_file) or, failing that, to private memory at the same address, before
+	 * anything is written, with only the pages in use (header .. the last arena block)
+	 * read from the file; the others were never written, and the mailbox stays zeros.
+	 * Reading all of it faulted in 76 pages per child. Read from the file, not copied
+	 * through a buffer of its own: a child without room for one (RLIMIT_AS) stayed on its
+	 * parent's file and wrote its pid, its thread count and a cleared mailbox there. An
+	 * unpublished segment is private memory the fork copied. */
 	uint32_t arenas = shm_header()->arena_count;
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
 	/* the copy holds the parent's identity if the parent published (write_identity) */
 	seg_forked = seg_on_file;
 	seg_parent_controlled = shm_header()->control_state == LA_CONTROL_RUNNING;
-	bool fresh = false; /* the segment is new anonymous memory: the mailbox zeros */
-	if (seg_on_file && seg_fd >= 0 &&
+	if (seg_forked)
+		fork_pidns = syscall(SYS_getppid) == 0 ? ns_inode("pid") : shm_header()->pidns_ino;
+	fork_unpublished = false;
+	bool fresh = false; /* the segment is a new file or new memory: the mailbox zeros */
+	if (seg_on_file && seg_fd >= 0) {
+		fresh = fork_file(used);
+		fork_unpublished = !fresh;
+	}
+	if (seg_on_file && seg_fd >= 0 && !fresh &&
 	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
 	         0) == seg) {
 		fresh = true;

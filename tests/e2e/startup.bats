@@ -112,6 +112,40 @@ pages() {
 	rm -rf "$dir"
 }
 
+@test "a forked child maps its segment once, its own file's, made without a mkdir or an unlink" {
+	# shm_fork_child makes the child's file before anything writes the segment (fork_file):
+	# the kernel copies the parent's pages in use into it and the child maps it once; the
+	# run directory is opened before any mkdir and checked once; a temporary name is only
+	# unlinked when the create finds one. Before (main e478d62), every child of the fork
+	# loop made a mkdir, an unlink of its temporary name, an anonymous map of the segment
+	# and a pread of its parent's pages into it, a pwrite of them to its file, a map of
+	# that, and a second fstat of the directory.
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	dir=$(mktemp -d)
+	mkdir -m 700 "$dir/run"
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -f -o "$dir/trace" \
+		-e trace=mkdir,unlinkat,openat,mmap,pread64,pwrite64,copy_file_range,renameat,newfstatat \
+		/bin/bash -c '( : ); :'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# the child: the process that renamed a segment into place second; its lines up to then
+	child=$(grep -E '^[0-9]+ +renameat\(.*\.seg"' "$dir/trace" | sed -n 2p | awk '{ print $1 }')
+	[ -n "$child" ]
+	awk -v p="$child" '$1 == p { print } $1 == p && /renameat\(/ { exit }' "$dir/trace" \
+		>"$dir/child"
+	cat "$dir/child"
+	grep -q "renameat(.*liballoc\.$child\.seg\"" "$dir/child"
+	[ "$(grep -c ' mkdir(' "$dir/child")" -eq 0 ]
+	[ "$(grep -c ' unlinkat(' "$dir/child")" -eq 0 ]
+	[ "$(grep -c ' pread64(' "$dir/child")" -eq 0 ]
+	[ "$(grep -c ' copy_file_range(' "$dir/child")" -eq 1 ]
+	[ "$(grep -c ' mmap(.*MAP_FIXED' "$dir/child")" -eq 1 ]
+	[ "$(grep -c ' mmap(.*MAP_SHARED|MAP_FIXED' "$dir/child")" -eq 1 ]
+	[ "$(grep -c 'newfstatat([0-9]*, "".*S_IFDIR' "$dir/child")" -eq 1 ]
+	rm -rf "$dir"
+}
+
 @test "a start writes at most five pages of liballoc.so's writable image" {
 	# from the writable segment (relro) to the end of .lbss, present in /proc/self/pagemap
 	# after free(NULL), realloc(NULL, n), malloc and fopen with no LIBALLOC_ variable: the
