@@ -497,10 +497,11 @@ struct wake_words {
 	uint32_t kicks; /* shm_kicks: decay armed or its period changed */
 };
 
-/* Sleep until one of the words changes or wait_ns pass (0: no deadline). Waiting on all
- * three at once loses no wake-up; without futex_waitv, thread exits and kicks are noticed
- * within a second. */
-static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uint64_t wait_ns)
+/* Sleep until one of the words changes or wait_ns pass from now (0: no deadline). Waiting
+ * on all three at once loses no wake-up; without futex_waitv, thread exits and kicks are
+ * noticed within a second. */
+static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uint64_t now,
+                         uint64_t wait_ns)
 {
 	if (!waitv_broken) {
 		struct futex_waitv w[3] = {
@@ -514,7 +515,7 @@ static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uin
 		};
 		struct timespec abs, *tp = NULL;
 		if (wait_ns) {
-			uint64_t t = os_now_ns() + wait_ns;
+			uint64_t t = now + wait_ns;
 			abs.tv_sec = (time_t)(t / 1000000000u);
 			abs.tv_nsec = (long)(t % 1000000000u);
 			tp = &abs;
@@ -577,8 +578,15 @@ static void *control_main(void *arg)
 	for (;;) {
 		/* read before the deadlines are computed: a kick after it wakes the wait */
 		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
+		/* one reading of the clock per turn (a system call: os.c), which every deadline
+		 * below is measured from: the wait ends at the earliest of them whatever ran in
+		 * between (a deadline that passed meanwhile ends it at once). A turn that runs a
+		 * command, a decay pass, a foreign look or held tunables' expiry goes round
+		 * again. It was read up to 7 times a turn: a decay child of the fork loop made
+		 * 32-85 clock_gettime calls in its 5 ms. */
+		uint64_t now = os_now_ns();
 		uint64_t watch_ns = 0;
-		if (exit_watch_alone(&watch, os_now_ns(), &watch_ns)) {
+		if (exit_watch_alone(&watch, now, &watch_ns)) {
 			honour_pending_terminations();
 			__atomic_store_n(&control_stop, 1, __ATOMIC_RELEASE);
 		}
@@ -608,7 +616,6 @@ static void *control_main(void *arg)
 		 * from the mailbox, so the next expiry is known before it sleeps) */
 		uint64_t hold_due = tun_holds_next();
 		if (hold_due) {
-			uint64_t now = os_now_ns();
 			if (now >= hold_due) {
 				tun_holds_expire(now);
 				continue;
@@ -619,16 +626,15 @@ static void *control_main(void *arg)
 		/* burst preparation: when an arena asked for it, a burst ended or began
 		 * while pages were prepared (they kick), and after each decay pass (a
 		 * "burst" that never ended is a new level: arena_burst_tick rebases it) */
-		if (kicks != burst_kicks || burst_look || (burst_due && os_now_ns() >= burst_due)) {
+		if (kicks != burst_kicks || burst_look || (burst_due && now >= burst_due)) {
 			burst_look = false;
 			burst_kicks = kicks;
-			uint64_t now = os_now_ns();
 			burst_due = op_burst(now);
 			if (burst_due && burst_due <= now)
 				continue; /* more chunks: round the loop (the mailbox first) */
 		}
 		if (burst_due) {
-			uint64_t now = os_now_ns(), left = burst_due > now ? burst_due - now : 1;
+			uint64_t left = burst_due > now ? burst_due - now : 1;
 			if (!wait_ns || left < wait_ns)
 				wait_ns = left;
 		}
@@ -636,10 +642,9 @@ static void *control_main(void *arg)
 		if (dlopens != seen_dlopens) {
 			seen_dlopens = dlopens;
 			look = 0;
-			look_due = os_now_ns() + look_ns[0];
+			look_due = now + look_ns[0];
 		}
 		if (look < LOOKS) {
-			uint64_t now = os_now_ns();
 			if (now >= look_due) {
 				shm_detect_foreign();
 				if (++look < LOOKS)
@@ -650,7 +655,6 @@ static void *control_main(void *arg)
 				wait_ns = look_due - now;
 		}
 		if (armed) {
-			uint64_t now = os_now_ns();
 			if (now - last_decay >= decay_ns) {
 				/* disarm first: a free racing with the pass re-arms */
 				__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
@@ -666,7 +670,7 @@ static void *control_main(void *arg)
 				wait_ns = left;
 		}
 		struct wake_words ww = {st, watch.seen, kicks};
-		control_wait(mb, &ww, wait_ns);
+		control_wait(mb, &ww, now, wait_ns);
 	}
 	return NULL;
 }

@@ -83,6 +83,41 @@ setup() {
 	[[ "$output" == *"commands (0 failed)"* ]]
 }
 
+@test "forkfree: a control thread ticking its decay pass reads the clock about twice a wake-up" {
+	# control_main reads CLOCK_MONOTONIC (a system call) once a turn of its loop, a tick
+	# taking two turns (the pass, then the wait); before, each turn read it for every
+	# deadline it looked at and again for the wait (main e478d62: the decay children of
+	# forkfree 8 2 plain made 86-94 clock_gettime calls for 8-12 waits, 30-37 for 13-16
+	# after). The parent's thread here: a pass every 5 ms (decay_ms 20) while its workers
+	# free, far apart enough that no pass follows another without a wait in between (a
+	# decay child's 1 ms passes can, where the machine is slow).
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	[ "$SAN" = tsan ] && skip "TSan does not support threads after a multi-threaded fork"
+	[ -n "$SAN" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+	run timeout 300 env LIBALLOC_DECAY_MS=20 "${PRE[@]}" strace -f -qq -o "$BATS_TEST_TMPDIR/st" \
+		-e trace=clock_gettime,futex_waitv,prctl "$TESTS_BIN/forkfree" 30 2 plain
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# the parent's control thread: the one that waited most (it lives through the run; it
+	# starts first, but on a busy machine it may run after children's have)
+	local t clocks waits best=0 bt=
+	echo "$(wc -l <"$BATS_TEST_TMPDIR/st") lines traced"
+	for t in $(grep 'PR_SET_NAME, "liballoc-ctl"' "$BATS_TEST_TMPDIR/st" | awk '{ print $1 }'); do
+		waits=$(grep -c "^$t futex_waitv(" "$BATS_TEST_TMPDIR/st" || true)
+		echo "control thread $t: $waits waits"
+		if [ "$waits" -gt "$best" ]; then
+			best=$waits
+			bt=$t
+		fi
+	done
+	[ -n "$bt" ]
+	clocks=$(grep -c "^$bt clock_gettime(CLOCK_MONOTONIC" "$BATS_TEST_TMPDIR/st" || true)
+	echo "the parent's control thread $bt: $clocks clock readings, $best waits"
+	[ "$best" -ge 10 ]
+	[ "$clocks" -le $((3 * best + 2)) ]
+}
+
 @test "rtflush: a SCHED_FIFO thread allocating every 1 ms while caches are flushed on its CPU waits <= 10 ms" {
 	# the flusher runs at normal priority on the same CPU: a real-time thread that waited
 	# for it (the cache handshake, an arena lock held without priority inheritance) stalled
