@@ -235,13 +235,15 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
-/* free's fast path validated p (a block start of bin b's class in a heap of this thread's
- * arena, not marked free) and found b, one of tc's own bins, full; the cache is entered,
- * and left here (the class from the bin: the fast path keeps no register for it). */
-LA_NOINLINE static void free_full(struct tcache *tc, struct tbin *b, void *p)
+/* free's fast path validated p (a block start of its page-map entry's class in a heap of
+ * this thread's arena, not marked free) and found the class's bin, one of tc's own bins,
+ * full; the cache is entered, and left here (the class read again from the page map: the
+ * fast path keeps no register for it). */
+LA_NOINLINE static void free_full(struct tcache *tc, void *p)
 {
 	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
-	tcache_free_full(tc, p, (unsigned)(b - tc->bins));
+	uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
+	tcache_free_full(tc, p, pm_class(heap_of(p)->pagemap[hoff >> LA_PAGE_SHIFT]));
 	errno = saved;
 }
 
@@ -305,22 +307,31 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		/* the class's bin carries its reciprocal (bin_none, a field of 0, and the idle
 		 * bins, a flusher holds the cache, carry 0: no offset divides); the idle bins
 		 * have no room either */
-		struct tbin *b = (struct tbin *)((char *)tc_enter_fast(tc) + (size_t)c4 * 8) - 1;
-		uint32_t r = b->recip;
+		char *bins = (char *)tc_enter_fast(tc);
+		size_t ci = c4;
+#define FREE_BIN ((struct tbin *)(bins + ci * 8) - 1)
+		uint32_t r = FREE_BIN->recip;
 		if (likely(off * r < r && ((void **)p)[1] != key)) {
-			void **top = b->top;
-			if (likely(top < b->end)) {
+			/* bins opaque before each use of the bin: each access addresses it from
+			 * bins and c4 (base, index, scale), where gcc 12 computed its address into
+			 * a register first */
+			__asm__("" : "+r"(bins), "+r"(ci));
+			void **top = FREE_BIN->top;
+			__asm__("" : "+r"(bins), "+r"(ci));
+			if (likely(top < FREE_BIN->end)) {
 				top[1] = p;
-				b->top = top + 1;
+				__asm__("" : "+r"(bins), "+r"(ci));
+				FREE_BIN->top = top + 1;
 				((void **)p)[1] = key; /* free */
 				tc_leave(tc);
 				return;
 			}
 			/* every check passed, the bin is full: it flushes (no validation again),
 			 * the cache still entered (no flusher can have taken it since) */
-			free_full(tc, b, p);
+			free_full(tc, p);
 			return;
 		}
+#undef FREE_BIN
 		tc_leave(tc);
 		free_slow(p, "free()");
 		return;
