@@ -1685,7 +1685,6 @@ static void burst_defer_give_back(struct arena *a)
 }
 
 /* the largest mapping a heap adopts (4 MiB): what a wrong guess keeps until a decay pass */
-#define ADOPT_MAX_PAGES 1024u
 
 bool arena_adopt(void *p, size_t len)
 {
@@ -1700,6 +1699,18 @@ bool arena_adopt(void *p, size_t len)
 		done = heap_adopt(h, p, n);
 	arena_unlock(a);
 	return done;
+}
+
+bool arena_short_of(size_t len)
+{
+	struct tcache *tc = &la_tcache;
+	if (tc->state != TC_LIVE || !tc->arena)
+		return false;
+	struct arena *a = tc->arena;
+	arena_lock(a);
+	bool is_short = !arena_dirty_at_least(a, len >> LA_PAGE_SHIFT);
+	arena_unlock(a);
+	return is_short;
 }
 
 uint64_t arena_empty_tick(struct arena *a, uint64_t now)

@@ -251,6 +251,11 @@ uint64_t arena_empty_tick(struct arena *a, uint64_t now);
  * before its free (direct.c): its pages move into a heap of this thread's arena as free
  * resident pages, which that heap's growth takes before it faults in new ones; false if
  * none has room (the caller unmaps it). */
+#define ADOPT_MAX_PAGES 1024u
+/* Do the heaps of this thread's arena hold fewer than len bytes of free pages that may be
+ * resident (takes the lock)? False without a live cache. */
+bool arena_short_of(size_t len);
+#define LEND_CHUNK_PAGES 256u /* direct.c: a mapping kept for the heaps goes to them in these */
 bool arena_adopt(void *p, size_t len);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);

@@ -53,6 +53,7 @@ struct dcached {
 	size_t resident; /* counted resident: len until measured */
 	bool measured;
 	bool trial;    /* kept before mappings were recycled (see the top) */
+	bool lend;     /* on trial for a heap's growth (direct_free, direct_heaps_grew) */
 	uint32_t uses; /* as in struct dmap */
 };
 
@@ -79,8 +80,13 @@ static unsigned dropped_next;
  * and whether a heap grew while direct_lock was busy (they go at the next request or free) */
 static uint64_t trial_bytes;
 static bool trial_stale;
+/* bytes of them kept for the heaps (lend; atomic, as trial_bytes) */
+static uint64_t lend_bytes;
+/* what a heap's growth into memory it never used takes of them at a time (lend_to) */
+#define LEND_CHUNK     ((size_t)LEND_CHUNK_PAGES << LA_PAGE_SHIFT)
+#define LEND_MIN_PAGES 16u
 /* Which cached mappings drop_cache unmaps. */
-enum { DROP_ALL, DROP_OLD, DROP_TRIAL };
+enum { DROP_ALL, DROP_OLD, DROP_TRIAL, DROP_LEND };
 static void drop_cache(int which);
 
 /* A heap grew while the mappings on trial could not be dropped: drop them now. */
@@ -221,6 +227,8 @@ static struct dcached cache_remove(unsigned i)
 	dcache_bytes -= e.len;
 	if (e.trial)
 		__atomic_store_n(&trial_bytes, trial_bytes - e.len, __ATOMIC_RELAXED);
+	if (e.lend)
+		__atomic_store_n(&lend_bytes, lend_bytes - e.len, __ATOMIC_RELAXED);
 	dcache[i] = dcache[--dcached_n];
 	return e;
 }
@@ -236,6 +244,8 @@ static bool cache_take(size_t len, struct dcached *out)
 	int above = -1, below = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
 		size_t l = dcache[i].len;
+		if (dcache[i].lend) /* the heaps' (a request here is above its size) */
+			continue;
 		bool large = len >= ceiling && l >= ceiling;
 		if (l >= len && (large || l - len <= len / 4)) {
 			if (above < 0 || l < dcache[above].len)
@@ -277,6 +287,44 @@ static void *fit_cached(struct dcached *m, size_t len)
 	STAT_ADD(pc(), address_space_bytes, len - m->len);
 	m->len = len;
 	return q;
+}
+
+/* A heap h grows into memory it never used, fresh pages of it not resident (its arena's
+ * lock held): as many bytes of a mapping kept for the heaps (at least LEND_MIN_PAGES, at
+ * most LEND_CHUNK) move into it as free resident pages (heap_adopt), which its next
+ * growth takes instead of faulting in new ones. A chunk at a time: pages the heaps hold
+ * that their growth has not taken are memory the process would not hold without them
+ * (the rest stays in the cache, which a new mapping or the decay pass unmaps). */
+static void lend_to(struct heap *h, uint32_t fresh)
+{
+	if (!la_trylock(&direct_lock)) /* (the next growth looks again) */
+		return;
+	struct dcached *e = NULL;
+	for (unsigned i = 0; i < dcached_n && !e; i++)
+		if (dcache[i].lend)
+			e = &dcache[i];
+	if (!e) {
+		la_unlock(&direct_lock);
+		return;
+	}
+	void *p = e->base;
+	size_t want = (size_t)LA_MAX(fresh, LEND_MIN_PAGES) << LA_PAGE_SHIFT;
+	size_t k = LA_MIN(e->len, LA_MIN(want, LEND_CHUNK)), res = LA_MIN(k, e->resident);
+	if (k == e->len) {
+		struct dcached gone = cache_remove((unsigned)(e - dcache));
+		dfreed[dfreed_next++ % DFREED_RING] = gone.user; /* (a double free of it, later) */
+	} else {
+		e->base = (char *)e->base + k;
+		e->len -= k;
+		e->resident -= res;
+		dcache_bytes -= k;
+		__atomic_store_n(&trial_bytes, trial_bytes - k, __ATOMIC_RELAXED);
+		__atomic_store_n(&lend_bytes, lend_bytes - k, __ATOMIC_RELAXED);
+	}
+	la_unlock(&direct_lock);
+	uncache(k, res, true);
+	if (!heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
+		os_unmap(p, k, pc());
 }
 
 /* Where direct_get may take the memory from: the mapping cache, a new mapping, or both. */
@@ -323,6 +371,11 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		hit = base != NULL;
 		got = c.len;
 	}
+	/* the program maps anew rather than grow its heaps: what they did not take of the
+	 * mappings kept for them goes (reused here, its pages would be resident where the
+	 * program may leave a fresh mapping's untouched: CPython's dict tables) */
+	if (!hit && (from & DIRECT_MAP) && __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED))
+		drop_cache(DROP_LEND);
 	if (hit) {
 		STAT_ADD(pc(), direct_cache_hits, 1);
 	} else {
@@ -410,6 +463,15 @@ int direct_free(void *p)
 	bool cached = fits && recycles && (recycling() || trial);
 	if (fits && recycles && !cached) /* not admitted: remembered (note_miss) */
 		remember_dropped(len);
+	/* one whose own free raised the threshold, while the heaps, which serve its size from
+	 * now on, hold fewer free pages than it and the others kept for them: kept on trial
+	 * for their growth (lend_to; the arena's lock is taken after direct_lock, as the
+	 * fork handler takes them) */
+	bool lend = !cached && !served && fits && TUN(mmap_dynamic) &&
+	            len <= (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT &&
+	            arena_short_of(len + lend_bytes);
+	if (lend)
+		trial = cached = true;
 	if (!cached)
 		dfreed[dfreed_next++ % DFREED_RING] = user;
 	la_unlock(&direct_lock);
@@ -447,10 +509,12 @@ int direct_free(void *p)
 		evict_res[nevict++] = e.resident;
 	}
 	dcache[dcached_n++] = (struct dcached){base,     len,   user,  decay_epoch, ++dcache_ids,
-	                                       resident, false, trial, uses};
+	                                       resident, false, trial, lend,        uses};
 	dcache_bytes += len;
 	if (trial)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
+	if (lend)
+		__atomic_store_n(&lend_bytes, lend_bytes + len, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
 	STAT_ADD(pc(), direct_cache_bytes, len);
 	STAT_ADD(pc(), free_resident_bytes, resident);
@@ -542,15 +606,16 @@ static void drop_cache(int which)
 	}
 	for (unsigned i = 0; i < dcached_n;) {
 		if ((only_old && dcache[i].epoch == decay_epoch) ||
-		    (which == DROP_TRIAL && !dcache[i].trial)) {
+		    (which == DROP_TRIAL && (!dcache[i].trial || dcache[i].lend)) ||
+		    (which == DROP_LEND && !dcache[i].lend)) {
 			i++;
 			continue;
 		}
-		if (dcache[i].trial) /* remembered as one not admitted (note_miss) */
-			remember_dropped(dcache[i].len);
+		if (dcache[i].trial && !dcache[i].lend)  /* remembered as one not admitted */
+			remember_dropped(dcache[i].len); /* (note_miss) */
 		gone[n++] = cache_remove(i);
 	}
-	if (which != DROP_TRIAL) {
+	if (which != DROP_TRIAL && which != DROP_LEND) {
 		decay_epoch++;
 		if (!only_old) { /* trimmed: start over */
 			recycled_at = 0;
@@ -601,11 +666,16 @@ void direct_trim(void)
 	drop_cache(DROP_ALL);
 }
 
-void direct_heaps_grew(void)
+void direct_heaps_grew(struct heap *h, uint32_t fresh)
 {
-	if (likely(!__atomic_load_n(&trial_bytes, __ATOMIC_RELAXED)))
+	uint64_t trial = __atomic_load_n(&trial_bytes, __ATOMIC_RELAXED);
+	if (likely(!trial))
 		return;
-	drop_cache(DROP_TRIAL);
+	uint64_t lend = __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED);
+	if (lend && fresh)
+		lend_to(h, fresh);
+	if (trial > lend)
+		drop_cache(DROP_TRIAL);
 }
 
 bool direct_decay(void)

@@ -28,7 +28,8 @@ void direct_measure(void);
 void direct_trim(void);
 /* A heap grew into memory it never used: the mappings kept on trial (freed before any was
  * recycled) are unmapped. Cheap when there are none (one load). */
-void direct_heaps_grew(void);
+struct heap;
+void direct_heaps_grew(struct heap *h, uint32_t fresh);
 /* Unmap cached mappings not reused during the last decay period and measure the others;
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);

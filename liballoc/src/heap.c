@@ -185,14 +185,15 @@ void heap_idle_flip(struct heap *h)
 		STAT_SUB_LOCKED(h->c, idle_metadata_bytes, bytes);
 }
 
-/* Entries of pages below end (and the head of the free span at end) may be written. */
-static void hwm_update(struct heap *h, uint32_t end)
+/* Entries of pages below end (and the head of the free span at end) may be written;
+ * fresh: pages of the growth that were not resident. */
+static void hwm_update(struct heap *h, uint32_t end, uint32_t fresh)
 {
 	uint32_t w = LA_MIN(end + 1, (uint32_t)LA_HEAP_PAGES);
 	if (w > h->hwm) {
 		h->hwm = w;
 		meta_update(h);
-		direct_heaps_grew(); /* mappings kept on trial serve no heap */
+		direct_heaps_grew(h, fresh); /* mappings kept on trial serve no heap */
 	}
 }
 
@@ -646,7 +647,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, n, take_dirty);
-	hwm_update(h, first + n);
+	hwm_update(h, first + n, n - take_dirty);
 	heap_idle_update(h);
 	trend(h, true);
 	breath_grow(h);
@@ -946,7 +947,7 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, need, take_dirty);
-	hwm_update(h, r + need);
+	hwm_update(h, r + need, need - take_dirty);
 	trend(h, true);
 	breath_grow(h);
 	s->npages = want;
