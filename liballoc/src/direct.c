@@ -289,6 +289,23 @@ static void *fit_cached(struct dcached *m, size_t len)
 	return q;
 }
 
+/* Lock held: the mapping kept for the heaps that serves a new mapping of len bytes (the
+ * largest; one shorter only when its contents need not be zero: a calloc's memset would
+ * write the grown part), taken out of the cache into *out. */
+static bool lend_take(size_t len, bool zero, struct dcached *out)
+{
+	int best = -1;
+	for (unsigned i = 0; i < dcached_n; i++)
+		if (dcache[i].lend && (!zero || dcache[i].len >= len) &&
+		    (best < 0 || dcache[i].len > dcache[best].len))
+			best = (int)i;
+	if (best < 0)
+		return false;
+	*out = cache_remove((unsigned)best);
+	dfreed[dfreed_next++ % DFREED_RING] = out->user; /* (a double free of it, later) */
+	return true;
+}
+
 /* A heap h grows into memory it never used, fresh pages of it not resident (its arena's
  * lock held): as many bytes of a mapping kept for the heaps (at least LEND_MIN_PAGES, at
  * most LEND_CHUNK) move into it as free resident pages (heap_adopt), which its next
@@ -371,11 +388,31 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		hit = base != NULL;
 		got = c.len;
 	}
-	/* the program maps anew rather than grow its heaps: what they did not take of the
-	 * mappings kept for them goes (reused here, its pages would be resident where the
-	 * program may leave a fresh mapping's untouched: CPython's dict tables) */
-	if (!hit && (from & DIRECT_MAP) && __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED))
-		drop_cache(DROP_LEND);
+	/* the program maps anew rather than grow its heaps: a mapping kept for them that their
+	 * growth has not taken serves this one, cut or grown to its size (pages the process
+	 * held before that free); a calloc takes only one that covers it, and the rest is
+	 * unmapped */
+	bool lent = false;
+	if (!hit && !extra && (from & DIRECT_MAP) &&
+	    __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED)) {
+		la_lock(&direct_lock);
+		lent = lend_take(len, fresh != NULL, &c);
+		la_unlock(&direct_lock);
+		if (lent) {
+			uncache(c.len, c.resident, false);
+			base = os_remap(c.base, c.len, len, pc());
+			if (base) {
+				STAT_ADD(pc(), address_space_bytes, len);
+				hit = true;
+			} else {
+				os_unmap(c.base, c.len, pc());
+			}
+			STAT_SUB(pc(), address_space_bytes, c.len);
+			got = len;
+		} else { /* (a calloc, longer than they are: the rest goes) */
+			drop_cache(DROP_LEND);
+		}
+	}
 	if (hit) {
 		STAT_ADD(pc(), direct_cache_hits, 1);
 	} else {
@@ -391,7 +428,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		*fresh = !hit;
 	uintptr_t user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
 	la_lock(&direct_lock);
-	if (!hit && !extra)
+	if ((!hit || lent) && !extra)
 		note_miss(len);
 	bool ok = insert(user, base, got, hit ? c.uses : 0, 0);
 	la_unlock(&direct_lock);

@@ -958,10 +958,11 @@ Test(dynamic_threshold, a_mapping_is_unmapped_when_the_heaps_hold_its_size_in_fr
 		A(free)(live[i]);
 }
 
-/* A new mapping unmaps what the heaps did not take of the pages kept for them (the program
- * maps rather than grows its heaps: reused, those pages would be resident where it may
- * leave a new mapping's untouched); the decay pass unmaps them too. */
-Test(dynamic_threshold, a_new_mapping_or_the_decay_pass_unmaps_the_pages_kept_for_the_heaps)
+/* The decay pass unmaps what the heaps did not take of the pages kept for them; a new
+ * mapping takes them (cut or grown by mremap: pages the process held before that free),
+ * but a calloc only pages that cover it (the grown part would take a memset): shorter
+ * ones are unmapped then. */
+Test(dynamic_threshold, a_new_mapping_takes_the_pages_kept_for_the_heaps_or_they_go)
 {
 	A(malloc_trim)(0); /* (what the test runner left) */
 	A(free)(A(malloc)(64));
@@ -971,24 +972,37 @@ Test(dynamic_threshold, a_new_mapping_or_the_decay_pass_unmaps_the_pages_kept_fo
 	A(free)(p);
 	struct la_counters c0 = stats();
 	cr_assert_eq(c0.direct_cache_bytes, n, "kept for the heaps");
-	char *q = A(malloc)(4 * n); /* above the raised threshold: a mapping */
-	cr_assert_not_null(q);
+	direct_decay();
+	direct_decay(); /* (one or two periods) */
 	struct la_counters c1 = stats();
-	cr_assert_eq(c1.direct_cache_bytes, 0, "unmapped by the new mapping");
+	cr_assert_eq(c1.direct_cache_bytes, 0, "the decay pass unmapped it");
 	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1);
-	cr_assert_eq(c1.direct_cache_hits, c0.direct_cache_hits, "not reused");
-	memset(q, 2, 4 * n);
-	A(free)(q); /* raises the threshold past 4 MiB: kept for the heaps (no growth since) */
+	p = A(malloc)(2 * n); /* above the threshold (1 MiB): a mapping */
+	memset(p, 1, 2 * n);
+	A(free)(p);
 	struct la_counters c2 = stats();
-	cr_assert_eq(c2.direct_cache_bytes, 4 * n, "kept: %llu",
-	             (unsigned long long)c2.direct_cache_bytes);
-	/* the decay pass unmaps what the heaps did not take (after one or two periods) */
-	direct_decay();
-	direct_decay();
+	cr_assert_eq(c2.direct_cache_bytes, 2 * n, "kept for the heaps");
+	unsigned char *z = A(calloc)(1, 4 * n);
+	cr_assert_not_null(z);
+	for (size_t i = 0; i < 4 * n; i += 4096)
+		cr_assert_eq(z[i] | z[i + 4095], 0, "calloc'd memory reads zero at %zu", i);
 	struct la_counters c3 = stats();
-	cr_assert_eq(c3.direct_cache_bytes, 0, "the decay pass unmapped it: %llu",
-	             (unsigned long long)c3.direct_cache_bytes);
+	cr_assert_eq(c3.direct_cache_bytes, 0, "calloc did not take the shorter one: unmapped");
 	cr_assert_eq(c3.munmap_calls - c2.munmap_calls, 1);
+	cr_assert_eq(c3.direct_cache_hits, c2.direct_cache_hits);
+	memset(z, 5, 4 * n);
+	A(free)(z); /* raises the threshold past 4 MiB: kept */
+	struct la_counters c4 = stats();
+	cr_assert_eq(c4.direct_cache_bytes, 4 * n, "kept for the heaps");
+	char *q = A(malloc)(6 * n); /* a mapping: takes it, grown */
+	cr_assert_not_null(q);
+	struct la_counters c5 = stats();
+	cr_assert_eq(c5.direct_cache_bytes, 0, "taken");
+	cr_assert_eq(c5.direct_cache_hits - c4.direct_cache_hits, 1);
+	cr_assert_eq(c5.munmap_calls, c4.munmap_calls, "nothing unmapped");
+	cr_assert_eq(q[0], 5, "its pages (the old contents)");
+	memset(q, 2, 6 * n);
+	A(free)(q);
 }
 
 Test(dynamic_threshold, an_explicit_threshold_turns_it_off)
