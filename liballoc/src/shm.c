@@ -36,8 +36,8 @@
  * in the mailbox's page, which the process does not touch before its control thread
  * waits there (a fork's child copies the first pages only). */
 #define SEG_ALIGN(x, a) (((x) + (a)-1) & ~(size_t)((a)-1))
-#define OFF_TUNABLES    SEG_ALIGN(sizeof(struct la_shm_header), 8)
-#define OFF_CLASSES     (OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
+#define OFF_TUNABLES    SHM_OFF_TUNABLES
+#define OFF_CLASSES     SHM_OFF_CLASSES
 #define OFF_PROCESS     SEG_ALIGN(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class), 64)
 #define OFF_ARENAS      (OFF_PROCESS + sizeof(struct la_shm_arena))
 #define OFF_MAILBOX     SEG_ALIGN(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_SHM_PAGE)
@@ -85,10 +85,6 @@ struct la_shm_arena *shm_arena_block(uint32_t i)
 {
 	return (struct la_shm_arena *)(seg + OFF_ARENAS) + i;
 }
-struct la_shm_class *shm_classes(void)
-{
-	return (struct la_shm_class *)(seg + OFF_CLASSES);
-}
 
 /* The header's description of the layout, and the class sizes. */
 static void write_layout(void)
@@ -119,7 +115,8 @@ static void write_layout(void)
 /* The segment's first home: zero-filled memory of the library itself, so that shm_boot
  * makes no system call and nothing can fail there, before main or under a tight RLIMIT_AS
  * (untouched pages cost nothing); the file is mapped over it. */
-LA_BIG_BSS static char seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+LA_BIG_BSS char shm_seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+#define seg_area shm_seg_area
 
 void shm_boot(void)
 {
@@ -188,7 +185,7 @@ void shm_wake_control(void)
 	la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-void shm_note_retained(void)
+void shm_note_retained_slow(void)
 {
 	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
 		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);

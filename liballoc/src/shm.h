@@ -13,7 +13,16 @@ void shm_boot(void);
 struct la_shm_header *shm_header(void);
 struct la_shm_arena *shm_arena_block(uint32_t i);
 struct la_shm_arena *shm_process_block(void);
-struct la_shm_class *shm_classes(void);
+/* The segment's memory (shm.c: the file is mapped over it, at the same address) and the
+ * offset of the class blocks in it: the refills' and flushes' per-class counters find
+ * them with no call (an address the linker knows). */
+extern char shm_seg_area[];
+#define SHM_OFF_TUNABLES (((sizeof(struct la_shm_header)) + 7) & ~(size_t)7)
+#define SHM_OFF_CLASSES  (SHM_OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
+LA_INLINE struct la_shm_class *shm_classes(void)
+{
+	return (struct la_shm_class *)(shm_seg_area + SHM_OFF_CLASSES);
+}
 struct la_mailbox *shm_mailbox(void);
 void shm_set_arena_count(uint32_t n);
 /* Write the tunables block (caller: holding the tunables' lock, see tunables.c). */
@@ -46,14 +55,20 @@ void shm_fork_prepare(void);
 bool shm_fault(const void *addr);
 /* Install liballoc's SIGBUS handler (once; sigbus.c). */
 void sigbus_install(void);
-/* Free memory was retained: make sure the control thread will run a decay pass. */
-void shm_note_retained(void);
+/* Free memory was retained: make sure the control thread will run a decay pass (the
+ * call only when it is not armed yet). */
+void shm_note_retained_slow(void);
+extern uint32_t shm_decay_armed;
+LA_INLINE void shm_note_retained(void)
+{
+	if (unlikely(!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED)))
+		shm_note_retained_slow();
+}
 /* Wake the control thread to look at its deadlines again (the decay pass was armed, or
  * decay_ms changed and its current wait may have been set by the old period). It bumps
  * shm_kicks, which the control thread reads before it looks and sleeps on: a wake-up
  * between the two is not lost. */
 void shm_wake_control(void);
-extern uint32_t shm_decay_armed;
 extern uint32_t shm_kicks;
 
 #endif
