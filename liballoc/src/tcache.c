@@ -475,13 +475,16 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
-	if (owner != tc->arena)
-		tc->foreign_bins |= (uint64_t)1 << cls;
 	bool flushed = tbin_count(b) >= b->limit;
 	if (flushed) {
 		flush_bin_to(tc, cls, b->limit / 2, FLUSH_FULL);
 		bin_event(tc, cls);
 	}
+	/* after the flush: one that keeps nothing (a bin of limit 1) clears the mark, and a
+	 * block of another arena marked before it would then sit unmarked in the bin, to go
+	 * back to this arena's spans, under this arena's lock, at the next flush */
+	if (owner != tc->arena)
+		tc->foreign_bins |= (uint64_t)1 << cls;
 	*++b->top = p;
 	((void **)p)[1] = (void *)LA_KEY;
 	if (flushed) /* cached_bytes is published at refills and flushes, not per free */

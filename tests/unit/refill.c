@@ -364,6 +364,65 @@ Test(tcache, a_block_holding_the_key_as_data_is_freed_not_reported)
 	}
 }
 
+/* A block of an arena no thread uses (its thread exited) is kept in this thread's bin like
+ * one of its own, its bin marked as holding another arena's blocks (foreign_bins), so that
+ * the bin's flushes send it back to its arena. A full bin of limit 1 flushes all it holds
+ * before it takes the block; the put marked the bin first and that flush, which keeps
+ * nothing, cleared the mark: the next flush pushed the block into this thread's arena, its
+ * span onto this arena's partial list and its descriptor edited under this arena's lock
+ * (forkfree's children, whose arenas other than the main thread's have no threads, hung
+ * in a free-span list linked to itself; tcache_max_bytes of 32 KiB gives the 20 KiB class
+ * a limit of 1). */
+static void *allocate_two_and_leave(void *arg)
+{
+	void **p = arg;
+	p[0] = A(malloc)(20480);
+	p[1] = A(malloc)(20480);
+	p[2] = la_tcache.arena;
+	return NULL;
+}
+
+Test(tcache, a_block_of_an_arena_without_threads_keeps_its_mark_in_a_bin_of_one_block)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set("decay_ms", 0, reason, sizeof(reason)), 0, "%s", reason);
+	cr_assert_eq(liballoc_set("arena_max", 4, reason, sizeof(reason)), 0, "%s", reason);
+	cr_assert_eq(liballoc_set("tcache_max_bytes", 32768, reason, sizeof(reason)), 0, "%s",
+	             reason);
+	unsigned cls = sc_class_of(20480);
+	void *mine[2] = {A(malloc)(20480), A(malloc)(20480)};
+	struct arena *own = la_tcache.arena;
+	void *p[3];
+	pthread_t t;
+	pthread_create(&t, NULL, allocate_two_and_leave, p);
+	pthread_join(t, NULL);
+	struct arena *other = p[2];
+	cr_assert_neq(other, own, "the thread had an arena of its own");
+	cr_assert_eq(__atomic_load_n(&other->threads, __ATOMIC_RELAXED), 0,
+	             "no thread uses its arena now");
+	A(free)(mine[0]); /* the bin holds one block of this arena */
+	cr_assert_eq(la_tcache.bins[cls].limit, 1, "the bin holds one block at most");
+	cr_assert_eq(tcache_count(cls), 1, "the block is in the bin");
+	A(free)(p[0]); /* the bin is full: it flushes, then takes the other arena's block */
+	cr_assert_eq(tcache_count(cls), 1, "the other arena's block is in the bin");
+	cr_assert(la_tcache.foreign_bins >> cls & 1,
+	          "the bin is marked as holding a block of another arena");
+	A(free)(mine[1]); /* the bin flushes the other arena's block */
+	arena_lock(own);
+	unsigned wrong = 0;
+	for (struct span *s = own->partial[cls]; s; s = s->next)
+		wrong += heap_of(s)->arena != own;
+	arena_unlock(own);
+	cr_assert_eq(wrong, 0, "%u spans of the other arena on this arena's partial list", wrong);
+	arena_lock(other);
+	unsigned found = 0;
+	for (struct span *s = other->partial[cls]; s; s = s->next)
+		found += s == span_lookup(heap_of(p[0]), p[0]);
+	arena_unlock(other);
+	cr_assert_eq(found, 1, "the block went back to its own arena's span");
+	A(free)(p[1]);
+}
+
 /* The control thread runs the decay pass only while it is armed: a pass that leaves blocks
  * in a cache (in a bin refilled since the pass before) must ask for another, or the blocks
  * of a thread that then goes idle would stay cached for good. Once every bin is returned
