@@ -152,7 +152,20 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 {
 	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
 	STAT_ADD(c, mmap_calls, 1);
-	return q == to ? 0 : errno;
+	if (q == to)
+		return 0;
+	int err = errno;
+	/* Older kernels (Debian 12's 6.1 among them) unmap the target range before they check
+	 * the source, and refuse a source that spans two mappings (part of the block advised
+	 * or protected apart): the move fails and leaves a hole where the caller's pages were.
+	 * They are mapped again (the caller moves only into pages it never used: fresh ones
+	 * are what was there); a range that cannot be is a hole in a heap, which would fault
+	 * wherever a block lands in it later. */
+	if (mmap(to, size, PROT_READ | PROT_WRITE,
+	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
+		la_fatal(__func__, "a refused move's target range could not be mapped again");
+	STAT_ADD(c, mmap_calls, 1);
+	return err;
 }
 
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)

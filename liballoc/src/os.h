@@ -50,7 +50,8 @@ static inline bool os_goal_met(void)
 }
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 /* Move the pages of mapping [p, p + size) to [to, to + size), replacing what was mapped
- * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was). */
+ * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was, and
+ * the target range is mapped: fresh pages where the kernel unmapped it before refusing). */
 int os_move(void *p, size_t size, void *to, struct la_counters *c);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */
