@@ -528,6 +528,9 @@ static void write_identity(pid_t pid)
 	h->exe[el > 0 ? el : 0] = 0;
 }
 
+#define SHM_DIR_CAP 200 /* a run directory's path */
+#define SHM_TMP_CAP 48  /* a segment's temporary name */
+
 /* The file shm_prepare_file (or a forked child's shm_fork_child) made and mapped: its run
  * directory and the file, both open, the directory's path and identity and the file's
  * temporary name there (of prep_pid); -1: none. */
@@ -535,7 +538,7 @@ static int prep_dfd = -1, prep_fd = -1;
 static pid_t prep_pid; /* the pid the temporary name holds */
 static dev_t prep_dir_dev;
 static ino_t prep_dir_ino;
-static char prep_dir[200], prep_tmp[48];
+static char prep_dir[SHM_DIR_CAP], prep_tmp[SHM_TMP_CAP];
 
 /* A publication that failed: one warning (the temporary file could not be created when fd
  * is -1, else it is removed), the directory closed. */
@@ -565,8 +568,31 @@ static int create_tmp(int dfd, const char *tmp)
 /* A forked child whose file could not be made (shm_fork_child said why): no second try. */
 static bool fork_unpublished;
 
-static void keep_prepared(int dfd, int fd, pid_t pid, const char *dir, const char *tmp)
+/* The temporary file of pid's segment (pid namespace pidns), created in the run directory:
+ * its descriptor, the directory's in *dfd and their names in dir and tmp (SHM_DIR_CAP and
+ * SHM_TMP_CAP bytes); -1 when there is none (a warning said why when the directory was
+ * there). */
+static int open_tmp(char *dir, char *tmp, pid_t pid, uint64_t pidns, int *dfd)
 {
+	*dfd = run_dir(dir, SHM_DIR_CAP);
+	if (*dfd < 0)
+		return -1;
+	size_t n = seg_stem(tmp, SHM_TMP_CAP, pid, pidns);
+	append(tmp, n, SHM_TMP_CAP, ".tmp");
+	int fd = create_tmp(*dfd, tmp);
+	if (fd < 0)
+		publish_failed(*dfd, fd, dir, tmp);
+	return fd;
+}
+
+/* The end of a preparation of the temporary file fd: kept for shm_publish_file when ok,
+ * else removed (one warning). Returns ok. */
+static bool end_prepare(bool ok, int dfd, int fd, pid_t pid, const char *dir, const char *tmp)
+{
+	if (!ok) {
+		publish_failed(dfd, fd, dir, tmp);
+		return false;
+	}
 	prep_pid = pid;
 	prep_dfd = dfd;
 	prep_fd = fd;
@@ -574,23 +600,18 @@ static void keep_prepared(int dfd, int fd, pid_t pid, const char *dir, const cha
 	prep_dir_ino = run_dir_ino;
 	la_strlcpy(prep_dir, dir, sizeof(prep_dir));
 	la_strlcpy(prep_tmp, tmp, sizeof(prep_tmp));
+	return true;
 }
 
 bool shm_prepare_file(void)
 {
-	char dir[200], tmp[48];
-	int dfd = run_dir(dir, sizeof(dir));
-	if (dfd < 0)
-		return false;
+	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
+	int dfd;
 	/* the name shm_publish_file gives it: write_identity reads the same namespace */
 	pid_t pid = os_getpid();
-	size_t n = seg_stem(tmp, sizeof(tmp), pid, ns_inode("pid"));
-	append(tmp, n, sizeof(tmp), ".tmp");
-	int fd = create_tmp(dfd, tmp);
-	if (fd < 0) {
-		publish_failed(dfd, fd, dir, tmp);
+	int fd = open_tmp(dir, tmp, pid, ns_inode("pid"), &dfd);
+	if (fd < 0)
 		return false;
-	}
 	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
 	 * exist before they are mapped: a write to a page the file system cannot allocate
 	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c) */
@@ -599,17 +620,12 @@ bool shm_prepare_file(void)
 	          write_zeros(fd, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;
-	if (!ok) {
-		publish_failed(dfd, fd, dir, tmp);
-		return false;
-	}
-	keep_prepared(dfd, fd, pid, dir, tmp);
-	return true;
+	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
 void shm_publish_file(void)
 {
-	char dir[200], tmp[48];
+	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
 	if (!seg)
 		return;
 	/* made by shm_prepare_file: it is mapped already, and holds what was written */
@@ -911,34 +927,21 @@ LA_BIG_BSS static char zero_page[LA_SHM_PAGE] __attribute__((aligned(4096)));
  * or it could not be mapped. */
 static bool fork_file(size_t used)
 {
-	char dir[200], tmp[48];
-	int dfd = run_dir(dir, sizeof(dir));
-	if (dfd < 0)
-		return false;
+	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
+	int dfd;
 	pid_t pid = os_getpid();
-	size_t n = seg_stem(tmp, sizeof(tmp), pid, fork_pidns);
-	append(tmp, n, sizeof(tmp), ".tmp");
-	int fd = create_tmp(dfd, tmp);
-	if (fd < 0) {
-		publish_failed(dfd, fd, dir, tmp);
+	int fd = open_tmp(dir, tmp, pid, fork_pidns, &dfd);
+	if (fd < 0)
 		return false;
-	}
-	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0;
-	if (ok) {
-		loff_t from = 0, to = 0;
-		/* no in-kernel copy here (an old kernel, two file systems): from the mapping */
-		if (copy_file_range(seg_fd, &from, fd, &to, used, 0) < 0)
-			write_range(fd, seg, 0, used);
-		ok = write_zeros(fd, zero_page, OFF_MAILBOX, SEG_SIZE) &&
-		     mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-		             seg;
-	}
-	if (!ok) {
-		publish_failed(dfd, fd, dir, tmp);
-		return false;
-	}
-	keep_prepared(dfd, fd, pid, dir, tmp);
-	return true;
+	loff_t from = 0, to = 0;
+	/* (no in-kernel copy here, an old kernel or two file systems: from the mapping; a copy
+	 * cut short by a file truncated meanwhile leaves zeros) */
+	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 &&
+	          (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
+	           write_range(fd, seg, 0, used)) &&
+	          write_zeros(fd, zero_page, OFF_MAILBOX, SEG_SIZE) &&
+	          mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg;
+	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
 void shm_fork_child(void)
