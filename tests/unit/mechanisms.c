@@ -930,6 +930,33 @@ Test(dynamic_threshold, a_mapping_whose_free_raises_the_threshold_serves_the_hea
 		A(free)(blocks[i]);
 }
 
+/* A heap growth that faults in at least half the kept mapping's pages at once (more than a
+ * chunk): a block of about its size now comes from the heap, and the kept pages would
+ * serve no growth before the decay pass: they are unmapped at that growth. */
+Test(dynamic_threshold, a_block_of_the_kept_mappings_size_from_the_heap_unmaps_it)
+{
+	A(malloc_trim)(0);      /* (what the test runner left) */
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	size_t n = 4 << 20;
+	char *p = A(malloc)(n);
+	cr_assert_not_null(p);
+	memset(p, 1, n);
+	struct la_counters c0 = stats();
+	A(free)(p); /* raises the threshold past 4 MiB */
+	struct la_counters c1 = stats();
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "the mapping is not unmapped at its free");
+	cr_assert_geq(c1.direct_cache_bytes, n, "it is kept for the heaps");
+	char *q = A(malloc)(n);
+	cr_assert_not_null(q);
+	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
+	memset(q, 2, n);
+	struct la_counters c2 = stats();
+	cr_assert_eq(c2.direct_cache_bytes, 0, "nothing is kept: %llu bytes",
+	             (unsigned long long)c2.direct_cache_bytes);
+	cr_assert_eq(c2.munmap_calls - c1.munmap_calls, 1, "the kept mapping was unmapped");
+	A(free)(q);
+}
+
 /* The memory bound: the heaps hold as many free pages as the mapping has (their growth
  * takes those first), so it is unmapped at its free, as before. */
 Test(dynamic_threshold, a_mapping_is_unmapped_when_the_heaps_hold_its_size_in_free_pages)
