@@ -900,23 +900,33 @@ static long heap_growth_faults(size_t n, void **blocks)
 	return thread_faults() - f0;
 }
 
+/* A mapping of n bytes, written and freed in a process whose heaps hold no free pages: its
+ * free raises the threshold past n and it is kept for the heaps, not unmapped. The
+ * counters after the free. */
+static struct la_counters kept_for_the_heaps(size_t n)
+{
+	A(malloc_trim)(0);      /* (what the test runner left) */
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	char *p = A(malloc)(n);
+	cr_assert_not_null(p);
+	memset(p, 1, n);
+	struct la_counters c0 = stats();
+	A(free)(p);
+	struct la_counters c1 = stats();
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "the mapping is not unmapped at its free");
+	cr_assert_eq(c1.direct_cache_bytes, n, "it is kept for the heaps: %llu bytes cached",
+	             (unsigned long long)c1.direct_cache_bytes);
+	return c1;
+}
+
 /* A mapping whose own free raises the threshold, while the heaps hold fewer free pages
  * than it, is kept for their growth: a heap that grows into memory it never used takes its
  * pages a chunk at a time (LEND_CHUNK_PAGES), and its next blocks take them without faults.
  * (Without it, every page of the blocks below is a fault.) */
 Test(dynamic_threshold, a_mapping_whose_free_raises_the_threshold_serves_the_heaps_growth)
 {
-	A(malloc_trim)(0);      /* (what the test runner left) */
-	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
 	size_t n = 1 << 20;
-	char *p = A(malloc)(n);
-	cr_assert_not_null(p);
-	memset(p, 1, n);
-	struct la_counters c0 = stats();
-	A(free)(p); /* raises the threshold past 1 MiB */
-	struct la_counters c1 = stats();
-	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "the mapping is not unmapped");
-	cr_assert_eq(c1.direct_cache_bytes, n, "it is kept for the heaps");
+	struct la_counters c0 = kept_for_the_heaps(n);
 	void *blocks[16];
 	long pages = (long)(2 * n / 4096);
 	long faults = heap_growth_faults(2 * n, blocks);
@@ -935,17 +945,8 @@ Test(dynamic_threshold, a_mapping_whose_free_raises_the_threshold_serves_the_hea
  * serve no growth before the decay pass: they are unmapped at that growth. */
 Test(dynamic_threshold, a_block_of_the_kept_mappings_size_from_the_heap_unmaps_it)
 {
-	A(malloc_trim)(0);      /* (what the test runner left) */
-	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
 	size_t n = 4 << 20;
-	char *p = A(malloc)(n);
-	cr_assert_not_null(p);
-	memset(p, 1, n);
-	struct la_counters c0 = stats();
-	A(free)(p); /* raises the threshold past 4 MiB */
-	struct la_counters c1 = stats();
-	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "the mapping is not unmapped at its free");
-	cr_assert_geq(c1.direct_cache_bytes, n, "it is kept for the heaps");
+	struct la_counters c1 = kept_for_the_heaps(n);
 	char *q = A(malloc)(n);
 	cr_assert_not_null(q);
 	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
