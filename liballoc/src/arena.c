@@ -1684,15 +1684,19 @@ static void burst_defer_give_back(struct arena *a)
 	}
 }
 
-/* the largest mapping a heap adopts (4 MiB): what a wrong guess keeps until a decay pass */
+/* The calling thread's arena: NULL without a live cache. */
+static struct arena *own_arena(void)
+{
+	struct tcache *tc = &la_tcache;
+	return tc->state == TC_LIVE ? tc->arena : NULL;
+}
 
 bool arena_adopt(void *p, size_t len)
 {
-	struct tcache *tc = &la_tcache;
+	struct arena *a = own_arena();
 	uint32_t n = (uint32_t)(len >> LA_PAGE_SHIFT);
-	if (tc->state != TC_LIVE || !tc->arena || n > ADOPT_MAX_PAGES)
+	if (!a || n > ADOPT_MAX_PAGES)
 		return false;
-	struct arena *a = tc->arena;
 	bool done = false;
 	arena_lock(a);
 	for (struct heap *h = a->heaps; h && !done; h = h->next)
@@ -1703,10 +1707,9 @@ bool arena_adopt(void *p, size_t len)
 
 bool arena_short_of(size_t len)
 {
-	struct tcache *tc = &la_tcache;
-	if (tc->state != TC_LIVE || !tc->arena)
+	struct arena *a = own_arena();
+	if (!a)
 		return false;
-	struct arena *a = tc->arena;
 	arena_lock(a);
 	bool is_short = !arena_dirty_at_least(a, len >> LA_PAGE_SHIFT);
 	arena_unlock(a);

@@ -247,16 +247,18 @@ uint64_t arena_burst_look(struct arena *a, uint64_t now);
  * the lock): made once due, if the heap is still nearly empty. Returns when they are due
  * (0: none waits). */
 uint64_t arena_empty_tick(struct arena *a, uint64_t now);
-/* A freed mapping of len bytes (at most 4 MiB) whose size came from the heaps already
- * before its free (direct.c): its pages move into a heap of this thread's arena as free
- * resident pages, which that heap's growth takes before it faults in new ones; false if
- * none has room (the caller unmaps it). */
-#define ADOPT_MAX_PAGES 1024u
+/* the largest mapping a heap adopts (4 MiB): what a wrong guess keeps until a decay pass */
+#define ADOPT_MAX_PAGES  1024u
+/* direct.c: a mapping kept for the heaps goes to them in chunks of at most these pages */
+#define LEND_CHUNK_PAGES 256u
+/* A freed mapping of len bytes (at most ADOPT_MAX_PAGES) whose size came from the heaps
+ * already before its free (direct.c): its pages move into a heap of this thread's arena as
+ * free resident pages, which that heap's growth takes before it faults in new ones; false
+ * if none has room (the caller unmaps it). */
+bool arena_adopt(void *p, size_t len);
 /* Do the heaps of this thread's arena hold fewer than len bytes of free pages that may be
  * resident (takes the lock)? False without a live cache. */
 bool arena_short_of(size_t len);
-#define LEND_CHUNK_PAGES 256u /* direct.c: a mapping kept for the heaps goes to them in these */
-bool arena_adopt(void *p, size_t len);
 /* Drain the remote frees and return the transfer cache's blocks to their spans. */
 void arena_flush(struct arena *a);
 

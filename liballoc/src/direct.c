@@ -233,6 +233,16 @@ static struct dcached cache_remove(unsigned i)
 	return e;
 }
 
+/* Lock held: cache_remove for a mapping kept for the heaps that leaves the cache for good
+ * (moved into a heap, taken by a new mapping, unmapped): its user address is remembered
+ * as freed (a double free of it, later). */
+static struct dcached lend_remove(unsigned i)
+{
+	struct dcached e = cache_remove(i);
+	dfreed[dfreed_next++ % DFREED_RING] = e.user;
+	return e;
+}
+
 /* Take a cached mapping for a request of len bytes (lock held). One of at most 1.25 x len
  * bytes fits as it is. When both are at or above the dynamic threshold's ceiling (blocks
  * that keep mappings of their own), any size serves: the smallest of at least len bytes,
@@ -301,8 +311,7 @@ static bool lend_take(size_t len, bool zero, struct dcached *out)
 			best = (int)i;
 	if (best < 0)
 		return false;
-	*out = cache_remove((unsigned)best);
-	dfreed[dfreed_next++ % DFREED_RING] = out->user; /* (a double free of it, later) */
+	*out = lend_remove((unsigned)best);
 	return true;
 }
 
@@ -324,25 +333,18 @@ static void lend_to(struct heap *h, uint32_t fresh)
 		la_unlock(&direct_lock);
 		return;
 	}
-	if (fresh > LEND_CHUNK_PAGES && fresh >= (e->len >> LA_PAGE_SHIFT) / 2) {
-		/* one growth faulted in at least half as many pages as the mapping holds, more
-		 * than a chunk: a block of about its size came from the heap (its size is below
-		 * the threshold now), and a chunk at a time would serve no growth before the
-		 * decay pass unmaps the rest (two threads each making a 4 MiB block again and
-		 * again, bench m2-4mib: peak 9.7 -> 13.7 MiB with it kept) */
-		struct dcached gone = cache_remove((unsigned)(e - dcache));
-		dfreed[dfreed_next++ % DFREED_RING] = gone.user; /* (a double free of it, later) */
-		la_unlock(&direct_lock);
-		uncache(gone.len, gone.resident, true);
-		os_unmap(gone.base, gone.len, pc());
-		return;
-	}
+	/* one growth that faulted in at least half as many pages as the mapping holds, more
+	 * than a chunk: a block of about its size came from the heap (its size is below the
+	 * threshold now), and a chunk at a time would serve no growth before the decay pass
+	 * unmaps the rest (two threads each making a 4 MiB block again and again, bench
+	 * m2-4mib: peak 9.7 -> 13.7 MiB with it kept): all of it is unmapped */
+	bool drop = fresh > LEND_CHUNK_PAGES && fresh >= (e->len >> LA_PAGE_SHIFT) / 2;
 	void *p = e->base;
 	size_t want = (size_t)LA_MAX(fresh, LEND_MIN_PAGES) << LA_PAGE_SHIFT;
-	size_t k = LA_MIN(e->len, LA_MIN(want, LEND_CHUNK)), res = LA_MIN(k, e->resident);
+	size_t k = drop ? e->len : LA_MIN(e->len, LA_MIN(want, LEND_CHUNK));
+	size_t res = LA_MIN(k, e->resident);
 	if (k == e->len) {
-		struct dcached gone = cache_remove((unsigned)(e - dcache));
-		dfreed[dfreed_next++ % DFREED_RING] = gone.user; /* (a double free of it, later) */
+		lend_remove((unsigned)(e - dcache));
 	} else {
 		e->base = (char *)e->base + k;
 		e->len -= k;
@@ -353,7 +355,7 @@ static void lend_to(struct heap *h, uint32_t fresh)
 	}
 	la_unlock(&direct_lock);
 	uncache(k, res, true);
-	if (!heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
+	if (drop || !heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
 		os_unmap(p, k, pc());
 }
 
