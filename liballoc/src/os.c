@@ -163,7 +163,8 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 	 * wherever a block lands in it later. */
 	if (mmap(to, size, PROT_READ | PROT_WRITE,
 	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
-		la_fatal(__func__, "a refused move's target range could not be mapped again");
+		la_fatal(__func__, "a move into a heap was refused, and its target range "
+		                   "could not be mapped again (a hole in the heap)");
 	STAT_ADD(c, mmap_calls, 1);
 	return err;
 }

@@ -13,6 +13,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -381,9 +383,11 @@ static char *mapping_to_adopt(size_t n, struct la_counters *c0)
 }
 
 /* mremap fails with ENOMEM (as the kernel's does at the limit of mappings) when asked to
- * move to a fixed address, in this test's process only (a seccomp filter; the other
- * system calls and other mremap calls pass). False where the filter cannot be installed. */
-static bool refuse_fixed_moves(void)
+ * move to a fixed address, and with maps_too so does mmap at a fixed address, in this
+ * test's process only (a seccomp filter; the other system calls and other mremap and mmap
+ * calls pass). False where the filter cannot be installed; asserts (a criterion test's own
+ * process) or exits 99 (a forked child) when it fails. */
+static bool refuse_fixed(bool maps_too, bool child)
 {
 #if defined(__x86_64__)
 	const uint32_t arch = AUDIT_ARCH_X86_64;
@@ -397,25 +401,31 @@ static bool refuse_fixed_moves(void)
 #else
 	const uint32_t flags_low = offsetof(struct seccomp_data, args[3]) + 4;
 #endif
+	/* (mremap's and mmap's flags are both their fourth argument) */
 	struct sock_filter f[] = {
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 1, 0),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 0, 2),
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, flags_low),
-	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MREMAP_FIXED, 0, 1),
+	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MREMAP_FIXED, 3, 4),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, maps_too ? SYS_mmap : 0xffffffffu, 0, 3),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, flags_low),
+	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED, 0, 1),
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
 	if (!arch)
 		return false;
-	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0, "no_new_privs: %s",
-	             strerror(errno));
-	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0, "seccomp: %s",
-	             strerror(errno));
+	bool ok = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+	if (child && !ok)
+		_exit(99);
+	cr_assert(ok, "seccomp: %s", strerror(errno));
+	if (child)
+		return true;
 	/* the filter answers as meant: a fixed move fails, the rest of mremap works */
 	char *a = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(a, MAP_FAILED);
@@ -424,6 +434,11 @@ static bool refuse_fixed_moves(void)
 	cr_assert_eq(mremap(a, 8192, 4096, 0), a, "a shrink in place still works");
 	munmap(a, 4096);
 	return true;
+}
+
+static bool refuse_fixed_moves(void)
+{
+	return refuse_fixed(false, false);
 }
 
 /* A move the kernel refuses after it unmapped the target range (older kernels check the
@@ -456,6 +471,49 @@ Test(accounting, a_refused_move_leaves_its_target_range_mapped)
 		cr_assert_eq(src[i], 7, "the source's byte %ld is %d", i, src[i]);
 	munmap(src, 2 * (size_t)pg);
 	munmap(dst, 4 * (size_t)pg);
+}
+
+/* The same refusal where the range cannot be mapped again either (fixed maps refused too:
+ * the limit of mappings): the process stops, saying so, rather than let a heap hand out
+ * blocks in a hole. */
+Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_process)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *src =
+	        mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		if (!refuse_fixed(true, true))
+			_exit(98);
+		munmap(dst + pg, (size_t)pg); /* what an older kernel does before refusing */
+		struct la_counters c = {0};
+		os_move(src, (size_t)pg, dst + pg, &c);
+		_exit(0);
+	}
+	close(fds[1]);
+	char out[512] = {0};
+	size_t got = 0;
+	ssize_t r;
+	while (got < sizeof(out) - 1 && (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fds[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
+	          (unsigned)st);
+	cr_assert(strstr(out, "liballoc: os_move: ") && strstr(out, "could not be mapped again"),
+	          "its message: %s", out);
+	munmap(src, (size_t)pg);
+	munmap(dst, 2 * (size_t)pg);
 }
 
 /* The adoption itself: the heap counts the pages it took, as a walk of it finds them, and
