@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,6 +580,53 @@ Test(fork, a_childs_control_thread_gives_back_what_its_parent_prepared)
 	arenas[0].burst.stamp = 0; /* the parent's own is not a preparation */
 	arena_unlock(&arenas[0]);
 	cr_assert_eq(got, 0, "the child's control thread left its parent's preparation stamped");
+}
+
+/* The CPUs the parent of the child below may run on (read before the fork). */
+static cpu_set_t parent_cpus;
+
+/* Whether thread tid (0: the caller) may run on exactly the CPUs of want. */
+static bool runs_on(pid_t tid, const cpu_set_t *want)
+{
+	cpu_set_t got;
+	return sched_getaffinity(tid, sizeof(got), &got) == 0 && CPU_EQUAL(&got, want);
+}
+
+/* 0: the child's control thread first slept on one CPU only, one of the child's, and
+ * after a wake-up may run on all of them, the child's being its parent's; 1: it first
+ * slept free to run on any; 3: the child's own CPUs were not its parent's; 4: after the
+ * wake-up it was still pinned; 2: it never slept. */
+static int child_control_thread_starts_here(void)
+{
+	if (!control_thread_asleep())
+		return 2;
+	pid_t tid = other_thread();
+	cpu_set_t ctl;
+	if (sched_getaffinity(tid, sizeof(ctl), &ctl) != 0 || CPU_COUNT(&ctl) != 1)
+		return 1;
+	CPU_AND(&ctl, &ctl, &parent_cpus);
+	if (CPU_COUNT(&ctl) != 1 || !runs_on(0, &parent_cpus))
+		return 3;
+	if (!kick_until_asleep_again(tid))
+		return 2;
+	return runs_on(tid, &parent_cpus) ? 0 : 4;
+}
+
+/* A forked child's control thread starts on the CPU of the thread that forked, and only
+ * there until it first wakes: started on another, it ran beside the child's first work,
+ * and each copy-on-write fault and madvise of that work sent it a TLB-shootdown interrupt
+ * the child waited for (~5 % of a trim child's CPU in the fork loop). The thread that
+ * forked keeps its CPUs; the control thread gets them at its first wake-up. */
+Test(fork, a_childs_control_thread_starts_on_the_forking_cpu)
+{
+	cr_assert_eq(sched_getaffinity(0, sizeof(parent_cpus), &parent_cpus), 0);
+	if (CPU_COUNT(&parent_cpus) < 2)
+		cr_skip_test("one CPU: nothing to start elsewhere");
+	set("decay_ms", 0); /* no decay tick wakes the child's control thread meanwhile */
+	int got = fork_and_wait(child_control_thread_starts_here);
+	cr_assert_neq(got, 1, "the child's control thread started free to run on any CPU");
+	cr_assert_neq(got, 3, "the child does not run on its parent's CPUs");
+	cr_assert_eq(got, 0, "the child's control thread stayed on one CPU after a wake-up");
 }
 
 /* The transparent huge page mode as this process can read it: 1 "always" (or unknown),
