@@ -230,10 +230,22 @@ uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n)
 static bool bitmap_bounds(const struct heap *h, const struct span *s);
 static uint32_t next_bit(const struct heap *h, uint32_t i, uint32_t end, bool set);
 
+/* The span after s in a free bin, the walk's *steps counted: a walk that passes more
+ * spans than a heap can hold has met a list a corruption made circular (a span linked in
+ * twice), which would spin a trim or the decay pass forever with the arena's lock held,
+ * and every thread of the arena behind it. The process stops, saying so. */
+static inline struct span *bin_next(const struct span *s, uint32_t *steps)
+{
+	if (unlikely(++*steps > LA_HEAP_PAGES))
+		la_fatal("heap", "corrupted free span list detected (a cycle)");
+	return s->next;
+}
+
 void heap_measure(struct heap *h)
 {
+	uint32_t steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
-		for (struct span *s = h->bins[b]; s; s = s->next) {
+		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 			if (!s->dirty)
 				continue;
 			int32_t gone = 0;
@@ -541,12 +553,13 @@ static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, bool r
 	struct span *first = NULL, *best = NULL;
 	uint32_t best_r = 0, best_at = 0, can = LA_MIN(n, h->dirty_pages);
 	unsigned looked = 0;
+	uint32_t steps = 0;
 	*at = 0;
 	*resident = 0;
 	if (dirty_only && !h->dirty_pages)
 		return NULL;
 	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
-		for (struct span *s = h->bins[k]; s; s = s->next) {
+		for (struct span *s = h->bins[k]; s; s = bin_next(s, &steps)) {
 			if (s->npages < n) /* only in n's own bin (log bins above 64 pages) */
 				continue;
 			if (s->dirty && n < WINDOW_MIN_PAGES) {
@@ -1028,11 +1041,11 @@ static bool purge_span(struct heap *h, struct span *s)
 
 uint32_t heap_purge(struct heap *h, uint32_t keep)
 {
-	uint32_t purged = 0;
+	uint32_t purged = 0, steps = 0;
 	/* largest spans first: fewest system calls for the most memory */
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep && !os_goal_met(); b--) {
 		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep && !os_goal_met();
-		     s = s->next) {
+		     s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
 			if (d && purge_span(h, s))
 				purged += d;
@@ -1043,9 +1056,9 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 
 uint32_t heap_purge_aged(struct heap *h, uint32_t before)
 {
-	uint32_t purged = 0;
+	uint32_t purged = 0, steps = 0;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
-		for (struct span *s = h->bins[b]; s; s = s->next) {
+		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
 			if (d && older(s->stamp, before) && purge_span(h, s))
 				purged += d;
@@ -1128,8 +1141,9 @@ uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed
 	/* spans with resident pages first (an allocation takes a span with some before any
 	 * other, and its first pages: their holes are filled), then the largest */
 	for (int pass = 0; pass < 2; pass++) {
+		uint32_t steps = 0;
 		for (int b = HEAP_NBINS - 1; b >= 0; b--) {
-			for (struct span *s = h->bins[b]; s; s = s->next) {
+			for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 				if (s->dirty == s->npages || (pass == 0) != (s->dirty != 0))
 					continue;
 				uint32_t end = s->first + s->npages;
@@ -1147,9 +1161,9 @@ uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed
 
 uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp)
 {
-	uint32_t purged = 0;
+	uint32_t purged = 0, steps = 0;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
-		for (struct span *s = h->bins[b]; s; s = s->next) {
+		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
 			if (d && s->stamp == stamp && purge_span(h, s))
 				purged += d;

@@ -6,11 +6,13 @@
  * every test runs in its own process. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -814,4 +816,67 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
 	A(free)(p);
 	A(free)(b[G]);
 	check_arena(heap_of(b[G])->arena);
+}
+
+/* ---- a corrupted free list --------------------------------------------------------------- */
+
+/* A free span linked to itself (a span inserted twice into its bin: what a forked child's
+ * trim met when a block of another arena reached the wrong arena's spans, 862e05f) stops
+ * the process with a message, where the trim spun forever over it, holding the arena's
+ * lock: after the span's own pages went back, the heap still held other free resident
+ * pages, so the walk never ended. Two free spans with resident pages, apart (blocks kept
+ * between them); the larger one, walked first, made circular in a forked child. */
+Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .timeout = 60)
+{
+	pages_only(3600000); /* no decay pass takes the pages meanwhile */
+	set("mmap_dynamic", 0);
+	const uint32_t pages[] = {9, 64, 9, 20, 9, 12};
+	char *b[6];
+	side_by_side(b, pages, 6);
+	memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
+	memset(b[3], 1, (size_t)pages[3] << LA_PAGE_SHIFT);
+	/* a freed large block is parked whole until the next is freed: the last one freed,
+	 * b[5], takes that place */
+	A(free)(b[1]);
+	A(free)(b[3]);
+	A(free)(b[5]);
+	struct heap *h = heap_of(b[1]);
+	struct arena *a = h->arena;
+	cr_assert_eq(heap_of(b[3]), h);
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		alarm(30); /* a walk that spins ends the child (SIGALRM), and the test fails */
+		arena_lock(a);
+		struct span *s =
+		        span_at(h, (uint32_t)((size_t)(b[1] - (char *)h) >> LA_PAGE_SHIFT));
+		struct span *t =
+		        span_at(h, (uint32_t)((size_t)(b[3] - (char *)h) >> LA_PAGE_SHIFT));
+		if (s->kind != SPAN_FREE || !s->dirty || t->kind != SPAN_FREE || !t->dirty)
+			_exit(97);
+		s->next = s;
+		heap_purge(h, 0);
+		_exit(0);
+	}
+	close(fds[1]);
+	char out[512] = {0};
+	size_t got = 0;
+	ssize_t r;
+	while (got < sizeof(out) - 1 && (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fds[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(!(WIFEXITED(st) && WEXITSTATUS(st) == 97),
+	          "the freed blocks are not free spans with resident pages");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
+	          (unsigned)st);
+	cr_assert(strstr(out, "liballoc: heap: corrupted free span list detected"),
+	          "its message: %s", out);
+	A(free)(b[0]);
+	A(free)(b[2]);
+	A(free)(b[4]);
 }
