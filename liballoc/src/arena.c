@@ -728,7 +728,7 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 			uint32_t lo = (uint32_t)(((size_t)bump0 * sc_size[cls]) >> LA_PAGE_SHIFT);
 			uint32_t hi =
 			        (uint32_t)(((size_t)s->bump * sc_size[cls] - 1) >> LA_PAGE_SHIFT);
-			heap_touch(h, s->first + lo, hi - lo + 1);
+			heap_touch_few(h, s->first + lo, hi - lo + 1);
 		}
 		struct span *next = s->next;
 		bool more = s->bump < sc_blocks[cls]; /* it stopped for want or the budget */

@@ -279,6 +279,18 @@ struct span *heap_alloc_resident(struct heap *h, uint32_t n);
 struct span *heap_free_pages(struct heap *h, struct span *s);
 /* Pages [first, first + n) may be resident from now on (handed out, or carved). */
 void heap_touch(struct heap *h, uint32_t first, uint32_t n);
+/* heap_touch for a few pages (a refill's carving), with no call when their bits are set
+ * already (a page of small blocks takes two or more carvings). */
+LA_INLINE void heap_touch_few(struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t lo = first & 63;
+	if (lo + n <= 63) {
+		uint64_t mask = ((1ULL << n) - 1) << lo;
+		if ((h->resident[first >> 6] & mask) == mask)
+			return;
+	}
+	heap_touch(h, first, n);
+}
 /* Pages [first, first + n) are no data page from now on (the allocator's own metadata). */
 void heap_untouch(struct heap *h, uint32_t first, uint32_t n);
 /* Set `resident` bits among pages [first, first + n). */

@@ -164,7 +164,7 @@ static void bin_take_row(struct tcache *tc, unsigned c)
  * one bin: refills stay O(1)); publish brings every bin up to date (flushes of the whole
  * cache, thread exit, tunable changes), so the gauge is exact whenever a cache was
  * emptied. */
-static void publish_bin(struct tcache *tc, unsigned c)
+LA_INLINE void publish_bin(struct tcache *tc, unsigned c)
 {
 	uint32_t count = tbin_count(&tc->bins[c]);
 	int64_t delta = ((int64_t)count - tc->pub_count[c]) * sc_size[c];
@@ -354,14 +354,20 @@ static LA_NOINLINE void gc_missed(struct tcache *tc, unsigned cls)
 	tc->gc_skip[cls] = (uint8_t)((1u << tc->gc_level[cls]) - 1u);
 }
 
-static void check_gen(struct tcache *tc)
+/* The cache tunables changed since tc's limits were set: apply them. */
+static LA_NOINLINE void new_gen(struct tcache *tc)
 {
-	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED))) {
-		set_limits(tc);
-		for (unsigned c = 0; c < LA_NCLASSES; c++)
-			if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
-				flush_bin(tc, c, tc->bins[c].limit);
-	}
+	set_limits(tc);
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
+			flush_bin(tc, c, tc->bins[c].limit);
+}
+
+/* Inline: every refill and flush asks (a call of its own cost ~5 instructions each) */
+LA_INLINE void check_gen(struct tcache *tc)
+{
+	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED)))
+		new_gen(tc);
 }
 
 void tcache_check_self(void)
