@@ -497,9 +497,16 @@ static inline uint32_t span_carve(struct heap *h, struct span *s, void **out, ui
 	uint32_t left = sc_blocks[s->cls] - s->bump;
 	k = LA_MIN(k, left);
 	size_t size = sc_size[s->cls];
-	char *p = (char *)span_base(h, s) + (size_t)s->bump * size;
-	for (size_t i = k; i; i--, p += size) /* the count is the index: 4 instructions */
-		out[i - 1] = p;
+	uintptr_t p = (uintptr_t)span_base(h, s) + (size_t)s->bump * size;
+	/* two blocks a step, their addresses in one vector register (SSE2 on x86-64: a
+	 * store, an add and the count, 2 instructions a block where one at a time took 4) */
+	typedef uintptr_t pair __attribute__((vector_size(2 * sizeof(uintptr_t))));
+	pair v = {p + size, p}, step = {2 * size, 2 * size};
+	size_t i = k;
+	for (; i >= 2; i -= 2, v += step)
+		memcpy(&out[i - 2], &v, sizeof(v)); /* out[i - 1] = p, out[i - 2] = p + size */
+	if (i)
+		out[0] = (void *)v[1];
 	s->bump = (uint16_t)(s->bump + k);
 	s->used = (uint16_t)(s->used + k);
 	return k;
