@@ -595,6 +595,8 @@ static void *control_main(void *arg)
 	uint32_t seen_dlopens = __atomic_load_n(&shm_dlopens, __ATOMIC_ACQUIRE);
 	unsigned look = LOOKS;
 	uint64_t look_due = 0;
+	/* the start's sweep of stale segments, once the process has lived a while */
+	uint64_t reap_due = shm_reap_pending() ? last_decay + SHM_REAP_AFTER_NS : 0;
 	uint64_t burst_due = 0;             /* op_burst's next run (0: at the next kick) */
 	uint32_t burst_kicks = start_kicks; /* shm_kicks when op_burst last ran */
 	bool burst_look = start_look;       /* a decay pass ran since op_burst last did */
@@ -653,6 +655,15 @@ static void *control_main(void *arg)
 			}
 			if (!wait_ns || hold_due - now < wait_ns)
 				wait_ns = hold_due - now;
+		}
+		if (reap_due) {
+			if (now >= reap_due) {
+				reap_due = 0;
+				shm_reap_stale();
+				continue;
+			}
+			if (!wait_ns || reap_due - now < wait_ns)
+				wait_ns = reap_due - now;
 		}
 		/* burst preparation: when an arena asked for it, a burst ended or began
 		 * while pages were prepared (they kick), and after each decay pass (a
@@ -754,6 +765,7 @@ static void start_thread(bool forked)
 		__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 		h->control_state = LA_CONTROL_FAILED;
 		la_warn("control thread not started: ", strerror(err), (char *)NULL);
+		shm_reap_stale(); /* what it would have done */
 		return;
 	}
 	h->control_state = LA_CONTROL_RUNNING;

@@ -225,13 +225,20 @@ static bool write_range(int fd, const char *src, size_t off, size_t end)
 	return true;
 }
 
-/* The same when the bytes are zeros (nothing wrote them): on tmpfs the file's pages are
- * allocated without reading them from memory; elsewhere they are written. */
-static bool write_zeros(int fd, const char *src, size_t off, size_t end)
+/* Is fd's file on tmpfs (write_zeros's question, asked once per file)? */
+static bool on_tmpfs(int fd)
 {
 	struct statfs fs;
-	if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
-	    fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
+	return fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+/* The same when the bytes are zeros (nothing wrote them): on tmpfs (tmpfs: on_tmpfs) the
+ * file's pages are allocated without reading them from memory; elsewhere they are written.
+ * Either way a file shorter than end grows to end: the segment's files are made by writing
+ * their last range (the mailbox's page, which ends the segment), not by ftruncate. */
+static bool write_zeros(int fd, bool tmpfs, const char *src, size_t off, size_t end)
+{
+	if (tmpfs && fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
 		return true;
 	return write_range(fd, src, off, end);
 }
@@ -245,6 +252,8 @@ static size_t append(char *buf, size_t n, size_t cap, const char *s)
  * checked again when the file is removed). */
 static dev_t run_dir_dev;
 static ino_t run_dir_ino;
+static off_t run_dir_size; /* its st_size then (tmpfs: SHM_TMPFS_DIRENT a name, 2 more) */
+#define SHM_TMPFS_DIRENT 20
 
 /* Open dir as this process's run directory: the last component no symlink, a directory
  * owned by us with no access for others, all checked on the descriptor. Returns it, or -1
@@ -273,6 +282,7 @@ static int open_run_dir(const char *dir, const char **why, bool *ours, bool *mis
 	}
 	run_dir_dev = st.st_dev;
 	run_dir_ino = st.st_ino;
+	run_dir_size = st.st_size;
 	return fd;
 }
 
@@ -445,8 +455,19 @@ static size_t seg_stem(char *buf, size_t cap, pid_t pid, uint64_t pidns)
 
 /* Remove a few stale segments of this user (owner gone: their flock is free), so that
  * processes ending with _exit do not litter the run directory when no daemon runs.
- * Bounded work: at most REAP_MAX files are examined per publication. */
-#define REAP_MAX 16
+ * Bounded work: at most REAP_MAX files are examined per sweep. A process sweeps once,
+ * and not at its start as long as the directory holds few files: its control thread
+ * sweeps SHM_REAP_AFTER_NS after the start (shm_reap_stale), so that the many short-lived
+ * processes (a build, a shell script) pay nothing for it and long-lived ones pay once.
+ * The start sweeps itself where there is no control thread, and where stale files may
+ * have piled up: a directory that held more than REAP_BACKLOG names, as its size (in the
+ * fstat made anyway) tells: tmpfs counts SHM_TMPFS_DIRENT bytes a name and 2 more;
+ * elsewhere (ext4's blocks, btrfs's and xfs's name bytes) a directory of more than
+ * REAP_BACKLOG_BYTES holds more than ~100 segments' names, and one of ext4 never shrinks:
+ * there every start sweeps, as all did before. */
+#define REAP_MAX           16
+#define REAP_BACKLOG       64
+#define REAP_BACKLOG_BYTES 4096
 struct reap {
 	char own[40]; /* our own segment's name */
 	char ns[32];  /* LA_SHM_NS_TAG<our pid namespace>, "" in the initial one */
@@ -497,6 +518,9 @@ static void reap_stale(int dfd, pid_t self, uint64_t pidns)
 static dev_t seg_dir_dev;
 static ino_t seg_dir_ino;
 static char seg_dir[200], seg_name[48];
+/* The start published and left its sweep of stale segments to the control thread; the
+ * run directory held a backlog when shm_prepare_file looked (the start sweeps). */
+static bool reap_wanted, start_backlog;
 
 /* A forked child whose segment still holds its published parent's identity (shm_fork_child),
  * whether the parent's control thread ran then, and the child's pid namespace (its
@@ -504,6 +528,9 @@ static char seg_dir[200], seg_name[48];
  * parent there, getppid() is 0). */
 static bool seg_forked, seg_parent_controlled;
 static uint64_t fork_pidns;
+/* The pid namespace shm_prepare_file read for the start's temporary name (0: none read):
+ * write_identity takes it instead of a second look (a process never changes its own). */
+static uint64_t start_pidns;
 
 /* Who the segment belongs to (also written again after a move). A forked child keeps what
  * its parent found where it is the same (the two /proc/self/ns lookups and the readlink
@@ -516,7 +543,8 @@ static void write_identity(pid_t pid)
 	bool forked = seg_forked;
 	seg_forked = false;
 	h->pid = pid;
-	h->pidns_ino = forked ? fork_pidns : ns_inode("pid");
+	h->pidns_ino = forked ? fork_pidns : start_pidns ? start_pidns : ns_inode("pid");
+	start_pidns = 0;
 	if (!forked || !seg_parent_controlled)
 		h->userns_ino = ns_inode("user");
 	h->uid = (uint32_t)os_getuid();
@@ -609,15 +637,20 @@ bool shm_prepare_file(void)
 	int dfd;
 	/* the name shm_publish_file gives it: write_identity reads the same namespace */
 	pid_t pid = os_getpid();
-	int fd = open_tmp(dir, tmp, pid, ns_inode("pid"), &dfd);
+	start_pidns = ns_inode("pid");
+	int fd = open_tmp(dir, tmp, pid, start_pidns, &dfd);
 	if (fd < 0)
 		return false;
 	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
 	 * exist before they are mapped: a write to a page the file system cannot allocate
-	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c) */
+	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c). The mailbox's
+	 * page ends the file: no ftruncate */
 	size_t used = OFF_ARENAS + 2 * sizeof(struct la_shm_arena);
-	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_zeros(fd, seg_area, 0, used) &&
-	          write_zeros(fd, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
+	bool tmpfs = on_tmpfs(fd);
+	start_backlog = tmpfs ? run_dir_size / SHM_TMPFS_DIRENT > REAP_BACKLOG + 2
+	                      : run_dir_size > REAP_BACKLOG_BYTES;
+	bool ok = write_zeros(fd, tmpfs, seg_area, 0, used) &&
+	          write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
@@ -673,9 +706,10 @@ void shm_publish_file(void)
 	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
 	bool ok =
 	        prepared ||
-	        (ftruncate(fd, (off_t)SEG_SIZE) == 0 && write_range(fd, seg, 0, used) &&
-	         (mailbox_written ? write_range : write_zeros)(fd, seg + OFF_MAILBOX, OFF_MAILBOX,
-	                                                       SEG_SIZE) &&
+	        (write_range(fd, seg, 0, used) &&
+	         (mailbox_written ? write_range(fd, seg + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE)
+	                          : write_zeros(fd, on_tmpfs(fd), seg + OFF_MAILBOX, OFF_MAILBOX,
+	                                        SEG_SIZE)) &&
 	         mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg);
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
@@ -695,9 +729,35 @@ void shm_publish_file(void)
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
 	seg_on_file = true;
 	sigbus_install();
-	if (!forked) /* its parent reaped when it published */
+	/* a forked child does not: its parent did (or will). (prepared: shm_prepare_file
+	 * judged the backlog; else a start that allocated before the constructor sweeps) */
+	if (!forked && (!prepared || start_backlog || !tun_control_enabled()))
 		reap_stale(dfd, pid, h->pidns_ino);
+	else if (!forked)
+		reap_wanted = true;
+	start_backlog = false;
 	close(dfd);
+}
+
+void shm_reap_stale(void)
+{
+	if (!reap_wanted)
+		return;
+	reap_wanted = false;
+	/* (whether the segment is still published does not matter: the sweep never takes
+	 * this pid's name) the very directory it was published in, as shm_unpublish checks */
+	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	struct stat d;
+	if (fstat(dfd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino)
+		reap_stale(dfd, seg_pid, shm_header()->pidns_ino);
+	close(dfd);
+}
+
+bool shm_reap_pending(void)
+{
+	return reap_wanted;
 }
 
 /* ---- other allocators ------------------------------------------------------------ */
@@ -936,10 +996,9 @@ static bool fork_file(size_t used)
 	loff_t from = 0, to = 0;
 	/* (no in-kernel copy here, an old kernel or two file systems: from the mapping; a copy
 	 * cut short by a file truncated meanwhile leaves zeros) */
-	bool ok = ftruncate(fd, (off_t)SEG_SIZE) == 0 &&
-	          (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
+	bool ok = (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
 	           write_range(fd, seg, 0, used)) &&
-	          write_zeros(fd, zero_page, OFF_MAILBOX, SEG_SIZE) &&
+	          write_zeros(fd, on_tmpfs(fd), zero_page, OFF_MAILBOX, SEG_SIZE) &&
 	          mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg;
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
@@ -960,6 +1019,8 @@ void shm_fork_child(void)
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
 	/* the copy holds the parent's identity if the parent published (write_identity) */
 	seg_forked = seg_on_file;
+	start_pidns = 0;     /* the parent's (its children may be in another pid namespace) */
+	reap_wanted = false; /* the parent's sweep */
 	seg_parent_controlled = shm_header()->control_state == LA_CONTROL_RUNNING;
 	if (seg_forked)
 		fork_pidns = syscall(SYS_getppid) == 0 ? ns_inode("pid") : shm_header()->pidns_ino;

@@ -37,6 +37,11 @@ bool shm_prepare_file(void);
  * give it its name. Failure is reported once. */
 void shm_publish_file(void);
 void shm_unpublish(void);
+/* The sweep of stale segments in the run directory the start left to the control thread
+ * (once; nothing when it was not left, or this is not the process that published). */
+#define SHM_REAP_AFTER_NS 1000000000ull
+void shm_reap_stale(void);
+bool shm_reap_pending(void);
 /* Look for other allocators' libraries mapped into the process (jemalloc, tcmalloc,
  * mimalloc): record them in the header and say so once on stderr (each once: called at
  * start and again by the control thread after dlopen calls). */

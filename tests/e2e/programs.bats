@@ -51,18 +51,23 @@ same_output() {
 	diff -u "$T/$1.plain" "$T/$1.pre"
 }
 
-# no_segments_left [dash]: every preloaded process has exited normally, so nothing may
-# remain. With "dash", stale segments whose executable is /usr/bin/dash are tolerated:
-# Debian's /bin/sh always ends with _exit(2), which runs no exit handler (see the test
-# "a preloaded /bin/sh removes its segment at exit" for that case on its own).
+# no_segments_left [EXE...]: every preloaded process has exited normally, so nothing may
+# remain. Stale segments whose executable is /usr/bin/EXE are tolerated: Debian's /bin/sh
+# (dash) always ends with _exit(2), which runs no exit handler (see the test "a preloaded
+# /bin/sh removes its segment at exit" for that case on its own); a sort whose reader (head)
+# stopped early dies of SIGPIPE. Nothing removes such a file at once: a process sweeps
+# stale segments a second after its start, or at its start in a directory holding many
+# names (shm.c), and the daemon does.
 no_segments_left() {
-	local f info bad=0
+	local f info e ok bad=0
 	for f in "$SEGS"/* "$SEGS"/.[!.]*; do
 		[ -e "$f" ] || continue
 		info=$("$SEGTOOL" info "$f" 2>&1 | grep -E '^(exe|liveness|threads)=' | tr '\n' ' ')
-		if [ "${1:-}" = dash ] && [ "$info" = "exe=/usr/bin/dash threads=1 liveness=stale " ]; then
-			continue
-		fi
+		ok=0
+		for e in "$@"; do
+			[[ "$info" == "exe=/usr/bin/$e threads="*" liveness=stale " ]] && ok=1
+		done
+		[ "$ok" = 0 ] || continue
 		echo "left behind: ${f##*/}: $info" >&2
 		bad=1
 	done
@@ -289,7 +294,8 @@ echo "${#arr[@]} ${#map[@]}"
 EOF
 	both sh bash "$T/work.sh"
 	same_output sh -ge 15
-	no_segments_left
+	# (its sort ... | head pipelines)
+	no_segments_left sort
 }
 
 @test "a parallel build of this project by preloaded make, gcc and ld works" {

@@ -4,7 +4,8 @@
 # stale after SIGKILL and after exec of a program without liballoc, fork (own segment, own
 # counters, own control thread), every mailbox command's effect on the statistics and on
 # the allocator, refused command records, LIBALLOC_CONTROL=0, invalid LIBALLOC_<NAME>, and
-# the reaping of stale segments by newly published processes (never of a live one).
+# the reaping of stale segments (never of a live one): by the control thread a second after
+# the start, by the start itself when there is no control thread.
 # The process under test is tests/helpers/segwork, driven line by line through a FIFO.
 # Needs the preloadable liballoc.so, which sanitizer builds do not produce.
 # san: skip
@@ -146,12 +147,15 @@ wait_gone() {
 	[ "$(sv "$WPID" liveness)" = stale ]
 }
 
-@test "a new process removes stale segments of the user and never a live one" {
-	start_work
-	local live1=$WPID
-	start_work
-	local dead=$WPID
-	start_work
+# stale_and_exec_ing: three processes without a control thread (they sweep at once, when
+# nothing is stale yet) of which two are killed, and a live pid whose segment's lock is
+# free; sets live1, dead, exec_ing.
+stale_and_exec_ing() {
+	start_work LIBALLOC_CONTROL=0
+	live1=$WPID
+	start_work LIBALLOC_CONTROL=0
+	dead=$WPID
+	start_work LIBALLOC_CONTROL=0
 	local dead2=$WPID
 	kill -9 "$dead" "$dead2"
 	wait "$dead" || true
@@ -162,16 +166,59 @@ wait_gone() {
 	# segment over the name yet); here for good, under the name of a live process that
 	# does not use liballoc. Only the pid tells it from a stale one, and it must stay.
 	sleep 600 3>&- &
-	local exec_ing=$!
+	exec_ing=$!
 	echo "$exec_ing" >>"$T/pids"
 	mv "$(seg "$dead2")" "$(seg "$exec_ing")"
+}
+
+@test "a new process removes stale segments of the user and never a live one" {
+	local live1 dead exec_ing
+	stale_and_exec_ing
+	# its control thread sweeps once, a second after the start (SHM_REAP_AFTER_NS)
 	start_work
+	local live2=$WPID
+	wait_gone "$(seg "$dead")"
+	[ -e "$(seg "$exec_ing")" ]
+	[ "$(sv "$live1" liveness)" = live ]
+	[ "$(sv "$live2" liveness)" = live ]
+	[ "$(ls "$SEGS" | wc -l)" -eq 3 ]
+}
+
+@test "without a control thread a process sweeps stale segments as it starts" {
+	local live1 dead exec_ing
+	stale_and_exec_ing
+	start_work LIBALLOC_CONTROL=0
 	local live2=$WPID
 	[ ! -e "$(seg "$dead")" ]
 	[ -e "$(seg "$exec_ing")" ]
 	[ "$(sv "$live1" liveness)" = live ]
 	[ "$(sv "$live2" liveness)" = live ]
 	[ "$(ls "$SEGS" | wc -l)" -eq 3 ]
+}
+
+@test "a start in a directory holding more than 64 names sweeps at once" {
+	local live1 dead exec_ing i
+	stale_and_exec_ing
+	# (names long enough that a directory of any file system grows past 4 KiB)
+	for ((i = 0; i < 300; i++)); do
+		: >"$SEGS/filler.$i.xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	done
+	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" /bin/true
+	[ ! -e "$(seg "$dead")" ]
+	[ -e "$(seg "$exec_ing")" ]
+	[ "$(sv "$live1" liveness)" = live ]
+	[ "$(ls "$SEGS" | wc -l)" -eq 302 ]
+}
+
+@test "a process that ends within a second of its start does not sweep; one that lives on does" {
+	local live1 dead exec_ing
+	stale_and_exec_ing
+	# the start's own path: no look at the directory (a short-lived program pays nothing)
+	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" /bin/true
+	[ -e "$(seg "$dead")" ]
+	start_work
+	wait_gone "$(seg "$dead")"
+	[ -e "$(seg "$exec_ing")" ]
 }
 
 @test "exec after exec: other processes publishing meanwhile never remove the live segment" {

@@ -38,8 +38,11 @@ race_start() {
 	chown nobody "$T/att"
 	as_nobody mkdir -m 700 "$T/att/run" "$T/att/tmpl"
 	mkdir -m 700 "$T/victim"
-	# root's live process publishes in the victim directory
-	env LIBALLOC_RUN_DIR="$T/victim" LD_PRELOAD="$LIBALLOC_SO" sleep 600 >/dev/null 2>&1 3>&- &
+	# root's live process publishes in the victim directory; without a control thread it
+	# sweeps the directory as it starts (before the stale file below is planted), not a
+	# second later, when it would rightly remove the victim's stale file itself
+	env LIBALLOC_RUN_DIR="$T/victim" LIBALLOC_CONTROL=0 LD_PRELOAD="$LIBALLOC_SO" \
+		sleep 600 >/dev/null 2>&1 3>&- &
 	RACE_LIVE=$!
 	echo "$RACE_LIVE" >>"$T/pids"
 	wait_file "$T/victim/liballoc.$RACE_LIVE.seg"
