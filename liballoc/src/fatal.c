@@ -1,5 +1,6 @@
 /* fatal.c — error reporting that never allocates: one line on stderr with write(2). */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -107,15 +108,51 @@ uint32_t la_tid_slow(void)
  * spins at full speed. */
 static bool pi_missing;
 
+uint32_t la_forker, la_fork_waiting;
+
+/* Whether this thread runs at a real-time priority (FIFO, RR, deadline): it waits for a
+ * lock in FUTEX_LOCK_PI even during a fork, which lends its priority to the forking thread
+ * (a normal-priority waiter lends it nothing: the kernel boosts only to real-time
+ * priorities). */
+#ifndef SCHED_RESET_ON_FORK
+#define SCHED_RESET_ON_FORK 0x40000000
+#endif
+#ifndef SCHED_DEADLINE
+#define SCHED_DEADLINE 6
+#endif
+static bool waits_with_priority(void)
+{
+	long policy = syscall(SYS_sched_getscheduler, 0);
+	policy &= ~(long)SCHED_RESET_ON_FORK;
+	return policy == SCHED_FIFO || policy == SCHED_RR || policy == SCHED_DEADLINE;
+}
+
+/* l is held by a fork in progress (la_forker, not this thread): sleep until the fork is
+ * over, unless this thread waits with its priority. False when it did not sleep. */
+static bool wait_for_fork(struct la_lock *l)
+{
+	uint32_t forker = __atomic_load_n(&la_forker, __ATOMIC_SEQ_CST);
+	if (!forker || forker == la_tid ||
+	    (__atomic_load_n(&l->word, __ATOMIC_RELAXED) & FUTEX_TID_MASK) != forker ||
+	    waits_with_priority())
+		return false;
+	__atomic_fetch_add(&la_fork_waiting, 1, __ATOMIC_SEQ_CST);
+	la_futex(&la_forker, FUTEX_WAIT_PRIVATE, forker, NULL); /* (returns at once if over) */
+	__atomic_fetch_sub(&la_fork_waiting, 1, __ATOMIC_SEQ_CST);
+	return true;
+}
+
 bool la_lock_slow(struct la_lock *l)
 {
-	for (int i = 0; i < 100; i++) {
+	do {
+		for (int i = 0; i < 100; i++) {
 #if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
+			__builtin_ia32_pause();
 #endif
-		if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && la_trylock(l))
-			return true;
-	}
+			if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && la_trylock(l))
+				return true;
+		}
+	} while (wait_for_fork(l));
 	while (!__atomic_load_n(&pi_missing, __ATOMIC_RELAXED)) {
 		/* the kernel takes the lock for us (word 0 -> our id) or queues us, raising the
 		 * owner to our priority until it unlocks and hands the lock over */

@@ -70,10 +70,33 @@ static inline void la_lock_reinit(struct la_lock *l)
 	l->word = 0;
 }
 
-/* In the child after fork, before any lock: the forking thread has a new id. */
+/* A fork in progress: the forking thread's id from the moment it holds every arena's lock
+ * (malloc.c's prepare handler) until it let them go in the parent, else 0. A thread of
+ * normal priority that finds a lock held by it sleeps on this word until the fork is over
+ * (la_lock_slow): in FUTEX_LOCK_PI the kernel spins a waiter as long as the owner runs, and
+ * the forking thread runs for the whole copy of the address space. la_fork_waiting counts
+ * the sleepers (la_fork_end wakes them only then). */
+extern uint32_t la_forker, la_fork_waiting;
+
+static inline void la_fork_begin(void)
+{
+	__atomic_store_n(&la_forker, la_self(), __ATOMIC_SEQ_CST);
+}
+
+static inline void la_fork_end(void)
+{
+	__atomic_store_n(&la_forker, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&la_fork_waiting, __ATOMIC_SEQ_CST))
+		la_futex(&la_forker, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
+}
+
+/* In the child after fork, before any lock: the forking thread has a new id, and the fork
+ * is over (no other thread is there to wait for it). */
 static inline void la_lock_fork_child(void)
 {
 	la_tid = 0;
+	la_forker = 0;
+	la_fork_waiting = 0;
 }
 
 #endif

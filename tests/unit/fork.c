@@ -66,8 +66,13 @@ static void stamp_prepare(void)
 		arenas[0].burst.stamp = stamp_at_fork;
 }
 
+/* A thread that takes arena 0's lock while a fork holds it: how it waits (read_task and
+ * its helpers, below, are declared here for the prepare handler). */
+static void lock_waiter_prepare(void);
+
 __attribute__((constructor)) static void register_cut(void)
 {
+	pthread_atfork(lock_waiter_prepare, NULL, NULL);
 	pthread_atfork(cut_prepare, NULL, NULL);
 	pthread_atfork(ring_cut_prepare, NULL, NULL);
 	pthread_atfork(stamp_prepare, NULL, NULL);
@@ -580,6 +585,108 @@ Test(fork, a_childs_control_thread_gives_back_what_its_parent_prepared)
 	arenas[0].burst.stamp = 0; /* the parent's own is not a preparation */
 	arena_unlock(&arenas[0]);
 	cr_assert_eq(got, 0, "the child's control thread left its parent's preparation stamped");
+}
+
+/* ---- a lock held by the fork ------------------------------------------------------------ */
+
+static uint32_t waiter_go;     /* futex word: the waiter takes arena 0's lock */
+static pid_t waiter_tid;       /* the waiting thread (0: no such test at this fork) */
+static uintptr_t waiter_futex; /* where it waited (its futex call's first argument) */
+static long waiter_op;         /* and how (the second) */
+
+static void *lock_waiter(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&waiter_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&waiter_go, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &waiter_go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	arena_lock(&arenas[0]); /* held by the forking thread until the fork is over */
+	arena_unlock(&arenas[0]);
+	return NULL;
+}
+
+/* After liballoc's prepare handler (every arena locked): lets the waiter go and notes the
+ * futex call it sleeps in (5 s at most), then lets the fork go on. No allocation. */
+static void lock_waiter_prepare(void)
+{
+	pid_t tid = __atomic_load_n(&waiter_tid, __ATOMIC_ACQUIRE);
+	if (!tid)
+		return;
+	__atomic_store_n(&waiter_go, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &waiter_go, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	char buf[256];
+	for (int ms = 0; ms < 5000; ms++) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		if (read_task(tid, "syscall", buf, sizeof(buf)) &&
+		    strncmp(buf, "202 ", 4) == 0) { /* futex */
+			char *end;
+			waiter_futex = (uintptr_t)strtoull(buf + 4, &end, 16);
+			waiter_op = strtol(end, NULL, 16) & FUTEX_CMD_MASK;
+			return;
+		}
+	}
+}
+
+/* Forks while a thread (with attr) takes arena 0's lock, which the fork holds; the futex
+ * call it waited in. */
+static void fork_with_a_lock_waiter(const pthread_attr_t *attr)
+{
+	A(free)(A(malloc)(64)); /* arena 0 exists */
+	waiter_go = 0;
+	waiter_futex = 0;
+	waiter_op = -1;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, attr, lock_waiter, NULL), 0);
+	while (!__atomic_load_n(&waiter_tid, __ATOMIC_ACQUIRE))
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	__atomic_store_n(&waiter_tid, 0, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with %#x",
+	          status);
+	cr_assert_neq(waiter_futex, 0, "the waiter never slept in a futex call");
+}
+
+/* A thread of normal priority that finds an arena locked by a fork in progress sleeps until
+ * the fork is over, on la_forker: in FUTEX_LOCK_PI the kernel spins a waiter for as long as
+ * the owner runs, and the forking thread runs for the whole copy of the address space (the
+ * fork loop's workers spun ~2 of the ~26 samples of each fork cycle so, and the parent's
+ * copy-on-write faults after the fork sent their CPU TLB-shootdown interrupts). */
+Test(fork, a_thread_waiting_for_a_lock_the_fork_holds_sleeps_until_the_fork_is_over)
+{
+	fork_with_a_lock_waiter(NULL);
+	cr_assert_eq(waiter_futex, (uintptr_t)&la_forker,
+	             "the waiter slept on %#lx (op %ld), not on the fork's word (arena 0's lock "
+	             "is %p)",
+	             (unsigned long)waiter_futex, waiter_op, (void *)&arenas[0].lock.word);
+	cr_assert_eq(waiter_op, FUTEX_WAIT);
+}
+
+/* ... but a real-time thread waits in FUTEX_LOCK_PI still, lending the forking thread its
+ * priority. */
+Test(fork, a_real_time_thread_waiting_for_a_lock_the_fork_holds_lends_it_its_priority)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+	pthread_attr_setschedparam(&attr, &(struct sched_param){.sched_priority = 1});
+	pthread_t t;
+	if (pthread_create(&t, &attr, lock_waiter, NULL) != 0)
+		cr_skip_test("no real-time priority here");
+	__atomic_store_n(&waiter_go, 1, __ATOMIC_RELEASE); /* that one was a probe */
+	syscall(SYS_futex, &waiter_go, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	pthread_join(t, NULL);
+	waiter_tid = 0;
+	fork_with_a_lock_waiter(&attr);
+	pthread_attr_destroy(&attr);
+	cr_assert_eq(waiter_futex, (uintptr_t)&arenas[0].lock.word,
+	             "the real-time waiter slept on %#lx (op %ld), not on arena 0's lock",
+	             (unsigned long)waiter_futex, waiter_op);
+	cr_assert_eq(waiter_op, FUTEX_LOCK_PI);
 }
 
 /* The CPUs the parent of the child below may run on (read before the fork). */
