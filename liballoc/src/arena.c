@@ -474,17 +474,18 @@ static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out,
 		return 0;
 	uintptr_t base = (uintptr_t)span_base(h, s);
 	uintptr_t bytes = (uintptr_t)s->npages << LA_PAGE_SHIFT;
-	uint32_t recip = sc_recip[s->cls], got = 0;
+	uint32_t recip = sc_recip[s->cls];
+	void **o = out, **end = out + k; /* no count kept: got is o - out at the end */
 	do {
-		void *next = link_decode(*(void **)p, p);
-		if (next) {
-			uintptr_t off = (uintptr_t)next - base;
+		*o++ = p;
+		p = link_decode(*(void **)p, p);
+		if (p) {
+			uintptr_t off = (uintptr_t)p - base;
 			if (unlikely(off >= bytes || !sc_divides((uint32_t)off, recip)))
 				corrupt_span_list();
 		}
-		out[got++] = p;
-		p = next;
-	} while (p && got < k);
+	} while (p && o < end);
+	uint32_t got = (uint32_t)(o - out);
 	s->free = p;
 	s->used = (uint16_t)(s->used + got);
 	return got;
