@@ -729,7 +729,8 @@ Test(fork, a_childs_control_thread_starts_on_the_forking_cpu)
 	cr_assert_eq(sched_getaffinity(0, sizeof(parent_cpus), &parent_cpus), 0);
 	if (CPU_COUNT(&parent_cpus) < 2)
 		cr_skip_test("one CPU: nothing to start elsewhere");
-	set("decay_ms", 0); /* no decay tick wakes the child's control thread meanwhile */
+	set("decay_ms", 0);      /* no decay tick wakes the child's control thread meanwhile */
+	set("burst_predict", 0); /* nor a burst preparation's look */
 	int got = fork_and_wait(child_control_thread_starts_here);
 	cr_assert_neq(got, 1, "the child's control thread started free to run on any CPU");
 	cr_assert_neq(got, 3, "the child does not run on its parent's CPUs");
