@@ -391,7 +391,7 @@ static void partial_remove(struct arena *a, struct span *s)
 	s->next = s->prev = NULL;
 }
 
-static struct span *new_small_span(struct arena *a, unsigned cls)
+LA_INLINE struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
@@ -551,7 +551,7 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
 }
 
 /* Take up to want blocks of class cls, the most recently put on top (out[k - 1]). */
-static uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
+LA_INLINE uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
 {
 	uint32_t n = a->xfer_n[cls], k = LA_MIN(n, want);
 	if (!k)
@@ -694,7 +694,135 @@ bool arena_holds_free(struct arena *a, struct span *s, const void *p)
 	return false;
 }
 
-uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve)
+/* A span whose whole free list a refill of an arena shared by several threads took under
+ * the lock, to walk it after the unlock (refill_walk) and give back what it did not take
+ * (refill_return). The walk is a load per block, each a miss when another core pushed the
+ * block (the arena's other threads flush to the same spans): under the lock, that wait
+ * held up every other thread of the arena (perf of `sizemix 4 300`: 63 % of arena_refill's
+ * samples on the link's load; with more threads than CPUs the holder is also preempted
+ * mid-walk). The span is pinned meanwhile (one block more counted out), so pushes of its
+ * other blocks cannot empty and release it; blocks pushed to it meanwhile start a new list,
+ * which the rest is put behind. What the walk needs of the span (its range and class) is
+ * copied under the lock: nothing of the span is read outside it. An arena with one thread
+ * walks under the lock (span_pop_many: no second lock, and no one waits). A fork while
+ * another thread's list is out leaves the child that span pinned, its blocks lost as the
+ * other threads' cached blocks are. */
+struct refill_chain {
+	struct heap *h;
+	struct span *s;
+	void *head;      /* the list taken; after the walk, what is left of it */
+	uintptr_t base;  /* the span's first byte, its length and its class's reciprocal */
+	uintptr_t bytes; /* (span_pop_many's checks of each link) */
+	uint32_t recip;
+	uint32_t got; /* blocks the walk took */
+};
+#define REFILL_CHAINS 4u
+
+/* The checks of span_pop_many for a link to next on the span of c. */
+LA_INLINE void chain_check(const struct refill_chain *c, const void *next)
+{
+	uintptr_t off = (uintptr_t)next - c->base;
+	if (unlikely(off >= c->bytes || !sc_divides((uint32_t)off, c->recip)))
+		corrupt_span_list();
+}
+
+/* Take span s's whole free list into *c, pinning s (lock held; s->free set). Returns the
+ * blocks the list should hold (span_pop_many counts as it pops; here only the decision how
+ * many spans to take uses it). */
+static uint32_t refill_take_chain(struct arena *a, struct heap *h, struct span *s,
+                                  struct refill_chain *c)
+{
+	if (s->used == 0)
+		spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
+	uint32_t listed = (uint32_t)(s->bump - s->used);
+	*c = (struct refill_chain){.h = h,
+	                           .s = s,
+	                           .head = s->free,
+	                           .base = (uintptr_t)span_base(h, s),
+	                           .bytes = (uintptr_t)s->npages << LA_PAGE_SHIFT,
+	                           .recip = sc_recip[s->cls]};
+	s->free = NULL;
+	s->used++; /* the pin */
+	partial_check(a, s);
+	return listed;
+}
+
+/* Up to want blocks from the chains into out[0..] in list order (no lock held). */
+static uint32_t refill_walk(struct refill_chain *ch, uint32_t nch, void **out, uint32_t want)
+{
+	uint32_t got = 0;
+	for (uint32_t i = 0; i < nch; i++) {
+		struct refill_chain *c = &ch[i];
+		void *p = c->head;
+		uint32_t got0 = got;
+		while (p && got < want) {
+			void *next = link_decode(*(void **)p, p);
+			if (next)
+				chain_check(c, next);
+			out[got++] = p;
+			p = next;
+		}
+		c->head = p;
+		c->got = got - got0;
+	}
+	return got;
+}
+
+/* The chains' spans take back what the walk left, behind the blocks pushed to them
+ * meanwhile, and lose their pins (lock held). */
+static void refill_return(struct arena *a, struct refill_chain *ch, uint32_t nch)
+{
+	for (uint32_t i = 0; i < nch; i++) {
+		struct refill_chain *c = &ch[i];
+		struct span *s = c->s;
+		if (c->head) {
+			if (!s->free) {
+				s->free = c->head;
+			} else {
+				/* pushed while the list was out: few, at most a span's worth */
+				void *t = s->free, *q;
+				uint32_t n = 0;
+				while ((q = link_decode(*(void **)t, t)) != NULL) {
+					chain_check(c, q);
+					if (++n > sc_blocks[s->cls])
+						corrupt_span_list();
+					t = q;
+				}
+				*(void **)t = link_encode(c->head, t);
+			}
+		}
+		s->used = (uint16_t)(s->used - 1 + c->got);
+		if (!s->on_partial && (s->free || s->bump < sc_blocks[s->cls]))
+			partial_push(a, s);
+		/* none of its blocks taken and none out: empty again (a spare, or back to its
+		 * heap), as a push that empties it */
+		if (unlikely(s->used == 0))
+			maybe_release_span(a, c->h, s);
+	}
+}
+
+static void reverse_blocks(void **p, uint32_t n)
+{
+	for (uint32_t i = 0, j = n; i + 1 < j; i++, j--) {
+		void *t = p[i];
+		p[i] = p[j - 1];
+		p[j - 1] = t;
+	}
+}
+
+/* out[0..a) and out[a..a+b) change places, each keeping its order. */
+static void rotate_blocks(void **out, uint32_t a, uint32_t b)
+{
+	if (!a || !b)
+		return;
+	reverse_blocks(out, a);
+	reverse_blocks(out + a, b);
+	reverse_blocks(out, a + b);
+}
+
+/* arena_refill's body; shared: other threads use the arena (a constant in each caller). */
+LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve,
+                          bool shared)
 {
 	arena_lock(a);
 	if (remote_pending(a))
@@ -709,19 +837,37 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
 	 * carves, and at most carve never-used blocks (any number from a warm span, whose
 	 * pages are resident already): so the blocks of the class ever touched exceed its
-	 * live ones (caches included) by at most one carving. */
-	for (struct span *s = a->partial[cls], *next; s && got < want; s = next) {
-		next = s->next;
-		struct heap *h = heap_of(s);
-		if (s->used == 0 && s->free)
-			spare_sub(a, h, s, span_resident(h, s)); /* an empty span in use again */
-		got += span_pop_many(h, s, out + got, want - got);
-		partial_check(a, s);
+	 * live ones (caches included) by at most one carving. An arena that other threads
+	 * share takes the spans' lists whole and walks them after the unlock. */
+	struct refill_chain ch[REFILL_CHAINS];
+	uint32_t nch = 0;
+	if (shared) {
+		uint32_t listed = 0;
+		for (struct span *s = a->partial[cls], *next; s && listed < want; s = next) {
+			next = s->next;
+			if (s->free) {
+				listed += refill_take_chain(a, heap_of(s), s, &ch[nch]);
+				if (++nch == REFILL_CHAINS)
+					break;
+			} else {
+				partial_check(a, s);
+			}
+		}
+	} else {
+		for (struct span *s = a->partial[cls], *next; s && got < want; s = next) {
+			next = s->next;
+			struct heap *h = heap_of(s);
+			if (s->used == 0 && s->free)
+				spare_sub(a, h, s,
+				          span_resident(h, s)); /* an empty span in use again */
+			got += span_pop_many(h, s, out + got, want - got);
+			partial_check(a, s);
+		}
 	}
 	/* none freed: the spans left on the list hold only never-used blocks. Carve from
 	 * the first; when it runs out, from the next (or a new span) while budget is left.
 	 * Carved blocks go in descending order: the lowest address is handed out first. */
-	bool recycled = got != 0 || from_xfer != 0;
+	bool recycled = got != 0 || from_xfer != 0 || nch != 0;
 	for (struct span *s = a->partial[cls]; !recycled && got < want;) {
 		if (!s && !(s = new_small_span(a, cls)))
 			break;
@@ -750,12 +896,36 @@ uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, 
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)got * sc_size[cls]);
 	uint32_t taken = xfer_take(a, cls, out + got, from_xfer);
 	STAT_SUB_LOCKED(a->c, cached_bytes, (uint64_t)taken * sc_size[cls]);
-	got += taken;
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	arena_unlock(a);
+	if (nch) {
+		/* (got == 0: nothing carved) the chains' blocks go below the transfer
+		 * cache's, which are handed out first */
+		uint32_t walked = refill_walk(ch, nch, out + taken, want);
+		rotate_blocks(out, taken, walked);
+		arena_lock(a);
+		refill_return(a, ch, nch);
+		STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)walked * sc_size[cls]);
+		arena_unlock(a);
+		got = walked;
+	}
+	got += taken;
 	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
 	STAT_ADD(&shm_classes()[cls].s, refills, 1);
 	return got;
+}
+
+static LA_NOINLINE uint32_t refill_shared(struct arena *a, unsigned cls, void **out, uint32_t want,
+                                          uint32_t carve)
+{
+	return refill(a, cls, out, want, carve, true);
+}
+
+uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve)
+{
+	if (__atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1)
+		return refill_shared(a, cls, out, want, carve);
+	return refill(a, cls, out, want, carve, false);
 }
 
 void *arena_alloc_small(struct arena *a, unsigned cls)

@@ -146,7 +146,9 @@ LA_INLINE void arena_unlock(struct arena *a)
 
 /* Take up to want blocks of class cls into out[0..]: freed ones when there are any, else
  * never-used ones, at most carve (>= 1) of them from spans that are not warm; returns how
- * many. out[got - 1] is the one to hand out first (the lowest address of a carving). */
+ * many. out[got - 1] is the one to hand out first (the lowest address of a carving). In an
+ * arena other threads share, the spans' free lists are taken whole under the lock and walked
+ * after it (arena.c, refill_walk), then what was not taken goes back under it again. */
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve);
 /* How a thread cache's flush returns its blocks (arena_free_blocks). */
 enum flush_how {

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "api/api.h"
@@ -983,4 +985,152 @@ Test(arenas, threads_beyond_the_cpus_share_them)
 	              "arenas made: at most one per CPU");
 	free(t);
 	free(s);
+}
+
+/* A refill in an arena that other threads share takes its spans' free lists whole under
+ * the lock, walks them after the unlock and gives back what it did not take (arena.c,
+ * refill_walk): a thread that only waits keeps the test thread's arena shared. */
+struct companion {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int attached;
+	int leave;
+};
+
+static void *keep_company(void *arg)
+{
+	struct companion *k = arg;
+	/* attached to the one arena (arena_max 1), with a class the tests leave alone */
+	A(free)(A(malloc)(1000));
+	pthread_mutex_lock(&k->m);
+	k->attached = 1;
+	pthread_cond_broadcast(&k->c);
+	while (!k->leave)
+		pthread_cond_wait(&k->c, &k->m);
+	pthread_mutex_unlock(&k->m);
+	return NULL;
+}
+
+static void share_the_arena(struct companion *k, pthread_t *t)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set("arena_max", 1, reason, sizeof(reason)), 0, "%s", reason);
+	A(free)(A(malloc)(64));
+	pthread_mutex_init(&k->m, NULL);
+	pthread_cond_init(&k->c, NULL);
+	k->attached = k->leave = 0;
+	cr_assert_eq(pthread_create(t, NULL, keep_company, k), 0);
+	pthread_mutex_lock(&k->m);
+	while (!k->attached)
+		pthread_cond_wait(&k->c, &k->m);
+	pthread_mutex_unlock(&k->m);
+	uint32_t threads = __atomic_load_n(&la_tcache.arena->threads, __ATOMIC_RELAXED);
+	cr_assert_geq(threads, 2, "the arena is shared: %u threads", threads);
+}
+
+static void end_company(struct companion *k, pthread_t t)
+{
+	pthread_mutex_lock(&k->m);
+	k->leave = 1;
+	pthread_cond_broadcast(&k->c);
+	pthread_mutex_unlock(&k->m);
+	pthread_join(t, NULL);
+}
+
+/* The first span of class cls whose free list does not hold exactly the blocks its count
+ * says are not out (bump - used), or NULL. Asserted by the caller, after the unlock. */
+static struct span *span_miscounted(struct arena *a, unsigned cls, uint32_t *listed)
+{
+	struct span *bad = NULL;
+	arena_lock(a);
+	for (struct span *s = a->partial[cls]; s && !bad; s = s->next) {
+		uint32_t n = 0;
+		for (void *q = s->free; q && n <= sc_blocks[cls]; q = link_decode(*(void **)q, q))
+			n++;
+		if (n != (uint32_t)(s->bump - s->used)) {
+			bad = s;
+			*listed = n;
+		}
+	}
+	arena_unlock(a);
+	return bad;
+}
+
+Test(spans, in_a_shared_arena_refills_take_freed_blocks_once_and_leave_the_rest_listed)
+{
+	/* 4096 blocks of 64 bytes, all but every 8th freed and pushed to their spans (several
+	 * spans, lists of hundreds): refills of a few dozen at a time take part of a list and
+	 * give the rest back. After half the freed blocks came back, every span's list holds
+	 * what its count says (no block lost, no pin left); then the other half: exactly the
+	 * freed blocks, each once, none carved; then everything freed: every span the class
+	 * grew empties and goes back (one kept empty at most). */
+	enum { N = 4096, KEEP = 8, K = N - N / KEEP };
+	struct companion k;
+	pthread_t t;
+	share_the_arena(&k, &t);
+	void **p = A(malloc)(N * sizeof(void *));
+	void **freed = A(malloc)(K * sizeof(void *));
+	void **again = A(malloc)(K * sizeof(void *));
+	cr_assert(p && freed && again);
+	unsigned cls = sc_class_of(64);
+	uint64_t spans0 = class_spans(cls);
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	struct leftovers left;
+	take_leftovers(64, &left);
+	int n = 0;
+	for (int i = 0; i < N; i++)
+		if (i % KEEP) {
+			freed[n++] = p[i];
+			A(free)(p[i]);
+		}
+	liballoc_flush_caches();
+	struct arena *a = la_tcache.arena;
+	for (int i = 0; i < K / 2; i++)
+		again[i] = A(malloc)(64);
+	uint32_t listed = 0;
+	struct span *bad = span_miscounted(a, cls, &listed);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", listed,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	for (int i = K / 2; i < K; i++)
+		again[i] = A(malloc)(64);
+	qsort(freed, K, sizeof(void *), cmp_ptr);
+	qsort(again, K, sizeof(void *), cmp_ptr);
+	for (int i = 0; i < K; i++)
+		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
+	for (int i = 0; i < K; i++)
+		A(free)(again[i]);
+	for (int i = 0; i < N; i += KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+	liballoc_flush_caches();
+	uint64_t spans = class_spans(cls) - spans0;
+	cr_assert_leq(spans, 1, "%llu spans of the class left", (unsigned long long)spans);
+	end_company(&k, t);
+	A(free)(again);
+	A(free)(freed);
+	A(free)(p);
+}
+
+static void *volatile sink;
+
+Test(spans, in_a_shared_arena_a_refill_walking_a_corrupted_link_stops_the_process,
+     .signal = SIGABRT)
+{
+	/* a use after free overwrites the link of a block on its span's list; the refill that
+	 * walks the list after the unlock checks each link as the one under the lock does */
+	enum { N = 300 };
+	struct companion k;
+	pthread_t t;
+	share_the_arena(&k, &t);
+	char *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(48);
+	for (int i = 0; i + 1 < N; i++) /* the last one keeps the span in use */
+		A(free)(p[i]);
+	liballoc_flush_caches();
+	memset(p[0], 0x41, 8);
+	for (int i = 0; i < 2 * N; i++)
+		sink = A(malloc)(48);
+	end_company(&k, t); /* not reached */
 }
