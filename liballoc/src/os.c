@@ -325,20 +325,23 @@ os_create_fn os_real_pthread_create(void)
 
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
 {
-	sigset_t all, old;
+	sigset_t all;
 	sigfillset(&all);
 	/* but SIGBUS: a write to the segment after its file was truncated faults, and the
 	 * kernel kills a thread that blocks the signal its fault raises (sigbus.c) */
 	sigdelset(&all, SIGBUS);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, stack);
+	/* the thread starts with that mask (libc blocks every signal around the clone and
+	 * gives the new thread this one): no signal meant for the program runs there, and
+	 * this thread's own mask is not changed and put back (two system calls) */
+	int err = pthread_attr_setsigmask_np(&attr, &all);
 	pthread_t t;
 	os_create_fn create = os_real_pthread_create();
-	int err = create ? create(&t, &attr, fn, arg) : EAGAIN;
+	if (!err)
+		err = create ? create(&t, &attr, fn, arg) : EAGAIN;
 	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return err;
 }
