@@ -235,18 +235,6 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
-/* free's fast path validated p (a block start of its page-map entry's class in a heap of
- * this thread's arena, not marked free) and found the class's bin, one of tc's own bins,
- * full; the cache is entered, and left here (the class read again from the page map: the
- * fast path keeps no register for it). */
-LA_NOINLINE static void free_full(struct tcache *tc, void *p)
-{
-	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
-	uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
-	tcache_free_full(tc, p, pm_class(heap_of(p)->pagemap[hoff >> LA_PAGE_SHIFT]));
-	errno = saved;
-}
-
 /* free of a pointer that is not in a heap of this thread's arena (tag: its heap's owner
  * tag, 0 when in none). A small block of another arena whose threads live (what the
  * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
@@ -328,7 +316,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			}
 			/* every check passed, the bin is full: it flushes (no validation again),
 			 * the cache still entered (no flusher can have taken it since) */
-			free_full(tc, p);
+			tcache_free_full(tc, p);
 			return;
 		}
 #undef FREE_BIN

@@ -523,10 +523,14 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	bin_put(tc, owner, p, cls);
 }
 
-void tcache_free_full(struct tcache *tc, void *p, unsigned cls)
+void tcache_free_full(struct tcache *tc, void *p)
 {
+	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
+	uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
+	unsigned cls = pm_class(heap_of(p)->pagemap[hoff >> LA_PAGE_SHIFT]);
 	check_gen(tc);
 	bin_put(tc, tc->arena, p, cls);
+	errno = saved;
 }
 
 /* Empty the bins in mask (bit c: class c) and hand over the foreign frees waiting for

@@ -188,12 +188,14 @@ void tcache_boot(void);
 /* Slow paths of the owner. */
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls);
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
-/* free's fast path found no room in bin cls for p after every check passed (a block start
- * of the class in a heap of this cache's arena, not marked free), inside the cache
- * operation it entered with tc_enter_fast, which found the cache's own bins (live, set up,
- * held by no flusher): the bin flushes and takes p, without free_slow's validation again,
- * and the cache is left. The caller keeps errno. */
-void tcache_free_full(struct tcache *tc, void *p, unsigned cls);
+/* free's fast path found no room in p's bin after every check passed (a block start of
+ * its page-map entry's class in a heap of this cache's arena, not marked free), inside the
+ * cache operation it entered with tc_enter_fast, which found the cache's own bins (live,
+ * set up, held by no flusher): the bin flushes and takes p, without free_slow's
+ * validation again, and the cache is left; errno is kept. The class is read from the page
+ * map again (the fast path keeps no register for it); free jumps here directly, with no
+ * frame of its own between (once every 32 frees at most). */
+void tcache_free_full(struct tcache *tc, void *p);
 /* A validated small block p of owner, another arena with threads, into the hand-over
  * batch of a live cache (what tcache_free_slow does for it); false, nothing done, when
  * that does not apply or a flusher holds the cache. */
