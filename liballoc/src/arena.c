@@ -301,9 +301,8 @@ static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 		uint32_t since = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - h->refault_epoch;
 		if ((uint64_t)h->dirty_pages < (uint64_t)NEARLY_EMPTY * h->used_pages ||
 		    dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT) ||
-		    (h->refaulted && since < REFAULT_MEMORY * HEAP_DECAY_TICKS) ||
-		    (heap_breathing(h, BREATH_MEMORY * HEAP_DECAY_TICKS) &&
-		     !other_arenas_used(a))) {
+		    (h->refaulted && since < REFAULT_MEMORY * HEAP_PERIOD) ||
+		    (heap_breathing(h, BREATH_MEMORY * HEAP_PERIOD) && !other_arenas_used(a))) {
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 			return false;
 		}
@@ -1653,29 +1652,46 @@ void arena_measure(struct arena *a)
 	arena_unlock(a);
 }
 
-bool arena_decay(struct arena *a, bool full)
+bool arena_decay(struct arena *a, uint32_t tick, uint32_t stale, uint32_t *due)
 {
-	if (!la_trylock(&a->lock))
-		return true; /* busy: the next pass looks */
+	bool full = tick % HEAP_PERIOD == 0;
+	if (stale != tick)
+		arena_lock(a); /* the stamps must be mended before a pass reads them */
+	else if (!la_trylock(&a->lock)) {
+		*due = tick + HEAP_TICK; /* busy: the next pass looks */
+		return true;
+	}
 	arena_drain(a);
 	if (full)
 		release_empty_spans(a); /* their pages age from now on */
-	bool more = false;
 	/* pages free since before the tick HEAP_DECAY_TICKS ago: free for decay_ms */
-	uint32_t before = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) - HEAP_DECAY_TICKS;
+	uint32_t before = tick - HEAP_PERIOD, oldest = tick;
 	for (struct heap *h = a->heaps; h; h = h->next) {
-		heap_purge_aged(h, before);
+		heap_purge_aged(h, before, stale, &oldest);
 		if (full && h->purge_shift)
 			h->purge_shift--;
 	}
 	/* what stays is measured once a period: large blocks the program touched in part */
 	if (full)
 		measure_locked(a);
-	for (struct heap *h = a->heaps; h; h = h->next)
-		more |= h->dirty_pages || h->purge_shift; /* younger pages, or a purge refused */
-	more |= a->parked != NULL || remote_pending(a);
+	bool aging = false, held = a->parked != NULL, queued = remote_pending(a);
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		aging |= h->dirty_pages != 0; /* younger pages */
+		held |= h->purge_shift != 0;  /* a purge refused */
+	}
 	arena_unlock(a);
-	return more;
+	/* the first tick at which a pass finds something to do here: the next full pass (what
+	 * only it returns), the oldest page left coming of age (one a purge refused: the next
+	 * tick), frees queued meanwhile (the next tick) */
+	uint32_t next = tick + HEAP_PERIOD - tick % HEAP_PERIOD;
+	uint32_t ripe = (oldest + HEAP_PERIOD + HEAP_TICK) & ~(HEAP_TICK - 1);
+	if ((int32_t)(ripe - tick) <= 0 || queued)
+		ripe = tick + HEAP_TICK;
+	if ((aging || queued) && (int32_t)(ripe - next) < 0)
+		next = ripe;
+	if ((aging || held || queued) && (int32_t)(next - *due) < 0)
+		*due = next;
+	return aging || held || queued;
 }
 
 /* Fork. A fork does not stop the other threads, and it copies the address space page by
@@ -1750,7 +1766,9 @@ static uint32_t burst_stamp(uint64_t now, uint64_t until)
 	uint64_t tick = (uint64_t)TUN(decay_ms) * (1000000u / HEAP_DECAY_TICKS), ticks = 2;
 	if (tick && until > now)
 		ticks += LA_MIN((until - now) / tick, (uint64_t)1 << 20);
-	return __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) + (uint32_t)ticks;
+	/* a tick's (even: no page freed while the pass sleeps carries it, see heap_skip) */
+	uint32_t at = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) & ~(HEAP_TICK - 1);
+	return at + (uint32_t)ticks * HEAP_TICK;
 }
 
 /* The preparation is over (lock held): its pages no longer count as prepared, and no

@@ -220,14 +220,17 @@ void arena_trim(struct arena *a, size_t pad);
 void arena_release_idle(struct arena *a, bool all);
 /* Measure the arena's free resident pages (mincore), the decay pass's refinement. */
 void arena_measure(struct arena *a);
-/* The decay pass over a, one tick: drains its remote frees and returns the free pages of
- * every heap that stayed free for decay_ms (heap_epoch); a full pass (once per decay_ms)
- * also gives back empty spans and the parked block, whose pages then age, and measures
- * what stays. True when it left something a later pass may return (free pages still
- * resident, the parked block, a throttle still backing off, frees queued meanwhile) or
- * the arena was busy. Free blocks inside spans in use are not such a thing: no pass can
- * return them. */
-bool arena_decay(struct arena *a, bool full);
+/* The decay pass over a at tick `tick` (heap_epoch): drains its remote frees and returns
+ * the free pages of every heap that stayed free for decay_ms; a full pass (a tick that is
+ * a multiple of HEAP_PERIOD, once per decay_ms) also gives back empty spans and the
+ * parked block, whose pages then age, and measures what stays. Spans stamped `stale` take
+ * the tick first (heap_purge_aged; stale = tick: none; then the arena is waited for, not
+ * skipped when busy). True when it left something a later pass may return (free pages
+ * still resident, the parked block, a throttle still backing off, frees queued meanwhile)
+ * or the arena was busy; then *due is lowered to the first tick at which a pass finds
+ * something to do here. Free blocks inside spans in use are not such a thing: no pass
+ * can return them. */
+bool arena_decay(struct arena *a, uint32_t tick, uint32_t stale, uint32_t *due);
 void arena_drain(struct arena *a);
 /* The control thread's burst preparation (burst.h) for arena a at time now (takes the
  * lock): predict the next burst, populate its pages in chunks from a lead before it, give

@@ -106,19 +106,20 @@ void op_measure(void)
 	direct_measure();
 }
 
-bool op_decay(void)
+bool op_decay(uint32_t tick, uint32_t stale, uint32_t *due)
 {
 	/* what the last full pass left in thread caches and the mapping cache */
 	static bool caches_held, mappings_left;
-	uint32_t tick = __atomic_add_fetch(&heap_epoch, 1, __ATOMIC_RELAXED);
-	bool full = tick % HEAP_DECAY_TICKS == 0; /* once per decay_ms */
+	bool full = tick % HEAP_PERIOD == 0; /* once per decay_ms */
 	/* idle caches' blocks go back to spans first, which the arena pass can release */
 	if (full)
 		caches_held = tcache_flush_cold();
 	bool more = caches_held;
+	/* the next full pass, unless an arena wants one sooner */
+	*due = tick + HEAP_PERIOD - tick % HEAP_PERIOD;
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++)
-		more |= arena_decay(&arenas[i], full);
+		more |= arena_decay(&arenas[i], tick, stale, due);
 	if (full)
 		mappings_left = direct_decay();
 	/* only a full pass looks at everything (caches, empty spans, mappings): the thread
@@ -587,6 +588,22 @@ static void *control_main(void *arg)
 	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
+	/* The decay pass's ticks (HEAP_TICK apart in heap_epoch). A pass runs `skip` ticks
+	 * after the last one: the next tick, or, when that pass found nothing that could come
+	 * of age before a later tick (due, at most the next full pass), that one: the thread
+	 * sleeps through the ticks between (skipping: heap_skip set, and heap_epoch `base` +
+	 * 1, odd, so that pages freed meanwhile are told apart; they age as base's). A page
+	 * stamped meanwhile ends the sleep (heap.c stamp_now, which wakes the thread): the
+	 * pass then runs at the next tick due by the clock, and pages stamped meanwhile take
+	 * that pass's tick if two ticks or more went by unseen. An idle process with pages
+	 * that age woke 4 times a decay_ms for them: idle-after-sweep (4 s idle, decay_ms
+	 * 1000) 17 wake-ups, 9 now, with the same returns at the same times. */
+	uint32_t base = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) & ~(HEAP_TICK - 1);
+	uint32_t skip = 1, planned = 1;
+	bool skipping = false;
+	/* a forked child's copy may be a sleep's: its pages age as the tick before */
+	__atomic_store_n(&heap_skip, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&heap_epoch, base, __ATOMIC_SEQ_CST);
 	struct exit_watch watch = {(uint32_t)(uintptr_t)arg, 0, 0};
 	/* other allocators dlopen'ed after start: looked for 1 ms, 11 ms, 111 ms and 1.1 s
 	 * after a dlopen call (the call wakes this thread as it begins; the loading is over by
@@ -698,17 +715,51 @@ static void *control_main(void *arg)
 				wait_ns = look_due - now;
 		}
 		if (armed) {
-			if (now - last_decay >= decay_ns) {
+			/* a page stamped while the thread slept through ticks: the next tick */
+			if (skipping && !__atomic_load_n(&heap_skip, __ATOMIC_SEQ_CST))
+				skip = 1;
+			uint64_t span = (uint64_t)skip * decay_ns;
+			if (now - last_decay >= span) {
+				uint32_t ticks = 1, stale;
+				if (skipping) {
+					uint64_t went = (now - last_decay) / decay_ns;
+					ticks = went < 1         ? 1
+					        : went > planned ? planned
+					                         : (uint32_t)went;
+				}
+				uint32_t tick = base + ticks * HEAP_TICK;
+				/* the tick first, then the flag: a stamp that saw the flag set
+				 * either cleared it (below: the pages it stamped, base + 1,
+				 * take this tick if two ticks or more went by unseen: one may
+				 * have been made after the first) or reads this tick */
+				__atomic_store_n(&heap_epoch, tick, __ATOMIC_SEQ_CST);
+				stale = tick;
+				if (skipping &&
+				    !__atomic_exchange_n(&heap_skip, 0, __ATOMIC_SEQ_CST) &&
+				    ticks > 1)
+					stale = base + 1;
+				skipping = false;
 				/* disarm first: a free racing with the pass re-arms */
 				__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
-				if (op_decay())
+				uint32_t due = tick + HEAP_TICK;
+				bool more = op_decay(tick, stale, &due);
+				if (more)
 					__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
+				base = tick;
+				skip = 1;
+				uint32_t k = (due - tick) / HEAP_TICK;
+				if (more && k > 1 && k <= HEAP_DECAY_TICKS) {
+					__atomic_store_n(&heap_skip, 1, __ATOMIC_SEQ_CST);
+					__atomic_store_n(&heap_epoch, tick + 1, __ATOMIC_SEQ_CST);
+					skipping = true;
+					skip = planned = k;
+				}
 				burst_look = true;
 				last_decay = now;
 				shm_header()->heartbeat_ns = now;
 				continue;
 			}
-			uint64_t left = decay_ns - (now - last_decay);
+			uint64_t left = span - (now - last_decay);
 			if (!wait_ns || left < wait_ns)
 				wait_ns = left;
 		}

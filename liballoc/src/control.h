@@ -32,13 +32,15 @@ void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
 /* Measure what counts as free resident (mincore): the refresh command. */
 void op_measure(void);
-/* The decay pass, one tick (decay_ms / HEAP_DECAY_TICKS): free pages go back once free
- * for decay_ms; every HEAP_DECAY_TICKS-th tick also takes idle cache bins, empty spans,
- * parked blocks and cached mappings unused for a period. True when something is left that
- * a later pass may return (blocks in thread caches, resident free pages, queued remote
- * frees, cached mappings): the control thread stays armed. Otherwise it sleeps until a
- * free arms it again. */
-bool op_decay(void);
+/* The decay pass at tick `tick` (heap_epoch, which the caller has set; ticks of decay_ms /
+ * HEAP_DECAY_TICKS, HEAP_TICK apart): free pages go back once free for decay_ms; a full
+ * pass (tick a multiple of HEAP_PERIOD, once per decay_ms) also takes idle cache bins,
+ * empty spans, parked blocks and cached mappings unused for a period. Spans stamped `stale` take the tick first (stale = tick: none; see
+ * heap_skip). True when something is left that a later pass may return (blocks in thread
+ * caches, resident free pages, queued remote frees, cached mappings): the control thread
+ * stays armed, and *due is the first tick at which a pass finds something to do (at the
+ * latest the next full one). Otherwise it sleeps until a free arms it again. */
+bool op_decay(uint32_t tick, uint32_t stale, uint32_t *due);
 /* The in-process pressure watch signalled at `since` (CLOCK_MONOTONIC ns): flush, release,
  * trim, at most once a second; the time to the end is published in the segment. 0 when it
  * acted, else how long until it may: the caller keeps the event and calls again then (a

@@ -18,10 +18,24 @@
  * zero page, `python3 -c pass`) */
 __attribute__((section(".lbss.owner"))) uint64_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
+uint32_t heap_skip;  /* atomic: the decay pass sleeps through ticks (heap.h) */
 
 static uint32_t epoch_now(void)
 {
 	return __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED);
+}
+
+/* The tick that dirty pages freed now carry. While the decay pass sleeps through ticks,
+ * the first such stamp ends the sleep (the clock would go on without it), once: the
+ * control thread, woken, counts the ticks it slept and gives the pages stamped meanwhile
+ * the tick they belong to (control.c). The flag is read before the tick (both in one
+ * total order with the pass's writes: the tick first, then the flag cleared). */
+static uint32_t stamp_now(void)
+{
+	if (unlikely(__atomic_load_n(&heap_skip, __ATOMIC_SEQ_CST)) &&
+	    __atomic_exchange_n(&heap_skip, 0, __ATOMIC_SEQ_CST))
+		shm_wake_control();
+	return __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
 }
 
 /* Is tick a older than tick b (the clock wraps)? */
@@ -866,7 +880,7 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 		dirty_add(h, ahead);
 	}
 	if (rs->dirty)
-		rs->stamp = epoch_now();
+		rs->stamp = stamp_now();
 	h->fresh_pages += ahead;
 	return ahead;
 }
@@ -883,7 +897,7 @@ static uint32_t merged_stamp(uint32_t stamp, uint32_t d, const struct span *o)
 struct span *heap_free_pages(struct heap *h, struct span *s)
 {
 	uint32_t first = s->first, n = s->npages, d = heap_resident_in(h, first, n);
-	uint32_t stamp = epoch_now();
+	uint32_t stamp = stamp_now();
 	h->used_pages -= n;
 	h->free_pages += n;
 	dirty_add(h, d);
@@ -1054,14 +1068,20 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 	return purged;
 }
 
-uint32_t heap_purge_aged(struct heap *h, uint32_t before)
+uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest)
 {
-	uint32_t purged = 0, steps = 0;
+	uint32_t purged = 0, steps = 0, tick = before + HEAP_PERIOD;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
-			if (d && older(s->stamp, before) && purge_span(h, s))
+			if (!d)
+				continue;
+			if (s->stamp == stale)
+				s->stamp = tick;
+			if (older(s->stamp, before) && purge_span(h, s))
 				purged += d;
+			else if (older(s->stamp, *oldest))
+				*oldest = s->stamp;
 		}
 	}
 	return purged;
@@ -1124,7 +1144,7 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n)
 				return false;
 			heap_touch(h, from, n);
 			if (!s->dirty) /* (else the stamp stays the oldest's) */
-				s->stamp = epoch_now();
+				s->stamp = stamp_now();
 			s->dirty += n;
 			dirty_add(h, n);
 			return true;

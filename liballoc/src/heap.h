@@ -242,13 +242,20 @@ LA_INLINE void *span_base(struct heap *h, const struct span *s)
 	return (char *)h + ((size_t)s->first << LA_PAGE_SHIFT);
 }
 
-/* The decay clock: ticks of decay_ms / HEAP_DECAY_TICKS, advanced by the decay pass. A
- * free span's dirty pages carry the tick they were freed in (merged spans: the oldest),
- * and the pass returns those free for HEAP_DECAY_TICKS whole ticks, at least decay_ms:
- * whatever else the heap does, and never pages freed more recently (they may be reused
- * soon: returning them would only make the program fault them back in). */
+/* The decay clock: ticks of decay_ms / HEAP_DECAY_TICKS, advanced by the decay pass, in
+ * steps of HEAP_TICK. A free span's dirty pages carry the tick they were freed in (merged
+ * spans: the oldest), and the pass returns those free for HEAP_DECAY_TICKS whole ticks, at
+ * least decay_ms: whatever else the heap does, and never pages freed more recently (they
+ * may be reused soon: returning them would only make the program fault them back in). */
 #define HEAP_DECAY_TICKS 4u
+#define HEAP_TICK        2u
+#define HEAP_PERIOD      (HEAP_DECAY_TICKS * HEAP_TICK) /* decay_ms in heap_epoch units */
 extern uint32_t heap_epoch;
+/* The decay pass may sleep through ticks in which nothing can come of age (control.c).
+ * Then heap_epoch is the last pass's tick + 1: odd, so that pages freed during the sleep
+ * are told apart (they age as that tick's until the pass mends them), and this is 1 until
+ * the first page stamp after it (which wakes the thread) or the pass clears it. */
+extern uint32_t heap_skip;
 
 /* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
  * free resident pages than pages in use (arena.c give_back_heap). */
@@ -328,8 +335,11 @@ void heap_unmap_small(struct heap *h, struct span *s);
  * pages purged. */
 uint32_t heap_purge(struct heap *h, uint32_t keep_pages);
 /* Return the dirty pages of free spans stamped before epoch `before` (wrapping compare).
- * Returns the pages purged; younger ones stay (dirty_pages). */
-uint32_t heap_purge_aged(struct heap *h, uint32_t before);
+ * Spans stamped `stale` are stamped before + HEAP_PERIOD (the current tick) first (stale =
+ * that tick: none; see heap_skip). *oldest is lowered to the stamp of the oldest dirty
+ * span left. Returns the pages purged; younger ones stay
+ * (dirty_pages). */
+uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest);
 /* Populate-ahead: large span s (just taken, `dirty` of its pages resident already, their
  * `resident` bits not set yet for the others: the caller calls heap_touch after) is about
  * to be written whole. While the heap takes fresh (not resident) pages fast (at least

@@ -726,6 +726,157 @@ Test(decay, an_idle_process_stops_waking_the_control_thread)
 		A(free)(keep[i]);
 }
 
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Pages of [p, p + pages) resident (mincore). */
+static unsigned resident_in(const void *p, size_t pages)
+{
+	unsigned char vec[256];
+	cr_assert_leq(pages, sizeof(vec));
+	cr_assert_eq(mincore((void *)p, pages << 12, vec), 0);
+	unsigned n = 0;
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+enum { AGE_PAGES = 64, AGE_BLOCKS = 10 };
+
+/* Blocks of AGE_PAGES pages in one heap (mmap_threshold well above), each between two
+ * that stay (no free neighbour lends it an older stamp), written; a live 8 MiB keeps the
+ * heap far from nearly empty (no purge at the free). Freeing one and then the spare
+ * `park` (a freed large block is parked whole until the next one is freed) stamps its
+ * pages now. */
+struct aging_blocks {
+	char *live, *blk[AGE_BLOCKS], *sep[AGE_BLOCKS + 1], *park[AGE_BLOCKS];
+};
+
+static void aging_setup(struct aging_blocks *b)
+{
+	set("mmap_threshold", 32 << 20);
+	set("mmap_dynamic", 0);
+	size_t n = AGE_PAGES << 12;
+	b->live = A(malloc)(8 << 20);
+	memset(b->live, 1, 8 << 20);
+	for (int i = 0; i < AGE_BLOCKS; i++) {
+		b->sep[i] = A(malloc)(n);
+		b->blk[i] = A(malloc)(n);
+		b->park[i] = A(malloc)(n);
+		memset(b->blk[i], 1, n);
+		memset(b->park[i], 1, n);
+	}
+	b->sep[AGE_BLOCKS] = A(malloc)(n);
+	cr_assert(((uintptr_t)b->blk[0] & 4095) == 0, "a large block is page-aligned");
+}
+
+static void aging_free(struct aging_blocks *b, int i)
+{
+	A(free)(b->blk[i]);
+	A(free)(b->park[i]); /* blk[i] goes back to its heap, stamped now */
+}
+
+static void aging_end(struct aging_blocks *b)
+{
+	for (int i = 0; i <= AGE_BLOCKS; i++)
+		A(free)(b->sep[i]);
+	A(free)(b->live);
+}
+
+/* The decay pass sleeps through ticks in which nothing can come of age (heap_skip): pages
+ * freed meanwhile, after ticks went by unseen, still stay free for decay_ms before they go
+ * back (the tick they carry is mended when the sleep ends), and they do go back. Freed
+ * three ticks into a sleep, without the mending they went back three ticks after their
+ * free (decay_ms is four). */
+Test(decay, pages_freed_while_the_pass_sleeps_through_ticks_stay_for_decay_ms)
+{
+	const double decay_s = 0.4, tick_s = decay_s / HEAP_DECAY_TICKS;
+	struct aging_blocks b;
+	aging_setup(&b);
+	set("decay_ms", 400);
+	const int last = AGE_BLOCKS - 1;
+	double freed = 0, start = 0, changed = mono_s(), t0 = changed;
+	uint32_t cur = __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
+	int i = 0;
+	while (!freed && mono_s() - t0 < 60) {
+		double now = mono_s();
+		uint32_t e = __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
+		bool asleep = __atomic_load_n(&heap_skip, __ATOMIC_SEQ_CST);
+		if (e != cur) { /* a pass: an odd tick, a sleep begins */
+			cur = e;
+			changed = now;
+			start = e & 1 && asleep ? now : 0;
+		}
+		if (start && now >= start + 3.3 * tick_s) {
+			if (asleep && __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST) == cur) {
+				aging_free(&b, last); /* 3 ticks went by unseen */
+				freed = mono_s();
+			}
+			start = 0; /* a shorter sleep: the next one */
+		}
+		/* a parked block that goes back at a full pass ages from there: after that pass
+		 * the thread sleeps through the 3 ticks to the next one */
+		if (!start && now - changed > 2 * decay_s && i < last) {
+			A(free)(b.blk[i++]);
+			changed = now;
+		}
+		usleep(1000);
+	}
+	cr_assert(freed, "the decay pass slept through no 3 ticks in 60 s (%d frees)", i);
+	cr_assert_eq(resident_in(b.blk[last], AGE_PAGES), AGE_PAGES);
+	double gone = 0;
+	while (!gone && mono_s() - freed < 60) {
+		if (resident_in(b.blk[last], AGE_PAGES) == 0)
+			gone = mono_s();
+		else
+			usleep(2000);
+	}
+	cr_assert(gone, "the pages freed during the sleep were not returned in 60 s");
+	cr_log_info("returned %.3f s after their free (decay_ms 400, %d frees before)",
+	            gone - freed, i);
+	cr_assert_geq(gone - freed, decay_s - 0.002,
+	              "pages freed while the pass slept went back %.3f s after their free, "
+	              "before decay_ms",
+	              gone - freed);
+	aging_end(&b);
+}
+
+/* Pages that age in a process that keeps something for a later pass (the parked block,
+ * pages given back with it): the control thread wakes for the passes that have something
+ * to do (a full pass once a period, the one at which pages come of age) and sleeps
+ * through the ticks between. It woke at every tick, four times a period: 8 wake-ups in
+ * the two periods after the first return, 3-4 now. */
+Test(decay, aging_pages_wake_the_control_thread_only_when_something_is_due)
+{
+	struct aging_blocks b;
+	aging_setup(&b);
+	set("decay_ms", 400);
+	double t0 = mono_s(), back = 0;
+	aging_free(&b, 0);
+	while (!back && mono_s() - t0 < 60) {
+		if (resident_in(b.blk[0], AGE_PAGES) == 0)
+			back = mono_s();
+		else
+			usleep(2000);
+	}
+	cr_assert(back, "the pages went back");
+	cr_assert_geq(back - t0, 0.4 - 0.002, "the pages went back before decay_ms");
+	/* two periods from there: the parked block goes back at the next full pass and its
+	 * pages age (wake-ups are counted over a time, not waited for) */
+	long before = control_wakeups();
+	while (mono_s() < back + 0.8)
+		usleep(10000);
+	long wakes = control_wakeups() - before;
+	cr_log_info("%ld wake-ups in the two periods after the first return", wakes);
+	cr_assert_leq(wakes, 5, "%ld wake-ups of the control thread in two periods of 400 ms",
+	              wakes);
+	aging_end(&b);
+}
+
 /* A thread that allocates blocks for others to free, then waits without touching its
  * arena again. */
 struct idle_owner {

@@ -710,7 +710,9 @@ Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_emp
 	tcache_flush_cold(); /* the bin unused for a whole pass: its blocks go back too */
 	cr_assert_gt(a->xfer_n[cls], 0, "scattered blocks kept");
 	uint64_t before = class_spans(cls);
-	arena_decay(a, true);
+	/* a full pass (a tick that is a multiple of HEAP_PERIOD) at or before the clock */
+	uint32_t due, tick = __atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) & ~(HEAP_PERIOD - 1);
+	arena_decay(a, tick, tick, &due);
 	cr_assert_eq(a->xfer_n[cls], 0, "the decay pass returned them");
 	cr_assert_lt(class_spans(cls), before, "spans emptied and went back");
 	A(free)(p);
