@@ -105,9 +105,10 @@ Test(heap, spans_tile_the_heap_through_splits_and_merges, .timeout = 60)
 			A(free)(slot[k]);
 			slot[k] = A(malloc)(n);
 			break;
-		case 4: /* small spans between the large ones */
+		case 4: /* small spans between the large ones (at least the 64 bytes written
+		         * below: 16 + x wrote past blocks of 16-48 bytes into their neighbours) */
 			A(free)(slot[k]);
-			slot[k] = A(malloc)(16 + (x >> 8) % 16000);
+			slot[k] = A(malloc)(64 + (x >> 8) % 16000);
 			break;
 		default:
 			A(free)(slot[k]);
