@@ -64,6 +64,10 @@ struct arena {
 	struct la_lock lock;
 	uint32_t index;
 	uint32_t threads;                  /* attached threads (atomic) */
+	uint32_t work;                     /* lock (others read it, atomic): refills, flushes
+	                                    * and large blocks of its threads */
+	uint32_t others_seen;              /* atomic: the other arenas' work when it last
+	                                    * looked (other_arenas_active, arena_attach) */
 	uint32_t nheaps;                   /* lock */
 	struct heap *heaps;                /* lock; most recently grown first */
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
