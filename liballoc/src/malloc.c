@@ -103,13 +103,13 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 	return alloc_large(n, LA_ALIGN, NULL, false);
 }
 
-/* Pop the top block of the malloc stack at off bytes from bins (tc_enter_fast's: cache
- * entered; may be the idle bins': empty). */
-LA_INLINE void *bin_pop(struct tcache *tc, char *bins, size_t off)
+/* Pop the top block of the bin at off bytes from bins (cache entered; bins may be the idle
+ * bins: empty). */
+LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t off)
 {
-	/* slot[0] is NULL: an empty stack (or the idle bins' of a cache a flusher holds)
-	 * goes to the slow path */
-	void **top = ((struct tmstack *)(bins + off))->top;
+	/* slot[0] is NULL: an empty bin (or the idle bins of a cache a flusher holds) goes to
+	 * the slow path */
+	void **top = ((struct tbin *)((char *)bins + off))->top;
 	void *p = *top;
 #if defined(__x86_64__)
 	/* p in the return register from its load (an empty asm): gcc 12 put top there and
@@ -117,60 +117,38 @@ LA_INLINE void *bin_pop(struct tcache *tc, char *bins, size_t off)
 	__asm__("" : "+a"(p));
 #endif
 	if (likely(p != NULL)) {
-		/* bins opaque: the store addresses the stack's top as the load did (base, index
-		 * and scale), where gcc 12 computed the address into a register first */
+		/* bins opaque: the store addresses the bin as the load did (base, index and
+		 * scale), where gcc 12 computed the address into a register first */
 		__asm__("" : "+r"(bins));
-		((struct tmstack *)(bins + off))->top = top - 1;
+		((struct tbin *)((char *)bins + off))->top = top - 1;
 		((void **)p)[1] = NULL; /* no longer marked free */
 	}
 	tc_leave(tc);
 	return p;
 }
 
-/* malloc's fast path: a block from this thread's cache, NULL when n is not small, the
- * class's malloc stack is empty, a flusher holds the cache or it is not set up yet (the
- * slow path). calloc pops here too rather than call the exported malloc, which goes
- * through the PLT (the library's own calls to an exported function can be interposed),
- * and so needs no frame: its memset is a tail call. Up to 1 KiB the class's malloc stack
- * is at 2 times sc_small4[n] from bins_at (tcache.h), one load indexed by n. */
+/* malloc's fast path: a block from this thread's cache, NULL when n is not small, the bin
+ * is empty, a flusher holds the cache or it is not set up yet (the slow path). calloc pops
+ * here too rather than call the exported malloc, which goes through the PLT (the library's
+ * own calls to an exported function can be interposed), and so needs no frame: its memset
+ * is a tail call. Up to 1 KiB the bin's offset is 8 times sc_small4[n] (tcache.h), one
+ * load indexed by n. */
 LA_INLINE void *malloc_pop(size_t n)
 {
 	struct tcache *tc = &la_tcache;
 	if (likely(n <= SC_UPPER_FROM))
-		return bin_pop(tc, tc_enter_fast(tc), (size_t)sc_small4[n] * 2);
+		return bin_pop(tc, tc_enter_fast(tc), (size_t)sc_small4[n] * 8);
 	if (likely(n <= LA_SMALL_MAX))
-		return bin_pop(tc, tc_enter_fast(tc), sc_class_of(n) * sizeof(struct tmstack));
+		return bin_pop(tc, tc_enter_fast(tc), sc_class_of(n) * sizeof(struct tbin));
 	return NULL;
-}
-
-/* malloc's fast path found the malloc stack at 2 * i bytes from bins_at empty (i: 4 times
- * the class, as sc_small4): most often its bin holds blocks (tcache_pop_swapped), else the
- * slow path. */
-LA_NOINLINE static void *malloc_miss(size_t n, size_t i)
-{
-	void *p = tcache_pop_swapped(&la_tcache, i * 2);
-	if (likely(p != NULL))
-		return p;
-	return malloc_slow(n);
 }
 
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
-	struct tcache *tc = &la_tcache;
-	size_t i;
-	void *p;
-	if (likely(n <= SC_UPPER_FROM)) {
-		i = sc_small4[n];
-		p = bin_pop(tc, tc_enter_fast(tc), i * 2);
-	} else if (likely(n <= LA_SMALL_MAX)) {
-		i = sc_class_of(n) * 4;
-		p = bin_pop(tc, tc_enter_fast(tc), i * 2);
-	} else {
-		return malloc_slow(n);
-	}
+	void *p = malloc_pop(n);
 	if (likely(p != NULL))
 		return p;
-	return malloc_miss(n, i);
+	return malloc_slow(n);
 }
 
 /* ---- free ------------------------------------------------------------------------------ */
@@ -195,9 +173,6 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 	if (tc_enter(tc)) { /* else a flusher is emptying the cache: its blocks go to spans */
 		for (uint32_t i = 1; i <= tbin_count(&tc->bins[cls]); i++)
 			if (tc->bins[cls].slot[i] == p)
-				double_free(func);
-		for (uint32_t i = 1; i <= tc_mcount(tc, cls); i++)
-			if (tms_row(tc->ms[cls].top)[i] == p)
 				double_free(func);
 		for (uint32_t i = 0; i < tc->rb_n; i++)
 			if (tc->rb[i] == p)
@@ -322,7 +297,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		 * have no room either */
 		char *bins = (char *)tc_enter_fast(tc);
 		size_t ci = c4;
-#define FREE_BIN ((struct tbin *)(bins - TC_MTOP_OFF + ci * 8) - 1)
+#define FREE_BIN ((struct tbin *)(bins + ci * 8) - 1)
 		uint32_t r = FREE_BIN->recip;
 		if (likely(off * r < r && ((void **)p)[1] != key)) {
 			/* bins opaque before each use of the bin: each access addresses it from
@@ -401,9 +376,7 @@ LA_EXPORT size_t LA_API(malloc_usable_size)(void *p)
 LA_NOINLINE static void *calloc_slow(size_t total)
 {
 	if (total <= LA_SMALL_MAX) {
-		/* malloc's miss: most often the class's malloc stack ran out (a swap) */
-		size_t i = total <= SC_UPPER_FROM ? sc_small4[total] : sc_class_of(total) * 4u;
-		void *p = malloc_miss(total, i);
+		void *p = malloc_slow(total);
 		if (p)
 			memset(p, 0, total);
 		return p;

@@ -17,22 +17,16 @@
 #include "shm.h"
 #include "tunables.h"
 
-/* tcache.h; reset_bins points the bins at it (a limit of 0 sends every free to the slow
- * path) */
-void *const tc_no_slots[TC_SLOTS] __attribute__((aligned(TC_ROW_BYTES)));
+/* The one row every bin points at before its class's first use (reset_bins): slot 0,
+ * NULL, never written (a limit of 0 sends every free to the slow path). */
+static void *tc_no_slots[1];
 /* The bins of a cache that a flusher holds, or that is not set up or has exited: top at
- * the NULL slot, end NULL (below top: a push finds no room), a reciprocal of 0 (free's
- * block-start check fails), and the malloc stacks at the NULL slot (a pop finds nothing),
- * never written (read-only after relocation). Only the fast paths read them; the first
- * bin is bin_none's counterpart. */
-static const struct {
-	struct tbin bins[1 + LA_NCLASSES];
-	struct tmstack ms[LA_NCLASSES];
-} tc_idle = {.ms = {[0 ... LA_NCLASSES - 1] = {.top = TC_NO_SLOTS}}};
-_Static_assert(offsetof(__typeof__(tc_idle), ms) ==
-                       offsetof(__typeof__(tc_idle), bins[1]) + TC_MTOP_OFF,
-               "the idle bins' malloc stacks at TC_MTOP_OFF, as a cache's");
-#define TC_IDLE_FAST ((char *)tc_idle.ms)
+ * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
+ * reciprocal of 0 (free's block-start check fails), never written (read-only after
+ * relocation). Only the fast paths read them; the first is bin_none's counterpart. */
+static const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {
+        [0 ... LA_NCLASSES] = {.top = tc_no_slots}};
+#define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
 
 /* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
  * cache; not set up; exited; malloc's and free's, both through bins_at): SEQ_CST where a flusher
@@ -41,11 +35,11 @@ _Static_assert(offsetof(__typeof__(tc_idle), ms) ==
  * give-back orders them before its release of `steal`). */
 LA_INLINE void route_fast_paths(struct tcache *tc, bool own, int order)
 {
-	__atomic_store_n(&tc->bins_at, own ? (char *)tc->ms : TC_IDLE_FAST, order);
+	__atomic_store_n(&tc->bins_at, own ? tc->bins : TC_IDLE_BINS, order);
 }
 
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
-        .bins_at = TC_IDLE_FAST,
+        .bins_at = TC_IDLE_BINS,
         /* .bins: zero until the set-up (reset_bins); the fast paths use the idle bins
          * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
@@ -90,12 +84,11 @@ static struct tslots *slots_get(struct arena *a)
 static void reset_bins(struct tcache *tc)
 {
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		tc->bins[c].slot = TC_NO_SLOTS;
-		tc->bins[c].top = TC_NO_SLOTS;
-		tc->bins[c].end = TC_NO_SLOTS;
+		tc->bins[c].slot = tc_no_slots;
+		tc->bins[c].top = tc_no_slots;
+		tc->bins[c].end = tc_no_slots;
 		tc->bins[c].limit = 0;
 		tc->bins[c].recip = sc_recip[c];
-		tc->ms[c].top = TC_NO_SLOTS;
 	}
 	tc->rows = 0;
 	tc->row_bins = 0;
@@ -126,20 +119,10 @@ static uint64_t bin_max_bytes(unsigned c, uint64_t max)
 	return sc_size[c] > SC_EIGHTHS_FROM ? max / 4 : max;
 }
 
-/* A push finds room while the bin and the malloc stack hold fewer than limit blocks:
- * end below top when the limit fell (frees take the slow path, which flushes). */
-static void bin_set_end(struct tcache *tc, unsigned c)
+static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
 {
-	struct tbin *b = &tc->bins[c];
-	uint32_t m = tc_mcount(tc, c);
-	b->end = b->slot + (b->limit > m ? b->limit - m : 0);
-}
-
-static void bin_set_limit(struct tcache *tc, unsigned c, uint64_t max)
-{
-	struct tbin *b = &tc->bins[c];
 	b->limit = (uint16_t)LA_MIN(bin_max_bytes(c, max) / sc_size[c], TC_MAX_BLOCKS);
-	bin_set_end(tc, c);
+	b->end = b->slot + b->limit; /* below top when the limit fell: frees take the slow path */
 	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
 	 * refills double from there */
 	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
@@ -156,78 +139,25 @@ static void set_limits(struct tcache *tc)
 	uint32_t gen = __atomic_load_n(&tcache_gen, __ATOMIC_ACQUIRE);
 	uint64_t max = cache_max(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if (tc->bins[c].slot != TC_NO_SLOTS)
-			bin_set_limit(tc, c, max);
+		if (tc->bins[c].slot != tc_no_slots)
+			bin_set_limit(&tc->bins[c], c, max);
 	tc->gen = gen;
 }
 
-/* The cache's next row of slots, slot 0 NULL (an empty stack's pop reads it): the first
- * set's, then the second's, taken when the first runs out (a thread whose bins and malloc
- * stacks need more than LA_NCLASSES rows); NULL without memory for it. */
-static LA_NOINLINE void **take_row(struct tcache *tc)
-{
-	if (tc->rows >= LA_NCLASSES && !tc->mslots && !(tc->mslots = slots_get(tc->arena)))
-		return NULL;
-	void **row = tc->rows < LA_NCLASSES ? tc->slots->row[tc->rows]
-	                                    : tc->mslots->row[tc->rows - LA_NCLASSES];
-	tc->rows++;
-	row[0] = NULL;
-	return row;
-}
-
 /* The first use of bin c (owner, cache entered, limits current): give it the next row,
- * if the cache may hold blocks of its class at all (none without memory for it: the bin
- * keeps a limit of 0, and its class goes to the arena). */
+ * if the cache may hold blocks of its class at all. */
 static void bin_take_row(struct tcache *tc, unsigned c)
 {
 	struct tbin *b = &tc->bins[c];
 	uint64_t max = cache_max(tc);
-	if (b->slot != TC_NO_SLOTS || bin_max_bytes(c, max) < sc_size[c])
+	if (b->slot != tc_no_slots || bin_max_bytes(c, max) < sc_size[c])
 		return;
-	void **row = take_row(tc);
-	if (!row)
-		return;
+	void **row = tc->slots->row[tc->rows++];
+	row[0] = NULL; /* the empty bin's pop reads it */
 	b->slot = row;
 	b->top = row;
 	tc->row_bins |= (uint64_t)1 << c;
-	bin_set_limit(tc, c, max);
-}
-
-/* Class c's malloc stack is empty and its bin holds blocks: the two rows trade places,
- * the malloc stack takes the bin's blocks (most recent on top) and the bin the empty row
- * (a class's first swap gives it its second row). Owner, cache entered. False, nothing
- * done, when there is no row for it (no memory): the caller pops the bin. */
-
-LA_INLINE bool bin_swap(struct tcache *tc, unsigned c)
-{
-	struct tbin *b = &tc->bins[c];
-	void **empty = tms_row(tc->ms[c].top);
-	if (unlikely(empty == TC_NO_SLOTS) && !(empty = take_row(tc)))
-		return false;
-	tc->ms[c].top = b->top;
-	b->slot = empty;
-	b->top = empty;
-	bin_set_end(tc, c);
-	return true;
-}
-
-/* Put the blocks of class c's malloc stack back under its bin's (they are older: the bin
- * took its blocks since the swap), so that the bin holds every block of the class that
- * the cache holds (flushes work on the bin alone), and give it its whole limit. At most
- * limit blocks in both (bin_set_end), so they fit in the row. Owner or flusher. */
-static void bin_fold(struct tcache *tc, unsigned c)
-{
-	struct tbin *b = &tc->bins[c];
-	uint32_t m = tc_mcount(tc, c);
-	if (m) {
-		uint32_t f = tbin_count(b);
-		memmove(b->slot + 1 + m, b->slot + 1, f * sizeof(void *));
-		void **row = tms_row(tc->ms[c].top);
-		memcpy(b->slot + 1, row + 1, m * sizeof(void *));
-		b->top = b->slot + m + f;
-		tc->ms[c].top = row;
-		bin_set_end(tc, c);
-	}
+	bin_set_limit(b, c, max);
 }
 
 /* The arena's cached_bytes follows each bin as of its last refill or flush (publish_bin,
@@ -236,7 +166,7 @@ static void bin_fold(struct tcache *tc, unsigned c)
  * emptied. */
 LA_INLINE void publish_bin(struct tcache *tc, unsigned c)
 {
-	uint32_t count = tc_held(tc, c);
+	uint32_t count = tbin_count(&tc->bins[c]);
 	int64_t delta = ((int64_t)count - tc->pub_count[c]) * sc_size[c];
 	if (delta && tc->arena) {
 		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)delta);
@@ -257,7 +187,6 @@ static void tcache_init(struct tcache *tc)
 	tc->arena = arena_attach();
 	tc->tag = heap_tag(tc->arena->index);
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
-	tc->mslots = NULL;
 	reset_bins(tc);
 	set_limits(tc);
 	/* no flusher can reach the cache before it is listed */
@@ -297,7 +226,6 @@ struct remote_batch {
 static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
 {
 	struct tbin *b = &tc->bins[cls];
-	bin_fold(tc, cls);
 	uint32_t count = tbin_count(b);
 	if (count <= keep)
 		return 0;
@@ -380,7 +308,7 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	for (uint64_t m = tc->row_bins; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
 		uint16_t ev = tc->slow_events[c];
-		if (ev == tc->gc_seen[c] && tc_held(tc, c)) {
+		if (ev == tc->gc_seen[c] && tbin_count(&tc->bins[c])) {
 			if (tc->gc_skip[c]) {
 				tc->gc_skip[c]--;
 			} else {
@@ -431,7 +359,7 @@ static LA_NOINLINE void new_gen(struct tcache *tc)
 {
 	set_limits(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if (tc_held(tc, c) > tc->bins[c].limit)
+		if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
 			flush_bin(tc, c, tc->bins[c].limit);
 }
 
@@ -456,7 +384,6 @@ void tcache_check_self(void)
 
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 {
-	struct tbin *b = &tc->bins[cls];
 	if (unlikely(tc->state == TC_NONE))
 		tcache_init(tc);
 	if (unlikely(tc->state == TC_DEAD))
@@ -472,15 +399,13 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		return p;
 	}
 	check_gen(tc);
-	if (unlikely(b->slot == TC_NO_SLOTS))
+	struct tbin *b = &tc->bins[cls];
+	if (unlikely(b->slot == tc_no_slots))
 		bin_take_row(tc, cls);
 	void *p;
-	/* the malloc stack ran out: the frees since become it */
-	if (!tc_mcount(tc, cls) && b->top != b->slot && !bin_swap(tc, cls)) {
-		p = *b->top--; /* no second row */
-	} else if (tc_mcount(tc, cls)) {
-		/* a swap, or the fast path found a flush in progress */
-		p = *tc->ms[cls].top--;
+	if (b->top != b->slot) {
+		/* the fast path found a flush in progress */
+		p = *b->top--;
 	} else if (b->limit == 0) {
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
@@ -496,11 +421,8 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		if (got == 0) {
 			p = NULL;
 		} else {
-			b->top = b->slot + got;
-			if (bin_swap(tc, cls))
-				p = *tc->ms[cls].top--;
-			else
-				p = *b->top--;
+			p = b->slot[got];
+			b->top = b->slot + got - 1;
 			publish_bin(tc, cls);
 		}
 	}
@@ -552,14 +474,14 @@ bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
 LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned cls)
 {
 	struct tbin *b = &tc->bins[cls];
-	if (unlikely(b->slot == TC_NO_SLOTS))
+	if (unlikely(b->slot == tc_no_slots))
 		bin_take_row(tc, cls);
 	if (b->limit == 0) {
 		tc_leave(tc);
 		arena_free_any(owner, tc->arena, p);
 		return;
 	}
-	bool flushed = tc_held(tc, cls) >= b->limit;
+	bool flushed = tbin_count(b) >= b->limit;
 	if (flushed) {
 		flush_bin_to(tc, cls, b->limit / 2, FLUSH_FULL);
 		bin_event(tc, cls);
@@ -571,8 +493,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		tc->foreign_bins |= (uint64_t)1 << cls;
 	*++b->top = p;
 	((void **)p)[1] = (void *)LA_KEY;
-	bin_set_end(tc, cls); /* the room the malloc stack's pops made since */
-	if (flushed)          /* cached_bytes is published at refills and flushes, not per free */
+	if (flushed) /* cached_bytes is published at refills and flushes, not per free */
 		publish_bin(tc, cls);
 	tc_leave(tc);
 }
@@ -604,22 +525,9 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 
 void tcache_free_full(struct tcache *tc, void *p)
 {
+	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
 	uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
 	unsigned cls = pm_class(heap_of(p)->pagemap[hoff >> LA_PAGE_SHIFT]);
-	/* most calls: room the malloc stack's pops made since the bin's end was set (it
-	 * counts the malloc stack's blocks as of its fill); the limits as they are, as for
-	 * the fast path */
-	struct tbin *b = &tc->bins[cls];
-	uint32_t m = tc_mcount(tc, cls);
-	void **end = b->slot + (b->limit > m ? b->limit - m : 0); /* bin_set_end */
-	if (likely(b->top < end)) {
-		b->end = end;
-		*++b->top = p;
-		((void **)p)[1] = (void *)LA_KEY;
-		tc_leave(tc);
-		return;
-	}
-	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
 	check_gen(tc);
 	bin_put(tc, tc->arena, p, cls);
 	errno = saved;
@@ -632,7 +540,7 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 	uint64_t n = tc->rb_n;
 	flush_remote(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		if ((mask >> c & 1) && tc_held(tc, c))
+		if ((mask >> c & 1) && tbin_count(&tc->bins[c]))
 			n += flush_bin(tc, c, 0);
 	publish(tc);
 	return n;
@@ -666,10 +574,7 @@ void tcache_thread_exit(void *arg)
 	flush_bins(tc, ~(uint64_t)0);
 	if (tc->slots)
 		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
-	if (tc->mslots)
-		arena_free_meta(tc->arena, tc->mslots, la_align_up(sizeof(*tc->mslots), LA_PAGE));
 	tc->slots = NULL;
-	tc->mslots = NULL;
 	reset_bins(tc); /* limit 0: every later call takes the slow path */
 	route_fast_paths(tc, false, __ATOMIC_RELAXED);
 	tc->state = TC_DEAD;
@@ -741,7 +646,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 			 * TSan cannot see: there every cache goes through flush_cache's lock */
 			bool any = LA_TSAN || tc->rb_n != 0;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
-				any = tc_held(tc, c) != 0;
+				any = tbin_count(&tc->bins[c]) != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
 				busy_left++;
 		}
@@ -767,7 +672,7 @@ LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *
 	*cold = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
-		if (tc_held(tc, c)) {
+		if (tbin_count(&tc->bins[c])) {
 			if (ev == tc->decay_seen[c])
 				*cold |= (uint64_t)1 << c;
 			else

@@ -1,8 +1,7 @@
 /* tcache.h — per-thread caches of small blocks in front of the arenas. Each size class has
- * two stacks of block pointers, kept out of the blocks themselves, so a write after free
- * cannot corrupt a cache: the bin, which free pushes, and the malloc stack, which malloc
- * pops; when the malloc stack runs out the two trade rows (struct tbin). malloc and free
- * move one pointer each. The owner thread pushes and pops without a lock or
+ * a bin: an array of block pointers (a stack, the most recently freed on top), kept out of
+ * the blocks themselves, so a write after free cannot corrupt a cache, and malloc and free
+ * move one pointer and one count. The owner thread pushes and pops without a lock or
  * system call. Another thread (the control thread's flush-caches, the decay pass) may
  * empty a cache while its owner is blocked elsewhere: the owner brackets every cache
  * operation with `busy` and checks for a flusher; the flusher points the cache's `bins_at`
@@ -23,21 +22,15 @@
 #include "lock.h"
 #include "sizeclass.h"
 
-/* A bin: slot[1..count] hold the blocks free pushed, top points at slot[count]; slot[0]
- * is always NULL, and end points at slot[limit - the blocks of its malloc stack], so a
- * push tests top < end (the fast paths move one pointer, no index). malloc pops a second
- * stack of the class (tcache.ms, a row of its own, slot 0 NULL: the pop of an empty one
- * reads NULL and needs no test of its own); when that is empty malloc's miss path swaps
- * the two rows (the bin's blocks become the malloc stack, in one move of pointers). So a
- * malloc never loads the top or the slot that the free just before it stored, whose
- * addresses wait for the free's page-map load (a malloc of the class that loads them waits
- * for that chain: larson's free-then-malloc pairs, bench/README.md). Before its class's
- * first use in the thread (and after its thread exited) a bin points at one shared NULL
- * slot with a limit of 0: every operation takes the slow path, whose first call gives it a
- * row of the cache's slots. */
+/* A bin: slot[1..count] hold its blocks, top points at slot[count] (popped next); slot[0]
+ * is always NULL, so the pop of an empty bin reads NULL and needs no test of its own, and
+ * end points at slot[limit], so a push tests top < end (the fast paths move one pointer,
+ * no index). Before its class's first use in the thread (and after its thread exited) a
+ * bin points at one shared NULL slot with a limit of 0: every operation takes the slow
+ * path, whose first call gives it a row of the cache's slots. */
 struct tbin {
-	void **top;     /* &slot[count]: count = top - slot blocks pushed (tbin_count) */
-	void **end;     /* &slot[limit - the malloc stack's blocks at its last fill] */
+	void **top;     /* &slot[count]: count = top - slot blocks held (tbin_count) */
+	void **end;     /* &slot[limit] */
 	void **slot;    /* this class's row of the cache's slot array (owner, or the flusher) */
 	uint16_t limit; /* at most this many */
 	uint16_t batch; /* next refill size: starts small, doubles up to limit/2 + 1, so a
@@ -48,7 +41,8 @@ struct tbin {
 };
 
 _Static_assert(sizeof(struct tbin) == 8u << PM_CLASS_SHIFT,
-               "free's fast path finds its bin at 8 times the page-map entry's low byte (heap.h)");
+               "free's fast path finds its bin at 8 times the page-map entry's low byte (heap.h), "
+               "malloc's at 8 times sc_small4[n]");
 
 LA_INLINE uint32_t tbin_count(const struct tbin *b)
 {
@@ -63,10 +57,7 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
  * image and clears its zeroed part at every thread start, which would touch them all).
- * Rows go to bins at their classes' first use and to malloc stacks at their classes'
- * first swap, in that order (tcache.rows taken so far), so a thread of a few classes
- * touches one page of them; a cache that needs more rows than one set holds (two per
- * class at most) takes a second set (tcache.mslots). */
+ * Rows go to bins in the order of their classes' first use (tcache.rows taken so far). */
 struct tslots {
 	void *row[LA_NCLASSES][TC_SLOTS];
 };
@@ -77,46 +68,23 @@ struct tslots {
 #define LA_TSAN 0
 #endif
 
-/* A class's malloc stack: its top, &row[count] in a row of slots whose row[1..count] hold
- * its blocks and row[0] is NULL; TC_NO_SLOTS before the class's first swap. Rows are
- * TC_ROW_BYTES long and aligned (tslots is page-aligned, TC_NO_SLOTS aligned): the row is
- * the top's address rounded down (tms_row), so a malloc stack is one word (the cache's
- * thread-local image and the idle bins' relocated words stay small: a start maps no more
- * pages of liballoc.so's writable image). malloc's fast path finds it at 2 times
- * sc_small4[n] from bins_at (base + index * 2). */
-struct tmstack {
-	void **top;
-};
-#define TC_ROW_BYTES (TC_SLOTS * sizeof(void *))
-
-LA_INLINE void **tms_row(void **top)
-{
-	return (void **)((uintptr_t)top & ~(uintptr_t)(TC_ROW_BYTES - 1));
-}
-
 struct tcache {
-	/* The malloc stacks the fast paths use, and TC_MTOP_OFF bytes below them their bins:
-	 * `ms` while the cache is live and no flusher holds it; else the idle bins' (empty, no
-	 * room), so that every call takes the slow path. Written by the owner (set-up, exit)
-	 * and by a flusher that takes and gives back the cache. malloc's fast path indexes
-	 * it with no displacement (gcc 12 added an instruction to fold one). */
-	char *bins_at;
-	/* the bins' [-1] for free's fast path: the bin of a page-map class field of 0 (a page
+	/* The bins the fast paths use: `bins` while the cache is live and no flusher holds it;
+	 * else tc_idle_bins (empty, no room), so that every call takes the slow path. Written
+	 * by the owner (set-up, exit) and by a flusher that takes and gives back the cache. */
+	struct tbin *bins_at;
+	/* bins_at[-1] for free's fast path: the bin of a page-map class field of 0 (a page
 	 * that is not a small span's), whose reciprocal of 0 makes no offset a block start */
 	struct tbin bin_none;
 	struct tbin bins[LA_NCLASSES];
-	/* each class's malloc stack (struct tmstack), right after the bins (the idle bins
-	 * have their counterpart: tops at the NULL slot, a pop finds nothing) */
-	struct tmstack ms[LA_NCLASSES];
-	struct tslots *slots;  /* the rows the bins point into; NULL before the first use */
-	struct tslots *mslots; /* the second set of rows; NULL until the first runs out */
+	struct tslots *slots; /* the rows the bins point into; NULL before the first use */
 #if LA_TSAN
 	struct la_lock lock;
 #endif
 	uint8_t busy;          /* owner: inside a cache operation */
 	uint8_t steal;         /* flusher: wants this cache (atomic) */
 	uint8_t state;         /* TC_*; owner only */
-	uint8_t rows;          /* owner: rows given to bins and malloc stacks */
+	uint8_t rows;          /* owner: rows of slots given to bins */
 	uint32_t gen;          /* tcache_gen the limits were computed for */
 	uint64_t foreign_bins; /* owner: bins (bit c: class c) that took blocks of another
 	                        * arena (one no thread uses): their flushes sort by arena */
@@ -148,22 +116,6 @@ struct tcache {
 	uint32_t rb_n;
 	void *rb[TC_REMOTE_BATCH];
 };
-#define TC_MTOP_OFF (LA_NCLASSES * sizeof(struct tbin)) /* bins_at - TC_MTOP_OFF: the bins */
-_Static_assert(offsetof(struct tcache, ms) == offsetof(struct tcache, bins) + TC_MTOP_OFF,
-               "free's fast path finds the bins at TC_MTOP_OFF below bins_at");
-
-/* Blocks class c's malloc stack holds (owner or flusher). */
-LA_INLINE uint32_t tc_mcount(const struct tcache *tc, unsigned c)
-{
-	return (uint32_t)(tc->ms[c].top - tms_row(tc->ms[c].top));
-}
-
-/* Blocks the cache holds of class c: its bin's and its malloc stack's. */
-LA_INLINE uint32_t tc_held(const struct tcache *tc, unsigned c)
-{
-	return tbin_count(&tc->bins[c]) + tc_mcount(tc, c);
-}
-
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
  * cache, or large allocations of its thread with none of those between them; a bin it
  * emptied that refills within TC_GC_WINDOW sweeps was emptied too early: after k such times
@@ -194,12 +146,12 @@ LA_INLINE bool tc_enter(struct tcache *tc)
 #endif
 }
 
-/* Enter the owner's side for a fast path: the malloc stacks to use, the bins at
- * TC_MTOP_OFF below (the idle ones when a flusher holds the cache, or before its set-up
- * and after its exit: their pops find NULL and their pushes no room, so the call goes to
- * its slow path, which tests `steal`). The load of bins_at after the store of busy is the
- * other half of take_cache's handshake. Leave with tc_leave in every case. */
-LA_INLINE char *tc_enter_fast(struct tcache *tc)
+/* Enter the owner's side for a fast path: the bins to use (tc_idle_bins when a flusher
+ * holds the cache, or before its set-up and after its exit: their pops find NULL and
+ * their pushes no room, so the call goes to its slow path, which tests `steal`). The
+ * load of bins_at after the store of busy is the other half of take_cache's handshake.
+ * Leave with tc_leave in every case. */
+LA_INLINE struct tbin *tc_enter_fast(struct tcache *tc)
 {
 #if LA_TSAN
 	tcache_tsan_enter(tc);
@@ -235,46 +187,11 @@ extern uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
 void tcache_boot(void);
 /* Slow paths of the owner. */
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls);
-/* The row every bin and malloc stack points at before its class's first use (read-only,
- * NULL, aligned as the cache's rows). */
-extern void *const tc_no_slots[TC_SLOTS];
-#define TC_NO_SLOTS ((void **)tc_no_slots)
-/* malloc's fast path found the calling thread's malloc stack at off bytes from bins_at
- * empty: its bin's blocks become the malloc stack (the two trade rows) and the top one is
- * returned, without the slow path's checks (the limits as they are: a change reaches the
- * bins at the next refill or flush, as for the fast paths); NULL, nothing done, when the
- * bin is empty, the class has no second row yet or a flusher holds the cache
- * (tcache_alloc_slow then). Enters and leaves the cache. */
-LA_INLINE void *tcache_pop_swapped(struct tcache *tc, size_t off)
-{
-	/* through bins_at, as the fast path: the idle bins' bin is empty (a flusher holds the
-	 * cache, or it is not set up or has exited) */
-	char *bins_at = tc_enter_fast(tc);
-	struct tmstack *m = (struct tmstack *)(bins_at + off);
-	/* the bins 32 bytes apart, the malloc stacks 8 */
-	struct tbin *b = (struct tbin *)(bins_at - TC_MTOP_OFF + off * 4);
-	void **empty = tms_row(m->top), **top = b->top;
-	void *p = NULL;
-	/* the malloc stack is empty (its top at its NULL slot 0: the fast path read NULL
-	 * there, and only a swap fills it) */
-	if (empty != TC_NO_SLOTS && *top) {
-		uint32_t k = (uint32_t)(top - b->slot);
-		b->slot = empty;
-		b->top = empty;
-		b->end = empty + (b->limit > k ? b->limit - k : 0); /* bin_set_end */
-		p = *top;
-		m->top = top - 1;
-		((void **)p)[1] = NULL; /* no longer marked free */
-	}
-	tc_leave(tc);
-	return p;
-}
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
 /* free's fast path found no room in p's bin after every check passed (a block start of
  * its page-map entry's class in a heap of this cache's arena, not marked free), inside the
  * cache operation it entered with tc_enter_fast, which found the cache's own bins (live,
- * set up, held by no flusher): the bin takes p (in the room its malloc stack's pops made
- * since its end was set, else after a flush), without free_slow's
+ * set up, held by no flusher): the bin flushes and takes p, without free_slow's
  * validation again, and the cache is left; errno is kept. The class is read from the page
  * map again (the fast path keeps no register for it); free jumps here directly, with no
  * frame of its own between (once every 32 frees at most). */
@@ -301,7 +218,7 @@ struct arena *tcache_arena(struct tcache *tc);
 /* Blocks bin cls of the calling thread's cache holds (tests). */
 LA_INLINE uint32_t tcache_count(unsigned cls)
 {
-	return tc_held(&la_tcache, cls);
+	return tbin_count(&la_tcache.bins[cls]);
 }
 /* Flush every cache of the process, idle threads included. Returns blocks flushed;
  * *skipped receives caches that stayed busy (retried a few times first). */

@@ -5,7 +5,6 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -273,7 +272,7 @@ static void *fill_then_check_after_flush(void *arg)
 	pthread_barrier_wait(&ft->flushed);
 	cr_assert_eq(tcache_count(cls), 0, "the flush emptied the bin (%u blocks before)",
 	             ft->held);
-	cr_assert(la_tcache.bins_at == (char *)la_tcache.ms,
+	cr_assert(la_tcache.bins_at == la_tcache.bins,
 	          "free's and malloc's fast paths have their bins back");
 	struct la_counters c0, c1;
 	void *q = A(malloc)(1000); /* a refill */
@@ -310,17 +309,9 @@ Test(tcache, a_cache_another_thread_flushed_gets_its_fast_paths_back)
 	pthread_join(t, NULL);
 }
 
-/* The block malloc of class c pops next from the calling thread's cache: the top of its
- * malloc stack, else (the slow path swaps the stacks) the top of its bin. */
-static void *next_pop(unsigned c)
-{
-	struct tcache *tc = &la_tcache;
-	return tc_mcount(tc, c) ? *tc->ms[c].top : *tc->bins[c].top;
-}
-
 /* free's fast path finds a block's class and its span's start in one page-map word (the
  * class field is the bin's offset, heap.h): every class's blocks, on every page of their
- * spans, go to their own bin, and a malloc of the size pops its own class's blocks. */
+ * spans, go to their own bin, which the next malloc of the size pops again. */
 Test(tcache, every_class_frees_into_its_own_bin_from_every_page_of_a_span)
 {
 	static void *p[3 * 4096 / 16 + 2];
@@ -331,14 +322,10 @@ Test(tcache, every_class_frees_into_its_own_bin_from_every_page_of_a_span)
 			p[i] = A(malloc)(size);
 		for (unsigned i = 0; i < n; i++) {
 			A(free)(p[i]);
-			cr_assert_eq(*la_tcache.bins[c].top, p[i],
-			             "class %u (%zu bytes), block %u: %p not on its bin's top", c,
-			             size, i, p[i]);
-			void *want = next_pop(c);
 			void *q = A(malloc)(size);
-			cr_assert_eq(q, want, "class %u (%zu bytes), block %u: %p popped, %p came",
-			             c, size, i, want, q);
-			p[i] = q;
+			cr_assert_eq(q, p[i],
+			             "class %u (%zu bytes), block %u: %p freed, %p came back", c,
+			             size, i, p[i], q);
 		}
 		for (unsigned i = 0; i < n; i++)
 			A(free)(p[i]);
@@ -357,11 +344,9 @@ Test(tcache, every_size_up_to_1k_pops_from_its_own_bin)
 		cr_assert_not_null(p);
 		cr_assert_eq(A(malloc_usable_size)(p), sc_size[c], "%zu bytes", n);
 		A(free)(p); /* into bin c (free finds it by the page map) */
-		cr_assert_eq(*la_tcache.bins[c].top, p, "%zu bytes: freed into bin %u", n, c);
 		uint32_t held = tcache_count(c);
-		void *want = next_pop(c);
 		void *q = A(malloc)(n);
-		cr_assert_eq(q, want, "%zu bytes (class %u): %p next, %p came", n, c, want, q);
+		cr_assert_eq(q, p, "%zu bytes (class %u): %p freed, %p came back", n, c, p, q);
 		cr_assert_eq(tcache_count(c), held - 1, "%zu bytes: popped from bin %u", n, c);
 		A(free)(q);
 	}
@@ -376,140 +361,9 @@ Test(tcache, a_block_holding_the_key_as_data_is_freed_not_reported)
 		uint64_t *p = A(malloc)(size);
 		p[1] = LA_KEY;
 		A(free)(p);
-		cr_assert_eq(*la_tcache.bins[sc_class_of(size)].top, p,
-		             "%zu bytes: the block went to its bin", size);
+		cr_assert_eq(A(malloc)(size), p, "%zu bytes: the block went to its bin", size);
+		A(free)(p);
 	}
-}
-
-/* malloc pops a stack of its own per class (tcache.h): a block just freed waits in the bin
- * (free's) until the malloc stack runs out; then the two trade rows, the most recently freed
- * block on top. n blocks of size freed into an empty cache, the bin holds them. */
-static void free_into_empty_bin(size_t size, void **p, unsigned n, struct leftovers *left)
-{
-	for (unsigned i = 0; i < n; i++)
-		p[i] = A(malloc)(size);
-	take_leftovers(size, left); /* the bin and the malloc stack empty */
-	for (unsigned i = 0; i < n; i++)
-		A(free)(p[i]);
-}
-
-Test(tcache, a_malloc_pops_the_malloc_stack_and_a_free_pushes_the_bin)
-{
-	unsigned c = sc_class_of(64);
-	struct tcache *tc = &la_tcache;
-	void *p[8];
-	struct leftovers left;
-	free_into_empty_bin(64, p, 8, &left);
-	cr_assert_eq(tbin_count(&tc->bins[c]), 8);
-	cr_assert_eq(tc_mcount(tc, c), 0);
-	void *q = A(malloc)(64);
-	cr_assert_eq(q, p[7], "the bin's blocks became the malloc stack, the last freed on top");
-	cr_assert_eq(tbin_count(&tc->bins[c]), 0);
-	cr_assert_eq(tc_mcount(tc, c), 7);
-	A(free)(q);
-	cr_assert_eq(*tc->bins[c].top, q, "freed into the bin");
-	for (int i = 6; i >= 0; i--)
-		cr_assert_eq(A(malloc)(64), p[i],
-		             "the malloc stack's next block, not the one freed");
-	cr_assert_eq(A(malloc)(64), q, "the malloc stack ran out: the bin's block");
-	for (unsigned i = 0; i < 8; i++)
-		A(free)(p[i]);
-	free_leftovers(&left);
-}
-
-/* The bin's room counts the malloc stack's blocks: both together hold at most the limit,
- * and a full bin's flush takes the malloc stack's (older) blocks with its own. */
-Test(tcache, the_bin_and_the_malloc_stack_together_hold_at_most_the_limit)
-{
-	unsigned c = sc_class_of(64);
-	struct tcache *tc = &la_tcache;
-	enum { N = 3 * TC_MAX_BLOCKS };
-	static void *p[N];
-	struct leftovers left;
-	free_into_empty_bin(64, p, 40, &left);
-	void *q = A(malloc)(64); /* the malloc stack takes 39 */
-	cr_assert_eq(tc_mcount(tc, c), 39);
-	uint32_t limit = tc->bins[c].limit;
-	cr_assert_gt(limit, 39);
-	for (unsigned i = 40; i < N; i++)
-		p[i] = A(malloc)(64);
-	struct la_counters c0, c1;
-	liballoc_stats(&c0);
-	for (unsigned i = 40; i < N; i++) {
-		A(free)(p[i]);
-		cr_assert_leq(tcache_count(c), limit, "%u blocks cached (limit %u) after %u frees",
-		              tcache_count(c), limit, i - 39);
-	}
-	liballoc_stats(&c1);
-	cr_assert_gt(c1.cache_flushes, c0.cache_flushes, "the bin flushed");
-	cr_assert_eq(tc_mcount(tc, c), 0, "with the malloc stack's blocks");
-	A(free)(q);
-	free_leftovers(&left);
-}
-
-/* Flushing a cache (allocctl flush, the decay pass, thread exit) returns the blocks of its
- * malloc stacks too, and what it publishes in cached_bytes follows. */
-Test(tcache, a_flush_returns_the_malloc_stacks_blocks)
-{
-	unsigned c = sc_class_of(64);
-	struct tcache *tc = &la_tcache;
-	void *p[16];
-	struct leftovers left;
-	free_into_empty_bin(64, p, 16, &left);
-	void *q = A(malloc)(64);
-	cr_assert_eq(tc_mcount(tc, c), 15);
-	uint32_t skipped = 1;
-	uint64_t n = tcache_flush_all(&skipped);
-	cr_assert_eq(skipped, 0);
-	cr_assert_geq(n, 15, "%llu blocks flushed", (unsigned long long)n);
-	cr_assert_eq(tcache_count(c), 0);
-	cr_assert_eq(tc->pub_count[c], 0, "%u blocks still counted in cached_bytes",
-	             tc->pub_count[c]);
-	A(free)(q);
-	free_leftovers(&left);
-}
-
-/* Rows go to bins at their first use and to malloc stacks at their first swap, from one
- * set of LA_NCLASSES rows; a thread that swaps in every class needs twice that and takes a
- * second set: no two stacks share a row. */
-Test(tcache, a_thread_of_every_class_takes_a_second_set_of_rows)
-{
-	struct tcache *tc = &la_tcache;
-	static void *p[LA_NCLASSES][3];
-	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		for (unsigned i = 0; i < 3; i++)
-			p[c][i] = A(malloc)(sc_size[c]);
-		A(free)(p[c][0]);
-		A(free)(p[c][1]);
-		void *q = A(malloc)(sc_size[c]); /* the class's malloc stack runs out: a swap */
-		cr_assert_not_null(q);
-		p[c][0] = q;
-		p[c][1] = NULL;
-	}
-	cr_assert_not_null(tc->mslots, "%u rows taken", tc->rows);
-	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		for (unsigned d = 0; d < LA_NCLASSES; d++)
-			cr_assert(c == d || tms_row(tc->ms[c].top) == TC_NO_SLOTS ||
-			                  (tms_row(tc->ms[c].top) != tms_row(tc->ms[d].top) &&
-			                   tms_row(tc->ms[c].top) != tc->bins[d].slot),
-			          "class %u's malloc stack shares a row with class %u", c, d);
-	for (unsigned c = 0; c < LA_NCLASSES; c++) {
-		A(free)(p[c][0]);
-		A(free)(p[c][2]);
-	}
-}
-
-/* A block freed again while it waits in a malloc stack carries the free key: free's slow
- * path finds it there (check_double_free) and stops the process. */
-Test(tcache, a_block_freed_again_in_the_malloc_stack_is_a_double_free, .signal = SIGABRT)
-{
-	void *p[4];
-	struct leftovers left;
-	free_into_empty_bin(64, p, 4, &left);
-	void *q = A(malloc)(64); /* p[3]; p[0..2] in the malloc stack */
-	cr_assert_eq(q, p[3]);
-	cr_assert_eq(tc_mcount(&la_tcache, sc_class_of(64)), 3);
-	A(free)(p[1]);
 }
 
 /* A block of an arena no thread uses (its thread exited) is kept in this thread's bin like
