@@ -18,6 +18,7 @@
 #include "api/api.h"
 #include "arena.h"
 #include "heap.h"
+#include "childerr.h"
 #include "liballoc.h"
 #include "os.h"
 
@@ -828,6 +829,25 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
  * pages, so the walk never ended. Two blocks written and freed apart (blocks kept between
  * them) leave free spans with resident pages; in a forked child the first of them a purge
  * walks is made circular. */
+/* (in a forked child) the first span with resident pages a purge of heap arg walks linked
+ * to itself, and the heap trimmed; 97 where no other free resident pages are left after it */
+static int circular_trim_child(void *arg)
+{
+	struct heap *h = arg;
+	alarm(30); /* a walk that spins ends the child (SIGALRM), and the test fails */
+	arena_lock(h->arena);
+	struct span *s = NULL;
+	for (int k = HEAP_NBINS - 1; k >= 0 && !s; k--)
+		for (struct span *t = h->bins[k]; t && !s; t = t->next)
+			if (t->dirty)
+				s = t;
+	if (!s || h->dirty_pages <= s->dirty)
+		return 97;
+	s->next = s;
+	heap_purge(h, 0);
+	return 0;
+}
+
 Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .timeout = 60)
 {
 	pages_only(3600000); /* no decay pass takes the pages meanwhile */
@@ -843,35 +863,9 @@ Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .
 	A(free)(b[3]);
 	A(free)(b[5]);
 	struct heap *h = heap_of(b[1]);
-	struct arena *a = h->arena;
-	int fds[2];
-	cr_assert_eq(pipe(fds), 0);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		alarm(30); /* a walk that spins ends the child (SIGALRM), and the test fails */
-		arena_lock(a);
-		struct span *s = NULL; /* the first span with resident pages a purge walks */
-		for (int k = HEAP_NBINS - 1; k >= 0 && !s; k--)
-			for (struct span *t = h->bins[k]; t && !s; t = t->next)
-				if (t->dirty)
-					s = t;
-		if (!s || h->dirty_pages <= s->dirty) /* others must be left after it */
-			_exit(97);
-		s->next = s;
-		heap_purge(h, 0);
-		_exit(0);
-	}
-	close(fds[1]);
-	char out[512] = {0};
-	size_t got = 0;
-	ssize_t r;
-	while (got < sizeof(out) - 1 && (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
-		got += (size_t)r;
-	close(fds[0]);
-	int st;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	char out[512];
+	int st = run_child_stderr(circular_trim_child, h, out, sizeof(out));
+	cr_assert_neq(st, -1, "the child could not be run");
 	cr_assert(!(WIFEXITED(st) && WEXITSTATUS(st) == 97),
 	          "the heap holds no two free spans with resident pages");
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",

@@ -303,14 +303,18 @@ static struct wait_try waiting_purge_try(void)
 	return w;
 }
 
-/* With one arena in use, the purge of a heap a free left nearly empty waits EMPTY_WAIT_NS
- * for the control thread; a heap that grows back out of nearly empty meanwhile keeps its
- * pages (no madvise, none to fault back in) and remembers it as a refault: its next drop
- * leaves the pages to the decay pass. An attempt that a busy machine stretched past
- * EMPTY_WAIT_NS (the control thread may then purge, as it should) is made again. */
-Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_once)
+static void *waiting_purge_worker(void *arg)
 {
-	set("mmap_threshold", 1 << 20);
+	*(struct wait_try *)arg = waiting_purge_try();
+	return NULL;
+}
+
+/* waiting_purge_try in a forked child, on its main thread or (in_worker) on a worker the
+ * main thread, its arena attached and used first, only waits for in pthread_join; made
+ * again while a busy machine stretched it past EMPTY_WAIT_NS (the control thread may then
+ * purge, as it should). */
+static struct wait_try wait_try_in_child(bool in_worker)
+{
 	struct wait_try w;
 	int tries = 0;
 	do {
@@ -319,7 +323,16 @@ Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_on
 		pid_t pid = fork();
 		cr_assert_neq(pid, -1);
 		if (pid == 0) {
-			w = waiting_purge_try();
+			if (!in_worker) {
+				w = waiting_purge_try();
+			} else {
+				A(free)
+				(A(malloc)(64)); /* this thread's arena is attached and used */
+				pthread_t t;
+				if (pthread_create(&t, NULL, waiting_purge_worker, &w) != 0 ||
+				    pthread_join(t, NULL) != 0)
+					_exit(2);
+			}
 			_exit(write(fd[1], &w, sizeof(w)) == (ssize_t)sizeof(w) ? 0 : 1);
 		}
 		close(fd[1]);
@@ -332,6 +345,18 @@ Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_on
 		          "the child did not report (status %d)", status);
 	} while (w.took_ns >= EMPTY_WAIT_NS && ++tries < 50);
 	cr_assert_lt(w.took_ns, EMPTY_WAIT_NS, "no attempt in %d ran in time", tries);
+	return w;
+}
+
+/* With one arena in use, the purge of a heap a free left nearly empty waits EMPTY_WAIT_NS
+ * for the control thread; a heap that grows back out of nearly empty meanwhile keeps its
+ * pages (no madvise, none to fault back in) and remembers it as a refault: its next drop
+ * leaves the pages to the decay pass. An attempt that a busy machine stretched past
+ * EMPTY_WAIT_NS (the control thread may then purge, as it should) is made again. */
+Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_once)
+{
+	set("mmap_threshold", 1 << 20);
+	struct wait_try w = wait_try_in_child(false);
 	cr_assert_eq(w.madv_drop, 0,
 	             "the frees that left the heap nearly empty purged it: %llu calls",
 	             (unsigned long long)w.madv_drop);
@@ -345,12 +370,6 @@ Test(throttle, a_heap_left_nearly_empty_keeps_its_pages_when_it_grows_back_at_on
 
 static int other_arena_go[2];
 
-static void *waiting_purge_worker(void *arg)
-{
-	*(struct wait_try *)arg = waiting_purge_try();
-	return NULL;
-}
-
 /* The same with the heap in a worker's arena while the thread of the other arena in use
  * only waits for it in pthread_join (a program's main thread): that arena takes nothing
  * that a purge would give back, so it does not count as in use, and the worker's heap
@@ -360,31 +379,7 @@ Test(throttle, a_workers_heap_keeps_its_pages_while_the_main_thread_only_waits)
 {
 	set("mmap_threshold", 1 << 20);
 	set("arena_max", 16); /* the worker has an arena of its own, whatever the CPUs */
-	struct wait_try w;
-	int tries = 0;
-	do {
-		int fd[2];
-		cr_assert_eq(pipe(fd), 0);
-		pid_t pid = fork();
-		cr_assert_neq(pid, -1);
-		if (pid == 0) {
-			A(free)(A(malloc)(64)); /* this thread's arena is attached and used */
-			pthread_t t;
-			if (pthread_create(&t, NULL, waiting_purge_worker, &w) != 0 ||
-			    pthread_join(t, NULL) != 0)
-				_exit(2);
-			_exit(write(fd[1], &w, sizeof(w)) == (ssize_t)sizeof(w) ? 0 : 1);
-		}
-		close(fd[1]);
-		ssize_t got = read(fd[0], &w, sizeof(w));
-		int status;
-		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		close(fd[0]);
-		cr_assert(got == (ssize_t)sizeof(w) && WIFEXITED(status) &&
-		                  WEXITSTATUS(status) == 0,
-		          "the child did not report (status %d)", status);
-	} while (w.took_ns >= EMPTY_WAIT_NS && ++tries < 50);
-	cr_assert_lt(w.took_ns, EMPTY_WAIT_NS, "no attempt in %d ran in time", tries);
+	struct wait_try w = wait_try_in_child(true);
 	cr_assert_eq(w.madv_drop, 0,
 	             "the frees that left the worker's heap nearly empty purged it: %llu calls",
 	             (unsigned long long)w.madv_drop);

@@ -449,6 +449,26 @@ static uint64_t class_spans(unsigned cls)
 	return __atomic_load_n(&shm_classes()[cls].s.spans, __ATOMIC_RELAXED);
 }
 
+/* The k blocks allocated again are the k freed (in any order); then every block goes back
+ * (again, and the kept ones: every keep-th of p's n), the run's leftovers too, and the
+ * class holds at most one span more than the spans0 it had before. */
+static void same_blocks_then_release(void **freed, void **again, int k, void **p, int n, int keep,
+                                     struct leftovers *left, unsigned cls, uint64_t spans0)
+{
+	qsort(freed, (size_t)k, sizeof(void *), cmp_ptr);
+	qsort(again, (size_t)k, sizeof(void *), cmp_ptr);
+	for (int i = 0; i < k; i++)
+		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
+	for (int i = 0; i < k; i++)
+		A(free)(again[i]);
+	for (int i = 0; i < n; i += keep)
+		A(free)(p[i]);
+	free_leftovers(left);
+	liballoc_flush_caches();
+	uint64_t spans = class_spans(cls) - spans0;
+	cr_assert_leq(spans, 1, "%llu spans of the class left", (unsigned long long)spans);
+}
+
 /* The calling thread's transfer cache as one that earned its whole depth (XF_EARN): what
  * a long-running program's has, and what the tests of its other rules assume. */
 static struct arena *with_whole_depth(void)
@@ -628,18 +648,7 @@ Test(spans, blocks_pushed_back_in_any_order_come_back_once_and_empty_their_spans
 	cr_assert_eq(kept, 0, "the transfer cache was emptied into the spans");
 	for (int i = 0; i < K; i++)
 		again[i] = A(malloc)(64);
-	qsort(freed, K, sizeof(void *), cmp_ptr);
-	qsort(again, K, sizeof(void *), cmp_ptr);
-	for (int i = 0; i < K; i++)
-		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
-	for (int i = 0; i < K; i++)
-		A(free)(again[i]);
-	for (int i = 0; i < N; i += KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
-	liballoc_flush_caches();
-	uint64_t spans = class_spans(cls) - spans0;
-	cr_assert_leq(spans, 1, "%llu spans of the class left", (unsigned long long)spans);
+	same_blocks_then_release(freed, again, K, p, N, KEEP, &left, cls, spans0);
 	A(free)(run);
 	A(free)(again);
 	A(free)(freed);
@@ -1096,18 +1105,7 @@ Test(spans, in_a_shared_arena_refills_take_freed_blocks_once_and_leave_the_rest_
 	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
 	for (int i = K / 2; i < K; i++)
 		again[i] = A(malloc)(64);
-	qsort(freed, K, sizeof(void *), cmp_ptr);
-	qsort(again, K, sizeof(void *), cmp_ptr);
-	for (int i = 0; i < K; i++)
-		cr_assert_eq(again[i], freed[i], "allocation %d is a block that was not freed", i);
-	for (int i = 0; i < K; i++)
-		A(free)(again[i]);
-	for (int i = 0; i < N; i += KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
-	liballoc_flush_caches();
-	uint64_t spans = class_spans(cls) - spans0;
-	cr_assert_leq(spans, 1, "%llu spans of the class left", (unsigned long long)spans);
+	same_blocks_then_release(freed, again, K, p, N, KEEP, &left, cls, spans0);
 	end_company(&k, t);
 	A(free)(again);
 	A(free)(freed);
