@@ -739,19 +739,31 @@ void shm_publish_file(void)
 	close(dfd);
 }
 
+/* The very directory the segment was published in (the same device and inode as then),
+ * opened; -1 if it cannot be or another took its name. Async-signal-safe. */
+static int open_seg_dir(void)
+{
+	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat d;
+	if (dfd >= 0 &&
+	    (fstat(dfd, &d) != 0 || d.st_dev != seg_dir_dev || d.st_ino != seg_dir_ino)) {
+		close(dfd);
+		dfd = -1;
+	}
+	return dfd;
+}
+
 void shm_reap_stale(void)
 {
 	if (!reap_wanted)
 		return;
 	reap_wanted = false;
 	/* (whether the segment is still published does not matter: the sweep never takes
-	 * this pid's name) the very directory it was published in, as shm_unpublish checks */
-	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	 * this pid's name) */
+	int dfd = open_seg_dir();
 	if (dfd < 0)
 		return;
-	struct stat d;
-	if (fstat(dfd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino)
-		reap_stale(dfd, seg_pid, shm_header()->pidns_ino);
+	reap_stale(dfd, seg_pid, shm_header()->pidns_ino);
 	close(dfd);
 }
 
@@ -942,13 +954,12 @@ void shm_unpublish(void)
 	if (!seg_path[0] || seg_pid != os_getpid())
 		return;
 	seg_path[0] = 0;
-	/* only our own file in the very directory we published in (async-signal-safe) */
-	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* only our own file in the very directory we published in */
+	int dfd = open_seg_dir();
 	if (dfd < 0)
 		return;
-	struct stat d, f, mine;
-	if (fstat(dfd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino &&
-	    seg_fd >= 0 && fstat(seg_fd, &mine) == 0 &&
+	struct stat f, mine;
+	if (seg_fd >= 0 && fstat(seg_fd, &mine) == 0 &&
 	    fstatat(dfd, seg_name, &f, AT_SYMLINK_NOFOLLOW) == 0 && f.st_dev == mine.st_dev &&
 	    f.st_ino == mine.st_ino)
 		unlinkat(dfd, seg_name, 0);
