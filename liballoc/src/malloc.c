@@ -103,13 +103,30 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 	return alloc_large(n, LA_ALIGN, NULL, false);
 }
 
-/* Pop the top block of the bin at off bytes from bins (cache entered; bins may be the idle
- * bins: empty). */
-LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t off)
+/* The bin's top, which the caller loaded as top, moves by d slots (1 or -1). On x86-64 one
+ * add to memory (`addq`/`subq $8`), where gcc computes top + d into the register and
+ * stores it: one instruction fewer in malloc's and free's fast paths (the bin's cache line
+ * is in L1 from the load of top; nothing else writes top meanwhile, the cache is entered). */
+LA_INLINE void bin_top_step(struct tbin *b, void **top, int d)
+{
+#if defined(__x86_64__)
+	(void)top;
+	if (d > 0)
+		__asm__ __volatile__("addq $8, %0" : "+m"(b->top));
+	else
+		__asm__ __volatile__("subq $8, %0" : "+m"(b->top));
+#else
+	b->top = top + d;
+#endif
+}
+
+/* Pop the top block of the bin at 8 * ci bytes from bins (cache entered; bins may be the
+ * idle bins: empty). */
+LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t ci)
 {
 	/* slot[0] is NULL: an empty bin (or the idle bins of a cache a flusher holds) goes to
 	 * the slow path */
-	void **top = ((struct tbin *)((char *)bins + off))->top;
+	void **top = ((struct tbin *)((char *)bins + ci * 8))->top;
 	void *p = *top;
 #if defined(__x86_64__)
 	/* p in the return register from its load (an empty asm): gcc 12 put top there and
@@ -117,10 +134,10 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t off)
 	__asm__("" : "+a"(p));
 #endif
 	if (likely(p != NULL)) {
-		/* bins opaque: the store addresses the bin as the load did (base, index and
-		 * scale), where gcc 12 computed the address into a register first */
-		__asm__("" : "+r"(bins));
-		((struct tbin *)((char *)bins + off))->top = top - 1;
+		/* bins and ci opaque: the store addresses the bin as the load did (base, index
+		 * and scale), where gcc 12 computed the address into a register first */
+		__asm__("" : "+r"(bins), "+r"(ci));
+		bin_top_step((struct tbin *)((char *)bins + ci * 8), top, -1);
 		((void **)p)[1] = NULL; /* no longer marked free */
 	}
 	tc_leave(tc);
@@ -137,9 +154,9 @@ LA_INLINE void *malloc_pop(size_t n)
 {
 	struct tcache *tc = &la_tcache;
 	if (likely(n <= SC_UPPER_FROM))
-		return bin_pop(tc, tc_enter_fast(tc), (size_t)sc_small4[n] * 8);
+		return bin_pop(tc, tc_enter_fast(tc), sc_small4[n]);
 	if (likely(n <= LA_SMALL_MAX))
-		return bin_pop(tc, tc_enter_fast(tc), sc_class_of(n) * sizeof(struct tbin));
+		return bin_pop(tc, tc_enter_fast(tc), sc_class_of(n) * (sizeof(struct tbin) / 8));
 	return NULL;
 }
 
@@ -309,7 +326,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			if (likely(top < FREE_BIN->end)) {
 				top[1] = p;
 				__asm__("" : "+r"(bins), "+r"(ci));
-				FREE_BIN->top = top + 1;
+				bin_top_step(FREE_BIN, top, 1);
 				((void **)p)[1] = key; /* free */
 				tc_leave(tc);
 				return;
