@@ -92,6 +92,7 @@ static void reset_bins(struct tcache *tc)
 	}
 	tc->rows = 0;
 	tc->row_bins = 0;
+	tc->refilled_bins = 0;
 }
 
 /* tcache_max_bytes per class, at most TC_MAX_BLOCKS blocks; 0 with check_free_lists (no
@@ -415,6 +416,7 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
 		if (unlikely(tc->gc_flushed >> cls & 1)) /* the last sweep emptied it too early */
 			gc_missed(tc, cls);
+		tc->refilled_bins |= (uint64_t)1 << cls;
 		bin_event(tc, cls);
 		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
 		                            LA_MIN(want, sc_batch[cls]));
@@ -483,7 +485,12 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 	}
 	bool flushed = tbin_count(b) >= b->limit;
 	if (flushed) {
-		flush_bin_to(tc, cls, b->limit / 2, FLUSH_FULL);
+		/* half of its blocks stay for the thread's next mallocs of the class; a bin
+		 * that never refilled belongs to a class the thread only frees (a consumer of
+		 * blocks other threads of its arena allocate), whose blocks would only wait
+		 * there: all go, for the arena's refills */
+		uint32_t keep = tc->refilled_bins >> cls & 1 ? b->limit / 2u : 0;
+		flush_bin_to(tc, cls, keep, FLUSH_FULL);
 		bin_event(tc, cls);
 	}
 	/* after the flush: one that keeps nothing (a bin of limit 1) clears the mark, and a

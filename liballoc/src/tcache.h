@@ -106,6 +106,9 @@ struct tcache {
 	                                    * since */
 	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the
 	                                    * only ones that can hold blocks or see events */
+	uint64_t refilled_bins;            /* owner: bins that ever refilled (bit c): a full
+	                                    * bin of another class (the thread only frees
+	                                    * blocks of that class: a consumer) flushes whole */
 	struct tcache *next;               /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to

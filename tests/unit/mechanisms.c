@@ -2006,6 +2006,57 @@ Test(remote_frees, a_batch_begun_while_its_owner_had_threads_goes_under_its_lock
 	A(free)(own);
 }
 
+/* A thread of the arena that frees blocks of a class it never allocates (the consumer of a
+ * producer that shares its arena): a full bin flushes whole, so that those blocks serve the
+ * arena's refills at once instead of waiting in the consumer's cache; a bin that refilled
+ * keeps half, for the thread's own next mallocs. */
+enum { FREE_ONLY_SIZE = 96, FREE_ONLY_BLOCKS = 2 * TC_SLOTS };
+static void *free_only_blocks[FREE_ONLY_BLOCKS];
+struct free_only {
+	bool allocate_first; /* a malloc of the class first: the bin refilled */
+	void **blocks;
+	uint32_t limit, before, after; /* the bin's limit; blocks in it before and after the
+	                                * free that found it full */
+};
+
+static void *free_only_consumer(void *arg)
+{
+	struct free_only *f = arg;
+	unsigned cls = sc_class_of(FREE_ONLY_SIZE);
+	if (f->allocate_first)
+		A(free)(A(malloc)(FREE_ONLY_SIZE));
+	uint32_t i = 0;
+	A(free)(f->blocks[i++]); /* the bin has its row and limit now */
+	cr_assert_eq(heap_of(f->blocks[0])->arena, la_tcache.arena, "one arena for all threads");
+	f->limit = la_tcache.bins[cls].limit;
+	while (tcache_count(cls) < f->limit)
+		A(free)(f->blocks[i++]);
+	f->before = tcache_count(cls);
+	A(free)(f->blocks[i++]); /* finds the bin full */
+	f->after = tcache_count(cls);
+	return NULL;
+}
+
+Test(remote_frees, a_full_bin_of_a_class_the_thread_never_allocates_flushes_whole)
+{
+	set("decay_ms", 0);  /* no decay pass: only the test flushes */
+	set("arena_max", 1); /* the producer and its consumers share one arena */
+	for (int i = 0; i < FREE_ONLY_BLOCKS; i++)
+		memset(free_only_blocks[i] = A(malloc)(FREE_ONLY_SIZE), 1, FREE_ONLY_SIZE);
+	struct free_only consumer = {.allocate_first = false, .blocks = free_only_blocks};
+	run_thread(free_only_consumer, &consumer);
+	cr_assert_gt(consumer.limit, 1);
+	cr_assert_eq(consumer.before, consumer.limit);
+	cr_assert_eq(consumer.after, 1, "a free-only bin kept %u of its %u blocks at its flush",
+	             consumer.after - 1, consumer.limit);
+	struct free_only allocator = {.allocate_first = true,
+	                              .blocks = free_only_blocks + FREE_ONLY_BLOCKS / 2};
+	run_thread(free_only_consumer, &allocator);
+	cr_assert_eq(allocator.after, allocator.limit / 2 + 1,
+	             "a bin that refilled kept %u of its %u blocks at its flush",
+	             allocator.after - 1, allocator.limit);
+}
+
 /* ---- a full bin's flush that finds its arena locked --------------------------------- */
 
 /* Holds the lock of its arena (shared with the test's thread: arena_max 1), from a thread
