@@ -108,8 +108,7 @@ struct arena *arena_attach(void)
 
 static void xfer_drain(struct arena *a);
 static void free_meta_locked(struct arena *a, void *p, uint64_t counted);
-static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag,
-                     bool *full);
+static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag);
 
 void arena_detach(struct arena *a)
 {
@@ -1123,7 +1122,7 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	 * so that its flushes return their blocks at once. */
 	bool locked = how == FLUSH_FULL && la_trylock(&a->lock);
 	if (!locked && how == FLUSH_FULL && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
-	    ring_put(a, blocks, n, RR_DEFERRED, NULL)) {
+	    ring_put(a, blocks, n, RR_DEFERRED)) {
 		STAT_ADD(a->c, cache_flushes_deferred, 1);
 		STAT_ADD(&shm_classes()[cls].s, flushes, 1);
 		return;
@@ -1256,10 +1255,8 @@ static void **ring_get(struct arena *a)
 }
 
 /* Reserve n slots of owner's ring and fill them with blocks; false (nothing done) when
- * the ring has no room (then *full is set, if full is not NULL) or another thread reserved
- * at the same moment. */
-static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag,
-                     bool *full)
+ * the ring has no room or another thread reserved at the same moment. */
+static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintptr_t tag)
 {
 	void **r = ring_get(owner);
 	if (!r)
@@ -1267,12 +1264,8 @@ static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintp
 	uint64_t h = __atomic_load_n(&owner->rr_head, __ATOMIC_RELAXED);
 	uint64_t t = __atomic_load_n(&owner->rr_tail, __ATOMIC_ACQUIRE);
 	/* slots below rr_tail were emptied by the drain before it moved rr_tail past them */
-	if (h - t + n > RR_SLOTS) {
-		if (full)
-			*full = true;
-		return false;
-	}
-	if (!__atomic_compare_exchange_n(&owner->rr_head, &h, h + n, false, __ATOMIC_RELAXED,
+	if (h - t + n > RR_SLOTS ||
+	    !__atomic_compare_exchange_n(&owner->rr_head, &h, h + n, false, __ATOMIC_RELAXED,
 	                                 __ATOMIC_RELAXED))
 		return false;
 	for (uint32_t i = 0; i < n; i++)
@@ -1281,8 +1274,6 @@ static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintp
 	remote_note(owner);
 	return true;
 }
-
-static bool drain_for_owner(struct arena *owner, void *const *blocks, uint32_t n);
 
 void arena_free_remote_array(struct arena *owner, struct arena *mine, void *const *blocks,
                              uint32_t n)
@@ -1299,22 +1290,10 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 		arena_unlock(owner);
 		return;
 	}
-	bool full = false;
-	if (ring_put(owner, blocks, n, 0, &full)) {
+	if (ring_put(owner, blocks, n, 0)) {
 		STAT_ADD(owner->c, remote_frees_queued, n);
 		shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 		return;
-	}
-	if (full) {
-		if (drain_for_owner(owner, blocks, n))
-			return;
-		/* the lock taken (another thread drains the ring, or refills): one more try,
-		 * since a drain makes room as it goes */
-		if (ring_put(owner, blocks, n, 0, NULL)) {
-			STAT_ADD(owner->c, remote_frees_queued, n);
-			shm_note_retained();
-			return;
-		}
 	}
 	/* linked into a queue of their own, newest last, and handed over as one */
 	struct __cds_wfcq_head head;
@@ -1430,32 +1409,6 @@ void arena_drain(struct arena *a)
 	if (count > deferred)
 		STAT_ADD(a->c, remote_frees_drained, count - deferred);
 	tally_apply(a, &t);
-}
-
-/* A hand-over of n blocks found owner's ring full: its threads have not drained it for as
- * long as this thread took to fill it (they wait for a CPU, or allocate little: more
- * threads than CPUs, a consumer that frees faster than its producers refill). Rather than
- * link the blocks into the queue, whose drain then reads one link after another (a miss
- * each: the load of the next block waits for the block before, 97% of arena_drain's
- * samples when it overflowed), this thread drains the ring itself when owner's lock is
- * free, and returns its own blocks with it: it wrote every one of them a moment before
- * (the free's mark), so their lines are still in its cache, and they reach the transfer
- * cache and the spans now, for the owner's next refills, instead of when one of its
- * threads runs. Lock taken: false, nothing done (the caller tries the ring once more,
- * then queues: a free never waits for the lock). */
-static bool drain_for_owner(struct arena *owner, void *const *blocks, uint32_t n)
-{
-	if (!la_trylock(&owner->lock))
-		return false;
-	arena_drain(owner);
-	struct free_tally t;
-	t.bytes = t.cached = t.mask = 0; /* blocks[] counts from a class's first free */
-	drain_put(owner, blocks, n, &t);
-	tally_apply(owner, &t);
-	arena_unlock(owner);
-	STAT_ADD(owner->c, remote_frees_queued, n);
-	STAT_ADD(owner->c, remote_frees_drained, n);
-	return true;
 }
 
 /* ---- large blocks -------------------------------------------------------------------- */

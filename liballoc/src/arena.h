@@ -94,12 +94,10 @@ struct arena {
 	 * that the drain reads them in order and fetches many blocks at once instead of
 	 * chasing one link per block (a miss each: the blocks were written on another core).
 	 * Set up by the first thread that needs it (atomic, then fixed); a freeing thread
-	 * reserves slots [rr_head, rr_head + n) by one compare-and-swap and then fills them;
-	 * the drain takes filled slots in order from rr_tail (a slot still empty, its writer
-	 * between the two steps, ends the drain there). A batch that finds too little room
-	 * drains the ring itself if the lock is free (arena.c, drain_for_owner), else tries
-	 * the ring once more; a lost compare-and-swap or that second miss sends it to the
-	 * queue above: a free never waits for the lock or for another thread. */
+	 * reserves slots [rr_head, rr_head + n) by one compare-and-swap (one try: on failure,
+	 * or with too little room, its batch goes to the queue above, so a free stays
+	 * wait-free) and then fills them; the drain takes filled slots in order from rr_tail
+	 * (a slot still empty, its writer between the two steps, ends the drain there). */
 	void **rr;                                     /* RR_SLOTS slots; NULL: empty */
 	uint64_t rr_head __attribute__((aligned(64))); /* slots reserved (atomic) */
 	uint32_t rq_pending; /* set (atomic, release) by a thread once it handed frees over
@@ -193,10 +191,9 @@ void arena_free_remote(struct arena *a, void *p);
  * drain a queue there but the control thread), else through the remote queue. */
 void arena_free_any(struct arena *owner, struct arena *mine, void *p);
 /* Give owner n (<= RR_SLOTS) of its blocks, freed by a thread of mine: through its remote
- * ring when there is room; a full ring this thread drains under owner's lock with the
- * blocks when the lock is free (else one more try at the ring, then one splice onto the
- * queue); when no thread uses owner, under its lock instead (like arena_free_any). The
- * blocks' first words may be written (a queue's links). */
+ * ring when there is room (else in one splice onto its queue); when no thread uses owner,
+ * under its lock instead (like arena_free_any). The blocks' first words may be written
+ * (a queue's links). */
 void arena_free_remote_array(struct arena *owner, struct arena *mine, void *const *blocks,
                              uint32_t n);
 /* Give owner a whole local queue of its blocks (n of them) in one splice; when no thread

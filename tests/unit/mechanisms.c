@@ -1866,7 +1866,7 @@ Test(remote_frees, cross_thread_frees_are_queued_and_all_drained)
 
 /* A thread that allocates blocks and then stays alive without touching the allocator, so
  * that its arena stays owned and nothing drains it but the test. */
-enum { RING_BLOCKS = RR_SLOTS + 3 * 64 + 1 };
+enum { RING_BLOCKS = RR_SLOTS + 2 * 64 + 1 };
 static void *ring_blocks[RING_BLOCKS];
 static pthread_barrier_t ring_made, ring_done;
 
@@ -1906,7 +1906,7 @@ static bool owner_queue_empty(struct arena *a)
 	return cds_wfcq_empty(&a->rq_head, &a->rq_tail);
 }
 
-Test(remote_frees, a_batch_that_finds_the_ring_full_drains_it_or_is_queued_when_the_lock_is_taken)
+Test(remote_frees, batches_go_through_the_owners_ring_and_what_does_not_fit_to_its_queue)
 {
 	set("decay_ms", 0);        /* no decay pass: only the test drains */
 	set("arena_max", 16);      /* a thread of its own per arena, whatever the machine's CPUs */
@@ -1914,26 +1914,21 @@ Test(remote_frees, a_batch_that_finds_the_ring_full_drains_it_or_is_queued_when_
 	pthread_t t;
 	struct arena *owner = start_owner(&t, ring_owner, &ring_made, &ring_done, ring_blocks, own);
 	struct la_counters before = stats();
-	/* handed over 64 at a time: RR_SLOTS fill the ring; with the owner's lock taken (as by
-	 * one of its threads refilling) the next batch finds no room, cannot drain the ring and
-	 * goes to the queue; the last stays in this thread's cache */
-	unsigned i = 0;
-	arena_lock(owner);
-	for (; i < RR_SLOTS + 64 + 1; i++)
+	/* handed over 64 at a time: RR_SLOTS fill the ring, the next batch finds no room and
+	 * goes to the queue, the last stays in this thread's cache */
+	for (int i = 0; i < RING_BLOCKS - 1; i++)
 		A(free)(ring_blocks[i]);
-	arena_unlock(owner);
 	cr_assert_eq(owner->rr_head - owner->rr_tail, RR_SLOTS, "in the ring: %llu",
 	             (unsigned long long)(owner->rr_head - owner->rr_tail));
 	cr_assert(!owner_queue_empty(owner), "the batch the ring had no room for is queued");
 	struct la_counters mid = stats();
 	cr_assert_eq(mid.remote_frees_queued - before.remote_frees_queued, RR_SLOTS + 64);
 	cr_assert_eq(mid.remote_frees_drained, before.remote_frees_drained, "nothing drained yet");
-	/* the lock free, the next batch that finds the ring full drains the ring and the queue
-	 * itself, and frees its own blocks with them, under the owner's lock */
-	for (; i < RR_SLOTS + 2 * 64 + 1; i++)
-		A(free)(ring_blocks[i]);
-	cr_assert_eq(owner->rr_head, owner->rr_tail, "the ring is empty after the freer's drain");
-	cr_assert(owner_queue_empty(owner), "the queue is empty after the freer's drain");
+	arena_lock(owner);
+	arena_drain(owner);
+	arena_unlock(owner);
+	cr_assert_eq(owner->rr_head, owner->rr_tail, "the ring is empty after a drain");
+	cr_assert(owner_queue_empty(owner));
 	/* the transfer cache took what it could of them (the next refills hand them out as
 	 * pointers), the spans the rest */
 	cr_assert_not_null(owner->xfer);
@@ -1941,13 +1936,10 @@ Test(remote_frees, a_batch_that_finds_the_ring_full_drains_it_or_is_queued_when_
 	             "in the transfer cache: %u of the %u slots it may fill",
 	             (unsigned)owner->xfer_n[sc_class_of(32)], xfer_depth(owner));
 	struct la_counters after = stats();
-	cr_assert_eq(after.remote_frees_queued - before.remote_frees_queued, RR_SLOTS + 2 * 64);
-	cr_assert_eq(after.remote_frees_drained - before.remote_frees_drained, RR_SLOTS + 2 * 64);
-	/* the ring takes the next batches again: the first waiting here (one block), handed
-	 * over at the next foreign free, then 64 more */
-	for (; i < RING_BLOCKS; i++)
-		A(free)(ring_blocks[i]);
-	A(free)(own); /* not foreign: the batch stays open */
+	cr_assert_eq(after.remote_frees_drained - before.remote_frees_drained, RR_SLOTS + 64);
+	/* the ring takes the next batch again: the 64 waiting here, handed over at the next
+	 * foreign free */
+	A(free)(ring_blocks[RING_BLOCKS - 1]);
 	cr_assert_eq(owner->rr_head - owner->rr_tail, 64, "in the ring: %llu",
 	             (unsigned long long)(owner->rr_head - owner->rr_tail));
 	cr_assert(owner_queue_empty(owner));
@@ -1956,9 +1948,9 @@ Test(remote_frees, a_batch_that_finds_the_ring_full_drains_it_or_is_queued_when_
 	cr_assert_eq(arena_refill(owner, sc_class_of(32), &b, 1, 1), 1);
 	cr_assert_eq(owner->rr_head, owner->rr_tail, "the refill did not drain the ring");
 	arena_free_local(owner, b);
-	liballoc_flush_caches(); /* the last block (in this thread's batch) goes too */
 	pthread_barrier_wait(&ring_done);
 	pthread_join(t, NULL);
+	A(free)(own);
 }
 
 /* A thread that allocates a few blocks and exits once told: its arena keeps them, and no
