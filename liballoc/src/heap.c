@@ -211,6 +211,27 @@ static void hwm_update(struct heap *h, uint32_t end, uint32_t fresh)
 	}
 }
 
+/* Pages [at, at + k) as mincore's vec has them: the bits of those not resident cleared
+ * (*cleared counted), of those resident but unmarked set (*set counted). */
+static void measure_vec(struct heap *h, uint32_t at, uint32_t k, const unsigned char *vec,
+                        uint32_t *cleared, int64_t *set)
+{
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t pg = at + i;
+		uint64_t bit = 1ULL << (pg & 63), *w = &h->resident[pg >> 6];
+		bool res = vec[i] & 1, known = *w & bit;
+		if (known && !res) {
+			*w &= ~bit;
+			++*cleared;
+		} else if (!known && res) {
+			/* resident though no allocator write made it so (a huge page the kernel
+			 * backed a span with): count it */
+			*w |= bit;
+			++*set;
+		}
+	}
+}
+
 uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n)
 {
 	unsigned char vec[512];
@@ -219,22 +240,8 @@ uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n)
 	for (uint32_t at = first, end = first + n; at < end;) {
 		uint32_t k = LA_MIN(end - at, (uint32_t)sizeof(vec));
 		if (mincore((char *)h + ((size_t)at << LA_PAGE_SHIFT), (size_t)k << LA_PAGE_SHIFT,
-		            vec) == 0) {
-			for (uint32_t i = 0; i < k; i++) {
-				uint32_t pg = at + i;
-				uint64_t bit = 1ULL << (pg & 63), *w = &h->resident[pg >> 6];
-				bool res = vec[i] & 1, known = *w & bit;
-				if (known && !res) {
-					*w &= ~bit;
-					cleared++;
-				} else if (!known && res) {
-					/* resident though no allocator write made it so (a huge page
-					 * the kernel backed a span with): count it */
-					*w |= bit;
-					set++;
-				}
-			}
-		}
+		            vec) == 0)
+			measure_vec(h, at, k, vec, &cleared, &set);
 		at += k;
 	}
 	resident_add(h, set - (int64_t)cleared);
@@ -255,8 +262,126 @@ static inline struct span *bin_next(const struct span *s, uint32_t *steps)
 	return s->next;
 }
 
+/* ---- measuring many free spans at once ----------------------------------------------
+ * A pass that measures every free span (heap_measure) or what each span it purges held
+ * (a purge under os_measure: a trim, a release) asked mincore once per run of marked pages,
+ * ~23 calls in a forked child's malloc_trim, whose spans lie within a few MiB of each
+ * other. Such a pass reads the heap's residency through a window instead: one mincore over
+ * the pages its spans can hold resident when they fit in RWIN_PAGES, and another call
+ * only for a page outside the window. The window is read before the purges: a purge
+ * changes only its own span's pages, which the pass does not look at again. */
+#define RWIN_PAGES 1024u
+struct rwin {
+	uint32_t lo, hi;   /* the pages the pass may look at: [lo, hi) (a hint) */
+	uint32_t first, n; /* the window: pages [first, first + n), residency in vec */
+	unsigned char vec[RWIN_PAGES];
+};
+
+/* The last page of [first, end) whose `resident` bit is set, plus one; first if none. */
+static uint32_t last_bit_end(const struct heap *h, uint32_t first, uint32_t end)
+{
+	while (end > first) {
+		uint32_t i = end - 1;
+		uint64_t w = h->resident[i >> 6] & (~0ULL >> (63 - (i & 63)));
+		if (w) {
+			uint32_t at = ((i >> 6) << 6) + 63u - (uint32_t)__builtin_clzll(w) + 1;
+			return LA_MAX(at, first);
+		}
+		end = (i >> 6) << 6;
+	}
+	return first;
+}
+
+/* The window of a pass over h's dirty free spans: none read yet, the hint set. */
+static void win_init(struct heap *h, struct rwin *w)
+{
+	uint32_t lo = LA_HEAP_PAGES, hi = 0, steps = 0;
+	for (int b = 0; b < HEAP_NBINS; b++)
+		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
+			if (!s->dirty)
+				continue;
+			uint32_t first = s->first, end = s->first + s->npages;
+			if (bitmap_bounds(h, s)) {
+				first = next_bit(h, first, end, true);
+				end = last_bit_end(h, first, end);
+				if (first >= end)
+					continue;
+			}
+			lo = LA_MIN(lo, first);
+			hi = LA_MAX(hi, end);
+		}
+	w->lo = lo;
+	w->hi = hi;
+	w->first = w->n = 0;
+}
+
+/* Read the window that holds page i (not in the current one); false if mincore failed
+ * (the window is then empty). */
+static bool win_fill(struct heap *h, struct rwin *w, uint32_t i)
+{
+	uint32_t start = i;
+	if (i >= w->lo && i < w->hi && w->hi - w->lo <= RWIN_PAGES)
+		start = w->lo; /* the whole pass in this one */
+	uint32_t end = LA_MIN(start + RWIN_PAGES, (uint32_t)LA_HEAP_PAGES);
+	if (i < w->hi && w->hi < end)
+		end = w->hi;
+	w->first = w->n = 0;
+	if (mincore((char *)h + ((size_t)start << LA_PAGE_SHIFT),
+	            (size_t)(end - start) << LA_PAGE_SHIFT, w->vec) != 0)
+		return false;
+	w->first = start;
+	w->n = end - start;
+	return true;
+}
+
+static inline bool win_has(const struct rwin *w, uint32_t i)
+{
+	return i - w->first < w->n;
+}
+
+/* heap_measure_range through window w. */
+static uint32_t win_measure(struct heap *h, struct rwin *w, uint32_t first, uint32_t n)
+{
+	uint32_t cleared = 0, other = 0;
+	int64_t set = 0;
+	for (uint32_t at = first, end = first + n; at < end;) {
+		if (!win_has(w, at) && !win_fill(h, w, at)) {
+			other = heap_measure_range(h, at, end - at); /* one by one, as before */
+			break;
+		}
+		uint32_t k = LA_MIN(end, w->first + w->n) - at;
+		measure_vec(h, at, k, w->vec + (at - w->first), &cleared, &set);
+		at += k;
+	}
+	resident_add(h, set - (int64_t)cleared);
+	return (uint32_t)((int64_t)cleared - set) + other;
+}
+
+/* Resident pages of [first, end) by window w (NULL: mincore on the range). */
+static size_t win_resident(struct heap *h, struct rwin *w, uint32_t first, uint32_t end)
+{
+	char *base = (char *)h;
+	if (!w)
+		return os_resident(base + ((size_t)first << LA_PAGE_SHIFT),
+		                   (size_t)(end - first) << LA_PAGE_SHIFT);
+	size_t pages = 0;
+	for (uint32_t at = first; at < end;) {
+		if (!win_has(w, at) && !win_fill(h, w, at))
+			return (pages << LA_PAGE_SHIFT) +
+			       os_resident(base + ((size_t)at << LA_PAGE_SHIFT),
+			                   (size_t)(end - at) << LA_PAGE_SHIFT);
+		uint32_t k = LA_MIN(end, w->first + w->n) - at;
+		for (const unsigned char *v = w->vec + (at - w->first), *e = v + k; v < e; v++)
+			pages += *v & 1;
+		at += k;
+	}
+	return pages << LA_PAGE_SHIFT;
+}
+
 void heap_measure(struct heap *h)
 {
+	struct rwin w;
+	win_init(h, &w);
 	uint32_t steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
@@ -265,11 +390,11 @@ void heap_measure(struct heap *h)
 			int32_t gone = 0;
 			uint32_t end = s->first + s->npages;
 			if (!bitmap_bounds(h, s))
-				gone = (int32_t)heap_measure_range(h, s->first, s->npages);
+				gone = (int32_t)win_measure(h, &w, s->first, s->npages);
 			else /* only pages the bitmap marks can be resident: they are looked at */
 				for (uint32_t i = next_bit(h, s->first, end, true); i < end;) {
 					uint32_t j = next_bit(h, i, end, false);
-					gone += (int32_t)heap_measure_range(h, i, j - i);
+					gone += (int32_t)win_measure(h, &w, i, j - i);
 					i = next_bit(h, j, end, true);
 				}
 			s->dirty = (uint32_t)((int32_t)s->dirty - gone);
@@ -995,28 +1120,27 @@ static bool bitmap_bounds(const struct heap *h, const struct span *s)
 /* Resident bytes of free span s, for an operation that measures what it returns
  * (os_measure). A trim in a forked child measured a 64 MiB free span with a few resident
  * pages in 16 calls of 4 MiB, as long as its madvise took. */
-static size_t span_resident(struct heap *h, const struct span *s)
+static size_t span_resident(struct heap *h, const struct span *s, struct rwin *w)
 {
 	uint32_t end = s->first + s->npages;
-	char *base = (char *)h;
 	if (!bitmap_bounds(h, s))
-		return os_resident(span_base(h, s), (size_t)s->npages << LA_PAGE_SHIFT);
+		return win_resident(h, w, s->first, end);
 	size_t total = 0;
 	for (uint32_t i = next_bit(h, s->first, end, true); i < end;) {
 		uint32_t j = next_bit(h, i, end, false);
-		total += os_resident(base + ((size_t)i << LA_PAGE_SHIFT), (size_t)(j - i)
-		                                                                  << LA_PAGE_SHIFT);
+		total += win_resident(h, w, i, j);
 		i = next_bit(h, j, end, true);
 	}
 	return total;
 }
 
-/* Return free span s's pages to the system (its dirty ones counted); false if refused. */
-static bool purge_span(struct heap *h, struct span *s)
+/* Return free span s's pages to the system (its dirty ones counted); false if refused.
+ * Under os_measure its resident pages are read through w (NULL: mincore on the span). */
+static bool purge_span(struct heap *h, struct span *s, struct rwin *w)
 {
 	if (unlikely(os_measure != NULL)) {
 		uint64_t *m = os_measure, was = *m;
-		size_t res = span_resident(h, s);
+		size_t res = span_resident(h, s, w);
 		os_measure = NULL; /* measured: os_purge need not */
 		int rc = os_purge(span_base(h, s), (size_t)s->npages << LA_PAGE_SHIFT, h->c);
 		os_measure = m;
@@ -1053,15 +1177,25 @@ static bool purge_span(struct heap *h, struct span *s)
 	return true;
 }
 
+/* The window of a purge that measures what it returns (os_measure), else NULL. */
+static struct rwin *purge_window(struct heap *h, struct rwin *w)
+{
+	if (likely(os_measure == NULL))
+		return NULL;
+	win_init(h, w);
+	return w;
+}
+
 uint32_t heap_purge(struct heap *h, uint32_t keep)
 {
+	struct rwin win, *w = purge_window(h, &win);
 	uint32_t purged = 0, steps = 0;
 	/* largest spans first: fewest system calls for the most memory */
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep && !os_goal_met(); b--) {
 		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep && !os_goal_met();
 		     s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
-			if (d && purge_span(h, s))
+			if (d && purge_span(h, s, w))
 				purged += d;
 		}
 	}
@@ -1070,6 +1204,7 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 
 uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest)
 {
+	struct rwin win, *w = purge_window(h, &win);
 	uint32_t purged = 0, steps = 0, tick = before + HEAP_PERIOD;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
@@ -1078,7 +1213,7 @@ uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32
 				continue;
 			if (s->stamp == stale)
 				s->stamp = tick;
-			if (older(s->stamp, before) && purge_span(h, s))
+			if (older(s->stamp, before) && purge_span(h, s, w))
 				purged += d;
 			else if (older(s->stamp, *oldest))
 				*oldest = s->stamp;
@@ -1181,11 +1316,12 @@ uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed
 
 uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp)
 {
+	struct rwin win, *w = purge_window(h, &win);
 	uint32_t purged = 0, steps = 0;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
 			uint32_t d = s->dirty;
-			if (d && s->stamp == stamp && purge_span(h, s))
+			if (d && s->stamp == stamp && purge_span(h, s, w))
 				purged += d;
 		}
 	}

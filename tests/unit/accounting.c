@@ -365,6 +365,74 @@ Test(accounting, released_is_what_left_the_rss)
 	check_all();
 }
 
+/* mincore calls, counted while `counting` is set: liballoc.a's calls land here */
+static int counting, mincore_calls;
+int mincore(void *addr, size_t len, unsigned char *vec)
+{
+	if (__atomic_load_n(&counting, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&mincore_calls, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_mincore, addr, len, vec);
+}
+
+/* A trim measures what it returns, and the decay pass's measurement what stays, with one
+ * mincore per heap whose free spans lie within 4 MiB (a forked child's malloc_trim made one
+ * per free span: ~23), to the page still: 40 large blocks touched only at their ends, every
+ * other one freed, leave 20 free spans apart with a few resident pages each. */
+Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
+{
+	if (os_thp_always())
+		cr_skip_test("transparent huge pages in mode always: whole spans are measured");
+	set("mmap_threshold", 4 << 20);
+	set("mmap_dynamic", 0);
+	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
+	set("decay_ms", 0);
+	liballoc_trim(0);
+	(void)rss_anon();
+	enum { N = 40 };
+	char *p[N];
+	for (int i = 0; i < N; i++) {
+		size_t n = (size_t)(8 + i % 13) * 4096;
+		p[i] = A(malloc)(n);
+		cr_assert_not_null(p[i]);
+		memset(p[i], 1, 64);
+		memset(p[i] + n - 64, 1, 64);
+	}
+	struct heap *h = heap_of(p[0]);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(heap_of(p[i]), h, "one heap");
+	for (int i = 0; i < N; i += 2)
+		A(free)(p[i]);
+	uint32_t spans = 0;
+	for (int b = 0; b < HEAP_NBINS; b++)
+		for (struct span *s = h->bins[b]; s; s = s->next)
+			spans += s->dirty != 0;
+	cr_assert_geq(spans, 12, "%u free spans with dirty pages", spans);
+	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&counting, 1, __ATOMIC_RELAXED);
+	op_measure();
+	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
+	int measure_calls = mincore_calls;
+	check_all();
+	long r0 = rss_anon();
+	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&counting, 1, __ATOMIC_RELAXED);
+	size_t trim = liballoc_trim(0);
+	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
+	long r1 = rss_anon();
+	cr_assert_eq((long)trim, r0 - r1, "trim: %zu bytes said, %ld left the RSS", trim, r0 - r1);
+	cr_assert_geq(trim, (size_t)N / 2 * 2 * 4096, "the free blocks' two touched pages");
+	cr_assert_gt(measure_calls, 0, "liballoc's mincore calls are counted here");
+	cr_assert_gt(mincore_calls, 0, "liballoc's mincore calls are counted here");
+	/* the heap's spans in one call; the arenas' other heaps, if any, one each */
+	cr_assert_leq(measure_calls, (int)arena_count + 1, "measure: %d mincore calls for %u spans",
+	              measure_calls, spans);
+	cr_assert_leq(mincore_calls, (int)arena_count + 1, "trim: %d mincore calls for %u spans",
+	              mincore_calls, spans);
+	check_all();
+	for (int i = 1; i < N; i += 2)
+		A(free)(p[i]);
+}
+
 /* A mapping of 1 MiB served below the dynamic threshold, whose free comes after a larger
  * mapping's free raised the threshold past it: the free moves it into a heap
  * (heap_adopt, mremap MREMAP_FIXED). Returns it, written, with the counters before its
