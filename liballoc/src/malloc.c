@@ -813,8 +813,9 @@ static void fork_prepare(void)
 	direct_fork_prepare();
 	tcache_fork_prepare();
 	arena_lock_all();
-	la_fork_begin();    /* waiters for the locks it holds sleep until fork_parent */
-	shm_fork_prepare(); /* last: its clock reading is the clone's lower bound */
+	la_fork_begin();     /* waiters for the locks it holds sleep until fork_parent */
+	shm_fork_snapshot(); /* the statistics, with every arena locked */
+	shm_fork_prepare();  /* last: its clock reading is the clone's lower bound */
 }
 
 static void fork_parent(void)

@@ -1014,6 +1014,30 @@ static bool fork_file(size_t used)
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
+/* The statistics as they were at the clone. A published segment is a shared file, which
+ * the parent goes on writing after the clone (its other threads at once, its forking
+ * thread once its handlers unlock the arenas), and which the child copies only in its own
+ * handler (shm_fork_child): it got counters no state of its own matched, and its gauges
+ * went below zero (forkfree 400 4 plain: free_resident_bytes after the child's first trim
+ * or decay pass in 117-177 of 400 children, cached_bytes in 31-38 at the child's start).
+ * The parent's prepare handler, with every arena locked, copies them into private memory
+ * that the clone copies; the child writes that over what it read from the file. The
+ * classes, the process block and the arena blocks: up to two arenas a part of one page. */
+LA_BIG_BSS static unsigned char fork_stats[OFF_MAILBOX - OFF_CLASSES]
+        __attribute__((aligned(LA_SHM_PAGE)));
+static size_t fork_stats_len; /* 0: none taken (an unpublished segment: the clone's copy) */
+
+void shm_fork_snapshot(void)
+{
+	fork_stats_len = 0;
+	if (!seg_on_file)
+		return;
+	uint32_t n = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
+	size_t len = OFF_ARENAS + (size_t)n * sizeof(struct la_shm_arena) - OFF_CLASSES;
+	memcpy(fork_stats, seg + OFF_CLASSES, len);
+	fork_stats_len = len;
+}
+
 void shm_fork_child(void)
 {
 	child_boot_ns = fork_boot_ns ? os_boot_ns() : 0; /* first: the clone's upper bound */
@@ -1048,6 +1072,12 @@ void shm_fork_child(void)
 		/* (a file truncated meanwhile: the rest stays zeros) */
 		read_range(seg_fd, seg, used);
 	}
+	if (fresh && fork_stats_len) { /* the statistics as they were at the clone */
+		memcpy(seg + OFF_CLASSES, fork_stats, fork_stats_len);
+		shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
+		arenas = shm_header()->arena_count;
+	}
+	fork_stats_len = 0;
 	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
 		seg_fd = -1;

@@ -54,6 +54,9 @@ const char *shm_path(void);
 void shm_fork_child(void);
 /* In the fork's prepare handler: what the child needs to know of the clone's time. */
 void shm_fork_prepare(void);
+/* The statistics at the fork (every arena locked), which the child takes over (a published
+ * segment is a shared file the parent goes on writing). */
+void shm_fork_snapshot(void);
 /* SIGBUS at addr (sigbus.c): if addr is in the segment, whose file was truncated, the
  * segment moves to private memory (and is unpublished) and true is returned: the faulting
  * access can be retried. Async-signal-safe. */
