@@ -21,6 +21,7 @@
 #include "childerr.h"
 #include "liballoc.h"
 #include "os.h"
+#include "procstatus.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -533,11 +534,15 @@ Test(populate, a_trim_inside_huge_ranges_returns_exactly_what_it_says)
 	for (int i = 0; i < N; i += 2) /* half of every huge range */
 		A(free)(b[i]);
 	check_free_resident(a);
+	long o0 = others_minflt();
 	long r0 = status_kb("/proc/self/status", "RssAnon:");
 	size_t trim = liballoc_trim(0);
 	long r1 = status_kb("/proc/self/status", "RssAnon:");
-	cr_assert_eq((long)trim, (r0 - r1) * 1024, "trim: %zu bytes said, %ld kB left the RSS",
-	             trim, r0 - r1);
+	long others = others_minflt() - o0; /* faults in the window not this thread's */
+	long gap = (long)trim - (r0 - r1) * 1024;
+	cr_assert(gap == 0 || (gap > 0 && gap <= others * (long)LA_PAGE),
+	          "trim: %zu bytes said, %ld kB left the RSS (other threads faulted %ld pages)",
+	          trim, r0 - r1, others);
 	cr_assert_geq(trim, (size_t)N / 2 * (64 << 10) * 3 / 4, "%zu bytes trimmed", trim);
 	check_free_resident(a);
 	arena_lock(a);
