@@ -588,7 +588,7 @@ size_t direct_usable(const void *p)
 	return n;
 }
 
-void *direct_realloc(void *p, size_t size, bool *was_direct)
+void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 {
 	la_lock(&direct_lock);
 	struct dmap *m = find_slot((uintptr_t)p);
@@ -605,6 +605,10 @@ void *direct_realloc(void *p, size_t size, bool *was_direct)
 		m->asked = asked;
 		la_unlock(&direct_lock);
 		return p;
+	}
+	if (!remap) {
+		la_unlock(&direct_lock);
+		return NULL;
 	}
 	/* a growth maps a quarter more, so that a block growing step by step is remapped a
 	 * logarithmic number of times, not at every page; the slack's pages stay untouched

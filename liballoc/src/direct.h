@@ -19,8 +19,9 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh);
 int direct_free(void *p);
 /* Usable size of a live direct mapping, 0 if p is not one. */
 size_t direct_usable(const void *p);
-/* Resize in place or by mremap; NULL if p is not a direct mapping or on failure. */
-void *direct_realloc(void *p, size_t size, bool *was_direct);
+/* Resize in place or (remap) by mremap; NULL if p is not a direct mapping, on failure, or
+ * (!remap) when the mapping does not keep its place for size. */
+void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct);
 /* Measure (mincore) the cached mappings not measured yet: until then each counts whole as
  * free resident. */
 void direct_measure(void);

@@ -1608,6 +1608,34 @@ Test(direct_realloc, a_shrink_by_less_than_a_quarter_keeps_the_mapping)
 	A(free)(q);
 }
 
+/* A live mapping that has the room keeps its place after the threshold rose past the size
+ * asked (another mapping's free): new blocks of that size come from the heaps, this one is
+ * not copied into one (a string builder's buffer, growing while a larger one was freed) */
+Test(direct_realloc, a_mapping_with_room_keeps_its_place_below_a_risen_threshold)
+{
+	size_t n = 256 << 10;
+	A(malloc_trim)(0); /* no heap pages a request above the threshold would take */
+	unsigned char *p = A(malloc)(n);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	p = A(realloc)(p, n + 4096); /* remapped with a quarter more */
+	cr_assert(!heap_registered(p), "still a mapping");
+	memset(p, 5, n + 4096);
+	A(free)(A(malloc)(1 << 20)); /* its free raises the threshold past 1 MiB */
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, (int64_t)(n + 8192), "threshold %lld", (long long)t);
+	uint64_t calls = stats().mmap_calls;
+	unsigned char *q = A(realloc)(p, n + 8192);
+	cr_assert_eq(q, p, "kept its place");
+	cr_assert_eq(stats().mmap_calls, calls, "no system call");
+	cr_assert_eq(q[n + 4095], 5);
+	/* beyond its room it goes where blocks of its size go now: a heap */
+	q = A(realloc)(q, 2 * n);
+	cr_assert(heap_registered(q), "moved to a heap");
+	cr_assert_eq(q[n + 4095], 5);
+	A(free)(q);
+}
+
 Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_system_call)
 {
 	set("decay_ms", 0);
