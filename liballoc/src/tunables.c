@@ -385,6 +385,15 @@ static size_t edit_distance(const char *a, size_t alen, const char *b)
 
 /* One line for a LIBALLOC_ variable liballoc does not know (entry: "LIBALLOC_X=v"),
  * naming the known one closest to it; an unreadable LIBALLOC_CONTROL likewise. */
+/* Name i of the known variables: the tunables', then env_other's. */
+static void known_name(int i, char known[ENV_NAME_MAX])
+{
+	if (i < LA_NTUNABLES)
+		env_name(i, known);
+	else
+		la_strlcpy(known, env_other[i - LA_NTUNABLES], ENV_NAME_MAX);
+}
+
 static void env_check_one(const char *entry)
 {
 	const char *name = entry + 9, *eq = strchr(name, '=');
@@ -392,12 +401,11 @@ static void env_check_one(const char *entry)
 		return;
 	size_t len = (size_t)(eq - name);
 	char known[ENV_NAME_MAX], best[ENV_NAME_MAX] = "";
-	size_t best_d = (size_t)-1;
-	for (int i = 0; i < LA_NTUNABLES + (int)(sizeof(env_other) / sizeof(env_other[0])); i++) {
-		if (i < LA_NTUNABLES)
-			env_name(i, known);
-		else
-			la_strlcpy(known, env_other[i - LA_NTUNABLES], sizeof(known));
+	const int n_known = LA_NTUNABLES + (int)(sizeof(env_other) / sizeof(env_other[0]));
+	/* a known name first (every process pays this for each LIBALLOC_ variable it has),
+	 * the edit distances only for a name that is not */
+	for (int i = 0; i < n_known; i++) {
+		known_name(i, known);
 		if (strlen(known) == len && strncmp(known, name, len) == 0) {
 			int64_t on;
 			if (strcmp(known, "CONTROL") == 0 && la_parse(LA_T_BOOL, eq + 1, &on))
@@ -406,6 +414,10 @@ static void env_check_one(const char *entry)
 				        "the control thread runs", (char *)NULL);
 			return;
 		}
+	}
+	size_t best_d = (size_t)-1;
+	for (int i = 0; i < n_known; i++) {
+		known_name(i, known);
 		if (i >= LA_NTUNABLES && strcmp(known, "SO") == 0)
 			continue; /* never suggested: it sets nothing */
 		/* a name the known one starts with ("DECAY" for DECAY_MS) is the closest */
