@@ -28,7 +28,8 @@ size_t liballoc_release_idle_heaps(void);
 void liballoc_flush_caches(void);
 /* Process totals of the counters (all arenas plus direct mappings). */
 int liballoc_stats(struct la_counters *out);
-/* Path of this process's statistics segment, or "" when it is not published. */
+/* Path of this process's statistics segment, or "" when it is not published (yet: it is
+ * named LIBALLOC_PUBLISH_DELAY, 50 ms, after the start or the fork). */
 const char *liballoc_segment_path(void);
 
 #ifdef __cplusplus

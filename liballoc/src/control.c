@@ -615,6 +615,9 @@ static void *control_main(void *arg)
 	uint64_t look_due = 0;
 	/* the start's sweep of stale segments, once the process has lived a while */
 	uint64_t reap_due = shm_reap_pending() ? last_decay + SHM_REAP_AFTER_NS : 0;
+	/* the segment's file is named once the process lived a while (shm.c; before the
+	 * sweep: the delay is at most SHM_REAP_AFTER_NS, and its turn comes first) */
+	uint64_t name_due = shm_name_pending() ? last_decay + shm_publish_delay_ms() * 1000000u : 0;
 	uint64_t burst_due = 0;             /* op_burst's next run (0: at the next kick) */
 	uint32_t burst_kicks = start_kicks; /* shm_kicks when op_burst last ran */
 	bool burst_look = start_look;       /* a decay pass ran since op_burst last did */
@@ -673,6 +676,15 @@ static void *control_main(void *arg)
 			}
 			if (!wait_ns || hold_due - now < wait_ns)
 				wait_ns = hold_due - now;
+		}
+		if (name_due) {
+			if (now >= name_due) {
+				name_due = 0;
+				shm_name_now(false);
+				continue;
+			}
+			if (!wait_ns || name_due - now < wait_ns)
+				wait_ns = name_due - now;
 		}
 		if (reap_due) {
 			if (now >= reap_due) {
@@ -817,7 +829,8 @@ static void start_thread(bool forked)
 		__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 		h->control_state = LA_CONTROL_FAILED;
 		la_warn("control thread not started: ", strerror(err), (char *)NULL);
-		shm_reap_stale(); /* what it would have done */
+		shm_name_now(false); /* what it would have done */
+		shm_reap_stale();
 		return;
 	}
 	h->control_state = LA_CONTROL_RUNNING;

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <link.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
+#include "liballoc_parse.h"
 #include "lock.h"
 #include "os.h"
 #include "sizeclass.h"
@@ -142,6 +145,11 @@ void shm_set_arena_count(uint32_t n)
 		         (uint64_t)((int64_t)pages - seg_meta_pages) * LA_SHM_PAGE);
 		seg_meta_pages = pages;
 	}
+	/* a file not named yet has its pages up to the second arena block (and the mailbox's):
+	 * a block past them is written into a hole, which a full tmpfs answers with SIGBUS,
+	 * and the handler comes with the name. (Under the arenas' lock: no dlsym here) */
+	if (n > 2 && seg_on_file && !__atomic_load_n(&seg_path[0], __ATOMIC_RELAXED))
+		sigbus_install_handler();
 }
 
 void shm_thread_count(int delta)
@@ -423,7 +431,7 @@ static uint64_t fork_start_time(void)
 static uint64_t ns_inode(const char *which)
 {
 	char path[32];
-	size_t n = la_strlcpy(path, "/proc/self/ns/", sizeof(path));
+	size_t n = la_strlcpy(path, "/proc/thread-self/ns/", sizeof(path));
 	la_strlcpy(path + n, which, sizeof(path) - n);
 	struct stat st;
 	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
@@ -552,7 +560,7 @@ static void write_identity(pid_t pid)
 	h->created_ns = os_wall_ns();
 	if (forked && h->exe[0])
 		return;
-	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
+	ssize_t el = readlink("/proc/thread-self/exe", h->exe, sizeof(h->exe) - 1);
 	h->exe[el > 0 ? el : 0] = 0;
 }
 
@@ -572,10 +580,15 @@ static char prep_dir[SHM_DIR_CAP], prep_tmp[SHM_TMP_CAP];
  * is -1, else it is removed), the directory closed. */
 static void publish_failed(int dfd, int fd, const char *dir, const char *tmp)
 {
-	la_warn("statistics not published: ", fd < 0 ? "cannot create " : "", dir, "/", tmp, ": ",
-	        strerror(errno), (char *)NULL);
+	if (!tmp[0]) /* an unnamed file: nothing to remove */
+		la_warn("statistics not published: cannot make a file in ", dir, ": ",
+		        strerror(errno), (char *)NULL);
+	else
+		la_warn("statistics not published: ", fd < 0 ? "cannot create " : "", dir, "/", tmp,
+		        ": ", strerror(errno), (char *)NULL);
 	if (fd >= 0) {
-		unlinkat(dfd, tmp, 0);
+		if (tmp[0])
+			unlinkat(dfd, tmp, 0);
 		close(fd);
 	}
 	close(dfd);
@@ -596,15 +609,79 @@ static int create_tmp(int dfd, const char *tmp)
 /* A forked child whose file could not be made (shm_fork_child said why): no second try. */
 static bool fork_unpublished;
 
+/* ---- naming later ------------------------------------------------------------------
+ * With a control thread, the start's file and a forked child's are made without a name
+ * (O_TMPFILE in the run directory) and mapped as before, so the statistics and the mailbox
+ * are in the file from the first allocation; the name (the identity written, the flock,
+ * the link into the run directory) comes LIBALLOC_PUBLISH_DELAY later, from the control
+ * thread (shm_name_now), or at once when the process is about to change its credentials,
+ * root or namespaces (the interposed calls below), while it still may open the directory.
+ * A process that ends sooner creates, names and removes nothing there. name_state:
+ * NAME_IDLE (nothing to name: named, failed, never to be, or gone), NAME_PENDING,
+ * NAME_BUSY (a thread names it: name_tid; others wait on the word). */
+#define NAME_IDLE    0u
+#define NAME_PENDING 1u
+#define NAME_BUSY    2u
+static uint32_t name_state;
+static pid_t name_tid;
+static int64_t name_delay_ms = -1; /* LIBALLOC_PUBLISH_DELAY, read once (-1: not yet) */
+static dev_t seg_file_dev;         /* the unnamed file (checked again before the link) */
+static ino_t seg_file_ino;
+
+uint64_t shm_publish_delay_ms(void)
+{
+	int64_t d = __atomic_load_n(&name_delay_ms, __ATOMIC_RELAXED);
+	if (d >= 0)
+		return (uint64_t)d;
+	d = LA_PUBLISH_DELAY_MS;
+	const char *env = tun_getenv("LIBALLOC_PUBLISH_DELAY");
+	int64_t v;
+	if (env &&
+	    (la_parse(LA_T_MS, env, &v) != LA_PARSE_OK || v < 0 || v > LA_PUBLISH_DELAY_MAX_MS))
+		la_warn("LIBALLOC_PUBLISH_DELAY=", env,
+		        ": ignored: not a duration from 0 to 1s (default 50ms)", (char *)NULL);
+	else if (env)
+		d = v;
+	__atomic_store_n(&name_delay_ms, d, __ATOMIC_RELAXED);
+	return (uint64_t)d;
+}
+
+/* The start's or a forked child's file is made unnamed and named later: there is a control
+ * thread to name it (else nothing would) and a delay. */
+static bool name_later(void)
+{
+	return tun_control_enabled() && shm_publish_delay_ms() > 0;
+}
+
+bool shm_name_pending(void)
+{
+	return __atomic_load_n(&name_state, __ATOMIC_ACQUIRE) == NAME_PENDING;
+}
+
+/* An unnamed file in dfd (never through a name: O_TMPFILE), or -1 (the file system has no
+ * unnamed files: errno EOPNOTSUPP, EISDIR or EINVAL; the caller makes a named one). */
+static int create_unnamed(int dfd)
+{
+	return openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+}
+
 /* The temporary file of pid's segment (pid namespace pidns), created in the run directory:
  * its descriptor, the directory's in *dfd and their names in dir and tmp (SHM_DIR_CAP and
  * SHM_TMP_CAP bytes); -1 when there is none (a warning said why when the directory was
- * there). */
-static int open_tmp(char *dir, char *tmp, pid_t pid, uint64_t pidns, int *dfd)
+ * there). With *unnamed, an unnamed file (tmp ""), else (or where the file system has none:
+ * *unnamed is then false) a file under the temporary name. */
+static int open_tmp(char *dir, char *tmp, pid_t pid, uint64_t pidns, int *dfd, bool *unnamed)
 {
 	*dfd = run_dir(dir, SHM_DIR_CAP);
 	if (*dfd < 0)
 		return -1;
+	tmp[0] = 0;
+	if (*unnamed) {
+		int fd = create_unnamed(*dfd);
+		if (fd >= 0)
+			return fd;
+		*unnamed = false;
+	}
 	size_t n = seg_stem(tmp, SHM_TMP_CAP, pid, pidns);
 	append(tmp, n, SHM_TMP_CAP, ".tmp");
 	int fd = create_tmp(*dfd, tmp);
@@ -637,8 +714,10 @@ bool shm_prepare_file(void)
 	int dfd;
 	/* the name shm_publish_file gives it: write_identity reads the same namespace */
 	pid_t pid = os_getpid();
-	start_pidns = ns_inode("pid");
-	int fd = open_tmp(dir, tmp, pid, start_pidns, &dfd);
+	bool unnamed = name_later();
+	/* (an unnamed file's name is made when it is named: write_identity reads it then) */
+	start_pidns = unnamed ? 0 : ns_inode("pid");
+	int fd = open_tmp(dir, tmp, pid, start_pidns, &dfd, &unnamed);
 	if (fd < 0)
 		return false;
 	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
@@ -654,6 +733,38 @@ bool shm_prepare_file(void)
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
+}
+
+/* seg_name ("liballoc.<pid><ns tag>.seg", after write_identity: the tag is the header's),
+ * tmp (".tmp" instead, SHM_TMP_CAP bytes) and, when path, seg_path (in dir). */
+static void seg_names(const char *dir, pid_t pid, char *tmp, bool path)
+{
+	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, shm_header()->pidns_ino);
+	la_strlcpy(tmp, seg_name, SHM_TMP_CAP);
+	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
+	append(tmp, n, SHM_TMP_CAP, ".tmp");
+	if (!path)
+		return;
+	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
+	n = append(seg_path, n, sizeof(seg_path), "/");
+	append(seg_path, n, sizeof(seg_path), seg_name);
+}
+
+/* The run directory held open from the making of an unnamed file to its naming (-1: none):
+ * a process that chdirs or chroots meanwhile still names it there. */
+static int name_dfd = -1;
+
+/* The segment is fd's file, made in dir (dir_dev, dir_ino), mapped. */
+static void on_file(int fd, pid_t pid, const char *dir, dev_t dir_dev, ino_t dir_ino)
+{
+	if (seg_fd >= 0)
+		close(seg_fd);
+	seg_fd = fd;
+	seg_pid = pid;
+	seg_dir_dev = dir_dev;
+	seg_dir_ino = dir_ino;
+	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
+	seg_on_file = true;
 }
 
 void shm_publish_file(void)
@@ -677,20 +788,25 @@ void shm_publish_file(void)
 	pid_t pid = prepared ? prep_pid : os_getpid();
 	struct la_shm_header *h = shm_header();
 	bool forked = seg_forked;
-	write_identity(pid);
-	size_t n = seg_stem(seg_name, sizeof(seg_name), pid, h->pidns_ino);
-	la_strlcpy(tmp, seg_name, sizeof(tmp));
-	append(seg_name, n, sizeof(seg_name), LA_SHM_SUFFIX);
-	append(tmp, n, sizeof(tmp), ".tmp");
-	n = la_strlcpy(seg_path, dir, sizeof(seg_path));
-	n = append(seg_path, n, sizeof(seg_path), "/");
-	append(seg_path, n, sizeof(seg_path), seg_name);
 	int fd = prep_fd;
+	/* named later (prepared: made unnamed, its temporary name ""; else a start that
+	 * allocated before the constructor, which copies the segment into a new file) */
+	bool unnamed = prepared ? !prep_tmp[0] : name_later();
+	tmp[0] = 0;
 	if (prepared) {
 		la_strlcpy(tmp, prep_tmp, sizeof(tmp));
 		prep_dfd = prep_fd = -1;
-	} else {
-		fd = create_tmp(dfd, tmp);
+	} else if (unnamed && (fd = create_unnamed(dfd)) < 0) {
+		unnamed = false;
+	}
+	if (!unnamed) {
+		char named[SHM_TMP_CAP];
+		write_identity(pid);
+		seg_names(dir, pid, named, true);
+		if (!prepared) {
+			la_strlcpy(tmp, named, sizeof(tmp));
+			fd = create_tmp(dfd, tmp);
+		}
 	}
 	if (fd < 0) {
 		publish_failed(dfd, fd, dir, tmp);
@@ -711,6 +827,31 @@ void shm_publish_file(void)
 	                          : write_zeros(fd, on_tmpfs(fd), seg + OFF_MAILBOX, OFF_MAILBOX,
 	                                        SEG_SIZE)) &&
 	         mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg);
+	struct stat f;
+	if (ok && unnamed) {
+		ok = fstat(fd, &f) == 0;
+		if (!ok) {
+			publish_failed(dfd, fd, dir, tmp);
+			return;
+		}
+		/* mapped: the name comes later (shm_name_now) */
+		on_file(fd, pid, dir, dir_dev, dir_ino);
+		seg_file_dev = f.st_dev;
+		seg_file_ino = f.st_ino;
+		/* the start's sweep as below; this one needs the name the file will have */
+		if (!forked && (!prepared || start_backlog)) {
+			start_pidns = ns_inode("pid");
+			reap_stale(dfd, pid, start_pidns);
+		} else if (!forked) {
+			reap_wanted = true;
+		}
+		start_backlog = false;
+		if (name_dfd >= 0)
+			close(name_dfd);
+		name_dfd = dfd;
+		__atomic_store_n(&name_state, NAME_PENDING, __ATOMIC_RELEASE);
+		return;
+	}
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
 	if (ok)
@@ -720,14 +861,7 @@ void shm_publish_file(void)
 		seg_path[0] = 0;
 		return;
 	}
-	if (seg_fd >= 0)
-		close(seg_fd);
-	seg_fd = fd;
-	seg_pid = pid;
-	seg_dir_dev = dir_dev;
-	seg_dir_ino = dir_ino;
-	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
-	seg_on_file = true;
+	on_file(fd, pid, dir, dir_dev, dir_ino);
 	sigbus_install();
 	/* a forked child does not: its parent did (or will). (prepared: shm_prepare_file
 	 * judged the backlog; else a start that allocated before the constructor sweeps) */
@@ -739,18 +873,140 @@ void shm_publish_file(void)
 	close(dfd);
 }
 
-/* The very directory the segment was published in (the same device and inode as then),
- * opened; -1 if it cannot be or another took its name. Async-signal-safe. */
+/* Link fd's unnamed file into dfd as name: through /proc/thread-self/fd (this thread's
+ * own: /proc/self is the main thread's, whose descriptors read as missing once it left
+ * by pthread_exit), else through the descriptor itself (AT_EMPTY_PATH: root, or a kernel
+ * that lets the opener do it). */
+static bool link_unnamed(int fd, int dfd, const char *name)
+{
+	char path[48];
+	size_t n = la_strlcpy(path, "/proc/thread-self/fd/", sizeof(path));
+	la_fmt_u64(path + n, (uint64_t)fd);
+	if (linkat(AT_FDCWD, path, dfd, name, AT_SYMLINK_FOLLOW) == 0)
+		return true;
+	if (errno != ENOENT)
+		return false;
+	return linkat(fd, "", dfd, name, AT_EMPTY_PATH) == 0;
+}
+
+/* The run directory, held open after the file was named just before the process changed
+ * its credentials, root or namespaces (-1: none): the removal at exit then still finds it
+ * (a worker that dropped to `nobody` cannot open root's 0700 directory again). */
+static int kept_dfd = -1;
+
+/* Is fd the directory the segment was published in (the same device and inode as then)? */
+static bool is_seg_dir(int fd)
+{
+	struct stat d;
+	return fstat(fd, &d) == 0 && d.st_dev == seg_dir_dev && d.st_ino == seg_dir_ino;
+}
+
+/* The very directory the segment was published in, opened (by its path, else a copy of
+ * kept_dfd); -1 if it cannot be or another took its name. Async-signal-safe. */
 static int open_seg_dir(void)
 {
 	int dfd = open(seg_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat d;
-	if (dfd >= 0 &&
-	    (fstat(dfd, &d) != 0 || d.st_dev != seg_dir_dev || d.st_ino != seg_dir_ino)) {
+	if (dfd >= 0 && !is_seg_dir(dfd)) {
 		close(dfd);
 		dfd = -1;
 	}
+	if (dfd < 0 && kept_dfd >= 0 && is_seg_dir(kept_dfd))
+		dfd = fcntl(kept_dfd, F_DUPFD_CLOEXEC, 0);
 	return dfd;
+}
+
+/* Name the unnamed file (name_state NAME_BUSY: this thread alone): its identity written,
+ * locked, linked under its name (over an earlier image's after an exec, by a rename, as a
+ * start's rename did). The directory is the one it was made in; the descriptor must still
+ * be that file's (a program that closed it, e.g. by closefrom, and opened another under
+ * its number gets nothing named: the process runs on unpublished, with one line). */
+static void name_file(bool keep)
+{
+	char tmp[SHM_TMP_CAP];
+	struct stat f;
+	int dfd = name_dfd;
+	name_dfd = -1;
+	if (dfd >= 0 && !is_seg_dir(dfd))
+		dfd = -1; /* not ours any more (closed by the program and reused) */
+	if (dfd < 0)
+		dfd = open_seg_dir();
+	if (dfd < 0) {
+		la_warn("statistics not published: run directory ", seg_dir,
+		        ": cannot be opened again", (char *)NULL);
+		return;
+	}
+	pid_t pid = seg_pid;
+	write_identity(pid);
+	seg_names(seg_dir, pid, tmp, false);
+	bool ok = seg_on_file && seg_fd >= 0 && fstat(seg_fd, &f) == 0 &&
+	          f.st_dev == seg_file_dev && f.st_ino == seg_file_ino;
+	if (!ok)
+		errno = EBADF;
+	if (ok)
+		ok = flock(seg_fd, LOCK_SH | LOCK_NB) == 0;
+	bool renamed = false;
+	if (ok && !link_unnamed(seg_fd, dfd, seg_name)) {
+		/* the name is taken: an earlier image's (exec) or a dead process's */
+		ok = errno == EEXIST;
+		if (ok && !link_unnamed(seg_fd, dfd, tmp))
+			ok = errno == EEXIST && unlinkat(dfd, tmp, 0) == 0 &&
+			     link_unnamed(seg_fd, dfd, tmp);
+		if (ok)
+			ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
+		renamed = true;
+	}
+	if (!ok) {
+		la_warn("statistics not published: ", seg_dir, "/", renamed ? tmp : seg_name, ": ",
+		        strerror(errno), (char *)NULL);
+		if (renamed)
+			unlinkat(dfd, tmp, 0);
+		close(dfd);
+		return;
+	}
+	/* the path last, its first byte last: the program's threads may read it */
+	char path[sizeof(seg_path)];
+	size_t n = la_strlcpy(path, seg_dir, sizeof(path));
+	n = append(path, n, sizeof(path), "/");
+	append(path, n, sizeof(path), seg_name);
+	memcpy(seg_path + 1, path + 1, sizeof(seg_path) - 1);
+	__atomic_store_n(&seg_path[0], path[0], __ATOMIC_RELEASE);
+	sigbus_install();
+	if (keep && kept_dfd < 0)
+		kept_dfd = dfd;
+	else
+		close(dfd);
+}
+
+/* Wait while another thread names the file (NAME_BUSY); false when this thread is the one
+ * (a signal handler that interrupted it). Async-signal-safe. */
+static bool name_wait_busy(uint32_t *st)
+{
+	while (*st == NAME_BUSY) {
+		if (__atomic_load_n(&name_tid, __ATOMIC_RELAXED) == (pid_t)syscall(SYS_gettid))
+			return false;
+		la_futex(&name_state, FUTEX_WAIT_PRIVATE, NAME_BUSY, NULL);
+		*st = __atomic_load_n(&name_state, __ATOMIC_ACQUIRE);
+	}
+	return true;
+}
+
+void shm_name_now(bool keep)
+{
+	uint32_t st = __atomic_load_n(&name_state, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (!name_wait_busy(&st) || st == NAME_IDLE)
+			return;
+		if (__atomic_compare_exchange_n(&name_state, &st, NAME_BUSY, false,
+		                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+	}
+	int e = errno;
+	__atomic_store_n(&name_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	name_file(keep);
+	__atomic_store_n(&name_tid, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&name_state, NAME_IDLE, __ATOMIC_RELEASE);
+	la_futex(&name_state, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
+	errno = e;
 }
 
 void shm_reap_stale(void)
@@ -951,7 +1207,16 @@ const char *shm_path(void)
 
 void shm_unpublish(void)
 {
-	if (!seg_path[0] || seg_pid != os_getpid())
+	uint32_t st = __atomic_load_n(&name_state, __ATOMIC_ACQUIRE);
+	if ((st == NAME_IDLE && !seg_path[0]) || seg_pid != os_getpid())
+		return; /* nothing named, or not ours (a vfork child shares our memory) */
+	/* a name not given yet is never given now; one being given is waited for (unless
+	 * this thread gives it: a signal handler's _exit) */
+	st = NAME_PENDING;
+	if (!__atomic_compare_exchange_n(&name_state, &st, NAME_IDLE, false, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE))
+		name_wait_busy(&st);
+	if (!seg_path[0])
 		return;
 	seg_path[0] = 0;
 	/* only our own file in the very directory we published in */
@@ -981,6 +1246,45 @@ LA_EXPORT void _Exit(int status)
 {
 	_exit(status);
 }
+
+/* A process about to change its credentials, root or namespaces names its segment's file
+ * first (shm_name_now), while it may still open its run directory: a worker that drops to
+ * `user nobody` after the fork could not open root's 0700 directory any more, one that
+ * chroots or enters other namespaces would not find it (those keep the directory open for
+ * the removal at exit: keep). Then the program's call, libc's (its set*id calls change
+ * every thread). A raw system call is not seen. */
+#define SHM_NAME_FIRST(fn, keep, params, args)                                     \
+	LA_EXPORT int fn params                                                    \
+	{                                                                          \
+		static int(*next) params;                                          \
+		int(*f) params = __atomic_load_n(&next, __ATOMIC_ACQUIRE);         \
+		if (!f) {                                                          \
+			f = (int(*) params)dlsym(RTLD_NEXT, #fn);                  \
+			__atomic_store_n(&next, f, __ATOMIC_RELEASE);              \
+		}                                                                  \
+		if (__atomic_load_n(&name_state, __ATOMIC_ACQUIRE) != NAME_IDLE && \
+		    seg_pid == os_getpid()) /* (not a vfork child's) */            \
+			shm_name_now(keep);                                        \
+		if (!f) {                                                          \
+			errno = ENOSYS;                                            \
+			return -1;                                                 \
+		}                                                                  \
+		return f args;                                                     \
+	}
+SHM_NAME_FIRST(setuid, false, (uid_t u), (u))
+SHM_NAME_FIRST(seteuid, false, (uid_t u), (u))
+SHM_NAME_FIRST(setreuid, false, (uid_t r, uid_t e), (r, e))
+SHM_NAME_FIRST(setresuid, false, (uid_t r, uid_t e, uid_t s), (r, e, s))
+SHM_NAME_FIRST(setgid, false, (gid_t g), (g))
+SHM_NAME_FIRST(setegid, false, (gid_t g), (g))
+SHM_NAME_FIRST(setregid, false, (gid_t r, gid_t e), (r, e))
+SHM_NAME_FIRST(setresgid, false, (gid_t r, gid_t e, gid_t s), (r, e, s))
+SHM_NAME_FIRST(setgroups, false, (size_t n, const gid_t *list), (n, list))
+SHM_NAME_FIRST(initgroups, false, (const char *user, gid_t g), (user, g))
+SHM_NAME_FIRST(chroot, true, (const char *path), (path))
+SHM_NAME_FIRST(unshare, true, (int flags), (flags))
+SHM_NAME_FIRST(setns, true, (int fd, int type), (fd, type))
+#undef SHM_NAME_FIRST
 #endif
 
 /* Zeros to write from where a file system has no cheaper way (write_zeros): a forked
@@ -1001,7 +1305,8 @@ static bool fork_file(size_t used)
 	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
 	int dfd;
 	pid_t pid = os_getpid();
-	int fd = open_tmp(dir, tmp, pid, fork_pidns, &dfd);
+	bool unnamed = name_later(); /* named by its control thread, later */
+	int fd = open_tmp(dir, tmp, pid, fork_pidns, &dfd, &unnamed);
 	if (fd < 0)
 		return false;
 	loff_t from = 0, to = 0;
@@ -1052,8 +1357,19 @@ void shm_fork_child(void)
 	uint32_t arenas = shm_header()->arena_count;
 	size_t used =
 	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
-	/* the copy holds the parent's identity if the parent published (write_identity) */
-	seg_forked = seg_on_file;
+	/* the copy holds the parent's identity if the parent's file was named (write_identity) */
+	seg_forked = seg_on_file && seg_path[0];
+	/* the parent's name to give, if any, is the parent's */
+	name_state = NAME_IDLE;
+	name_tid = 0;
+	if (name_dfd >= 0) {
+		close(name_dfd);
+		name_dfd = -1;
+	}
+	if (kept_dfd >= 0) {
+		close(kept_dfd);
+		kept_dfd = -1;
+	}
 	start_pidns = 0;     /* the parent's (its children may be in another pid namespace) */
 	reap_wanted = false; /* the parent's sweep */
 	seg_parent_controlled = shm_header()->control_state == LA_CONTROL_RUNNING;

@@ -37,6 +37,18 @@ bool shm_prepare_file(void);
  * give it its name. Failure is reported once. */
 void shm_publish_file(void);
 void shm_unpublish(void);
+/* Naming later (shm.c): with a control thread, the start's file and a forked child's are
+ * made unnamed and named LIBALLOC_PUBLISH_DELAY (default LA_PUBLISH_DELAY_MS, at most
+ * LA_PUBLISH_DELAY_MAX_MS; 0: at once, as a process without a control thread does) after
+ * the control thread started, or at once before the process changes its credentials, root
+ * or namespaces. shm_name_now names it if that is still to be done (any thread; waits for
+ * another thread naming it; keep: the run directory stays open for the removal at exit,
+ * before such a change); shm_name_pending: it is. */
+#define LA_PUBLISH_DELAY_MS     50
+#define LA_PUBLISH_DELAY_MAX_MS 1000
+uint64_t shm_publish_delay_ms(void);
+bool shm_name_pending(void);
+void shm_name_now(bool keep);
 /* The sweep of stale segments in the run directory the start left to the control thread
  * (once; nothing when it was not left, or this is not the process that published). */
 #define SHM_REAP_AFTER_NS 1000000000ull
@@ -49,8 +61,9 @@ void shm_detect_foreign(void);
 /* dlopen calls so far (the control thread looks again after each: control.c) */
 extern uint32_t shm_dlopens;
 const char *shm_path(void);
-/* In a forked child, before anything writes the segment: move off the parent's file to
- * private memory holding a copy (the child publishes a file of its own afterwards). */
+/* In a forked child, before anything writes the segment: move off the parent's file to a
+ * file of the child's own holding a copy (private memory where it cannot be made), which
+ * shm_publish_file then publishes (or leaves to be named later). */
 void shm_fork_child(void);
 /* In the fork's prepare handler: what the child needs to know of the clone's time. */
 void shm_fork_prepare(void);
@@ -61,8 +74,11 @@ void shm_fork_snapshot(void);
  * segment moves to private memory (and is unpublished) and true is returned: the faulting
  * access can be retried. Async-signal-safe. */
 bool shm_fault(const void *addr);
-/* Install liballoc's SIGBUS handler (once; sigbus.c). */
+/* Install liballoc's SIGBUS handler (once; sigbus.c). sigbus_install_handler: the handler
+ * only, without looking up libc's signal() family (dlsym, which may allocate): callable
+ * under the allocator's locks. */
 void sigbus_install(void);
+void sigbus_install_handler(void);
 /* Free memory was retained: make sure the control thread will run a decay pass (the
  * call only when it is not armed yet). */
 void shm_note_retained_slow(void);

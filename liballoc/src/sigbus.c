@@ -33,6 +33,9 @@
 void sigbus_install(void)
 {
 }
+void sigbus_install_handler(void)
+{
+}
 #else
 
 /* glibc's own sigaction, under its other exported name: sigaction itself is ours */
@@ -78,7 +81,7 @@ static int install_ours(void)
 typedef void (*handler_t)(int);
 static handler_t (*real_fn(int f))(int, handler_t);
 
-void sigbus_install(void)
+void sigbus_install_handler(void)
 {
 	/* once in place it stays (a forked child inherits it): no lock, no signal mask */
 	if (__atomic_load_n(&installed, __ATOMIC_ACQUIRE))
@@ -88,7 +91,12 @@ void sigbus_install(void)
 	if (!installed && __sigaction(SIGBUS, NULL, &app) == 0 && install_ours() == 0)
 		__atomic_store_n(&installed, true, __ATOMIC_RELEASE);
 	unlock(&old);
-	for (int f = 0; f < F_N; f++)
+}
+
+void sigbus_install(void)
+{
+	sigbus_install_handler();
+	for (int f = 0; f < F_N; f++) /* (found once: a load each after that) */
 		real_fn(f);
 }
 

@@ -347,7 +347,8 @@ uint64_t tun_holds_expire(uint64_t now)
 
 /* LIBALLOC_ variables that are not tunables: read elsewhere in the library (RUN_DIR,
  * CONTROL), or used by liballoc's own scripts and tests to name the library (SO). */
-static const char *const env_other[] = {"RUN_DIR", "CONTROL", "SO", "PRESSURE", "PRESSURE_TRIGGER"};
+static const char *const env_other[] = {"RUN_DIR",  "CONTROL",          "SO",
+                                        "PRESSURE", "PRESSURE_TRIGGER", "PUBLISH_DELAY"};
 #define ENV_NAME_MAX 64
 
 /* NAME of tunable i as its variable spells it ("DECAY_MS"). */

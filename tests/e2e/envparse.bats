@@ -219,6 +219,9 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 	# one line, from the process (its forked child says nothing more)
 	[ "$(wc -l <"$P/jerr")" -eq 1 ]
 	grep -q "^liballoc: this process also maps .*/libjemalloc.so.2: liballoc serves its malloc, so jemalloc's own statistics and controls" "$P/jerr"
+	# (each segment is named 50 ms after its start: LIBALLOC_PUBLISH_DELAY)
+	wait_for test -e "$LIBALLOC_RUN_DIR/liballoc.$jp.seg"
+	wait_for test -e "$LIBALLOC_RUN_DIR/liballoc.$child.seg"
 	[ "$(seginfo "$jp" foreign)" = 1 ]
 	[ "$(seginfo "$child" foreign)" = 1 ]
 	wait_for listed "$jp"

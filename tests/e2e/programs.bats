@@ -316,8 +316,10 @@ EOF
 	mkdir -m 700 "$SEGS"
 	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$b/liballoc.so" true
 	no_segments_left
+	# (named 50 ms after its start: LIBALLOC_PUBLISH_DELAY)
 	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$b/liballoc.so" bash -c \
-		'ls "$LIBALLOC_RUN_DIR"; echo hello | sort'
+		'for i in {1..200}; do [ -e "$LIBALLOC_RUN_DIR/liballoc.$$.seg" ] && break; sleep 0.05; done
+		ls "$LIBALLOC_RUN_DIR"; echo hello | sort'
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"liballoc."*".seg"* ]]
 	[[ "${lines[-1]}" == hello ]]

@@ -40,7 +40,8 @@ teardown() {
 }
 
 # start_work [VAR=VALUE...]: a preloaded segwork reading a FIFO of its own; sets WPID and WFD
-# (the descriptor its commands are written to; closing it makes segwork exit normally).
+# (the descriptor its commands are written to; closing it makes segwork exit normally), and
+# waits for its segment (named LIBALLOC_PUBLISH_DELAY after the start) unless NOSEG=1.
 # With NOWAITV=1 it runs where futex_waitv fails (tests/helpers/nowaitv).
 start_work() {
 	local fifo="$T/in.$RANDOM$RANDOM"
@@ -57,6 +58,7 @@ start_work() {
 	exec {WFD}>"$fifo"
 	FDS="${FDS:-} $WFD"
 	wait_line "^$WPID ready$"
+	[ -n "${NOSEG:-}" ] || wait_until test -e "$(seg "$WPID")"
 }
 
 # wait_line REGEX: until a line of $T/out matches.
@@ -221,6 +223,106 @@ stale_and_exec_ing() {
 	[ -e "$(seg "$exec_ing")" ]
 }
 
+@test "a process is named once it lived LIBALLOC_PUBLISH_DELAY; one that ends sooner names nothing" {
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	# /bin/true ends within the delay (50 ms): its file (made unnamed, O_TMPFILE) never got
+	# a name; nothing in the run directory was linked, renamed, locked or removed, and
+	# /proc was not read (the identity is written when the file is named)
+	run env LIBALLOC_RUN_DIR="$SEGS" strace -f -o "$T/trace" -E LD_PRELOAD="$LIBALLOC_SO" \
+		-e trace=openat,linkat,renameat,renameat2,unlinkat,flock,newfstatat,readlink /bin/true
+	[ "$status" -eq 0 ]
+	cat "$T/trace"
+	[ "$(grep -c 'O_TMPFILE' "$T/trace")" -eq 1 ]
+	[ "$(grep -cE 'linkat|renameat|unlinkat|flock|/proc/' "$T/trace")" -eq 0 ]
+	[ -z "$(ls -A "$SEGS")" ]
+	# one that lives on is named by its control thread after the delay, not before
+	local t0 t1
+	t0=$(date +%s%N)
+	NOSEG=1 start_work LIBALLOC_PUBLISH_DELAY=1s
+	t1=$(date +%s%N)
+	# (a look made 0.8 s or more after the start cannot tell)
+	if [ $(((t1 - t0) / 1000000)) -lt 800 ]; then
+		[ ! -e "$(seg "$WPID")" ]
+		[ -z "$(ls -A "$SEGS")" ]
+	fi
+	wait_until test -e "$(seg "$WPID")"
+	[ "$(sv "$WPID" pid)" = "$WPID" ]
+	[ "$(sv "$WPID" liveness)" = live ]
+	[ "$(sv "$WPID" exe)" = "$(readlink -f "$SEGWORK")" ]
+	mb "$WPID" get mmap_threshold
+	[ "$(field status_text)" = ok ]
+	# forked children that exit at once name nothing either (each looks at once)
+	work "$WPID" "$WFD" forks 20
+	local counts
+	counts=$(sed -n 's/^forks //p' "$T/out")
+	echo "$counts"
+	[[ "$counts" == *" named=0" ]]
+	[[ "$counts" != "unnamed=0 "* ]]
+	[ "$(ls -A "$SEGS")" = "liballoc.$WPID.seg" ]
+	# and the counters were in the file from the start: what the process did before its
+	# name was given is there
+	[ "$(sv "$WPID" commands_executed)" -ge 1 ]
+	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
+}
+
+@test "LIBALLOC_PUBLISH_DELAY=0 names the file at the start; a bad value is refused with one line" {
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	run env LIBALLOC_RUN_DIR="$SEGS" LIBALLOC_PUBLISH_DELAY=0 strace -f -o "$T/trace" \
+		-E LD_PRELOAD="$LIBALLOC_SO" -e trace=renameat,unlinkat /bin/true
+	[ "$status" -eq 0 ]
+	cat "$T/trace"
+	grep -q 'renameat(.*liballoc\.[0-9]*\.seg"' "$T/trace"
+	grep -q 'unlinkat(.*liballoc\.[0-9]*\.seg"' "$T/trace"
+	local v
+	for v in soon 2s -1; do
+		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
+			LIBALLOC_PUBLISH_DELAY="$v" /bin/echo hello
+		echo "value '$v': status=$status out=$output err=$stderr"
+		[ "$status" -eq 0 ]
+		[ "$output" = hello ]
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" == *"LIBALLOC_PUBLISH_DELAY=$v: ignored"* ]]
+	done
+}
+
+@test "a process that drops its user or chroots before its name is given is named first" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (setuid, chroot)"
+	local id
+	id=$(id -u nobody 2>/dev/null) || id=65534
+	# the delay is long: the control thread would name the file after the drop, when the
+	# process (nobody now) could not write root's 0700 run directory any more
+	NOSEG=1 start_work LIBALLOC_PUBLISH_DELAY=1s
+	local user=$WPID ufd=$WFD
+	work "$user" "$ufd" setuid "$id"
+	[ "$(stat -c %u "/proc/$user")" = "$id" ]
+	# named before the call returned, with the identity it had
+	[ -e "$(seg "$user")" ]
+	[ "$(sv "$user" pid)" = "$user" ]
+	[ "$(sv "$user" uid)" = 0 ]
+	[ "$(sv "$user" liveness)" = live ]
+	mb "$user" get mmap_threshold
+	[ "$(field status_text)" = ok ]
+	mkdir "$T/jail"
+	NOSEG=1 start_work LIBALLOC_PUBLISH_DELAY=1s
+	local jailed=$WPID jfd=$WFD
+	work "$jailed" "$jfd" chroot "$T/jail"
+	[ -e "$(seg "$jailed")" ]
+	[ "$(sv "$jailed" liveness)" = live ]
+	# the chrooted one removes its file at exit, through the directory it kept open
+	work "$jailed" "$jfd" alloc 1M 1
+	work "$jailed" "$jfd" exit
+	wait "$jailed"
+	[ ! -e "$(seg "$jailed")" ]
+	# nobody cannot remove a name from root's 0700 directory: stale once it ended, as when
+	# it was named at the start (allocctld, or the next start's sweep, removes it)
+	work "$user" "$ufd" exit
+	wait "$user"
+	[ "$(sv "$user" liveness)" = stale ]
+	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
+}
+
 @test "exec after exec: other processes publishing meanwhile never remove the live segment" {
 	# every exec drops the old image's lock for a moment; a process publishing in the same
 	# directory then may take the old file for stale, and must not unlink the new one.
@@ -241,7 +343,9 @@ stale_and_exec_ing() {
 		while :; do /bin/true; done
 	) 3>&- &
 	echo "$!" >>"$T/pids"
-	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/execchain" "$n"
+	# (each image's name is given 1 ms after its start, over the name of the image before)
+	run env LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_PUBLISH_DELAY=1ms \
+		"$TESTS_BIN/execchain" "$n"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "${lines[-1]}" = "done misses=0" ]
@@ -332,7 +436,7 @@ stale_and_exec_ing() {
 # ctl_sleeps_on_doorbell PID: the control thread sleeps in futex(2) on a word of the
 # segment's mapping (the doorbell), not in futex_waitv (/proc/PID/task/TID/syscall)
 ctl_sleeps_on_doorbell() {
-	local pid=$1 t tid='' nr addr lo='' hi='' range path
+	local pid=$1 t tid='' nr addr lo='' hi='' range inode path
 	for t in /proc/"$pid"/task/*; do
 		[ "$(cat "$t/comm" 2>/dev/null)" = liballoc-ctl ] && tid=${t##*/}
 	done
@@ -342,8 +446,12 @@ ctl_sleeps_on_doorbell() {
 	x86_64) [ "$nr" = 202 ] || return 1 ;;
 	aarch64) [ "$nr" = 98 ] || return 1 ;;
 	esac
-	while read -r range _ _ _ _ path; do
-		[ "$path" = "$(seg "$pid")" ] && lo=$((0x${range%-*})) hi=$((0x${range#*-}))
+	# (the mapping's path is the file's name when it was made: "#<inode> (deleted)" for a
+	# file made unnamed and named later; its inode is the segment's)
+	local ino
+	ino=$(stat -c %i "$(seg "$pid")") || return 1
+	while read -r range _ _ _ inode path; do
+		[ "$inode" = "$ino" ] && lo=$((0x${range%-*})) hi=$((0x${range#*-}))
 	done <"/proc/$pid/maps"
 	[ -n "$lo" ] && [ $((addr)) -ge "$lo" ] && [ $((addr)) -lt "$hi" ]
 }

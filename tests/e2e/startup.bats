@@ -102,12 +102,22 @@ pages() {
 	command -v strace >/dev/null || skip "no strace"
 	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
 	dir=$(mktemp -d)
-	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -o "$dir/trace" \
-		-e trace=pwrite64,renameat,rename /bin/true
+	# named at the start (LIBALLOC_PUBLISH_DELAY=0), and made unnamed to be named later
+	# (the default; /bin/true ends before): the same file, mapped before it is written
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" LIBALLOC_PUBLISH_DELAY=0 \
+		strace -o "$dir/trace" -e trace=pwrite64,renameat,rename /bin/true
 	echo "$output"
 	cat "$dir/trace"
 	[ "$status" -eq 0 ]
 	grep -q 'rename.*\.seg"' "$dir/trace"
+	[ "$(grep -c 'pwrite64(.*LALLSHM' "$dir/trace")" -eq 0 ]
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -o "$dir/trace" \
+		-e trace=openat,pwrite64,renameat,rename,linkat /bin/true
+	echo "$output"
+	cat "$dir/trace"
+	[ "$status" -eq 0 ]
+	grep -q 'openat(.*O_TMPFILE' "$dir/trace"
+	[ "$(grep -cE 'rename|linkat' "$dir/trace")" -eq 0 ]
 	[ "$(grep -c 'pwrite64(.*LALLSHM' "$dir/trace")" -eq 0 ]
 	rm -rf "$dir"
 }
@@ -124,7 +134,24 @@ pages() {
 	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
 	dir=$(mktemp -d)
 	mkdir -m 700 "$dir/run"
+	# by default the child's file is made unnamed, and a child that ends at once names
+	# nothing: the same file and copy, with no link, rename or unlink at all
 	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -f -o "$dir/trace" \
+		-e trace=mkdir,unlinkat,openat,mmap,pread64,copy_file_range,renameat,linkat,flock \
+		/bin/bash -c '( : ); :'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	child=$(grep -E '^[0-9]+ +copy_file_range\(' "$dir/trace" | sed -n 1p | awk '{ print $1 }')
+	[ -n "$child" ]
+	awk -v p="$child" '$1 == p' "$dir/trace" >"$dir/child"
+	cat "$dir/child"
+	[ "$(grep -c 'openat(.*O_TMPFILE' "$dir/child")" -eq 1 ]
+	[ "$(grep -c ' copy_file_range(' "$dir/child")" -eq 1 ]
+	[ "$(grep -c ' mmap(.*MAP_SHARED|MAP_FIXED' "$dir/child")" -eq 1 ]
+	[ "$(grep -cE ' (mkdir|unlinkat|pread64|renameat|linkat|flock)\(' "$dir/child")" -eq 0 ]
+	# named at the fork (LIBALLOC_PUBLISH_DELAY=0)
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" LIBALLOC_PUBLISH_DELAY=0 \
+		strace -f -o "$dir/trace" \
 		-e trace=mkdir,unlinkat,openat,mmap,pread64,pwrite64,copy_file_range,renameat,newfstatat \
 		/bin/bash -c '( : ); :'
 	echo "$output"

@@ -1,7 +1,9 @@
 /* execchain.c — a preloaded process that execs itself N times (same pid, a new image each
  * time, each publishing its segment under the same name) and checks after every exec that
- * its segment "$LIBALLOC_RUN_DIR/liballoc.<pid>.seg" exists while it runs. Other processes
- * publishing in the same directory at the same time must never remove it.
+ * its segment "$LIBALLOC_RUN_DIR/liballoc.<pid>.seg" is there while it runs: once the new
+ * image's name is given (LIBALLOC_PUBLISH_DELAY after its start; waited for, up to 10 s),
+ * it stays. Other processes publishing in the same directory at the same time must never
+ * remove it.
  * usage: execchain N [MISSES]    prints "missing at N" per check that failed, then
  *                                "done misses=K"; exit 0 when K is 0, 1 otherwise */
 #include <errno.h>
@@ -12,6 +14,9 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "liballoc.h"
+
+#pragma weak liballoc_segment_path /* resolved at run time: liballoc is preloaded */
 
 int main(int argc, char **argv)
 {
@@ -26,12 +31,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "execchain: LIBALLOC_RUN_DIR is not set\n");
 		return 2;
 	}
-	/* the allocator is surely initialised and published once it has served a block */
+	/* the allocator is surely initialised once it has served a block */
 	A(free)(A(malloc)(64));
 	char path[512];
 	snprintf(path, sizeof(path), "%s/liballoc.%d.seg", dir, (int)getpid());
-	/* look twice, 1 ms apart: the file must stay, not merely appear */
+	/* its name is given by the control thread after the delay (the old image's file has
+	 * this name meanwhile): wait until the file is this image's (the same executable is
+	 * all a look can tell; the identity's start time is in the file) */
 	struct timespec ms = {0, 1000000};
+	const char *seg_path = liballoc_segment_path ? liballoc_segment_path() : "";
+	for (int i = 0; i < 10000 && !*seg_path; i++) {
+		nanosleep(&ms, NULL);
+		seg_path = liballoc_segment_path ? liballoc_segment_path() : "x";
+	}
+	/* look twice, 1 ms apart: the file must stay, not merely appear */
 	for (int i = 0; i < 2; i++) {
 		if (access(path, F_OK) != 0) {
 			printf("missing at %ld: %s: %s\n", n, path, strerror(errno));

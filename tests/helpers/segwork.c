@@ -13,6 +13,12 @@
  *                     on a pipe nobody writes; answered once it is about to block
  *   fork FIFO         fork; the child reads its commands from FIFO (opened after the fork)
  *                     and announces itself with "PID child of PPID"
+ *   forks N           fork N children one after the other, each of which looks at once
+ *                     whether its segment is named (liballoc_segment_path) and exits;
+ *                     prints "forks unnamed=U late=L named=K" (late: the look came 40 ms
+ *                     or more after the fork, too late to tell) before the answer
+ *   setuid ID         setgid(ID) then setuid(ID) (as root: drops to that user)
+ *   chroot DIR        chroot(DIR) and chdir("/")
  *   exec PROG [ARG..] execv PROG keeping the environment (LD_PRELOAD included)
  *   exec-bare PROG..  execv PROG without LD_PRELOAD
  *   exit | _exit      exit(0) | _exit(0)
@@ -20,13 +26,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
+#include "liballoc.h"
+
+#pragma weak liballoc_segment_path /* resolved at run time: liballoc is preloaded */
 
 #define PAGE       4096
 #define MAX_ARGS   16
@@ -198,6 +211,37 @@ static void do_fork(const char *fifo)
 	fflush(stdout);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Children that exit at once: exit status 0 unnamed, 1 named, 2 looked too late. */
+static void do_forks(size_t n)
+{
+	unsigned long count[3] = {0, 0, 0};
+	fflush(stdout);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t0 = now_ns();
+		pid_t pid = fork();
+		if (pid == 0) {
+			const char *path = liballoc_segment_path ? liballoc_segment_path() : NULL;
+			bool named = path && *path;
+			_exit(now_ns() - t0 >= 40000000u ? 2 : named ? 1 : 0);
+		}
+		int st;
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) > 2) {
+			say("error", "forks");
+			return;
+		}
+		count[WEXITSTATUS(st)]++;
+	}
+	printf("forks unnamed=%lu late=%lu named=%lu\n", count[0], count[2], count[1]);
+}
+
 static void run(char **argv, int argc)
 {
 	const char *w = argv[0];
@@ -230,6 +274,18 @@ static void run(char **argv, int argc)
 	} else if (strcmp(w, "fork") == 0 && argc == 2) {
 		do_fork(argv[1]);
 		return;
+	} else if (strcmp(w, "forks") == 0 && argc == 2 && !parse_size(argv[1], &n)) {
+		do_forks(n);
+	} else if (strcmp(w, "setuid") == 0 && argc == 2 && !parse_size(argv[1], &n)) {
+		if (setgid((gid_t)n) != 0 || setuid((uid_t)n) != 0) {
+			say("error", w);
+			return;
+		}
+	} else if (strcmp(w, "chroot") == 0 && argc == 2) {
+		if (chroot(argv[1]) != 0 || chdir("/") != 0) {
+			say("error", w);
+			return;
+		}
 	} else if ((strcmp(w, "exec") == 0 || strcmp(w, "exec-bare") == 0) && argc >= 2) {
 		do_exec(argv + 1, w[4] == '-');
 	} else if (strcmp(w, "exit") == 0 && argc == 1) {

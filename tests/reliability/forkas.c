@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "liballoc_shm.h"
@@ -102,6 +103,9 @@ int main(int argc, char **argv)
 	free(malloc(100));
 	static union segment sb, sa;
 	const struct la_shm_header *before = &sb.h, *after = &sa.h;
+	/* the segment is named LIBALLOC_PUBLISH_DELAY after the start (50 ms): waited for */
+	for (int i = 0; i < 10000 && read_segment(argv[1], &sb) != 0; i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	if (read_segment(argv[1], &sb) != 0) {
 		check(0, "segment-published", "no segment of this process in DIR");
 		return 1;

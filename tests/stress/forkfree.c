@@ -177,7 +177,13 @@ static void *commander(void *arg)
 {
 	uint64_t rng = 77;
 	(void)arg;
+	/* the segment is named LIBALLOC_PUBLISH_DELAY after the start (50 ms): waited for, up
+	 * to 5 s */
 	const char *path = liballoc_segment_path ? liballoc_segment_path() : "";
+	/* (its first byte is stored last, by the control thread: an acquire load) */
+	for (int i = 0;
+	     liballoc_segment_path && i < 5000 && !__atomic_load_n(path, __ATOMIC_ACQUIRE); i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	if (path && *path && seg_open(&seg, path, getuid()) == SEG_E_OK &&
 	    seg_map_mailbox(&seg) == SEG_E_OK)
 		seg_ok = true;

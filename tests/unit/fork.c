@@ -822,6 +822,15 @@ static uint64_t bytes_read(void)
 	return p ? strtoull(p + 6, NULL, 10) : UINT64_MAX;
 }
 
+/* This process's segment is named LIBALLOC_PUBLISH_DELAY (50 ms) after its start: waited
+ * for, up to 10 s. */
+static void wait_named(void)
+{
+	for (int i = 0; i < 10000 && !__atomic_load_n(&shm_path()[0], __ATOMIC_ACQUIRE); i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	cr_assert_neq(shm_path()[0], 0, "this process published its segment");
+}
+
 /* 0: the start time the child published is its own and it did not read /proc/self/stat
  * for it, 1: it read it, 2: the published one is not its own. The child's reads before
  * this are whole pages of its parent's segment (shm_fork_child), so a read of
@@ -829,6 +838,7 @@ static uint64_t bytes_read(void)
 static int child_start_time(void)
 {
 	uint64_t rchar = bytes_read();
+	shm_name_now(false); /* the identity is written when the file is named (50 ms later) */
 	if (shm_header()->start_time != own_start_time())
 		return 2;
 	return rchar % 4096 != 0;
@@ -842,7 +852,7 @@ static int child_start_time(void)
  * one must not have (and each must publish its own start time). */
 Test(fork, a_child_publishes_its_start_time_without_reading_proc)
 {
-	cr_assert_neq(shm_path()[0], 0, "this process published its segment");
+	wait_named();
 	int without = 0;
 	for (int i = 0; i < 20; i++) {
 		int got = fork_run(child_start_time);
@@ -866,7 +876,7 @@ static int child_stats(void)
  * 31-38). */
 Test(fork, a_child_counts_what_it_held_at_the_fork_not_what_its_parent_wrote_after)
 {
-	cr_assert_neq(shm_path()[0], 0, "this process published its segment");
+	wait_named();
 	set("decay_ms", 0); /* no decay pass moves arena 0's counters meanwhile */
 	stats_flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(stats_flag, MAP_FAILED);
