@@ -915,11 +915,44 @@ static int open_seg_dir(void)
 	return dfd;
 }
 
+static size_t fmt_hex(char *buf, uint64_t v)
+{
+	char tmp[16];
+	size_t n = 0, len = 0;
+	do
+		tmp[n++] = "0123456789abcdef"[v & 15];
+	while ((v >>= 4) != 0);
+	while (n)
+		buf[len++] = tmp[--n];
+	buf[len] = 0;
+	return len;
+}
+
+/* The segment's file opened again through its mapping (/proc/self/map_files/START-END),
+ * checked to be the unnamed file; -1 if it cannot be. */
+static int reopen_mapped(void)
+{
+	char path[64];
+	size_t n = la_strlcpy(path, "/proc/self/map_files/", sizeof(path));
+	n += fmt_hex(path + n, (uint64_t)(uintptr_t)seg);
+	path[n++] = '-';
+	fmt_hex(path + n, (uint64_t)(uintptr_t)(seg + SEG_SIZE));
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	struct stat f;
+	if (fd >= 0 &&
+	    (fstat(fd, &f) != 0 || f.st_dev != seg_file_dev || f.st_ino != seg_file_ino)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* Name the unnamed file (name_state NAME_BUSY: this thread alone): its identity written,
  * locked, linked under its name (over an earlier image's after an exec, by a rename, as a
  * start's rename did). The directory is the one it was made in; the descriptor must still
- * be that file's (a program that closed it, e.g. by closefrom, and opened another under
- * its number gets nothing named: the process runs on unpublished, with one line). */
+ * be that file's, or the mapping's file must open again (a program that closed it, e.g. by
+ * closefrom, and may not open map_files gets nothing named: the process runs on
+ * unpublished, with one line). */
 static void name_file(bool keep)
 {
 	char tmp[SHM_TMP_CAP];
@@ -940,6 +973,16 @@ static void name_file(bool keep)
 	seg_names(seg_dir, pid, tmp, false);
 	bool ok = seg_on_file && seg_fd >= 0 && fstat(seg_fd, &f) == 0 &&
 	          f.st_dev == seg_file_dev && f.st_ino == seg_file_ino;
+	if (!ok && seg_on_file) {
+		/* the program closed it (closefrom: sshd does at its start): the mapping holds the
+		 * file still, and /proc/self/map_files opens it again where the process may
+		 * (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: a root daemon). The old number is the
+		 * program's now: not closed */
+		int fd = reopen_mapped();
+		ok = fd >= 0;
+		if (ok)
+			seg_fd = fd;
+	}
 	if (!ok)
 		errno = EBADF;
 	if (ok)

@@ -323,6 +323,25 @@ stale_and_exec_ing() {
 	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
 }
 
+@test "a process that closes every descriptor before its name is given is still named" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (/proc/PID/map_files)"
+	# sshd's closefrom at its start closes liballoc's descriptors too: the file is found
+	# again through its mapping (a root process may open /proc/self/map_files)
+	NOSEG=1 start_work LIBALLOC_PUBLISH_DELAY=1s
+	work "$WPID" "$WFD" closefrom
+	wait_until test -e "$(seg "$WPID")"
+	[ "$(sv "$WPID" pid)" = "$WPID" ]
+	[ "$(sv "$WPID" liveness)" = live ]
+	mb "$WPID" get mmap_threshold
+	[ "$(field status_text)" = ok ]
+	work "$WPID" "$WFD" alloc 1M 1
+	[ "$(sv "$WPID" direct_mappings)" -ge 1 ]
+	work "$WPID" "$WFD" exit
+	wait "$WPID"
+	wait_gone "$(seg "$WPID")"
+	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
+}
+
 @test "exec after exec: other processes publishing meanwhile never remove the live segment" {
 	# every exec drops the old image's lock for a moment; a process publishing in the same
 	# directory then may take the old file for stale, and must not unlink the new one.

@@ -19,6 +19,7 @@
  *                     or more after the fork, too late to tell) before the answer
  *   setuid ID         setgid(ID) then setuid(ID) (as root: drops to that user)
  *   chroot DIR        chroot(DIR) and chdir("/")
+ *   closefrom         close every descriptor from 3 up (liballoc's too, as sshd does)
  *   exec PROG [ARG..] execv PROG keeping the environment (LD_PRELOAD included)
  *   exec-bare PROG..  execv PROG without LD_PRELOAD
  *   exit | _exit      exit(0) | _exit(0)
@@ -281,6 +282,9 @@ static void run(char **argv, int argc)
 			say("error", w);
 			return;
 		}
+	} else if (strcmp(w, "closefrom") == 0 && argc == 1) {
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
 	} else if (strcmp(w, "chroot") == 0 && argc == 2) {
 		if (chroot(argv[1]) != 0 || chdir("/") != 0) {
 			say("error", w);
