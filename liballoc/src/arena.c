@@ -75,18 +75,50 @@ static void publish_threads(struct arena *a, uint32_t n)
 
 static uint32_t others_work(const struct arena *a, bool *any);
 
-struct arena *arena_attach(void)
+/* Does a, an arena no thread uses, still have ARENA_HELD_PAGES pages of its heaps in use:
+ * blocks of the threads that left, which others hold (read without a's lock: a guess that
+ * only orders arena_attach's choices). */
+LA_RACY_METADATA static bool arena_held(const struct arena *a)
+{
+	return __atomic_load_n(&a->burst.used, __ATOMIC_RELAXED) >= ARENA_HELD_PAGES;
+}
+
+LA_RACY_METADATA bool arena_some_held(void)
+{
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&arenas[i].threads, __ATOMIC_RELAXED) == 0 &&
+		    arena_held(&arenas[i]))
+			return true;
+	return false;
+}
+
+struct arena *arena_attach(struct arena *hint)
 {
 	la_lock(&arenas_lock);
 	uint32_t n = arena_count, best = 0;
 	uint32_t max = (uint32_t)TUN(arena_max);
-	struct arena *a = NULL;
-	/* an arena no thread uses (a thread exited) is reused first */
-	for (uint32_t i = 0; i < n; i++)
+	struct arena *a = NULL, *held = NULL;
+	bool live_hint = hint && __atomic_load_n(&hint->threads, __ATOMIC_RELAXED) != 0;
+	/* a thread whose first call frees a block of an arena no thread uses takes that one:
+	 * it goes on with the blocks of the thread that left (a connection handed over) */
+	if (hint && !live_hint)
+		a = hint;
+	/* else an arena no thread uses (a thread exited) is reused first; a thread whose first
+	 * call frees a block of an arena in use passes over those that still hold blocks of
+	 * the threads that left, which their successors will free (below) */
+	for (uint32_t i = 0; !a && i < n; i++)
 		if (__atomic_load_n(&arenas[i].threads, __ATOMIC_RELAXED) == 0) {
-			a = &arenas[i];
-			break;
+			if (!live_hint || !arena_held(&arenas[i]))
+				a = &arenas[i];
+			else if (!held)
+				held = &arenas[i];
 		}
+	/* it joins the arena of that block instead while one thread at most uses it (a main
+	 * thread that waits for its workers): a successor that took the arena of another's
+	 * blocks would hand all of them, and its own to come, to the other's arena and back */
+	if (!a && held)
+		a = __atomic_load_n(&hint->threads, __ATOMIC_RELAXED) <= 1 ? hint : held;
 	if (!a && n < max && n < LA_ARENAS_MAX) {
 		a = &arenas[n];
 		arena_init(a, n);

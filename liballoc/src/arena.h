@@ -133,7 +133,15 @@ LA_INLINE void *link_encode(void *next, const void *at)
 }
 
 void arena_boot(void);
-struct arena *arena_attach(void);
+/* Attach the calling thread to an arena: one no thread uses, else a new one up to
+ * arena_max, else the one with the fewest threads. hint: the arena of the block whose free
+ * is the thread's first call (NULL: it allocates first), which it takes when no thread
+ * uses it, and joins instead of an arena no thread uses that holds ARENA_HELD_PAGES pages
+ * in use while one thread at most uses it (arena.c). */
+struct arena *arena_attach(struct arena *hint);
+#define ARENA_HELD_PAGES 16u
+/* Does an arena no thread uses hold ARENA_HELD_PAGES pages in use (a guess, no lock)? */
+bool arena_some_held(void);
 void arena_detach(struct arena *a);
 
 LA_INLINE bool arena_lock(struct arena *a)

@@ -426,7 +426,15 @@ struct thread_start {
 static void *thread_main(void *p)
 {
 	struct thread_start st = *(struct thread_start *)p;
-	LA_API(free)(p);
+	/* this free gives the thread its cache and arena, unless an arena that no thread uses
+	 * holds blocks of threads that left: then the record goes back to its creator's arena
+	 * without a cache, and the thread's arena is chosen at its own first call, by the
+	 * block that call frees if it frees first (arena_attach: the successor of a thread
+	 * that left takes the arena of the blocks it goes on with) */
+	if (arena_some_held())
+		arena_free_any(heap_of(p)->arena, NULL, p);
+	else
+		LA_API(free)(p);
 	thread_counted();
 	return st.fn(st.arg);
 }

@@ -181,11 +181,12 @@ static void publish(struct tcache *tc)
 		publish_bin(tc, c);
 }
 
-static void tcache_init(struct tcache *tc)
+/* hint: the arena of the block the thread's first call frees (NULL: a malloc) */
+static void tcache_init(struct tcache *tc, struct arena *hint)
 {
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
-	tc->arena = arena_attach();
+	tc->arena = arena_attach(hint);
 	tc->tag = heap_tag(tc->arena->index);
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
 	reset_bins(tc);
@@ -208,7 +209,7 @@ static void tcache_init(struct tcache *tc)
 struct arena *tcache_arena(struct tcache *tc)
 {
 	if (unlikely(tc->state == TC_NONE))
-		tcache_init(tc);
+		tcache_init(tc, NULL);
 	return tc->arena;
 }
 
@@ -404,7 +405,7 @@ void tcache_check_self(void)
 void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 {
 	if (unlikely(tc->state == TC_NONE))
-		tcache_init(tc);
+		tcache_init(tc, NULL);
 	if (unlikely(tc->state == TC_DEAD))
 		return arena_alloc_small(tc->arena, cls);
 	if (unlikely(!tc_enter(tc))) {
@@ -525,9 +526,9 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 
 void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 {
-	if (unlikely(tc->state == TC_NONE))
-		tcache_init(tc);
 	struct arena *owner = heap_of(p)->arena;
+	if (unlikely(tc->state == TC_NONE))
+		tcache_init(tc, owner);
 	if (unlikely(tc->state == TC_DEAD)) {
 		arena_free_any(owner, tc->arena, p);
 		return;

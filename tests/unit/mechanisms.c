@@ -2077,6 +2077,78 @@ Test(remote_frees, a_full_bin_of_a_class_the_thread_never_allocates_flushes_whol
 	             allocator.after - 1, allocator.limit);
 }
 
+/* ---- the arena a new thread takes ---------------------------------------------------- */
+
+/* larson's generations: each worker's slots go to a new thread, which frees the blocks its
+ * predecessor allocated. A successor takes the arena of the blocks it frees first when no
+ * thread uses it; one whose blocks are the main thread's joins the main thread's arena
+ * rather than take the arena the other worker left, whose blocks its successor frees. */
+enum { HELD_BLOCKS = 2000, HELD_SIZE = 200 }; /* ~100 pages in use: ARENA_HELD_PAGES up */
+static void *held_main[HELD_BLOCKS], *held_worker[HELD_BLOCKS];
+static pthread_barrier_t heirs_attached;
+
+static void *held_predecessor(void *arg)
+{
+	for (int i = 0; i < HELD_BLOCKS; i++)
+		held_worker[i] = A(malloc)(HELD_SIZE);
+	return arg;
+}
+
+struct heir {
+	void **blocks;       /* its predecessor's: its first call frees blocks[0] */
+	struct arena *arena; /* the arena it attached to */
+};
+
+static void *heir(void *arg)
+{
+	struct heir *h = arg;
+	A(free)(h->blocks[0]);
+	h->arena = la_tcache.arena;
+	pthread_barrier_wait(&heirs_attached); /* both attached before either leaves */
+	return NULL;
+}
+
+static void start_heirs(struct heir *first, struct heir *second)
+{
+	pthread_t t[2];
+	pthread_barrier_init(&heirs_attached, NULL, 3);
+	pthread_create(&t[0], NULL, heir, first);
+	while (!__atomic_load_n(&first->arena, __ATOMIC_RELAXED))
+		sched_yield(); /* the first attaches before the second starts */
+	pthread_create(&t[1], NULL, heir, second);
+	pthread_barrier_wait(&heirs_attached);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+}
+
+Test(arena_choice, a_successor_takes_the_arena_of_the_blocks_it_frees_first)
+{
+	for (int i = 0; i < HELD_BLOCKS; i++)
+		held_main[i] = A(malloc)(HELD_SIZE);
+	struct arena *main_arena = la_tcache.arena;
+	/* one arena more than those in use (this thread's; the test runner's, if it allocates
+	 * in a thread of its own), whatever the CPUs */
+	uint32_t in_use = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	set("arena_max", in_use + 1);
+	run_thread(held_predecessor, NULL);
+	struct arena *left = heap_of(held_worker[0])->arena;
+	cr_assert_neq(left, main_arena, "the predecessor had an arena of its own");
+	cr_assert_eq(__atomic_load_n(&left->threads, __ATOMIC_RELAXED), 0, "it left it");
+	/* the successor of the main thread's blocks attaches first: it leaves the arena that
+	 * holds the other worker's blocks to that worker's successor */
+	struct heir of_main = {.blocks = held_main}, of_worker = {.blocks = held_worker + 1};
+	start_heirs(&of_main, &of_worker);
+	cr_assert_eq(of_main.arena, main_arena, "the main thread's blocks' heir took arena %u",
+	             of_main.arena->index);
+	cr_assert_eq(of_worker.arena, left, "the worker's blocks' heir took arena %u",
+	             of_worker.arena->index);
+	/* and in the other order (the arena is left again, its blocks with it) */
+	struct heir of_worker2 = {.blocks = held_worker + 2}, of_main2 = {.blocks = held_main + 1};
+	start_heirs(&of_worker2, &of_main2);
+	cr_assert_eq(of_worker2.arena, left);
+	cr_assert_eq(of_main2.arena, main_arena);
+}
+
 /* ---- a full bin's flush that finds its arena locked --------------------------------- */
 
 /* Holds the lock of its arena (shared with the test's thread: arena_max 1), from a thread
