@@ -115,6 +115,24 @@ mb() {
 }
 field() { sed -n "s/^$1=//p" "$T/mb"; }
 
+# refused_with_one_line VAR WANT VALUE...: a program run with VAR set to each VALUE runs as
+# without it and prints one line on stderr, which holds WANT ({} is VAR, VALUE the value).
+refused_with_one_line() {
+	local var=$1 want=$2 v w
+	shift 2
+	for v in "$@"; do
+		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
+			"$var=$v" /bin/echo hello
+		echo "value '$v': status=$status out=$output err=$stderr"
+		[ "$status" -eq 0 ]
+		[ "$output" = hello ]
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		w=${want//\{\}/$var}
+		w=${w//VALUE/$v}
+		[[ "$stderr" == *"$w"* ]]
+	done
+}
+
 wait_gone() {
 	wait_until test ! -e "$1"
 }
@@ -275,16 +293,7 @@ stale_and_exec_ing() {
 	cat "$T/trace"
 	grep -q 'renameat(.*liballoc\.[0-9]*\.seg"' "$T/trace"
 	grep -q 'unlinkat(.*liballoc\.[0-9]*\.seg"' "$T/trace"
-	local v
-	for v in soon 2s -1; do
-		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
-			LIBALLOC_PUBLISH_DELAY="$v" /bin/echo hello
-		echo "value '$v': status=$status out=$output err=$stderr"
-		[ "$status" -eq 0 ]
-		[ "$output" = hello ]
-		[ "${#stderr_lines[@]}" -eq 1 ]
-		[[ "$stderr" == *"LIBALLOC_PUBLISH_DELAY=$v: ignored"* ]]
-	done
+	refused_with_one_line LIBALLOC_PUBLISH_DELAY '{}=VALUE: ignored' soon 2s -1
 }
 
 @test "a process that drops its user or chroots before its name is given is named first" {
@@ -727,16 +736,7 @@ release_heaps_after() {
 }
 
 @test "an invalid LIBALLOC_<NAME> value prints one line on stderr and is ignored" {
-	local v
-	for v in banana 12Q -5 1G ""; do
-		run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
-			LIBALLOC_MMAP_THRESHOLD="$v" /bin/echo hello
-		echo "value '$v': status=$status out=$output err=$stderr"
-		[ "$status" -eq 0 ]
-		[ "$output" = hello ]
-		[ "${#stderr_lines[@]}" -eq 1 ]
-		[[ "$stderr" == *"LIBALLOC_MMAP_THRESHOLD"* ]]
-	done
+	refused_with_one_line LIBALLOC_MMAP_THRESHOLD '{}' banana 12Q -5 1G ""
 	# the out-of-range one names the range
 	run --separate-stderr env LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$SEGS" \
 		LIBALLOC_MMAP_THRESHOLD=1G /bin/true
