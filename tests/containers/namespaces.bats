@@ -33,7 +33,7 @@ in_use_between() {
 	local ns
 	ns=$(pidns_of "$NSH")
 	# its segment carries its own pid and namespace; nothing else is in the directory
-	[ -f "$T/segs/liballoc.1.ns$ns.seg" ]
+	wait_for 30 test -f "$T/segs/liballoc.1.ns$ns.seg" # named LIBALLOC_PUBLISH_DELAY after start
 	wait_for 30 listed "$NSH"
 	run ctl list
 	[[ "$output" == *"process pid=$NSH name=workload exe=$WORKLOAD uid=0 owner=0"* ]]
@@ -88,7 +88,7 @@ in_use_between() {
 	local ns
 	ns=$(pidns_of "$NSH")
 	wait_for 30 test -f "$T/segs/liballoc.$host.seg"
-	[ -f "$T/segs/liballoc.$host.ns$ns.seg" ]
+	wait_for 30 test -f "$T/segs/liballoc.$host.ns$ns.seg"
 	wait_for 30 listed "$host"
 	wait_for 30 listed "$NSH"
 	run ctl list
