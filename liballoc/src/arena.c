@@ -1407,7 +1407,44 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t, uint64_t *defe
 		if (k < RR_DRAIN)
 			break;
 	}
+	/* emptied: the next batch starts at slot 0 (the slots up to there reserved and left
+	 * empty), so the pages touched are those of the most blocks in flight, not the whole
+	 * ring. One try: a writer that reserved meanwhile keeps its place. A writer that read
+	 * rr_head before this and rr_tail after sees no room (queue). */
+	if (count && tail == head && (head & (RR_SLOTS - 1)) != 0) {
+		uint64_t next = (head | (RR_SLOTS - 1)) + 1;
+		if (__atomic_compare_exchange_n(&a->rr_head, &head, next, false, __ATOMIC_RELAXED,
+		                                __ATOMIC_RELAXED))
+			__atomic_store_n(&a->rr_tail, next, __ATOMIC_RELEASE);
+	}
 	return count;
+}
+
+/* A decay pass's look at a's ring (lock held, drained): empty and unmoved since the last
+ * pass, its pages go back to the system (a service gone idle, a program past its threaded
+ * phase hold none of it). The writers are kept out meanwhile by reserving the whole ring
+ * (they find no room and use the queue); its slots are all empty, and read back as such.
+ * True while the ring may hold pages to return at a later pass. */
+static bool ring_return(struct arena *a)
+{
+	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
+	if (!r)
+		return false;
+	uint64_t head = __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE);
+	if (head == a->rr_bare)
+		return false; /* nothing written since the last return */
+	if (head != a->rr_seen || head != __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED)) {
+		a->rr_seen = head; /* in use: the next pass looks again */
+		return true;
+	}
+	uint64_t next = (head | (RR_SLOTS - 1)) + 1 + RR_SLOTS; /* the whole ring */
+	if (!__atomic_compare_exchange_n(&a->rr_head, &head, next, false, __ATOMIC_ACQUIRE,
+	                                 __ATOMIC_RELAXED))
+		return true;
+	os_purge(r, RR_SLOTS * sizeof(void *), &shm_process_block()->c);
+	a->rr_seen = a->rr_bare = next;
+	__atomic_store_n(&a->rr_tail, next, __ATOMIC_RELEASE);
+	return false;
 }
 
 void arena_drain(struct arena *a)
@@ -1739,6 +1776,7 @@ bool arena_decay(struct arena *a, uint32_t tick, uint32_t stale, uint32_t *due)
 	if (full)
 		measure_locked(a);
 	bool aging = false, held = a->parked != NULL, queued = remote_pending(a);
+	held |= ring_return(a);
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		aging |= h->dirty_pages != 0; /* younger pages */
 		held |= h->purge_shift != 0;  /* a purge refused */
@@ -1803,6 +1841,7 @@ bool arena_reinit_child(struct arena *keep)
 		 * never touched again) */
 		arenas[i].rr = NULL;
 		arenas[i].rr_head = arenas[i].rr_tail = 0;
+		arenas[i].rr_seen = arenas[i].rr_bare = 0;
 		arenas[i].rq_pending = 0;
 		arenas[i].threads = &arenas[i] == keep ? 1 : 0;
 		arenas[i].pub->threads = arenas[i].threads;

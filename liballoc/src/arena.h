@@ -104,8 +104,13 @@ struct arena {
 	                      * (queue or ring), cleared by the drain: the owner's refills test
 	                      * this one word instead of the queue and the ring */
 	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
+	uint64_t rr_seen; /* lock; rr_head at the last decay pass (ring_return) */
+	uint64_t rr_bare; /* lock; rr_head when the ring's pages were last returned */
 } __attribute__((aligned(64)));
-#define RR_SLOTS    4096u /* 32 KiB of slots */
+/* 128 KiB of slots, touched only as far as blocks are in flight: a drain that empties the
+ * ring starts the next batch at slot 0 (ring_drain), and a decay pass that finds the ring
+ * empty and unmoved since the last pass returns its pages (ring_return) */
+#define RR_SLOTS    16384u
 /* The low bit of a ring slot: a block of a full bin's flush by one of the arena's own
  * threads that found the lock taken (arena_free_blocks, FLUSH_FULL), not a remote free
  * (blocks are LA_ALIGN-aligned; the drain counts these apart) */

@@ -2077,6 +2077,54 @@ Test(remote_frees, a_full_bin_of_a_class_the_thread_never_allocates_flushes_whol
 	             allocator.after - 1, allocator.limit);
 }
 
+/* The owner's ring (RR_SLOTS slots, 128 KiB): its pages are touched only as far as blocks
+ * are in flight at once (a drain that empties it starts the next batch at slot 0), and a
+ * decay pass that finds it empty and unmoved returns them, so an idle service, or a
+ * program past its threaded phase, holds none of it. */
+enum { RING_PAGES = RR_SLOTS * sizeof(void *) / 4096 };
+
+Test(remote_frees, the_ring_touches_what_is_in_flight_and_an_idle_ring_goes_back)
+{
+	set("decay_ms", 0);   /* no decay pass until the test asks for one */
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
+	void *own = A(malloc)(32);
+	pthread_t t;
+	struct arena *owner = start_owner(&t, ring_owner, &ring_made, &ring_done, ring_blocks, own);
+	struct arena *mine = heap_of(own)->arena;
+	/* 300 batches of 32 handed over and drained one at a time: 9,600 slots passed over */
+	int i = 0;
+	for (; i < 300 * 32; i += 32) {
+		arena_free_remote_array(owner, mine, ring_blocks + i, 32);
+		arena_lock(owner);
+		arena_drain(owner);
+		arena_unlock(owner);
+	}
+	cr_assert_not_null(owner->rr, "the batches went through the ring");
+	unsigned touched = resident_in(owner->rr, RING_PAGES);
+	cr_assert_leq(touched, 1, "32 blocks in flight at a time touched %u of the ring's %u pages",
+	              touched, (unsigned)RING_PAGES);
+	/* then 6,400 at once, none drained: 50 KiB of slots */
+	for (; i < 500 * 32; i += 32)
+		arena_free_remote_array(owner, mine, ring_blocks + i, 32);
+	touched = resident_in(owner->rr, RING_PAGES);
+	cr_assert_geq(touched, 12, "6,400 blocks in flight touched %u pages", touched);
+	set("decay_ms", 50);
+	for (int k = 0; k < 2400 && touched; k++) { /* a minute: a busy machine */
+		usleep(25000);
+		touched = resident_in(owner->rr, RING_PAGES);
+	}
+	cr_assert_eq(touched, 0, "the idle ring kept %u of its %u pages", touched,
+	             (unsigned)RING_PAGES);
+	cr_assert_eq(owner->rr_head, owner->rr_tail, "and was drained");
+	/* and takes batches again */
+	arena_free_remote_array(owner, mine, ring_blocks + i, 32);
+	cr_assert_eq(owner->rr_head - owner->rr_tail, 32, "in the ring: %llu",
+	             (unsigned long long)(owner->rr_head - owner->rr_tail));
+	pthread_barrier_wait(&ring_done);
+	pthread_join(t, NULL);
+	A(free)(own);
+}
+
 /* ---- the arena a new thread takes ---------------------------------------------------- */
 
 /* larson's generations: each worker's slots go to a new thread, which frees the blocks its
