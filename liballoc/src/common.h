@@ -103,7 +103,12 @@ __attribute__((noreturn, cold)) void la_fatal(const char *func, const char *prob
 void la_warn(const char *first, ...) __attribute__((sentinel));
 
 /* Small formatting helpers that never allocate. */
-size_t la_fmt_u64(char *buf, uint64_t v); /* returns length; buf >= 21 bytes */
+/* v in base 10 or 16 (lower case) into buf; returns the length; buf >= 21 bytes */
+size_t la_fmt_base(char *buf, uint64_t v, unsigned base);
+static inline size_t la_fmt_u64(char *buf, uint64_t v)
+{
+	return la_fmt_base(buf, v, 10);
+}
 size_t la_strlcpy(char *dst, const char *src, size_t n);
 /* The decimal number at s after blanks (what /proc and our file names hold), or -1 when
  * there is none or it overflows. Not strtol: that reads the locale's tables, 64 KiB of

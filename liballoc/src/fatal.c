@@ -69,13 +69,13 @@ long la_parse_long(const char *s)
 	return v;
 }
 
-size_t la_fmt_u64(char *buf, uint64_t v)
+size_t la_fmt_base(char *buf, uint64_t v, unsigned base)
 {
 	char tmp[21];
 	size_t n = 0;
 	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
+		tmp[n++] = "0123456789abcdef"[v % base];
+		v /= base;
 	} while (v);
 	for (size_t i = 0; i < n; i++)
 		buf[i] = tmp[n - 1 - i];

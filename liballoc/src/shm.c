@@ -915,28 +915,15 @@ static int open_seg_dir(void)
 	return dfd;
 }
 
-static size_t fmt_hex(char *buf, uint64_t v)
-{
-	char tmp[16];
-	size_t n = 0, len = 0;
-	do
-		tmp[n++] = "0123456789abcdef"[v & 15];
-	while ((v >>= 4) != 0);
-	while (n)
-		buf[len++] = tmp[--n];
-	buf[len] = 0;
-	return len;
-}
-
 /* The segment's file opened again through its mapping (/proc/self/map_files/START-END),
  * checked to be the unnamed file; -1 if it cannot be. */
 static int reopen_mapped(void)
 {
 	char path[64];
 	size_t n = la_strlcpy(path, "/proc/self/map_files/", sizeof(path));
-	n += fmt_hex(path + n, (uint64_t)(uintptr_t)seg);
+	n += la_fmt_base(path + n, (uint64_t)(uintptr_t)seg, 16);
 	path[n++] = '-';
-	fmt_hex(path + n, (uint64_t)(uintptr_t)(seg + SEG_SIZE));
+	la_fmt_base(path + n, (uint64_t)(uintptr_t)(seg + SEG_SIZE), 16);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	struct stat f;
 	if (fd >= 0 &&
