@@ -680,8 +680,9 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 			page = (uintptr_t)p >> LA_PAGE_SHIFT;
 			struct heap *ph = heap_of(p);
 			/* the entry names the span's first page and its class (one for all
-			 * the blocks): with the heap, it names the span */
-			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)];
+			 * the blocks): with the heap, it names the span (the entry's heap bits
+			 * cleared: those of another heap could make the same sum) */
+			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)] & LA_HEAP_MASK;
 			if ((uintptr_t)ph + e != key) {
 				key = (uintptr_t)ph + e;
 				h = ph;

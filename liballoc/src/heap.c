@@ -440,12 +440,12 @@ void heap_map_span(struct heap *h, struct span *s, bool all)
 {
 	uint32_t first = s->first, last = first + s->npages - 1;
 	if (all) {
-		uint32_t e = pm_small_entry(first, s->cls);
+		uint32_t e = pm_small_entry(h, first, s->cls);
 		for (uint32_t i = first; i <= last; i++)
 			h->pagemap[i] = e;
 	} else {
-		h->pagemap[first] = pm_entry(first);
-		h->pagemap[last] = pm_entry(first);
+		h->pagemap[first] = pm_entry(h, first);
+		h->pagemap[last] = pm_entry(h, first);
 	}
 }
 
@@ -453,7 +453,7 @@ void heap_unmap_small(struct heap *h, struct span *s)
 {
 	uint32_t first = s->first, last = first + s->npages - 1;
 	for (uint32_t i = first; i <= last; i++)
-		h->pagemap[i] = pm_entry(first);
+		h->pagemap[i] = pm_entry(h, first);
 }
 
 /* A descriptor for a span starting at page first (kind SPAN_NONE until the caller sets
@@ -499,9 +499,9 @@ static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32
 	/* the last page's entry serves only the left-coalescing of the span to its right:
 	 * at the heap's end there is none, and not writing it leaves the page map's last
 	 * page untouched (4 KiB of every heap's resident size) */
-	h->pagemap[first] = pm_entry(first);
+	h->pagemap[first] = pm_entry(h, first);
 	if (first + n < LA_HEAP_PAGES)
-		h->pagemap[first + n - 1] = pm_entry(first);
+		h->pagemap[first + n - 1] = pm_entry(h, first);
 	bin_insert(h, s);
 	return s;
 }
@@ -523,15 +523,16 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0);
 	meta_update(h);
 	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
-	/* the owner table's page of this slot is resident from now on: metadata (counted
-	 * once: the mark in the first entry on that page, which is not page-aligned) */
-	uintptr_t first = heap_owner_page_first(slot);
-	if (!(__atomic_fetch_or(&heap_owner[first], HEAP_OWNER_COUNTED, __ATOMIC_RELAXED) &
-	      HEAP_OWNER_COUNTED))
+	/* the owner table's page of this slot is resident from now on: metadata, counted once
+	 * (by the call that finds the page's first slot 0 and makes it no longer so; the first
+	 * slot is not page-aligned: owner.ld) */
+	uint64_t zero = 0;
+	if (__atomic_compare_exchange_n(&heap_owner[heap_owner_page_first(slot)], &zero,
+	                                HEAP_OWNER_GONE, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		STAT_ADD(&shm_process_block()->c, metadata_bytes, LA_PAGE);
-	/* the slot holds 0 or the mark: no heap */
-	__atomic_fetch_or(&heap_owner[slot], (uint64_t)(uintptr_t)h | heap_tag(arena_index),
-	                  __ATOMIC_RELEASE);
+	/* the slot held 0 or HEAP_OWNER_GONE: no heap */
+	__atomic_store_n(&heap_owner[slot], heap_owner_base(h) | heap_tag(arena_index),
+	                 __ATOMIC_RELEASE);
 	return h;
 }
 
@@ -545,8 +546,8 @@ void heap_destroy(struct heap *h)
 	STAT_SUB_LOCKED(c, metadata_bytes, meta);
 	if (h->idle)
 		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);
-	__atomic_fetch_and(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], HEAP_OWNER_COUNTED,
-	                   __ATOMIC_RELEASE); /* the mark stays */
+	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], HEAP_OWNER_GONE,
+	                 __ATOMIC_RELEASE); /* not 0: the first slot of a page says it is counted */
 	os_unmap(h, LA_HEAP_SIZE, c);
 }
 

@@ -117,28 +117,37 @@ _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
 _Static_assert(LA_HEAP_PAGES / HEAP_HUGE_PAGES <= 32, "a bit per huge range in `huge`");
 _Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
 
-/* pagemap entries: bits 12-25 the first page of the covering span (bits 0-25 are its byte
- * offset in the heap, page-aligned); on every page of a live small span (and only there)
- * bits 2-7 hold its class + 1, so free's fast path reads the class and the span's start in
- * one word. The class sits there so that the entry's low byte is the class + 1 times 4:
- * times 8 (an address scale) the byte offset of the class's bin from the bin before the
- * first (a thread cache's bin is 32 bytes, tcache.h), and (hoff - e) + that byte is the
- * offset in the span, with no shift and no mask of the span's start. */
+/* pagemap entries: the low 32 bits of the covering span's first byte (page-aligned: bits
+ * 12-25 its first page in the heap, bits 26-31 the heap's own address bits, the same in
+ * every entry of a heap); on every page of a live small span (and only there) bits 2-7
+ * hold its class + 1, so free's fast path reads the class and the span's start in one
+ * word. The class sits there so that the entry's low byte is the class + 1 times 4: times
+ * 8 (an address scale) the byte offset of the class's bin from the bin before the first (a
+ * thread cache's bin is 32 bytes, tcache.h), and the pointer's low 32 bits less the entry
+ * with that byte cleared are the offset in the span (the heap's bits cancel), with no
+ * shift and no mask of the pointer or of the span's start. */
 #define PM_OFF_MASK    0x3fff000u
+#define PM_HEAP_MASK   0xfc000000u /* the heap's address bits 26-31 */
 #define PM_CLASS_SHIFT 2
 #define PM_CLASS_MASK  0xfcu
 _Static_assert(LA_HEAP_SIZE - LA_PAGE <= PM_OFF_MASK, "a heap's page offsets fit the entry");
+_Static_assert(PM_HEAP_MASK == (uint32_t)~LA_HEAP_MASK, "the heap's bits above the offset");
 _Static_assert(LA_NCLASSES < 64, "class + 1 fits in the entry's class field");
 _Static_assert((PM_CLASS_MASK & PM_OFF_MASK) == 0 && PM_CLASS_MASK >> PM_CLASS_SHIFT == 63 &&
                        PM_CLASS_MASK <= 0xff,
                "the class field is the entry's low byte, below the page offset");
-LA_INLINE uint32_t pm_entry(uint32_t first)
+LA_INLINE uint32_t pm_entry(const struct heap *h, uint32_t first)
 {
-	return first << LA_PAGE_SHIFT;
+	return (uint32_t)(uintptr_t)h | first << LA_PAGE_SHIFT;
 }
-LA_INLINE uint32_t pm_small_entry(uint32_t first, unsigned cls)
+LA_INLINE uint32_t pm_small_entry(const struct heap *h, uint32_t first, unsigned cls)
 {
-	return first << LA_PAGE_SHIFT | (uint32_t)(cls + 1) << PM_CLASS_SHIFT;
+	return pm_entry(h, first) | (uint32_t)(cls + 1) << PM_CLASS_SHIFT;
+}
+/* The span's first byte less the heap's address (the entry's heap bits cleared) */
+LA_INLINE uint32_t pm_off(uint32_t e)
+{
+	return e & PM_OFF_MASK;
 }
 LA_INLINE uint32_t pm_head(uint32_t e)
 {
@@ -158,20 +167,34 @@ LA_INLINE unsigned pm_class(uint32_t e)
 	return pm_class1(e) - 1;
 }
 
-/* Every live heap by address: its address with the tag of its owning arena (heap_tag) in
- * the low 16 bits, whose tag is 0 where no heap is (lock-free lookups on free). One load
- * tells free that a pointer lies in one of our heaps, whether the calling thread's arena
- * owns it, and where the heap starts (the entry with its low bits cleared: one instruction,
- * where the pointer's took two). Bit HEAP_OWNER_COUNTED of the first entry on each memory
- * page of the table says the page was counted as metadata (set once, kept when heaps go: the page
- * stays resident); it is below the heap's address bits and above the tag. */
+/* Every live heap by address: its page map's base (heap_owner_base) with the tag of its
+ * owning arena (heap_tag) in the low 16 bits, whose tag is 0 where no heap is (lock-free
+ * lookups on free). One load tells free that a pointer lies in one of our heaps, whether
+ * the calling thread's arena owns it, and where its page map is: the entry with its low
+ * bits cleared, indexed by the pointer's low 32 bits over the page size (one instruction
+ * for the base and two for the index, where the heap's address and the pointer's offset in
+ * it took five). A slot whose heap went holds HEAP_OWNER_GONE (tag 0). The first slot on
+ * each memory page of the table is not 0 once the page was counted as metadata (set once,
+ * kept: the page stays resident). */
 #define LA_ADDR_BITS  47
 #define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
 extern uint64_t heap_owner[LA_HEAP_SLOTS];
-#define HEAP_OWNER_TAG_MASK 0xffffu
-#define HEAP_OWNER_COUNTED  ((uint64_t)1 << 16)
-_Static_assert(HEAP_OWNER_COUNTED > HEAP_OWNER_TAG_MASK && HEAP_OWNER_COUNTED < LA_HEAP_SIZE,
-               "the mark sits between the tag and the heap's address");
+#define HEAP_OWNER_TAG_MASK  0xffffu
+#define HEAP_OWNER_ADDR_MASK (~(uint64_t)HEAP_OWNER_TAG_MASK)
+#define HEAP_OWNER_GONE      ((uint64_t)1 << 16) /* no heap (tag 0), the page counted */
+
+/* The address part of heap h's owner entry: h less 4 times the page number of its bits
+ * 26-31 (PM_HEAP_MASK), so that the page map entry of p, a pointer into h, is at that plus
+ * offsetof(pagemap) plus 4 times (uint32_t)p >> LA_PAGE_SHIFT. Its low 16 bits are 0 (the
+ * tag's), and h is that rounded up to the heap size (it is less than h by under 4 MiB). */
+LA_INLINE uint64_t heap_owner_base(const void *h)
+{
+	uintptr_t a = (uintptr_t)h;
+	return a - ((a & PM_HEAP_MASK) >> (LA_PAGE_SHIFT - 2));
+}
+_Static_assert((PM_HEAP_MASK >> (LA_PAGE_SHIFT - 2) & HEAP_OWNER_TAG_MASK) == 0 &&
+                       (PM_HEAP_MASK >> (LA_PAGE_SHIFT - 2)) < LA_HEAP_SIZE,
+               "the base's low 16 bits are the tag's; the heap is the base rounded up");
 
 /* An arena's tag: never 0 (no heap) and never LA_TAG_NONE (a thread without a cache). */
 #define LA_TAG_NONE 0xffffu
@@ -190,8 +213,7 @@ LA_INLINE uintptr_t heap_owner_page_first(uintptr_t slot)
 	return page <= base ? 0 : (page - base) / sizeof(heap_owner[0]);
 }
 
-/* The owner-table entry of the 64 MiB around p: 0 (or the mark alone) when p is in no
- * heap of ours (tag 0). */
+/* The owner-table entry of the 64 MiB around p: tag 0 when p is in no heap of ours. */
 LA_INLINE uint64_t heap_owner_entry(const void *p)
 {
 	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
@@ -208,7 +230,16 @@ LA_INLINE uint16_t heap_entry_tag(uint64_t e)
 /* The heap an entry of a tag other than 0 names. */
 LA_INLINE struct heap *heap_entry_heap(uint64_t e)
 {
-	return (struct heap *)(uintptr_t)(e & ~(uint64_t)LA_HEAP_MASK);
+	return (struct heap *)(uintptr_t)(((e & HEAP_OWNER_ADDR_MASK) + LA_HEAP_MASK) &
+	                                  ~(uint64_t)LA_HEAP_MASK);
+}
+
+/* The page map of the heap an entry of a tag other than 0 names, biased: the entry of p,
+ * a pointer into that heap, is at index (uint32_t)p >> LA_PAGE_SHIFT (heap_owner_base). */
+LA_INLINE const uint32_t *heap_entry_pagemap(uint64_t e)
+{
+	return (const uint32_t *)(uintptr_t)((e & HEAP_OWNER_ADDR_MASK) +
+	                                     offsetof(struct heap, pagemap));
 }
 
 LA_INLINE uint16_t heap_owner_tag(const void *p)

@@ -291,6 +291,19 @@ LA_INLINE bool entry_is_mine(uint64_t oe, const struct tcache *tc)
 #endif
 }
 
+/* The low 32 bits of p + ci (x86-64: one `lea`, where gcc 12 made a copy of p, a
+ * subtraction, the byte's extension again and an addition). */
+LA_INLINE uint32_t lo_plus(const void *p, size_t ci)
+{
+#if defined(__x86_64__)
+	uint32_t r;
+	__asm__("leal (%1,%2), %0" : "=r"(r) : "r"(p), "r"(ci));
+	return r;
+#else
+	return (uint32_t)((uintptr_t)p + ci);
+#endif
+}
+
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	struct tcache *tc = &la_tcache;
@@ -299,21 +312,22 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
 	uint64_t oe = heap_owner_entry(p);
 	if (likely(entry_is_mine(oe, tc))) {
-		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK); /* offset in its heap */
-		struct heap *h = heap_entry_heap(oe); /* the entry's low bits cleared */
-		uint32_t e = h->pagemap[hoff >> LA_PAGE_SHIFT];
+		uint32_t lo = (uint32_t)(uintptr_t)p; /* the heap's bits 26-31 and the offset */
+		/* the heap's page map, biased by the heap's bits 26-31 (heap_owner_base) */
+		const uint32_t *pm = heap_entry_pagemap(oe);
+		uint32_t e = pm[lo >> LA_PAGE_SHIFT];
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
-		 * is not ours (pages of other spans carry 0: nothing divides there). The entry's
-		 * low byte is (class + 1) * 4: times 8, its bin's offset from bin_none (heap.h) */
-		uint8_t c4 = (uint8_t)e;
-		uint32_t off = hoff - (e ^ c4); /* e ^ c4: the span's start (the byte cleared) */
+		 * is not ours (pages of other spans carry class 0: nothing divides there). The
+		 * entry's low byte is (class + 1) * 4: times 8, its bin's offset from bin_none
+		 * (heap.h) */
+		size_t ci = (uint8_t)e;
+		uint32_t off = lo_plus(p, ci) - e; /* e less ci: the span's start */
 		void *key = (void *)LA_KEY;
 		/* the class's bin carries its reciprocal (bin_none, a field of 0, and the idle
 		 * bins, a flusher holds the cache, carry 0: no offset divides); the idle bins
 		 * have no room either */
 		char *bins = (char *)tc_enter_fast(tc);
-		size_t ci = c4;
 #define FREE_BIN ((struct tbin *)(bins + ci * 8) - 1)
 		uint32_t r = FREE_BIN->recip;
 		if (likely(off * r < r && ((void **)p)[1] != key)) {

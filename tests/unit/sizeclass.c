@@ -160,10 +160,12 @@ Test(heap_owner, tells_our_heaps_from_other_memory)
 	A(free)(p);
 }
 
-/* free's fast path takes the heap from the owner-table entry (its low bits cleared), not
- * from the pointer: the entry names the heap and the tag of its arena, also in the first
- * slot of a table page, whose entry carries the page's metadata mark beside the tag. */
-Test(heap_owner, an_entry_names_its_heap_and_its_arena)
+/* free's fast path takes the heap's page map from the owner-table entry (its low bits
+ * cleared, biased by the heap's address bits 26-31: heap_owner_base) and indexes it by the
+ * pointer's low 32 bits, not by its offset in the heap; the entry names the heap and the
+ * tag of its arena. Checked for a heap at every value of those six bits (the entries of a
+ * page the test writes itself, as heap_map_span would), and for the heap of a block. */
+Test(heap_owner, an_entry_names_its_heap_its_page_map_and_its_arena)
 {
 	void *p = A(malloc)(64);
 	cr_assert_not_null(p);
@@ -171,24 +173,45 @@ Test(heap_owner, an_entry_names_its_heap_and_its_arena)
 	cr_assert_eq(heap_entry_heap(e), heap_of(p));
 	cr_assert_eq(heap_entry_tag(e), la_tcache.tag, "the calling thread's arena's heap");
 	cr_assert_eq(heap_entry_tag(e), heap_tag(heap_of(p)->arena->index));
-	/* the same entry as the first of its table page would be (the mark set) */
-	uint64_t *slot = &heap_owner[(uintptr_t)p >> LA_HEAP_SHIFT];
-	uint64_t saved = *slot;
-	*slot = saved | HEAP_OWNER_COUNTED;
-	cr_assert_eq(heap_entry_heap(heap_owner_entry(p)), heap_of(p), "the mark is no address");
-	cr_assert_eq(heap_owner_tag(p), heap_entry_tag(e), "nor a tag");
+	struct heap *h = heap_of(p);
+	uint32_t lo = (uint32_t)(uintptr_t)p;
+	cr_assert_eq(&heap_entry_pagemap(e)[lo >> LA_PAGE_SHIFT], &h->pagemap[heap_page_of(h, p)]);
+	uint32_t pe = h->pagemap[heap_page_of(h, p)];
+	cr_assert_eq(pm_class(pe), sc_class_of(64));
+	cr_assert_eq((uintptr_t)h + pm_off(pe), (uintptr_t)span_base(h, span_lookup(h, p)));
+	cr_assert_eq(lo - (pe & ~PM_CLASS_MASK),
+	             (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, span_lookup(h, p))),
+	             "the pointer's low bits less the entry's are the offset in the span");
+	for (uint64_t v = 0; v < 64; v++) {
+		/* a heap at bits 26-31 = v, in the 4 GiB of p's and in the next: the base
+		 * rounds up to the heap, and every page's entry is found where it lies */
+		for (uint64_t hi = 0; hi < 2; hi++) {
+			uintptr_t hv = (((uintptr_t)p >> 32) + hi) << 32 | v << LA_HEAP_SHIFT;
+			uint64_t ent = heap_owner_base((void *)hv) | 7;
+			cr_assert_eq(ent & HEAP_OWNER_TAG_MASK, 7, "the base leaves the tag alone");
+			cr_assert_eq((uintptr_t)heap_entry_heap(ent), hv);
+			for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg += 1111) {
+				uint32_t q = (uint32_t)(hv + ((uintptr_t)pg << LA_PAGE_SHIFT) + 48);
+				cr_assert_eq(
+				        (uintptr_t)&heap_entry_pagemap(ent)[q >> LA_PAGE_SHIFT],
+				        hv + offsetof(struct heap, pagemap) + 4 * pg,
+				        "heap %#lx page %u", (unsigned long)hv, pg);
+				cr_assert_eq(pm_head(pm_entry((struct heap *)hv, pg)), pg);
+			}
+		}
+	}
 	uint32_t held = tcache_count(sc_class_of(64));
 	A(free)(p);
 	cr_assert_eq(tcache_count(sc_class_of(64)), held + 1, "freed into its bin");
 	cr_assert_eq(A(malloc)(64), p);
-	*slot = saved;
 	A(free)(p);
 }
 
-/* A heap's slot holds its address and tag while it lives and no tag after (a pointer
- * into its old range is in no heap); each page of the table counts as metadata once, when
- * a heap is first registered on it: a heap created again on a page whose heap went does
- * not count the page a second time (the page stayed resident). */
+/* A heap's slot holds its page map's base and tag while it lives and no tag after (a
+ * pointer into its old range is in no heap); each page of the table counts as metadata
+ * once, when a heap is first registered on it (its first slot is not 0 from then on): a
+ * heap created again on a page whose heap went does not count the page a second time (the
+ * page stayed resident). */
 Test(heap_owner, a_page_of_the_table_counts_once_and_a_destroyed_heap_is_no_heap)
 {
 	struct arena *a = tcache_arena(&la_tcache);
@@ -214,10 +237,10 @@ Test(heap_owner, a_page_of_the_table_counts_once_and_a_destroyed_heap_is_no_heap
 	cr_assert_not_null(h2);
 	cr_assert_eq(heap_entry_heap(e), h);
 	cr_assert_eq(heap_entry_tag(e), heap_tag(a->index));
-	cr_assert(first & HEAP_OWNER_COUNTED, "the page is counted");
+	cr_assert_neq(first, 0, "the page is counted");
 	cr_assert_leq(m1 - m0, LA_PAGE, "a page at most");
 	cr_assert_eq(tag_after, 0, "a destroyed heap is no heap");
-	cr_assert(first_after & HEAP_OWNER_COUNTED, "the mark stays");
+	cr_assert_neq(first_after, 0, "the mark stays");
 	uintptr_t slot2 = (uintptr_t)h2 >> LA_HEAP_SHIFT;
 	bool same_page = ((uintptr_t)&heap_owner[slot2] ^ (uintptr_t)&heap_owner[slot]) < LA_PAGE;
 	cr_assert_eq(heap_owner_page_first(slot) <= slot, true);
