@@ -1,6 +1,10 @@
 /* direct.c — registry, cache and dynamic threshold of direct mappings. The registry is an
  * open-addressing hash table (linear probing, tombstones) in memory mapped here; it grows
- * by doubling. The cache is a small array of freed mappings, evicted oldest first.
+ * by doubling, and a table full of tombstones is rehashed at its size. Writers hold
+ * direct_lock; realloc's and malloc_usable_size's lookups of a live mapping read it
+ * without (peek): a table a rehash replaces is purged but never unmapped (the next rehash
+ * into its size takes it again), and a lookup that saw the generation move meanwhile
+ * takes the lock. The cache is a small array of freed mappings, evicted oldest first.
  * Accounting (process block): a live mapping counts as allocated and resident whole (the
  * program may write all of it); a freed one that enters the cache stays counted whole, as
  * free resident, until direct_measure finds what the program touched of it (mincore, once,
@@ -64,6 +68,20 @@ struct dcached {
 static struct la_lock direct_lock = LA_LOCK_INIT;
 static struct dmap *dtab;
 static size_t dcap, dused, dlive; /* slots, non-empty slots (incl. tombstones), live */
+static unsigned dshift;           /* dcap is 2^dshift */
+/* Lock-free readers (peek): the table as published (its address | log2 of its slots) and
+ * the generation, bumped before a table that a reader may hold is rewritten or purged.
+ * Tables replaced by a rehash stay mapped (purged), kept for a later rehash into their
+ * size: never unmapped while a reader may probe them. */
+static uintptr_t dpub;
+static uint64_t dgen;
+struct dtable {
+	struct dmap *t;
+	size_t cap;
+};
+#define DSPARE_MAX 128
+LA_BIG_BSS static struct dtable dspare[DSPARE_MAX];
+static unsigned dspare_n;
 LA_BIG_BSS static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch, dcache_ids;
@@ -121,24 +139,62 @@ static size_t table_bytes(size_t cap)
 	return la_align_up(cap * sizeof(struct dmap), LA_PAGE);
 }
 
-static size_t hash_ptr(uintptr_t u, size_t cap)
+/* The slot a pointer's probe starts at in a table of 2^shift slots (the product's top
+ * bits). */
+static size_t hash_ptr(uintptr_t u, unsigned shift)
 {
 	u >>= LA_PAGE_SHIFT;
 	u *= 0x9e3779b97f4a7c15ULL;
-	return (size_t)(u >> 20) & (cap - 1);
+	return (size_t)(u >> (64 - shift));
 }
 
 static struct dmap *find_slot(uintptr_t user)
 {
 	if (!dcap)
 		return NULL;
-	for (size_t i = hash_ptr(user, dcap), n = 0; n < dcap; i = (i + 1) & (dcap - 1), n++) {
+	for (size_t i = hash_ptr(user, dshift), n = 0; n < dcap; i = (i + 1) & (dcap - 1), n++) {
 		if (dtab[i].user == user)
 			return &dtab[i];
 		if (dtab[i].user == 0)
 			return NULL;
 	}
 	return NULL;
+}
+
+/* Lock held: a field of an entry written (release: a reader that sees the value sees the
+ * generation bumped before it, see peek). */
+#define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
+
+/* Lock held: a table of cap slots, all empty: a retired one of that size (purged: zero)
+ * or a new mapping. NULL without memory. */
+static struct dmap *table_take(size_t cap)
+{
+	for (unsigned i = 0; i < dspare_n; i++)
+		if (dspare[i].cap == cap) {
+			struct dmap *t = dspare[i].t;
+			dspare[i] = dspare[--dspare_n];
+			STAT_ADD(pc(), metadata_bytes, table_bytes(cap));
+			return t;
+		}
+	struct dmap *t = os_map(table_bytes(cap), pc());
+	if (t) {
+		STAT_ADD(pc(), metadata_bytes, table_bytes(cap));
+		STAT_ADD(pc(), address_space_bytes, table_bytes(cap));
+	}
+	return t;
+}
+
+/* Lock held: table t, no longer published, is purged and kept mapped (a reader may still
+ * probe it: it reads zeros, or entries that peek's generation check rejects), for a later
+ * rehash into its size. The tables kept: at most two of each size, each size half the
+ * next (the table doubles): less than four times the live table's address space, none
+ * of it resident. */
+static void table_retire(struct dmap *t, size_t cap)
+{
+	os_purge(t, table_bytes(cap), pc());
+	STAT_SUB(pc(), metadata_bytes, table_bytes(cap));
+	if (dspare_n < DSPARE_MAX)
+		dspare[dspare_n++] = (struct dtable){t, cap};
 }
 
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
@@ -148,40 +204,79 @@ static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32
 		size_t ncap = dcap ? dcap * 2 : 256;
 		if (dlive * 4 < dcap)
 			ncap = dcap ? dcap : 256; /* mostly tombstones: rehash in place size */
-		struct dmap *nt = os_map(ncap * sizeof(*nt), pc());
+		struct dmap *nt = table_take(ncap);
 		if (!nt)
 			return false;
-		STAT_ADD(pc(), metadata_bytes, table_bytes(ncap));
-		STAT_ADD(pc(), address_space_bytes, table_bytes(ncap));
+		unsigned shift = (unsigned)__builtin_ctzl(ncap);
+		/* readers that probe nt from its earlier life see its rewrite */
+		__atomic_store_n(&dgen, dgen + 1, __ATOMIC_RELEASE);
 		for (size_t i = 0; i < dcap; i++) {
 			if (dtab[i].user <= 1)
 				continue;
-			size_t j = hash_ptr(dtab[i].user, ncap);
+			size_t j = hash_ptr(dtab[i].user, shift);
 			while (nt[j].user)
 				j = (j + 1) & (ncap - 1);
-			nt[j] = dtab[i];
+			SET(nt[j].base, dtab[i].base);
+			SET(nt[j].len, dtab[i].len);
+			SET(nt[j].uses, dtab[i].uses);
+			SET(nt[j].asked, dtab[i].asked);
+			SET(nt[j].user, dtab[i].user);
 		}
-		if (dtab) {
-			os_unmap(dtab, dcap * sizeof(*dtab), pc());
-			STAT_SUB(pc(), metadata_bytes, table_bytes(dcap));
-			STAT_SUB(pc(), address_space_bytes, table_bytes(dcap));
-		}
+		__atomic_store_n(&dpub, (uintptr_t)nt | shift, __ATOMIC_RELEASE);
+		/* readers of the old table, which is purged now, see it retired (a reader that
+		 * reads this generation reads nt) */
+		__atomic_store_n(&dgen, dgen + 1, __ATOMIC_RELEASE);
+		if (dtab)
+			table_retire(dtab, dcap);
 		dtab = nt;
 		dcap = ncap;
+		dshift = shift;
 		dused = dlive;
 	}
-	size_t j = hash_ptr(user, dcap);
+	size_t j = hash_ptr(user, dshift);
 	while (dtab[j].user > 1)
 		j = (j + 1) & (dcap - 1);
 	if (dtab[j].user == 0)
 		dused++;
-	dtab[j].user = user;
-	dtab[j].base = base;
-	dtab[j].len = len;
-	dtab[j].uses = uses;
-	dtab[j].asked = asked;
+	SET(dtab[j].base, base);
+	SET(dtab[j].len, len);
+	SET(dtab[j].uses, uses);
+	SET(dtab[j].asked, asked);
+	SET(dtab[j].user, user);
 	__atomic_store_n(&dlive, dlive + 1, __ATOMIC_RELAXED);
 	return true;
+}
+
+/* Without the lock: the entry of user as the table holds it (base, len, asked), true only
+ * when it was read whole from one table that nothing rewrote or purged meanwhile (the
+ * generation did not move). An entry changes only by its owner's free or realloc (the
+ * caller itself, for a live pointer) or by a rehash, so an answer that passes is the one
+ * the lock would give. False (not found, a rehash meanwhile) sends the caller to the
+ * lock. */
+LA_INLINE bool peek(uintptr_t user, struct dmap *e)
+{
+	uint64_t g = __atomic_load_n(&dgen, __ATOMIC_ACQUIRE);
+	uintptr_t w = __atomic_load_n(&dpub, __ATOMIC_ACQUIRE);
+	struct dmap *t = (struct dmap *)(w & ~(uintptr_t)63);
+	unsigned shift = (unsigned)(w & 63);
+	if (unlikely(!t))
+		return false;
+	size_t mask = ((size_t)1 << shift) - 1;
+	/* (at most one round: a table is never more than 3/4 full, but one rewritten while
+	 * it is probed might show no empty slot) */
+	for (size_t i = hash_ptr(user, shift), n = 0; n <= mask; i = (i + 1) & mask, n++) {
+		uintptr_t u = __atomic_load_n(&t[i].user, __ATOMIC_ACQUIRE);
+		if (likely(u == user)) {
+			e->base = __atomic_load_n(&t[i].base, __ATOMIC_ACQUIRE);
+			e->len = __atomic_load_n(&t[i].len, __ATOMIC_ACQUIRE);
+			e->asked = __atomic_load_n(&t[i].asked, __ATOMIC_ACQUIRE);
+			/* (after the acquire loads above, which nothing later passes) */
+			return __atomic_load_n(&dgen, __ATOMIC_RELAXED) == g;
+		}
+		if (!u)
+			return false;
+	}
+	return false;
 }
 
 /* Whether a cached mapping of l bytes may serve a request of len bytes (cache_take). */
@@ -501,7 +596,7 @@ int direct_free(void *p)
 	size_t len = m->len;
 	uint32_t uses = m->uses;
 	size_t asked = m->asked ? LA_MIN((size_t)m->asked << LA_PAGE_SHIFT, len) : len;
-	m->user = 1; /* tombstone */
+	SET(m->user, 1); /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	bool served = (int64_t)asked < TUN(mmap_threshold); /* before this free raises it */
 	/* by the largest size asked: a realloc's slack (address space, written only if the
@@ -581,11 +676,26 @@ int direct_free(void *p)
 
 size_t direct_usable(const void *p)
 {
+	struct dmap e;
+	uintptr_t u = (uintptr_t)p;
+	if (likely(peek(u, &e) && u - (uintptr_t)e.base < e.len)) /* (a read torn by a purge) */
+		return e.len - (u - (uintptr_t)e.base);
 	la_lock(&direct_lock);
 	struct dmap *m = find_slot((uintptr_t)p);
 	size_t n = m ? m->len - ((uintptr_t)p - (uintptr_t)m->base) : 0;
 	la_unlock(&direct_lock);
 	return n;
+}
+
+bool direct_keeps(void *p, size_t size)
+{
+	/* it has been asked that many pages already, so that nothing is written (a buffer
+	 * growing a few bytes a call inside its mapping's slack asks a new page once in
+	 * ~100 calls); then its length is at least size's pages (asked never passes it) */
+	struct dmap e;
+	size_t pages = (size + LA_PAGE - 1) >> LA_PAGE_SHIFT;
+	return peek((uintptr_t)p, &e) && e.base == p && pages <= e.asked &&
+	       e.len - (pages << LA_PAGE_SHIFT) < LA_PAGE + e.len / 4;
 }
 
 void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
@@ -602,7 +712,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	if (len <= old && old - len < LA_PAGE + old / 4) {
 		/* the same pages, or a shrink by less than a quarter (the slack below): nothing
 		 * to remap or register again */
-		m->asked = asked;
+		SET(m->asked, asked);
 		la_unlock(&direct_lock);
 		return p;
 	}
@@ -620,7 +730,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	else
 		asked = 0; /* a shrink that remaps: the mapping is what was asked */
 	uint32_t was_asked = m->asked;
-	m->user = 1;
+	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
 	void *q = os_remap(p, old, slack, pc());
@@ -747,6 +857,13 @@ bool direct_decay(void)
 uint64_t direct_count(void)
 {
 	return __atomic_load_n(&dlive, __ATOMIC_RELAXED); /* written under direct_lock */
+}
+
+const void *direct_table(size_t *slots)
+{
+	uintptr_t w = __atomic_load_n(&dpub, __ATOMIC_ACQUIRE);
+	*slots = w ? (size_t)1 << (w & 63) : 0;
+	return (const void *)(w & ~(uintptr_t)63);
 }
 
 void direct_fork_prepare(void)

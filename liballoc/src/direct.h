@@ -2,7 +2,8 @@
  * mapping, registered in an open-addressing table (so free can tell them from foreign
  * pointers). Freed mappings go to a bounded cache with decay and are reused by later
  * requests of any size (cut down, or grown by mremap); freeing one also raises the dynamic mmap threshold.
- * All state is guarded by direct_lock; system calls are made outside it. */
+ * All state is guarded by direct_lock; system calls are made outside it. The lookups of a
+ * live mapping (direct_keeps, direct_usable) read the table without it. */
 #ifndef LA_DIRECT_H
 #define LA_DIRECT_H
 
@@ -19,6 +20,10 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh);
 int direct_free(void *p);
 /* Usable size of a live direct mapping, 0 if p is not one. */
 size_t direct_usable(const void *p);
+/* Without a lock: whether p is a live direct mapping that keeps its place for size
+ * (0 < size <= PTRDIFF_MAX) with nothing to record (direct_realloc would return p). False
+ * when not sure: direct_realloc tells. */
+bool direct_keeps(void *p, size_t size);
 /* Resize in place or (remap) by mremap; NULL if p is not a direct mapping, on failure, or
  * (!remap) when the mapping does not keep its place for size. */
 void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct);
@@ -35,6 +40,9 @@ void direct_heaps_grew(struct heap *h, uint32_t fresh);
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);
 uint64_t direct_count(void);
+/* The table of mappings the lookups without the lock read now (NULL before the first
+ * mapping), and its slots: for tests. */
+const void *direct_table(size_t *slots);
 void direct_fork_prepare(void);
 void direct_fork_parent(void);
 void direct_fork_child(void);

@@ -444,6 +444,16 @@ LA_INLINE bool realloc_keeps(const struct span *s, size_t have, size_t n)
 
 static void *realloc_slow(void *p, size_t n);
 
+/* realloc of a pointer in none of our heaps: a direct mapping that keeps its place is
+ * answered without a lock (a buffer growing inside its mapping's slack); the rest (and
+ * anything else: NULL's malloc went before) goes to realloc_slow. */
+LA_NOINLINE static void *realloc_mapped(void *p, size_t n)
+{
+	if (likely(n - 1 < PTRDIFF_MAX) && direct_keeps(p, n))
+		return p;
+	return realloc_slow(p, n);
+}
+
 /* A block that realloc grows past REALLOC_LARGE_FROM becomes a large block with a quarter
  * more (realloc_slow), which grows in place from then on, as it did when the classes ended
  * there: through the eight classes from 16 to 32 KiB a growing block was copied eight more
@@ -469,6 +479,8 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 	 * is malloc by a tail jump, not through realloc_slow's frame */
 	if (!p)
 		return LA_API(malloc)(n);
+	if (!heap_registered(p))
+		return realloc_mapped(p, n);
 	return realloc_slow(p, n);
 }
 

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/child.h"
@@ -143,6 +145,40 @@ static void direct_double_free(void)
 Test(corruption, double_free_of_a_direct_mapping)
 {
 	expect_abort(direct_double_free, "liballoc: free(): double free detected");
+}
+
+/* realloc and malloc_usable_size look a mapping up without the lock: a freed one (here
+ * still mapped, in the mapping cache: mappings are being recycled) is not taken for live */
+static char *freed_cached_mapping(void)
+{
+	A(free)(A(malloc)(40 << 20));
+	sink = A(malloc)(40 << 20); /* a cache hit: freed mappings are cached from now on */
+	char *p = A(malloc)(8 << 20);
+	p[0] = 1;
+	A(free)(p);
+	unsigned char v;
+	if (mincore(p, 4096, &v) != 0)
+		_exit(3); /* (not cached: the test would not test what it says) */
+	return p;
+}
+static void realloc_of_a_freed_mapping(void)
+{
+	char *p = freed_cached_mapping();
+	sink = A(realloc)(p, (8 << 20) - 100);
+}
+Test(corruption, realloc_of_a_freed_direct_mapping_still_mapped)
+{
+	expect_abort(realloc_of_a_freed_mapping, "liballoc: realloc(): invalid pointer");
+}
+static void usable_size_of_a_freed_mapping(void)
+{
+	char *p = freed_cached_mapping();
+	sink = (void *)A(malloc_usable_size)(p);
+}
+Test(corruption, usable_size_of_a_freed_direct_mapping_still_mapped)
+{
+	expect_abort(usable_size_of_a_freed_mapping,
+	             "liballoc: malloc_usable_size(): invalid pointer");
 }
 
 static void stack_pointer(void)

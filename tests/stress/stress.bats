@@ -43,6 +43,19 @@ setup() {
 	[ "$status" -eq 0 ]
 }
 
+@test "directstress: mappings grown, remapped, sized and freed by 3 threads while the table of mappings is rehashed" {
+	# realloc and malloc_usable_size look a mapping up without the lock: the table they
+	# read may be replaced under them (direct.c); the cache is off so that every free
+	# unmaps and every mapping takes a new slot
+	args=(3 200000)
+	[ "$LONG" = 1 ] && args=(3 2000000)
+	[ -n "$SAN" ] && args=(3 50000)
+	run env LIBALLOC_DIRECT_CACHE_BYTES=0 "${PRE[@]}" "$TESTS_BIN/directstress" "${args[@]}"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *": ok" ]]
+}
+
 @test "threads: thousands of threads created and joined grow RSS by at most 1 MiB" {
 	# 20,000 after the warm-up: a per-thread leak of 64 bytes shows (1.2 MiB)
 	n=20000 limit=1024

@@ -795,6 +795,88 @@ static int child_thp_mode(void)
  * its first fork, not every child that trims or runs its decay pass (two sysfs files, six
  * system calls and a libc page each in the fork loop). A child that could not read them
  * took the careful answer ("always": measure every page). */
+/* Direct mappings across a fork: a thread of the parent grows, sizes and remaps its
+ * mappings (lookups without the lock, and with it) while the main thread forks; each child
+ * finds the parent's mappings in the table it inherited, resizes and frees them, and
+ * makes enough of its own for the table to be rehashed. */
+enum { FORK_MAPS = 16 };
+static char *fork_maps[FORK_MAPS];
+static size_t fork_len[FORK_MAPS];
+static int fork_maps_stop;
+
+static void *grow_mappings(void *arg)
+{
+	(void)arg;
+	char *m[8];
+	size_t len[8];
+	for (int i = 0; i < 8; i++) {
+		len[i] = 200 << 10;
+		m[i] = A(malloc)(len[i]);
+		memset(m[i], i, len[i]);
+	}
+	for (unsigned n = 0; !__atomic_load_n(&fork_maps_stop, __ATOMIC_RELAXED); n++) {
+		int i = (int)(n % 8);
+		len[i] = n % 512 == 0 ? 200 << 10 : len[i] + 40;
+		m[i] = A(realloc)(m[i], len[i]);
+		m[i][len[i] - 1] = (char)i;
+		if (A(malloc_usable_size)(m[i]) < len[i] || m[i][0] != (char)i)
+			abort();
+	}
+	for (int i = 0; i < 8; i++)
+		A(free)(m[i]);
+	return NULL;
+}
+
+static int child_uses_mappings(void)
+{
+	for (int i = 0; i < FORK_MAPS; i++) {
+		if (A(malloc_usable_size)(fork_maps[i]) < fork_len[i])
+			return 10;
+		char *q = A(realloc)(fork_maps[i], fork_len[i] - 100);
+		if (q != fork_maps[i] || q[fork_len[i] - 101] != (char)i)
+			return 11;
+		q = A(realloc)(q, 4 * fork_len[i]); /* remapped */
+		if (!q || q[fork_len[i] - 101] != (char)i)
+			return 12;
+		A(free)(q);
+	}
+	A(mallopt)(M_MMAP_THRESHOLD, 128 << 10); /* (pinned: the frees above raised it) */
+	static char *mine[400];
+	for (int i = 0; i < 400; i++)
+		if (!(mine[i] = A(malloc)(132 << 10)))
+			return 13;
+	for (int i = 0; i < 400; i++) {
+		if (A(realloc)(mine[i], 132 << 10) != mine[i])
+			return 14;
+		A(free)(mine[i]);
+	}
+	return 0;
+}
+
+Test(fork, a_child_resizes_and_frees_the_mappings_its_parent_made)
+{
+	A(malloc_trim)(0);
+	for (int i = 0; i < FORK_MAPS; i++) {
+		fork_len[i] = (size_t)(150 + 10 * i) << 10;
+		fork_maps[i] = A(malloc)(fork_len[i]);
+		memset(fork_maps[i], i, fork_len[i]);
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, grow_mappings, NULL);
+	for (int k = 0; k < 20; k++) {
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(child_uses_mappings());
+		int st = 0;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %#x", k, st);
+	}
+	__atomic_store_n(&fork_maps_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	for (int i = 0; i < FORK_MAPS; i++)
+		A(free)(fork_maps[i]);
+}
+
 Test(fork, a_child_knows_the_huge_page_mode_from_its_parent)
 {
 	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */

@@ -1636,6 +1636,97 @@ Test(direct_realloc, a_mapping_with_room_keeps_its_place_below_a_risen_threshold
 	A(free)(q);
 }
 
+/* ---- the table of direct mappings, read without its lock ------------------------------ */
+
+/* realloc and malloc_usable_size look a mapping up without the lock (direct_keeps,
+ * direct_usable), so a table a rehash replaces may be read after it: it stays mapped,
+ * purged (a lookup there finds nothing and takes the lock). Unmapped, such a lookup
+ * faulted. */
+static const size_t table_test_size = 132 << 10;
+
+static void pin_mappings(void)
+{
+	A(malloc_trim)(0); /* no heap pages a request above the threshold would take */
+	set("mmap_threshold", 128 << 10); /* pinned: no free raises it */
+	set("direct_cache_bytes", 0);     /* each free unmaps: new addresses, new slots */
+}
+
+static bool mapped(const void *p)
+{
+	unsigned char v;
+	return mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &v) == 0;
+}
+
+Test(direct_table, a_table_replaced_by_a_rehash_stays_mapped_and_reads_empty)
+{
+	pin_mappings();
+	enum { N = 400 };
+	static char *p[N];
+	p[0] = A(malloc)(table_test_size);
+	size_t slots0 = 0, slots1 = 0;
+	const void *t0 = direct_table(&slots0), *t1 = t0;
+	cr_assert_not_null(t0);
+	int n = 1;
+	for (; n < N && t1 == t0; n++) {
+		p[n] = A(malloc)(table_test_size);
+		cr_assert(!heap_registered(p[n]), "a mapping of its own");
+		p[n][0] = (char)n;
+		t1 = direct_table(&slots1);
+	}
+	cr_assert_neq(t1, t0, "%d mappings and no rehash", n);
+	cr_assert_gt(slots1, slots0);
+	cr_assert(mapped(t0), "the replaced table is still mapped");
+	const unsigned char *b = t0;
+	for (size_t i = 0; i < slots0 * 32; i++) /* (32 bytes a slot) */
+		cr_assert_eq(b[i], 0, "byte %zu of the replaced table", i);
+	for (int i = 0; i < n; i++) {
+		cr_assert_geq(A(malloc_usable_size)(p[i]), table_test_size);
+		cr_assert_eq(A(realloc)(p[i], table_test_size - 100), p[i]);
+		A(free)(p[i]);
+	}
+}
+
+/* A rehash at the same size (the table full of tombstones) takes the table retired last:
+ * two tables take turns, however many rehashes (one kept mapped for each would add up
+ * without bound). */
+Test(direct_table, rehashes_at_one_size_take_turns_between_two_tables)
+{
+	pin_mappings();
+	enum { N = 40 };
+	char *p[N];
+	const void *seen[64];
+	int nseen = 0, changes = 0;
+	size_t slots = 0, slots0 = 0;
+	const void *last = NULL;
+	uint64_t s = 1;
+	for (int round = 0; round < 200; round++) {
+		for (int i = 0; i < N; i++) {
+			s = s * 6364136223846793005ull + 1442695040888963407ull;
+			p[i] = A(malloc)(table_test_size + (size_t)(s >> 44)); /* up to +1 MiB */
+			cr_assert(!heap_registered(p[i]), "a mapping of its own");
+		}
+		for (int i = 0; i < N; i++)
+			A(free)(p[i]);
+		const void *t = direct_table(&slots);
+		if (!slots0)
+			slots0 = slots;
+		cr_assert_eq(slots, slots0, "the table stays at one size");
+		if (t != last) {
+			changes += last != NULL;
+			bool known = false;
+			for (int j = 0; j < nseen; j++)
+				known |= seen[j] == t;
+			if (!known && nseen < 64)
+				seen[nseen++] = t;
+			last = t;
+		}
+	}
+	cr_assert_geq(changes, 4, "%d rehashes", changes);
+	cr_assert_leq(nseen, 2, "%d tables for %d rehashes", nseen, changes);
+	for (int j = 0; j < nseen; j++)
+		cr_assert(mapped(seen[j]), "table %d mapped", j);
+}
+
 Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_system_call)
 {
 	set("decay_ms", 0);
