@@ -120,6 +120,23 @@ LA_INLINE void bin_top_step(struct tbin *b, void **top, int d)
 #endif
 }
 
+/* Pop the top block of the bin at 8 * ci bytes from bins, NULL when it is empty (cache
+ * entered, and left by the caller; bins may be the idle bins: empty). */
+LA_INLINE void *bin_take(struct tbin *bins, size_t ci)
+{
+	void **top = ((struct tbin *)((char *)bins + ci * 8))->top;
+	void *p = *top;
+#if defined(__x86_64__)
+	__asm__("" : "+a"(p)); /* p in the return register from its load (bin_pop) */
+#endif
+	if (likely(p != NULL)) {
+		__asm__("" : "+r"(bins), "+r"(ci)); /* as in bin_pop */
+		bin_top_step((struct tbin *)((char *)bins + ci * 8), top, -1);
+		((void **)p)[1] = NULL; /* no longer marked free */
+	}
+	return p;
+}
+
 /* Pop the top block of the bin at 8 * ci bytes from bins (cache entered; bins may be the
  * idle bins: empty). */
 LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t ci)
@@ -160,8 +177,35 @@ LA_INLINE void *malloc_pop(size_t n)
 	return NULL;
 }
 
+/* malloc of class cls (up to 1 KiB) when its fast path found the idle bins (a flusher
+ * holds the cache, or it is not set up or has exited): the slow path's (cache left). */
+static LA_NOINLINE void *malloc_idle(unsigned cls)
+{
+	ENSURE_INIT();
+	void *p = tcache_alloc_slow(&la_tcache, cls);
+	if (unlikely(!p))
+		errno = ENOMEM;
+	return p;
+}
+
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
+	struct tcache *tc = &la_tcache;
+	if (likely(n <= SC_UPPER_FROM)) {
+		struct tbin *bins = tc_enter_fast(tc);
+		size_t ci = sc_small4[n];
+		void *p = bin_take(bins, ci);
+		if (likely(p != NULL)) {
+			tc_leave(tc);
+			return p;
+		}
+		/* an empty bin: its own (the cache live, set up and held by no flusher) refills
+		 * without leaving the cache; the idle bins go to the slow path */
+		if (likely(bins != TC_IDLE_BINS))
+			return tcache_alloc_empty((unsigned)(ci >> 2));
+		tc_leave(tc);
+		return malloc_idle((unsigned)(ci >> 2));
+	}
 	void *p = malloc_pop(n);
 	if (likely(p != NULL))
 		return p;

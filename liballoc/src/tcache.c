@@ -24,9 +24,7 @@ static void *tc_no_slots[1];
  * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
  * reciprocal of 0 (free's block-start check fails), never written (read-only after
  * relocation). Only the fast paths read them; the first is bin_none's counterpart. */
-static const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {
-        [0 ... LA_NCLASSES] = {.top = tc_no_slots}};
-#define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
+const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {[0 ... LA_NCLASSES] = {.top = tc_no_slots}};
 
 /* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
  * cache; not set up; exited; malloc's and free's, both through bins_at): SEQ_CST where a flusher
@@ -402,22 +400,10 @@ void tcache_check_self(void)
 	tc_leave(tc);
 }
 
-void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
+/* A block of class cls from its bin, refilled from the arena when empty (cache entered by
+ * its owner: live, set up, no flusher); leaves the cache. */
+LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 {
-	if (unlikely(tc->state == TC_NONE))
-		tcache_init(tc, NULL);
-	if (unlikely(tc->state == TC_DEAD))
-		return arena_alloc_small(tc->arena, cls);
-	if (unlikely(!tc_enter(tc))) {
-		/* a flusher holds the cache (allocctl flush, the decay pass): take the block
-		 * from the arena rather than wait for the flusher, which may not run while this
-		 * thread does (a real-time thread on its CPU: that wait was a livelock) */
-		tc_leave(tc);
-		void *p = arena_alloc_small(tc->arena, cls);
-		if (p)
-			((void **)p)[1] = NULL;
-		return p;
-	}
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
 	if (unlikely(b->slot == tc_no_slots))
@@ -450,6 +436,33 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	if (p)
 		((void **)p)[1] = NULL;
 	tc_leave(tc);
+	return p;
+}
+
+void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
+{
+	if (unlikely(tc->state == TC_NONE))
+		tcache_init(tc, NULL);
+	if (unlikely(tc->state == TC_DEAD))
+		return arena_alloc_small(tc->arena, cls);
+	if (unlikely(!tc_enter(tc))) {
+		/* a flusher holds the cache (allocctl flush, the decay pass): take the block
+		 * from the arena rather than wait for the flusher, which may not run while this
+		 * thread does (a real-time thread on its CPU: that wait was a livelock) */
+		tc_leave(tc);
+		void *p = arena_alloc_small(tc->arena, cls);
+		if (p)
+			((void **)p)[1] = NULL;
+		return p;
+	}
+	return bin_alloc(tc, cls);
+}
+
+void *tcache_alloc_empty(unsigned cls)
+{
+	void *p = bin_alloc(&la_tcache, cls);
+	if (unlikely(!p))
+		errno = ENOMEM;
 	return p;
 }
 

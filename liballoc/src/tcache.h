@@ -177,6 +177,12 @@ LA_INLINE void tc_leave(struct tcache *tc)
 }
 
 extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")));
+/* The bins of a cache that a flusher holds, or that is not set up or has exited: top at
+ * a NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
+ * reciprocal of 0 (free's block-start check fails), never written. The fast paths' bins_at
+ * is either TC_IDLE_BINS or the cache's own bins; the first is bin_none's counterpart. */
+extern const struct tbin tc_idle_bins[1 + LA_NCLASSES];
+#define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
 /* Word 1 of a block sitting free in a cache, a span's free list or a hand-over batch holds
  * this; malloc clears it. A free that finds it looks for the block where it could be free
  * (free_slow: this thread's cache, the span's free list) before it reports a double free,
@@ -184,7 +190,7 @@ extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")
  * fast paths compare and store it as an immediate (no load): not a user-space address (so
  * no pointer a program stores), odd (no aligned pointer), as an integer an arbitrary
  * negative one, as a double a NaN; free compares it as a sign-extended 32-bit immediate. */
-#define LA_KEY 0xffffffffa3b5c7e9ull
+#define LA_KEY       0xffffffffa3b5c7e9ull
 extern uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
 
 void tcache_boot(void);
@@ -199,6 +205,12 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
  * map again (the fast path keeps no register for it); free jumps here directly, with no
  * frame of its own between (once every 32 frees at most). */
 void tcache_free_full(struct tcache *tc, void *p);
+/* malloc's fast path found bin cls of the calling thread's cache empty in the cache's own
+ * bins (not TC_IDLE_BINS: so the cache is live, set up and held by no flusher), inside the
+ * cache operation it entered with tc_enter_fast: the bin refills without the slow path's
+ * tests of the cache's state, and the cache is left. NULL with errno ENOMEM when the arena
+ * has no memory. */
+void *tcache_alloc_empty(unsigned cls);
 /* A validated small block p of owner, another arena with threads, into the hand-over
  * batch of a live cache (what tcache_free_slow does for it); false, nothing done, when
  * that does not apply or a flusher holds the cache. */
