@@ -681,10 +681,10 @@ static void push_blocks(struct arena *a, void *const *blocks, uint32_t n)
 			struct heap *ph = heap_of(p);
 			/* the entry names the span's first page and its class (one for all
 			 * the blocks): with the heap, it names the span (the entry's heap bits
-			 * cleared: those of another heap could make the same sum) */
-			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)] & LA_HEAP_MASK;
-			if ((uintptr_t)ph + e != key) {
-				key = (uintptr_t)ph + e;
+			 * are the heap's own: or-ed, they leave the heap's address as it is) */
+			uint32_t e = ph->pagemap[page & (LA_HEAP_PAGES - 1)];
+			if (((uintptr_t)ph | e) != key) {
+				key = (uintptr_t)ph | e;
 				h = ph;
 				s = span_at(h, pm_head(e));
 				/* s opaque: gcc 12 computed it a second time for the test */
