@@ -1011,14 +1011,22 @@ LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *
 	return unlikely(s->used == 0) && maybe_release_span(a, h, s);
 }
 
+/* The parked span goes back to its heap's free pages (lock held); its heap. */
+static struct heap *unpark_pages(struct arena *a)
+{
+	struct span *s = a->parked;
+	struct heap *h = heap_of(s);
+	a->parked = NULL;
+	spare_sub(a, h, s, a->parked_resident);
+	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
+	heap_free_pages(h, s);
+	return h;
+}
+
 /* The parked span goes back to its heap (lock held). */
 static LA_NOINLINE void unpark_slow(struct arena *a)
 {
-	struct span *s = a->parked;
-	a->parked = NULL;
-	spare_sub(a, heap_of(s), s, a->parked_resident);
-	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
-	free_pages(a, heap_of(s), s);
+	after_free_pages(a, unpark_pages(a));
 }
 
 LA_INLINE void unpark(struct arena *a)
@@ -1819,6 +1827,14 @@ void arena_lock_all(void)
 		 * otherwise write a link into each, a copy-on-write fault per page to give it
 		 * back (the fork loop's children: 280-420 faults each, ~125 with this) */
 		xfer_drain(&arenas[i]);
+		/* and the parked large block to its heap's free pages: the child's trim or
+		 * decay pass would give it back there, writing its descriptor, its neighbours'
+		 * and the heap's free bins in pages it shares with this process, a copy-on-write
+		 * fault each (5.4 a child in the fork loop). Without the throttle's look
+		 * (after_free_pages: it may unmap a heap or wake the control thread, with every
+		 * arena locked): the next free of the heap or the decay pass makes it. */
+		if (arenas[i].parked)
+			unpark_pages(&arenas[i]);
 	}
 }
 
