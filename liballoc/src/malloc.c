@@ -925,6 +925,9 @@ static void fork_child(void)
 static bool la_prepare_segment(void)
 {
 	la_lock(&init_lock);
+	/* the variables its reads want (LIBALLOC_CONTROL, _PUBLISH_DELAY, _RUN_DIR) from the
+	 * copy la_init would take: one walk of environ, not one for each */
+	tun_env_snapshot();
 	bool ok = __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) || shm_prepare_file();
 	la_unlock(&init_lock);
 	return ok;

@@ -44,7 +44,9 @@ static uint32_t env_snap_used;
 
 static bool env_wanted(const char *e)
 {
-	return strncmp(e, "LIBALLOC_", 9) == 0 || strncmp(e, "MEMORY_PRESSURE_", 16) == 0;
+	/* the first letter before the calls: every variable of the environment comes here */
+	return (e[0] == 'L' && strncmp(e, "LIBALLOC_", 9) == 0) ||
+	       (e[0] == 'M' && strncmp(e, "MEMORY_PRESSURE_", 16) == 0);
 }
 
 /* LIBALLOC_CONTROL's answer, once read (-1: not yet): a forked child asks again, and
@@ -77,6 +79,18 @@ static void env_snapshot(void)
 	env_snap_used = (uint32_t)used;
 	env_snapped = true;
 	__atomic_store_n(&control_enabled, -1, __ATOMIC_RELAXED); /* read from the copy */
+}
+
+/* the constructor's copy, not yet used by tun_init_from_env (which takes a new one
+ * otherwise: a test's changed environment) */
+static bool env_fresh;
+
+void tun_env_snapshot(void)
+{
+	if (!env_snapped) {
+		env_snapshot();
+		env_fresh = true;
+	}
 }
 
 const char *tun_getenv(const char *name)
@@ -360,6 +374,36 @@ static void env_name(int i, char *buf)
 	buf[n] = 0;
 }
 
+/* name (len bytes, as a variable spells it after "LIBALLOC_") is tunable i's: compared
+ * in place, without env_name's copy (every process with a LIBALLOC_ variable compares it
+ * with every tunable's name) */
+static bool env_is(int i, const char *name, size_t len)
+{
+	const char *c = tun_defs[i].name;
+	size_t n = 0;
+	for (; *c && n < len; c++, n++)
+		if (name[n] != ((*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c))
+			return false;
+	return !*c && n == len;
+}
+
+/* The value of tunable i's variable in the start's copy of the environment (NULL: none):
+ * one walk of the copy, usually empty or one or two variables long, instead of a name
+ * built and looked up for each tunable. */
+static const char *env_value(int i)
+{
+	if (!env_snap_used)
+		return NULL;
+	for (const char *e = env_snap; *e; e += strlen(e) + 1) {
+		if (strncmp(e, "LIBALLOC_", 9) != 0)
+			continue;
+		const char *eq = strchr(e + 9, '=');
+		if (eq && env_is(i, e + 9, (size_t)(eq - (e + 9))))
+			return eq + 1;
+	}
+	return NULL;
+}
+
 /* Edit distance between a (alen bytes) and b, without allocating; names are cut at
  * ENV_NAME_MAX - 1 bytes. */
 static size_t edit_distance(const char *a, size_t alen, const char *b)
@@ -406,15 +450,15 @@ static void env_check_one(const char *entry)
 	/* a known name first (every process pays this for each LIBALLOC_ variable it has),
 	 * the edit distances only for a name that is not */
 	for (int i = 0; i < n_known; i++) {
-		known_name(i, known);
-		if (strlen(known) == len && strncmp(known, name, len) == 0) {
-			int64_t on;
-			if (strcmp(known, "CONTROL") == 0 && la_parse(LA_T_BOOL, eq + 1, &on))
-				la_warn(entry,
-				        ": not a boolean (1/0, true/false, yes/no, on/off); ",
-				        "the control thread runs", (char *)NULL);
-			return;
-		}
+		const char *other = i < LA_NTUNABLES ? NULL : env_other[i - LA_NTUNABLES];
+		if (other ? strlen(other) != len || strncmp(other, name, len) != 0
+		          : !env_is(i, name, len))
+			continue;
+		int64_t on;
+		if (other && strcmp(other, "CONTROL") == 0 && la_parse(LA_T_BOOL, eq + 1, &on))
+			la_warn(entry, ": not a boolean (1/0, true/false, yes/no, on/off); ",
+			        "the control thread runs", (char *)NULL);
+		return;
 	}
 	size_t best_d = (size_t)-1;
 	for (int i = 0; i < n_known; i++) {
@@ -459,18 +503,20 @@ bool tun_control_enabled(void)
 
 void tun_init_from_env(void)
 {
-	env_snapshot();
+	if (!env_fresh) /* the constructor's copy is this one (its warnings said once) */
+		env_snapshot();
+	env_fresh = false;
 	int ncpu = os_ncpus();
 	if (tun_values[LA_TUNABLE_arena_max] == LA_DEFAULT_AUTO)
 		tun_values[LA_TUNABLE_arena_max] = LA_MIN(ncpu, LA_ARENAS_MAX);
 	env_check();
 	bool dynamic_given = false;
 	for (int i = 0; i < LA_NTUNABLES; i++) {
-		char var[ENV_NAME_MAX + 9] = "LIBALLOC_";
-		env_name(i, var + 9);
-		const char *val = tun_getenv(var);
+		const char *val = env_value(i);
 		if (!val)
 			continue;
+		char var[ENV_NAME_MAX + 9] = "LIBALLOC_";
+		env_name(i, var + 9);
 		char reason[LA_REASON_MAX];
 		int64_t v;
 		int st = tun_parse(i, val, &v, reason, sizeof(reason));
@@ -485,7 +531,7 @@ void tun_init_from_env(void)
 	}
 	/* An explicit LIBALLOC_MMAP_DYNAMIC wins over the pinning rule, whatever the order. */
 	if (dynamic_given) {
-		const char *val = tun_getenv("LIBALLOC_MMAP_DYNAMIC");
+		const char *val = env_value(LA_TUNABLE_mmap_dynamic);
 		int64_t v;
 		if (val && tun_parse(LA_TUNABLE_mmap_dynamic, val, &v, NULL, 0) == LA_ST_OK) {
 			tun_values[LA_TUNABLE_mmap_dynamic] = v;

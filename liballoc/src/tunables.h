@@ -68,8 +68,12 @@ void tun_publish(void);
 void tun_fork_prepare(void);
 void tun_fork_parent(void);
 void tun_fork_child(void);
+/* Copy the LIBALLOC_ and MEMORY_PRESSURE_ variables unless a copy was taken: the
+ * constructor's reads before la_init (under the init lock) use it, and la_init then takes
+ * it as its own (a later tun_init_from_env copies again). */
+void tun_env_snapshot(void);
 /* Value of environment variable name, or NULL, without allocating. LIBALLOC_* and
- * MEMORY_PRESSURE_* come from a copy made by tun_init_from_env (safe on any thread while the
+ * MEMORY_PRESSURE_* come from that copy once it is taken (safe on any thread while the
  * program rewrites its environment); other names from environ as it is now. */
 const char *tun_getenv(const char *name);
 
