@@ -23,6 +23,18 @@ $(BUILD)/liballoc.so: $(LIBALLOC_OBJS) $(ROOT)/liballoc/owner.ld
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -o $@ $(filter %.o,$^) $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -Wl,-T,$(ROOT)/liballoc/owner.ld -lpthread
 
+# The size-class tables: sizeclass.c built as a program (SC_GEN) prints them as constants,
+# which sc_init copies at start instead of computing them in every process.
+$(BUILD)/gen/sc_gen: $(ROOT)/liballoc/src/sizeclass.c $(ROOT)/liballoc/src/sizeclass.h \
+		$(ROOT)/liballoc/src/common.h
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CSTD) $(WARN) -O1 -DSC_GEN -I$(ROOT)/liballoc/src $(URCU_CFLAGS) \
+		-o $@ $<
+$(BUILD)/gen/sc_tables.h: $(BUILD)/gen/sc_gen
+	$(Q)$< > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/liballoc/src/sizeclass.o: $(BUILD)/gen/sc_tables.h
+
 $(BUILD)/liballoc.a: $(LIBALLOC_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^

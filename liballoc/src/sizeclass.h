@@ -20,7 +20,8 @@
  * pages than spans of 4 (the quick CPython slice: 9,324 faults against 9,177, page runs
  * 9,155).
  * Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c] pages (below
- * 4 KiB: at least 8 blocks, at most 1/8 waste). Tables are built once by sc_init.
+ * 4 KiB: at least 8 blocks, at most 1/8 waste). sc_compute builds the tables; the build
+ * prints them as constants, which sc_init copies at start.
  * A thread-cache refill carves at most SC_BATCH_BYTES of never-used blocks of a class, or
  * 4 blocks of the classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES,
  * at least one block); freed blocks it takes in larger batches. Carving writes nothing
@@ -71,6 +72,17 @@ extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
 extern uint8_t sc_upper[SC_UPPER_BUCKETS];
 
+/* The tables as sc_compute builds them (the build's program prints them as constants) */
+struct sc_tables {
+	uint32_t size[LA_NCLASSES];
+	uint32_t pages[LA_NCLASSES];
+	uint32_t blocks[LA_NCLASSES];
+	uint32_t recip_pm[LA_NCLASSES + 1];
+	uint16_t batch[LA_NCLASSES];
+	uint8_t upper[SC_UPPER_BUCKETS];
+};
+void sc_compute(struct sc_tables *t);
+/* Fill the tables (sc_size ...) from the build's constants, before the first allocation */
 void sc_init(void);
 
 LA_INLINE unsigned sc_class_of(size_t n)

@@ -14,6 +14,26 @@
 #include "sizeclass.h"
 #include "tcache.h"
 
+/* sc_init copies the tables the build printed (build/gen/sc_tables.h) instead of
+ * computing them at every start: they are sc_compute's, entry for entry (a table the build
+ * got wrong or left stale would fail here). */
+Test(sizeclass, the_start_copies_what_the_rules_compute)
+{
+	static struct sc_tables t;
+	sc_compute(&t);
+	sc_init();
+	cr_assert_eq(sc_recip_pm[0], 0, "no class: a reciprocal of 0");
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		cr_assert_eq(sc_size[c], t.size[c], "class %u", c);
+		cr_assert_eq(sc_pages[c], t.pages[c], "class %u", c);
+		cr_assert_eq(sc_blocks[c], t.blocks[c], "class %u", c);
+		cr_assert_eq(sc_recip[c], t.recip_pm[c + 1], "class %u", c);
+		cr_assert_eq(sc_batch[c], t.batch[c], "class %u", c);
+	}
+	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++)
+		cr_assert_eq(sc_upper[i], t.upper[i], "bucket %u", i);
+}
+
 Test(sizeclass, spans_stay_below_the_divisibility_bound)
 {
 	sc_init();
