@@ -593,7 +593,8 @@ static void *control_main(void *arg)
 {
 	bool pinned = start_pinned; /* to the forking thread's CPU, until the first wake-up */
 	prctl(PR_SET_NAME, "liballoc-ctl", 0, 0, 0);
-	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	/* la_self: the thread id its locks take too (one gettid, not two) */
+	__atomic_store_n(&control_tid, (pid_t)la_self(), __ATOMIC_RELEASE);
 	struct la_mailbox *mb = shm_mailbox();
 	uint64_t last_decay = os_now_ns();
 	/* The decay pass's ticks (HEAP_TICK apart in heap_epoch). A pass runs `skip` ticks
@@ -629,6 +630,7 @@ static void *control_main(void *arg)
 	uint64_t burst_due = 0;             /* op_burst's next run (0: at the next kick) */
 	uint32_t burst_kicks = start_kicks; /* shm_kicks when op_burst last ran */
 	bool burst_look = start_look;       /* a decay pass ran since op_burst last did */
+	uint64_t now = last_decay;
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
 	if (pressure_configure()) {
 		if (pinned) { /* its thread would be pinned with this one, for good */
@@ -636,17 +638,18 @@ static void *control_main(void *arg)
 			set_cpus(&start_mask);
 		}
 		pressure_start();
+		now = os_now_ns(); /* (its setup reads files) */
 	}
-	for (;;) {
+	/* one reading of the clock per turn (a system call: os.c), which every deadline below
+	 * is measured from: the wait ends at the earliest of them whatever ran in between (a
+	 * deadline that passed meanwhile ends it at once). A turn that runs a command, a decay
+	 * pass, a foreign look or held tunables' expiry goes round again (`continue` reads the
+	 * clock anew). It was read up to 7 times a turn: a decay child of the fork loop made
+	 * 32-85 clock_gettime calls in its 5 ms. The first turn takes the start's reading
+	 * (read twice in a row before: one system call in every process and forked child). */
+	for (;; now = os_now_ns()) {
 		/* read before the deadlines are computed: a kick after it wakes the wait */
 		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
-		/* one reading of the clock per turn (a system call: os.c), which every deadline
-		 * below is measured from: the wait ends at the earliest of them whatever ran in
-		 * between (a deadline that passed meanwhile ends it at once). A turn that runs a
-		 * command, a decay pass, a foreign look or held tunables' expiry goes round
-		 * again. It was read up to 7 times a turn: a decay child of the fork loop made
-		 * 32-85 clock_gettime calls in its 5 ms. */
-		uint64_t now = os_now_ns();
 		uint64_t watch_ns = 0;
 		if (exit_watch_alone(&watch, now, &watch_ns)) {
 			honour_pending_terminations();

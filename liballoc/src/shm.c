@@ -1012,7 +1012,7 @@ static void name_file(bool keep)
 static bool name_wait_busy(uint32_t *st)
 {
 	while (*st == NAME_BUSY) {
-		if (__atomic_load_n(&name_tid, __ATOMIC_RELAXED) == (pid_t)syscall(SYS_gettid))
+		if (__atomic_load_n(&name_tid, __ATOMIC_RELAXED) == (pid_t)la_self())
 			return false;
 		la_futex(&name_state, FUTEX_WAIT_PRIVATE, NAME_BUSY, NULL);
 		*st = __atomic_load_n(&name_state, __ATOMIC_ACQUIRE);
@@ -1031,7 +1031,7 @@ void shm_name_now(bool keep)
 			break;
 	}
 	int e = errno;
-	__atomic_store_n(&name_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	__atomic_store_n(&name_tid, (pid_t)la_self(), __ATOMIC_RELAXED); /* (cached: lock.h) */
 	name_file(keep);
 	__atomic_store_n(&name_tid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&name_state, NAME_IDLE, __ATOMIC_RELEASE);
