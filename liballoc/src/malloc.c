@@ -507,23 +507,49 @@ LA_NOINLINE static void *realloc_mapped(void *p, size_t n)
 _Static_assert(REALLOC_LARGE_FROM < LA_SMALL_MAX, "classes serve sizes above it");
 
 /* The common case in a frame of its own (no call, no saved register): a block of one of
- * our heaps (there are heaps only after la_init) that keeps its place. */
+ * our heaps (there are heaps only after la_init) that keeps its place. The owner entry
+ * gives the page map as in free; the page's entry alone tells the two kinds apart:
+ * - a large block at its span's first page (offset 0, page-aligned: the blocks realloc
+ *   grows) has the entry equal to its own low 32 bits (the span's first byte, class 0).
+ *   Its descriptor's index is at that page of spanidx, a load that needs only p, made
+ *   beside the page map's (span_lookup's chain was the entry, then spanidx at its head,
+ *   then the descriptor). A page whose entry says it heads a span it no longer heads has
+ *   spanidx 0 there (SPAN_NONE): no keep, as span_lookup answers.
+ * - a small block: the entry's class and span start (no descriptor), the offset divided by
+ *   the class's reciprocal as free does. A block past the span's bump (never handed out)
+ *   is not told from a live one here, as in free's fast path; realloc_slow's span_lookup
+ *   tells it for any realloc that does not keep its place.
+ * Anything else (an aligned large block: offset > 0) takes realloc_slow, which validates. */
 LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 {
-	if (likely(heap_registered(p) && !((uintptr_t)p & (LA_ALIGN - 1)) && n - 1 < PTRDIFF_MAX)) {
-		struct heap *h = heap_of(p);
-		struct span *s = span_lookup(h, p);
-		if (likely(s)) {
-			size_t have = arena_usable(h, s, p);
-			if (likely(n <= have && realloc_keeps(s, have, n)))
+	uint64_t oe = heap_owner_entry(p);
+	if (likely(heap_entry_tag(oe) != 0 && n - 1 < PTRDIFF_MAX)) {
+		uint32_t lo = (uint32_t)(uintptr_t)p;
+		uint32_t e = heap_entry_pagemap(oe)[lo >> LA_PAGE_SHIFT];
+		if (e == lo) {
+			struct heap *h = heap_of(p);
+			const struct span *s = span_at(h, heap_page_of(h, p));
+			size_t have = (size_t)s->npages << LA_PAGE_SHIFT;
+			if (likely(s->kind == SPAN_LARGE && s->offset == 0 && n <= have &&
+			           have - n < LA_PAGE + have / 4))
 				return p;
+		} else {
+			unsigned c1 = pm_class1(e);
+			uint32_t off =
+			        lo - (e & ~(uint32_t)PM_CLASS_MASK); /* the heap bits cancel */
+			if (c1 && sc_divisible_pm(off, c1)) {
+				unsigned cls = c1 - 1;
+				if (likely(n <= sc_size[cls] &&
+				           (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= cls)))
+					return p;
+			}
 		}
 	}
 	/* realloc(NULL, n), a growing array's first step (logicmin: 54k of its 62k calls),
 	 * is malloc by a tail jump, not through realloc_slow's frame */
 	if (!p)
 		return LA_API(malloc)(n);
-	if (!heap_registered(p))
+	if (!heap_entry_tag(oe))
 		return realloc_mapped(p, n);
 	return realloc_slow(p, n);
 }

@@ -283,6 +283,48 @@ Test(corruption, realloc_of_an_invalid_pointer)
 	expect_abort(realloc_invalid, "liballoc: realloc(): invalid pointer");
 }
 
+/* realloc's fast path takes a large heap block from the page map's entry of its first page
+ * and the descriptor spanidx names there (no span_lookup): a freed block's span (parked,
+ * or given back to its heap) and a page that headed a span that grew over it are not
+ * taken for a live block's. Sizes keep the block in place, where a live one returns p. */
+static void realloc_of_a_parked_block(void)
+{
+	char *p = A(malloc)(40000);
+	p[0] = 1;
+	A(free)(p); /* parked whole (madvise_throttle's default) */
+	sink = A(realloc)(p, 39000);
+}
+Test(corruption, realloc_of_a_freed_large_heap_block)
+{
+	expect_abort(realloc_of_a_parked_block, "liballoc: realloc(): invalid pointer");
+}
+static void realloc_of_a_returned_block(void)
+{
+	char *p = A(malloc)(40000), *q = A(malloc)(48000);
+	A(free)(p);
+	A(free)(q); /* q parked, p back to its heap's free spans */
+	sink = A(realloc)(p, 39000);
+}
+Test(corruption, realloc_of_a_large_heap_block_given_back)
+{
+	expect_abort(realloc_of_a_returned_block, "liballoc: realloc(): invalid pointer");
+}
+static void realloc_inside_a_grown_block(void)
+{
+	char *a = A(malloc)(81920);
+	/* halved in place: its second half becomes a span of its own, freed */
+	if (A(realloc)(a, 40960) != a)
+		_exit(3); /* (not in place: the test would not test what it says) */
+	/* and grown in place again over it */
+	if (A(realloc)(a, 81920) != a)
+		_exit(3);
+	sink = A(realloc)(a + 40960, 40000); /* that span's first page is inside a now */
+}
+Test(corruption, realloc_of_a_page_inside_a_block_grown_over_it)
+{
+	expect_abort(realloc_inside_a_grown_block, "liballoc: realloc(): invalid pointer");
+}
+
 /* A write after free into a block in a thread cache or the transfer cache cannot corrupt
  * them (they keep their pointers outside the blocks); in a span's free list the link is
  * checked when the block is taken. So: free blocks while one of their span stays live,
