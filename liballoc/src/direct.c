@@ -197,16 +197,33 @@ static void table_retire(struct dmap *t, size_t cap)
 		dspare[dspare_n++] = (struct dtable){t, cap};
 }
 
+/* The first table's slots: one page (a process that maps a few blocks directly touches
+ * one page of table; the 256 slots it had were 2.5 pages, and its first mappings' slots
+ * fell on two or three of them) */
+#define DTAB_FIRST 64
+_Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is one page");
+
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
 static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32_t asked)
 {
 	if ((dused + 1) * 4 > dcap * 3) {
-		size_t ncap = dcap ? dcap * 2 : 256;
-		if (dlive * 4 < dcap)
-			ncap = dcap ? dcap : 256; /* mostly tombstones: rehash in place size */
+		size_t ncap = dcap ? dcap * 2 : DTAB_FIRST;
+		if (dlive * 4 < dcap) /* mostly tombstones: rehash in place size */
+			ncap = dcap ? dcap : DTAB_FIRST;
 		struct dmap *nt = table_take(ncap);
 		if (!nt)
 			return false;
+		/* each page written before the probes read it (new or purged, it is zeros): a
+		 * read of a page never written maps the zero page, and the store into the slot
+		 * found then faults again to replace it (two faults a page; a grown table is
+		 * 3/8 full after the rehash, so it has entries on its every page anyway). A
+		 * zero into the first slot that starts on the page: what a reader of a retired
+		 * table reads there already */
+		for (size_t o = 0; o < table_bytes(ncap); o += LA_PAGE) {
+			size_t k = (o + sizeof(*nt) - 1) / sizeof(*nt);
+			if (k < ncap)
+				SET(nt[k].user, 0);
+		}
 		unsigned shift = (unsigned)__builtin_ctzl(ncap);
 		/* readers that probe nt from its earlier life see its rewrite */
 		__atomic_store_n(&dgen, dgen + 1, __ATOMIC_RELEASE);
@@ -297,7 +314,8 @@ static bool recycling(void)
  * have served it, so mappings are being recycled. */
 static void note_miss(size_t len)
 {
-	for (unsigned i = 0; i < DROPPED_RING; i++)
+	/* (nothing dropped yet: the ring is zeros, and reading them would map its page) */
+	for (unsigned i = 0; i < LA_MIN(dropped_next, DROPPED_RING); i++)
 		if (dropped[i].len && dropped[i].epoch + 1 >= decay_epoch &&
 		    serves(dropped[i].len, len))
 			recycled_at = decay_epoch + 1;
