@@ -728,7 +728,12 @@ bool shm_prepare_file(void)
 	bool tmpfs = on_tmpfs(fd);
 	start_backlog = tmpfs ? run_dir_size / SHM_TMPFS_DIRENT > REAP_BACKLOG + 2
 	                      : run_dir_size > REAP_BACKLOG_BYTES;
-	bool ok = write_zeros(fd, tmpfs, seg_area, 0, used) &&
+	/* (where they are written, not allocated: both from the mailbox's page of the area,
+	 * zeros: reading an untouched page maps the zero page, a fault, and the mapping
+	 * below replaces it; from the first page too, that was two) */
+	_Static_assert(OFF_ARENAS + 2 * sizeof(struct la_shm_arena) <= SEG_SIZE - OFF_MAILBOX,
+	               "the pages in use at the start come from one page of zeros");
+	bool ok = write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, 0, used) &&
 	          write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
 	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 	                  seg_area;

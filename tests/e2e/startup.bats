@@ -122,6 +122,26 @@ pages() {
 	rm -rf "$dir"
 }
 
+@test "on a disk file system the start writes its file's zeros from one page of memory" {
+	# where the run directory cannot allocate without writing (not tmpfs: the bench's is
+	# under /tmp), the start's two ranges (the first page, the mailbox's) are written from
+	# zeros in memory: one untouched page, the mailbox's of the area the file is then mapped
+	# over, for both. Reading a page never touched maps the zero page (a fault); main
+	# 17736df read two, the area's first page and its last.
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	dir=$(mktemp -d)
+	[ "$(stat -f -c %T "$dir")" != tmpfs ] || skip "$dir is on tmpfs (no zeros are written)"
+	run env -i LD_PRELOAD="$LIBALLOC_SO" LIBALLOC_RUN_DIR="$dir/run" strace -o "$dir/trace" \
+		-e trace=pwrite64 -e raw=pwrite64 /bin/true
+	echo "$output"
+	cat "$dir/trace"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^pwrite64(' "$dir/trace")" -eq 2 ]
+	[ "$(grep '^pwrite64(' "$dir/trace" | awk -F', ' '{ print $2 }' | sort -u | wc -l)" -eq 1 ]
+	rm -rf "$dir"
+}
+
 @test "a forked child maps its segment once, its own file's, made without a mkdir or an unlink" {
 	# shm_fork_child makes the child's file before anything writes the segment (fork_file):
 	# the kernel copies the parent's pages in use into it and the child maps it once; the
