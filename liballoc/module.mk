@@ -24,7 +24,7 @@ $(BUILD)/liballoc.so: $(LIBALLOC_OBJS) $(ROOT)/liballoc/owner.ld
 	$(Q)$(CC) -shared -o $@ $(filter %.o,$^) $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -Wl,-T,$(ROOT)/liballoc/owner.ld -lpthread
 
 # The size-class tables: sizeclass.c built as a program (SC_GEN) prints them as constants,
-# which sc_init copies at start instead of computing them in every process.
+# the tables' initializers (.rodata), instead of computing them in every process.
 $(BUILD)/gen/sc_gen: $(ROOT)/liballoc/src/sizeclass.c $(ROOT)/liballoc/src/sizeclass.h \
 		$(ROOT)/liballoc/src/common.h
 	$(call msg,GEN,$@)

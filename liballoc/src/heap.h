@@ -45,7 +45,7 @@ struct span {
 	uint32_t npages;    /* pages in the span */
 	uint32_t first;     /* the heap page it starts at */
 	uint16_t used;      /* SMALL: blocks out (held by users or thread caches); a span
-	                     * holds at most 23 pages of 16 bytes (sc_init): 5888 blocks */
+	                     * holds at most 23 pages of 16 bytes (sizeclass.c): 5888 blocks */
 	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
 	uint32_t dirty;     /* FREE: pages that may be resident (its set `resident` bits) */
 	union {

@@ -30,7 +30,6 @@ LA_COLD static void la_init(void)
 {
 	la_lock(&init_lock);
 	if (!la_ready) {
-		sc_init();
 		shm_boot();
 		tun_init_from_env();
 		tun_publish();

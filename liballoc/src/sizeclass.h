@@ -21,7 +21,7 @@
  * 9,155).
  * Class c's blocks are sc_size[c] bytes, carved from spans of sc_pages[c] pages (below
  * 4 KiB: at least 8 blocks, at most 1/8 waste). sc_compute builds the tables; the build
- * prints them as constants, which sc_init copies at start.
+ * prints them, and the tables are those constants (sizeclass.c).
  * A thread-cache refill carves at most SC_BATCH_BYTES of never-used blocks of a class, or
  * 4 blocks of the classes above SC_BATCH_BYTES / 4 (their first refills: SC_BATCH_BYTES,
  * at least one block); freed blocks it takes in larger batches. Carving writes nothing
@@ -53,24 +53,24 @@
 #define SC_UPPER_STEP     128u
 #define SC_UPPER_BUCKETS  ((LA_SMALL_MAX - SC_UPPER_FROM) / SC_UPPER_STEP)
 
-extern uint32_t sc_size[LA_NCLASSES];
-extern uint32_t sc_pages[LA_NCLASSES];
-extern uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
+extern const uint32_t sc_size[LA_NCLASSES];
+extern const uint32_t sc_pages[LA_NCLASSES];
+extern const uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 /* ceil(2^32 / size) by class + 1, and 0 at 0: indexed by a page-map entry's class field
  * (0 on pages that are not small: a reciprocal of 0 makes no offset divisible) */
-extern uint32_t sc_recip_pm[LA_NCLASSES + 1];
+extern const uint32_t sc_recip_pm[LA_NCLASSES + 1];
 /* the same by class: offset / size by multiply (one table: the classes' tables and the
  * rest of .data and .bss share the page the heap-owner table starts on, owner.ld) */
 #define sc_recip (sc_recip_pm + 1)
-extern uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
+extern const uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
 /* The class of each request size n <= SC_UPPER_FROM, times 4: a constant table (.rodata,
  * shared, written by no process), indexed by n itself, so that malloc's fast path finds its
  * bin with one load and no arithmetic (times 8, a thread cache's bin is 32 bytes: the bin's
- * offset, tcache.h). It restates the class rules below 1 KiB that sc_init applies:
+ * offset, tcache.h). It restates the class rules below 1 KiB that sc_compute applies:
  * tests/unit/sizeclass.c checks every entry against sc_size. */
 extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
-extern uint8_t sc_upper[SC_UPPER_BUCKETS];
+extern const uint8_t sc_upper[SC_UPPER_BUCKETS];
 
 /* The tables as sc_compute builds them (the build's program prints them as constants) */
 struct sc_tables {
@@ -83,7 +83,6 @@ struct sc_tables {
 };
 void sc_compute(struct sc_tables *t);
 /* Fill the tables (sc_size ...) from the build's constants, before the first allocation */
-void sc_init(void);
 
 LA_INLINE unsigned sc_class_of(size_t n)
 {

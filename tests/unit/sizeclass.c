@@ -14,14 +14,13 @@
 #include "sizeclass.h"
 #include "tcache.h"
 
-/* sc_init copies the tables the build printed (build/gen/sc_tables.h) instead of
- * computing them at every start: they are sc_compute's, entry for entry (a table the build
- * got wrong or left stale would fail here). */
-Test(sizeclass, the_start_copies_what_the_rules_compute)
+/* The tables are the constants the build printed (build/gen/sc_tables.h), not computed at
+ * every start: they are sc_compute's, entry for entry (a table the build got wrong or left
+ * stale would fail here). */
+Test(sizeclass, the_tables_are_what_the_rules_compute)
 {
 	static struct sc_tables t;
 	sc_compute(&t);
-	sc_init();
 	cr_assert_eq(sc_recip_pm[0], 0, "no class: a reciprocal of 0");
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		cr_assert_eq(sc_size[c], t.size[c], "class %u", c);
@@ -36,7 +35,6 @@ Test(sizeclass, the_start_copies_what_the_rules_compute)
 
 Test(sizeclass, spans_stay_below_the_divisibility_bound)
 {
-	sc_init();
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		cr_assert_leq(sc_size[c], LA_SMALL_MAX);
 		/* a span's offsets stay below 2^20 (the test below checks every one) */
@@ -49,7 +47,6 @@ Test(sizeclass, spans_stay_below_the_divisibility_bound)
 
 Test(sizeclass, divisibility_is_exact_at_every_offset)
 {
-	sc_init();
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c];
 		/* every offset of the span and of the page after it (free's fast path takes
@@ -66,7 +63,6 @@ Test(sizeclass, divisibility_is_exact_at_every_offset)
 
 Test(sizeclass, block_index_is_exact_for_every_block)
 {
-	sc_init();
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		for (uint32_t i = 0; i < sc_blocks[c]; i++)
 			cr_assert_eq(sc_index(i * sc_size[c], c), i, "class %u block %u", c, i);
@@ -74,7 +70,6 @@ Test(sizeclass, block_index_is_exact_for_every_block)
 
 Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 {
-	sc_init();
 	cr_assert_eq(sc_size[LA_NCLASSES - 1], LA_SMALL_MAX, "the last class is the largest size");
 	/* a 4 KiB page plus a header (sqlite's page cache allocates 4,368): the first class
 	 * above 4 KiB, 15 of them to a span of 16 pages */
@@ -107,11 +102,10 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 	}
 }
 
-/* sc_small4 (malloc's fast path, a constant table restating sc_init's rules below 1 KiB):
+/* sc_small4 (malloc's fast path, a constant table restating sc_compute's rules below 1 KiB):
  * each size's smallest class that fits, times 4 (times 8 more, the bin's byte offset) */
 Test(sizeclass, the_table_of_sizes_up_to_1k_names_the_smallest_class_times_4)
 {
-	sc_init();
 	for (size_t n = 0; n <= SC_UPPER_FROM; n++) {
 		unsigned v = sc_small4[n], c = v / 4;
 		cr_assert_eq(v % 4, 0, "size %zu: %u is not a class times 4", n, v);
@@ -126,7 +120,6 @@ Test(sizeclass, the_table_of_sizes_up_to_1k_names_the_smallest_class_times_4)
 
 Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
 {
-	sc_init();
 	unsigned fitted = 0, above = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c], span = sc_pages[c] * (uint32_t)LA_PAGE;
@@ -149,7 +142,6 @@ Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
 
 Test(sizeclass, classes_above_16k_are_whole_pages_4_to_a_span)
 {
-	sc_init();
 	unsigned n = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c];
