@@ -36,6 +36,12 @@ extern char **environ;
  * exists, and read from the copy: "NAME=value\0" strings, an empty one ends them. */
 #define ENV_SNAP_BYTES 16384
 LA_BIG_BSS static char env_snap[ENV_SNAP_BYTES];
+/* A copy that fits in ENV_HEAD_BYTES (a run directory, a tunable or two: nearly all) goes
+ * here instead, in .bss, on the page every start writes: env_snap's page is a fault of
+ * its own (a process of the bench, with LIBALLOC_RUN_DIR, took it) */
+#define ENV_HEAD_BYTES 384
+static char env_head[ENV_HEAD_BYTES];
+static char *env_copy = env_head; /* env_head or env_snap: the last copy */
 static bool env_snapped;
 /* bytes of the last copy before its end mark: with none (no such variable, the common
  * case) and none before, the copy is the zeros it was, and its page stays untouched (a
@@ -55,12 +61,18 @@ static int control_enabled = -1;
 
 static void env_snapshot(void)
 {
+	size_t need = 1; /* the end mark */
+	for (char **e = environ; e && *e; e++)
+		if (env_wanted(*e))
+			need += strlen(*e) + 1;
+	char *copy = need <= sizeof(env_head) ? env_head : env_snap;
+	size_t cap = copy == env_head ? sizeof(env_head) : sizeof(env_snap);
 	size_t used = 0;
 	for (char **e = environ; e && *e; e++) {
 		if (!env_wanted(*e))
 			continue;
 		size_t n = strlen(*e) + 1;
-		if (n >= sizeof(env_snap) - used) { /* one byte stays for the end mark */
+		if (n >= cap - used) { /* one byte stays for the end mark */
 			char name[64];
 			size_t k = strcspn(*e, "=");
 			la_strlcpy(name, *e, k + 1 < sizeof(name) ? k + 1 : sizeof(name));
@@ -70,12 +82,12 @@ static void env_snapshot(void)
 			        (char *)NULL);
 			continue;
 		}
-		memcpy(env_snap + used, *e, n);
+		memcpy(copy + used, *e, n);
 		used += n;
 	}
-	if (used || env_snap_used) /* the end mark: an empty entry, also after an earlier,
-	                            * longer copy */
-		env_snap[used] = 0;
+	if (used) /* the end mark: an empty entry (with none, tun_getenv reads nothing) */
+		copy[used] = 0;
+	env_copy = copy;
 	env_snap_used = (uint32_t)used;
 	env_snapped = true;
 	__atomic_store_n(&control_enabled, -1, __ATOMIC_RELAXED); /* read from the copy */
@@ -99,7 +111,7 @@ const char *tun_getenv(const char *name)
 	if (env_snapped && env_wanted(name)) {
 		if (!env_snap_used) /* not read: its page stays untouched */
 			return NULL;
-		for (const char *e = env_snap; *e; e += strlen(e) + 1)
+		for (const char *e = env_copy; *e; e += strlen(e) + 1)
 			if (strncmp(e, name, n) == 0 && e[n] == '=')
 				return e + n + 1;
 		return NULL;
@@ -394,7 +406,7 @@ static const char *env_value(int i)
 {
 	if (!env_snap_used)
 		return NULL;
-	for (const char *e = env_snap; *e; e += strlen(e) + 1) {
+	for (const char *e = env_copy; *e; e += strlen(e) + 1) {
 		if (strncmp(e, "LIBALLOC_", 9) != 0)
 			continue;
 		const char *eq = strchr(e + 9, '=');
