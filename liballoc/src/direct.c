@@ -12,7 +12,8 @@
  * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
  * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
  * largest): a longer one is handed out whole (its part beyond the request purged now and
- * then), a shorter one grown by mremap. realloc grows a mapping by mremap with a quarter
+ * then), a shorter one grown by mremap (with up to a quarter more, no further than the
+ * largest request lately). realloc grows a mapping by mremap with a quarter
  * more (untouched address space) and keeps it for a shrink by less than a quarter.
  * Admission: a freed mapping enters the cache only while mappings are being recycled:
  * since a request took a cached mapping, or had to map where a mapping freed lately and
@@ -59,6 +60,7 @@ struct dcached {
 	bool trial;    /* kept before mappings were recycled (see the top) */
 	bool lend;     /* on trial for a heap's growth (direct_free, direct_heaps_grew) */
 	uint32_t uses; /* as in struct dmap */
+	size_t grow;   /* (cache_take's answer) the length a shorter one grows to */
 };
 
 #define DCACHE_SLOTS       64
@@ -94,6 +96,9 @@ LA_BIG_BSS static struct {
 	uint64_t epoch;
 } dropped[DROPPED_RING];
 static unsigned dropped_next;
+/* the largest request at or above the ceiling since the start or the last trim (lock
+ * held): a cached mapping grown for a request is grown towards it (fit_cached) */
+static size_t dbig;
 /* bytes of the cached mappings on trial (atomic: heaps that grow read it without the lock),
  * and whether a heap grew while direct_lock was busy (they go at the next request or free) */
 static uint64_t trial_bytes;
@@ -364,6 +369,8 @@ static struct dcached lend_remove(unsigned i)
 static bool cache_take(size_t len, struct dcached *out)
 {
 	size_t ceiling = (size_t)TUN(mmap_threshold_max);
+	if (len >= ceiling && len > dbig)
+		dbig = len;
 	int above = -1, below = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
 		size_t l = dcache[i].len;
@@ -382,6 +389,10 @@ static bool cache_take(size_t len, struct dcached *out)
 		return false;
 	*out = cache_remove((unsigned)best);
 	recycled_at = decay_epoch + 1;
+	/* a shorter one grows by up to a quarter more, towards the largest request lately
+	 * (fit_cached): untouched address space, which the next longer request takes without
+	 * another mremap (most of those move the mapping: ~14 us, six page faults' worth) */
+	out->grow = LA_MAX(len, LA_MIN(dbig, len + len / 4));
 	return true;
 }
 
@@ -390,7 +401,10 @@ static bool cache_take(size_t len, struct dcached *out)
  * earlier users wrote beyond len stays resident, so every DCACHE_PURGE_EVERY-th time it is
  * reused for a request shorter by more than a quarter (or at once when that part is larger
  * than a heap), its pages beyond len are purged. A shorter one is grown by mremap (which
- * may move it). NULL when it cannot grow: the mapping is gone then. */
+ * may move it) to up to a quarter more than len, as far as the largest request at or above
+ * the ceiling since the last trim (cache_take): a program whose requests vary grows each
+ * mapping a few times, not at every longer request. NULL when it cannot grow: the mapping
+ * is gone then. */
 static void *fit_cached(struct dcached *m, size_t len)
 {
 	if (m->len >= len) {
@@ -401,14 +415,17 @@ static void *fit_cached(struct dcached *m, size_t len)
 		}
 		return m->base;
 	}
-	void *q = os_remap(m->base, m->len, len, pc());
+	size_t to = LA_MAX(m->grow, len);
+	void *q = os_remap(m->base, m->len, to, pc());
+	if (!q && to > len)
+		q = os_remap(m->base, m->len, to = len, pc());
 	if (!q) {
 		STAT_SUB(pc(), address_space_bytes, m->len);
 		os_unmap(m->base, m->len, pc());
 		return NULL;
 	}
-	STAT_ADD(pc(), address_space_bytes, len - m->len);
-	m->len = len;
+	STAT_ADD(pc(), address_space_bytes, to - m->len);
+	m->len = to;
 	return q;
 }
 
@@ -673,8 +690,8 @@ int direct_free(void *p)
 		evict_len[nevict] = e.len;
 		evict_res[nevict++] = e.resident;
 	}
-	dcache[dcached_n++] = (struct dcached){base,     len,   user,  decay_epoch, ++dcache_ids,
-	                                       resident, false, trial, lend,        uses};
+	dcache[dcached_n++] = (struct dcached){
+	        base, len, user, decay_epoch, ++dcache_ids, resident, false, trial, lend, uses, 0};
 	dcache_bytes += len;
 	if (trial)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
@@ -803,6 +820,7 @@ static void drop_cache(int which)
 		decay_epoch++;
 		if (!only_old) { /* trimmed: start over */
 			recycled_at = 0;
+			dbig = 0;
 			memset(dropped, 0, sizeof(dropped));
 		}
 	}

@@ -1771,8 +1771,47 @@ Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 	cr_assert_eq(after.mmap_calls - before.mmap_calls, 1, "one mremap");
 	cr_assert_eq(after.munmap_calls, before.munmap_calls);
 	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
-	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 6u << 20);
+	/* 16 MiB and a quarter more (the largest request lately, 40 MiB, is further) */
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 10u << 20);
+	cr_assert_geq(A(malloc_usable_size)(q), 20u << 20, "grown with a quarter more");
 	A(free)(q);
+	A(free)(r);
+}
+
+/* The quarter more a cached mapping is grown with serves the next, longer request with
+ * no system call (a program whose sizes vary would otherwise remap at most requests, and
+ * most remaps move the mapping); no further than the largest request since the last trim. */
+Test(mapping_cache, a_grown_cached_mapping_serves_the_next_longer_request_without_a_remap)
+{
+	set("decay_ms", 0);
+	void *r = recycle_mappings();
+	char *p = A(malloc)(10 << 20);
+	A(free)(p);
+	char *q = A(malloc)(16 << 20);
+	memset(q, 1, 16 << 20);
+	A(free)(q);
+	struct la_counters before = stats();
+	char *s = A(malloc)(19 << 20);
+	memset(s, 2, 19 << 20);
+	struct la_counters after = stats();
+	cr_assert_eq(s, q, "the cached mapping was reused");
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(after.mmap_calls + after.munmap_calls + after.madvise_calls,
+	             before.mmap_calls + before.munmap_calls + before.madvise_calls,
+	             "no system call");
+	/* no further than the largest request lately (recycle_mappings' 40 MiB; the cache is
+	 * empty: a new mapping) */
+	p = A(malloc)(30 << 20);
+	A(free)(p);
+	before = stats();
+	q = A(malloc)(36 << 20);
+	after = stats();
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 10u << 20,
+	             "grown to the 40 MiB asked before: %llu bytes more",
+	             (unsigned long long)(after.address_space_bytes - before.address_space_bytes));
+	A(free)(q);
+	A(free)(s);
 	A(free)(r);
 }
 
