@@ -165,8 +165,12 @@ LA_INLINE void arena_unlock(struct arena *a)
  * never-used ones, at most carve (>= 1) of them from spans that are not warm; returns how
  * many. out[got - 1] is the one to hand out first (the lowest address of a carving). In an
  * arena other threads share, the spans' free lists are taken whole under the lock and walked
- * after it (arena.c, refill_walk), then what was not taken goes back under it again. */
-uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve);
+ * after it (arena.c, refill_walk), then what was not taken goes back under it again.
+ * from (NULL: a's blocks only): a refill that finds no freed block and would carve into
+ * new pages while another arena holds free resident ones may take that arena's blocks
+ * instead (arena.c, lender); *from receives the arena whose blocks they are. */
+uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve,
+                      struct arena **from);
 /* How a thread cache's flush returns its blocks (arena_free_blocks). */
 enum flush_how {
 	FLUSH_PLAIN, /* under the lock */

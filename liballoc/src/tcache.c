@@ -423,8 +423,11 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 			gc_missed(tc, cls);
 		tc->refilled_bins |= (uint64_t)1 << cls;
 		bin_event(tc, cls);
+		struct arena *from;
 		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
-		                            LA_MIN(want, sc_batch[cls]));
+		                            LA_MIN(want, sc_batch[cls]), &from);
+		if (from != tc->arena) /* another arena's blocks: its own at the flush */
+			tc->foreign_bins |= (uint64_t)1 << cls;
 		if (got == 0) {
 			p = NULL;
 		} else {
