@@ -187,10 +187,17 @@ void shm_publish_tunables(void)
 	__atomic_fetch_add(&h->tunables_seq, 1, __ATOMIC_RELEASE);
 }
 
+__thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
+
 void shm_wake_control(void)
 {
 	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_RELEASE);
-	la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
+	/* the control thread kicking itself (its decay pass re-arms decay as the cold caches
+	 * it flushes retain pages; a command sets decay_ms) is awake: it reads shm_kicks again
+	 * before it sleeps, and a wake would find no one waiting (a futex call in every decay
+	 * child of the fork loop) */
+	if (!shm_is_control)
+		la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
 void shm_note_retained_slow(void)

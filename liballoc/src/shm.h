@@ -94,5 +94,7 @@ LA_INLINE void shm_note_retained(void)
  * between the two is not lost. */
 void shm_wake_control(void);
 extern uint32_t shm_kicks;
+/* set on the control thread: its own kicks bump shm_kicks and wake no one */
+extern __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
 
 #endif

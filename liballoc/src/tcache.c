@@ -640,8 +640,10 @@ static bool take_cache(struct tcache *tc)
 #else
 	__atomic_exchange_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
 	route_fast_paths(tc, false, __ATOMIC_SEQ_CST);
-	if (membarrier_ok)
-		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	/* a barrier refused (a registration not inherited, see tcache_fork_child) takes no
+	 * cache, now or later */
+	if (membarrier_ok && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+		membarrier_ok = false;
 	if (membarrier_ok && !__atomic_load_n(&tc->busy, __ATOMIC_SEQ_CST))
 		return true;
 	route_fast_paths(tc, true, __ATOMIC_RELAXED);
@@ -772,7 +774,6 @@ void tcache_fork_child(void)
 		route_fast_paths(self, true, __ATOMIC_RELAXED);
 		tc_list = self;
 	}
-	if (membarrier_ok)
-		membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-		                        0, 0) == 0;
+	/* membarrier's registration is the address space's: fork copies it (only exec clears
+	 * it), so the child does not register again (one system call a forked child) */
 }

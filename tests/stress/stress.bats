@@ -132,6 +132,41 @@ setup() {
 	[ "$clocks" -le $((3 * best + 2)) ]
 }
 
+@test "forkfree: a decay child's control thread kicks no one, and a forked child registers no membarrier" {
+	# The control thread's decay pass disarms decay, and the cold caches it flushes (a
+	# membarrier each) retain pages, which re-arms it: that kick woke no one (the thread
+	# is awake) but was a futex call in every decay child of the fork loop. The
+	# membarrier registration is the address space's and fork copies it: the children
+	# registered again (one call each). Both gone (main 7fc2fb9: forkfree 12 2 plain made
+	# 13 registrations, and 1-3 self-kicks in 4 of its 6 decay children).
+	command -v strace >/dev/null || skip "no strace"
+	strace -o /dev/null /bin/true 2>/dev/null || skip "strace cannot trace here"
+	[ "$SAN" = tsan ] && skip "TSan does not support threads after a multi-threaded fork"
+	[ -n "$SAN" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+	run timeout 300 "${PRE[@]}" strace -f -qq -o "$BATS_TEST_TMPDIR/st" \
+		-e trace=futex,futex_waitv,membarrier,prctl "$TESTS_BIN/forkfree" 12 2 plain
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local st="$BATS_TEST_TMPDIR/st" t kicks addr flushes=0 selfkicks=0 n
+	# one registration: the parent's (the children use theirs, a barrier each flush)
+	n=$(grep -c 'membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED' "$st" || true)
+	echo "registrations: $n"
+	[ "$n" -eq 1 ]
+	for t in $(grep 'PR_SET_NAME, "liballoc-ctl"' "$st" | awk '{ print $1 }'); do
+		# shm_kicks: the third word the thread waits on
+		addr=$(grep -E "^$t +futex_waitv\(" "$st" | sed -n '1s/.*uaddr=\(0x[0-9a-f]*\), flags=[^}]*}], 3,.*/\1/p')
+		[ -n "$addr" ] || continue
+		n=$(grep -cE "^$t +membarrier\(MEMBARRIER_CMD_PRIVATE_EXPEDITED" "$st" || true)
+		kicks=$(grep -cE "^$t +futex\($addr, FUTEX_WAKE_PRIVATE" "$st" || true)
+		echo "control thread $t: $n cache flushes, $kicks kicks of itself"
+		flushes=$((flushes + n))
+		selfkicks=$((selfkicks + kicks))
+	done
+	# the case that kicked: passes that flushed another thread's cache
+	[ "$flushes" -ge 1 ]
+	[ "$selfkicks" -eq 0 ]
+}
+
 @test "rtflush: a SCHED_FIFO thread allocating every 1 ms while caches are flushed on its CPU waits <= 10 ms" {
 	# the flusher runs at normal priority on the same CPU: a real-time thread that waited
 	# for it (the cache handshake, an arena lock held without priority inheritance) stalled
