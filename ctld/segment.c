@@ -154,6 +154,18 @@ int seg_validate_header(const struct la_shm_header *h, uint64_t file_size, char 
 		return fail(why, whylen, SEG_E_LAYOUT, "classes at %llu stride %llu x %u",
 		            (unsigned long long)h->off_classes, (unsigned long long)h->class_stride,
 		            h->class_count);
+	/* (5) every arena's class statistics: class_stats_size bytes per class */
+	uint64_t per = h->class_stats_size * h->class_count;
+	if (h->off_arena_classes && h->class_count &&
+	    (h->class_stats_size < 8 || h->class_stats_size > 8 * LA_SHM_CLASS_STATS_MAX ||
+	     h->class_stats_size % 8 || h->arena_class_stride < per ||
+	     h->arena_class_stride > LA_SHM_ARENA_STRIDE_MAX || h->arena_class_stride % 8 ||
+	     h->off_arena_classes < h->header_size || h->off_arena_classes % 8 ||
+	     !range_ok(h->off_arena_classes, h->arena_class_stride * (h->arena_slots - 1) + per,
+	               total)))
+		return fail(why, whylen, SEG_E_LAYOUT, "arena classes at %llu stride %llu x %u",
+		            (unsigned long long)h->off_arena_classes,
+		            (unsigned long long)h->arena_class_stride, h->arena_slots);
 	if (h->off_mailbox < LA_SHM_PAGE || h->off_mailbox % LA_SHM_PAGE ||
 	    !range_ok(h->off_mailbox, LA_SHM_PAGE, total))
 		return fail(why, whylen, SEG_E_LAYOUT, "mailbox at %llu",
@@ -321,8 +333,10 @@ int seg_refresh(struct seg *s)
 	    h.off_process != o->off_process || h.off_arenas != o->off_arenas ||
 	    h.arena_stride != o->arena_stride || h.off_tunables != o->off_tunables ||
 	    h.off_classes != o->off_classes || h.class_stride != o->class_stride ||
-	    h.off_mailbox != o->off_mailbox || h.off_holds != o->off_holds ||
-	    h.start_time != o->start_time)
+	    h.off_arena_classes != o->off_arena_classes ||
+	    h.arena_class_stride != o->arena_class_stride ||
+	    h.class_stats_size != o->class_stats_size || h.off_mailbox != o->off_mailbox ||
+	    h.off_holds != o->off_holds || h.start_time != o->start_time)
 		return fail(s->why, sizeof(s->why), SEG_E_CHANGED,
 		            "layout changed (generation %llu -> %llu)",
 		            (unsigned long long)o->generation, (unsigned long long)h.generation);
@@ -510,14 +524,45 @@ int seg_read_holds(struct seg *s, struct la_shm_hold out[LA_NTUNABLES], uint32_t
 	return err;
 }
 
+/* Add every arena's statistics of the first k classes into out (a segment of 5: the class
+ * entries hold their sizes, the arenas their statistics). */
+static int add_arena_classes(struct seg *s, struct la_shm_class *out, uint32_t k)
+{
+	const struct la_shm_header *h = &s->hdr;
+	uint32_t arenas = h->arena_count;
+	if (!h->off_arena_classes || !arenas)
+		return SEG_E_OK;
+	size_t entry = h->class_stats_size, per = entry * k;
+	size_t copy = entry < sizeof(out[0].s) ? entry : sizeof(out[0].s);
+	size_t bytes = h->arena_class_stride * (arenas - 1) + per;
+	uint8_t *buf = malloc(bytes);
+	if (!buf)
+		return fail(s->why, sizeof(s->why), SEG_E_IO, "out of memory");
+	int err = SEG_E_OK;
+	if (pread_full(s->fd, buf, bytes, h->off_arena_classes) < 0) {
+		err = fail(s->why, sizeof(s->why), SEG_E_IO, "arena classes at %llu",
+		           (unsigned long long)h->off_arena_classes);
+	} else {
+		for (uint32_t a = 0; a < arenas; a++)
+			for (uint32_t i = 0; i < k; i++) {
+				struct la_class_stats one = {0};
+				memcpy(&one, buf + h->arena_class_stride * a + entry * i, copy);
+				la_class_stats_add(&out[i].s, &one);
+			}
+	}
+	free(buf);
+	return err;
+}
+
 int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint32_t *n)
 {
 	uint32_t k = s->hdr.class_count < max ? s->hdr.class_count : max;
 	*n = 0;
 	if (k == 0)
 		return SEG_E_OK;
-	/* no seqlock: every field is updated atomically on its own; a writer with a shorter
-	 * entry (class_stride) leaves our extra fields zero */
+	/* no seqlock: every field is written whole on its own; a writer with a shorter entry
+	 * (class_stride) leaves our extra fields zero. A class's figures are its entry's
+	 * fields plus every arena's (5; a gauge's parts read at slightly different moments) */
 	size_t stride = s->hdr.class_stride, bytes = stride * k;
 	size_t copy = stride < sizeof(out[0]) ? stride : sizeof(out[0]);
 	uint8_t *buf = malloc(bytes);
@@ -532,7 +577,9 @@ int seg_read_classes(struct seg *s, struct la_shm_class *out, uint32_t max, uint
 			memset(&out[i], 0, sizeof(out[i]));
 			memcpy(&out[i], buf + stride * i, copy);
 		}
-		*n = k;
+		err = add_arena_classes(s, out, k);
+		if (!err)
+			*n = k;
 	}
 	free(buf);
 	return err;

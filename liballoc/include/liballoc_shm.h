@@ -47,8 +47,13 @@
  * version, not by its class count).
  * 4: up to 52 (a class at 2^k + 2^k/8 for 256 to 2,048, and four from 16 to 32 KiB), the
  * layout 3's: readers of 4 read segments of 2 and 3 (an older reader refuses 4 by its
- * version). */
-#define LA_SHM_ABI_VERSION      4u
+ * version).
+ * 5: the size classes' statistics are kept per arena (header.off_arena_classes), each
+ * arena's written plainly under its lock instead of with a locked add per refill and flush
+ * into one process-wide entry; a class entry may hold its size alone (class_stride 8).
+ * Readers sum the entries' fields and every arena's (la_class_stats_add); a segment of 2-4
+ * has no arena part (off_arena_classes 0) and reads as before. */
+#define LA_SHM_ABI_VERSION      5u
 #define LA_SHM_ABI_VERSION_MIN  2u      /* the oldest version readers still read */
 #define LA_VERSION              "0.1.0" /* the project's version: liballoc, allocctld, allocctl */
 #define LA_SHM_PREFIX           "liballoc."
@@ -70,15 +75,20 @@
  * them, so a hostile segment costs a reader no more than the largest one liballoc makes.
  * Counters, tunables and class fields may grow at the end of their lists (see above) up to
  * their *_MAX; arena slots and size classes are the library's own numbers. */
-#define LA_SHM_ARENAS_MAX       1024 /* arena slots (arena_max is at most this) */
-#define LA_SHM_CLASSES_MAX      52   /* size classes published */
-#define LA_SHM_COUNTERS_MAX     128  /* counters per block */
-#define LA_SHM_TUNABLES_MAX     64   /* tunable entries */
-#define LA_SHM_CLASS_STATS_MAX  16   /* statistics per size class */
-/* bytes of one arena block (seq, index+threads, counters, reserved) and of a class entry */
-#define LA_SHM_ARENA_STRIDE_MAX (16 + 8 * LA_SHM_COUNTERS_MAX + 64)
-#define LA_SHM_CLASS_STRIDE_MAX (8 + 8 * LA_SHM_CLASS_STATS_MAX)
-/* the largest file: header page, tunables, classes, process + arena blocks, mailbox page */
+#define LA_SHM_ARENAS_MAX        1024 /* arena slots (arena_max is at most this) */
+#define LA_SHM_CLASSES_MAX       52   /* size classes published */
+#define LA_SHM_COUNTERS_MAX      128  /* counters per block */
+#define LA_SHM_TUNABLES_MAX      64   /* tunable entries */
+#define LA_SHM_CLASS_STATS_MAX   16   /* statistics per size class */
+/* bytes of a class entry (its size, its statistics), of one arena's class statistics
+ * (every class's, without the sizes: header.class_stats_size each) and of one arena
+ * block (seq, index+threads, counters, reserved; the arena's class statistics may follow
+ * it within arena_stride) */
+#define LA_SHM_CLASS_STRIDE_MAX  (8 + 8 * LA_SHM_CLASS_STATS_MAX)
+#define LA_SHM_ARENA_CLASSES_MAX (8 * LA_SHM_CLASS_STATS_MAX * LA_SHM_CLASSES_MAX)
+#define LA_SHM_ARENA_STRIDE_MAX  (16 + 8 * LA_SHM_COUNTERS_MAX + 64 + LA_SHM_ARENA_CLASSES_MAX)
+/* the largest file: header page, tunables, classes, process + arena blocks (with their
+ * class statistics), mailbox page */
 #define LA_SHM_SIZE_MAX                                             \
 	(2u * LA_SHM_PAGE + 16u * (unsigned)LA_SHM_TUNABLES_MAX +   \
 	 (unsigned)(LA_SHM_CLASS_STRIDE_MAX * LA_SHM_CLASSES_MAX) + \
@@ -464,7 +474,8 @@ struct la_shm_header {
 	uint64_t arena_stride;
 	uint64_t off_tunables; /* struct la_shm_tunable[tunable_count], guarded by tunables_seq */
 	uint64_t off_classes;  /* struct la_shm_class[class_count]; each field atomic */
-	uint64_t class_stride; /* sizeof(struct la_shm_class) of the writer */
+	uint64_t class_stride; /* bytes of an entry (8: the size alone; 5 keeps the
+	                        * statistics per arena, off_arena_classes) */
 	uint64_t off_mailbox;  /* struct la_mailbox, page aligned, its own page */
 	uint64_t allocator_threads;  /* threads that used the allocator and have not exited (not
 	                             * the process's thread count: see /proc/<pid>/status) */
@@ -491,7 +502,16 @@ struct la_shm_header {
 	                                * limit, else: it released some): from the watch's
 	                                * wake-up to enough back (v1: usage under 75%) or
 	                                * the end of the release */
-	uint64_t reserved[20];
+	/* (5) The size classes' statistics of each arena: struct la_class_stats[class_count]
+	 * (class_stats_size bytes each, the fields of LA_CLASS_STATS in order) at
+	 * off_arena_classes + i * arena_class_stride for arena i < arena_count, each field
+	 * written whole (no seqlock) by that arena only. A class's figure is its entry's field
+	 * plus every arena's (a gauge's parts may be read at different moments). 0: none
+	 * (2-4). */
+	uint64_t off_arena_classes;
+	uint64_t arena_class_stride;
+	uint64_t class_stats_size;
+	uint64_t reserved[17];
 };
 
 /* Other allocators liballoc recognises in its process (their libraries mapped at start):
@@ -519,7 +539,9 @@ enum la_control_state {
 	LA_CONTROL_FAILED = 2, /* the thread could not start; commands time out */
 };
 
-/* A class entry in the classes block. */
+/* A class entry in the classes block: its size, then the statistics the writer keeps for
+ * the whole process (none in liballoc's segments since 5: class_stride 8; readers add the
+ * arenas' parts, header.off_arena_classes). */
 struct la_shm_class {
 	uint64_t size;
 	struct la_class_stats s;
@@ -548,6 +570,15 @@ static inline void la_counters_add(struct la_counters *dst, const struct la_coun
 #define LA_X_ADD(name, ...) dst->name += __atomic_load_n(&src->name, __ATOMIC_RELAXED);
 	LA_COUNTERS(LA_X_ADD)
 #undef LA_X_ADD
+}
+
+/* Sum one class's statistics into another (an entry's and every arena's: the class's
+ * figures); the source may be live, each field read whole (see la_counters_add). */
+static inline void la_class_stats_add(struct la_class_stats *dst, const struct la_class_stats *src)
+{
+#define LA_X_CADD(name, ...) dst->name += __atomic_load_n(&src->name, __ATOMIC_RELAXED);
+	LA_CLASS_STATS(LA_X_CADD)
+#undef LA_X_CADD
 }
 
 /* A copy of a live counter block, each field read whole (see la_counters_add). */

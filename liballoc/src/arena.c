@@ -54,6 +54,7 @@ static void arena_init(struct arena *a, uint32_t i)
 	a->index = i;
 	a->pub = shm_arena_block(i);
 	a->c = &a->pub->c;
+	a->cs = shm_arena_classes(i);
 	a->pub->index = i;
 	a->burst.c = a->c;
 	__cds_wfcq_init(&a->rq_head, &a->rq_tail);
@@ -468,7 +469,7 @@ LA_INLINE struct span *new_small_span(struct arena *a, unsigned cls)
 	s->offset = 0;
 	heap_map_span(h, s, true);
 	partial_push(a, s);
-	STAT_ADD(&shm_classes()[cls].s, spans, 1);
+	STAT_ADD_LOCKED(&a->cs[cls], spans, 1);
 	return s;
 }
 
@@ -502,7 +503,7 @@ static void unmake_span(struct arena *a, struct heap *h, struct span *s)
 {
 	unsigned cls = s->cls;
 	partial_remove(a, s);
-	STAT_SUB(&shm_classes()[cls].s, spans, 1);
+	STAT_SUB_LOCKED(&a->cs[cls], spans, 1);
 	heap_unmap_small(h, s);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
 	free_pages(a, h, s);
@@ -982,6 +983,8 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	uint32_t taken = xfer_take(a, cls, out + got, from_xfer);
 	STAT_SUB_LOCKED(a->c, cached_bytes, (uint64_t)taken * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
+	STAT_ADD_LOCKED(&a->cs[cls], refills, 1);
+	STAT_ADD_LOCKED(&a->cs[cls], blocks_in_use, got + taken);
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
 	arena_unlock(a);
 	if (nch) {
@@ -992,12 +995,11 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 		arena_lock(a);
 		refill_return(a, ch, nch);
 		STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)walked * sc_size[cls]);
+		STAT_ADD_LOCKED(&a->cs[cls], blocks_in_use, walked);
 		arena_unlock(a);
 		got = walked;
 	}
 	got += taken;
-	STAT_ADD(&shm_classes()[cls].s, blocks_in_use, got);
-	STAT_ADD(&shm_classes()[cls].s, refills, 1);
 	return got;
 }
 
@@ -1151,7 +1153,7 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
 	for (uint64_t m = t->mask; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
-		STAT_SUB(&shm_classes()[c].s, blocks_in_use, t->blocks[c]);
+		STAT_SUB_LOCKED(&a->cs[c], blocks_in_use, t->blocks[c]);
 	}
 }
 
@@ -1239,8 +1241,7 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	bool locked = how == FLUSH_FULL && la_trylock(&a->lock);
 	if (!locked && how == FLUSH_FULL && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
 	    ring_put(a, blocks, n, RR_DEFERRED)) {
-		STAT_ADD(a->c, cache_flushes_deferred, 1);
-		STAT_ADD(&shm_classes()[cls].s, flushes, 1);
+		STAT_ADD(a->c, cache_flushes_deferred, 1); /* the class's at the drain */
 		return;
 	}
 	if (!locked)
@@ -1268,11 +1269,11 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)(n - kept) * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cached_bytes, (uint64_t)kept * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_flushes, 1);
+	STAT_SUB_LOCKED(&a->cs[cls], blocks_in_use, n);
+	STAT_ADD_LOCKED(&a->cs[cls], flushes, 1);
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
 	arena_unlock(a);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
-	STAT_SUB(&shm_classes()[cls].s, blocks_in_use, n);
-	STAT_ADD(&shm_classes()[cls].s, flushes, 1);
 }
 
 void arena_free_local(struct arena *a, void *p)
@@ -1384,9 +1385,13 @@ static bool ring_put(struct arena *owner, void *const *blocks, uint32_t n, uintp
 	    !__atomic_compare_exchange_n(&owner->rr_head, &h, h + n, false, __ATOMIC_RELAXED,
 	                                 __ATOMIC_RELAXED))
 		return false;
+	/* a deferred flush's first block also carries RR_FLUSH (the class's flush counted
+	 * at the drain) */
 	for (uint32_t i = 0; i < n; i++)
-		__atomic_store_n(&r[(h + i) & (RR_SLOTS - 1)], (void *)((uintptr_t)blocks[i] | tag),
-		                 __ATOMIC_RELEASE);
+		__atomic_store_n(
+		        &r[(h + i) & (RR_SLOTS - 1)],
+		        (void *)((uintptr_t)blocks[i] | tag | (i == 0 && tag ? RR_FLUSH : 0)),
+		        __ATOMIC_RELEASE);
 	remote_note(owner);
 	return true;
 }
@@ -1428,8 +1433,10 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 
 /* Blocks the drain took (lock held): small ones into the transfer cache while it takes
  * them (xfer_put's limits; the next refills hand them out as pointers: no span push now,
- * no pop then), the rest to their spans; counted into t. */
-static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free_tally *t)
+ * no pop then), the rest to their spans; counted into t. Bit i of flushes: got[i] began a
+ * deferred flush (RR_FLUSH), counted as its class's flush. */
+static void drain_put(struct arena *a, void *const *got, uint32_t k, uint32_t flushes,
+                      struct free_tally *t)
 {
 	struct xfer_slots *x = a->xfer;
 	uint32_t depth = xfer_depth(a);
@@ -1438,6 +1445,8 @@ static void drain_put(struct arena *a, void *const *got, uint32_t k, struct free
 		void *p = got[i];
 		struct heap *h = heap_of(p);
 		uint32_t e = h->pagemap[heap_page_of(h, p)];
+		if (unlikely(flushes >> i & 1) && pm_small(e))
+			STAT_ADD_LOCKED(&a->cs[pm_class(e)], flushes, 1);
 		if (likely(pm_small(e) && x)) {
 			unsigned cls = pm_class(e);
 			uint32_t have = a->xfer_n[cls], size = sc_size[cls];
@@ -1471,7 +1480,7 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t, uint64_t *defe
 	uint64_t count = 0;
 	while (tail != head) {
 		void *got[RR_DRAIN];
-		uint32_t k = 0;
+		uint32_t k = 0, flushes = 0;
 		while (k < RR_DRAIN && tail != head) {
 			void **slot = &r[tail & (RR_SLOTS - 1)];
 			void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
@@ -1479,14 +1488,15 @@ static uint64_t ring_drain(struct arena *a, struct free_tally *t, uint64_t *defe
 				break;
 			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
 			*deferred += (uintptr_t)p & RR_DEFERRED;
-			p = (void *)((uintptr_t)p & ~(uintptr_t)RR_DEFERRED);
+			flushes |= (uint32_t)(((uintptr_t)p & RR_FLUSH) != 0) << k;
+			p = (void *)((uintptr_t)p & ~(uintptr_t)(RR_DEFERRED | RR_FLUSH));
 			__builtin_prefetch(p, 1);
 			got[k++] = p;
 			tail++;
 		}
 		/* the slots are free for the writers once rr_tail has passed them */
 		__atomic_store_n(&a->rr_tail, tail, __ATOMIC_RELEASE);
-		drain_put(a, got, k, t);
+		drain_put(a, got, k, flushes, t);
 		count += k;
 		if (k < RR_DRAIN)
 			break;

@@ -86,6 +86,8 @@ struct arena {
 	uint64_t empty_due_ns;             /* lock; its heaps' waiting nearly-empty purges
 	                                    * (heap.purge_due) are due then (0: none) */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
+	struct la_class_stats *cs;         /* lock; its size classes' statistics (segment,
+	                                    * written whole: shm_arena_classes) */
 	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
 	struct __cds_wfcq_head rq_head __attribute__((aligned(64)));
@@ -115,6 +117,8 @@ struct arena {
  * threads that found the lock taken (arena_free_blocks, FLUSH_FULL), not a remote free
  * (blocks are LA_ALIGN-aligned; the drain counts these apart) */
 #define RR_DEFERRED 1u
+/* ... and the first block of such a flush: the drain counts the class's flush there */
+#define RR_FLUSH    2u
 
 /* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
  * (XF_EARN; lock held). */

@@ -30,29 +30,37 @@
 #include "sizeclass.h"
 #include "tunables.h"
 
-/* Fixed layout (offsets in the header are what readers use). The header, the tunables,
- * the classes, the process block and the first arena blocks share the first page, and the
- * mailbox has a page of its own at the end: a process with up to two arenas keeps two
- * pages of its segment resident (32 bytes to spare after the four classes above 16 KiB;
- * up to three arenas before the four classes at 2^k + 2^k/8 took 160 bytes more of the
- * first page; four before the eight classes above 4 KiB). The classes stay there and not
- * in the mailbox's page, which the process does not touch before its control thread
- * waits there (a fork's child copies the first pages only). */
+/* Fixed layout (offsets in the header are what readers use; shm.h). The header, the
+ * tunables, the class entries (their sizes: the statistics are kept per arena), the process
+ * block, the first arena's block and class statistics and the second arena's block share
+ * the first page, and the mailbox has a page of its own at the end: a process with one arena
+ * keeps two pages of its segment resident, one with two arenas three (the second arena's
+ * class statistics; the process-wide class entries with their statistics, which every
+ * refill and flush updated with locked adds, took the room before). The classes stay there
+ * and not in the mailbox's page, which the process does not touch before its control
+ * thread waits there (a fork's child copies the first pages only). */
 #define SEG_ALIGN(x, a) (((x) + (a)-1) & ~(size_t)((a)-1))
 #define OFF_TUNABLES    SHM_OFF_TUNABLES
 #define OFF_CLASSES     SHM_OFF_CLASSES
-#define OFF_PROCESS     SEG_ALIGN(OFF_CLASSES + LA_NCLASSES * sizeof(struct la_shm_class), 64)
-#define OFF_ARENAS      (OFF_PROCESS + sizeof(struct la_shm_arena))
-#define OFF_MAILBOX     SEG_ALIGN(OFF_ARENAS + LA_ARENAS_MAX * sizeof(struct la_shm_arena), LA_SHM_PAGE)
+#define OFF_PROCESS     SHM_OFF_PROCESS
+#define OFF_ARENAS      SHM_OFF_ARENAS
+#define ARENA_STRIDE    SHM_ARENA_STRIDE
+/* the end of the first n arenas' blocks and class statistics */
+#define ARENAS_END(n)   (OFF_ARENAS + (size_t)(n)*ARENA_STRIDE)
+#define OFF_MAILBOX     SEG_ALIGN(ARENAS_END(LA_ARENAS_MAX), LA_SHM_PAGE)
 #define OFF_HOLDS       (OFF_MAILBOX + SEG_ALIGN(sizeof(struct la_mailbox), 64))
 #define SEG_SIZE        (OFF_MAILBOX + LA_SHM_PAGE)
+/* what a file's start holds before it is mapped (shm_prepare_file): the first page */
+#define START_USED      (ARENAS_END(1) + sizeof(struct la_shm_arena))
 
 _Static_assert(LA_NCLASSES == LA_SHM_CLASSES_MAX, "the size classes readers expect");
 _Static_assert(SEG_SIZE <= LA_SHM_SIZE_MAX, "segment within the readers' limit");
+_Static_assert(ARENA_STRIDE <= LA_SHM_ARENA_STRIDE_MAX, "arena stride within the readers' limit");
 _Static_assert(OFF_HOLDS + LA_NTUNABLES * sizeof(struct la_shm_hold) <= SEG_SIZE,
                "the holds share the mailbox's page");
-_Static_assert(OFF_ARENAS + 2 * sizeof(struct la_shm_arena) <= LA_SHM_PAGE,
-               "header, tunables, classes, process and two arena blocks share a page");
+_Static_assert(START_USED <= LA_SHM_PAGE, "header, tunables, class sizes, process block, the "
+                                          "first arena whole and the second arena's block "
+                                          "share a page");
 
 static char *seg; /* the segment (anonymous, then the file mapped over it) */
 static int seg_fd = -1;
@@ -86,7 +94,15 @@ struct la_shm_arena *shm_process_block(void)
 }
 struct la_shm_arena *shm_arena_block(uint32_t i)
 {
-	return (struct la_shm_arena *)(seg + OFF_ARENAS) + i;
+	return (struct la_shm_arena *)(seg + OFF_ARENAS + (size_t)i * ARENA_STRIDE);
+}
+
+void shm_class_totals(unsigned cls, struct la_class_stats *out)
+{
+	*out = (struct la_class_stats){0};
+	uint32_t n = __atomic_load_n(&shm_header()->arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		la_class_stats_add(out, &shm_arena_classes(i)[cls]);
 }
 
 /* The header's description of the layout, and the class sizes. */
@@ -104,15 +120,18 @@ static void write_layout(void)
 	h->arena_slots = LA_ARENAS_MAX;
 	h->off_process = OFF_PROCESS;
 	h->off_arenas = OFF_ARENAS;
-	h->arena_stride = sizeof(struct la_shm_arena);
+	h->arena_stride = ARENA_STRIDE;
 	h->off_tunables = OFF_TUNABLES;
 	h->off_classes = OFF_CLASSES;
-	h->class_stride = sizeof(struct la_shm_class);
+	h->class_stride = SHM_CLASS_STRIDE;
+	h->off_arena_classes = OFF_ARENAS + sizeof(struct la_shm_arena);
+	h->arena_class_stride = ARENA_STRIDE;
+	h->class_stats_size = sizeof(struct la_class_stats);
 	h->off_mailbox = OFF_MAILBOX;
 	h->off_holds = OFF_HOLDS;
 	la_strlcpy(h->version, LA_VERSION, sizeof(h->version));
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
-		shm_classes()[c].size = sc_size[c];
+		((uint64_t *)(seg + OFF_CLASSES))[c] = sc_size[c];
 }
 
 /* The segment's first home: zero-filled memory of the library itself, so that shm_boot
@@ -135,20 +154,17 @@ void shm_set_arena_count(uint32_t n)
 {
 	__atomic_store_n(&seg_arena_count, n, __ATOMIC_RELAXED);
 	__atomic_store_n(&shm_header()->arena_count, n, __ATOMIC_RELEASE);
-	/* the pages in use: header .. the last arena block, and the mailbox's page */
-	uint32_t pages =
-	        (uint32_t)((OFF_ARENAS + n * sizeof(struct la_shm_arena) + LA_SHM_PAGE - 1) /
-	                   LA_SHM_PAGE) +
-	        1;
+	/* the pages in use: header .. the last arena's class statistics, and the mailbox's */
+	uint32_t pages = (uint32_t)((ARENAS_END(n) + LA_SHM_PAGE - 1) / LA_SHM_PAGE) + 1;
 	if (pages != seg_meta_pages) {
 		STAT_ADD(&shm_process_block()->c, metadata_bytes,
 		         (uint64_t)((int64_t)pages - seg_meta_pages) * LA_SHM_PAGE);
 		seg_meta_pages = pages;
 	}
-	/* a file not named yet has its pages up to the second arena block (and the mailbox's):
-	 * a block past them is written into a hole, which a full tmpfs answers with SIGBUS,
-	 * and the handler comes with the name. (Under the arenas' lock: no dlsym here) */
-	if (n > 2 && seg_on_file && !__atomic_load_n(&seg_path[0], __ATOMIC_RELAXED))
+	/* a file not named yet has its first page (and the mailbox's): the second arena's
+	 * class statistics are past it, written into a hole, which a full tmpfs answers with
+	 * SIGBUS, and the handler comes with the name. (Under the arenas' lock: no dlsym) */
+	if (n > 1 && seg_on_file && !__atomic_load_n(&seg_path[0], __ATOMIC_RELAXED))
 		sigbus_install_handler();
 }
 
@@ -256,6 +272,22 @@ static bool write_zeros(int fd, bool tmpfs, const char *src, size_t off, size_t 
 	if (tmpfs && fallocate(fd, 0, (off_t)off, (off_t)(end - off)) == 0)
 		return true;
 	return write_range(fd, src, off, end);
+}
+
+/* Map fd's file over the segment's memory. On a file system other than tmpfs a fault that
+ * reads a page the file never had (an arena's class statistics past the pages written
+ * before the mapping) reads ahead around it, and the next fault maps every cached page
+ * near it (fault-around): MADV_RANDOM keeps each fault to its page (tests/unit/footprint.c
+ * with two arenas in a run directory on disk: 17 of the segment's pages resident, 3 with
+ * it). tmpfs reads nothing ahead. */
+static bool map_file(int fd, bool tmpfs)
+{
+	if (mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) !=
+	    seg_area)
+		return false;
+	if (!tmpfs)
+		madvise(seg_area, SEG_SIZE, MADV_RANDOM);
+	return true;
 }
 
 static size_t append(char *buf, size_t n, size_t cap, const char *s)
@@ -731,7 +763,7 @@ bool shm_prepare_file(void)
 	 * exist before they are mapped: a write to a page the file system cannot allocate
 	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c). The mailbox's
 	 * page ends the file: no ftruncate */
-	size_t used = OFF_ARENAS + 2 * sizeof(struct la_shm_arena);
+	size_t used = START_USED;
 	bool tmpfs = on_tmpfs(fd);
 	start_backlog = tmpfs ? run_dir_size / SHM_TMPFS_DIRENT > REAP_BACKLOG + 2
 	                      : run_dir_size > REAP_BACKLOG_BYTES;
@@ -742,8 +774,7 @@ bool shm_prepare_file(void)
 	               "the pages in use at the start come from one page of zeros");
 	bool ok = write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, 0, used) &&
 	          write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
-	          mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
-	                  seg_area;
+	          map_file(fd, tmpfs);
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
@@ -831,14 +862,14 @@ void shm_publish_file(void)
 	 * (read-around), and the kernel then maps every cached page near each fault. The
 	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). A
 	 * prepared file is all that already, mapped. */
-	size_t used = OFF_ARENAS + (size_t)(h->arena_count + 1) * sizeof(struct la_shm_arena);
-	bool ok =
-	        prepared ||
-	        (write_range(fd, seg, 0, used) &&
-	         (mailbox_written ? write_range(fd, seg + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE)
-	                          : write_zeros(fd, on_tmpfs(fd), seg + OFF_MAILBOX, OFF_MAILBOX,
-	                                        SEG_SIZE)) &&
-	         mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg);
+	size_t used = ARENAS_END(h->arena_count + 1);
+	bool tmpfs = !prepared && on_tmpfs(fd);
+	bool ok = prepared ||
+	          (write_range(fd, seg, 0, used) &&
+	           (mailbox_written
+	                    ? write_range(fd, seg + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE)
+	                    : write_zeros(fd, tmpfs, seg + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE)) &&
+	           map_file(fd, tmpfs));
 	struct stat f;
 	if (ok && unnamed) {
 		ok = fstat(fd, &f) == 0;
@@ -1354,10 +1385,10 @@ static bool fork_file(size_t used)
 	loff_t from = 0, to = 0;
 	/* (no in-kernel copy here, an old kernel or two file systems: from the mapping; a copy
 	 * cut short by a file truncated meanwhile leaves zeros) */
+	bool tmpfs = on_tmpfs(fd);
 	bool ok = (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
 	           write_range(fd, seg, 0, used)) &&
-	          write_zeros(fd, on_tmpfs(fd), zero_page, OFF_MAILBOX, SEG_SIZE) &&
-	          mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == seg;
+	          write_zeros(fd, tmpfs, zero_page, OFF_MAILBOX, SEG_SIZE) && map_file(fd, tmpfs);
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
@@ -1380,7 +1411,7 @@ void shm_fork_snapshot(void)
 	if (!seg_on_file)
 		return;
 	uint32_t n = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
-	size_t len = OFF_ARENAS + (size_t)n * sizeof(struct la_shm_arena) - OFF_CLASSES;
+	size_t len = ARENAS_END(n) - OFF_CLASSES;
 	memcpy(fork_stats, seg + OFF_CLASSES, len);
 	fork_stats_len = len;
 }
@@ -1397,8 +1428,7 @@ void shm_fork_child(void)
 	 * parent's file and wrote its pid, its thread count and a cleared mailbox there. An
 	 * unpublished segment is private memory the fork copied. */
 	uint32_t arenas = shm_header()->arena_count;
-	size_t used =
-	        SEG_ALIGN(OFF_ARENAS + (size_t)arenas * sizeof(struct la_shm_arena), LA_SHM_PAGE);
+	size_t used = SEG_ALIGN(ARENAS_END(arenas), LA_SHM_PAGE);
 	/* the copy holds the parent's identity if the parent's file was named (write_identity) */
 	seg_forked = seg_on_file && seg_path[0];
 	/* the parent's name to give, if any, is the parent's */

@@ -8,21 +8,32 @@
 #define LA_SHM_H
 
 #include "common.h"
+#include "sizeclass.h"
 
 void shm_boot(void);
 struct la_shm_header *shm_header(void);
 struct la_shm_arena *shm_arena_block(uint32_t i);
 struct la_shm_arena *shm_process_block(void);
-/* The segment's memory (shm.c: the file is mapped over it, at the same address) and the
- * offset of the class blocks in it: the refills' and flushes' per-class counters find
- * them with no call (an address the linker knows). */
+/* The segment's memory (shm.c: the file is mapped over it, at the same address) and its
+ * layout: the header, the tunables, the class entries (their sizes alone), the process
+ * block, then every arena's block followed by its class statistics (one stride each). */
 extern char shm_seg_area[];
 #define SHM_OFF_TUNABLES (((sizeof(struct la_shm_header)) + 7) & ~(size_t)7)
 #define SHM_OFF_CLASSES  (SHM_OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
-LA_INLINE struct la_shm_class *shm_classes(void)
+#define SHM_CLASS_STRIDE sizeof(uint64_t)
+#define SHM_OFF_PROCESS  ((SHM_OFF_CLASSES + LA_NCLASSES * SHM_CLASS_STRIDE + 63) & ~(size_t)63)
+#define SHM_OFF_ARENAS   (SHM_OFF_PROCESS + sizeof(struct la_shm_arena))
+#define SHM_ARENA_STRIDE (sizeof(struct la_shm_arena) + LA_NCLASSES * sizeof(struct la_class_stats))
+/* Arena i's class statistics (struct la_class_stats[LA_NCLASSES]): written by that arena
+ * only, under its lock, plainly (STAT_ADD_LOCKED); readers sum the arenas. */
+LA_INLINE struct la_class_stats *shm_arena_classes(uint32_t i)
 {
-	return (struct la_shm_class *)(shm_seg_area + SHM_OFF_CLASSES);
+	return (struct la_class_stats *)(shm_seg_area + SHM_OFF_ARENAS + i * SHM_ARENA_STRIDE +
+	                                 sizeof(struct la_shm_arena));
 }
+/* A class's statistics for the whole process (the sum of the arenas'), as readers see
+ * them. */
+void shm_class_totals(unsigned cls, struct la_class_stats *out);
 struct la_mailbox *shm_mailbox(void);
 void shm_set_arena_count(uint32_t n);
 /* Write the tunables block (caller: holding the tunables' lock, see tunables.c). */

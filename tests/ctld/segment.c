@@ -63,6 +63,11 @@ static size_t make_header(struct la_shm_header *h)
 	h->off_classes = off;
 	h->class_stride = sizeof(struct la_shm_class);
 	off += sizeof(struct la_shm_class) * NCLS;
+	/* every slot's class statistics (5), a word apart */
+	h->off_arena_classes = off;
+	h->class_stats_size = sizeof(struct la_class_stats);
+	h->arena_class_stride = sizeof(struct la_class_stats) * NCLS + 8;
+	off += h->arena_class_stride * NSLOTS;
 	off = (off + LA_SHM_PAGE - 1) / LA_SHM_PAGE * LA_SHM_PAGE;
 	h->off_mailbox = off;
 	h->total_size = off + LA_SHM_PAGE;
@@ -109,6 +114,19 @@ static int write_segment(void (*mutate)(struct la_shm_header *))
 	if (h.off_classes < size && sizeof(cls) <= size - h.off_classes)
 		cr_assert_eq(pwrite(fd, cls, sizeof(cls), (off_t)h.off_classes),
 		             (ssize_t)sizeof(cls));
+	/* arena i's class c: (i+1)*100*(c+1) blocks in use, i+1 refills */
+	struct la_class_stats acs[NCLS];
+	for (int i = 0; i < NSLOTS; i++) {
+		memset(acs, 0, sizeof(acs));
+		for (int c = 0; c < NCLS; c++) {
+			acs[c].blocks_in_use = 100u * (unsigned)((i + 1) * (c + 1));
+			acs[c].refills = (unsigned)i + 1;
+		}
+		uint64_t off = h.off_arena_classes + h.arena_class_stride * (uint64_t)i;
+		if (h.off_arena_classes && off < size && sizeof(acs) <= size - off)
+			cr_assert_eq(pwrite(fd, acs, sizeof(acs), (off_t)off),
+			             (ssize_t)sizeof(acs));
+	}
 	/* the header last: a mutated layout may point blocks into it */
 	cr_assert_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
 	return fd;
@@ -172,8 +190,34 @@ Test(segment, valid_segment_opens_and_reads_every_block)
 	cr_assert_eq(seg_read_classes(&s, cls, 8, &n), SEG_E_OK);
 	cr_assert_eq(n, NCLS);
 	cr_assert_eq(cls[2].size, 64);
-	cr_assert_eq(cls[2].s.blocks_in_use, 21);
+	/* the entry's 21 and the two arenas' (the slots past arena_count are not read) */
+	cr_assert_eq(cls[2].s.blocks_in_use, 21 + 300 + 600);
+	cr_assert_eq(cls[2].s.refills, 1 + 2);
+	cr_assert_eq(seg_read_classes(&s, cls, 1, &n), SEG_E_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(cls[0].s.blocks_in_use, 7 + 100 + 200, "the first class alone");
 	cr_assert_eq(seg_refresh(&s), SEG_E_OK);
+	seg_close(&s);
+	close(fd);
+}
+
+static void m_no_arena_classes(struct la_shm_header *h)
+{
+	h->off_arena_classes = 0;
+}
+
+/* A segment of 2-4 has no arena part: the class entries are the whole figures. */
+Test(segment, class_statistics_without_an_arena_part_are_the_entries)
+{
+	int fd = write_segment(m_no_arena_classes);
+	struct seg s;
+	cr_assert_eq(seg_open(&s, path, getuid()), SEG_E_OK, "%s", s.why);
+	struct la_shm_class cls[8];
+	uint32_t n;
+	cr_assert_eq(seg_read_classes(&s, cls, 8, &n), SEG_E_OK);
+	cr_assert_eq(n, NCLS);
+	cr_assert_eq(cls[2].s.blocks_in_use, 21);
+	cr_assert_eq(cls[2].s.refills, 0);
 	seg_close(&s);
 	close(fd);
 }
@@ -269,6 +313,7 @@ static void m_lim_slots(struct la_shm_header *h)
 static void m_classes_max(struct la_shm_header *h)
 {
 	h->class_count = LA_SHM_CLASSES_MAX;
+	h->off_arena_classes = 0; /* (the arenas' part holds NCLS classes) */
 }
 static void m_lim_classes(struct la_shm_header *h)
 {
@@ -291,6 +336,18 @@ static void m_lim_stride(struct la_shm_header *h)
 static void m_class_stride(struct la_shm_header *h)
 {
 	h->class_stride = 12;
+}
+static void m_arena_classes_end(struct la_shm_header *h)
+{
+	h->off_arena_classes = h->total_size - 8;
+}
+static void m_arena_classes_stride(struct la_shm_header *h)
+{
+	h->arena_class_stride = 8; /* less than one arena's classes */
+}
+static void m_arena_classes_size(struct la_shm_header *h)
+{
+	h->class_stats_size = 12;
 }
 static void m_mailbox_align(struct la_shm_header *h)
 {
@@ -354,6 +411,9 @@ Test(segment, each_header_corruption_is_refused_with_its_reason)
 	cr_expect_eq(open_err(m_stride_mul), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_tunables), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_class_stride), SEG_E_LAYOUT);
+	cr_expect_eq(open_err(m_arena_classes_end), SEG_E_LAYOUT);
+	cr_expect_eq(open_err(m_arena_classes_stride), SEG_E_LAYOUT);
+	cr_expect_eq(open_err(m_arena_classes_size), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_mailbox_align), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_mailbox_end), SEG_E_LAYOUT);
 	cr_expect_eq(open_err(m_mailbox_hdr), SEG_E_LAYOUT);

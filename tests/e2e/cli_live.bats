@@ -88,6 +88,21 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 	  len(d['arenas']) >= 1 and all('allocated_bytes' in a['counters'] for a in d['arenas'])"
 }
 
+@test "live: the size classes' figures are the arenas' sums: one refill and flush each" {
+	# two threads on two arenas, quiet: every refill and flush is counted once in its class
+	start_workload -- -t 2 -s 8M -d 0
+	run -0 "$ALLOCCTL" --json stats "$WL"
+	echo "$output" | json_check "
+	  len(d['arenas']) >= 1 and
+	  sum(c['counters']['refills'] for c in d['classes']) == d['totals']['cache_refills'] and
+	  sum(c['counters']['flushes'] for c in d['classes']) ==
+	      d['totals']['cache_flushes'] + d['totals']['cache_flushes_deferred'] and
+	  sum(c['counters']['refills'] for c in d['classes']) > 0 and
+	  any(c['counters']['blocks_in_use'] > 0 and c['counters']['spans'] > 0
+	      for c in d['classes']) and
+	  all(c['counters']['blocks_in_use'] < 1 << 40 for c in d['classes'])"
+}
+
 @test "live: get reads what the environment set" {
 	start_workload LIBALLOC_MMAP_THRESHOLD=256K LIBALLOC_DECAY_MS=0 -- -t 1 -s 4M -d 0
 	run -0 "$ALLOCCTL" get "$WL" mmap_threshold decay_ms
@@ -189,7 +204,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 
 @test "live: version names the daemon" {
 	run -0 "$ALLOCCTL" version
-	[[ "${lines[1]}" == "allocctld "*"(protocol 2, segment ABI 4) at $ALLOCCTL_SOCKET" ]]
+	[[ "${lines[1]}" == "allocctld "*"(protocol 2, segment ABI 5) at $ALLOCCTL_SOCKET" ]]
 	run -0 "$ALLOCCTL" --json version
 	echo "$output" | json_check "d['daemon']['protocol_version'] == d['client']['protocol_version']"
 }

@@ -34,6 +34,8 @@
 #include "os.h"
 #include "procstatus.h"
 #include "shm.h"
+#include "sizeclass.h"
+#include "tcache.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -58,12 +60,17 @@ static bool bit(const struct heap *h, uint32_t pg)
 	return h->resident[pg >> 6] >> (pg & 63) & 1;
 }
 
-/* Walk arena a under its lock and check every gauge it publishes against its heaps. */
+/* Walk arena a under its lock and check every gauge it publishes against its heaps, and
+ * its class statistics: the class's spans, its blocks out of the arena (out of their spans
+ * and not in the transfer cache), one refill and one flush counted for each of the arena's
+ * (a deferred flush's when it is drained: drained first). */
 static void check_arena(struct arena *a)
 {
 	static unsigned char vec[LA_HEAP_PAGES];
 	arena_lock(a);
+	arena_drain(a);
 	uint64_t allocated = 0, data = 0, free_res = 0, meta = 0, idle_meta = 0, parked = 0;
+	uint64_t cls_used[LA_NCLASSES] = {0}, cls_spans[LA_NCLASSES] = {0};
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		uint32_t bits = 0, dirty = 0, spare = 0;
 		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES; pg++)
@@ -94,6 +101,8 @@ static void check_arena(struct arena *a)
 				break;
 			case SPAN_SMALL:
 				allocated += (uint64_t)s->used * sc_size[s->cls];
+				cls_used[s->cls] += s->used;
+				cls_spans[s->cls]++;
 				if (s->used == 0) {
 					free_res += (uint64_t)set << LA_PAGE_SHIFT;
 					spare += s->npages;
@@ -145,7 +154,31 @@ static void check_arena(struct arena *a)
 	cr_assert_eq(c->idle_metadata_bytes, idle_meta);
 	cr_assert_eq(c->address_space_bytes, (uint64_t)a->nheaps * LA_HEAP_SIZE);
 	cr_assert_eq(c->heaps, a->nheaps);
+	/* the class statistics as they are now, checked after the unlock (a failed check
+	 * with the lock held would leave the test's exit waiting for it) */
+	struct la_class_stats cs[LA_NCLASSES];
+	uint64_t out[LA_NCLASSES];
+	for (unsigned k = 0; k < LA_NCLASSES; k++) {
+		cs[k] = shm_arena_classes(a->index)[k];
+		out[k] = cls_used[k] - a->xfer_n[k];
+	}
+	uint64_t cache_refills = c->cache_refills;
+	uint64_t cache_flushes = c->cache_flushes + c->cache_flushes_deferred;
 	arena_unlock(a);
+	uint64_t refills = 0, flushes = 0;
+	for (unsigned k = 0; k < LA_NCLASSES; k++) {
+		cr_assert_eq(cs[k].spans, cls_spans[k], "arena %u class %u: spans %llu, walk %llu",
+		             a->index, k, (unsigned long long)cs[k].spans,
+		             (unsigned long long)cls_spans[k]);
+		cr_assert_eq(cs[k].blocks_in_use, out[k],
+		             "arena %u class %u: in use %llu, walk %llu", a->index, k,
+		             (unsigned long long)cs[k].blocks_in_use, (unsigned long long)out[k]);
+		refills += cs[k].refills;
+		flushes += cs[k].flushes;
+	}
+	cr_assert_eq(refills, cache_refills);
+	cr_assert_eq(flushes, cache_flushes, "arena %u: class flushes %llu, flushes %llu", a->index,
+	             (unsigned long long)flushes, (unsigned long long)cache_flushes);
 }
 
 static void check_all(void)
@@ -217,6 +250,127 @@ Test(accounting, every_gauge_matches_a_walk_of_the_heaps, .timeout = 120)
 	liballoc_release_idle_heaps();
 	check_all();
 	liballoc_trim(0);
+	check_all();
+}
+
+/* Threads on every arena, and more sharing them, allocate blocks of many classes and free
+ * them, half in another thread (remote frees, drained by the owner): every arena's class
+ * statistics still match its spans, and the process's figures (shm_class_totals, what
+ * allocctld reads) are the arenas' sums. */
+enum { MIX_THREADS = 6, MIX_BLOCKS = 4000 };
+static void *mix_blocks[MIX_THREADS][MIX_BLOCKS];
+static pthread_barrier_t mix_barrier;
+
+static void *mix_thread(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	uint64_t rng = 0x9e3779b97f4a7c15ULL + (uint64_t)t;
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < MIX_BLOCKS; i++) {
+			size_t n = 8 + xorshift(&rng) % (round == 1 ? 40000 : 2000);
+			mix_blocks[t][i] = A(malloc)(n);
+			cr_assert_not_null(mix_blocks[t][i]);
+			memset(mix_blocks[t][i], 1, 8);
+		}
+		pthread_barrier_wait(&mix_barrier);
+		/* the even blocks of this thread, the odd ones of the next */
+		int next = (t + 1) % MIX_THREADS;
+		for (int i = 0; i < MIX_BLOCKS; i += 2) {
+			A(free)(mix_blocks[t][i]);
+			A(free)(mix_blocks[next][i + 1]);
+		}
+		pthread_barrier_wait(&mix_barrier);
+	}
+	for (int i = 0; i < MIX_BLOCKS; i += 3)
+		mix_blocks[t][i] = A(malloc)(16 + (size_t)i % 900); /* kept past the exit */
+	return NULL;
+}
+
+Test(accounting, every_arenas_class_statistics_match_its_spans, .timeout = 120)
+{
+	pthread_barrier_init(&mix_barrier, NULL, MIX_THREADS);
+	pthread_t th[MIX_THREADS];
+	for (int t = 0; t < MIX_THREADS; t++)
+		pthread_create(&th[t], NULL, mix_thread, (void *)(intptr_t)t);
+	for (int t = 0; t < MIX_THREADS; t++)
+		pthread_join(th[t], NULL);
+	cr_assert_geq(arena_count, 2, "the threads used several arenas");
+	check_all();
+	uint64_t in_use = 0;
+	for (unsigned k = 0; k < LA_NCLASSES; k++) {
+		struct la_class_stats tot, sum = {0};
+		shm_class_totals(k, &tot);
+		for (uint32_t i = 0; i < arena_count; i++)
+			la_class_stats_add(&sum, &shm_arena_classes(i)[k]);
+		cr_assert_eq(memcmp(&tot, &sum, sizeof(tot)), 0, "class %u: totals are the sums",
+		             k);
+		in_use += tot.blocks_in_use;
+	}
+	cr_assert_geq(in_use, MIX_THREADS * (MIX_BLOCKS / 3), "the blocks kept are in use");
+	for (int t = 0; t < MIX_THREADS; t++)
+		for (int i = 0; i < MIX_BLOCKS; i += 3)
+			A(free)(mix_blocks[t][i]);
+	liballoc_flush_caches();
+	check_all();
+}
+
+/* A full bin's flush that finds its shared arena's lock taken goes through the ring
+ * (cache_flushes_deferred): its class's flush is counted when the ring is drained. */
+struct deferrer {
+	struct arena *arena;
+	pthread_barrier_t *step;
+};
+
+static void *defer_flush(void *arg)
+{
+	struct deferrer *d = arg;
+	enum { K = 300 };
+	static void *b[K];
+	for (int i = 0; i < K; i++)
+		b[i] = A(malloc)(96);
+	d->arena = la_tcache.arena;
+	pthread_barrier_wait(d->step); /* the main thread takes the lock */
+	pthread_barrier_wait(d->step);
+	for (int i = 0; i < K; i++)
+		A(free)(b[i]); /* the bin fills: flushes with the lock taken */
+	pthread_barrier_wait(d->step);
+	return NULL;
+}
+
+Test(accounting, a_deferred_flush_counts_as_its_class_flush_at_the_drain)
+{
+	set("arena_max", 1);
+	/* this thread has the arena the other one shares, and its transfer cache is set up
+	 * (a first flush takes the lock for that) */
+	static void *b[300];
+	for (int i = 0; i < 300; i++)
+		b[i] = A(malloc)(64);
+	for (int i = 0; i < 300; i++)
+		A(free)(b[i]);
+	cr_assert_not_null(la_tcache.arena->xfer);
+	pthread_barrier_t step;
+	pthread_barrier_init(&step, NULL, 2);
+	struct deferrer d = {.step = &step};
+	pthread_t t;
+	pthread_create(&t, NULL, defer_flush, &d);
+	pthread_barrier_wait(&step);
+	struct arena *a = d.arena;
+	cr_assert_eq(a, la_tcache.arena, "one arena");
+	unsigned cls = sc_class_of(96);
+	arena_lock(a);
+	uint64_t deferred0 = a->c->cache_flushes_deferred;
+	uint64_t flushes0 = shm_arena_classes(a->index)[cls].flushes;
+	pthread_barrier_wait(&step);
+	pthread_barrier_wait(&step); /* its frees are done */
+	uint64_t deferred = a->c->cache_flushes_deferred - deferred0;
+	uint64_t before = shm_arena_classes(a->index)[cls].flushes;
+	arena_drain(a);
+	uint64_t after = shm_arena_classes(a->index)[cls].flushes;
+	arena_unlock(a);
+	pthread_join(t, NULL);
+	cr_assert_gt(deferred, 0, "the flushes went through the ring");
+	cr_assert_eq(before, flushes0, "not counted before the drain");
+	cr_assert_eq(after, flushes0 + deferred, "one flush of the class for each deferred one");
 	check_all();
 }
 

@@ -446,7 +446,9 @@ Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
  * emptied spans are not pinned by blocks kept; the decay pass sends them back. */
 static uint64_t class_spans(unsigned cls)
 {
-	return __atomic_load_n(&shm_classes()[cls].s.spans, __ATOMIC_RELAXED);
+	struct la_class_stats t;
+	shm_class_totals(cls, &t);
+	return t.spans;
 }
 
 /* The k blocks allocated again are the k freed (in any order); then every block goes back
