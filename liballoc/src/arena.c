@@ -1283,6 +1283,13 @@ void arena_free_local(struct arena *a, void *p)
 	arena_unlock(a);
 }
 
+void arena_free_large(struct arena *a, struct heap *h, struct span *s)
+{
+	arena_lock(a);
+	free_large_locked(a, h, s);
+	arena_unlock(a);
+}
+
 void arena_free_remote(struct arena *a, void *p)
 {
 	struct cds_wfcq_node *node = p;

@@ -195,6 +195,9 @@ bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 void *arena_alloc_small(struct arena *a, unsigned cls);
 /* Free one block (small or large) of arena a, taking its lock. */
 void arena_free_local(struct arena *a, void *p);
+/* Free large block s of heap h, a heap of arena a, taking its lock: what arena_free_local
+ * does for it, without finding the span again (free found it, span_lookup). */
+void arena_free_large(struct arena *a, struct heap *h, struct span *s);
 /* Large blocks: whole pages, optionally aligned (align > LA_PAGE). room: a block realloc
  * moves, which takes pages not resident, in a heap with fewer free resident pages than it
  * needs, from the start of the heap's largest free span (room to grow in place:

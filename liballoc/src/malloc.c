@@ -288,7 +288,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 		struct arena *mine = tc->state == TC_NONE ? NULL : tc->arena;
 		if (owner == mine || !mine ||
 		    __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
-			arena_free_local(owner, p);
+			arena_free_large(owner, h, s); /* s is p's large span (span_lookup) */
 		else
 			arena_free_remote(owner, p);
 	}
