@@ -1873,12 +1873,19 @@ Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
 
 /* ---- 3. idle heap release --------------------------------------------------------------- */
 
+/* Both threads fill before either frees: a thread still filling would otherwise take the
+ * free resident pages the other's frees left (a refill that would carve into new pages,
+ * arena.c lender) and need one heap fewer of its own (5 released, not 6, in one ASan run
+ * of .ci/run when the threads' phases overlapped so). */
+static pthread_barrier_t filled;
+
 static void *fill_and_free_all_but_last(void *arg)
 {
 	size_t n = (256u << 20) / 4000;
 	char **blocks = A(malloc)(n * sizeof(*blocks));
 	for (size_t i = 0; i < n; i++)
 		memset(blocks[i] = A(malloc)(4000), 1, 4000);
+	pthread_barrier_wait(&filled);
 	for (size_t i = 0; i + 1 < n; i++)
 		A(free)(blocks[i]);
 	*(void **)arg = blocks[n - 1];
@@ -1902,10 +1909,12 @@ Test(idle_heaps, emptied_heaps_anywhere_in_an_arena_are_unmapped)
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
 	long vsz0 = status_kib("VmSize:");
+	pthread_barrier_init(&filled, NULL, 2);
 	pthread_create(&t1, NULL, fill_and_free_all_but_last, &last[0]);
 	pthread_create(&t2, NULL, fill_and_free_all_but_last, &last[1]);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
+	pthread_barrier_destroy(&filled);
 	long peak = status_kib("VmHWM:"), rss = status_kib("VmRSS:");
 	struct la_counters c = stats();
 	cr_assert_geq(c.heaps_released, 6, "heaps released: %llu",
@@ -1943,7 +1952,9 @@ Test(idle_heaps, turned_off_they_stay_mapped)
 {
 	set("idle_heap_release", 0);
 	void *last;
+	pthread_barrier_init(&filled, NULL, 1); /* one thread: it waits for no other */
 	run_thread(fill_and_free_all_but_last, &last);
+	pthread_barrier_destroy(&filled);
 	cr_assert_eq(stats().heaps_released, 0);
 	A(free)(last);
 }
