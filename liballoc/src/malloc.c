@@ -120,28 +120,10 @@ LA_INLINE void bin_top_step(struct tbin *b, void **top, int d)
 }
 
 /* Pop the top block of the bin at 8 * ci bytes from bins, NULL when it is empty (cache
- * entered, and left by the caller; bins may be the idle bins: empty). */
+ * entered, and left by the caller; bins may be the idle bins: empty). slot[0] is NULL: an
+ * empty bin (or the idle bins of a cache a flusher holds) goes to the slow path. */
 LA_INLINE void *bin_take(struct tbin *bins, size_t ci)
 {
-	void **top = ((struct tbin *)((char *)bins + ci * 8))->top;
-	void *p = *top;
-#if defined(__x86_64__)
-	__asm__("" : "+a"(p)); /* p in the return register from its load (bin_pop) */
-#endif
-	if (likely(p != NULL)) {
-		__asm__("" : "+r"(bins), "+r"(ci)); /* as in bin_pop */
-		bin_top_step((struct tbin *)((char *)bins + ci * 8), top, -1);
-		((void **)p)[1] = NULL; /* no longer marked free */
-	}
-	return p;
-}
-
-/* Pop the top block of the bin at 8 * ci bytes from bins (cache entered; bins may be the
- * idle bins: empty). */
-LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t ci)
-{
-	/* slot[0] is NULL: an empty bin (or the idle bins of a cache a flusher holds) goes to
-	 * the slow path */
 	void **top = ((struct tbin *)((char *)bins + ci * 8))->top;
 	void *p = *top;
 #if defined(__x86_64__)
@@ -156,6 +138,13 @@ LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t ci)
 		bin_top_step((struct tbin *)((char *)bins + ci * 8), top, -1);
 		((void **)p)[1] = NULL; /* no longer marked free */
 	}
+	return p;
+}
+
+/* bin_take, and the cache left */
+LA_INLINE void *bin_pop(struct tcache *tc, struct tbin *bins, size_t ci)
+{
+	void *p = bin_take(bins, ci);
 	tc_leave(tc);
 	return p;
 }
