@@ -611,6 +611,25 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
 	}
 }
 
+/* cached_bytes is the one arena counter written outside the lock too: each thread cache
+ * publishes its bins' bytes into its arena's (tcache.c, publish_bin) with an atomic add,
+ * while the transfer cache's blocks move in and out here under the lock. A plain read and
+ * write under the lock (STAT_ADD_LOCKED) would lose a publish made between them, and the
+ * gauge would drift for good (in_use read 0 on a quiet process whose arena a lender's
+ * refill and its own thread's flushes had both written): atomic here as well, and only
+ * when there is something to add. */
+LA_INLINE void cached_add(struct arena *a, uint64_t bytes)
+{
+	if (bytes)
+		STAT_ADD(a->c, cached_bytes, bytes);
+}
+
+LA_INLINE void cached_sub(struct arena *a, uint64_t bytes)
+{
+	if (bytes)
+		STAT_SUB(a->c, cached_bytes, bytes);
+}
+
 /* Take up to want blocks of class cls, the most recently put on top (out[k - 1]). */
 LA_INLINE uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t want)
 {
@@ -713,7 +732,7 @@ static void xfer_drain_class(struct arena *a, unsigned cls)
 	a->xfer_n[cls] = 0;
 	a->xfer_bytes -= bytes;
 	STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
-	STAT_SUB_LOCKED(a->c, cached_bytes, bytes);
+	cached_sub(a, bytes);
 	for (uint32_t c = (n - 1) / XF_CHUNK + 1; c-- > 0;) {
 		push_blocks(a, a->xfer->chunk[c][cls], n - c * XF_CHUNK);
 		n = c * XF_CHUNK;
@@ -981,7 +1000,7 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	 * counted allocated (and cached) all along */
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)got * sc_size[cls]);
 	uint32_t taken = xfer_take(a, cls, out + got, from_xfer);
-	STAT_SUB_LOCKED(a->c, cached_bytes, (uint64_t)taken * sc_size[cls]);
+	cached_sub(a, (uint64_t)taken * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	STAT_ADD_LOCKED(&a->cs[cls], refills, 1);
 	STAT_ADD_LOCKED(&a->cs[cls], blocks_in_use, got + taken);
@@ -1149,7 +1168,7 @@ static void tally_apply(struct arena *a, struct free_tally *t)
 	if (!t->bytes && !t->cached)
 		return;
 	STAT_SUB_LOCKED(a->c, allocated_bytes, t->bytes);
-	STAT_ADD_LOCKED(a->c, cached_bytes, t->cached);
+	cached_add(a, t->cached);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
 	for (uint64_t m = t->mask; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
@@ -1267,7 +1286,7 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	/* the transfer cache's blocks stay allocated, as cached (a trim or release returns
 	 * them to their spans) */
 	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)(n - kept) * sc_size[cls]);
-	STAT_ADD_LOCKED(a->c, cached_bytes, (uint64_t)kept * sc_size[cls]);
+	cached_add(a, (uint64_t)kept * sc_size[cls]);
 	STAT_ADD_LOCKED(a->c, cache_flushes, 1);
 	STAT_SUB_LOCKED(&a->cs[cls], blocks_in_use, n);
 	STAT_ADD_LOCKED(&a->cs[cls], flushes, 1);

@@ -741,6 +741,20 @@ bool tcache_flush_cold(void)
 	return held;
 }
 
+uint64_t tcache_published(const struct arena *a)
+{
+	uint64_t bytes = 0;
+	la_lock(&tc_list_lock);
+	for (struct tcache *tc = tc_list; tc; tc = tc->next)
+		if (tc->arena == a)
+			for (unsigned c = 0; c < LA_NCLASSES; c++)
+				bytes += (uint64_t)__atomic_load_n(&tc->pub_count[c],
+				                                   __ATOMIC_RELAXED) *
+				         sc_size[c];
+	la_unlock(&tc_list_lock);
+	return bytes;
+}
+
 void tcache_fork_prepare(void)
 {
 	la_lock(&tc_list_lock);

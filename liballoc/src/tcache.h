@@ -235,6 +235,9 @@ LA_INLINE uint32_t tcache_count(unsigned cls)
 {
 	return tbin_count(&la_tcache.bins[cls]);
 }
+/* Bytes the live caches attached to arena a last published as cached (tests: with the
+ * arena's transfer cache, what its cached_bytes must read). */
+uint64_t tcache_published(const struct arena *a);
 /* Flush every cache of the process, idle threads included. Returns blocks flushed;
  * *skipped receives caches that stayed busy (retried a few times first). */
 uint64_t tcache_flush_all(uint32_t *skipped);
