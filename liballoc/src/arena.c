@@ -203,14 +203,14 @@ static struct heap *new_heap(struct arena *a)
 
 /* The first of the arena's heaps (newest first, or oldest first) with a free span of n
  * pages (dirty_only: one holding resident free pages; room: see heap_alloc_pages). */
-static struct span *from_heaps(struct arena *a, uint32_t n, bool oldest_first, bool dirty_only,
-                               bool room, struct heap **hp, uint32_t *dirty)
+static struct span *from_heaps(struct arena *a, uint32_t n, uint32_t grid, bool oldest_first,
+                               bool dirty_only, bool room, struct heap **hp, uint32_t *dirty)
 {
 	struct heap *first = a->heaps;
 	while (oldest_first && first && first->next)
 		first = first->next;
 	for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
-		struct span *s = heap_alloc_pages(h, n, dirty_only, room, dirty);
+		struct span *s = heap_alloc_pages(h, n, grid, dirty_only, room, dirty);
 		if (s) {
 			*hp = h;
 			return s;
@@ -235,22 +235,22 @@ LA_INLINE void unpark(struct arena *a);
  * it already where it can (arena_alloc_large, PARKED_SPLIT_PAGES). room: pages not
  * resident come, in a heap with fewer free resident pages than n, from the start of its
  * largest free span (heap_alloc_pages). */
-static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, bool small,
-                                bool room, struct heap **hp, uint32_t *dirty)
+static struct span *alloc_pages(struct arena *a, uint32_t n, uint32_t grid, bool oldest_first,
+                                bool small, bool room, struct heap **hp, uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
 	for (int pass = 0; pass < 2; pass++) {
 		struct span *s =
-		        oldest_first ? NULL : from_heaps(a, n, false, true, false, hp, dirty);
+		        oldest_first ? NULL : from_heaps(a, n, grid, false, true, false, hp, dirty);
 		if (!s && small && a->parked) {
 			/* the parked large block's pages are resident and free too: a small
 			 * span takes them before new pages are faulted in */
 			unpark(a);
-			s = from_heaps(a, n, false, true, false, hp, dirty);
+			s = from_heaps(a, n, grid, false, true, false, hp, dirty);
 		}
 		if (!s)
-			s = from_heaps(a, n, oldest_first, false, room, hp, dirty);
+			s = from_heaps(a, n, grid, oldest_first, false, room, hp, dirty);
 		if (s)
 			return s;
 		/* no heap has room: blocks waiting in the transfer cache may free whole spans */
@@ -262,7 +262,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, bool oldest_first, 
 	if (!h)
 		return NULL;
 	*hp = h;
-	return heap_alloc_pages(h, n, false, room, dirty);
+	return heap_alloc_pages(h, n, grid, false, room, dirty);
 }
 
 /* The throttle with a decay pass (NEARLY_EMPTY: heap.h): a refault is remembered for this
@@ -456,7 +456,8 @@ LA_INLINE struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
-	struct span *s = alloc_pages(a, sc_pages[cls], false, true, false, &h, &dirty);
+	struct span *s =
+	        alloc_pages(a, sc_pages[cls], sc_grid(cls), false, true, false, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
@@ -1652,7 +1653,7 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room)
 		arena_unlock(a);
 		return span_base(h, s);
 	}
-	s = alloc_pages(a, n, false, false, room, &h, &dirty);
+	s = alloc_pages(a, n, 1, false, false, room, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -1713,7 +1714,7 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
 	struct heap *h;
 	arena_lock(a);
-	struct span *s = alloc_pages(a, n, true, false, false, &h, &dirty);
+	struct span *s = alloc_pages(a, n, 1, true, false, false, &h, &dirty);
 	if (s) {
 		s->kind = SPAN_META;
 		s->offset = 0;

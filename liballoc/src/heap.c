@@ -674,6 +674,25 @@ static uint32_t best_window(const struct heap *h, const struct span *s, uint32_t
 	return best;
 }
 
+/* Where in free span s n pages not resident start on the grid (pages; sc_grid): the first
+ * multiple of it from the heap's start at or after s's start, in *at; false when that leaves
+ * no room. The classes whose blocks are 5-8 whole pages start a span made of fresh pages so:
+ * their blocks' first and last pages then fall on the same few pages of a region wherever
+ * their spans go in it, and a program that writes only its blocks' ends (a header, a last
+ * field) touches again pages it touched, where spans laid 3-10 pages apart from one round
+ * to the next touched new ones in between (bench/README.md, sizes-sweep). Only fresh
+ * pages: moved inside a span of resident pages, a window would leave fewer than grid
+ * resident pages before it, too few for any span (growshrink 8 16 64 peaked 0.7 MiB
+ * higher so, 8 1 64 1.8). */
+static bool on_grid(const struct span *s, uint32_t n, uint32_t grid, uint32_t *at)
+{
+	uint32_t r = s->first % grid, up = r ? grid - r : 0;
+	if (up + n > s->npages)
+		return false;
+	*at = up;
+	return true;
+}
+
 /* A free span with room for n pages, in *at where in it to take them and in *resident how
  * many of those are resident (0: not counted). Resident (dirty) pages first, from the
  * smallest bin up: the first span holding some, at its best window; or for a request of
@@ -687,8 +706,8 @@ static uint32_t best_window(const struct heap *h, const struct span *s, uint32_t
  * between spans in use its next growth would move it again, leaving the pages it faulted
  * in as a hole (sqlite's sorter: 6, 11, 21 ... pages), while at the start of the largest
  * span (the heap's top, as a rule) it grows in place. */
-static struct span *find_fit(struct heap *h, uint32_t n, bool dirty_only, bool room, uint32_t *at,
-                             uint32_t *resident)
+static struct span *find_fit(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
+                             uint32_t *at, uint32_t *resident)
 {
 	struct span *first = NULL, *best = NULL;
 	uint32_t best_r = 0, best_at = 0, can = LA_MIN(n, h->dirty_pages);
@@ -741,19 +760,21 @@ done:
 		if (k < HEAP_NBINS && h->bins[k]->npages >= n)
 			return h->bins[k];
 	}
+	if (first && grid > 1 && !on_grid(first, n, grid, at))
+		*at = 0;
 	return first;
 }
 
 static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
                                uint32_t resident, uint32_t *dirty_used);
 
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool room,
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
                               uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
 	uint32_t at, resident;
-	struct span *s = find_fit(h, n, dirty_only, room, &at, &resident);
+	struct span *s = find_fit(h, n, grid, dirty_only, room, &at, &resident);
 	return s ? take_pages(h, s, at, n, resident, dirty_used) : NULL;
 }
 
@@ -762,7 +783,7 @@ struct span *heap_alloc_resident(struct heap *h, uint32_t n)
 	uint32_t dirty, at, resident;
 	if (n > h->free_pages || h->dirty_pages < n - n / 2)
 		return NULL;
-	struct span *s = find_fit(h, n, true, false, &at, &resident);
+	struct span *s = find_fit(h, n, 1, true, false, &at, &resident);
 	if (!s || resident < n - n / 2)
 		return NULL;
 	return take_pages(h, s, at, n, resident, &dirty);

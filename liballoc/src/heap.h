@@ -302,9 +302,10 @@ void heap_destroy(struct heap *h);
  * pages are taken first; dirty_only: only a span with some (NULL if none fits). Else the
  * first fit, smallest bin first, or (room, in a heap holding fewer free resident pages than
  * n) the start of a span of the largest bin: a block that grows takes fresh pages where it
- * can go on growing in place.
+ * can go on growing in place. grid > 1: pages not resident start on a multiple of grid pages
+ * from the heap's start where the span chosen has room for that (heap.c, on_grid).
  * *dirty_used receives how many of them may have been resident. */
-struct span *heap_alloc_pages(struct heap *h, uint32_t n, bool dirty_only, bool room,
+struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
                               uint32_t *dirty_used);
 /* Take n pages of which at least half are resident: of the first FIT_SCAN free spans that
  * fit, the window covering the most resident pages (heap_alloc_pages' search); the span

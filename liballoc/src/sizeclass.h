@@ -92,6 +92,14 @@ LA_INLINE unsigned sc_class_of(size_t n)
 	return c + (n > sc_size[c]);
 }
 
+/* The grid (pages) a span of class cls made of fresh pages starts on, counted from its
+ * heap's start (heap.c, on_grid): the block's pages for the classes above SC_QUARTERS_FROM
+ * (blocks of 5-8 whole pages, spans of 4), 1 (anywhere) for the others. */
+LA_INLINE uint32_t sc_grid(unsigned cls)
+{
+	return sc_size[cls] > SC_QUARTERS_FROM ? sc_size[cls] / (uint32_t)LA_PAGE : 1;
+}
+
 /* Is off a multiple of the class size? Lemire, Kaser and Kurz: with c = ceil(2^32 / d),
  * d divides n exactly when n * c mod 2^32 < c, for every n < 2^(32 - L) where 2^L >= d:
  * offsets inside a span (< 2^18) and sizes up to 2^14; above 16 KiB (sizes up to 2^15)

@@ -881,3 +881,50 @@ Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .
 	A(free)(b[2]);
 	A(free)(b[4]);
 }
+
+/* Is the block at p, of a class whose blocks are `grid` whole pages, on its class's grid:
+ * its first page a multiple of grid pages from its heap's start? */
+static bool on_the_grid(const void *p, uint32_t grid)
+{
+	uintptr_t off = (uintptr_t)p & LA_HEAP_MASK;
+	return (off & (LA_PAGE - 1)) == 0 && (off >> LA_PAGE_SHIFT) % grid == 0;
+}
+
+/* The classes of 20-32 KiB (blocks of 5-8 whole pages, spans of 4 blocks) start a span made
+ * of fresh pages on a multiple of the block's pages from the heap's start (sc_grid),
+ * wherever the heap's top lies (here after a large block of 9-16 pages). Then a block's
+ * first and last pages are the same pages wherever its span goes: `sizes sweep 10`, which
+ * writes only its blocks' ends, laid these classes' spans at other offsets from round to
+ * round and faulted in pages no earlier block's end had touched (bench/README.md). */
+Test(heap, fresh_spans_of_whole_page_blocks_start_on_their_grid)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("tcache_max_bytes", 0); /* every block from its span, every free back to it */
+	static const uint32_t grids[] = {5, 6, 7, 8};
+	for (uint32_t shift = 0; shift < 8; shift++) {
+		/* the heap's top moved by a large block of 9 + shift pages */
+		char *big = A(malloc)((size_t)(9 + shift) << LA_PAGE_SHIFT);
+		cr_assert_not_null(big);
+		for (unsigned g = 0; g < sizeof(grids) / sizeof(grids[0]); g++) {
+			liballoc_trim(0); /* no free page resident: spans of fresh pages */
+			/* sizes below the class's (18-30 KiB): the sweep's */
+			size_t size = ((size_t)grids[g] << LA_PAGE_SHIFT) - 2048;
+			char *b[12];
+			for (int i = 0; i < 12; i++) {
+				b[i] = A(malloc)(size);
+				cr_assert_not_null(b[i]);
+				b[i][0] = 1;
+				b[i][size - 1] = 1;
+				cr_assert(on_the_grid(b[i], grids[g]),
+				          "a block of %zu bytes at page %zu of its heap, not on "
+				          "the grid of %u pages (after %u pages)",
+				          size, ((uintptr_t)b[i] & LA_HEAP_MASK) >> LA_PAGE_SHIFT,
+				          grids[g], 9 + shift);
+			}
+			for (int i = 0; i < 12; i++)
+				A(free)(b[i]);
+		}
+		check_arena(heap_of(big)->arena);
+	}
+}
