@@ -2260,10 +2260,19 @@ static uint64_t burst_tick(struct arena *a, uint64_t now)
 		due = w->deadline_ns;
 	}
 out:
-	if (w->defer && w->defer_ns) {
-		/* the next look at a deferring burst's frees, or its time bound */
-		uint64_t d = w->defer_look_ns ? w->defer_look_ns + BURST_SETTLE_NS : w->defer_ns;
-		due = la_earlier(due, LA_MIN(d, w->defer_ns));
+	if (w->defer && w->defer_ns && !w->active) {
+		/* the next look at a deferring burst's frees, or its time bound. A look is due
+		 * only while the arena is back near its level (the block above made it then, so
+		 * it is in the future); above that level no look is made, and burst_shrank wakes
+		 * the thread when it falls back. While a burst is under way nothing of the
+		 * deferral is looked at and its end wakes the thread. A look taken before either
+		 * was due again at once: the thread went round its loop without a wait until the
+		 * level fell or the burst ended (under callgrind, `trickle 10 40 60 5 6`: 398k
+		 * turns, 124M instructions) */
+		uint64_t d = w->defer_ns;
+		if (w->defer_look_ns && w->used <= w->defer_pages)
+			d = LA_MIN(d, w->defer_look_ns + BURST_SETTLE_NS);
+		due = la_earlier(due, d);
 	}
 	arena_unlock(a);
 	if (give)
