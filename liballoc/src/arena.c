@@ -1059,9 +1059,15 @@ static bool carve_is_new(struct arena *a, unsigned cls)
  * other arena run ahead, otherwise faults new pages in beside the other arena's free ones:
  * the peak is the sum of the arenas' peaks (bench/README.md, remote-6p2c-4k: in 8 runs,
  * 0-6,071 of 7,461-15,770 new pages, 5,878 of 10,337 in one, were taken while the other
- * arena held 256 KiB or more free, up to 19 MiB). The blocks go back to their arena when freed (remote frees, or the flush of a
- * bin that holds them, tcache.c foreign_bins). */
-#define BORROW_PAGES 64u /* 256 KiB */
+ * arena held 256 KiB or more free, up to 19 MiB). The blocks go back to their arena when
+ * freed (remote frees, or the flush of a bin that holds them, tcache.c foreign_bins).
+ * BORROW_PAGES is 4 MiB, not less: an arena whose threads free a batch and allocate the
+ * next (idle_sweep: 256 blocks of one size, then the next size) holds that batch's pages
+ * free for a moment, and its threads take them back at once; lent, they made its next
+ * batch fault new pages in while the borrower's arena had faulted its own in already
+ * (idle_sweep 2 10: peak 9.7 MiB in every run without the lender, 9.7-16.8 with it at
+ * 256 KiB; its lenders held 256 KiB-4 MiB free at each loan, bench/README.md). */
+#define BORROW_PAGES 1024u /* 4 MiB */
 #define BORROW_TRIES 2u
 static LA_NOINLINE struct arena *lender(struct arena *a)
 {

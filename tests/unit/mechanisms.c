@@ -2281,11 +2281,12 @@ Test(remote_frees, the_ring_touches_what_is_in_flight_and_an_idle_ring_goes_back
  * pages takes another arena's free resident pages first (arena.c, lender): the
  * producers of one arena otherwise fault new pages in while their consumers' frees left
  * the other arena's pages free, and the peak is the sum of the two arenas' peaks
- * (remote-6p2c-4k, bench/README.md). Here a thread frees the last 7/8 of 4 MiB of 1 KiB
+ * (remote-6p2c-4k, bench/README.md). Here a thread frees the last 7/8 of 8 MiB of 1 KiB
  * blocks in its arena (keeping the first: its heap is not left nearly empty, which would
  * return the pages) and waits; this thread's arena holds no page free, and its next 1 MiB
- * of blocks of that size come from the other arena's pages, and go back to it when freed. */
-enum { LENT_BLOCKS = 4096, LENT_SIZE = 1024, TAKEN_BLOCKS = 1024 };
+ * of blocks of that size come from the other arena's 7 MiB of free pages (BORROW_PAGES:
+ * 4 MiB or more), and go back to it when freed. */
+enum { LENT_BLOCKS = 8192, LENT_SIZE = 1024, TAKEN_BLOCKS = 1024 };
 static void *lent_blocks[LENT_BLOCKS], *taken_blocks[TAKEN_BLOCKS];
 static pthread_barrier_t lent_made, lent_done;
 
@@ -2331,6 +2332,69 @@ Test(remote_frees, a_refill_that_would_touch_new_pages_takes_another_arenas_free
 	              "freed here, they went back to their arena as remote frees");
 	cr_assert_eq(heap_of(own)->arena, mine);
 	pthread_barrier_wait(&lent_done);
+	pthread_join(t, NULL);
+}
+
+/* An arena whose thread freed one batch of blocks and is about to allocate the next
+ * (idle_sweep: 256 blocks of a size, then the next size) is no lender: its free pages are
+ * its next batch's. A thread frees the last 7/8 of 2 MiB of 1 KiB blocks in its arena and
+ * waits; this thread's refills, which would carve into new pages, carve into its own arena's
+ * and leave the other arena's 1.75 MiB free (below BORROW_PAGES, 4 MiB). At 256 KiB they took
+ * 1,023 of 1,024 blocks from it, and its thread's next batch would have faulted new pages
+ * in while this arena had its own. */
+enum { BATCH_BLOCKS = 2048 };
+static void *batch_blocks[BATCH_BLOCKS];
+static pthread_barrier_t batch_made, batch_done;
+
+static void *batch_owner(void *arg)
+{
+	for (int i = 0; i < BATCH_BLOCKS; i++)
+		memset(batch_blocks[i] = A(malloc)(LENT_SIZE), 1, LENT_SIZE);
+	for (int i = BATCH_BLOCKS / 8; i < BATCH_BLOCKS; i++)
+		A(free)(batch_blocks[i]);
+	pthread_barrier_wait(&batch_made);
+	pthread_barrier_wait(&batch_done);
+	for (int i = 0; i < BATCH_BLOCKS / 8; i++)
+		A(free)(batch_blocks[i]);
+	return arg;
+}
+
+static uint64_t free_resident_pages(struct arena *a)
+{
+	arena_lock(a);
+	uint64_t dirty = 0;
+	for (struct heap *h = a->heaps; h; h = h->next)
+		dirty += h->dirty_pages;
+	arena_unlock(a);
+	return dirty;
+}
+
+Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
+{
+	set("decay_ms", 60000); /* the other arena's free pages stay (0 would return them) */
+	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
+	void *own = A(malloc)(32);
+	pthread_t t;
+	struct arena *other =
+	        start_owner(&t, batch_owner, &batch_made, &batch_done, batch_blocks, own);
+	struct arena *mine = heap_of(own)->arena;
+	uint64_t free_before = free_resident_pages(other);
+	cr_assert_geq(free_before, 256, "the other arena holds %llu free pages (1 MiB or more)",
+	              (unsigned long long)free_before);
+	int lent = 0;
+	for (int i = 0; i < TAKEN_BLOCKS; i++) {
+		memset(taken_blocks[i] = A(malloc)(LENT_SIZE), 2, LENT_SIZE);
+		lent += heap_of(taken_blocks[i])->arena != mine;
+	}
+	uint64_t free_after = free_resident_pages(other);
+	cr_assert_eq(lent, 0, "%d of %d blocks came from the other arena's free pages", lent,
+	             TAKEN_BLOCKS);
+	cr_assert_eq(free_after, free_before, "the other arena's free pages: %llu, then %llu",
+	             (unsigned long long)free_before, (unsigned long long)free_after);
+	for (int i = 0; i < TAKEN_BLOCKS; i++)
+		A(free)(taken_blocks[i]);
+	A(free)(own);
+	pthread_barrier_wait(&batch_done);
 	pthread_join(t, NULL);
 }
 
