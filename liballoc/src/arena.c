@@ -1148,7 +1148,8 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 {
 	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	s->offset = 0;
-	unpark(a); /* one block is kept at a time (none once the throttle is off) */
+	op_measure_soon(); /* its pages count resident whole: what did the program write? */
+	unpark(a);         /* one block is kept at a time (none once the throttle is off) */
 	if (!TUN(madvise_throttle)) {
 		free_pages(a, h, s);
 		return;
@@ -1764,6 +1765,7 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 	if (s->offset == 0 && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */
 			heap_shrink_span(h, s, want);
+			op_measure_soon(); /* the tail counts resident whole */
 			STAT_SUB_LOCKED(a->c, allocated_bytes,
 			                (uint64_t)(have - want) << LA_PAGE_SHIFT);
 			after_free_pages(a, h);

@@ -98,6 +98,16 @@ void op_flush_caches(struct op_result *r, uint32_t *skipped)
 	op_end(r, &before);
 }
 
+uint64_t op_measure_due_ns;
+
+void op_measure_soon_slow(void)
+{
+	uint64_t none = 0, due = os_now_ns() + MEASURE_SOON_NS;
+	if (__atomic_compare_exchange_n(&op_measure_due_ns, &none, due, false, __ATOMIC_RELAXED,
+	                                __ATOMIC_RELAXED))
+		shm_wake_control(); /* it sleeps until the next deadline it knows */
+}
+
 void op_measure(void)
 {
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
@@ -128,10 +138,17 @@ bool op_decay(uint32_t tick, uint32_t stale, uint32_t *due)
 }
 
 /* Burst preparation and the waiting nearly-empty purges for every arena (arena_burst_tick,
- * arena_empty_tick): the earliest time one wants to run again (0: none). */
+ * arena_empty_tick), and the measurement op_measure_soon asked for: the earliest time one
+ * wants to run again (0: none). */
 static uint64_t op_burst(uint64_t now)
 {
-	uint64_t due = 0;
+	uint64_t due = __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED);
+	if (due && now >= due) {
+		/* cleared first: a free during the pass asks for the next one */
+		__atomic_store_n(&op_measure_due_ns, 0, __ATOMIC_RELAXED);
+		op_measure();
+		due = 0;
+	}
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++) {
 		due = la_earlier(due, arena_burst_look(&arenas[i], now));
@@ -866,6 +883,8 @@ void control_fork_child(bool burst_look)
 	__atomic_store_n(&app_threads, 1, __ATOMIC_RELAXED);
 	thread_counted();
 	start_kicks = __atomic_load_n(&shm_kicks, __ATOMIC_RELAXED);
-	start_look = burst_look;
+	/* a measurement the parent had asked for is the child's to make (its frees would not
+	 * ask again while one is due) */
+	start_look = burst_look || __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED);
 	start_thread(true);
 }

@@ -32,6 +32,20 @@ void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
 /* Measure what counts as free resident (mincore): the refresh command. */
 void op_measure(void);
+/* A large block or a direct mapping was freed: its pages count free resident whole until a
+ * measurement. The control thread makes one (op_measure) MEASURE_SOON_NS after the first
+ * such free since the last, so that the published figures say what the kernel holds within
+ * that time, at a mincore pass per period at most, off the freeing thread (a mincore at
+ * each free cost 2-35 us a 4 MiB run here, more than the step that freed it). Callable
+ * with an arena's lock held: one clock read and a wake per period. */
+#define MEASURE_SOON_NS 1000000000ull
+extern uint64_t op_measure_due_ns; /* atomic: the deadline (0: none asked) */
+void op_measure_soon_slow(void);
+LA_INLINE void op_measure_soon(void)
+{
+	if (!__atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED))
+		op_measure_soon_slow();
+}
 /* The decay pass at tick `tick` (heap_epoch, which the caller has set; ticks of decay_ms /
  * HEAP_DECAY_TICKS, HEAP_TICK apart): free pages go back once free for decay_ms; a full
  * pass (tick a multiple of HEAP_PERIOD, once per decay_ms) also takes idle cache bins,

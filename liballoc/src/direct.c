@@ -8,7 +8,8 @@
  * Accounting (process block): a live mapping counts as allocated and resident whole (the
  * program may write all of it); a freed one that enters the cache stays counted whole, as
  * free resident, until direct_measure finds what the program touched of it (mincore, once,
- * outside the lock: the decay pass, refresh and flush call it). The table is metadata.
+ * outside the lock: the decay pass, refresh and flush call it, and the control thread a
+ * second after a free, op_measure_soon). The table is metadata.
  * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
  * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
  * largest): a longer one is handed out whole (its part beyond the request purged now and
@@ -32,6 +33,7 @@
 #include "direct.h"
 
 #include "arena.h"
+#include "control.h"
 
 #include <errno.h>
 #include <string.h>
@@ -706,6 +708,7 @@ int direct_free(void *p)
 		os_unmap(evict[i], evict_len[i], pc());
 	}
 	shm_note_retained();
+	op_measure_soon(); /* counted whole until then */
 	return 0;
 }
 
