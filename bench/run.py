@@ -586,6 +586,15 @@ def issue23_scenarios(ctx):
                  "encounter lists)",
                  lambda: [p("nbody_tree"), "10000", "2" if q else "6"],
                  [elapsed(), CPU, MINFLT, PEAK_RSS]),
+        Scenario("growth", "whole", "growth with bulk frees, 1 thread: 32-96 B blocks "
+                 "appended (first 128 B written), every 100000 a random 90 % of those alive "
+                 "freed (~6 MiB gone cold since written), then allocated again",
+                 lambda: [p("growth"), "1000000" if q else "3000000", "100000", "96", "32"],
+                 [elapsed(), CPU, MINFLT,
+                  Metric("peak_rss_kb", "peak RSS", "MiB", False, KB_TO_MIB)],
+                 # ~0.1 s a run, whose CPU moves by +-50 % from run to run on a loaded
+                 # machine for every allocator: one quick round would decide a median
+                 min_rounds=9),
         Scenario("sizemix-4t", "whole", "many sizes, 4 threads (shbench-like): rounds of "
                  "100-2000 blocks in a power-of-two band of 8 B-8 KiB, every other one "
                  "replaced by the next band, then all freed in reverse",
