@@ -71,6 +71,7 @@ struct arena {
 	uint32_t nheaps;                   /* lock */
 	struct heap *heaps;                /* lock; most recently grown first */
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
+	uint32_t npartial[LA_NCLASSES];    /* lock; spans on each partial list */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
 	uint32_t parked_resident;          /* lock; its pages counted resident */
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "api/api.h"
+#include "api/child.h"
 #include "arena.h"
 #include "common.h"
 #include "liballoc.h"
@@ -1135,4 +1136,146 @@ Test(spans, in_a_shared_arena_a_refill_walking_a_corrupted_link_stops_the_proces
 	for (int i = 0; i < 2 * N; i++)
 		sink = A(malloc)(48);
 	end_company(&k, t); /* not reached */
+}
+
+/* ---- a refill after a bulk free walks four spans side by side (arena.c, pop_ways) ------ */
+
+/* Six spans' worth of 64-byte blocks, all but every 8th freed and the caches flushed: every
+ * freed block is on its span's list (lists of ~900), the class's partial list holds the six
+ * spans (and the one carving went on to, if any). p receives the N blocks. */
+enum { BULK_N = 6 * 1024, BULK_KEEP = 8 };
+static struct arena *bulk_freed(void **p, struct leftovers *left)
+{
+	for (int i = 0; i < BULK_N; i++)
+		cr_assert_not_null(p[i] = A(malloc)(64));
+	take_leftovers(64, left);
+	for (int i = 0; i < BULK_N; i++)
+		if (i % BULK_KEEP)
+			A(free)(p[i]);
+	liballoc_flush_caches();
+	struct arena *a = la_tcache.arena;
+	cr_assert_eq(__atomic_load_n(&a->threads, __ATOMIC_RELAXED), 1, "an arena of its own");
+	return a;
+}
+
+/* The span of each of the n blocks: out[i]'s in sp[i]; every block a block start of the
+ * class in a span of the arena, and no two the same. Returns how many spans they came from. */
+static unsigned spans_of(void **out, uint32_t n, unsigned cls, struct span **sp)
+{
+	unsigned distinct = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_not_null(out[i], "block %u", i);
+		sp[i] = span_lookup(heap_of(out[i]), out[i]);
+		cr_assert(sp[i] && sp[i]->kind == SPAN_SMALL && sp[i]->cls == cls,
+		          "block %u (%p) is a block of the class", i, out[i]);
+		bool seen = false;
+		for (uint32_t j = 0; j < i; j++) {
+			cr_assert_neq(out[j], out[i], "blocks %u and %u are the same", j, i);
+			seen |= sp[j] == sp[i];
+		}
+		distinct += !seen;
+	}
+	return distinct;
+}
+
+Test(spans, after_a_bulk_free_a_refill_takes_blocks_of_four_spans_at_once)
+{
+	/* a refill of 32 blocks where six spans hold hundreds of freed blocks each: 8 blocks
+	 * of each of the first four (their lists walked side by side: the misses of four
+	 * chains overlap), each span's blocks side by side in the batch (one run per span,
+	 * which a flush finds by span again), each block once; then every block goes back
+	 * and every span the class grew empties (counts right) */
+	void **p = A(malloc)(BULK_N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	uint64_t spans0 = class_spans(cls);
+	struct leftovers left;
+	struct arena *a = bulk_freed(p, &left);
+	void *out[32];
+	struct span *sp[32];
+	cr_assert_eq(arena_refill(a, cls, out, 32, 32, NULL), 32);
+	cr_assert_eq(spans_of(out, 32, cls, sp), 4, "the 32 blocks came from four spans");
+	for (uint32_t i = 0; i < 32; i++)
+		cr_assert_eq(sp[i], sp[i / 8 * 8], "block %u lies in the run of its span", i);
+	uint32_t listed = 0;
+	struct span *bad = span_miscounted(a, cls, &listed);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", listed,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	arena_free_blocks(a, out, 32, cls, FLUSH_PLAIN);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+	liballoc_flush_caches();
+	cr_assert_leq(class_spans(cls) - spans0, 1, "the spans of the class went back");
+	A(free)(p);
+}
+
+Test(spans, a_list_shorter_than_its_span_counts_ends_the_side_by_side_walk_early)
+{
+	/* a span whose count says more than its list holds (another thread's refill has the
+	 * rest out: refill_take_chain's pin, a lender's, or a fork's): its list ends (NULL)
+	 * where the walk expected more. The walk stops there for the four spans, moves each
+	 * span's run up to what it took, and the rest of the refill comes from the spans one
+	 * after the other: 32 blocks, each once, the short span's 2 among them */
+	void **p = A(malloc)(BULK_N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	struct leftovers left;
+	struct arena *a = bulk_freed(p, &left);
+	arena_lock(a);
+	struct span *s = a->partial[cls];
+	while (s && !s->free)
+		s = s->next;
+	cr_assert_not_null(s);
+	for (s = s->next; s && !s->free; s = s->next)
+		;
+	cr_assert_not_null(s, "a second span with freed blocks");
+	void *b1 = s->free, *b2 = link_decode(*(void **)b1, b1);
+	cr_assert_not_null(b2);
+	*(void **)b2 = link_encode(NULL, b2); /* the rest of its list is out */
+	struct span *shortened = s;
+	arena_unlock(a);
+	void *out[32];
+	struct span *sp[32];
+	cr_assert_eq(arena_refill(a, cls, out, 32, 32, NULL), 32);
+	spans_of(out, 32, cls, sp);
+	uint32_t from_short = 0;
+	for (uint32_t i = 0; i < 32; i++)
+		from_short += sp[i] == shortened;
+	cr_assert_eq(from_short, 2, "the short list gave its 2 blocks");
+	cr_assert_null(shortened->free, "the short list was taken whole");
+	cr_assert_eq(sp[0], sp[1], "the runs moved up: the first span's 2 first");
+	cr_assert_eq(sp[2], shortened, "the runs moved up: the short span's 2 next");
+	/* the blocks cut off the list stay counted out (a test's leak) */
+	arena_free_blocks(a, out, 32, cls, FLUSH_PLAIN);
+	A(free)(p);
+}
+
+static void corrupt_a_link_of_the_third_span(void)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	struct arena *a = bulk_freed(p, &left);
+	unsigned cls = sc_class_of(64);
+	arena_lock(a);
+	struct span *s = a->partial[cls];
+	for (int k = 0; k < 3; s = s->next)
+		if (s->free && ++k == 3)
+			break;
+	void *b = s->free;
+	for (int i = 0; i < 3; i++)
+		b = link_decode(*(void **)b, b);
+	arena_unlock(a);
+	memset(b, 0x41, 8); /* a use after free overwrites the list link */
+	void *out[32];
+	arena_refill(a, cls, out, 32, 32, NULL);
+}
+
+Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
+{
+	struct child_result r = run_child(corrupt_a_link_of_the_third_span);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
+	                   "got: %s", r.err);
 }
