@@ -4,6 +4,7 @@
  * another thread gives memory back without that lock. */
 #include "arena.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "control.h"
@@ -1033,6 +1034,39 @@ static void rotate_blocks(void **out, uint32_t a, uint32_t b)
 	reverse_blocks(out, a + b);
 }
 
+/* How many of pages [first, first + n) of h are not marked as possibly resident (a
+ * carving's few pages: one word of the bitmap as a rule). */
+LA_INLINE uint32_t pages_new(const struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t lo = first & 63;
+	if (lo + n <= 64) {
+		uint64_t mask = (n == 64 ? ~0ULL : (1ULL << n) - 1) << lo;
+		return n - (uint32_t)__builtin_popcountll(h->resident[first >> 6] & mask);
+	}
+	return n - heap_resident_in(h, first, n);
+}
+
+/* The refills of an arena that other threads share have carved, since the last time,
+ * GROWTH_YIELD_PAGES pages no carving had reached (the arena's growth: page faults to
+ * come as its threads write them), the last of them for the calling thread. When threads
+ * of other arenas free this arena's blocks (its remote ring is set up) and the calling
+ * thread has never given blocks back to its arena from a full bin (a producer: it
+ * allocates what others free), it gives up its CPU once, the lock released (sched_yield).
+ * With more threads than CPUs the consumers of its blocks, woken by the program and
+ * waiting for a CPU, then run before it grows the heap further, and their frees come back
+ * to the arena's next refills instead of new pages being faulted in beside them; with a
+ * CPU free, or no other thread runnable, it returns at once (a system call). A producer
+ * otherwise runs its whole time slice ahead of its consumers, one run of new pages after
+ * another: the peak, and the page faults that are most of such a program's CPU, follow
+ * the blocks in flight (bench/README.md, "Remote frees: the consumers' turn"). A thread
+ * that frees what it allocates, or what the arena's other threads do (sizemix's workers,
+ * a consumer), is no producer: it keeps its CPU. */
+static void growth_yield(struct arena *a)
+{
+	if (__atomic_load_n(&a->rr, __ATOMIC_RELAXED) && !la_tcache.own_flushes)
+		sched_yield();
+}
+
 static bool carve_is_new(struct arena *a, unsigned cls);
 static bool arena_dirty_at_least(struct arena *a, uint64_t pages);
 static uint32_t refill_locked(struct arena *a, unsigned cls, void **out, uint32_t want,
@@ -1097,6 +1131,7 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 			arena_lock(a); /* b could not map a span: carve here after all */
 		}
 	}
+	uint32_t grew = 0; /* pages the carvings reached first (shared arenas only) */
 	for (struct span *s = a->partial[cls]; !recycled && got < want;) {
 		if (!s && !(s = new_small_span(a, cls)))
 			break;
@@ -1111,6 +1146,8 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 			uint32_t lo = (uint32_t)(((size_t)bump0 * sc_size[cls]) >> LA_PAGE_SHIFT);
 			uint32_t hi =
 			        (uint32_t)(((size_t)s->bump * sc_size[cls] - 1) >> LA_PAGE_SHIFT);
+			if (shared)
+				grew += pages_new(h, s->first + lo, hi - lo + 1);
 			heap_touch_few(h, s->first + lo, hi - lo + 1);
 		}
 		struct span *next = s->next;
@@ -1128,8 +1165,18 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	STAT_ADD_LOCKED(a->c, cache_refills, 1);
 	STAT_ADD_LOCKED(&a->cs[cls], refills, 1);
 	STAT_ADD_LOCKED(&a->cs[cls], blocks_in_use, got + taken);
+	bool yield = false;
+	if (shared && !locked && grew) {
+		a->grown += grew;
+		if (a->grown >= GROWTH_YIELD_PAGES) {
+			a->grown = 0;
+			yield = true;
+		}
+	}
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
 	arena_unlock(a);
+	if (yield)
+		growth_yield(a);
 	if (nch) {
 		/* (got == 0: nothing carved) the chains' blocks go below the transfer
 		 * cache's, which are handed out first */

@@ -84,6 +84,8 @@ struct arena {
 	uint8_t xfer_misses;               /* lock; depth misses towards the next chunk */
 	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
 	struct burst_watch burst;          /* lock; the pages in use and their bursts */
+	uint32_t grown;                    /* lock; pages of new spans carved since the last
+	                                    * growth_yield (arena.c) */
 	uint64_t empty_due_ns;             /* lock; its heaps' waiting nearly-empty purges
 	                                    * (heap.purge_due) are due then (0: none) */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
@@ -120,6 +122,11 @@ struct arena {
 #define RR_DEFERRED 1u
 /* ... and the first block of such a flush: the drain counts the class's flush there */
 #define RR_FLUSH    2u
+
+/* A producer (a thread that never flushed a full bin of its own arena's blocks) of an arena
+ * that others share and whose blocks threads of other arenas free gives up its CPU once
+ * per this many pages (64 KiB) its arena's carvings reach first (arena.c, growth_yield) */
+#define GROWTH_YIELD_PAGES 16u
 
 /* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
  * (XF_EARN; lock held). */

@@ -527,6 +527,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		uint32_t keep = tc->refilled_bins >> cls & 1 ? b->limit / 2u : 0;
 		flush_bin_to(tc, cls, keep, FLUSH_FULL);
 		bin_event(tc, cls);
+		tc->own_flushes = 1;
 	}
 	/* after the flush: one that keeps nothing (a bin of limit 1) clears the mark, and a
 	 * block of another arena marked before it would then sit unmarked in the bin, to go

@@ -102,6 +102,10 @@ struct tcache {
 	uint32_t gc_large;                 /* owner: large allocations since the last refill,
 	                                    * flush or sweep */
 	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
+	uint8_t own_flushes;               /* owner: a bin full of frees flushed (bin_put): the
+	                                    * thread gives blocks back to its own arena, not
+	                                    * a producer whose blocks other threads free
+	                                    * (arena.c, growth_yield) */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
 	                                    * since */
 	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the

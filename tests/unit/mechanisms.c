@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -2395,6 +2396,93 @@ Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 		A(free)(taken_blocks[i]);
 	A(free)(own);
 	pthread_barrier_wait(&batch_done);
+	pthread_join(t, NULL);
+}
+
+/* A thread that grows an arena other threads share, while threads of other arenas free
+ * that arena's blocks (a producer whose consumers run elsewhere), gives up its CPU once per
+ * GROWTH_YIELD_PAGES pages its carvings reach first (arena.c, growth_yield): with more
+ * threads than CPUs the consumers then run before it faults in more. Not before any block
+ * of the arena was freed elsewhere, and not in a thread that gives blocks back to its own
+ * arena (sizemix's workers). Counted here: liballoc.a's calls of sched_yield come to this
+ * one. */
+static unsigned long yields;
+
+int sched_yield(void)
+{
+	__atomic_fetch_add(&yields, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_sched_yield);
+}
+
+enum { GROWN_BLOCKS = 2048 };
+static void *grown[3][GROWN_BLOCKS];
+static pthread_barrier_t sharer_joined, sharer_go;
+
+/* Its first call frees a block of the test's thread: it joins that arena (one thread uses
+ * it), which two threads then share, and stays until the test is done. */
+static void *sharer(void *arg)
+{
+	A(free)(arg);
+	pthread_barrier_wait(&sharer_joined);
+	pthread_barrier_wait(&sharer_go);
+	return NULL;
+}
+
+/* Allocates first (an arena of its own), then frees the test thread's blocks: remote. */
+static void *consumer_of(void *arg)
+{
+	void **blocks = arg;
+	A(free)(A(malloc)(32));
+	for (int i = 0; i < GROWN_BLOCKS; i++)
+		A(free)(blocks[i]);
+	return NULL;
+}
+
+/* GROWN_BLOCKS blocks of size written into round r; the yields they took */
+static unsigned long grow(int r, size_t size)
+{
+	unsigned long before = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	for (int i = 0; i < GROWN_BLOCKS; i++)
+		memset(grown[r][i] = A(malloc)(size), 1, size);
+	return __atomic_load_n(&yields, __ATOMIC_RELAXED) - before;
+}
+
+Test(remote_frees, a_producer_gives_up_its_cpu_as_it_grows_while_other_threads_free_its_blocks)
+{
+	set("decay_ms", 60000); /* no decay pass returns or drains meanwhile */
+	void *first = A(malloc)(32);
+	struct arena *mine = heap_of(first)->arena;
+	/* no new arena: the sharer joins this thread's, the one with the fewest threads */
+	set("arena_max", __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE));
+	pthread_t t;
+	pthread_barrier_init(&sharer_joined, NULL, 2);
+	pthread_barrier_init(&sharer_go, NULL, 2);
+	pthread_create(&t, NULL, sharer, first);
+	pthread_barrier_wait(&sharer_joined);
+	cr_assert_eq(__atomic_load_n(&mine->threads, __ATOMIC_RELAXED), 2, "the arena is shared");
+	set("arena_max", 16); /* the consumer has an arena of its own, whatever the CPUs */
+	cr_assert_eq(la_tcache.own_flushes, 0);
+	/* 2 MiB of new pages, no block of the arena freed elsewhere yet: nothing given up */
+	unsigned long n = grow(0, 1024);
+	cr_assert_eq(n, 0, "%lu yields before any remote free", n);
+	run_thread(consumer_of, grown[0]);
+	cr_assert_not_null(mine->rr, "the consumer's frees came through the arena's ring");
+	/* 4 MiB: the first 2 MiB in the pages the consumer's frees left (drained at the first
+	 * refill), then at least 512 new ones */
+	n = grow(1, 2048);
+	unsigned long least = 512 / GROWTH_YIELD_PAGES, most = 1024 / GROWTH_YIELD_PAGES;
+	cr_assert(n + 2 >= least && n <= most + 2, "%lu yields over 512-1,024 new pages", n);
+	/* a thread that flushed a full bin of its own arena's blocks gives blocks back to its
+	 * arena (no producer of other threads' frees): 8 MiB, 2 MiB of them new pages, and its
+	 * CPU kept */
+	for (int i = 0; i < GROWN_BLOCKS; i++)
+		A(free)(grown[1][i]);
+	cr_assert_eq(la_tcache.own_flushes, 1);
+	n = grow(2, 4096);
+	cr_assert_eq(n, 0, "%lu yields of a thread that frees its own blocks", n);
+	for (int i = 0; i < GROWN_BLOCKS; i++)
+		A(free)(grown[2][i]);
+	pthread_barrier_wait(&sharer_go);
 	pthread_join(t, NULL);
 }
 
