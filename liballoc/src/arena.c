@@ -1487,6 +1487,18 @@ void arena_free_large(struct arena *a, struct heap *h, struct span *s)
 	arena_unlock(a);
 }
 
+void arena_large_evict(struct arena *a, struct span *old)
+{
+	arena_lock(a);
+	unpark(a);
+	if (old) {
+		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)old->npages << LA_PAGE_SHIFT);
+		old->offset = 0;
+		free_pages(a, heap_of(old), old); /* kind SPAN_LARGE: in use until now */
+	}
+	arena_unlock(a);
+}
+
 void arena_free_remote(struct arena *a, void *p)
 {
 	struct cds_wfcq_node *node = p;
@@ -1794,13 +1806,18 @@ void arena_drain(struct arena *a)
  * heap blocks, faults 3,589 -> 3,379 (glibc 3,236). */
 #define PARKED_SPLIT_PAGES 40u
 
-void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room)
+void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, struct span *give)
 {
 	size_t extra = align > LA_PAGE ? align - LA_PAGE : 0;
-	if (size > LA_LARGE_MAX || extra > LA_LARGE_MAX)
+	if (size > LA_LARGE_MAX || extra > LA_LARGE_MAX) {
+		if (give)
+			arena_free_large(a, heap_of(give), give);
 		return NULL;
+	}
 	uint32_t n = (uint32_t)((la_align_up(size, LA_PAGE) + extra) >> LA_PAGE_SHIFT);
 	arena_lock(a);
+	if (give)
+		free_large_locked(a, heap_of(give), give); /* where its free would have put it */
 	if (remote_pending(a))
 		arena_drain(a);
 	struct heap *h;

@@ -209,8 +209,19 @@ void arena_free_large(struct arena *a, struct heap *h, struct span *s);
 /* Large blocks: whole pages, optionally aligned (align > LA_PAGE). room: a block realloc
  * moves, which takes pages not resident, in a heap with fewer free resident pages than it
  * needs, from the start of the heap's largest free span (room to grow in place:
- * heap_alloc_pages). */
-void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room);
+ * heap_alloc_pages). give (NULL: none): a large block of a that a thread cache's large
+ * slot held freed, parked first under the same lock, where its free would have parked it
+ * without the slot. */
+void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, struct span *give);
+/* A thread cache's large slot (tcache.h) takes a newer freed block of a: under a's lock,
+ * old (the block the slot held, NULL: none) goes back to its heap's free pages and so does
+ * the parked block, as a free that parks a block gives back the one parked before it. */
+void arena_large_evict(struct arena *a, struct span *old);
+/* Is a large block parked in a? A guess without the lock (the large slot's free). */
+LA_INLINE bool arena_parked_hint(const struct arena *a)
+{
+	return a->parked != NULL;
+}
 /* A large block of free heap pages of a, at least half of them resident (a run the
  * program freed: heap_alloc_resident), or NULL when no heap has such a window: a request
  * at or above the mmap threshold takes them before a new mapping, which would fault in all

@@ -66,6 +66,7 @@ void op_trim(size_t pad, struct op_result *r)
 {
 	struct la_counters before;
 	op_begin(r, &before);
+	tcache_flush_large_all(); /* the large slots' blocks, parked: the trim returns them */
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && !os_goal_met(); i++) {
 		arena_trim(&arenas[i], pad);
@@ -80,6 +81,7 @@ void op_release_idle(struct op_result *r)
 {
 	struct la_counters before;
 	op_begin(r, &before);
+	tcache_flush_large_all(); /* a heap whose one block sits in a large slot is idle */
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && !os_goal_met(); i++)
 		arena_release_idle(&arenas[i], true);

@@ -37,6 +37,11 @@ enum {
 	SPAN_META = 5, /* the allocator's own: a thread cache's slots, a transfer cache */
 };
 
+/* The offset of a freed large block that a thread cache keeps (tcache.h, the large slot):
+ * no block starts there (blocks are LA_ALIGN-aligned), so span_lookup finds no block and
+ * a second free of it is a double free (malloc.c, free_slow). */
+#define SPAN_OFFSET_CACHED UINT32_MAX
+
 struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
 	uint8_t cls;        /* SMALL: size class */
@@ -49,7 +54,8 @@ struct span {
 	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
 	uint32_t dirty;     /* FREE: pages that may be resident (its set `resident` bits) */
 	union {
-		uint32_t offset; /* LARGE: bytes from the span start to the block (aligned) */
+		uint32_t offset; /* LARGE: bytes from the span start to the block (aligned);
+		                  * SPAN_OFFSET_CACHED while a thread cache holds it freed */
 		uint32_t stamp;  /* FREE with dirty pages: heap_epoch when the oldest of them
 		                  * was freed (the decay pass returns them by age) */
 	};

@@ -81,7 +81,7 @@ static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
 			p = direct_alloc(size, align, fresh);
 		}
 	} else {
-		p = arena_alloc_large(tcache_arena(tc), size, align, room);
+		p = tcache_alloc_large(tc, size, align, room); /* the large slot, else the arena */
 		if (!p)
 			p = direct_alloc(size, align, fresh);
 	}
@@ -259,10 +259,13 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	struct heap *h = heap_of(p);
 	struct span *s = span_lookup(h, p);
 	if (!s) {
-		/* a large block freed before: its span is FREE or PARKED and starts right here */
+		/* a large block freed before: its span is FREE or PARKED, or in a thread cache's
+		 * large slot, and starts right here */
 		uint32_t pg = heap_page_of(h, p);
-		uint8_t kind = pg >= h->first_page ? span_at(h, pg)->kind : SPAN_NONE;
-		if ((kind == SPAN_FREE || kind == SPAN_PARKED) &&
+		struct span *f = pg >= h->first_page ? span_at(h, pg) : NULL;
+		uint8_t kind = f ? f->kind : SPAN_NONE;
+		if ((kind == SPAN_FREE || kind == SPAN_PARKED ||
+		     (kind == SPAN_LARGE && f->offset == SPAN_OFFSET_CACHED)) &&
 		    ((uintptr_t)p & (LA_PAGE - 1)) == 0)
 			double_free(func);
 		invalid_pointer(func);
@@ -275,8 +278,10 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	} else {
 		struct arena *owner = h->arena;
 		struct arena *mine = tc->state == TC_NONE ? NULL : tc->arena;
-		if (owner == mine || !mine ||
-		    __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+		if (owner == mine && tcache_free_large(tc, s))
+			; /* into the thread cache's large slot */
+		else if (owner == mine || !mine ||
+		         __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
 			arena_free_large(owner, h, s); /* s is p's large span (span_lookup) */
 		else
 			arena_free_remote(owner, p);

@@ -128,6 +128,10 @@ static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
 	b->batch = (uint16_t)LA_MIN(LA_MIN(4u, b->limit), first);
 }
 
+/* The large slot's bound: this many times tcache_max_bytes (1 MiB by default: the sizes
+ * above the classes that stay below the mmap threshold unless the dynamic threshold rose) */
+#define TC_LARGE_TIMES 4u
+
 /* Limits of the bins that have a row (the others keep 0 until their first use). */
 static void set_limits(struct tcache *tc)
 {
@@ -140,6 +144,7 @@ static void set_limits(struct tcache *tc)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (tc->bins[c].slot != tc_no_slots)
 			bin_set_limit(&tc->bins[c], c, max);
+	tc->large_max = max * TC_LARGE_TIMES;
 	tc->gen = gen;
 }
 
@@ -173,10 +178,35 @@ LA_INLINE void publish_bin(struct tcache *tc, unsigned c)
 	}
 }
 
+/* The large slot's block in cached_bytes as it is now (its slow paths, flushes). */
+static void publish_large(struct tcache *tc)
+{
+	struct span *s = tc->large;
+	uint64_t now = s ? (uint64_t)s->npages << LA_PAGE_SHIFT : 0;
+	if (now != tc->large_pub && tc->arena) {
+		STAT_ADD(tc->arena->c, cached_bytes, now - tc->large_pub); /* mod 2^64 */
+		__atomic_store_n(&tc->large_pub, now, __ATOMIC_RELAXED);   /* tcache_published */
+	}
+}
+
 static void publish(struct tcache *tc)
 {
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		publish_bin(tc, c);
+	publish_large(tc);
+}
+
+/* Park the large slot's block in the arena (cache entered by its owner, or taken).
+ * Returns the blocks flushed (0 or 1). */
+static uint32_t flush_large(struct tcache *tc)
+{
+	struct span *s = tc->large;
+	if (!s)
+		return 0;
+	tc->large = NULL;
+	arena_free_large(tc->arena, heap_of(s), s); /* its offset back to 0 */
+	publish_large(tc);
+	return 1;
 }
 
 /* hint: the arena of the block the thread's first call frees (NULL: a malloc) */
@@ -313,6 +343,10 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 {
 	tc->gc_events = 0;
 	uint8_t now = ++tc->gc_sweeps;
+	/* a large slot no malloc took from since the last sweep: parked, as without it */
+	if (tc->large && tc->large_uses == tc->large_seen)
+		flush_large(tc);
+	tc->large_seen = tc->large_uses;
 	/* bins emptied TC_GC_WINDOW sweeps ago that no refill took back: rightly so */
 	for (uint64_t m = tc->gc_flushed; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
@@ -379,6 +413,8 @@ static LA_NOINLINE void new_gen(struct tcache *tc)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
 			flush_bin(tc, c, tc->bins[c].limit);
+	if (tc->large && ((uint64_t)tc->large->npages << LA_PAGE_SHIFT) > tc->large_max)
+		flush_large(tc);
 }
 
 /* Inline: every refill and flush asks (a call of its own cost ~5 instructions each) */
@@ -423,6 +459,10 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 			gc_missed(tc, cls);
 		tc->refilled_bins |= (uint64_t)1 << cls;
 		bin_event(tc, cls);
+		/* a refill may take the parked block's pages (arena.c, alloc_pages): the slot
+		 * is the block its free would have parked */
+		if (unlikely(tc->large))
+			flush_large(tc);
 		struct arena *from;
 		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
 		                            LA_MIN(want, sc_batch[cls]), &from);
@@ -585,6 +625,8 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if ((mask >> c & 1) && tbin_count(&tc->bins[c]))
 			n += flush_bin(tc, c, 0);
+	if (mask & TC_LARGE_BIT)
+		n += flush_large(tc);
 	publish(tc);
 	return n;
 }
@@ -689,7 +731,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 			/* a peek at another thread's counts, made safe by the handshake, which
 			 * TSan cannot see: there every cache goes through flush_cache's lock */
-			bool any = LA_TSAN || tc->rb_n != 0;
+			bool any = LA_TSAN || tc->rb_n != 0 || tc->large || tc->large_pub;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tbin_count(&tc->bins[c]) != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
@@ -714,7 +756,9 @@ uint64_t tcache_flush_all(uint32_t *skipped)
  * way is flushed a pass late or refilled once more. */
 LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *held)
 {
-	*cold = 0;
+	/* the large slot goes back at every full pass, used or not, as the parked block
+	 * does (arena_decay): then both age as free pages */
+	*cold = tc->large || tc->large_pub ? TC_LARGE_BIT : 0; /* (or publish its figure) */
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
 		if (tbin_count(&tc->bins[c])) {
@@ -746,18 +790,95 @@ uint64_t tcache_published(const struct arena *a)
 {
 	uint64_t bytes = 0;
 	la_lock(&tc_list_lock);
-	for (struct tcache *tc = tc_list; tc; tc = tc->next)
-		if (tc->arena == a)
-			for (unsigned c = 0; c < LA_NCLASSES; c++)
-				bytes += (uint64_t)__atomic_load_n(&tc->pub_count[c],
-				                                   __ATOMIC_RELAXED) *
-				         sc_size[c];
+	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+		if (tc->arena != a)
+			continue;
+		for (unsigned c = 0; c < LA_NCLASSES; c++)
+			bytes += (uint64_t)__atomic_load_n(&tc->pub_count[c], __ATOMIC_RELAXED) *
+			         sc_size[c];
+		bytes += __atomic_load_n(&tc->large_pub, __ATOMIC_RELAXED); /* the large slot */
+	}
 	la_unlock(&tc_list_lock);
 	return bytes;
 }
 
+/* Not seen by TSan: the hint reads the arena's parked block without its lock, and the
+ * span's offset is the owner's to write while the program holds the block (free_slow
+ * and realloc read it without a lock too). The slot itself is ordered by tc_enter. */
+LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
+{
+	if (unlikely(tc->state != TC_LIVE) ||
+	    ((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max || !TUN(madvise_throttle))
+		return false;
+	if (unlikely(!tc_enter(tc))) {
+		tc_leave(tc);
+		return false;
+	}
+	struct span *old = tc->large;
+	if (unlikely(old || arena_parked_hint(tc->arena))) {
+		/* what a free that parks s would give back: the block parked before it */
+		tc->large = NULL;
+		arena_large_evict(tc->arena, old);
+	}
+	s->offset = SPAN_OFFSET_CACHED; /* a second free finds no block here */
+	tc->large = s;
+	/* counted cached from here: a malloc that takes it back leaves the figure as it is
+	 * (no locked instruction a pair: in use and cached trade its bytes until the slot's
+	 * next slow path, a flush or the decay pass's look, as a bin's do until its refill) */
+	if (unlikely(((uint64_t)s->npages << LA_PAGE_SHIFT) != tc->large_pub))
+		publish_large(tc);
+	tc_leave(tc);
+	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
+	return true;
+}
+
+void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room)
+{
+	struct arena *a = tcache_arena(tc);
+	if (unlikely(tc->state != TC_LIVE))
+		return arena_alloc_large(a, size, align, room, NULL);
+	if (unlikely(!tc_enter(tc))) {
+		tc_leave(tc);
+		return arena_alloc_large(a, size, align, room, NULL);
+	}
+	struct span *s = tc->large;
+	if (s && align <= LA_PAGE && size <= LA_LARGE_MAX &&
+	    s->npages == la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT) {
+		tc->large = NULL;
+		tc->large_uses++;
+		s->offset = 0;
+		tc_leave(tc);
+		return span_base(heap_of(s), s);
+	}
+	tc->large = NULL; /* s (if any): parked under the lock the allocation takes */
+	void *p = arena_alloc_large(a, size, align, room, s);
+	publish_large(tc);
+	tc_leave(tc);
+	return p;
+}
+
+void tcache_flush_large_all(void)
+{
+	uint64_t n = 0;
+	la_lock(&tc_list_lock);
+	for (struct tcache *tc = tc_list; tc; tc = tc->next)
+		if (LA_TSAN || tc->large) /* a peek, as in tcache_flush_all */
+			flush_cache(tc, TC_LARGE_BIT, &n);
+	la_unlock(&tc_list_lock);
+}
+
 void tcache_fork_prepare(void)
 {
+	/* the forking thread's large slot goes back to its arena, as its free would have
+	 * parked it there: arena_lock_all gives the parked block back to its heap before the
+	 * copy (a child's trim or decay pass would write its descriptors in pages it shares
+	 * with this process). Other threads' slots are lost to a child with their caches. */
+	struct tcache *self = &la_tcache;
+	if (self->state == TC_LIVE && self->large) {
+		if (tc_enter(self))
+			flush_large(self);
+		tc_leave(self);
+	}
 	la_lock(&tc_list_lock);
 }
 
@@ -780,6 +901,8 @@ void tcache_fork_child(void)
 			if (tc->pub_count[c] && tc->arena)
 				STAT_SUB(tc->arena->c, cached_bytes,
 				         (uint64_t)tc->pub_count[c] * sc_size[c]);
+		if (tc->large_pub && tc->arena) /* its large slot's block: lost too */
+			STAT_SUB(tc->arena->c, cached_bytes, tc->large_pub);
 		STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	}
 	tc_list = NULL;

@@ -113,7 +113,26 @@ struct tcache {
 	uint64_t refilled_bins;            /* owner: bins that ever refilled (bit c): a full
 	                                    * bin of another class (the thread only frees
 	                                    * blocks of that class: a consumer) flushes whole */
-	struct tcache *next;               /* list of live caches (tcache_list_lock) */
+	/* The large slot: the last large block of the arena's heaps the thread freed, of at
+	 * most large_max bytes, kept whole for its next malloc of the same page count, which
+	 * takes it back with no lock (the arena's parked block costs two lock pairs a
+	 * free+malloc). It stands for the parked block the free would have made: a free
+	 * that finds the slot full, or a block parked in the arena, gives those back to
+	 * their heap's free pages under the lock (arena_large_evict), as a free that parks
+	 * a block gives back the one parked before; a malloc of another size, a refill and
+	 * the cold-bin sweep park it in the arena; flushes, thread exit, trim, release, a
+	 * fork and every full decay pass park it too (the last four then give it back to
+	 * its heap with the parked block). Its span's offset is SPAN_OFFSET_CACHED meanwhile (a second
+	 * free is a double free). Counted cached from its free (large_pub, published when
+	 * it differs); a malloc that takes the block back leaves the figure until the slot's
+	 * next slow path, flush or decay pass, as a bin's pops leave theirs until its next
+	 * refill. Owner, or a flusher that took the cache. */
+	struct span *large;
+	uint64_t large_max;  /* the bound (set_limits): 0 without thread caches */
+	uint64_t large_pub;  /* bytes of the slot counted in cached_bytes */
+	uint32_t large_uses; /* owner: blocks the slot gave back to malloc (wraps) */
+	uint32_t large_seen; /* owner: large_uses at the last cold-bin sweep */
+	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
 	 * the owner in one hand-over (its remote ring, else its queue): blocks return to the
@@ -264,6 +283,27 @@ void tcache_check_self(void);
  * serve its large blocks, rather than keep them cached until the decay pass. A thread
  * that mixes both (grow-shrink) sweeps as before, on its refills and flushes. */
 void tcache_large_event(struct tcache *tc);
+/* The large slot (struct tcache, large). Free the large block of span s (in a heap of
+ * this thread's arena, validated by free_slow) into the slot; false: not taken (no live
+ * cache, larger than large_max, the madvise throttle is off, a flusher holds the cache):
+ * the caller frees it to the arena. */
+bool tcache_free_large(struct tcache *tc, struct span *s);
+/* arena_alloc_large for the calling thread's cache: the slot's block when it has the
+ * page count (align at most LA_PAGE), with no lock; else the arena, which parks the
+ * slot's block first under the same lock. */
+void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room);
+/* Bytes of the calling thread's large slot (tests). */
+LA_INLINE uint64_t tcache_large_bytes(void)
+{
+	struct span *s = la_tcache.large;
+	return s ? (uint64_t)s->npages << LA_PAGE_SHIFT : 0;
+}
+/* Park every cache's large slot in its arena (trim, release: the blocks then go back as
+ * parked blocks do); busy caches are skipped. */
+void tcache_flush_large_all(void);
+/* The mask bit of the large slot in flush masks (above the classes' bits). */
+#define TC_LARGE_BIT ((uint64_t)1 << 63)
+_Static_assert(LA_NCLASSES < 64, "the large slot has the mask's top bit");
 void tcache_fork_prepare(void);
 void tcache_fork_parent(void);
 void tcache_fork_child(void);

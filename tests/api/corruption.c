@@ -136,6 +136,53 @@ Test(corruption, double_free_of_a_large_block_no_longer_parked)
 	expect_abort(large_double_free_unparked, "liballoc: free(): double free detected");
 }
 
+/* The block sits in the freeing thread's large slot (its thread cache keeps the last large
+ * block it freed, to give it back to its next malloc of the size without a lock): a second
+ * free by another thread finds it freed too. */
+static void *free_again(void *p)
+{
+	A(free)(p);
+	return NULL;
+}
+static void large_double_free_other_thread(void)
+{
+	void *p = A(malloc)(64 << 10);
+	sink = A(malloc)(100000);
+	A(free)(p);
+	pthread_t t;
+	pthread_create(&t, NULL, free_again, p);
+	pthread_join(t, NULL);
+}
+Test(corruption, double_free_of_a_large_block_by_another_thread)
+{
+	expect_abort(large_double_free_other_thread, "liballoc: free(): double free detected");
+}
+
+/* ... and after a malloc of that size took it back and freed it again, twice */
+static void large_double_free_after_reuse(void)
+{
+	void *p = A(malloc)(64 << 10);
+	A(free)(p);
+	void *q = A(malloc)(64 << 10);
+	A(free)(q);
+	A(free)(q);
+}
+Test(corruption, double_free_of_a_large_block_taken_back_and_freed_again)
+{
+	expect_abort(large_double_free_after_reuse, "liballoc: free(): double free detected");
+}
+
+static void large_realloc_in_slot(void)
+{
+	char *p = A(malloc)(64 << 10);
+	A(free)(p);
+	sink = A(realloc)(p, 32 << 10);
+}
+Test(corruption, realloc_of_a_large_block_in_the_thread_caches_slot)
+{
+	expect_abort(large_realloc_in_slot, "liballoc: realloc(): invalid pointer");
+}
+
 static void direct_double_free(void)
 {
 	void *p = A(malloc)(8 << 20);

@@ -321,6 +321,7 @@ Test(fork, the_parked_large_block_goes_back_to_its_heap_before_the_copy)
 	cr_assert_not_null(p);
 	memset(p, 1, 64 << 10);
 	A(free)(p);
+	tcache_flush_large_all(); /* from the thread cache's large slot to the arena */
 	arena_lock(a);
 	bool parked = a->parked != NULL;
 	arena_unlock(a);
@@ -351,6 +352,43 @@ Test(fork, the_parked_large_block_goes_back_to_its_heap_before_the_copy)
 	char *q = A(malloc)(64 << 10);
 	cr_assert_not_null(q);
 	A(free)(q);
+}
+
+/* The same for the forking thread's large slot (tcache.h), the block its free would have
+ * parked: back to its heap's free pages before the copy, counted free resident there and
+ * no longer cached; the child finds neither a slot nor a parked block to give back. */
+Test(fork, the_large_slot_goes_back_to_its_heap_before_the_copy)
+{
+	set("decay_ms", 0);
+	struct arena *a = tcache_arena(&la_tcache);
+	char *p = A(malloc)(64 << 10);
+	cr_assert_not_null(p);
+	memset(p, 1, 64 << 10);
+	liballoc_flush_caches();
+	struct la_counters before, after;
+	liballoc_stats(&before);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 64 << 10, "in the slot (set-up)");
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		arena_lock(a);
+		bool still = a->parked != NULL || la_tcache.large != NULL;
+		arena_unlock(a);
+		_exit(still ? 1 : 0);
+	}
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
+	cr_assert_eq(WEXITSTATUS(status), 0, "the child found the block in the slot or parked");
+	cr_assert_eq(tcache_large_bytes(), 0);
+	arena_lock(a);
+	bool parked = a->parked != NULL;
+	arena_unlock(a);
+	cr_assert(!parked);
+	liballoc_stats(&after);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes + (64 << 10));
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - (64 << 10));
+	cr_assert_lt(after.cached_bytes, before.cached_bytes + 4096, "no longer cached");
 }
 
 static uint64_t ring_used(struct arena *a)

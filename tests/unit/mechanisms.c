@@ -484,6 +484,14 @@ Test(throttle, an_explicit_trim_bypasses_it)
 
 /* ---- a freed large block is parked for the next allocation of its size ------------------ */
 
+/* The thread cache's large slot holds the block a free would have parked (tcache.h): give
+ * it to the arena, which parks it, as its free did before the slot. */
+static void park(void)
+{
+	tcache_flush_large_all();
+	cr_assert_eq(tcache_large_bytes(), 0, "the large slot is empty (set-up)");
+}
+
 Test(parked, the_next_block_of_its_size_takes_it_back)
 {
 	set("mmap_threshold", 1 << 20);
@@ -492,6 +500,7 @@ Test(parked, the_next_block_of_its_size_takes_it_back)
 	memset(p, 1, 48 * 4096);
 	struct la_counters before = stats();
 	A(free)(p);
+	park();
 	struct la_counters freed = stats();
 	cr_assert_eq(freed.allocated_bytes, before.allocated_bytes - 48 * 4096);
 	cr_assert_eq(freed.free_resident_bytes, before.free_resident_bytes + 48 * 4096,
@@ -556,7 +565,8 @@ Test(parked, a_shorter_request_of_40_pages_or_more_takes_its_first_pages)
 	char *keep = A(malloc)(100000); /* the heap stays in use throughout */
 	char *p = A(malloc)(64 * 4096);
 	p[0] = 1;
-	A(free)(p); /* parked */
+	A(free)(p);
+	park();
 	char *q = take_in_place(p, 48);
 	cr_assert_eq(resident_pages(q, 4096), 1, "its first page is the one written");
 	cr_assert_eq(q[0], 1, "not returned to the system meanwhile");
@@ -576,8 +586,9 @@ Test(parked, a_longer_request_of_40_pages_or_more_grows_it_into_resident_free_pa
 	cr_assert_eq(r, p + 48 * 4096, "side by side");
 	memset(p, 1, 48 * 4096);
 	memset(r, 1, 16 * 4096);
-	A(free)(r); /* parked */
+	A(free)(r); /* parked (in the large slot) */
 	A(free)(p); /* parked; r's pages go back to the heap, resident */
+	park();
 	char *q = take_in_place(p, 60);
 	cr_assert_eq(resident_pages(q, 60 * 4096), 60, "no page of it is fresh");
 	A(free)(q);
@@ -638,6 +649,7 @@ Test(parked, a_trim_returns_it)
 	char *p = A(malloc)(200 * 4096);
 	memset(p, 1, 200 * 4096);
 	A(free)(p);
+	park();
 	struct la_counters before = stats();
 	cr_assert_geq(before.free_resident_bytes, 200 * 4096);
 	cr_assert_eq(A(malloc_trim)(0), 1);
@@ -683,6 +695,360 @@ Test(parked, the_decay_pass_returns_it_when_no_allocation_takes_it)
 	              (unsigned long long)before.free_resident_bytes,
 	              (unsigned long long)after.free_resident_bytes);
 	A(free)(keep);
+}
+
+/* ---- the thread cache's large slot (tcache.h) ------------------------------------------ */
+
+static struct arena *my_arena(void)
+{
+	return tcache_arena(&la_tcache);
+}
+
+/* The counters with every cache flushed (the large slot parked): cached holds nothing of
+ * the bins or the transfer cache, so that what a test moves there is the slot's block. */
+static struct la_counters flushed_stats(void)
+{
+	liballoc_flush_caches();
+	return stats();
+}
+
+static bool arena_parks(struct arena *a, const void *p)
+{
+	arena_lock(a);
+	struct span *s = a->parked;
+	bool yes = s && span_base(heap_of(s), s) == p;
+	arena_unlock(a);
+	return yes;
+}
+
+static bool arena_parks_any(struct arena *a)
+{
+	arena_lock(a);
+	bool yes = a->parked != NULL;
+	arena_unlock(a);
+	return yes;
+}
+
+/* A free+malloc of one size above the classes takes the freed block back with no lock and
+ * no locked instruction: here with the arena's lock held by this very thread, which a
+ * lock on either path would wait for forever (the alarm ends the process). */
+static void slot_pairs_under_the_lock(void)
+{
+	alarm(10);
+	struct arena *a = my_arena();
+	char *p = A(malloc)(64 << 10);
+	p[0] = 1;
+	A(free)(p); /* into the slot: nothing parked, the slot empty */
+	if (tcache_large_bytes() != 64 << 10)
+		_exit(2);
+	arena_lock(a);
+	for (int i = 0; i < 8; i++) {
+		la_tcache.gc_large = 0; /* no cold-bin sweep (it may flush bins to the arena) */
+		char *q = A(malloc)(64 << 10);
+		if (q != p || q[0] != 1)
+			_exit(3);
+		A(free)(q);
+	}
+	arena_unlock(a);
+	_exit(0);
+}
+
+Test(large_slot, the_next_block_of_its_page_count_takes_it_back_without_the_lock)
+{
+	set("mmap_threshold", 1 << 20);
+	pid_t pid = fork();
+	if (pid == 0)
+		slot_pairs_under_the_lock();
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	          "status %#x (a signal: it waited for the lock; 2: not in the slot; 3: another "
+	          "block came back)",
+	          status);
+}
+
+/* The block in the slot is freed memory the thread cache holds: counted cached (still
+ * allocated: in use + cached is the same sum), not free resident, nothing parked; a malloc
+ * of its page count takes it back whole, written as it was left. */
+Test(large_slot, a_freed_block_counts_cached_and_comes_back_whole)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000); /* the heap stays in use throughout */
+	char *p = A(malloc)(48 * 4096);
+	memset(p, 1, 48 * 4096);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	struct la_counters freed = stats();
+	cr_assert_eq(tcache_large_bytes(), 48 * 4096);
+	cr_assert(!arena_parks_any(my_arena()), "nothing parked in the arena");
+	cr_assert_eq(freed.allocated_bytes, before.allocated_bytes, "still allocated");
+	cr_assert_eq(freed.cached_bytes, before.cached_bytes + 48 * 4096, "counted cached");
+	cr_assert_eq(freed.free_resident_bytes, before.free_resident_bytes);
+	char *q = A(malloc)(48 * 4096 - 100);
+	cr_assert_eq(q, p, "the same block comes back");
+	cr_assert_eq(q[47 * 4096], 1, "untouched: not returned to the system meanwhile");
+	cr_assert_eq(tcache_large_bytes(), 0);
+	/* the figure moves back to in use at the slot's next slow path (here a flush) */
+	struct la_counters again = flushed_stats();
+	cr_assert_eq(again.allocated_bytes, before.allocated_bytes);
+	cr_assert_eq(again.cached_bytes, before.cached_bytes, "in use again once published");
+	A(free)(q);
+	A(free)(keep);
+}
+
+/* A second free while the slot holds a block: the newer block takes the slot and the older
+ * goes back to its heap's free pages (resident), as a free that parks a block gives back
+ * the one parked before; a block the arena had parked goes back too. */
+Test(large_slot, a_newer_free_sends_the_older_block_back_to_its_heap)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *old = A(malloc)(20 * 4096), *p = A(malloc)(16 * 4096), *q = A(malloc)(24 * 4096);
+	memset(old, 1, 20 * 4096);
+	memset(p, 1, 16 * 4096);
+	memset(q, 1, 24 * 4096);
+	A(free)(old);
+	struct la_counters before = flushed_stats(); /* old parked in the arena */
+	cr_assert(arena_parks(my_arena(), old));
+	A(free)(p); /* slot: p; old back to its heap */
+	cr_assert(!arena_parks_any(my_arena()), "the parked block went back to its heap");
+	cr_assert_eq(tcache_large_bytes(), 16 * 4096);
+	A(free)(q); /* slot: q; p back to its heap */
+	cr_assert_eq(tcache_large_bytes(), 24 * 4096);
+	cr_assert(!arena_parks_any(my_arena()));
+	struct la_counters after = stats();
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - 16 * 4096);
+	cr_assert_eq(after.cached_bytes, before.cached_bytes + 24 * 4096);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes + 16 * 4096,
+	             "p's pages are free and resident in the heap (old's counted already)");
+	A(free)(keep);
+}
+
+/* A malloc of another page count parks the slot's block first (under the lock the
+ * allocation takes), so the arena's rules for the parked block apply as before the slot:
+ * 40 pages or more take it in place. */
+Test(large_slot, a_malloc_of_another_size_parks_it_first)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(30 * 4096);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 30 * 4096);
+	char *q = A(malloc)(20 * 4096); /* below 40 pages: leaves the parked block alone */
+	cr_assert_eq(tcache_large_bytes(), 0);
+	cr_assert(arena_parks(my_arena(), p), "the slot's block is parked in the arena");
+	cr_assert(q + 20 * 4096 <= p || q >= p + 30 * 4096);
+	char *r = A(malloc)(64 * 4096);
+	A(free)(r);
+	cr_assert_eq(tcache_large_bytes(), 64 * 4096);
+	char *t = A(malloc)(48 * 4096); /* 40 pages or more: the parked block in place */
+	cr_assert_eq(t, r, "taken in place from the parked block");
+	cr_assert_eq(tcache_large_bytes(), 0);
+	A(free)(q);
+	A(free)(t);
+	A(free)(keep);
+}
+
+/* Bounded by bytes: 4 x tcache_max_bytes (1 MiB by default); a longer block is parked in
+ * the arena as before; a lower bound sends a longer block in the slot back at once. */
+Test(large_slot, it_takes_blocks_up_to_four_times_tcache_max_bytes)
+{
+	set("mmap_threshold", 8 << 20);
+	char *keep = A(malloc)(100000);
+	char *big = A(malloc)((1 << 20) + 4096), *fit = A(malloc)(1 << 20);
+	A(free)(big);
+	cr_assert_eq(tcache_large_bytes(), 0, "above the bound: not in the slot");
+	cr_assert(arena_parks(my_arena(), big), "parked in the arena as before");
+	A(free)(fit);
+	cr_assert_eq(tcache_large_bytes(), 1 << 20, "at the bound: in the slot");
+	set("tcache_max_bytes", 64 << 10); /* bound 256 KiB: the calling thread applies it now */
+	cr_assert_eq(tcache_large_bytes(), 0, "the lower bound sent it to the arena");
+	cr_assert(arena_parks(my_arena(), fit));
+	char *p = A(malloc)(300 << 10);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 0);
+	char *r = A(malloc)(200 << 10);
+	A(free)(r);
+	cr_assert_eq(tcache_large_bytes(), 200 << 10);
+	set("tcache_max_bytes", 0); /* no thread caches: no slot */
+	cr_assert_eq(tcache_large_bytes(), 0);
+	char *t = A(malloc)(200 << 10);
+	A(free)(t);
+	cr_assert_eq(tcache_large_bytes(), 0);
+	A(free)(keep);
+}
+
+Test(large_slot, none_with_the_throttle_off)
+{
+	set("mmap_threshold", 1 << 20);
+	set("madvise_throttle", 0);
+	char *p = A(malloc)(64 << 10);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 0, "pages go back at every shrink, as asked");
+}
+
+/* flush (allocctl flush, liballoc_flush_caches) parks it, with the caches' blocks */
+Test(large_slot, a_flush_returns_it_to_the_arena)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(64 << 10);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	cr_assert_eq(stats().cached_bytes, before.cached_bytes + (64 << 10));
+	struct la_counters after = flushed_stats();
+	cr_assert_eq(tcache_large_bytes(), 0);
+	cr_assert(arena_parks(my_arena(), p));
+	cr_assert_eq(after.cached_bytes, before.cached_bytes, "no longer cached");
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - (64 << 10));
+	A(free)(keep);
+}
+
+/* trim and release give it back to the system like the parked block */
+Test(large_slot, a_trim_returns_it)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(200 * 4096);
+	memset(p, 1, 200 * 4096);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 200 * 4096);
+	cr_assert_eq(A(malloc_trim)(0), 1);
+	struct la_counters after = stats();
+	cr_assert_eq(tcache_large_bytes(), 0);
+	cr_assert_geq(after.madvise_bytes - before.madvise_bytes, 200 * 4096,
+	              "the slot's pages went back: %llu bytes",
+	              (unsigned long long)(after.madvise_bytes - before.madvise_bytes));
+	cr_assert_eq(after.cached_bytes, before.cached_bytes);
+	A(free)(keep);
+}
+
+static void *free_into_slot_and_wait(void *arg)
+{
+	void **pp = arg;
+	pp[0] = A(malloc)(256 << 10);
+	memset(pp[0], 1, 256 << 10);
+	A(free)(pp[0]);
+	pp[1] = (void *)(uintptr_t)tcache_large_bytes();
+	pp[2] = my_arena();
+	return NULL;
+}
+
+Test(large_slot, a_release_of_idle_heaps_returns_it)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0);
+	char *p = A(malloc)(256 << 10);
+	memset(p, 1, 256 << 10);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 256 << 10);
+	liballoc_release_idle_heaps();
+	struct la_counters after = stats();
+	cr_assert_eq(tcache_large_bytes(), 0);
+	cr_assert(!arena_parks_any(my_arena()), "parked, then given back by the release");
+	cr_assert_eq(after.cached_bytes, before.cached_bytes);
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - (256 << 10));
+}
+
+/* A thread that exits parks its slot's block in its arena (and no longer counts it
+ * cached), as its free would have parked it. */
+Test(large_slot, thread_exit_returns_it)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0);
+	struct la_counters before = flushed_stats();
+	void *pp[3];
+	run_thread(free_into_slot_and_wait, pp);
+	cr_assert_eq((uintptr_t)pp[1], 256 << 10, "it was in the thread's slot");
+	cr_assert(arena_parks(pp[2], pp[0]), "parked in the thread's arena at its exit");
+	struct la_counters after = stats();
+	/* (thread creation and exit move a few small blocks through the caches) */
+	cr_assert_lt(after.cached_bytes, before.cached_bytes + 4096,
+	             "cached %llu before, %llu after", (unsigned long long)before.cached_bytes,
+	             (unsigned long long)after.cached_bytes);
+}
+
+/* The decay pass returns a slot whose block no malloc took (the parked block's test above,
+ * parked::the_decay_pass_returns_it_when_no_allocation_takes_it, frees into the slot); and
+ * it publishes the figure of a slot whose block a malloc took back. */
+Test(large_slot, the_decay_pass_publishes_a_block_taken_back)
+{
+	set("mmap_threshold", 1 << 20);
+	char *p = A(malloc)(64 << 10);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	char *q = A(malloc)(64 << 10);
+	cr_assert_eq(q, p);
+	cr_assert_eq(stats().cached_bytes, before.cached_bytes + (64 << 10),
+	             "(the malloc leaves the figure)");
+	set("decay_ms", 50);
+	struct la_counters after = stats();
+	for (int i = 0; i < 2400 && after.cached_bytes != before.cached_bytes; i++) {
+		usleep(25000);
+		after = stats();
+	}
+	cr_assert_eq(after.cached_bytes, before.cached_bytes, "in use again: %llu cached",
+	             (unsigned long long)after.cached_bytes);
+	cr_assert_eq(tcache_large_bytes(), 0);
+	A(free)(q);
+}
+
+/* The owner's slot against the flushers: one thread mallocs, writes and frees blocks of two
+ * sizes (ASan: a block handed out twice, or written after a flusher gave it back, is an
+ * error; TSan: an unordered access to the slot or the span) while this one flushes
+ * every cache, trims and releases, and the control thread's decay pass runs every
+ * millisecond: each takes the slot through the thread cache's handshake (TSan: its lock).
+ * At the end every block is accounted: nothing cached, nothing lost. */
+struct slot_loop {
+	int stop;
+	long pairs;
+	int bad;
+};
+
+static void *slot_loop_owner(void *arg)
+{
+	struct slot_loop *sl = arg;
+	char *keep = A(malloc)(100000);
+	long i = 0;
+	for (; !__atomic_load_n(&sl->stop, __ATOMIC_RELAXED) || i < 2000; i++) {
+		size_t n = (i & 7) == 7 ? 96 << 10 : 64 << 10;
+		char *p = A(malloc)(n);
+		if (!p) {
+			sl->bad = 1;
+			break;
+		}
+		p[0] = (char)i; /* written at both ends: a block the allocator also wrote */
+		p[n - 1] = (char)i;
+		A(free)(p);
+	}
+	A(free)(keep);
+	sl->pairs = i;
+	return NULL;
+}
+
+Test(large_slot, flushes_trims_and_decay_passes_while_the_owner_loops)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 1);
+	struct slot_loop sl = {0};
+	pthread_t t;
+	pthread_create(&t, NULL, slot_loop_owner, &sl);
+	for (int r = 0; r < 200; r++) {
+		liballoc_flush_caches();
+		if (r % 4 == 1)
+			A(malloc_trim)(0);
+		if (r % 4 == 3)
+			liballoc_release_idle_heaps();
+		usleep(200);
+	}
+	__atomic_store_n(&sl.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	cr_assert_eq(sl.bad, 0, "a malloc failed");
+	cr_assert_geq(sl.pairs, 2000);
+	struct la_counters after = flushed_stats();
+	cr_assert_lt(after.cached_bytes, 4096, "the exited thread's slot is not counted cached");
 }
 
 /* ---- the decay pass returns what idle thread caches hold ------------------------------ */
