@@ -1494,6 +1494,7 @@ void arena_large_evict(struct arena *a, struct span *old)
 	if (old) {
 		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)old->npages << LA_PAGE_SHIFT);
 		old->offset = 0;
+		op_measure_soon(); /* its pages count resident whole (free_large_locked) */
 		free_pages(a, heap_of(old), old); /* kind SPAN_LARGE: in use until now */
 	}
 	arena_unlock(a);
