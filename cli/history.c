@@ -192,7 +192,7 @@ void render_history(FILE *f, const Ctl__HistoryReply *r, const struct render_opt
 		int64_t last_ms = ph->first_ms + (int64_t)(n - 1) * ph->resolution_ms;
 		clock_text(a, sizeof(a), ph->first_ms);
 		clock_text(b, sizeof(b), last_ms);
-		fprintf(f, ": %zu samples every %s, %s .. %s (%s)%s\n", n,
+		fprintf(f, ": %zu sample%s every %s, %s .. %s (%s)%s\n", n, n == 1 ? "" : "s",
 		        fmt_ms(per, sizeof(per), ph->resolution_ms), a, b,
 		        fmt_uptime(span, sizeof(span),
 		                   (uint64_t)(last_ms - ph->first_ms + ph->resolution_ms) / 1000),
