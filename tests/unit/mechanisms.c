@@ -2656,17 +2656,21 @@ Test(remote_frees, the_ring_touches_what_is_in_flight_and_an_idle_ring_goes_back
 enum { LENT_BLOCKS = 8192, LENT_SIZE = 1024, TAKEN_BLOCKS = 1024 };
 static void *lent_blocks[LENT_BLOCKS], *taken_blocks[TAKEN_BLOCKS];
 static pthread_barrier_t lent_made, lent_done;
+static void **owner_blocks; /* the owner's blocks, owner_n of them (set before it starts) */
+static int owner_n;
 
-static void *lending_owner(void *arg)
+/* An owner that makes owner_n blocks of LENT_SIZE in its arena, frees the last 7/8 of them
+ * (keeping the first: its heap is not left nearly empty) and waits. */
+static void *seven_eighths_owner(void *arg)
 {
-	for (int i = 0; i < LENT_BLOCKS; i++)
-		memset(lent_blocks[i] = A(malloc)(LENT_SIZE), 1, LENT_SIZE);
-	for (int i = LENT_BLOCKS / 8; i < LENT_BLOCKS; i++)
-		A(free)(lent_blocks[i]);
+	for (int i = 0; i < owner_n; i++)
+		memset(owner_blocks[i] = A(malloc)(LENT_SIZE), 1, LENT_SIZE);
+	for (int i = owner_n / 8; i < owner_n; i++)
+		A(free)(owner_blocks[i]);
 	pthread_barrier_wait(&lent_made);
 	pthread_barrier_wait(&lent_done);
-	for (int i = 0; i < LENT_BLOCKS / 8; i++)
-		A(free)(lent_blocks[i]);
+	for (int i = 0; i < owner_n / 8; i++)
+		A(free)(owner_blocks[i]);
 	return arg;
 }
 
@@ -2676,8 +2680,10 @@ Test(remote_frees, a_refill_that_would_touch_new_pages_takes_another_arenas_free
 	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32);
 	pthread_t t;
+	owner_blocks = lent_blocks;
+	owner_n = LENT_BLOCKS;
 	struct arena *lender =
-	        start_owner(&t, lending_owner, &lent_made, &lent_done, lent_blocks, own);
+	        start_owner(&t, seven_eighths_owner, &lent_made, &lent_done, lent_blocks, own);
 	struct arena *mine = heap_of(own)->arena;
 	int lent = 0;
 	for (int i = 0; i < TAKEN_BLOCKS; i++) {
@@ -2711,20 +2717,6 @@ Test(remote_frees, a_refill_that_would_touch_new_pages_takes_another_arenas_free
  * in while this arena had its own. */
 enum { BATCH_BLOCKS = 2048 };
 static void *batch_blocks[BATCH_BLOCKS];
-static pthread_barrier_t batch_made, batch_done;
-
-static void *batch_owner(void *arg)
-{
-	for (int i = 0; i < BATCH_BLOCKS; i++)
-		memset(batch_blocks[i] = A(malloc)(LENT_SIZE), 1, LENT_SIZE);
-	for (int i = BATCH_BLOCKS / 8; i < BATCH_BLOCKS; i++)
-		A(free)(batch_blocks[i]);
-	pthread_barrier_wait(&batch_made);
-	pthread_barrier_wait(&batch_done);
-	for (int i = 0; i < BATCH_BLOCKS / 8; i++)
-		A(free)(batch_blocks[i]);
-	return arg;
-}
 
 static uint64_t free_resident_pages(struct arena *a)
 {
@@ -2742,8 +2734,10 @@ Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32);
 	pthread_t t;
+	owner_blocks = batch_blocks;
+	owner_n = BATCH_BLOCKS;
 	struct arena *other =
-	        start_owner(&t, batch_owner, &batch_made, &batch_done, batch_blocks, own);
+	        start_owner(&t, seven_eighths_owner, &lent_made, &lent_done, batch_blocks, own);
 	struct arena *mine = heap_of(own)->arena;
 	uint64_t free_before = free_resident_pages(other);
 	cr_assert_geq(free_before, 256, "the other arena holds %llu free pages (1 MiB or more)",
@@ -2761,7 +2755,7 @@ Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 	for (int i = 0; i < TAKEN_BLOCKS; i++)
 		A(free)(taken_blocks[i]);
 	A(free)(own);
-	pthread_barrier_wait(&batch_done);
+	pthread_barrier_wait(&lent_done);
 	pthread_join(t, NULL);
 }
 
