@@ -164,6 +164,19 @@ static void check_arena(struct arena *a)
 			idle_meta += (uint64_t)h->meta_pages << LA_PAGE_SHIFT;
 	}
 	cr_assert_eq(parked, a->parked ? 1 : 0);
+	/* each class's partial list: as long as its count (npartial: the refill's side-by-side
+	 * walk needs POP_WAYS spans), linked both ways, every span on it flagged and of it */
+	for (unsigned k = 0; k < LA_NCLASSES; k++) {
+		uint32_t len = 0;
+		for (struct span *s = a->partial[k], *prev = NULL; s; prev = s, s = s->next) {
+			cr_assert(s->on_partial && s->cls == k && s->prev == prev,
+			          "arena %u class %u: a span on the partial list out of place",
+			          a->index, k);
+			len++;
+		}
+		cr_assert_eq(len, a->npartial[k], "arena %u class %u: %u spans listed, npartial %u",
+		             a->index, k, len, a->npartial[k]);
+	}
 	const struct la_counters *c = a->c;
 	cr_assert_eq(c->allocated_bytes, allocated, "arena %u: allocated %llu, walk %llu", a->index,
 	             (unsigned long long)c->allocated_bytes, (unsigned long long)allocated);
