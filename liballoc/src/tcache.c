@@ -385,16 +385,6 @@ static inline void bin_event(struct tcache *tc, unsigned cls)
 		tcache_gc(tc);
 }
 
-void tcache_large_event(struct tcache *tc)
-{
-	if (tc->state != TC_LIVE || ++tc->gc_large < TC_GC_EVENTS)
-		return;
-	tc->gc_large = 0;
-	if (tc_enter(tc)) /* else a flusher holds the cache: the next ones sweep */
-		tcache_gc(tc);
-	tc_leave(tc);
-}
-
 /* Bin cls refills after the last cold-bin sweep emptied it: sweeps skip it for a while. */
 static LA_NOINLINE void gc_missed(struct tcache *tc, unsigned cls)
 {
@@ -422,6 +412,21 @@ LA_INLINE void check_gen(struct tcache *tc)
 {
 	if (unlikely(tc->gen != __atomic_load_n(&tcache_gen, __ATOMIC_RELAXED)))
 		new_gen(tc);
+}
+
+void tcache_large_event(struct tcache *tc)
+{
+	if (tc->state != TC_LIVE || ++tc->gc_large < TC_GC_EVENTS)
+		return;
+	tc->gc_large = 0;
+	if (tc_enter(tc)) { /* else a flusher holds the cache: the next ones sweep */
+		/* a bound lowered since (tcache_max_bytes, check_free_lists: by any thread)
+		 * applies here too, as at a bin's refill or flush: a thread that loops large
+		 * blocks through its large slot meets no refill or flush */
+		check_gen(tc);
+		tcache_gc(tc);
+	}
+	tc_leave(tc);
 }
 
 void tcache_check_self(void)
@@ -807,14 +812,26 @@ uint64_t tcache_published(const struct arena *a)
  * and realloc read it without a lock too). The slot itself is ordered by tc_enter. */
 LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 {
-	if (unlikely(tc->state != TC_LIVE) ||
-	    ((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max || !TUN(madvise_throttle))
+	if (unlikely(tc->state != TC_LIVE))
 		return false;
 	if (unlikely(!tc_enter(tc))) {
 		tc_leave(tc);
 		return false;
 	}
 	struct span *old = tc->large;
+	if (unlikely(((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max ||
+	             !TUN(madvise_throttle))) {
+		/* s goes to the arena (parked, or to its heap with the throttle off): the
+		 * slot's block goes back to its heap, as a free that parks a block gives back
+		 * the one parked before (one block kept, as without the slot) */
+		if (old) {
+			tc->large = NULL;
+			arena_large_evict(tc->arena, old);
+			publish_large(tc);
+		}
+		tc_leave(tc);
+		return false;
+	}
 	if (unlikely(old || arena_parked_hint(tc->arena))) {
 		/* what a free that parks s would give back: the block parked before it */
 		tc->large = NULL;

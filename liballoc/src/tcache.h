@@ -286,7 +286,8 @@ void tcache_large_event(struct tcache *tc);
 /* The large slot (struct tcache, large). Free the large block of span s (in a heap of
  * this thread's arena, validated by free_slow) into the slot; false: not taken (no live
  * cache, larger than large_max, the madvise throttle is off, a flusher holds the cache):
- * the caller frees it to the arena. */
+ * the caller frees it to the arena, and the slot's block (but with a flusher) has gone
+ * back to its heap, as the block parked before a parking free does. */
 bool tcache_free_large(struct tcache *tc, struct span *s);
 /* arena_alloc_large for the calling thread's cache: the slot's block when it has the
  * page count (align at most LA_PAGE), with no lock; else the arena, which parks the

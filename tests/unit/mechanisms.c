@@ -887,6 +887,78 @@ Test(large_slot, none_with_the_throttle_off)
 	cr_assert_eq(tcache_large_bytes(), 0, "pages go back at every shrink, as asked");
 }
 
+/* The slot stands for the block a free would have parked: a free it declines (a block above
+ * its bound, which the arena parks as before) gives the slot's block back to its heap, as a
+ * free that parks a block gives back the one parked before. One block kept, not two. */
+Test(large_slot, a_free_above_its_bound_sends_its_block_back_to_its_heap)
+{
+	set("mmap_threshold", 8 << 20);
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(64 << 10), *big = A(malloc)(2 << 20);
+	memset(p, 1, 64 << 10);
+	struct la_counters before = flushed_stats();
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 64 << 10);
+	A(free)(big); /* above 1 MiB: parked in the arena */
+	cr_assert(arena_parks(my_arena(), big), "parked as before the slot");
+	cr_assert_eq(tcache_large_bytes(), 0, "the slot's block went back to its heap");
+	struct la_counters after = stats();
+	cr_assert_eq(after.cached_bytes, before.cached_bytes, "no longer cached");
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - (64 << 10) - (2 << 20));
+	A(free)(keep);
+}
+
+/* With the throttle turned off (liballoc_set), the next large free goes to its heap and so
+ * does the slot's block: nothing is kept, as for the arena's parked block. */
+Test(large_slot, a_free_with_the_throttle_turned_off_sends_its_block_back)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *q = A(malloc)(96 << 10), *p = A(malloc)(64 << 10);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 64 << 10);
+	set("madvise_throttle", 0);
+	A(free)(q);
+	cr_assert(!arena_parks_any(my_arena()));
+	cr_assert_eq(tcache_large_bytes(), 0, "pages go back at every shrink, as asked");
+	A(free)(keep);
+}
+
+/* A lower bound set by another thread applies within the owner's next TC_GC_EVENTS large
+ * allocations (its cold-bin sweep), as at a bin's next refill or flush: a thread that only
+ * loops large blocks through its slot meets neither. */
+struct bound_change {
+	pthread_barrier_t freed, set;
+	uint64_t bytes;
+};
+
+static void *slot_owner_across_a_bound_change(void *arg)
+{
+	struct bound_change *bc = arg;
+	A(free)(A(malloc)(512 << 10));
+	pthread_barrier_wait(&bc->freed);
+	pthread_barrier_wait(&bc->set);              /* tcache_max_bytes 64 KiB: bound 256 KiB */
+	for (unsigned i = 0; i <= TC_GC_EVENTS; i++) /* the slot's block, until the sweep */
+		A(free)(A(malloc)(512 << 10));
+	bc->bytes = tcache_large_bytes();
+	return NULL;
+}
+
+Test(large_slot, a_bound_lowered_by_another_thread_applies_at_its_next_sweep)
+{
+	set("mmap_threshold", 8 << 20);
+	struct bound_change bc = {.bytes = 1};
+	pthread_barrier_init(&bc.freed, NULL, 2);
+	pthread_barrier_init(&bc.set, NULL, 2);
+	pthread_t t;
+	pthread_create(&t, NULL, slot_owner_across_a_bound_change, &bc);
+	pthread_barrier_wait(&bc.freed);
+	set("tcache_max_bytes", 64 << 10);
+	pthread_barrier_wait(&bc.set);
+	pthread_join(t, NULL);
+	cr_assert_eq(bc.bytes, 0, "a 512 KiB block in the slot above its 256 KiB bound");
+}
+
 /* flush (allocctl flush, liballoc_flush_caches) parks it, with the caches' blocks */
 Test(large_slot, a_flush_returns_it_to_the_arena)
 {
