@@ -791,18 +791,23 @@ bool tcache_flush_cold(void)
 	return held;
 }
 
+/* What cache tc last published into its arena's cached_bytes: its bins and its large slot */
+static uint64_t published_bytes(const struct tcache *tc)
+{
+	uint64_t bytes = __atomic_load_n(&tc->large_pub, __ATOMIC_RELAXED);
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		bytes +=
+		        (uint64_t)__atomic_load_n(&tc->pub_count[c], __ATOMIC_RELAXED) * sc_size[c];
+	return bytes;
+}
+
 uint64_t tcache_published(const struct arena *a)
 {
 	uint64_t bytes = 0;
 	la_lock(&tc_list_lock);
-	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
-		if (tc->arena != a)
-			continue;
-		for (unsigned c = 0; c < LA_NCLASSES; c++)
-			bytes += (uint64_t)__atomic_load_n(&tc->pub_count[c], __ATOMIC_RELAXED) *
-			         sc_size[c];
-		bytes += __atomic_load_n(&tc->large_pub, __ATOMIC_RELAXED); /* the large slot */
-	}
+	for (struct tcache *tc = tc_list; tc; tc = tc->next)
+		if (tc->arena == a)
+			bytes += published_bytes(tc);
 	la_unlock(&tc_list_lock);
 	return bytes;
 }
@@ -819,23 +824,19 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 		return false;
 	}
 	struct span *old = tc->large;
-	if (unlikely(((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max ||
-	             !TUN(madvise_throttle))) {
-		/* s goes to the arena (parked, or to its heap with the throttle off): the
-		 * slot's block goes back to its heap, as a free that parks a block gives back
-		 * the one parked before (one block kept, as without the slot) */
-		if (old) {
-			tc->large = NULL;
-			arena_large_evict(tc->arena, old);
-			publish_large(tc);
-		}
-		tc_leave(tc);
-		return false;
-	}
-	if (unlikely(old || arena_parked_hint(tc->arena))) {
-		/* what a free that parks s would give back: the block parked before it */
+	/* declined: s goes to the arena (parked, or to its heap with the throttle off) */
+	bool decline =
+	        ((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max || !TUN(madvise_throttle);
+	if (unlikely(old || (!decline && arena_parked_hint(tc->arena)))) {
+		/* what a free that parks s gives back: the block parked before it, here the
+		 * slot's (one block kept, as without the slot) and, taken, the arena's */
 		tc->large = NULL;
 		arena_large_evict(tc->arena, old);
+	}
+	if (unlikely(decline)) {
+		publish_large(tc);
+		tc_leave(tc);
+		return false;
 	}
 	s->offset = SPAN_OFFSET_CACHED; /* a second free finds no block here */
 	tc->large = s;
@@ -914,12 +915,9 @@ void tcache_fork_child(void)
 	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 		if (tc == self)
 			continue;
-		for (unsigned c = 0; c < LA_NCLASSES; c++)
-			if (tc->pub_count[c] && tc->arena)
-				STAT_SUB(tc->arena->c, cached_bytes,
-				         (uint64_t)tc->pub_count[c] * sc_size[c]);
-		if (tc->large_pub && tc->arena) /* its large slot's block: lost too */
-			STAT_SUB(tc->arena->c, cached_bytes, tc->large_pub);
+		uint64_t lost = published_bytes(tc); /* its bins and large slot */
+		if (lost && tc->arena)
+			STAT_SUB(tc->arena->c, cached_bytes, lost);
 		STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	}
 	tc_list = NULL;

@@ -2746,16 +2746,21 @@ static void *seven_eighths_owner(void *arg)
 	return arg;
 }
 
-Test(remote_frees, a_refill_that_would_touch_new_pages_takes_another_arenas_free_ones)
+/* seven_eighths_owner over n blocks in another arena (own: a block of this thread's) */
+static struct arena *start_seven_eighths(pthread_t *t, void **blocks, int n, const void *own)
 {
 	set("decay_ms", 60000); /* the other arena's free pages stay (0 would return them) */
-	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
+	owner_blocks = blocks;
+	owner_n = n;
+	return start_owner(t, seven_eighths_owner, &lent_made, &lent_done, blocks, own);
+}
+
+Test(remote_frees, a_refill_that_would_touch_new_pages_takes_another_arenas_free_ones)
+{
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32);
 	pthread_t t;
-	owner_blocks = lent_blocks;
-	owner_n = LENT_BLOCKS;
-	struct arena *lender =
-	        start_owner(&t, seven_eighths_owner, &lent_made, &lent_done, lent_blocks, own);
+	struct arena *lender = start_seven_eighths(&t, lent_blocks, LENT_BLOCKS, own);
 	struct arena *mine = heap_of(own)->arena;
 	int lent = 0;
 	for (int i = 0; i < TAKEN_BLOCKS; i++) {
@@ -2802,14 +2807,10 @@ static uint64_t free_resident_pages(struct arena *a)
 
 Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 {
-	set("decay_ms", 60000); /* the other arena's free pages stay (0 would return them) */
-	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
 	void *own = A(malloc)(32);
 	pthread_t t;
-	owner_blocks = batch_blocks;
-	owner_n = BATCH_BLOCKS;
-	struct arena *other =
-	        start_owner(&t, seven_eighths_owner, &lent_made, &lent_done, batch_blocks, own);
+	struct arena *other = start_seven_eighths(&t, batch_blocks, BATCH_BLOCKS, own);
 	struct arena *mine = heap_of(own)->arena;
 	uint64_t free_before = free_resident_pages(other);
 	cr_assert_geq(free_before, 256, "the other arena holds %llu free pages (1 MiB or more)",
