@@ -179,9 +179,11 @@ static LA_NOINLINE void *malloc_idle(unsigned cls)
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
 	struct tcache *tc = &la_tcache;
-	if (likely(n <= SC_UPPER_FROM)) {
+	/* up to 512 bytes the cache's copy of sc_small4 (TLS, tcache.h): one instruction
+	 * fewer than the shared table's; 513 bytes to 1 KiB take malloc_pop's */
+	if (likely(n <= TC_SMALL4_MAX)) {
 		struct tbin *bins = tc_enter_fast(tc);
-		size_t ci = sc_small4[n];
+		size_t ci = tc->small4[n];
 		void *p = bin_take(bins, ci);
 		if (likely(p != NULL)) {
 			tc_leave(tc);

@@ -12,25 +12,9 @@ _Static_assert(LA_NCLASSES == 8 + 4 * 5 + SC_FIFTHS + 16 + 4, "the classes sc_co
 _Static_assert(LA_SMALL_MAX == 2 * SC_QUARTERS_FROM && SC_QUARTERS_FROM == 4 * SC_EIGHTHS_FROM,
                "one doubling of quarters after two of eighths");
 
-/* sc_small4: the class of n <= 1024 (sc_compute's first classes: 16-byte steps to 128, then
- * four per doubling with a fifth at 2^k + 2^k/8 from 256), times 4 */
-#define SC_CLS_(n)                               \
-	((n) <= 16    ? 0                        \
-	 : (n) <= 128 ? ((n) + 15) / 16 - 1      \
-	 : (n) <= 256 ? 7 + ((n)-128 + 31) / 32  \
-	 : (n) <= 288 ? 12                       \
-	 : (n) <= 512 ? 12 + ((n)-256 + 63) / 64 \
-	 : (n) <= 576 ? 17                       \
-	              : 17 + ((n)-512 + 127) / 128)
-#define SC_S1_(n)    (uint8_t)(4 * SC_CLS_(n))
-#define SC_S4_(n)    SC_S1_(n), SC_S1_((n) + 1), SC_S1_((n) + 2), SC_S1_((n) + 3)
-#define SC_S16_(n)   SC_S4_(n), SC_S4_((n) + 4), SC_S4_((n) + 8), SC_S4_((n) + 12)
-#define SC_S64_(n)   SC_S16_(n), SC_S16_((n) + 16), SC_S16_((n) + 32), SC_S16_((n) + 48)
-#define SC_S256_(n)  SC_S64_(n), SC_S64_((n) + 64), SC_S64_((n) + 128), SC_S64_((n) + 192)
-#define SC_S1024_(n) SC_S256_(n), SC_S256_((n) + 256), SC_S256_((n) + 512), SC_S256_((n) + 768)
 _Static_assert(SC_UPPER_FROM == 1024, "sc_small4 has 1024 + 1 entries");
 _Static_assert(SC_FIFTH_FROM == 256, "sc_small4's fifths at 288 and 576");
-const uint8_t sc_small4[SC_UPPER_FROM + 1] = {SC_S1024_(0), SC_S1_(1024)};
+const uint8_t sc_small4[SC_UPPER_FROM + 1] = SC_SMALL4_INIT;
 
 /* Pages of a span of class size s: between 4 and 8 KiB the SC_FIT_PAGES the size was made
  * for; above SC_QUARTERS_FROM SC_QUARTER_BLOCKS blocks (whole pages); else, of 16 to 23

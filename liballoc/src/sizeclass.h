@@ -69,6 +69,32 @@ extern const uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refil
  * offset, tcache.h). It restates the class rules below 1 KiB that sc_compute applies:
  * tests/unit/sizeclass.c checks every entry against sc_size. */
 extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
+/* sc_small4: the class of n <= 1024 (sc_compute's first classes: 16-byte steps to 128, then
+ * four per doubling with a fifth at 2^k + 2^k/8 from 256), times 4 */
+#define SC_CLS_(n)                               \
+	((n) <= 16    ? 0                        \
+	 : (n) <= 128 ? ((n) + 15) / 16 - 1      \
+	 : (n) <= 256 ? 7 + ((n)-128 + 31) / 32  \
+	 : (n) <= 288 ? 12                       \
+	 : (n) <= 512 ? 12 + ((n)-256 + 63) / 64 \
+	 : (n) <= 576 ? 17                       \
+	              : 17 + ((n)-512 + 127) / 128)
+#define SC_S1_(n)    (uint8_t)(4 * SC_CLS_(n))
+#define SC_S4_(n)    SC_S1_(n), SC_S1_((n) + 1), SC_S1_((n) + 2), SC_S1_((n) + 3)
+#define SC_S16_(n)   SC_S4_(n), SC_S4_((n) + 4), SC_S4_((n) + 8), SC_S4_((n) + 12)
+#define SC_S64_(n)   SC_S16_(n), SC_S16_((n) + 16), SC_S16_((n) + 32), SC_S16_((n) + 48)
+#define SC_S256_(n)  SC_S64_(n), SC_S64_((n) + 64), SC_S64_((n) + 128), SC_S64_((n) + 192)
+#define SC_S1024_(n) SC_S256_(n), SC_S256_((n) + 256), SC_S256_((n) + 512), SC_S256_((n) + 768)
+/* sc_small4's entries: an initializer (the table), and its first 513 (each thread cache's
+ * copy: tcache.h, small4) */
+#define SC_SMALL4_INIT                     \
+	{                                  \
+		SC_S1024_(0), SC_S1_(1024) \
+	}
+#define SC_SMALL4_512_INIT                              \
+	{                                               \
+		SC_S256_(0), SC_S256_(256), SC_S1_(512) \
+	}
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
 extern const uint8_t sc_upper[SC_UPPER_BUCKETS];
 

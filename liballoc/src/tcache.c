@@ -41,6 +41,7 @@ __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         /* .bins: zero until the set-up (reset_bins); the fast paths use the idle bins
          * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
+        .small4 = SC_SMALL4_512_INIT,
 };
 uint32_t tcache_gen = 1;
 

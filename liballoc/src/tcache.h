@@ -53,6 +53,7 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_REMOTE_BATCH 64u             /* foreign frees handed over at a time */
 #define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
 #define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
+#define TC_SMALL4_MAX   512u            /* sizes malloc's fast path classes in TLS (small4) */
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
@@ -141,6 +142,14 @@ struct tcache {
 	struct arena *rb_owner;
 	uint32_t rb_n;
 	void *rb[TC_REMOTE_BATCH];
+	/* sc_small4 (sizeclass.h) up to TC_SMALL4_MAX in the thread's TLS, for malloc's fast
+	 * path: it addresses the entry from the register that holds the cache's TLS offset
+	 * (%fs: base, index n), where the shared table took an instruction more for its
+	 * address (14 instructions a malloc instead of 15). Never written; part of the TLS
+	 * image, which glibc copies at each thread's start. Not the whole table: with its
+	 * 1,025 bytes the image and the rest of the relro data took 0x2020 bytes, a third page,
+	 * which every start touched (tests/e2e/startup.bats, five pages). */
+	uint8_t small4[TC_SMALL4_MAX + 1];
 };
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
  * cache, or large allocations of its thread with none of those between them; a bin it

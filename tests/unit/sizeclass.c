@@ -3,8 +3,10 @@
  * hold, and the heap-owner lookup that tells our heaps (and their arena) from everything
  * else. Linked with liballoc.a. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/api.h"
 #include "arena.h"
@@ -116,6 +118,26 @@ Test(sizeclass, the_table_of_sizes_up_to_1k_names_the_smallest_class_times_4)
 	}
 	cr_assert_eq(sc_small4[0], 0, "malloc(0): the smallest class");
 	cr_assert_eq(sc_size[sc_small4[SC_UPPER_FROM] / 4], SC_UPPER_FROM);
+}
+
+/* malloc's fast path reads the copy of its first TC_SMALL4_MAX + 1 entries in its thread's
+ * cache (TLS): the same, in this thread and in another */
+static void *small4_differs(void *arg)
+{
+	(void)arg;
+	return (void *)(uintptr_t)(memcmp(la_tcache.small4, sc_small4, sizeof(la_tcache.small4)) !=
+	                           0);
+}
+
+Test(sizeclass, each_thread_cache_holds_the_table_of_sizes_up_to_1k)
+{
+	cr_assert_eq(sizeof(la_tcache.small4), TC_SMALL4_MAX + 1);
+	cr_assert_null(small4_differs(NULL), "this thread's copy differs");
+	pthread_t t;
+	void *differs = NULL;
+	cr_assert_eq(pthread_create(&t, NULL, small4_differs, NULL), 0);
+	cr_assert_eq(pthread_join(t, &differs), 0);
+	cr_assert_null(differs, "another thread's copy differs");
 }
 
 Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
