@@ -292,13 +292,26 @@ static uint32_t last_bit_end(const struct heap *h, uint32_t first, uint32_t end)
 	return first;
 }
 
-/* The window of a pass over h's dirty free spans: none read yet, the hint set. */
-static void win_init(struct heap *h, struct rwin *w)
+/* Does a measurement read free span s? One whose pages were freed since the last (their
+ * bits are the allocation's guess), and one the kernel may have filled with a huge page
+ * (its bits bound nothing). A span measured since holds bits mincore set or cleared, and
+ * free pages become resident again only by an allocation's write, which takes them out of
+ * the span (or, unseen, by a huge page: the second case). Re-reading every free page of
+ * every arena at each measurement held the arena locks as long as mincore over all of
+ * them took. */
+static bool measure_wants(const struct heap *h, const struct span *s)
+{
+	return s->dirty && (s->unmeasured || !bitmap_bounds(h, s));
+}
+
+/* The window of a pass over h's dirty free spans (for_measure: those a measurement
+ * reads): none read yet, the hint set. */
+static void win_init(struct heap *h, struct rwin *w, bool for_measure)
 {
 	uint32_t lo = LA_HEAP_PAGES, hi = 0, steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!s->dirty)
+			if (!s->dirty || (for_measure && !measure_wants(h, s)))
 				continue;
 			uint32_t first = s->first, end = s->first + s->npages;
 			if (bitmap_bounds(h, s)) {
@@ -381,12 +394,13 @@ static size_t win_resident(struct heap *h, struct rwin *w, uint32_t first, uint3
 void heap_measure(struct heap *h)
 {
 	struct rwin w;
-	win_init(h, &w);
+	win_init(h, &w, true);
 	uint32_t steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!s->dirty)
+			if (!measure_wants(h, s))
 				continue;
+			s->unmeasured = 0;
 			int32_t gone = 0;
 			uint32_t end = s->first + s->npages;
 			if (!bitmap_bounds(h, s))
@@ -487,10 +501,11 @@ static void desc_drop(struct heap *h, struct span *s)
 /* Make descriptor s (its first page set) a FREE span of n pages, d dirty (freed at tick
  * stamp), in its bin. */
 static struct span *make_free(struct heap *h, struct span *s, uint32_t n, uint32_t d,
-                              uint32_t stamp)
+                              uint32_t stamp, bool unmeasured)
 {
 	uint32_t first = s->first;
 	s->kind = SPAN_FREE;
+	s->unmeasured = unmeasured && d;
 	s->npages = n;
 	s->dirty = d;
 	s->stamp = stamp;
@@ -520,7 +535,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	h->hwm = HEADER_PAGES + 1;
 	h->idle = 1;
 	STAT_ADD_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
-	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0);
+	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0, false);
 	meta_update(h);
 	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
 	/* the owner table's page of this slot is resident from now on: metadata, counted once
@@ -797,10 +812,11 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 {
 	bin_remove(h, s);
 	uint32_t first = s->first, total = s->npages, d = s->dirty, stamp = s->stamp;
+	bool unmeasured = s->unmeasured;
 	if (at) {
 		uint32_t lead_dirty = d == 0 ? 0 : d == total ? at : heap_resident_in(h, first, at);
 		struct span *t = desc_new(h, first + at);
-		make_free(h, s, at, lead_dirty, stamp);
+		make_free(h, s, at, lead_dirty, stamp, unmeasured);
 		s = t;
 		first += at;
 		total -= at;
@@ -812,7 +828,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	                      : resident   ? resident
 	                                   : heap_resident_in(h, first, n);
 	if (total > n)
-		make_free(h, desc_new(h, first + n), total - n, d - take_dirty, stamp);
+		make_free(h, desc_new(h, first + n), total - n, d - take_dirty, stamp, unmeasured);
 	s->kind = SPAN_NONE; /* the caller sets SMALL or LARGE */
 	s->npages = n;
 	s->dirty = 0;
@@ -1045,6 +1061,9 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 {
 	uint32_t first = s->first, n = s->npages, d = heap_resident_in(h, first, n);
 	uint32_t stamp = stamp_now();
+	/* its pages count resident as the allocation marked them, written or not: the next
+	 * measurement reads the span (and what it merges with) */
+	bool unmeasured = d != 0;
 	h->used_pages -= n;
 	h->free_pages += n;
 	dirty_add(h, d);
@@ -1059,6 +1078,7 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	if (rs && rs->kind == SPAN_FREE) {
 		bin_remove(h, rs);
 		stamp = merged_stamp(stamp, d, rs);
+		unmeasured |= rs->dirty && rs->unmeasured;
 		n += rs->npages;
 		d += rs->dirty;
 		desc_drop(h, rs);
@@ -1070,13 +1090,14 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 		if (l < first && ls->kind == SPAN_FREE && l + ls->npages == first) {
 			bin_remove(h, ls);
 			stamp = merged_stamp(stamp, d, ls);
+			unmeasured |= ls->dirty && ls->unmeasured;
 			n += ls->npages;
 			d += ls->dirty;
 			desc_drop(h, s);
 			s = ls;
 		}
 	}
-	return make_free(h, s, n, d, stamp);
+	return make_free(h, s, n, d, stamp, unmeasured);
 }
 
 struct span *heap_split_span(struct heap *h, struct span *s, uint32_t lead)
@@ -1109,13 +1130,15 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident
 	if (rs->kind != SPAN_FREE || rs->npages < need)
 		return false;
 	uint32_t total = rs->npages, d = rs->dirty, stamp = rs->stamp;
+	bool unmeasured = rs->unmeasured;
 	uint32_t take_dirty = d == 0 ? 0 : d == total ? need : heap_resident_in(h, r, need);
 	if (resident_only && take_dirty < need)
 		return false;
 	bin_remove(h, rs);
 	desc_drop(h, rs);
 	if (total > need)
-		make_free(h, desc_new(h, r + need), total - need, d - take_dirty, stamp);
+		make_free(h, desc_new(h, r + need), total - need, d - take_dirty, stamp,
+		          unmeasured);
 	h->free_pages -= need;
 	h->used_pages += need;
 	dirty_add(h, -(int64_t)take_dirty);
@@ -1196,6 +1219,7 @@ static bool purge_span(struct heap *h, struct span *s, struct rwin *w)
 	resident_add(h, -(int64_t)before);
 	dirty_add(h, -(int64_t)s->dirty);
 	s->dirty = 0;
+	s->unmeasured = 0;
 	return true;
 }
 
@@ -1204,7 +1228,7 @@ static struct rwin *purge_window(struct heap *h, struct rwin *w)
 {
 	if (likely(os_measure == NULL))
 		return NULL;
-	win_init(h, w);
+	win_init(h, w, false);
 	return w;
 }
 

@@ -46,13 +46,19 @@ struct span {
 	uint8_t kind;       /* SPAN_*; SPAN_NONE on pages that are not a span's first */
 	uint8_t cls;        /* SMALL: size class */
 	uint8_t on_partial; /* SMALL: linked on the arena's partial list of its class */
-	uint8_t warm;       /* SMALL: all its pages had been used before (may be resident) */
-	uint32_t npages;    /* pages in the span */
-	uint32_t first;     /* the heap page it starts at */
-	uint16_t used;      /* SMALL: blocks out (held by users or thread caches); a span
-	                     * holds at most 23 pages of 16 bytes (sizeclass.c): 5888 blocks */
-	uint16_t bump;      /* SMALL: blocks [bump, capacity) were never handed out */
-	uint32_t dirty;     /* FREE: pages that may be resident (its set `resident` bits) */
+	union {
+		uint8_t warm;       /* SMALL: all its pages had been used before (may be
+		                     * resident) */
+		uint8_t unmeasured; /* FREE: holds pages freed since a measurement last read
+		                     * it (heap_measure: the others' `resident` bits are what
+		                     * mincore said, and only an allocator write sets them) */
+	};
+	uint32_t npages; /* pages in the span */
+	uint32_t first;  /* the heap page it starts at */
+	uint16_t used;   /* SMALL: blocks out (held by users or thread caches); a span
+	                 * holds at most 23 pages of 16 bytes (sizeclass.c): 5888 blocks */
+	uint16_t bump;   /* SMALL: blocks [bump, capacity) were never handed out */
+	uint32_t dirty;  /* FREE: pages that may be resident (its set `resident` bits) */
 	union {
 		uint32_t offset; /* LARGE: bytes from the span start to the block (aligned);
 		                  * SPAN_OFFSET_CACHED while a thread cache holds it freed */

@@ -480,6 +480,54 @@ Test(accounting, a_measurement_finds_the_pages_never_touched)
 	A(free)(keep);
 }
 
+/* A measurement reads the free spans freed since the last one, not every free page again
+ * (op_measure held each arena's lock for a mincore over all of its free resident pages): a
+ * span it measured keeps its figure, and a free that merges into it has the whole span
+ * read again. Pages taken from the span behind the allocator's back (a madvise here;
+ * swap-out in a real process) show which spans were read. */
+Test(accounting, a_measurement_reads_only_what_was_freed_since)
+{
+	set("mmap_threshold", 4 << 20);
+	set("trim_threshold", 64 << 20); /* keep freed pages */
+	set("decay_ms", 0);
+	if (os_thp_always())
+		cr_skip("transparent huge pages always: free spans are read whole each time");
+	enum { P = 200 };
+	char *keep = A(malloc)(100000);
+	char *c = A(malloc)(10 * 4096); /* freed last, to give b back */
+	char *a = A(malloc)(P * 4096), *b = A(malloc)(P * 4096);
+	cr_assert_eq(b, a + P * 4096, "b follows a (the test needs them to merge)");
+	memset(a, 1, P * 4096);
+	memset(b, 1, P * 4096);
+	A(free)(a); /* kept whole (the thread's large slot, or parked) */
+	A(free)(b); /* kept in its place: a goes to the heap, a free span not measured yet */
+	op_measure();
+	check_all();
+	struct la_counters m1, m2, m3, m4;
+	liballoc_stats(&m1);
+	cr_assert_eq(madvise(a, P / 2 * 4096, MADV_DONTNEED), 0);
+	op_measure(); /* a's span was measured: not read again */
+	check_all();
+	liballoc_stats(&m2);
+	struct heap *h = heap_of(a);
+	uint32_t pg = heap_page_of(h, a);
+	cr_assert(bit(h, pg), "a measured span was read again");
+	cr_assert_eq(m2.free_resident_bytes, m1.free_resident_bytes,
+	             "a measured span was read again (%llu -> %llu)",
+	             (unsigned long long)m1.free_resident_bytes,
+	             (unsigned long long)m2.free_resident_bytes);
+	A(free)(c); /* kept instead of b: b goes to the heap and merges with a's span */
+	liballoc_stats(&m3);
+	op_measure();
+	check_all();
+	cr_assert(!bit(h, pg), "the merged span was not read");
+	liballoc_stats(&m4);
+	cr_assert_eq(m3.free_resident_bytes - m4.free_resident_bytes, P / 2 * 4096,
+	             "the merged span read: %lld bytes gone",
+	             (long long)(m3.free_resident_bytes - m4.free_resident_bytes));
+	A(free)(keep);
+}
+
 /* A freed direct mapping kept in the cache counts whole until a measurement (the decay
  * pass, refresh, flush) finds what was touched. */
 Test(accounting, a_cached_direct_mapping_counts_what_was_touched)
