@@ -176,25 +176,34 @@ static LA_NOINLINE void *malloc_idle(unsigned cls)
 	return p;
 }
 
+/* malloc of a size whose bin is at 8 * ci bytes (cache entered; left here) */
+LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
+{
+	void *p = bin_take(bins, ci);
+	if (likely(p != NULL)) {
+		tc_leave(tc);
+		return p;
+	}
+	/* an empty bin: its own (the cache live, set up and held by no flusher) refills
+	 * without leaving the cache; the idle bins go to the slow path */
+	if (likely(bins != TC_IDLE_BINS))
+		return tcache_alloc_empty((unsigned)(ci >> 2));
+	tc_leave(tc);
+	return malloc_idle((unsigned)(ci >> 2));
+}
+
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
 	struct tcache *tc = &la_tcache;
 	/* up to 512 bytes the cache's copy of sc_small4 (TLS, tcache.h): one instruction
-	 * fewer than the shared table's; 513 bytes to 1 KiB take malloc_pop's */
+	 * fewer than the shared table's, which 513 bytes to 1 KiB read */
 	if (likely(n <= TC_SMALL4_MAX)) {
 		struct tbin *bins = tc_enter_fast(tc);
-		size_t ci = tc->small4[n];
-		void *p = bin_take(bins, ci);
-		if (likely(p != NULL)) {
-			tc_leave(tc);
-			return p;
-		}
-		/* an empty bin: its own (the cache live, set up and held by no flusher) refills
-		 * without leaving the cache; the idle bins go to the slow path */
-		if (likely(bins != TC_IDLE_BINS))
-			return tcache_alloc_empty((unsigned)(ci >> 2));
-		tc_leave(tc);
-		return malloc_idle((unsigned)(ci >> 2));
+		return malloc_bin(tc, bins, tc->small4[n]);
+	}
+	if (likely(n <= SC_UPPER_FROM)) {
+		struct tbin *bins = tc_enter_fast(tc);
+		return malloc_bin(tc, bins, sc_small4[n]);
 	}
 	void *p = malloc_pop(n);
 	if (likely(p != NULL))
