@@ -308,6 +308,7 @@ static LA_NOINLINE uint32_t flush_bin_mixed(struct tcache *tc, unsigned cls, uin
 static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
 {
 	struct tbin *b = &tc->bins[cls];
+	__asm__("" : "+r"(b)); /* kept in a register (bin_alloc) */
 	uint32_t count = tbin_count(b);
 	if (count <= keep)
 		return 0;
@@ -448,6 +449,7 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 {
 	check_gen(tc);
 	struct tbin *b = &tc->bins[cls];
+	__asm__("" : "+r"(b)); /* kept in a register, not recomputed from the TLS base */
 	if (unlikely(b->slot == tc_no_slots))
 		bin_take_row(tc, cls);
 	void *p;
@@ -557,6 +559,7 @@ bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
 LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned cls)
 {
 	struct tbin *b = &tc->bins[cls];
+	__asm__("" : "+r"(b)); /* kept in a register (bin_alloc) */
 	if (unlikely(b->slot == tc_no_slots))
 		bin_take_row(tc, cls);
 	if (b->limit == 0) {
