@@ -1487,16 +1487,22 @@ void arena_free_large(struct arena *a, struct heap *h, struct span *s)
 	arena_unlock(a);
 }
 
-void arena_large_evict(struct arena *a, struct span *old)
+void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool park_last)
 {
 	arena_lock(a);
 	unpark(a);
-	if (old) {
-		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)old->npages << LA_PAGE_SHIFT);
-		old->offset = 0;
-		op_measure_soon(); /* its pages count resident whole (free_large_locked) */
-		free_pages(a, heap_of(old), old); /* kind SPAN_LARGE: in use until now */
+	for (uint32_t i = 0; i < n; i++) {
+		struct span *s = v[i];
+		if (park_last && i == n - 1) {
+			free_large_locked(a, heap_of(s), s);
+			break;
+		}
+		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
+		s->offset = 0;
+		free_pages(a, heap_of(s), s); /* kind SPAN_LARGE: in use until now */
 	}
+	if (n)
+		op_measure_soon(); /* their pages count resident whole (free_large_locked) */
 	arena_unlock(a);
 }
 
@@ -1804,8 +1810,7 @@ void arena_drain(struct arena *a)
  * free (under glibc a block split from a free chunk starts on the chunk's header, which
  * glibc wrote).
  * `large_random 8 3000 2 32 1`: first pages not resident when handed out 352 -> 158 of 595
- * heap blocks, faults 3,589 -> 3,379 (glibc 3,236). */
-#define PARKED_SPLIT_PAGES 40u
+ * heap blocks, faults 3,589 -> 3,379 (glibc 3,236). (PARKED_SPLIT_PAGES: arena.h) */
 
 void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, struct span *give)
 {

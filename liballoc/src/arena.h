@@ -213,10 +213,15 @@ void arena_free_large(struct arena *a, struct heap *h, struct span *s);
  * slot held freed, parked first under the same lock, where its free would have parked it
  * without the slot. */
 void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, struct span *give);
-/* A thread cache's large slot (tcache.h) takes a newer freed block of a: under a's lock,
- * old (the block the slot held, NULL: none) goes back to its heap's free pages and so does
- * the parked block, as a free that parks a block gives back the one parked before it. */
-void arena_large_evict(struct arena *a, struct span *old);
+/* A thread cache's large slot (tcache.h) gives the n blocks v back (oldest first): under
+ * a's lock the parked block and each of them go back to their heap's free pages, as a free
+ * that parks a block gives back the one parked before it; but the last, which is parked
+ * when park_last (the slot's flush: the newest block is parked, as a free without the
+ * slot would have left it). n = 0: the parked block only. */
+void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool park_last);
+/* A large request of at least this many pages (160 KiB) may take the parked block in
+ * place (arena.c, arena_alloc_large); a smaller one leaves it parked. */
+#define PARKED_SPLIT_PAGES 40u
 /* Is a large block parked in a? A guess without the lock (the large slot's free). */
 LA_INLINE bool arena_parked_hint(const struct arena *a)
 {

@@ -179,11 +179,10 @@ LA_INLINE void publish_bin(struct tcache *tc, unsigned c)
 	}
 }
 
-/* The large slot's block in cached_bytes as it is now (its slow paths, flushes). */
+/* The large slot's blocks in cached_bytes as they are now (its slow paths, flushes). */
 static void publish_large(struct tcache *tc)
 {
-	struct span *s = tc->large;
-	uint64_t now = s ? (uint64_t)s->npages << LA_PAGE_SHIFT : 0;
+	uint64_t now = (uint64_t)tc->large_pages << LA_PAGE_SHIFT;
 	if (now != tc->large_pub && tc->arena) {
 		STAT_ADD(tc->arena->c, cached_bytes, now - tc->large_pub); /* mod 2^64 */
 		__atomic_store_n(&tc->large_pub, now, __ATOMIC_RELAXED);   /* tcache_published */
@@ -197,17 +196,32 @@ static void publish(struct tcache *tc)
 	publish_large(tc);
 }
 
-/* Park the large slot's block in the arena (cache entered by its owner, or taken).
- * Returns the blocks flushed (0 or 1). */
-static uint32_t flush_large(struct tcache *tc)
+/* Take the large slot's first k blocks (the oldest) out of it, into v. */
+static void large_take_oldest(struct tcache *tc, struct span **v, uint32_t k)
 {
-	struct span *s = tc->large;
-	if (!s)
+	for (uint32_t i = 0; i < k; i++) {
+		v[i] = tc->large[i];
+		tc->large_pages -= v[i]->npages;
+	}
+	tc->nlarge -= k;
+	for (uint32_t i = 0; i < tc->nlarge; i++) {
+		tc->large[i] = tc->large[i + k];
+		tc->large_np[i] = tc->large_np[i + k];
+	}
+}
+
+/* Empty the large slot: its newest block is parked in the arena, the others go back to
+ * their heap (cache entered by its owner, or taken). Returns the blocks flushed. */
+static LA_NOINLINE uint32_t flush_large(struct tcache *tc)
+{
+	uint32_t n = tc->nlarge;
+	if (!n)
 		return 0;
-	tc->large = NULL;
-	arena_free_large(tc->arena, heap_of(s), s); /* its offset back to 0 */
+	struct span *v[TC_LARGE_SLOTS];
+	large_take_oldest(tc, v, n);
+	arena_large_return(tc->arena, v, n, true); /* their offsets back to 0 */
 	publish_large(tc);
-	return 1;
+	return n;
 }
 
 /* hint: the arena of the block the thread's first call frees (NULL: a malloc) */
@@ -346,8 +360,10 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	tc->gc_events = 0;
 	uint8_t now = ++tc->gc_sweeps;
 	/* a large slot no malloc took from since the last sweep: parked, as without it */
-	if (tc->large && tc->large_uses == tc->large_seen)
+	bool used = tc->large_uses != tc->large_seen;
+	if (tc->nlarge && !used)
 		flush_large(tc);
+	tc->large_hot = used;
 	tc->large_seen = tc->large_uses;
 	/* bins emptied TC_GC_WINDOW sweeps ago that no refill took back: rightly so */
 	for (uint64_t m = tc->gc_flushed; m; m &= m - 1) {
@@ -405,7 +421,7 @@ static LA_NOINLINE void new_gen(struct tcache *tc)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if (tbin_count(&tc->bins[c]) > tc->bins[c].limit)
 			flush_bin(tc, c, tc->bins[c].limit);
-	if (tc->large && ((uint64_t)tc->large->npages << LA_PAGE_SHIFT) > tc->large_max)
+	if (((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_max)
 		flush_large(tc);
 }
 
@@ -468,8 +484,9 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 		tc->refilled_bins |= (uint64_t)1 << cls;
 		bin_event(tc, cls);
 		/* a refill may take the parked block's pages (arena.c, alloc_pages): the slot
-		 * is the block its free would have parked */
-		if (unlikely(tc->large))
+		 * holds the blocks their frees would have parked (the newest parked, the
+		 * others back to their heap's free pages, where the refill finds them too) */
+		if (unlikely(tc->nlarge))
 			flush_large(tc);
 		struct arena *from;
 		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
@@ -740,7 +757,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 			/* a peek at another thread's counts, made safe by the handshake, which
 			 * TSan cannot see: there every cache goes through flush_cache's lock */
-			bool any = LA_TSAN || tc->rb_n != 0 || tc->large || tc->large_pub;
+			bool any = LA_TSAN || tc->rb_n != 0 || tc->nlarge || tc->large_pub;
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tbin_count(&tc->bins[c]) != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
@@ -767,7 +784,7 @@ LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *
 {
 	/* the large slot goes back at every full pass, used or not, as the parked block
 	 * does (arena_decay): then both age as free pages */
-	*cold = tc->large || tc->large_pub ? TC_LARGE_BIT : 0; /* (or publish its figure) */
+	*cold = tc->nlarge || tc->large_pub ? TC_LARGE_BIT : 0; /* (or publish its figure) */
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
 		if (tbin_count(&tc->bins[c])) {
@@ -827,15 +844,28 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 		tc_leave(tc);
 		return false;
 	}
-	struct span *old = tc->large;
-	/* declined: s goes to the arena (parked, or to its heap with the throttle off) */
+	/* declined: s goes to the arena (parked, or to its heap with the throttle off), and
+	 * the slot's blocks back to their heap, as the block parked before a parking free */
 	bool decline =
 	        ((uint64_t)s->npages << LA_PAGE_SHIFT) > tc->large_max || !TUN(madvise_throttle);
-	if (unlikely(old || (!decline && arena_parked_hint(tc->arena)))) {
+	uint32_t k = tc->nlarge;
+	if (!decline) { /* the oldest blocks make room: a block and the bytes */
+		uint64_t room = tc->large_max >> LA_PAGE_SHIFT;
+		uint32_t pages = tc->large_pages + s->npages;
+		/* one block, as the arena parks one, until a malloc takes one back: a program
+		 * that frees each size once (a buffer grown by realloc) keeps no more */
+		uint32_t slots =
+		        tc->large_hot || tc->large_uses != tc->large_seen ? TC_LARGE_SLOTS : 1;
+		k = 0;
+		while (k < tc->nlarge && (tc->nlarge - k >= slots || pages > room))
+			pages -= tc->large_np[k++];
+	}
+	if (unlikely(k || (!decline && arena_parked_hint(tc->arena)))) {
 		/* what a free that parks s gives back: the block parked before it, here the
-		 * slot's (one block kept, as without the slot) and, taken, the arena's */
-		tc->large = NULL;
-		arena_large_evict(tc->arena, old);
+		 * slot's oldest and, taken, the arena's */
+		struct span *v[TC_LARGE_SLOTS];
+		large_take_oldest(tc, v, k);
+		arena_large_return(tc->arena, v, k, false);
 	}
 	if (unlikely(decline)) {
 		publish_large(tc);
@@ -843,11 +873,13 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 		return false;
 	}
 	s->offset = SPAN_OFFSET_CACHED; /* a second free finds no block here */
-	tc->large = s;
+	tc->large_np[tc->nlarge] = s->npages;
+	tc->large[tc->nlarge++] = s;
+	tc->large_pages += s->npages;
 	/* counted cached from here: a malloc that takes it back leaves the figure as it is
 	 * (no locked instruction a pair: in use and cached trade its bytes until the slot's
 	 * next slow path, a flush or the decay pass's look, as a bin's do until its refill) */
-	if (unlikely(((uint64_t)s->npages << LA_PAGE_SHIFT) != tc->large_pub))
+	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) != tc->large_pub))
 		publish_large(tc);
 	tc_leave(tc);
 	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
@@ -863,17 +895,55 @@ void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room
 		tc_leave(tc);
 		return arena_alloc_large(a, size, align, room, NULL);
 	}
-	struct span *s = tc->large;
-	if (s && align <= LA_PAGE && size <= LA_LARGE_MAX &&
-	    s->npages == la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT) {
-		tc->large = NULL;
-		tc->large_uses++;
-		s->offset = 0;
-		tc_leave(tc);
-		return span_base(heap_of(s), s);
+	uint32_t n = tc->nlarge;
+	if (n && align <= LA_PAGE && size <= LA_LARGE_MAX) {
+		/* the closest fit of want to want + want / 8 pages, the newest of equals */
+		uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+		uint32_t best = n, over = want / 8 + 1;
+		for (uint32_t i = n; i-- > 0;) {
+			uint32_t d = tc->large_np[i] - want; /* wraps when shorter */
+			if (d < over) {
+				best = i;
+				over = d;
+				if (!d)
+					break;
+			}
+		}
+		if (best < n) {
+			struct span *s = tc->large[best];
+			for (uint32_t j = best + 1; j < n; j++) {
+				tc->large[j - 1] = tc->large[j];
+				tc->large_np[j - 1] = tc->large_np[j];
+			}
+			tc->nlarge = n - 1;
+			tc->large_pages -= s->npages;
+			tc->large_uses++;
+			s->offset = 0;
+			tc_leave(tc);
+			return span_base(heap_of(s), s);
+		}
 	}
-	tc->large = NULL; /* s (if any): parked under the lock the allocation takes */
-	void *p = arena_alloc_large(a, size, align, room, s);
+	/* another page count: the blocks stay for theirs, but a request the arena may serve
+	 * from the parked block in place gets one parked first (under the lock the
+	 * allocation takes), as its free would have parked it: the shortest that holds it,
+	 * else the newest (which may grow in place) */
+	struct span *give = NULL;
+	uint64_t want = la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT;
+	if (n && want >= PARKED_SPLIT_PAGES) {
+		uint32_t pick = n - 1;
+		for (uint32_t i = 0; i < n; i++)
+			if (tc->large_np[i] >= want &&
+			    (tc->large_np[pick] < want || tc->large_np[i] < tc->large_np[pick]))
+				pick = i;
+		give = tc->large[pick];
+		for (uint32_t j = pick + 1; j < n; j++) {
+			tc->large[j - 1] = tc->large[j];
+			tc->large_np[j - 1] = tc->large_np[j];
+		}
+		tc->nlarge = n - 1;
+		tc->large_pages -= give->npages;
+	}
+	void *p = arena_alloc_large(a, size, align, room, give);
 	publish_large(tc);
 	tc_leave(tc);
 	return p;
@@ -884,7 +954,7 @@ void tcache_flush_large_all(void)
 	uint64_t n = 0;
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next)
-		if (LA_TSAN || tc->large) /* a peek, as in tcache_flush_all */
+		if (LA_TSAN || tc->nlarge) /* a peek, as in tcache_flush_all */
 			flush_cache(tc, TC_LARGE_BIT, &n);
 	la_unlock(&tc_list_lock);
 }
@@ -896,7 +966,7 @@ void tcache_fork_prepare(void)
 	 * copy (a child's trim or decay pass would write its descriptors in pages it shares
 	 * with this process). Other threads' slots are lost to a child with their caches. */
 	struct tcache *self = &la_tcache;
-	if (self->state == TC_LIVE && self->large) {
+	if (self->state == TC_LIVE && self->nlarge) {
 		if (tc_enter(self))
 			flush_large(self);
 		tc_leave(self);

@@ -54,6 +54,7 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
 #define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
 #define TC_SMALL4_MAX   512u            /* sizes malloc's fast path classes in TLS (small4) */
+#define TC_LARGE_SLOTS  16u             /* blocks of the large slot (struct tcache, large) */
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
@@ -114,25 +115,36 @@ struct tcache {
 	uint64_t refilled_bins;            /* owner: bins that ever refilled (bit c): a full
 	                                    * bin of another class (the thread only frees
 	                                    * blocks of that class: a consumer) flushes whole */
-	/* The large slot: the last large block of the arena's heaps the thread freed, of at
-	 * most large_max bytes, kept whole for its next malloc of the same page count, which
-	 * takes it back with no lock (the arena's parked block costs two lock pairs a
-	 * free+malloc). It stands for the parked block the free would have made: a free
-	 * that finds the slot full, or a block parked in the arena, gives those back to
-	 * their heap's free pages under the lock (arena_large_evict), as a free that parks
-	 * a block gives back the one parked before; a malloc of another size, a refill and
-	 * the cold-bin sweep park it in the arena; flushes, thread exit, trim, release, a
-	 * fork and every full decay pass park it too (the last four then give it back to
-	 * its heap with the parked block). Its span's offset is SPAN_OFFSET_CACHED meanwhile (a second
-	 * free is a double free). Counted cached from its free (large_pub, published when
-	 * it differs); a malloc that takes the block back leaves the figure until the slot's
-	 * next slow path, flush or decay pass, as a bin's pops leave theirs until its next
-	 * refill. Owner, or a flusher that took the cache. */
-	struct span *large;
-	uint64_t large_max;  /* the bound (set_limits): 0 without thread caches */
-	uint64_t large_pub;  /* bytes of the slot counted in cached_bytes */
-	uint32_t large_uses; /* owner: blocks the slot gave back to malloc (wraps) */
-	uint32_t large_seen; /* owner: large_uses at the last cold-bin sweep */
+	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread
+	 * freed (large[0] the oldest; one block only until a malloc took one back since the
+	 * sweep before the last), large_pages pages in all, at most large_max bytes, each
+	 * kept whole for the next malloc of its page count or up to an eighth fewer (the
+	 * closest: tcmalloc's classes round as much), which takes it back with no lock
+	 * (the arena's parked block costs two lock pairs a free+malloc, and holds one block:
+	 * a program whose sizes above the classes vary - buffers of 32 KiB-1 MiB, uniform -
+	 * met the lock and a page-run search at 9 of 10 pairs). A free that finds the slot full
+	 * (blocks or bytes) gives its oldest blocks back to their heap's free pages under the
+	 * lock (arena_large_return), and one that finds a block parked in the arena gives
+	 * that one back too, as a free that parks a block gives back the one parked before;
+	 * a malloc of another page count leaves the blocks alone, but one of
+	 * PARKED_SPLIT_PAGES or more parks the shortest that holds it, else the newest, first
+	 * (the arena may take it in place); a refill (the blocks' pages may serve its span),
+	 * the cold-bin sweep (no malloc took one since the last), flushes, thread exit, trim,
+	 * release, a fork and every full decay pass park the newest and give the others back
+	 * to their heap. Their spans' offset is SPAN_OFFSET_CACHED meanwhile (a second free
+	 * is a double free). Counted cached from their free (large_pub, published when it
+	 * differs); a malloc that takes a block back leaves the figure until the slot's next
+	 * slow path, flush or decay pass, as a bin's pops leave theirs until its next refill.
+	 * Owner, or a flusher that took the cache. */
+	struct span *large[TC_LARGE_SLOTS];
+	uint32_t large_np[TC_LARGE_SLOTS]; /* their page counts (malloc's look: one line) */
+	uint32_t nlarge;                   /* blocks in large (peeked at by flushers) */
+	uint32_t large_pages;              /* their pages */
+	uint64_t large_max;                /* the bound (set_limits): 0 without thread caches */
+	uint64_t large_pub;                /* bytes of the slot counted in cached_bytes */
+	uint32_t large_uses;               /* owner: blocks the slot gave back to malloc (wraps) */
+	uint32_t large_seen;               /* owner: large_uses at the last cold-bin sweep */
+	bool large_hot;      /* owner: a malloc took a block back between the last two sweeps */
 	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
@@ -295,18 +307,18 @@ void tcache_large_event(struct tcache *tc);
 /* The large slot (struct tcache, large). Free the large block of span s (in a heap of
  * this thread's arena, validated by free_slow) into the slot; false: not taken (no live
  * cache, larger than large_max, the madvise throttle is off, a flusher holds the cache):
- * the caller frees it to the arena, and the slot's block (but with a flusher) has gone
- * back to its heap, as the block parked before a parking free does. */
+ * the caller frees it to the arena, and the slot's blocks (but with a flusher) have gone
+ * back to their heap, as the block parked before a parking free does. */
 bool tcache_free_large(struct tcache *tc, struct span *s);
-/* arena_alloc_large for the calling thread's cache: the slot's block when it has the
- * page count (align at most LA_PAGE), with no lock; else the arena, which parks the
- * slot's block first under the same lock. */
+/* arena_alloc_large for the calling thread's cache: the slot's closest block of the page
+ * count or up to an eighth more (align at most LA_PAGE), with no lock; else the arena,
+ * which parks one of the slot's blocks first under the same lock when the request has
+ * PARKED_SPLIT_PAGES or more. */
 void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room);
 /* Bytes of the calling thread's large slot (tests). */
 LA_INLINE uint64_t tcache_large_bytes(void)
 {
-	struct span *s = la_tcache.large;
-	return s ? (uint64_t)s->npages << LA_PAGE_SHIFT : 0;
+	return (uint64_t)la_tcache.large_pages << LA_PAGE_SHIFT;
 }
 /* Park every cache's large slot in its arena (trim, release: the blocks then go back as
  * parked blocks do); busy caches are skipped. */

@@ -373,7 +373,7 @@ Test(fork, the_large_slot_goes_back_to_its_heap_before_the_copy)
 	if (pid == 0) {
 		alarm(30);
 		arena_lock(a);
-		bool still = a->parked != NULL || la_tcache.large != NULL;
+		bool still = a->parked != NULL || la_tcache.nlarge != 0;
 		arena_unlock(a);
 		_exit(still ? 1 : 0);
 	}

@@ -68,6 +68,7 @@ Test(throttle, alternating_grow_and_shrink_makes_at_most_two_madvise_calls)
 {
 	set("mmap_threshold", 1 << 20); /* pinned: nothing dynamic rescues it */
 	set("trim_threshold", 128 * 1024);
+	set("tcache_max_bytes", 0); /* the thread cache's large slot would hold both sizes */
 	struct la_counters before = stats();
 	run_thread(grow_shrink_48_pages, &two_sizes);
 	struct la_counters after = stats();
@@ -796,56 +797,119 @@ Test(large_slot, a_freed_block_counts_cached_and_comes_back_whole)
 	A(free)(keep);
 }
 
-/* A second free while the slot holds a block: the newer block takes the slot and the older
- * goes back to its heap's free pages (resident), as a free that parks a block gives back
- * the one parked before; a block the arena had parked goes back too. */
-Test(large_slot, a_newer_free_sends_the_older_block_back_to_its_heap)
+/* Until a malloc takes a block back from the slot (since the cold-bin sweep before the
+ * last), it holds one block, as the arena parks one: a thread that frees each size once (a
+ * buffer grown by realloc) keeps no more. */
+Test(large_slot, one_block_until_a_malloc_takes_one_back)
 {
 	set("mmap_threshold", 1 << 20);
 	char *keep = A(malloc)(100000);
-	char *old = A(malloc)(20 * 4096), *p = A(malloc)(16 * 4096), *q = A(malloc)(24 * 4096);
-	memset(old, 1, 20 * 4096);
-	memset(p, 1, 16 * 4096);
-	memset(q, 1, 24 * 4096);
-	A(free)(old);
-	struct la_counters before = flushed_stats(); /* old parked in the arena */
-	cr_assert(arena_parks(my_arena(), old));
-	A(free)(p); /* slot: p; old back to its heap */
-	cr_assert(!arena_parks_any(my_arena()), "the parked block went back to its heap");
-	cr_assert_eq(tcache_large_bytes(), 16 * 4096);
-	A(free)(q); /* slot: q; p back to its heap */
-	cr_assert_eq(tcache_large_bytes(), 24 * 4096);
-	cr_assert(!arena_parks_any(my_arena()));
-	struct la_counters after = stats();
-	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - 16 * 4096);
-	cr_assert_eq(after.cached_bytes, before.cached_bytes + 24 * 4096);
-	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes + 16 * 4096,
-	             "p's pages are free and resident in the heap (old's counted already)");
+	char *p = A(malloc)(10 * 4096), *q = A(malloc)(12 * 4096);
+	A(free)(p);
+	A(free)(q);
+	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "one block: p went back");
+	char *r = A(malloc)(12 * 4096);
+	cr_assert_eq(r, q);
+	p = A(malloc)(10 * 4096);
+	A(free)(p);
+	A(free)(r);
+	cr_assert_eq(tcache_large_bytes(), 22 * 4096, "both kept once one came back");
 	A(free)(keep);
 }
 
-/* A malloc of another page count parks the slot's block first (under the lock the
- * allocation takes), so the arena's rules for the parked block apply as before the slot:
- * 40 pages or more take it in place. */
-Test(large_slot, a_malloc_of_another_size_parks_it_first)
+/* A malloc that takes a block back: the slot holds TC_LARGE_SLOTS blocks from then on. */
+static void slot_in_use(void)
+{
+	char *w = A(malloc)(9 * 4096);
+	A(free)(w);
+	cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up)");
+	A(free)(w);
+	tcache_flush_large_all();
+}
+
+/* The slot holds the last TC_LARGE_SLOTS blocks freed: a free that finds it full sends the
+ * oldest back to its heap's free pages (resident), as a free that parks a block gives back
+ * the one parked before; a block the arena had parked goes back at the first free. */
+Test(large_slot, a_free_into_a_full_slot_sends_the_oldest_block_back_to_its_heap)
 {
 	set("mmap_threshold", 1 << 20);
 	char *keep = A(malloc)(100000);
-	char *p = A(malloc)(30 * 4096);
+	slot_in_use();
+	char *old = A(malloc)(20 * 4096), *b[TC_LARGE_SLOTS + 1];
+	memset(old, 1, 20 * 4096);
+	for (unsigned i = 0; i <= TC_LARGE_SLOTS; i++) {
+		b[i] = A(malloc)(9 * 4096);
+		memset(b[i], 1, 9 * 4096);
+	}
+	A(free)(old);
+	struct la_counters before = flushed_stats(); /* old parked in the arena */
+	cr_assert(arena_parks(my_arena(), old));
+	A(free)(b[0]); /* slot: b[0]; old back to its heap */
+	cr_assert(!arena_parks_any(my_arena()), "the parked block went back to its heap");
+	cr_assert_eq(tcache_large_bytes(), 9 * 4096);
+	for (unsigned i = 1; i < TC_LARGE_SLOTS; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), TC_LARGE_SLOTS * 9 * 4096, "all held");
+	A(free)(b[TC_LARGE_SLOTS]); /* full: b[0] back to its heap */
+	cr_assert_eq(tcache_large_bytes(), TC_LARGE_SLOTS * 9 * 4096);
+	cr_assert(!arena_parks_any(my_arena()));
+	struct la_counters after = stats();
+	cr_assert_eq(after.allocated_bytes, before.allocated_bytes - 9 * 4096);
+	cr_assert_eq(after.cached_bytes, before.cached_bytes + TC_LARGE_SLOTS * 9 * 4096);
+	cr_assert_eq(after.free_resident_bytes, before.free_resident_bytes + 9 * 4096,
+	             "b[0]'s pages are free and resident in the heap (old's counted already)");
+	char *q = A(malloc)(9 * 4096);
+	cr_assert_eq(q, b[TC_LARGE_SLOTS], "the newest of a page count comes back first");
+	A(free)(q);
+	A(free)(keep);
+}
+
+/* Bounded by bytes too: a free that would take the slot past large_max sends the oldest
+ * blocks back until it fits. */
+Test(large_slot, a_free_past_its_bytes_sends_the_oldest_blocks_back)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *p = A(malloc)(100 * 4096), *q = A(malloc)(100 * 4096), *r = A(malloc)(200 * 4096);
+	A(free)(p);
+	A(free)(q);
+	cr_assert_eq(tcache_large_bytes(), 200 * 4096);
+	A(free)(r); /* 400 pages above the bound of 256: p and q go */
+	cr_assert_eq(tcache_large_bytes(), 200 * 4096);
+	char *t = A(malloc)(200 * 4096);
+	cr_assert_eq(t, r);
+	A(free)(t);
+	A(free)(keep);
+}
+
+/* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
+ * an eighth longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
+ * that holds it first (else the newest; under the lock the allocation takes), so the
+ * arena's rules for the parked block apply as before the slot: it may take it in place. */
+Test(large_slot, a_malloc_of_another_size_leaves_it_but_one_of_40_pages_parks_it)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *p = A(malloc)(30 * 4096), *r = A(malloc)(64 * 4096);
 	A(free)(p);
 	cr_assert_eq(tcache_large_bytes(), 30 * 4096);
-	char *q = A(malloc)(20 * 4096); /* below 40 pages: leaves the parked block alone */
-	cr_assert_eq(tcache_large_bytes(), 0);
-	cr_assert(arena_parks(my_arena(), p), "the slot's block is parked in the arena");
+	char *q = A(malloc)(20 * 4096); /* below 40 pages: the slot keeps p */
+	cr_assert_eq(tcache_large_bytes(), 30 * 4096);
+	cr_assert(!arena_parks_any(my_arena()));
 	cr_assert(q + 20 * 4096 <= p || q >= p + 30 * 4096);
-	char *r = A(malloc)(64 * 4096);
 	A(free)(r);
-	cr_assert_eq(tcache_large_bytes(), 64 * 4096);
-	char *t = A(malloc)(48 * 4096); /* 40 pages or more: the parked block in place */
+	cr_assert_eq(tcache_large_bytes(), 94 * 4096);
+	char *t = A(malloc)(48 * 4096); /* 40 pages or more: the shortest that holds it */
 	cr_assert_eq(t, r, "taken in place from the parked block");
+	cr_assert_eq(tcache_large_bytes(), 30 * 4096);
+	char *u = A(malloc)(27 * 4096); /* 30 pages: no more than an eighth longer */
+	cr_assert_eq(u, p, "a block up to an eighth longer comes back");
 	cr_assert_eq(tcache_large_bytes(), 0);
 	A(free)(q);
 	A(free)(t);
+	A(free)(u);
 	A(free)(keep);
 }
 
