@@ -1050,8 +1050,10 @@ LA_INLINE uint32_t pages_new(const struct heap *h, uint32_t first, uint32_t n)
  * GROWTH_YIELD_PAGES pages no carving had reached (the arena's growth: page faults to
  * come as its threads write them), the last of them for the calling thread. When threads
  * of other arenas free this arena's blocks (its remote ring is set up) and the calling
- * thread has never given blocks back to its arena from a full bin (a producer: it
- * allocates what others free), it gives up its CPU once, the lock released (sched_yield).
+ * thread gave no blocks back to its arena from a full bin within its last 224-256 refills
+ * and flushes (a producer: it allocates what others free; own_flushes, which the cold-bin
+ * sweeps count down, so that a thread that freed its own blocks once, then only produces,
+ * is one), it gives up its CPU once, the lock released (sched_yield).
  * With more threads than CPUs the consumers of its blocks, woken by the program and
  * waiting for a CPU, then run before it grows the heap further, and their frees come back
  * to the arena's next refills instead of new pages being faulted in beside them; with a

@@ -359,6 +359,9 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 {
 	tc->gc_events = 0;
 	uint8_t now = ++tc->gc_sweeps;
+	/* a full bin's flush of its own frees this many sweeps ago at most: no producer */
+	if (tc->own_flushes)
+		tc->own_flushes--;
 	/* a large slot no malloc took from since the last sweep: parked, as without it */
 	bool used = tc->large_uses != tc->large_seen;
 	if (tc->nlarge && !used)
@@ -593,7 +596,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		uint32_t keep = tc->refilled_bins >> cls & 1 ? b->limit / 2u : 0;
 		flush_bin_to(tc, cls, keep, FLUSH_FULL);
 		bin_event(tc, cls);
-		tc->own_flushes = 1;
+		tc->own_flushes = TC_OWN_FLUSH_SWEEPS;
 	}
 	/* after the flush: one that keeps nothing (a bin of limit 1) clears the mark, and a
 	 * block of another arena marked before it would then sit unmarked in the bin, to go

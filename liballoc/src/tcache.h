@@ -104,10 +104,13 @@ struct tcache {
 	uint32_t gc_large;                 /* owner: large allocations since the last refill,
 	                                    * flush or sweep */
 	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
-	uint8_t own_flushes;               /* owner: a bin full of frees flushed (bin_put): the
-	                                    * thread gives blocks back to its own arena, not
-	                                    * a producer whose blocks other threads free
-	                                    * (arena.c, growth_yield) */
+	uint8_t own_flushes;               /* owner: TC_OWN_FLUSH_SWEEPS at a flush of a bin
+	                                    * full of frees (bin_put), one less at each
+	                                    * cold-bin sweep: nonzero, the thread gave
+	                                    * blocks back to its own arena within its last
+	                                    * 224-256 refills and flushes, no producer whose
+	                                    * blocks other threads free (arena.c,
+	                                    * growth_yield) */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
 	                                    * since */
 	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the
@@ -167,9 +170,15 @@ struct tcache {
  * cache, or large allocations of its thread with none of those between them; a bin it
  * emptied that refills within TC_GC_WINDOW sweeps was emptied too early: after k such times
  * in a row, the next 2^k - 1 sweeps skip it, k at most TC_GC_BACKOFF. */
-#define TC_GC_EVENTS  32u
-#define TC_GC_WINDOW  8u
-#define TC_GC_BACKOFF 7u
+#define TC_GC_EVENTS        32u
+#define TC_GC_WINDOW        8u
+#define TC_GC_BACKOFF       7u
+/* A thread that flushed a full bin of its own frees counts as no producer for this many
+ * cold-bin sweeps (TC_GC_EVENTS refills and flushes each) after: one that stopped freeing
+ * what it allocates (an initialization that freed, then production) yields again as it
+ * grows (arena.c, growth_yield). At 2 (64 slow paths) sizemix 4 300's workers, which
+ * allocate a round's blocks before they free them, yielded 52-252 times a run (0 at 8) */
+#define TC_OWN_FLUSH_SWEEPS 8u
 
 /* Enter the owner's side of the cache. False: a flusher holds it — call tc_leave and do
  * without the cache (the slow paths go to the arena directly). */

@@ -2912,7 +2912,7 @@ int sched_yield(void)
 }
 
 enum { GROWN_BLOCKS = 2048 };
-static void *grown[3][GROWN_BLOCKS];
+static void *grown[4][GROWN_BLOCKS];
 static pthread_barrier_t sharer_joined, sharer_go;
 
 /* Its first call frees a block of the test's thread: it joins that arena (one thread uses
@@ -2969,16 +2969,32 @@ Test(remote_frees, a_producer_gives_up_its_cpu_as_it_grows_while_other_threads_f
 	n = grow(1, 2048);
 	unsigned long least = 512 / GROWTH_YIELD_PAGES, most = 1024 / GROWTH_YIELD_PAGES;
 	cr_assert(n + 2 >= least && n <= most + 2, "%lu yields over 512-1,024 new pages", n);
-	/* a thread that flushed a full bin of its own arena's blocks gives blocks back to its
-	 * arena (no producer of other threads' frees): 8 MiB, 2 MiB of them new pages, and its
-	 * CPU kept */
-	for (int i = 0; i < GROWN_BLOCKS; i++)
-		A(free)(grown[1][i]);
-	cr_assert_eq(la_tcache.own_flushes, 1);
-	n = grow(2, 4096);
+	/* a thread that flushes full bins of its own arena's blocks as it grows gives blocks
+	 * back to its arena (no producer of other threads' frees): the first 1 MiB of its
+	 * last 4 MiB freed, then 8 MiB allocated, the rest of those 4 MiB freed three blocks
+	 * in four beside them (4 MiB of them new pages), and its CPU kept */
+	unsigned long before = __atomic_load_n(&yields, __ATOMIC_RELAXED);
+	int f = 0;
+	while (f < GROWN_BLOCKS / 4)
+		A(free)(grown[1][f++]);
+	for (int i = 0; i < GROWN_BLOCKS; i++) {
+		memset(grown[2][i] = A(malloc)(4096), 1, 4096);
+		if (i % 4 != 3 && f < GROWN_BLOCKS)
+			A(free)(grown[1][f++]);
+	}
+	cr_assert_eq(f, GROWN_BLOCKS);
+	n = __atomic_load_n(&yields, __ATOMIC_RELAXED) - before;
 	cr_assert_eq(n, 0, "%lu yields of a thread that frees its own blocks", n);
-	for (int i = 0; i < GROWN_BLOCKS; i++)
-		A(free)(grown[2][i]);
+	cr_assert_gt(la_tcache.own_flushes, 0);
+	/* one that stopped freeing its own blocks is a producer again once TC_OWN_FLUSH_SWEEPS
+	 * cold-bin sweeps (256 refills and flushes) passed without such a flush: 8 MiB of new
+	 * pages, 67 yields (before own_flushes counted down, 0) */
+	n = grow(3, 4096);
+	cr_assert_geq(n, 512 / GROWTH_YIELD_PAGES, "%lu yields over 2,048 new pages", n);
+	cr_assert_eq(la_tcache.own_flushes, 0);
+	for (int r = 2; r < 4; r++)
+		for (int i = 0; i < GROWN_BLOCKS; i++)
+			A(free)(grown[r][i]);
 	pthread_barrier_wait(&sharer_go);
 	pthread_join(t, NULL);
 }
