@@ -414,12 +414,18 @@ static void thread_counted(void)
 
 /* The exiting thread cannot tell whether it is the last: another may be exiting at the
  * same moment, each still seeing the other alive. So it only tells the control thread,
- * which looks again once they are gone (see exit_watch). */
+ * which looks again once they are gone (see exit_watch). A counted thread that leaves
+ * others counted tells it nothing: the control thread looks only once none is left
+ * (exit_watch_alone), and the last of them will tell it. A program that starts a thread
+ * per task woke the control thread at every exit (a futex wake, a context switch, its
+ * clock read): `shapes tchurn 1 20000 500` (20,000 threads of 500 allocations) 0.73 s
+ * against glibc's 0.60. */
 void control_thread_exiting(void)
 {
 	if (counted) {
 		counted = 0;
-		__atomic_fetch_sub(&app_threads, 1, __ATOMIC_RELEASE);
+		if (__atomic_sub_fetch(&app_threads, 1, __ATOMIC_RELEASE) != 0)
+			return;
 	}
 	if (!__atomic_load_n(&control_running, __ATOMIC_ACQUIRE))
 		return;
