@@ -595,6 +595,13 @@ def issue23_scenarios(ctx):
                  # ~0.1 s a run, whose CPU moves by +-50 % from run to run on a loaded
                  # machine for every allocator: one quick round would decide a median
                  min_rounds=9),
+        Scenario("medsizes", "whole", "sizes across the classes' end, at random (alloc-test "
+                 "/ bench-malloc-thread with large sizes): 1000 slots, each operation replaces "
+                 "a random slot's block by one of 1 B-64 KiB (uniform, first 64 B written)",
+                 lambda: [p("medsizes"), "1000", "1000000" if q else "3000000", "65536"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS],
+                 # ~0.05-0.5 s a run under load: one quick round would decide a median
+                 min_rounds=7),
         Scenario("sizemix-4t", "whole", "many sizes, 4 threads (shbench-like): rounds of "
                  "100-2000 blocks in a power-of-two band of 8 B-8 KiB, every other one "
                  "replaced by the next band, then all freed in reverse",
