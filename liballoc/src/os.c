@@ -323,7 +323,7 @@ os_create_fn os_real_pthread_create(void)
 #endif
 }
 
-int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
+int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem)
 {
 	sigset_t all;
 	sigfillset(&all);
@@ -333,7 +333,10 @@ int os_thread_start(void *(*fn)(void *), void *arg, size_t stack)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, stack);
+	if (mem) /* no mapping, guard page or VMA of its own to make and tear down */
+		pthread_attr_setstack(&attr, mem, stack);
+	else
+		pthread_attr_setstacksize(&attr, stack);
 	/* the thread starts with that mask (libc blocks every signal around the clone and
 	 * gives the new thread this one): no signal meant for the program runs there, and
 	 * this thread's own mask is not changed and put back (two system calls) */

@@ -72,8 +72,9 @@ uid_t os_geteuid(void);
 int os_rename(const char *from, const char *to); /* 0 or an errno value */
 /* A detached thread of STACK bytes running fn(arg), started with every signal blocked (the
  * program's handlers never run on it), through libc's pthread_create (not liballoc's, which
- * counts application threads: control.c): 0 or an errno value. */
-int os_thread_start(void *(*fn)(void *), void *arg, size_t stack);
+ * counts application threads: control.c): 0 or an errno value. Its stack is mem (STACK
+ * bytes, page-aligned, used by no other live thread) when given, else libc's mapping. */
+int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem);
 
 /* liballoc interposes pthread_create where it is the process's allocator (control.c). */
 #if !defined(LA_PREFIX) && !LA_NO_STATS

@@ -419,7 +419,7 @@ void pressure_start(void)
 		return;
 	if (stop_fd < 0)
 		stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	int err = stop_fd < 0 ? errno : os_thread_start(watch_main, NULL, 64 * 1024);
+	int err = stop_fd < 0 ? errno : os_thread_start(watch_main, NULL, 64 * 1024, NULL);
 	if (err) {
 		la_warn("memory pressure watch not started: ", strerror(err), (char *)NULL);
 		close(watch_fd);

@@ -206,13 +206,29 @@ pages() {
 	# after free(NULL), realloc(NULL, n), malloc and fopen with no LIBALLOC_ variable: the
 	# two relro pages relocation writes, .data/.bss's page, the page of the heap's slot in
 	# the owner table, the first arena's first page (the segment's pages are its file's,
-	# not counted). Main before 777183b: 7 (slot 0's page, the environment copy's).
+	# not counted). Main before 777183b: 7 (slot 0's page, the environment copy's). The
+	# control thread's stack (control_stack, in .lbss since it left libc's mapping) is
+	# counted apart: the pages that thread writes, its TLS and the top of its stack, were
+	# the mapping's before, as many.
 	read -r rw < <(readelf -l -W "$LIBALLOC_SO" | awk '$1 == "LOAD" && $7 == "RW" { print $3; exit }')
 	read -r lbss_at lbss_size < <(section .lbss)
-	[ -n "$rw" ] && [ -n "$lbss_at" ]
+	read -r stack_at stack_size < <(nm -S "$LIBALLOC_SO" 2>/dev/null |
+		awk '$4 == "control_stack" { print $1, $2; exit }')
+	[ -n "$rw" ] && [ -n "$lbss_at" ] && [ -n "$stack_at" ]
 	end=$(printf '%x' $((lbss_at + lbss_size)))
-	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count "$rw" "$end"
-	echo "$output"
+	stack_end=$(printf '%x' $((16#$stack_at + 16#$stack_size)))
+	echo "control_stack $stack_at-$stack_end"
+	[ "$((16#$stack_at))" -ge "$lbss_at" ] && [ "$((16#$stack_end))" -le "$((lbss_at + lbss_size))" ]
+	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count "$rw" "$stack_at"
+	echo "before the stack: $output"
 	[ "$status" -eq 0 ]
-	[ "$output" -le 5 ]
+	before=$output
+	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count "$stack_end" "$end"
+	echo "after the stack: $output"
+	[ "$status" -eq 0 ]
+	[ "$((before + output))" -le 5 ]
+	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count "$stack_at" "$stack_end"
+	echo "the control thread's stack: $output"
+	[ "$status" -eq 0 ]
+	[ "$output" -le 3 ]
 }
