@@ -6,6 +6,7 @@
 
 #include <sched.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "control.h"
 #include "os.h"
@@ -1309,6 +1310,33 @@ LA_INLINE void unpark(struct arena *a)
 		unpark_slow(a);
 }
 
+/* Every LARGE_SAMPLE_EVERY-th free of a block of up to LARGE_GRID_PAGES pages asks the
+ * kernel which of its pages after the first are resident (a mincore call on up to 15
+ * pages): all of them (a program that writes its blocks whole), or not. a->large_dense
+ * counts the first kind, +32 a sample and decaying by an eighth (LARGE_DENSE_AT: half of
+ * the recent samples). Blocks written only at their start go on the grid (fit_on_grid):
+ * they touch again pages touched before. Blocks written whole fill the heap's holes
+ * instead, anywhere, as before the grid: on it they left the pages after them up to the
+ * next grid line (up to 7 of 16) to no one (bench frag 1000000 200000: peak RSS 31.0 ->
+ * 33.0 MiB with the grid for every block, 31.0 so). */
+uint32_t arena_large_grid = LARGE_GRID_PAGES;
+
+static void large_sample(struct arena *a, struct heap *h, const struct span *s)
+{
+	if (s->npages > LARGE_GRID_PAGES || s->npages < 2 || ++a->large_frees % LARGE_SAMPLE_EVERY)
+		return;
+	unsigned char vec[LARGE_GRID_PAGES];
+	uint32_t k = s->npages - 1, res = 0;
+	if (mincore((char *)h + ((size_t)(s->first + 1) << LA_PAGE_SHIFT),
+	            (size_t)k << LA_PAGE_SHIFT, vec) != 0)
+		return;
+	for (uint32_t i = 0; i < k; i++)
+		res += vec[i] & 1;
+	a->large_dense -= a->large_dense / 8;
+	if (res == k)
+		a->large_dense += 32;
+}
+
 /* A freed large block is parked whole; the one parked before goes back to its heap. A
  * program that frees and allocates a buffer of one size (an I/O buffer, a frame) takes
  * the same span back without splitting, coalescing or the throttle, whose work would
@@ -1317,6 +1345,7 @@ LA_INLINE void unpark(struct arena *a)
  * throttle turned off nothing is kept (pages go back at every shrink, as asked). */
 static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 {
+	large_sample(a, h, s);
 	STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	s->offset = 0;
 	op_measure_soon(); /* its pages count resident whole: what did the program write? */
@@ -1500,6 +1529,7 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
 		}
 		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 		s->offset = 0;
+		large_sample(a, heap_of(s), s);
 		free_pages(a, heap_of(s), s); /* kind SPAN_LARGE: in use until now */
 	}
 	if (n)
@@ -1854,7 +1884,13 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 		arena_unlock(a);
 		return span_base(h, s);
 	}
-	s = alloc_pages(a, n, 1, false, false, room, &h, &dirty);
+	/* up to LARGE_GRID_PAGES pages on that grid (heap.c, fit_on_grid); not a block that
+	 * grows (room: the start of the largest free span), nor an aligned one (extra) */
+	uint32_t g = arena_large_grid;
+	uint32_t grid = !room && !extra && n <= g && a->large_dense < LARGE_DENSE_AT
+	                        ? g | HEAP_GRID_ALWAYS
+	                        : 1;
+	s = alloc_pages(a, n, grid, false, false, room, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;

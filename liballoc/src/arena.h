@@ -74,6 +74,8 @@ struct arena {
 	uint32_t npartial[LA_NCLASSES];    /* lock; spans on each partial list */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
 	uint32_t parked_resident;          /* lock; its pages counted resident */
+	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_PAGES */
+	uint32_t large_dense;              /* lock; of them written whole (large_sample) */
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
@@ -222,6 +224,14 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
 /* A large request of at least this many pages (160 KiB) may take the parked block in
  * place (arena.c, arena_alloc_large); a smaller one leaves it parked. */
 #define PARKED_SPLIT_PAGES 40u
+/* Large blocks of up to this many pages (64 KiB) start on a grid of as many pages from
+ * their heap's start (heap.c, fit_on_grid); arena_large_grid holds it (tests whose
+ * blocks must lie side by side set it to 0: no grid) */
+#define LARGE_GRID_PAGES   16u
+extern uint32_t arena_large_grid;
+/* ... unless the program writes them whole (arena.c, large_sample) */
+#define LARGE_SAMPLE_EVERY 32u
+#define LARGE_DENSE_AT     128u
 /* Is a large block parked in a? A guess without the lock (the large slot's free). */
 LA_INLINE bool arena_parked_hint(const struct arena *a)
 {

@@ -315,8 +315,11 @@ void heap_destroy(struct heap *h);
  * first fit, smallest bin first, or (room, in a heap holding fewer free resident pages than
  * n) the start of a span of the largest bin: a block that grows takes fresh pages where it
  * can go on growing in place. grid > 1: pages not resident start on a multiple of grid pages
- * from the heap's start where the span chosen has room for that (heap.c, on_grid).
+ * from the heap's start where the span chosen has room for that (heap.c, on_grid); grid with
+ * HEAP_GRID_ALWAYS: the n pages start on the grid wherever they come from, resident or not,
+ * while any of the spans find_fit looks at has room for that (heap.c, fit_on_grid).
  * *dirty_used receives how many of them may have been resident. */
+#define HEAP_GRID_ALWAYS 0x80000000u
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
                               uint32_t *dirty_used);
 /* Take n pages of which at least half are resident: of the first FIT_SCAN free spans that

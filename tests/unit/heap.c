@@ -259,6 +259,7 @@ static void grow(void **b, int n, unsigned pace_us)
 static void pages_only(int64_t decay_ms)
 {
 	heap_huge_policy = -1;
+	arena_large_grid = 0; /* blocks of 9-16 pages side by side, as the tests lay them */
 	set("decay_ms", decay_ms);
 	set("mmap_threshold", 1 << 20);
 }

@@ -581,6 +581,7 @@ Test(parked, a_shorter_request_of_40_pages_or_more_takes_its_first_pages)
 Test(parked, a_longer_request_of_40_pages_or_more_grows_it_into_resident_free_pages)
 {
 	set("mmap_threshold", 1 << 20);
+	arena_large_grid = 0; /* r right after p, not on the grid of 16 pages */
 	char *p = A(malloc)(48 * 4096);
 	char *r = A(malloc)(16 * 4096);
 	char *guard = A(malloc)(8 * 4096);
@@ -594,6 +595,83 @@ Test(parked, a_longer_request_of_40_pages_or_more_grows_it_into_resident_free_pa
 	cr_assert_eq(resident_pages(q, 60 * 4096), 60, "no page of it is fresh");
 	A(free)(q);
 	A(free)(guard);
+}
+
+/* ---- the grid of large blocks up to 16 pages (arena.c, heap.c fit_on_grid) ---------- */
+
+/* The page of its heap a block starts on, counted from the heap's start. */
+static uint32_t heap_page(const void *p)
+{
+	return (uint32_t)(((uintptr_t)p & LA_HEAP_MASK) >> LA_PAGE_SHIFT);
+}
+
+/* Blocks of 9-16 pages start on a multiple of 16 pages from their heap's start, from fresh
+ * pages and from the free runs others left (the sizes mixed, the blocks freed in another
+ * order than they came): a program that writes only the start of its blocks touches the
+ * same pages again (bench medsizes). Larger blocks and aligned ones go anywhere. */
+Test(large_grid, blocks_of_up_to_16_pages_start_on_the_grid)
+{
+	set("mmap_threshold", 1 << 20);
+	enum { N = 64 };
+	char *b[N];
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < N; i++) {
+			size_t pages = 9 + (size_t)((i * 7 + round * 3) % 8);
+			b[i] = A(malloc)((pages << LA_PAGE_SHIFT) - (size_t)(i % 3) * 100);
+			cr_assert_not_null(b[i]);
+			b[i][0] = 1; /* the start only */
+			cr_assert_eq(heap_page(b[i]) % 16, 0,
+			             "round %d: a block of %zu pages at page %u of its heap", round,
+			             pages, heap_page(b[i]));
+		}
+		for (int i = 0; i < N; i += 2) /* every other, then the rest */
+			A(free)(b[i]);
+		for (int i = 1; i < N; i += 2)
+			A(free)(b[i]);
+	}
+	/* 17 pages: anywhere (here right after another, off the grid) */
+	char *x = A(malloc)((size_t)17 << LA_PAGE_SHIFT);
+	char *y = A(malloc)((size_t)17 << LA_PAGE_SHIFT);
+	cr_assert_not_null(x);
+	cr_assert_not_null(y);
+	cr_assert(heap_page(x) % 16 != 0 || heap_page(y) % 16 != 0,
+	          "blocks of 17 pages at pages %u and %u", heap_page(x), heap_page(y));
+	A(free)(x);
+	A(free)(y);
+}
+
+/* Frees sample what the program wrote of its blocks (one in LARGE_SAMPLE_EVERY asks
+ * mincore): blocks written whole turn the grid off for the arena, so that they fill the
+ * heap's holes as before (bench frag); blocks written only at their start keep it on. */
+Test(large_grid, blocks_written_whole_turn_it_off)
+{
+	set("mmap_threshold", 1 << 20);
+	set("tcache_max_bytes", 0); /* no large slot: every free reaches the arena */
+	size_t len = (size_t)12 << LA_PAGE_SHIFT;
+	char *p = A(malloc)(len);
+	cr_assert_not_null(p);
+	struct arena *a = heap_of(p)->arena;
+	A(free)(p);
+	for (unsigned i = 0; i < 16 * LARGE_SAMPLE_EVERY; i++) {
+		p = A(malloc)(len);
+		cr_assert_not_null(p);
+		p[0] = 1;
+		A(free)(p);
+	}
+	arena_lock(a);
+	uint32_t sparse = a->large_dense;
+	arena_unlock(a);
+	cr_assert_lt(sparse, LARGE_DENSE_AT, "blocks written at their start only: %u", sparse);
+	for (unsigned i = 0; i < 16 * LARGE_SAMPLE_EVERY; i++) {
+		p = A(malloc)(len);
+		cr_assert_not_null(p);
+		memset(p, 1, len);
+		A(free)(p);
+	}
+	arena_lock(a);
+	uint32_t dense = a->large_dense;
+	arena_unlock(a);
+	cr_assert_geq(dense, LARGE_DENSE_AT, "blocks written whole: %u", dense);
 }
 
 Test(parked, a_small_span_takes_its_pages_before_new_ones)
