@@ -229,6 +229,7 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
  * blocks must lie side by side set it to 0: no grid) */
 #define LARGE_GRID_PAGES   16u
 extern uint32_t arena_large_grid;
+_Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid masks by it");
 /* ... unless the program writes them whole (arena.c, large_sample) */
 #define LARGE_SAMPLE_EVERY 32u
 #define LARGE_DENSE_AT     128u

@@ -709,7 +709,7 @@ static bool on_grid(const struct span *s, uint32_t n, uint32_t grid, uint32_t *a
 }
 
 /* find_fit for grid | HEAP_GRID_ALWAYS (large blocks of up to LARGE_GRID_PAGES pages,
- * arena.c): the n pages start on a multiple of grid pages from the heap's start, so that
+ * arena.c; grid a power of two): the n pages start on a multiple of grid pages from the heap's start, so that
  * blocks of these sizes start on the same few pages wherever they go: among the first
  * FIT_SCAN spans with room on the grid (smallest bin first), the first whose grid window
  * starts on a resident page (a block started there before), else the first such window
@@ -720,6 +720,16 @@ static bool on_grid(const struct span *s, uint32_t n, uint32_t grid, uint32_t *a
  * 23.4 MiB; bench/README.md). NULL when no span looked at (at most GRID_SCAN) has room on
  * the grid: the caller takes the first fit then. */
 #define GRID_SCAN (4 * FIT_SCAN) /* spans fit_on_grid passes at most */
+
+/* heap_resident_in for a window inside one bitmap word (a grid window of up to 16 pages) */
+static uint32_t resident_window(const struct heap *h, uint32_t pg, uint32_t n)
+{
+	if ((pg & 63) + n > 64)
+		return heap_resident_in(h, pg, n);
+	uint64_t mask = n == 64 ? ~0ULL : (1ULL << n) - 1;
+	return bits_set(h->resident[pg >> 6] >> (pg & 63), mask, n);
+}
+
 static struct span *fit_on_grid(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only,
                                 uint32_t *at, uint32_t *resident)
 {
@@ -728,14 +738,15 @@ static struct span *fit_on_grid(struct heap *h, uint32_t n, uint32_t grid, bool 
 	unsigned looked = 0;
 	for (unsigned k = next_bin(h, bin_of(n)); k < HEAP_NBINS; k = next_bin(h, k + 1)) {
 		for (struct span *s = h->bins[k]; s; s = bin_next(s, &steps)) {
-			uint32_t a;
 			if (steps >= GRID_SCAN)
 				goto done;
-			if (s->npages < n || !on_grid(s, n, grid, &a))
+			uint32_t a = (grid - (s->first & (grid - 1))) & (grid - 1); /* on_grid's */
+			if (a + n > s->npages)
 				continue;
-			if (s->dirty && heap_resident_in(h, s->first + a, 1)) {
+			uint32_t pg = s->first + a;
+			if (s->dirty && (h->resident[pg >> 6] >> (pg & 63) & 1)) {
 				*at = a;
-				*resident = heap_resident_in(h, s->first + a, n);
+				*resident = resident_window(h, pg, n);
 				return s;
 			}
 			if (!fresh) {
@@ -750,7 +761,7 @@ done:
 	if (!fresh || dirty_only)
 		return NULL;
 	*at = fresh_at;
-	*resident = fresh->dirty ? heap_resident_in(h, fresh->first + fresh_at, n) : 0;
+	*resident = fresh->dirty ? resident_window(h, fresh->first + fresh_at, n) : 0;
 	return fresh;
 }
 
