@@ -1318,7 +1318,9 @@ LA_INLINE void unpark(struct arena *a)
  * they touch again pages touched before. Blocks written whole fill the heap's holes
  * instead, anywhere, as before the grid: on it they left the pages after them up to the
  * next grid line (up to 7 of 16) to no one (bench frag 1000000 200000: peak RSS 31.0 ->
- * 33.0 MiB with the grid for every block, 31.0 so). */
+ * 33.0 MiB with the grid for every block, 31.0 so). Pages the heap populated ahead of a
+ * fast growth or backed by a huge page read as written too: the grid is then off, the
+ * placement as it was before it. */
 uint32_t arena_large_grid = LARGE_GRID_PAGES;
 
 static void large_sample(struct arena *a, struct heap *h, const struct span *s)
