@@ -522,7 +522,12 @@ ctl_sleeps_on_doorbell() {
 	local released
 	released=$(field bytes_released)
 	[ "$released" -ge $((16 << 20)) ]
-	[ "$(sv "$WPID" free_resident_bytes)" -le $((r0 - released)) ]
+	# released is measured (mincore) and may hold a few resident pages that no counter
+	# had (populated ahead or backed by a huge page: heap.c measure_vec counts such pages
+	# only when it meets them): with blocks of 9-16 pages on their grid of 16 (heap.c
+	# fit_on_grid) 5 pages of 38.9 MB here, and on main 8be8d8a with blocks of 68K 7 pages
+	# of 71.8 MB. 64 pages of slack
+	[ "$(sv "$WPID" free_resident_bytes)" -le $((r0 - released + (64 << 12))) ]
 	[ "$(sv "$WPID" madvise_calls)" -eq $((ma0 + $(field madvise))) ]
 	[ "$(sv "$WPID" munmap_calls)" -eq $((mu0 + $(field munmap))) ]
 	[ $(($(field madvise) + $(field munmap))) -ge 1 ]
