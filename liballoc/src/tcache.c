@@ -377,11 +377,15 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 				tc->gc_level[c]--;
 		}
 	}
-	/* bins without a row hold nothing and see no refill or flush */
-	for (uint64_t m = tc->row_bins; m; m &= m - 1) {
+	/* bins without a row hold nothing and see no refill or flush; those with a refill or
+	 * flush since the last sweep are in use (gc_active, set by bin_event: the walk visits
+	 * only the others, where comparing each bin's event count with a copy taken at the
+	 * last sweep cost ~17 instructions a bin, CPython test_dict's sweeps 0.55M -> 0.42M) */
+	uint64_t quiet = tc->row_bins & ~tc->gc_active;
+	tc->gc_active = 0;
+	for (uint64_t m = quiet; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
-		uint16_t ev = tc->slow_events[c];
-		if (ev == tc->gc_seen[c] && tbin_count(&tc->bins[c])) {
+		if (tbin_count(&tc->bins[c])) {
 			if (tc->gc_skip[c]) {
 				tc->gc_skip[c]--;
 			} else {
@@ -391,7 +395,6 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 				tc->gc_when[c] = now;
 			}
 		}
-		tc->gc_seen[c] = ev;
 	}
 }
 
@@ -401,6 +404,7 @@ static inline void bin_event(struct tcache *tc, unsigned cls)
 {
 	__atomic_store_n(&tc->slow_events[cls], (uint16_t)(tc->slow_events[cls] + 1),
 	                 __ATOMIC_RELAXED);
+	tc->gc_active |= (uint64_t)1 << cls;
 	tc->gc_large = 0;
 	if (unlikely(++tc->gc_events >= TC_GC_EVENTS))
 		tcache_gc(tc);

@@ -95,7 +95,6 @@ struct tcache {
 	uint16_t pub_count[LA_NCLASSES];   /* each bin's count as last published */
 	uint16_t slow_events[LA_NCLASSES]; /* owner: refills and flushes of each bin (wraps) */
 	uint16_t decay_seen[LA_NCLASSES];  /* the decay pass: slow_events at its last look */
-	uint16_t gc_seen[LA_NCLASSES];     /* owner: slow_events at the last cold-bin sweep */
 	uint8_t gc_level[LA_NCLASSES];     /* owner: the sweep emptied the bin too early, k
 	                                    * times in a row (it skips it 2^k - 1 times) */
 	uint8_t gc_skip[LA_NCLASSES];      /* owner: sweeps still to skip the bin */
@@ -111,6 +110,8 @@ struct tcache {
 	                                    * 224-256 refills and flushes, no producer whose
 	                                    * blocks other threads free (arena.c,
 	                                    * growth_yield) */
+	uint64_t gc_active;                /* owner: bins (bit c) that refilled or flushed since
+	                                    * the last cold-bin sweep */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
 	                                    * since */
 	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the
