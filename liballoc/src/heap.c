@@ -1391,6 +1391,9 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n)
 			if (!s->dirty) /* (else the stamp stays the oldest's) */
 				s->stamp = stamp_now();
 			s->dirty += n;
+			/* counted resident whole, as the mapping was: the next measurement reads
+			 * what the program wrote of it (measure_wants) */
+			s->unmeasured = 1;
 			dirty_add(h, n);
 			return true;
 		}

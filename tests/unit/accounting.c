@@ -954,6 +954,67 @@ Test(accounting, a_mapping_moved_into_a_heap_counts_as_its_free_resident_pages)
 	check_all();
 }
 
+/* After a measurement: every page of every free span counts resident as mincore finds it. */
+static void check_free_pages_measured(void)
+{
+	static unsigned char vec[LA_HEAP_PAGES];
+	for (uint32_t i = 0; i < arena_count; i++) {
+		struct arena *a = &arenas[i];
+		arena_lock(a);
+		uint32_t wrong = 0, where = 0;
+		for (struct heap *h = a->heaps; h; h = h->next) {
+			resident(h, LA_HEAP_PAGES, vec);
+			for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES;) {
+				struct span *s = span_at(h, pg);
+				for (uint32_t j = pg; s->kind == SPAN_FREE && j < pg + s->npages;
+				     j++)
+					if (bit(h, j) != (vec[j] & 1) && !wrong++)
+						where = j;
+				pg += s->npages;
+			}
+		}
+		arena_unlock(a);
+		cr_assert_eq(
+		        wrong, 0,
+		        "arena %u: %u free pages count resident unlike mincore (the first: %u)", i,
+		        wrong, where);
+	}
+}
+
+/* A mapping the program wrote in part, moved into a heap: it counts whole (as the mapping
+ * did) until a measurement, which then finds what is resident, though the free span it went
+ * into had been measured before (heap_measure reads only the spans not measured since). */
+Test(accounting, a_measurement_finds_the_pages_of_a_moved_mapping_never_touched)
+{
+	enum { N = 1 << 20, TOUCHED = 16 };
+	set("decay_ms", 0);
+	if (os_thp_always())
+		cr_skip("transparent huge pages always: free spans are read whole each time");
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	char *p = A(malloc)(N);
+	cr_assert_not_null(p);
+	memset(p, 1, TOUCHED * 4096);
+	A(free)(A(malloc)(2 * N)); /* raises the threshold past 2 MiB */
+	op_measure();
+	check_all();
+	struct la_counters c0, c1, c2;
+	liballoc_stats(&c0);
+	cr_assert_eq(c0.direct_mappings, 1, "the 1 MiB block is a mapping of its own");
+	A(free)(p);
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.direct_mappings, 0);
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "moved, not unmapped");
+	cr_assert_eq(c1.free_resident_bytes - c0.free_resident_bytes, N, "counted whole");
+	op_measure();
+	check_all();
+	liballoc_stats(&c2);
+	cr_assert_lt(c2.free_resident_bytes - c0.free_resident_bytes, N / 2,
+	             "after the measurement %llu bytes of it count free resident, %d written",
+	             (unsigned long long)(c2.free_resident_bytes - c0.free_resident_bytes),
+	             TOUCHED * 4096);
+	check_free_pages_measured();
+}
+
 /* The kernel refuses the move (the fallback of heap_adopt): the mapping is unmapped as
  * before adoption existed, nothing of it stays mapped, the heap counts none of it, and the
  * heap's pages it was to go into serve the next block of its size. */
