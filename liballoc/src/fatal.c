@@ -170,14 +170,17 @@ static bool spin_for(struct la_lock *l)
 
 bool la_lock_slow(struct la_lock *l)
 {
-	do {
+	/* a fork may take the lock during the yields: each spin that fails looks for one, as
+	 * the first does (a waiter that went on to FUTEX_LOCK_PI then was spun by the kernel
+	 * for the whole copy of the address space) */
+	for (int y = 0;;) {
 		if (spin_for(l))
 			return true;
-	} while (wait_for_fork(l));
-	for (int y = 0; y < LOCK_YIELDS; y++) {
+		if (wait_for_fork(l))
+			continue;
+		if (y++ == LOCK_YIELDS)
+			break;
 		syscall(SYS_sched_yield);
-		if (spin_for(l))
-			return true;
 	}
 	while (!__atomic_load_n(&pi_missing, __ATOMIC_RELAXED)) {
 		/* the kernel takes the lock for us (word 0 -> our id) or queues us, raising the

@@ -10,14 +10,19 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/futex.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -803,6 +808,131 @@ Test(fork, a_real_time_thread_waiting_for_a_lock_the_fork_holds_lends_it_its_pri
 	             "the real-time waiter slept on %#lx (op %ld), not on arena 0's lock",
 	             (unsigned long)waiter_futex, waiter_op);
 	cr_assert_eq(waiter_op, FUTEX_LOCK_PI);
+}
+
+/* A waiter that found the lock held by a thread not forking, and gives its CPU up between
+ * spins (la_lock_slow's yields), sees a fork that takes the lock meanwhile: it sleeps on
+ * la_forker as one that came later does, not in FUTEX_LOCK_PI, where the kernel spins it
+ * for as long as the forking thread copies the address space. The test thread is the lock's
+ * owner, then the forker (la_fork_begin, as malloc.c's prepare handler once it holds every
+ * lock), which it becomes while the waiter is in its first sched_yield: a seccomp filter of
+ * the waiter's thread traps the call (SIGSYS), and the handler waits for the fork's start. */
+static pid_t yield_waiter_tid;
+static uint32_t yield_waiter_go; /* futex words: the waiter takes arena 0's lock, */
+static uint32_t yield_seen;      /* it is in its first sched_yield, */
+static uint32_t yield_release;   /* it may go on */
+static int yield_filtered;       /* 1: the filter is set, -1: it could not be */
+
+static void on_yield(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig, (void)si, (void)uc;
+	if (__atomic_exchange_n(&yield_seen, 1, __ATOMIC_SEQ_CST))
+		return;
+	syscall(SYS_futex, &yield_seen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	while (!__atomic_load_n(&yield_release, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &yield_release, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+}
+
+static bool trap_yields(void)
+{
+#if defined(__x86_64__)
+	struct sock_filter f[] = {
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_yield, 0, 1),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+#else
+	return false;
+#endif
+}
+
+static void *yield_waiter(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&yield_filtered, trap_yields() ? 1 : -1, __ATOMIC_RELEASE);
+	__atomic_store_n(&yield_waiter_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	if (yield_filtered < 0)
+		return NULL;
+	while (!__atomic_load_n(&yield_waiter_go, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &yield_waiter_go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	arena_lock(&arenas[0]);
+	arena_unlock(&arenas[0]);
+	return NULL;
+}
+
+/* The system call thread tid sleeps in (-1: none, or not readable), with its first two
+ * arguments. */
+static long task_syscall(pid_t tid, uintptr_t *a0, long *a1)
+{
+	char buf[256];
+	if (!read_task(tid, "syscall", buf, sizeof(buf)) || buf[0] == '-' || buf[0] == 'r')
+		return -1;
+	char *end;
+	long nr = strtol(buf, &end, 10);
+	*a0 = (uintptr_t)strtoull(end, &end, 16);
+	*a1 = strtol(end, NULL, 16);
+	return nr;
+}
+
+Test(fork, a_waiter_between_its_yields_sees_a_fork_take_the_lock)
+{
+	A(free)(A(malloc)(64)); /* arena 0 exists */
+	struct sigaction sa = {0}, old;
+	sa.sa_sigaction = on_yield;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGSYS, &sa, &old), 0);
+	yield_waiter_tid = 0;
+	yield_waiter_go = yield_seen = yield_release = 0;
+	yield_filtered = 0;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, yield_waiter, NULL), 0);
+	pid_t tid;
+	while (!(tid = __atomic_load_n(&yield_waiter_tid, __ATOMIC_ACQUIRE)))
+		nanosleep(&(struct timespec){0, 100000}, NULL);
+	if (yield_filtered < 0) {
+		pthread_join(t, NULL);
+		sigaction(SIGSYS, &old, NULL);
+		cr_skip_test("no seccomp filter here");
+	}
+	/* no allocation from here until the unlock (the lock is arena 0's) */
+	arena_lock(&arenas[0]);
+	__atomic_store_n(&yield_waiter_go, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &yield_waiter_go, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	struct timespec five = {5, 0};
+	while (!__atomic_load_n(&yield_seen, __ATOMIC_ACQUIRE) &&
+	       syscall(SYS_futex, &yield_seen, FUTEX_WAIT_PRIVATE, 0, &five, NULL, 0) == 0)
+		;
+	bool yielded = __atomic_load_n(&yield_seen, __ATOMIC_ACQUIRE);
+	la_fork_begin(); /* the lock is the forker's from here */
+	__atomic_store_n(&yield_release, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &yield_release, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	uintptr_t a0 = 0;
+	long a1 = 0, nr = -1;
+	for (int ms = 0; ms < 5000; ms++) {
+		nr = task_syscall(tid, &a0, &a1);
+		if (nr == SYS_futex)
+			break;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	la_fork_end();
+	arena_unlock(&arenas[0]);
+	pthread_join(t, NULL);
+	sigaction(SIGSYS, &old, NULL);
+	cr_assert(yielded, "the waiter never gave its CPU up");
+	cr_assert_eq(nr, SYS_futex, "the waiter never slept in a futex call");
+	cr_assert_eq(a0, (uintptr_t)&la_forker,
+	             "the waiter slept on %#lx (op %ld), not on the fork's word (arena 0's lock "
+	             "is %p)",
+	             (unsigned long)a0, a1 & FUTEX_CMD_MASK, (void *)&arenas[0].lock.word);
+	cr_assert_eq(a1 & FUTEX_CMD_MASK, FUTEX_WAIT);
 }
 
 /* The CPUs the parent of the child below may run on (read before the fork). */
