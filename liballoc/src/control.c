@@ -834,11 +834,29 @@ static void *control_main(void *arg)
  * mapping gave (64 KiB and the guard's page; libc puts the thread's TLS at the top of
  * either); no guard page below it, the depth being what it was on the mapping. */
 #define CONTROL_STACK (68 * 1024)
+/* Sanitizer builds keep libc's mapping: TSan refuses a given stack smaller than ~900 KiB
+ * ("pre-allocated stack size is insufficient": the control thread did not start in
+ * tests/policy/inprocess.bats under TSan). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+static void *control_stack_mem(void)
+{
+	return NULL;
+}
+#else
 LA_BIG_BSS static char control_stack[CONTROL_STACK] __attribute__((aligned(4096)));
+static void *control_stack_mem(void)
+{
+	return control_stack;
+}
+#endif
 
 static int start_control(void *arg)
 {
-	return os_thread_start(control_main, arg, CONTROL_STACK, control_stack);
+	void *mem = control_stack_mem();
+	int err = os_thread_start(control_main, arg, CONTROL_STACK, mem);
+	if (err && mem) /* a libc that wants more of a stack it is given: its own mapping */
+		err = os_thread_start(control_main, arg, CONTROL_STACK, NULL);
+	return err;
 }
 
 /* Start the control thread on this thread's CPU only (start_pinned, above): it inherits
