@@ -7,26 +7,19 @@
  *        helper itself is never preloaded)
  * exit: CMD's, or 1 when the filter cannot be installed or does not work, 2 usage. */
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "seccomp_one.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
 #endif
 
-#if defined(__x86_64__)
-#define NOWAITV_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NOWAITV_ARCH AUDIT_ARCH_AARCH64
-#else
+#ifndef SECCOMP_ONE_ARCH
 #error "nowaitv: unknown architecture"
 #endif
 
@@ -46,18 +39,7 @@ int main(int argc, char **argv)
 	}
 	if (i >= argc || argv[i][0] == '-')
 		return usage();
-	struct sock_filter filter[] = {
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NOWAITV_ARCH, 1, 0),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex_waitv, 0, 1),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
+	if (seccomp_one(SYS_futex_waitv, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)) != 0) {
 		fprintf(stderr, "nowaitv: cannot install the seccomp filter: %s\n",
 		        strerror(errno));
 		return 1;

@@ -10,10 +10,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/futex.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,6 +31,7 @@
 #include "os.h"
 #include "shm.h"
 #include "tcache.h"
+#include "../helpers/seccomp_one.h"
 
 static struct arena *cut_arena;        /* the queue to cut at the next fork */
 static struct cds_wfcq_node *cut_node; /* a block of cut_arena, enqueued half */
@@ -835,22 +832,7 @@ static void on_yield(int sig, siginfo_t *si, void *uc)
 
 static bool trap_yields(void)
 {
-#if defined(__x86_64__)
-	struct sock_filter f[] = {
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_yield, 0, 1),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-#else
-	return false;
-#endif
+	return seccomp_one(SYS_sched_yield, SECCOMP_RET_TRAP) == 0;
 }
 
 static void *yield_waiter(void *arg)
