@@ -1031,19 +1031,12 @@ static void rotate_blocks(void **out, uint32_t a, uint32_t b)
 }
 
 /* How many of pages [first, first + n) of h are not marked as possibly resident (a
- * carving's few pages: one word of the bitmap as a rule). The pages are mostly all
- * resident or all new, and the build targets baseline x86-64, whose popcount is a call
- * to libgcc's (~21 instructions): those two cases are tested first (idle_sweep 4 10:
- * 43,151 calls from the shared arenas' refills, 0.9M instructions). */
+ * carving's few pages: one word of the bitmap as a rule, counted inline; heap_bits_set
+ * tests all-resident and all-new before libgcc's popcount: idle_sweep 4 10, 43,151 calls
+ * from the shared arenas' refills, 0.9M instructions). */
 LA_INLINE uint32_t pages_new(const struct heap *h, uint32_t first, uint32_t n)
 {
-	uint32_t lo = first & 63;
-	if (lo + n <= 64) {
-		uint64_t mask = (n == 64 ? ~0ULL : (1ULL << n) - 1) << lo;
-		uint64_t x = h->resident[first >> 6] & mask;
-		return x == mask ? 0 : !x ? n : n - (uint32_t)__builtin_popcountll(x);
-	}
-	return n - heap_resident_in(h, first, n);
+	return n - heap_resident_few(h, first, n);
 }
 
 /* The refills of an arena that other threads share have carved, since the last time,

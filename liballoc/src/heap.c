@@ -53,15 +53,6 @@ uint32_t heap_data_pages(void)
 
 /* ---- accounting --------------------------------------------------------------------- */
 
-/* Set bits of the k bits of x under mask: ranges of pages are mostly all resident or all
- * not, and the build targets baseline x86-64 (no popcnt instruction: libgcc's count costs
- * some 30 instructions a word), so those two cases are tested first. */
-LA_INLINE uint32_t bits_set(uint64_t x, uint64_t mask, uint32_t k)
-{
-	x &= mask;
-	return x == mask ? k : x ? (uint32_t)__builtin_popcountll(x) : 0;
-}
-
 /* Bits [first, first + n) of a page bitmap, a word at a time: each word becomes NEW (an
  * expression of `word` and the range's `mask` in it); `before` (declared by the caller)
  * adds how many bits of the range were set. */
@@ -75,7 +66,7 @@ LA_INLINE uint32_t bits_set(uint64_t x, uint64_t mask, uint32_t k)
 				uint32_t wend_ = w_ + ((end_ - i_) >> 6);               \
 				for (; w_ < wend_; w_++) {                              \
 					uint64_t word = (m)[w_];                        \
-					before += bits_set(word, mask, 64);             \
+					before += heap_bits_set(word, mask, 64);        \
 					(m)[w_] = (NEW);                                \
 				}                                                       \
 				i_ = wend_ << 6;                                        \
@@ -84,7 +75,7 @@ LA_INLINE uint32_t bits_set(uint64_t x, uint64_t mask, uint32_t k)
 			uint32_t k_ = LA_MIN(64 - lo_, end_ - i_);                      \
 			uint64_t mask = (k_ == 64 ? ~0ULL : ((1ULL << k_) - 1)) << lo_; \
 			uint64_t word = (m)[w_];                                        \
-			before += bits_set(word, mask, k_);                             \
+			before += heap_bits_set(word, mask, k_);                        \
 			(m)[w_] = (NEW);                                                \
 			i_ += k_;                                                       \
 		}                                                                       \
@@ -99,13 +90,13 @@ uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n)
 		if (lo == 0 && end - i >= 64) { /* whole words */
 			uint32_t wend = w + ((end - i) >> 6);
 			for (; w < wend; w++)
-				before += bits_set(h->resident[w], ~0ULL, 64);
+				before += heap_bits_set(h->resident[w], ~0ULL, 64);
 			i = wend << 6;
 			continue;
 		}
 		uint32_t k = LA_MIN(64 - lo, end - i);
 		uint64_t mask = (k == 64 ? ~0ULL : ((1ULL << k) - 1)) << lo;
-		before += bits_set(h->resident[w], mask, k);
+		before += heap_bits_set(h->resident[w], mask, k);
 		i += k;
 	}
 	return before;
@@ -130,7 +121,7 @@ void heap_touch(struct heap *h, uint32_t first, uint32_t n)
 	if (lo + n <= 63) { /* within a word (a refill's carving: a page or a few) */
 		uint64_t mask = ((1ULL << n) - 1) << lo, *w = &h->resident[first >> 6];
 		if ((*w & mask) != mask) {
-			resident_add(h, (int64_t)n - bits_set(*w, mask, n));
+			resident_add(h, (int64_t)n - heap_bits_set(*w, mask, n));
 			*w |= mask;
 		}
 		return;
@@ -721,15 +712,6 @@ static bool on_grid(const struct span *s, uint32_t n, uint32_t grid, uint32_t *a
  * the grid: the caller takes the first fit then. */
 #define GRID_SCAN (4 * FIT_SCAN) /* spans fit_on_grid passes at most */
 
-/* heap_resident_in for a window inside one bitmap word (a grid window of up to 16 pages) */
-static uint32_t resident_window(const struct heap *h, uint32_t pg, uint32_t n)
-{
-	if ((pg & 63) + n > 64)
-		return heap_resident_in(h, pg, n);
-	uint64_t mask = n == 64 ? ~0ULL : (1ULL << n) - 1;
-	return bits_set(h->resident[pg >> 6] >> (pg & 63), mask, n);
-}
-
 static struct span *fit_on_grid(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only,
                                 uint32_t *at, uint32_t *resident)
 {
@@ -746,7 +728,7 @@ static struct span *fit_on_grid(struct heap *h, uint32_t n, uint32_t grid, bool 
 			uint32_t pg = s->first + a;
 			if (s->dirty && (h->resident[pg >> 6] >> (pg & 63) & 1)) {
 				*at = a;
-				*resident = resident_window(h, pg, n);
+				*resident = heap_resident_few(h, pg, n);
 				return s;
 			}
 			if (!fresh) {
@@ -761,7 +743,7 @@ done:
 	if (!fresh || dirty_only)
 		return NULL;
 	*at = fresh_at;
-	*resident = fresh->dirty ? resident_window(h, fresh->first + fresh_at, n) : 0;
+	*resident = fresh->dirty ? heap_resident_few(h, fresh->first + fresh_at, n) : 0;
 	return fresh;
 }
 

@@ -349,6 +349,25 @@ LA_INLINE void heap_touch_few(struct heap *h, uint32_t first, uint32_t n)
 void heap_untouch(struct heap *h, uint32_t first, uint32_t n);
 /* Set `resident` bits among pages [first, first + n). */
 uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n);
+/* Set bits of the k bits of x under mask: ranges of pages are mostly all resident or all
+ * not, and the build targets baseline x86-64 (no popcnt instruction: libgcc's count costs
+ * some 20-30 instructions a word), so those two cases are tested first. */
+LA_INLINE uint32_t heap_bits_set(uint64_t x, uint64_t mask, uint32_t k)
+{
+	x &= mask;
+	return x == mask ? k : x ? (uint32_t)__builtin_popcountll(x) : 0;
+}
+/* heap_resident_in inline for a range inside one word of the bitmap, as a rule (a
+ * carving's few pages: arena.c pages_new; a grid window of up to 16 pages: heap.c
+ * fit_on_grid); another range is heap_resident_in's. */
+LA_INLINE uint32_t heap_resident_few(const struct heap *h, uint32_t first, uint32_t n)
+{
+	uint32_t lo = first & 63;
+	if (lo + n > 64)
+		return heap_resident_in(h, first, n);
+	uint64_t mask = (n == 64 ? ~0ULL : (1ULL << n) - 1) << lo;
+	return heap_bits_set(h->resident[first >> 6], mask, n);
+}
 /* Measure pages [first, first + n) (mincore) and clear the bits of those not resident;
  * returns how many were cleared. The caller adjusts what counts them (FREE: heap_measure
  * does; others: their owner). */
