@@ -165,7 +165,7 @@ void arena_detach(struct arena *a)
 		__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
 		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
 		a->xfer_chunks = 0;
-		a->xfer_over = 0; /* the next slots earn their depth anew */
+		a->xfer_over = a->xfer_past = 0; /* the next slots earn their depth anew */
 		a->xfer_earned = a->xfer_misses = 0;
 	}
 	arena_unlock(a);
@@ -745,6 +745,17 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
 	}
 }
 
+/* A refill of cls (want blocks of it short after the transfer cache's) with the class
+ * marked: over (a flush went to the spans for want of depth) and the transfer cache
+ * short, a depth miss; past (the class's flushes go to the spans directly), the mark
+ * clears: the class allocates again, its next flushes may be kept. */
+static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_t want)
+{
+	a->xfer_past &= ~((uint64_t)1 << cls);
+	if (want && a->xfer_over >> cls & 1)
+		xfer_depth_miss(a, cls);
+}
+
 /* cached_bytes is the one arena counter written outside the lock too: each thread cache
  * publishes its bins' bytes into its arena's (tcache.c, publish_bin) with an atomic add,
  * while the transfer cache's blocks move in and out here under the lock. A plain read and
@@ -1082,8 +1093,8 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	 * the rest of the refill comes from the spans */
 	uint32_t from_xfer = LA_MIN((uint32_t)a->xfer_n[cls], want);
 	want -= from_xfer;
-	if (want && unlikely(a->xfer_over >> cls & 1))
-		xfer_depth_miss(a, cls);
+	if (unlikely((a->xfer_over | a->xfer_past) >> cls & 1))
+		xfer_refill_marks(a, cls, want);
 	uint32_t got = 0;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
 	 * carves, and at most carve never-used blocks (any number from a warm span, whose
@@ -1471,7 +1482,14 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	/* A cold class (its thread cache's bin went unused for a while: tcache.c, tcache_gc)
 	 * keeps nothing: its blocks, those the transfer cache kept of it and the empty span
 	 * kept for it go back, so that its spans' pages serve the next span of any class. */
-	uint32_t kept = a->xfer && !cold ? xfer_put(a, cls, blocks, n) : 0;
+	/* A class whose flush did not fit, with no refill of it since (xfer_past: a teardown
+	 * under way), sends its flushes to the spans directly, while the blocks are in the
+	 * CPU's cache (the frees just wrote their keys) */
+	uint64_t bit = (uint64_t)1 << cls;
+	bool offer = a->xfer && !cold && !(a->xfer_past & bit);
+	uint32_t kept = offer ? xfer_put(a, cls, blocks, n) : 0;
+	if (offer && !kept)
+		a->xfer_past |= bit;
 	if (cold && a->xfer && a->xfer_n[cls])
 		xfer_drain_class(a, cls);
 	/* A flush the transfer cache cannot keep: the class frees more than it allocates

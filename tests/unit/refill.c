@@ -485,7 +485,9 @@ static struct arena *with_whole_depth(void)
 
 Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 {
-	enum { N = 300 };
+	/* one flush of 32 (the bin's limit is 63): a burst of frees past the first chunk's 64
+	 * slots sends its later flushes to the spans (arena.h, xfer_past) */
+	enum { N = 90 };
 	void *p[N];
 	unsigned cls = sc_class_of(64);
 	for (int i = 0; i < N; i++)
@@ -506,7 +508,9 @@ Test(transfer_cache, keeps_no_block_of_the_classes_above_16_kib)
 {
 	/* their thread-cache bins hold more instead: kept here too, they pinned the spans a
 	 * batch of them emptied (arena.h, xfer_class); 16 KiB blocks are still kept */
-	enum { N = 64 };
+	/* 16 blocks: the flushes of 16 KiB blocks (2 at a time) fit the class's 256 KiB;
+	 * one that does not would send the later ones to the spans (arena.h, xfer_past) */
+	enum { N = 16 };
 	static void *p[N];
 	static const size_t size[] = {16384, 20480, 32768};
 	struct arena *a = with_whole_depth();
@@ -715,9 +719,15 @@ Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_emp
 	for (int i = 0; i < N; i++)
 		if (i % STRIDE)
 			A(free)(p[i]);
+	/* that teardown overflowed the transfer cache: its later flushes went to the spans,
+	 * and so would the next ones until a refill of the class (arena.h, xfer_past), which
+	 * is what clears the mark here: the scattered blocks' flushes are kept */
+	struct arena *a = la_tcache.arena;
+	arena_lock(a);
+	a->xfer_past &= ~((uint64_t)1 << cls);
+	arena_unlock(a);
 	for (int i = 0; i < N; i += STRIDE)
 		A(free)(p[i]);
-	struct arena *a = la_tcache.arena;
 	tcache_flush_cold();
 	tcache_flush_cold(); /* the bin unused for a whole pass: its blocks go back too */
 	cr_assert_gt(a->xfer_n[cls], 0, "scattered blocks kept");
@@ -914,7 +924,7 @@ struct leaver {
 static void *fill_free_and_leave(void *arg)
 {
 	struct leaver *l = arg;
-	enum { N = 300 };
+	enum { N = 90 }; /* one flush, kept (a_flush_that_fits_waits_there_for_the_next_refill) */
 	void *p[N];
 	for (int i = 0; i < N; i++)
 		p[i] = A(malloc)(64);
