@@ -28,6 +28,7 @@ struct op_result {
 
 /* Each is callable from any thread. */
 void op_trim(size_t pad, struct op_result *r);
+void op_trim_unmeasured(size_t pad, struct op_result *r); /* (glibc's malloc_trim) */
 void op_release_idle(struct op_result *r);
 void op_flush_caches(struct op_result *r, uint32_t *skipped);
 /* Measure what counts as free resident (mincore): the refresh command. */

@@ -708,7 +708,7 @@ LA_EXPORT int LA_API(malloc_trim)(size_t pad)
 {
 	ENSURE_INIT();
 	struct op_result r;
-	op_trim(pad, &r);
+	op_trim_unmeasured(pad, &r);
 	return r.madvise + r.munmap > 0;
 }
 
