@@ -194,6 +194,7 @@ static struct heap *new_heap(struct arena *a)
 	if (!h)
 		return NULL;
 	h->watch = &a->burst;
+	h->arena_dirty = &a->dirty_pages; /* (a new heap holds no dirty page) */
 	h->next = a->heaps;
 	if (h->next)
 		h->next->prev = h;

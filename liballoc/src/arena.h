@@ -78,6 +78,8 @@ struct arena {
 	uint32_t parked_resident;          /* lock; its pages counted resident */
 	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_PAGES */
 	uint32_t large_dense;              /* lock; of them written whole (large_sample) */
+	uint32_t dirty_pages;              /* lock (a thread cache reads it, atomic): free
+	                                    * pages that may be resident, all its heaps' */
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
@@ -245,6 +247,12 @@ _Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid ma
 /* ... unless the program writes them whole (arena.c, large_sample) */
 #define LARGE_SAMPLE_EVERY 32u
 #define LARGE_DENSE_AT     128u
+/* Do a's heaps hold at least `pages` free pages that may be resident? A guess without the
+ * lock (tcache.c bin_alloc: may a refill's new span do without the large slot's pages?). */
+LA_INLINE bool arena_dirty_hint(const struct arena *a, uint32_t pages)
+{
+	return __atomic_load_n(&a->dirty_pages, __ATOMIC_RELAXED) >= pages;
+}
 /* Is a large block parked in a? A guess without the lock (the large slot's free). */
 LA_INLINE bool arena_parked_hint(const struct arena *a)
 {

@@ -112,6 +112,9 @@ static void resident_add(struct heap *h, int64_t pages)
 static void dirty_add(struct heap *h, int64_t pages)
 {
 	h->dirty_pages = (uint32_t)((int64_t)h->dirty_pages + pages);
+	/* (atomic: a thread cache reads the arena's sum without the lock, tcache.c bin_alloc) */
+	__atomic_store_n(h->arena_dirty, (uint32_t)((int64_t)*h->arena_dirty + pages),
+	                 __ATOMIC_RELAXED);
 	STAT_ADD_LOCKED(h->c, free_resident_bytes, (uint64_t)(pages * (int64_t)LA_PAGE));
 }
 
@@ -520,6 +523,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	h->magic = HEAP_MAGIC;
 	h->arena = a;
 	h->c = c;
+	h->arena_dirty = &h->own_dirty;
 	h->first_page = HEADER_PAGES;
 	h->free_pages = heap_data_pages();
 	h->desc_top = 1; /* desc[0] stays SPAN_NONE */
@@ -549,6 +553,7 @@ void heap_destroy(struct heap *h)
 	STAT_SUB_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
 	STAT_SUB_LOCKED(c, data_resident_bytes, (uint64_t)h->resident_pages << LA_PAGE_SHIFT);
 	STAT_SUB_LOCKED(c, free_resident_bytes, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
+	__atomic_store_n(h->arena_dirty, *h->arena_dirty - h->dirty_pages, __ATOMIC_RELAXED);
 	STAT_SUB_LOCKED(c, metadata_bytes, meta);
 	if (h->idle)
 		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);

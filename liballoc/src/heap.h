@@ -117,6 +117,10 @@ struct heap {
 	uint64_t fresh_ns;         /* when the current window began */
 	struct la_counters *c;     /* the owning arena's published counters */
 	struct burst_watch *watch; /* the owning arena's (NULL: none); set at creation */
+	uint32_t *arena_dirty;     /* the owning arena's sum of dirty_pages over its heaps
+	                            * (arena.h, dirty_pages; a heap of its own until the
+	                            * arena links it) */
+	uint32_t own_dirty;        /* (that sum for a heap no arena linked: tests) */
 	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 	uint32_t pagemap[LA_HEAP_PAGES];       /* see pm_entry */
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */

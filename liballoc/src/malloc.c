@@ -59,14 +59,13 @@ static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
 	}
 	ENSURE_INIT();
 	struct tcache *tc = &la_tcache;
-	bool direct_ok = direct_count() < (uint64_t)TUN(mmap_max);
 	void *p = NULL;
 	if (fresh)
 		*fresh = false;
 	/* for the cold-bin sweep: a thread whose requests went past the classes (a buffer
 	 * realloc grows) sends back the blocks of the classes it left */
 	tcache_large_event(tc);
-	if (direct_ok && (int64_t)size >= TUN(mmap_threshold)) {
+	if ((int64_t)size >= TUN(mmap_threshold) && direct_count() < (uint64_t)TUN(mmap_max)) {
 		/* a cached mapping, else a run of free heap pages at least half resident (the
 		 * program freed them: a new mapping would fault in all its pages while those
 		 * stay; CPython's 580 KiB dict tables found no run all resident, 145 faults

@@ -54,7 +54,14 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
 #define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
 #define TC_SMALL4_MAX   512u            /* sizes malloc's fast path classes in TLS (small4) */
-#define TC_LARGE_SLOTS  16u             /* blocks of the large slot (struct tcache, large) */
+#define TC_LARGE_SLOTS  32u             /* blocks of the large slot (struct tcache, large) */
+/* The large slot's bins: blocks of 1 to TC_LARGE_EXACT pages in the bin of their page
+ * count (bin np - 1: malloc's look is a mask and one list head), longer ones in one more
+ * bin, looked through for the closest fit. Each bin is a list through its spans' next
+ * (newest first) and prev (the head's: the oldest; a block in the slot is in no other
+ * list), so that a malloc takes the newest and the bound sends back the oldest. */
+#define TC_LARGE_EXACT  64u
+_Static_assert(TC_LARGE_EXACT == 64, "a mask word has a bit per exact bin");
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
@@ -62,6 +69,10 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
  * Rows go to bins in the order of their classes' first use (tcache.rows taken so far). */
 struct tslots {
 	void *row[LA_NCLASSES][TC_SLOTS];
+	/* the large slot's bins of 1 to TC_LARGE_EXACT pages (struct tcache, large_mask): here,
+	 * not in the cache (TLS), whose initial image the loader reads at every start (a
+	 * larger one reached into one more page of liballoc.so, startup.bats) */
+	struct span *large_bin[TC_LARGE_EXACT];
 };
 
 #if defined(__SANITIZE_THREAD__)
@@ -120,34 +131,38 @@ struct tcache {
 	                                    * bin of another class (the thread only frees
 	                                    * blocks of that class: a consumer) flushes whole */
 	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread
-	 * freed (large[0] the oldest; one block only until a malloc took one back since the
+	 * freed (in bins by page count; one block only until a malloc took one back since the
 	 * sweep before the last), large_pages pages in all, at most large_max bytes, each
 	 * kept whole for the next malloc of its page count or up to an eighth fewer (the
 	 * closest: tcmalloc's classes round as much), which takes it back with no lock
 	 * (the arena's parked block costs two lock pairs a free+malloc, and holds one block:
 	 * a program whose sizes above the classes vary - buffers of 32 KiB-1 MiB, uniform -
 	 * met the lock and a page-run search at 9 of 10 pairs). A free that finds the slot full
-	 * (blocks or bytes) gives its oldest blocks back to their heap's free pages under the
-	 * lock (arena_large_return), and one that finds a block parked in the arena gives
+	 * (blocks or bytes) gives blocks back to their heap's free pages under the lock
+	 * (arena_large_return), the oldest of the page count the slot holds most of first
+	 * (tcache.c, large_victim), and one that finds a block parked in the arena gives
 	 * that one back too, as a free that parks a block gives back the one parked before;
 	 * a malloc of another page count leaves the blocks alone, but one of
 	 * PARKED_SPLIT_PAGES or more parks the shortest that holds it, else the newest, first
-	 * (the arena may take it in place); a refill (the blocks' pages may serve its span),
-	 * the cold-bin sweep (no malloc took one since the last), flushes, thread exit, trim,
+	 * (the arena may take it in place); a refill whose arena holds fewer free resident
+	 * pages than its span takes (the blocks' pages may serve it), the cold-bin sweep (no
+	 * malloc took one since the last), flushes, thread exit, trim,
 	 * release, a fork and every full decay pass park the newest and give the others back
 	 * to their heap. Their spans' offset is SPAN_OFFSET_CACHED meanwhile (a second free
 	 * is a double free). Counted cached from their free (large_pub, published when it
 	 * differs); a malloc that takes a block back leaves the figure until the slot's next
 	 * slow path, flush or decay pass, as a bin's pops leave theirs until its next refill.
 	 * Owner, or a flusher that took the cache. */
-	struct span *large[TC_LARGE_SLOTS];
-	uint32_t large_np[TC_LARGE_SLOTS]; /* their page counts (malloc's look: one line) */
-	uint32_t nlarge;                   /* blocks in large (peeked at by flushers) */
-	uint32_t large_pages;              /* their pages */
-	uint64_t large_max;                /* the bound (set_limits): 0 without thread caches */
-	uint64_t large_pub;                /* bytes of the slot counted in cached_bytes */
-	uint32_t large_uses;               /* owner: blocks the slot gave back to malloc (wraps) */
-	uint32_t large_seen;               /* owner: large_uses at the last cold-bin sweep */
+	uint64_t large_mask;       /* bit k: slots->large_bin[k] holds blocks (else the entry
+	                            * means nothing: never written, no page touched) */
+	struct span *large_long;   /* the bin of blocks longer than TC_LARGE_EXACT pages */
+	struct span *large_newest; /* the last block freed into it, while there */
+	uint32_t nlarge;           /* blocks in all (peeked at by flushers) */
+	uint32_t large_pages;      /* their pages */
+	uint64_t large_max;        /* the bound (set_limits): 0 without thread caches */
+	uint64_t large_pub;        /* bytes of the slot counted in cached_bytes */
+	uint32_t large_uses;       /* owner: blocks the slot gave back to malloc (wraps) */
+	uint32_t large_seen;       /* owner: large_uses at the last cold-bin sweep */
 	bool large_hot;      /* owner: a malloc took a block back between the last two sweeps */
 	struct tcache *next; /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
@@ -313,7 +328,12 @@ void tcache_check_self(void);
  * by step) sends the blocks of the classes it left back to their spans, whose pages then
  * serve its large blocks, rather than keep them cached until the decay pass. A thread
  * that mixes both (grow-shrink) sweeps as before, on its refills and flushes. */
-void tcache_large_event(struct tcache *tc);
+void tcache_large_sweep(struct tcache *tc);
+LA_INLINE void tcache_large_event(struct tcache *tc)
+{
+	if (tc->state == TC_LIVE && unlikely(++tc->gc_large >= TC_GC_EVENTS))
+		tcache_large_sweep(tc);
+}
 /* The large slot (struct tcache, large). Free the large block of span s (in a heap of
  * this thread's arena, validated by free_slow) into the slot; false: not taken (no live
  * cache, larger than large_max, the madvise throttle is off, a flusher holds the cache):

@@ -909,12 +909,64 @@ static void slot_in_use(void)
 	tcache_flush_large_all();
 }
 
-/* The slot holds the last TC_LARGE_SLOTS blocks freed: a free that finds it full sends the
- * oldest back to its heap's free pages (resident), as a free that parks a block gives back
- * the one parked before; a block the arena had parked goes back at the first free. */
-Test(large_slot, a_free_into_a_full_slot_sends_the_oldest_block_back_to_its_heap)
+/* A refill whose arena's heaps hold free resident pages for a span of its class leaves the
+ * slot alone (the span takes those); the slot's blocks went back to the heap at every
+ * refill, where the program's next large mallocs took them under the lock again. */
+Test(large_slot, a_refill_leaves_it_while_the_heaps_hold_free_resident_pages)
 {
 	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *l = A(malloc)(40 * 4096), *x = A(malloc)(12 * 4096);
+	memset(l, 1, 40 * 4096);
+	A(free)(l);
+	A(free)(x); /* one block kept: l goes back to its heap, free and resident */
+	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "(set-up)");
+	cr_assert(arena_dirty_hint(my_arena(), 40), "(set-up: l's pages free and resident)");
+	char *p = A(malloc)(3000); /* a class this thread never used: a refill */
+	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "the slot keeps its block");
+	cr_assert_eq(A(malloc)(12 * 4096), x);
+	A(free)(p);
+	A(free)(x);
+	A(free)(keep);
+}
+
+/* The bound sends back the oldest block of the page count the slot holds most of: the one
+ * it can spare best (a program whose sizes vary keeps some of each). */
+Test(large_slot, the_bound_sends_back_the_page_count_it_holds_most_of)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *a[10], *b[3];
+	for (unsigned i = 0; i < 10; i++)
+		a[i] = A(malloc)(20 * 4096);
+	for (unsigned i = 0; i < 3; i++)
+		b[i] = A(malloc)(12 * 4096);
+	for (unsigned i = 0; i < 3; i++)
+		A(free)(b[i]);
+	for (unsigned i = 0; i < 10; i++)
+		A(free)(a[i]); /* 236 pages in all */
+	cr_assert_eq(tcache_large_bytes(), 236 * 4096);
+	char *c = A(malloc)(30 * 4096);
+	A(free)(c); /* 266 pages: a[0] goes (the oldest of ten), b stay */
+	cr_assert_eq(tcache_large_bytes(), 246 * 4096);
+	for (int i = 2; i >= 0; i--)
+		cr_assert_eq(A(malloc)(12 * 4096), b[i], "the newest of a page count first");
+	for (unsigned i = 9; i >= 1; i--)
+		cr_assert_eq(A(malloc)(20 * 4096), a[i]);
+	cr_assert_eq(tcache_large_bytes(), 30 * 4096, "c left; a[0] went back");
+	A(free)(keep);
+}
+
+/* The slot holds the last TC_LARGE_SLOTS blocks freed: a free that finds it full sends the
+ * oldest back to its heap's free pages (resident), as a free that parks a block gives back
+ * the one parked before; a block the arena had parked goes back at the first free. (The
+ * bound in bytes raised so that the count decides: TC_LARGE_SLOTS blocks of 9 pages are
+ * more than 1 MiB.) */
+Test(large_slot, a_free_into_a_full_slot_sends_the_oldest_block_back_to_its_heap)
+{
+	set("mmap_threshold", 4 << 20);
+	set("tcache_max_bytes", 512 << 10); /* the slot's bound: 2 MiB */
 	char *keep = A(malloc)(100000);
 	slot_in_use();
 	char *old = A(malloc)(20 * 4096), *b[TC_LARGE_SLOTS + 1];
