@@ -172,10 +172,28 @@ static struct dmap *find_slot(uintptr_t user)
  * generation bumped before it, see peek). */
 #define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
-/* Lock held: a table of cap slots, all empty: a retired one of that size (purged: zero)
- * or a new mapping. NULL without memory. */
+/* The first table's slots: one page (a process that maps a few blocks directly touches
+ * one page of table; the 256 slots it had were 2.5 pages, and its first mappings' slots
+ * fell on two or three of them) */
+#define DTAB_FIRST 64
+_Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is one page");
+
+/* The first table itself: a page of the library's zero-filled memory (.lbss), not a
+ * mapping of its own, which took an mmap and one more VMA (made, and torn down at exit)
+ * in every process and forked child that maps a block directly (each child of the fork
+ * loop maps one). Taken once; retired like the others (purged, kept for reuse). */
+LA_BIG_BSS static struct dmap dtab_first[DTAB_FIRST] __attribute__((aligned(LA_PAGE)));
+static bool dtab_first_taken;
+
+/* Lock held: a table of cap slots, all empty: the first table, a retired one of that size
+ * (purged: zero) or a new mapping. NULL without memory. */
 static struct dmap *table_take(size_t cap)
 {
+	if (cap == DTAB_FIRST && !dtab_first_taken) {
+		dtab_first_taken = true;
+		STAT_ADD(pc(), metadata_bytes, table_bytes(cap));
+		return dtab_first;
+	}
 	for (unsigned i = 0; i < dspare_n; i++)
 		if (dspare[i].cap == cap) {
 			struct dmap *t = dspare[i].t;
@@ -203,12 +221,6 @@ static void table_retire(struct dmap *t, size_t cap)
 	if (dspare_n < DSPARE_MAX)
 		dspare[dspare_n++] = (struct dtable){t, cap};
 }
-
-/* The first table's slots: one page (a process that maps a few blocks directly touches
- * one page of table; the 256 slots it had were 2.5 pages, and its first mappings' slots
- * fell on two or three of them) */
-#define DTAB_FIRST 64
-_Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is one page");
 
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
 static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32_t asked)
