@@ -165,7 +165,8 @@ void arena_detach(struct arena *a)
 		__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
 		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
 		a->xfer_chunks = 0;
-		a->xfer_over = a->xfer_past = 0; /* the next slots earn their depth anew */
+		a->xfer_over = 0; /* the next slots earn their depth anew */
+		__atomic_store_n(&a->xfer_past, 0, __ATOMIC_RELAXED);
 		a->xfer_earned = a->xfer_misses = 0;
 	}
 	arena_unlock(a);
@@ -752,7 +753,7 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
  * clears: the class allocates again, its next flushes may be kept. */
 static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_t want)
 {
-	a->xfer_past &= ~((uint64_t)1 << cls);
+	__atomic_store_n(&a->xfer_past, a->xfer_past & ~((uint64_t)1 << cls), __ATOMIC_RELAXED);
 	if (want && a->xfer_over >> cls & 1)
 		xfer_depth_miss(a, cls);
 }
@@ -812,10 +813,15 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 {
 	uint32_t have = a->xfer_n[cls];
 	uint64_t bytes = (uint64_t)n * sc_size[cls];
-	if (!xfer_fits(a, cls, have + n, bytes))
-		return 0;
-	if (have + n > xfer_depth(a)) { /* a chunk not earned yet */
-		a->xfer_over |= (uint64_t)1 << cls;
+	uint64_t bit = (uint64_t)1 << cls;
+	bool fits = xfer_fits(a, cls, have + n, bytes);
+	if (!fits || have + n > xfer_depth(a)) {
+		if (fits) /* a chunk not earned yet */
+			a->xfer_over |= bit;
+		/* past the slots it may fill (not a byte bound): a teardown, whose next
+		 * flushes go to the spans directly (xfer_past) */
+		if (have + n > xfer_depth(a) && xfer_class(cls))
+			__atomic_store_n(&a->xfer_past, a->xfer_past | bit, __ATOMIC_RELAXED);
 		return 0;
 	}
 	xfer_copy(a->xfer, cls, have, (void **)blocks, n, true);
@@ -1489,8 +1495,6 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	uint64_t bit = (uint64_t)1 << cls;
 	bool offer = a->xfer && !cold && !(a->xfer_past & bit);
 	uint32_t kept = offer ? xfer_put(a, cls, blocks, n) : 0;
-	if (offer && !kept)
-		a->xfer_past |= bit;
 	if (cold && a->xfer && a->xfer_n[cls])
 		xfer_drain_class(a, cls);
 	/* A flush the transfer cache cannot keep: the class frees more than it allocates

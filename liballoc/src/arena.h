@@ -24,8 +24,8 @@
  * XF_CLASS_BYTES, the arena XF_ARENA_BYTES. A class's blocks go back to their spans when
  * a flush of the class does not fit (a teardown: kept, they would pin the spans it
  * empties) and the arena has fewer than XF_SPARE_PAGES free pages that may be resident;
- * the class's later flushes then go to the spans directly until its next refill
- * (xfer_past).
+ * when it went past the slots the class may fill, the class's later flushes go to the
+ * spans directly until its next refill (xfer_past).
  * Emptied into the spans when the arena would map a new heap (its blocks may free whole
  * spans for reuse), by trims, idle-heap releases and the decay pass, and when a thread
  * leaves the arena (whether others remain or not). */
@@ -86,10 +86,13 @@ struct arena {
 	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
 	uint64_t xfer_over;                /* lock; classes (bit c) that had a flush sent to
 	                                    * their spans for want of depth (xfer_put) */
-	uint64_t xfer_past;                /* lock; classes (bit c) a flush of which did not
-	                                    * fit, with no refill of theirs since (a teardown
-	                                    * under way): their flushes go to the spans
-	                                    * directly (arena_free_blocks), linked while the
+	uint64_t xfer_past;                /* lock (written atomic: arena_teardown_hint);
+	                                    * classes (bit c) a flush of which went past the
+	                                    * slots they may fill (not a byte bound), with no
+	                                    * refill of theirs since (a teardown under way):
+	                                    * their flushes go to the spans directly
+	                                    * (arena_free_blocks), whole bins at a time
+	                                    * (tcache.c, bin_put), linked while the
 	                                    * frees that flushed them left them in the CPU's
 	                                    * cache; copied into slots instead, they were
 	                                    * linked after the next flush that did not fit,
@@ -143,6 +146,13 @@ struct arena {
  * that others share and whose blocks threads of other arenas free gives up its CPU once
  * per this many pages (64 KiB) its arena's carvings reach first (arena.c, growth_yield) */
 #define GROWTH_YIELD_PAGES 16u
+
+/* Is class cls marked xfer_past (a teardown under way: its flushes go to the spans
+ * directly)? A hint without the lock (thread caches' full flushes, tcache.c bin_put). */
+LA_INLINE bool arena_teardown_hint(const struct arena *a, unsigned cls)
+{
+	return __atomic_load_n(&a->xfer_past, __ATOMIC_RELAXED) >> cls & 1;
+}
 
 /* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
  * (XF_EARN; lock held). */

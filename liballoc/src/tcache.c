@@ -699,6 +699,12 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		 * blocks other threads of its arena allocate), whose blocks would only wait
 		 * there: all go, for the arena's refills */
 		uint32_t keep = tc->refilled_bins >> cls & 1 ? b->limit / 2u : 0;
+		/* so do they while the class's flushes go past the transfer cache (a teardown
+		 * larger than its slots, until the class's next refill: arena.h, xfer_past):
+		 * the bin holds the blocks the thread freed last, its flushes link whole bins,
+		 * half as many flushes (growth 1000000 100000: 209.5M -> 204.7M instructions) */
+		if (arena_teardown_hint(tc->arena, cls))
+			keep = 0;
 		flush_bin_to(tc, cls, keep, FLUSH_FULL);
 		bin_event(tc, cls);
 		tc->own_flushes = TC_OWN_FLUSH_SWEEPS;
