@@ -974,8 +974,9 @@ LA_INLINE void large_keep(struct tcache *tc, struct span *s)
 		publish_large(tc);
 }
 
-/* tcache_free_large when blocks must go out first, or s is declined (cache entered). */
-static LA_NOINLINE bool free_large_slow(struct tcache *tc, struct span *s)
+/* tcache_free_large when blocks must go out first, or s is declined (cache entered). Not
+ * seen by TSan, as tcache_free_large: the hint reads the arena's parked block unlocked. */
+LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, struct span *s)
 {
 	/* declined: s goes to the arena (parked, or to its heap with the throttle off), and
 	 * the slot's blocks back to their heap, as the block parked before a parking free */
@@ -1092,9 +1093,8 @@ static LA_NOINLINE void *alloc_large_slow(struct tcache *tc, size_t size, size_t
 
 void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room)
 {
-	if (likely(tc->state == TC_LIVE) && tc->nlarge && align <= LA_PAGE &&
-	    size <= LA_LARGE_MAX) {
-		if (likely(tc_enter(tc))) {
+	if (likely(tc->state == TC_LIVE) && align <= LA_PAGE && size <= LA_LARGE_MAX) {
+		if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
 			uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
 			struct span *s = large_fit(tc, want);
 			if (s) {
