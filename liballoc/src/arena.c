@@ -1350,6 +1350,69 @@ static void large_sample(struct arena *a, struct heap *h, const struct span *s)
 		a->large_dense += 32;
 }
 
+/* The probe's pages after its first, when it is still the block large_probe chose (a live
+ * or parked large block of probe_pages pages starting there, in a heap of a): mincore's
+ * figure, or -1. */
+static int probe_read(struct arena *a, unsigned char *vec)
+{
+	struct heap *h = heap_of(a->probe), *x = a->heaps;
+	while (x && x != h)
+		x = x->next;
+	if (!x)
+		return -1;
+	struct span *s = span_at(h, heap_page_of(h, a->probe));
+	if ((s->kind != SPAN_LARGE && s->kind != SPAN_PARKED) || s->npages != a->probe_pages)
+		return -1;
+	uint32_t k = s->npages - 1, res = 0;
+	if (mincore(a->probe + LA_PAGE, (size_t)k << LA_PAGE_SHIFT, vec) != 0)
+		return -1;
+	for (uint32_t i = 0; i < k; i++)
+		res += vec[i] & 1;
+	return (int)res;
+}
+
+/* Samples before the frees' first (a heap that only grows has none): until large_sample
+ * has sampled a free, every LARGE_PROBE_EVERY-th allocation of a block it would sample
+ * first reads what the program wrote of the block chosen at the one before (the probe),
+ * as large_sample does, then takes the new block s as the next probe if some of its pages
+ * after the first are not resident yet: only the program's writes can then make them so.
+ * Pages populated ahead or in a range advised for huge pages are resident before the
+ * program writes (at most after its first write), which large_sample reads as written: no
+ * probe there. So a program that writes its blocks whole while its heap grows (bench
+ * growshrink's first cycle) turns the grid off before its blocks have spread over the
+ * grid's holes, and one that writes only their start (bench medsizes) keeps it on. Only
+ * until the frees sample: two mincore calls under the arena lock every 8 blocks cost
+ * medsizes, all of whose blocks take this path, 45 % more CPU. */
+static void large_probe(struct arena *a, struct heap *h, const struct span *s)
+{
+	if (a->large_frees >= LARGE_SAMPLE_EVERY || s->npages > LARGE_GRID_PAGES || s->npages < 2 ||
+	    ++a->large_allocs % LARGE_PROBE_EVERY)
+		return;
+	unsigned char vec[LARGE_GRID_PAGES];
+	if (a->probe) {
+		int res = probe_read(a, vec);
+		if (res >= 0) {
+			a->large_dense -= a->large_dense / 8;
+			if ((uint32_t)res == a->probe_pages - 1)
+				a->large_dense += 32;
+		}
+		a->probe = NULL;
+	}
+	uint32_t k = s->npages - 1, res = 0;
+	uint32_t h0 = s->first / HEAP_HUGE_PAGES, h1 = (s->first + k) / HEAP_HUGE_PAGES;
+	if ((h->huge >> h0 | h->huge >> h1) & 1)
+		return;
+	char *base = span_base(h, s);
+	if (mincore(base + LA_PAGE, (size_t)k << LA_PAGE_SHIFT, vec) != 0)
+		return;
+	for (uint32_t i = 0; i < k; i++)
+		res += vec[i] & 1;
+	if (res < k) {
+		a->probe = base;
+		a->probe_pages = s->npages;
+	}
+}
+
 /* A freed large block is parked whole; the one parked before goes back to its heap. A
  * program that frees and allocates a buffer of one size (an I/O buffer, a frame) takes
  * the same span back without splitting, coalescing or the throttle, whose work would
@@ -1905,9 +1968,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 	/* up to LARGE_GRID_PAGES pages on that grid (heap.c, fit_on_grid); not a block that
 	 * grows (room: the start of the largest free span), nor an aligned one (extra) */
 	uint32_t g = arena_large_grid;
-	uint32_t grid = !room && !extra && n <= g && a->large_dense < LARGE_DENSE_AT
-	                        ? g | HEAP_GRID_ALWAYS
-	                        : 1;
+	bool gridded = !room && !extra && n <= g;
+	uint32_t grid = gridded && a->large_dense < LARGE_DENSE_AT ? g | HEAP_GRID_ALWAYS : 1;
 	s = alloc_pages(a, n, grid, false, false, room, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
@@ -1933,6 +1995,8 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 	if (!extra && heap_populate_may(h, s, dirty) && TUN(madvise_throttle) &&
 	    !arena_dirty_at_least(a, HEAP_HOLES_PAGES)) /* no holes a growth could take */
 		heap_populate_ahead(h, s, dirty);
+	if (gridded)
+		large_probe(a, h, s);
 	heap_touch(h, s->first, s->npages); /* the program may write all of it */
 	STAT_ADD_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);

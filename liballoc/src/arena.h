@@ -80,6 +80,9 @@ struct arena {
 	uint32_t large_dense;              /* lock; of them written whole (large_sample) */
 	uint32_t dirty_pages;              /* lock (a thread cache reads it, atomic): free
 	                                    * pages that may be resident, all its heaps' */
+	uint32_t large_allocs;             /* lock; allocations of such blocks (large_probe) */
+	uint32_t probe_pages;              /* lock; the probe's pages */
+	char *probe;                       /* lock; a block large_probe reads next, or NULL */
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
@@ -257,6 +260,9 @@ _Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid ma
 /* ... unless the program writes them whole (arena.c, large_sample) */
 #define LARGE_SAMPLE_EVERY 32u
 #define LARGE_DENSE_AT     128u
+/* ... and every LARGE_PROBE_EVERY-th allocation of such a block reads one (arena.c,
+ * large_probe) */
+#define LARGE_PROBE_EVERY  8u
 /* Do a's heaps hold at least `pages` free pages that may be resident? A guess without the
  * lock (tcache.c bin_alloc: may a refill's new span do without the large slot's pages?). */
 LA_INLINE bool arena_dirty_hint(const struct arena *a, uint32_t pages)
