@@ -501,6 +501,8 @@ static void lend_to(struct heap *h, uint32_t fresh)
 	uncache(k, res, true);
 	if (drop || !heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
 		os_unmap(p, k, pc());
+	else if (res < k)
+		op_measure_soon(); /* counted resident whole in the heap until then */
 }
 
 /* Where direct_get may take the memory from: the mapping cache, a new mapping, or both. */
@@ -685,6 +687,8 @@ int direct_free(void *p)
 		 * fragmentation's last freed mapping in a heap, and raised cpython's peak) */
 		if (!served || !arena_adopt(base, len))
 			os_unmap(base, len, pc());
+		else
+			op_measure_soon(); /* counted resident whole in its heap until then */
 		return 0;
 	}
 	/* free resident while it is cached: whole (the program may have written all of it)
