@@ -930,6 +930,26 @@ Test(large_slot, a_refill_leaves_it_while_the_heaps_hold_free_resident_pages)
 	A(free)(keep);
 }
 
+/* ... and one whose arena's heaps hold no free resident page gives the slot back (its newest
+ * block parked, where the refill may take its pages) before it carves new ones. */
+Test(large_slot, a_refill_with_no_free_resident_pages_gives_it_back)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *x = A(malloc)(12 * 4096);
+	memset(x, 1, 12 * 4096);
+	A(malloc_trim)(0); /* no free resident page left in the heaps */
+	A(free)(x);
+	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "(set-up)");
+	cr_assert(!arena_dirty_hint(my_arena(), 1), "(set-up: no free resident page)");
+	char *p = A(malloc)(3000); /* a class this thread never used: a refill */
+	cr_assert_eq(tcache_large_bytes(), 0, "the refill gave the slot back");
+	cr_assert(arena_parks(my_arena(), x) || !arena_parks_any(my_arena()),
+	          "its block parked (or taken by the refill)");
+	A(free)(p);
+	A(free)(keep);
+}
+
 /* The bound sends back the oldest block of the page count the slot holds most of: the one
  * it can spare best (a program whose sizes vary keeps some of each). */
 Test(large_slot, the_bound_sends_back_the_page_count_it_holds_most_of)
