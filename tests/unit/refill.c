@@ -504,6 +504,64 @@ Test(transfer_cache, a_flush_that_fits_waits_there_for_the_next_refill)
 		A(free)(p[i]);
 }
 
+/* A flush that does not fit marks its class (arena.h, xfer_past): the class's next flushes
+ * go to the spans directly, none copied into slots, until a refill of the class clears the
+ * mark and flushes are kept again. */
+static void xfer_state(struct arena *a, unsigned cls, uint32_t *n, bool *past)
+{
+	arena_lock(a);
+	*n = a->xfer_n[cls];
+	*past = a->xfer_past >> cls & 1;
+	arena_unlock(a);
+}
+
+Test(transfer_cache, a_flush_that_does_not_fit_sends_the_next_ones_to_the_spans_until_a_refill)
+{
+	enum { N = 600 };
+	static void *p[N];
+	unsigned cls = sc_class_of(64);
+	struct arena *a = la_tcache.arena;
+	for (int i = 0; i < N; i++)
+		p[i] = A(malloc)(64);
+	a = la_tcache.arena;
+	uint32_t n, marked_at = 0, grew = 0;
+	bool past, was = false;
+	xfer_state(a, cls, &n, &past);
+	for (int i = 0; i < N; i++) {
+		A(free)(p[i]);
+		uint32_t before = n;
+		xfer_state(a, cls, &n, &past);
+		if (past && !was)
+			marked_at = n;
+		else if (past && n > before)
+			grew++;
+		cr_assert(!was || past, "the mark stays while only frees come");
+		was = past;
+	}
+	cr_assert(past, "600 frees of 64 B overflow the first chunk's 64 slots: marked");
+	cr_assert_eq(grew, 0, "no flush copied into slots once marked (%u blocks then)", marked_at);
+	/* a refill of the class clears the mark: the next flush that fits is kept */
+	for (int i = 0; i < 200; i++)
+		p[i] = A(malloc)(64);
+	xfer_state(a, cls, &n, &past);
+	cr_assert(!past, "a refill cleared the mark");
+	/* frees up to the bin's first flush */
+	uint32_t held = n, in_bin = tbin_count(&la_tcache.bins[cls]);
+	int i = 0;
+	for (; i < 200; i++) {
+		A(free)(p[i]);
+		uint32_t now = tbin_count(&la_tcache.bins[cls]);
+		if (now < in_bin)
+			break;
+		in_bin = now;
+	}
+	xfer_state(a, cls, &n, &past);
+	cr_assert_lt(i, 200, "(set-up: a flush)");
+	cr_assert_gt(n, held, "the flush kept again (%u blocks held before, %u after)", held, n);
+	for (i++; i < 200; i++)
+		A(free)(p[i]);
+}
+
 Test(transfer_cache, keeps_no_block_of_the_classes_above_16_kib)
 {
 	/* their thread-cache bins hold more instead: kept here too, they pinned the spans a
