@@ -351,6 +351,23 @@ LA_INLINE uint32_t lo_plus(const void *p, size_t ci)
 #endif
 }
 
+/* Is off a multiple of the class size whose reciprocal is the room word beside top
+ * (tbin_room)? False when that word is 0 (no room, or no class). On x86-64 the multiply
+ * and the compare read the word from memory, where gcc 12 loaded it into a register
+ * first: one instruction fewer. */
+LA_INLINE bool room_divides(uint32_t off, void *const *top)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	bool below;
+	const uint32_t *w = (const uint32_t *)((const char *)top + TC_ROOM);
+	__asm__("imull %2, %0\n\tcmpl %2, %0" : "+r"(off), "=@ccb"(below) : "m"(*w));
+	return below;
+#else
+	uint32_t r = tbin_room(top);
+	return off * r < r;
+#endif
+}
+
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	struct tcache *tc = &la_tcache;
@@ -371,29 +388,32 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		size_t ci = (uint8_t)e;
 		uint32_t off = lo_plus(p, ci) - e; /* e less ci: the span's start */
 		void *key = (void *)LA_KEY;
-		/* the class's bin carries its reciprocal (bin_none, a field of 0, and the idle
-		 * bins, a flusher holds the cache, carry 0: no offset divides); the idle bins
-		 * have no room either */
 		char *bins = (char *)tc_enter_fast(tc);
 #define FREE_BIN ((struct tbin *)(bins + ci * 8) - 1)
+		/* bins opaque before each use of the bin: each access addresses it from bins
+		 * and ci (base, index, scale), where gcc 12 computed its address into a
+		 * register first */
+		__asm__("" : "+r"(bins), "+r"(ci));
+		void **top = FREE_BIN->top;
+		/* the room word beside the bin's top (struct trow): the class's reciprocal while
+		 * the bin has room, else 0, as in bin_none's row (a page of no small span: class
+		 * field 0) and the idle bins' (a flusher holds the cache): no offset divides */
+		if (likely(room_divides(off, top) && ((void **)p)[1] != key)) {
+			top[1] = p;
+			__asm__("" : "+r"(bins), "+r"(ci));
+			bin_top_step(FREE_BIN, top, 1);
+			((void **)p)[1] = key; /* free */
+			tc_leave(tc);
+			return;
+		}
+		/* the bin's own reciprocal (0 in bin_none and the idle bins): a block start of
+		 * its class, not marked free, and no room: the bin flushes and takes p (no
+		 * validation again), the cache still entered (no flusher can have taken it) */
+		/* off and the bin's address again here: no copies kept in the path above */
+		__asm__("" : "+r"(p), "+r"(e), "+r"(bins), "+r"(ci));
+		off = lo_plus(p, ci) - e;
 		uint32_t r = FREE_BIN->recip;
-		if (likely(off * r < r && ((void **)p)[1] != key)) {
-			/* bins opaque before each use of the bin: each access addresses it from
-			 * bins and c4 (base, index, scale), where gcc 12 computed its address into
-			 * a register first */
-			__asm__("" : "+r"(bins), "+r"(ci));
-			void **top = FREE_BIN->top;
-			__asm__("" : "+r"(bins), "+r"(ci));
-			if (likely(top < FREE_BIN->end)) {
-				top[1] = p;
-				__asm__("" : "+r"(bins), "+r"(ci));
-				bin_top_step(FREE_BIN, top, 1);
-				((void **)p)[1] = key; /* free */
-				tc_leave(tc);
-				return;
-			}
-			/* every check passed, the bin is full: it flushes (no validation again),
-			 * the cache still entered (no flusher can have taken it since) */
+		if (top >= FREE_BIN->end && off * r < r && ((void **)p)[1] != key) {
 			tcache_free_full(tc, p);
 			return;
 		}

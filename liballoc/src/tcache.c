@@ -18,8 +18,10 @@
 #include "tunables.h"
 
 /* The one row every bin points at before its class's first use (reset_bins): slot 0,
- * NULL, never written (a limit of 0 sends every free to the slow path). */
-static void *tc_no_slots[1];
+ * NULL, never written (a limit of 0 sends every free to the slow path); its room words are
+ * 0 (free's fast path reads the first, at TC_ROOM past slot 0, in the same page). */
+static const struct trow tc_no_row __attribute__((aligned(1024)));
+#define tc_no_slots ((void **)tc_no_row.slot)
 /* The bins of a cache that a flusher holds, or that is not set up or has exited: top at
  * the NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
  * reciprocal of 0 (free's block-start check fails), never written (read-only after
@@ -69,7 +71,7 @@ void tcache_boot(void)
 }
 
 /* A cache's slot rows: pages of its own arena (no mapping of their own), given back when
- * the thread exits. Nothing is written here: a bin takes the next row at its first use
+ * the thread exits. Nothing is written here but `more`'s page: a bin takes the next row at its first use
  * (bin_take_row), so a thread touches the rows of the classes it uses, packed in the order
  * it first used them (a thread of one or two classes: one page, not the whole array). */
 static struct tslots *slots_get(struct arena *a)
@@ -89,6 +91,7 @@ static void reset_bins(struct tcache *tc)
 		tc->bins[c].limit = 0;
 		tc->bins[c].recip = sc_recip[c];
 	}
+	tc->bin_none.top = tc_no_slots; /* free's fast path reads its room word: 0 */
 	tc->rows = 0;
 	tc->row_bins = 0;
 	tc->refilled_bins = 0;
@@ -123,6 +126,10 @@ static void bin_set_limit(struct tbin *b, unsigned c, uint64_t max)
 {
 	b->limit = (uint16_t)LA_MIN(bin_max_bytes(c, max) / sc_size[c], TC_MAX_BLOCKS);
 	b->end = b->slot + b->limit; /* below top when the limit fell: frees take the slow path */
+	/* room for a push at counts below the limit (struct trow) */
+	struct trow *row = (struct trow *)(void *)b->slot;
+	for (unsigned k = 0; k < TC_SLOTS; k++)
+		row->room[k] = k < b->limit ? sc_recip[c] : 0;
 	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
 	 * refills double from there */
 	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
@@ -157,7 +164,19 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	uint64_t max = cache_max(tc);
 	if (b->slot != tc_no_slots || bin_max_bytes(c, max) < sc_size[c])
 		return;
-	void **row = tc->slots->row[tc->rows++];
+	struct tslots *t = tc->slots;
+	unsigned r = tc->rows;
+	if (r >= TC_ROWS_FIRST) {
+		if (!t->more) {
+			if (!(t->more = slots_get(tc->arena)))
+				return; /* no memory: the bin goes without a row, as uncached */
+			t->more->more = NULL;
+		}
+		t = t->more;
+		r -= TC_ROWS_FIRST;
+	}
+	tc->rows++;
+	void **row = t->row[r].slot;
 	row[0] = NULL; /* the empty bin's pop reads it */
 	b->slot = row;
 	b->top = row;
@@ -331,6 +350,8 @@ static void tcache_init(struct tcache *tc, struct arena *hint)
 	tc->arena = arena_attach(hint);
 	tc->tag = heap_tag(tc->arena->index);
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
+	if (tc->slots)
+		tc->slots->more = NULL;
 	reset_bins(tc);
 	set_limits(tc);
 	/* no flusher can reach the cache before it is listed */
@@ -797,8 +818,12 @@ void tcache_thread_exit(void *arg)
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
 	flush_bins(tc, ~(uint64_t)0);
-	if (tc->slots)
+	if (tc->slots) {
+		if (tc->slots->more)
+			arena_free_meta(tc->arena, tc->slots->more,
+			                la_align_up(sizeof(*tc->slots), LA_PAGE));
 		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
+	}
 	tc->slots = NULL;
 	reset_bins(tc); /* limit 0: every later call takes the slow path */
 	route_fast_paths(tc, false, __ATOMIC_RELAXED);

@@ -37,7 +37,8 @@ struct tbin {
 	                 * program that uses few blocks of a class never touches many; of
 	                 * never-used blocks a refill carves at most sc_batch */
 	uint32_t recip; /* sc_recip of its class (0 in the idle bins and bin_none: no offset
-	                 * divides), for free's block-start check beside the bin it pushes to */
+	                 * divides): free's block-start check when the room word (tbin_room)
+	                 * said no */
 };
 
 _Static_assert(sizeof(struct tbin) == 8u << PM_CLASS_SHIFT,
@@ -63,17 +64,44 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_LARGE_EXACT  64u
 _Static_assert(TC_LARGE_EXACT == 64, "a mask word has a bit per exact bin");
 
+/* A bin's row: its slots, and beside each slot the room word free's fast path reads at
+ * TC_ROOM bytes past its bin's top (tbin_room): the class's reciprocal while the bin has
+ * room for one more block (count below the limit), 0 when it has none, so that one test
+ * (a block start of the class, and room) covers both (a block start of no class:
+ * reciprocal 0 too). The row of no bin (tc_no_slots) has room words of 0. Written when the
+ * bin takes the row and when its limit changes (bin_set_limit). */
+struct trow {
+	void *slot[TC_SLOTS];
+	uint64_t room[TC_SLOTS]; /* low 32 bits: the reciprocal or 0 (x86-64: little-endian) */
+};
+#define TC_ROOM offsetof(struct trow, room)
+
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
  * image and clears its zeroed part at every thread start, which would touch them all).
- * Rows go to bins in the order of their classes' first use (tcache.rows taken so far). */
+ * Rows go to bins in the order of their classes' first use (tcache.rows taken so far):
+ * the first TC_ROWS_FIRST here, the others in `more`, taken when a bin first needs one
+ * of them (a thread of fewer classes maps 7 pages of rows, as before the room words). */
+#define TC_ROWS_FIRST (LA_NCLASSES / 2)
 struct tslots {
-	void *row[LA_NCLASSES][TC_SLOTS];
+	/* rows TC_ROWS_FIRST and on (row[r - TC_ROWS_FIRST]); NULL until then. First, on the
+	 * page of the first rows, which the set-up touches anyway */
+	struct tslots *more __attribute__((aligned(64)));
+	struct trow row[TC_ROWS_FIRST] __attribute__((aligned(64)));
 	/* the large slot's bins of 1 to TC_LARGE_EXACT pages (struct tcache, large_mask): here,
 	 * not in the cache (TLS), whose initial image the loader reads at every start (a
-	 * larger one reached into one more page of liballoc.so, startup.bats) */
+	 * larger one reached into one more page of liballoc.so, startup.bats); those of the
+	 * first tslots only */
 	struct span *large_bin[TC_LARGE_EXACT];
 };
+_Static_assert(2 * TC_ROWS_FIRST >= LA_NCLASSES, "two tslots hold every class's row");
+
+/* The room word of a bin whose top is top: the reciprocal of its class while it has room
+ * for a push, else 0 (struct trow). */
+LA_INLINE uint32_t tbin_room(void *const *top)
+{
+	return *(const uint32_t *)((const char *)top + TC_ROOM);
+}
 
 #if defined(__SANITIZE_THREAD__)
 #define LA_TSAN 1 /* TSan cannot see the membarrier handshake: use a lock instead */
