@@ -299,17 +299,17 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
-/* free of a pointer that is not in a heap of this thread's arena (tag: its heap's owner
- * tag, 0 when in none). A small block of another arena whose threads live (what the
+/* free of a pointer that is not in a heap of this thread's arena (its owner-table entry
+ * has another arena's tag, or 0 where no heap is). A small block of another arena whose threads live (what the
  * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
  * fast path validates one of ours, and joins the hand-over batch with no descriptor read;
  * everything else (NULL, direct mappings, invalid pointers, double frees, blocks of
  * arenas without threads) takes free_slow. */
-LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint64_t oe)
+LA_NOINLINE LA_RACY_METADATA static void free_other(void *p)
 {
 	if (!p)
 		return; /* free(NULL): in no heap, so here */
-	if (heap_entry_tag(oe) && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
+	if (heap_owner_tag(p) && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
 	    !((uintptr_t)p & (LA_ALIGN - 1))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
 		struct heap *h = (struct heap *)((uintptr_t)p - hoff);
@@ -325,16 +325,22 @@ LA_NOINLINE LA_RACY_METADATA static void free_other(void *p, uint64_t oe)
 	free_slow(p, "free()");
 }
 
-/* Does the owner-table entry oe carry the tag of tc's arena? (x86-64: a 16-bit compare of
- * the entry's register with the tag in memory, where gcc 12 copied the register first.) */
-LA_INLINE bool entry_is_mine(uint64_t oe, const struct tcache *tc)
+/* Does the owner-table entry *oe carry the tag of tc's arena? Then *oe becomes the entry
+ * less its tag: the page map's biased base (heap_owner_base), low 16 bits 0; else *oe is
+ * spoilt (free_other reads the entry again). On x86-64 one 16-bit subtraction of the tag
+ * in memory from the entry's register: 0 in the low 16 bits (the flag) leaves just the
+ * base, where a compare and a clear of the low 16 bits took two instructions. */
+LA_INLINE bool entry_take_mine(uint64_t *oe, const struct tcache *tc)
 {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
 	bool eq;
-	__asm__("cmpw %w1, %2" : "=@ccz"(eq) : "r"(oe), "m"(tc->tag));
+	__asm__("subw %2, %w0" : "+r"(*oe), "=@ccz"(eq) : "m"(tc->tag));
 	return eq;
 #else
-	return heap_entry_tag(oe) == tc->tag;
+	if (heap_entry_tag(*oe) != tc->tag)
+		return false;
+	*oe &= HEAP_OWNER_ADDR_MASK;
+	return true;
 #endif
 }
 
@@ -375,10 +381,12 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	 * that p lies in a heap of ours and that the heap is this arena's (NULL lies in
 	 * none: no tag is 0, so free(NULL) takes the slow path, which returns) */
 	uint64_t oe = heap_owner_entry(p);
-	if (likely(entry_is_mine(oe, tc))) {
+	if (likely(entry_take_mine(&oe, tc))) {
 		uint32_t lo = (uint32_t)(uintptr_t)p; /* the heap's bits 26-31 and the offset */
-		/* the heap's page map, biased by the heap's bits 26-31 (heap_owner_base) */
-		const uint32_t *pm = heap_entry_pagemap(oe);
+		/* the heap's page map, biased by the heap's bits 26-31 (heap_owner_base: oe is
+		 * that now, no tag) */
+		const uint32_t *pm =
+		        (const uint32_t *)(uintptr_t)(oe + offsetof(struct heap, pagemap));
 		uint32_t e = pm[lo >> LA_PAGE_SHIFT];
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
@@ -422,7 +430,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		free_slow(p, "free()");
 		return;
 	}
-	free_other(p, oe);
+	free_other(p);
 }
 
 LA_EXPORT void LA_API(cfree)(void *p)
