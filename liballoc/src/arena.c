@@ -818,9 +818,11 @@ static uint32_t xfer_put(struct arena *a, unsigned cls, void *const *blocks, uin
 	if (!fits || have + n > xfer_depth(a)) {
 		if (fits) /* a chunk not earned yet */
 			a->xfer_over |= bit;
-		/* past the slots it may fill (not a byte bound): a teardown, whose next
-		 * flushes go to the spans directly (xfer_past) */
-		if (have + n > xfer_depth(a) && xfer_class(cls))
+		/* past the slots or the bytes the class may fill (not the arena's bound,
+		 * which other classes' blocks fill): a teardown, whose next flushes go to
+		 * the spans directly (xfer_past) */
+		if (xfer_class(cls) && (have + n > xfer_depth(a) ||
+		                        (uint64_t)(have + n) * sc_size[cls] > XF_CLASS_BYTES))
 			__atomic_store_n(&a->xfer_past, a->xfer_past | bit, __ATOMIC_RELAXED);
 		return 0;
 	}

@@ -91,7 +91,8 @@ struct arena {
 	                                    * their spans for want of depth (xfer_put) */
 	uint64_t xfer_past;                /* lock (written atomic: arena_teardown_hint);
 	                                    * classes (bit c) a flush of which went past the
-	                                    * slots they may fill (not a byte bound), with no
+	                                    * slots or bytes they may fill (not the arena's
+	                                    * bound, which other classes fill), with no
 	                                    * refill of theirs since (a teardown under way):
 	                                    * their flushes go to the spans directly
 	                                    * (arena_free_blocks), whole bins at a time
