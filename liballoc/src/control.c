@@ -73,6 +73,14 @@ static void op_end(struct op_result *r, const struct la_counters *before, bool m
 static void trim(size_t pad, struct op_result *r, bool measure)
 {
 	struct la_counters before;
+	if (!measure) {
+		/* the large slots' blocks count cached, not free resident, until parked or back
+		 * in their heaps, whole (arena_large_return asks for their measurement): the
+		 * gauge's drop would leave them out, so the flush comes first and a measurement
+		 * due after it (theirs, or a block freed before) has the trim measure */
+		tcache_flush_large_all();
+		measure = __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED) != 0;
+	}
 	op_begin(r, &before, measure);
 	tcache_flush_large_all(); /* the large slots' blocks, parked: the trim returns them */
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
@@ -98,7 +106,7 @@ void op_trim(size_t pad, struct op_result *r)
  * 2 MiB: 8 MiB said, 2 MiB left the RSS). */
 void op_trim_unmeasured(size_t pad, struct op_result *r)
 {
-	trim(pad, r, __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED) != 0);
+	trim(pad, r, false);
 }
 
 void op_release_idle(struct op_result *r)

@@ -747,6 +747,7 @@ Test(accounting, malloc_trim_counts_what_left_the_rss)
 		A(free)(p[i]);
 	for (int i = 0; i < 64; i++)
 		A(free)(big[i]);
+	tcache_flush_large_all(); /* (blocks in the large slot: a trim would measure) */
 	/* the measurement the large frees asked for (the control thread's, a second later):
 	 * until then a trim measures */
 	for (int i = 0; i < 300 && __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED); i++)
@@ -773,6 +774,38 @@ Test(accounting, malloc_trim_counts_what_left_the_rss)
 	              "nothing to release: %llu bytes counted",
 	              (unsigned long long)(c2.released_bytes - c1.released_bytes));
 	check_all();
+}
+
+/* A block in a thread cache's large slot counts cached, not free resident; the trim parks
+ * it (whole in the gauge) and returns it: a malloc_trim that found no measurement due
+ * before it flushed the slot counted none of it released (the gauge rose and fell by it). */
+Test(accounting, malloc_trim_counts_a_large_slot_block_written_in_part_as_written)
+{
+	set("mmap_threshold", 16 << 20); /* the block from a heap */
+	set("mmap_dynamic", 0);
+	set("tcache_max_bytes", 4 << 20); /* the large slot holds up to 16 MiB */
+	set("trim_threshold", 1LL << 40);
+	set("decay_ms", 600000);
+	A(malloc_trim)(0);
+	(void)rss_anon();
+	char *b = A(malloc)(8 << 20);
+	cr_assert_not_null(b);
+	memset(b, 1, 2 << 20);
+	for (int i = 0; i < 300 && __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED); i++)
+		usleep(10000);
+	cr_assert_eq(op_measure_due_ns, 0, "(set-up: no measurement due)");
+	A(free)(b); /* into the large slot: no measurement asked */
+	cr_assert_eq(tcache_large_bytes(), 8 << 20, "(set-up: in the slot)");
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	long r0 = rss_anon();
+	cr_assert_eq(A(malloc_trim)(0), 1);
+	long r1 = rss_anon();
+	liballoc_stats(&c1);
+	long said = (long)(c1.released_bytes - c0.released_bytes), left = r0 - r1;
+	cr_assert_gt(left, 1 << 20, "the written pages left: %ld bytes", left);
+	cr_assert(labs(said - left) <= LA_MAX(256L << 10, left / 20),
+	          "malloc_trim: %ld bytes counted released, %ld left the RSS", said, left);
 }
 
 /* A large block written in part and freed counts whole in the free resident gauge until
