@@ -596,6 +596,21 @@ static void *fill_and_leave(void *arg)
 	return NULL;
 }
 
+/* The working set of the trim tests: WS_SMALL small blocks of 16-1024 B and WS_BIG of
+ * 100000 B, each written whole. */
+enum { WS_SMALL = 40000, WS_BIG = 64 };
+static void working_set_written(void **p, void **big)
+{
+	for (int i = 0; i < WS_SMALL; i++) {
+		p[i] = A(malloc)(16 + (size_t)(i % 64) * 16);
+		memset(p[i], 1, 16 + (size_t)(i % 64) * 16);
+	}
+	for (int i = 0; i < WS_BIG; i++) {
+		big[i] = A(malloc)(100000);
+		memset(big[i], 1, 100000);
+	}
+}
+
 /* What trim and release say they released is what left the RSS, to the page; and it is
  * what reclaimable promised, an idle heap's header included. */
 Test(accounting, released_is_what_left_the_rss)
@@ -607,17 +622,10 @@ Test(accounting, released_is_what_left_the_rss)
 	liballoc_release_idle_heaps();
 	liballoc_trim(0);
 	(void)rss_anon();
-	enum { N = 40000 };
+	enum { N = WS_SMALL };
 	static void *p[N];
-	for (int i = 0; i < N; i++) {
-		p[i] = A(malloc)(16 + (size_t)(i % 64) * 16);
-		memset(p[i], 1, 16 + (size_t)(i % 64) * 16);
-	}
-	void *big[64];
-	for (int i = 0; i < 64; i++) {
-		big[i] = A(malloc)(100000);
-		memset(big[i], 1, 100000);
-	}
+	void *big[WS_BIG];
+	working_set_written(p, big);
 	/* the thread first: a refill that would carve new pages takes another arena's free
 	 * resident ones (arena.c, lender), and after the frees below this arena's would serve
 	 * it, leaving its own arena no heap to fill */
@@ -627,7 +635,7 @@ Test(accounting, released_is_what_left_the_rss)
 	pthread_join(t, NULL);
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < WS_BIG; i++)
 		A(free)(big[i]);
 	liballoc_flush_caches();
 	check_all();
@@ -732,20 +740,13 @@ Test(accounting, malloc_trim_counts_what_left_the_rss)
 	set("decay_ms", 600000);          /* no decay pass meanwhile */
 	A(malloc_trim)(0);
 	(void)rss_anon();
-	enum { N = 40000 };
+	enum { N = WS_SMALL };
 	static void *p[N];
-	for (int i = 0; i < N; i++) {
-		p[i] = A(malloc)(16 + (size_t)(i % 64) * 16);
-		memset(p[i], 1, 16 + (size_t)(i % 64) * 16);
-	}
-	void *big[64];
-	for (int i = 0; i < 64; i++) {
-		big[i] = A(malloc)(100000);
-		memset(big[i], 1, 100000);
-	}
+	void *big[WS_BIG];
+	working_set_written(p, big);
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < WS_BIG; i++)
 		A(free)(big[i]);
 	tcache_flush_large_all(); /* (blocks in the large slot: a trim would measure) */
 	/* the measurement the large frees asked for (the control thread's, a second later):
@@ -776,14 +777,14 @@ Test(accounting, malloc_trim_counts_what_left_the_rss)
 	check_all();
 }
 
-/* A block in a thread cache's large slot counts cached, not free resident; the trim parks
- * it (whole in the gauge) and returns it: a malloc_trim that found no measurement due
- * before it flushed the slot counted none of it released (the gauge rose and fell by it). */
-Test(accounting, malloc_trim_counts_a_large_slot_block_written_in_part_as_written)
+/* An 8 MiB block from a heap, its first 2 MiB written (the set-up of the two tests below;
+ * slot: the thread cache's large slot may hold it). */
+static char *block_written_in_part(bool slot)
 {
 	set("mmap_threshold", 16 << 20); /* the block from a heap */
 	set("mmap_dynamic", 0);
-	set("tcache_max_bytes", 4 << 20); /* the large slot holds up to 16 MiB */
+	if (slot)
+		set("tcache_max_bytes", 4 << 20); /* the large slot holds up to 16 MiB */
 	set("trim_threshold", 1LL << 40);
 	set("decay_ms", 600000);
 	A(malloc_trim)(0);
@@ -791,11 +792,13 @@ Test(accounting, malloc_trim_counts_a_large_slot_block_written_in_part_as_writte
 	char *b = A(malloc)(8 << 20);
 	cr_assert_not_null(b);
 	memset(b, 1, 2 << 20);
-	for (int i = 0; i < 300 && __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED); i++)
-		usleep(10000);
-	cr_assert_eq(op_measure_due_ns, 0, "(set-up: no measurement due)");
-	A(free)(b); /* into the large slot: no measurement asked */
-	cr_assert_eq(tcache_large_bytes(), 8 << 20, "(set-up: in the slot)");
+	return b;
+}
+
+/* A malloc_trim now returns the freed block's written pages and counts released what left
+ * the RSS (within 5 % or 256 KiB), not the block's unwritten pages. */
+static void malloc_trim_counts_what_was_written(void)
+{
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	long r0 = rss_anon();
@@ -808,31 +811,28 @@ Test(accounting, malloc_trim_counts_a_large_slot_block_written_in_part_as_writte
 	          "malloc_trim: %ld bytes counted released, %ld left the RSS", said, left);
 }
 
+/* A block in a thread cache's large slot counts cached, not free resident; the trim parks
+ * it (whole in the gauge) and returns it: a malloc_trim that found no measurement due
+ * before it flushed the slot counted none of it released (the gauge rose and fell by it). */
+Test(accounting, malloc_trim_counts_a_large_slot_block_written_in_part_as_written)
+{
+	char *b = block_written_in_part(true);
+	for (int i = 0; i < 300 && __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED); i++)
+		usleep(10000);
+	cr_assert_eq(op_measure_due_ns, 0, "(set-up: no measurement due)");
+	A(free)(b); /* into the large slot: no measurement asked */
+	cr_assert_eq(tcache_large_bytes(), 8 << 20, "(set-up: in the slot)");
+	malloc_trim_counts_what_was_written();
+}
+
 /* A large block written in part and freed counts whole in the free resident gauge until
  * measured (a second later): a malloc_trim right after the free must not count its
  * unwritten pages released. */
 Test(accounting, malloc_trim_counts_a_large_block_written_in_part_as_written)
 {
-	set("mmap_threshold", 16 << 20); /* the block from a heap */
-	set("mmap_dynamic", 0);
-	set("trim_threshold", 1LL << 40);
-	set("decay_ms", 600000);
-	A(malloc_trim)(0);
-	(void)rss_anon();
-	char *b = A(malloc)(8 << 20);
-	cr_assert_not_null(b);
-	memset(b, 1, 2 << 20);
+	char *b = block_written_in_part(false);
 	A(free)(b); /* (asks for a measurement a second later) */
-	struct la_counters c0, c1;
-	liballoc_stats(&c0);
-	long r0 = rss_anon();
-	cr_assert_eq(A(malloc_trim)(0), 1);
-	long r1 = rss_anon();
-	liballoc_stats(&c1);
-	long said = (long)(c1.released_bytes - c0.released_bytes), left = r0 - r1;
-	cr_assert_gt(left, 1 << 20, "the written pages left: %ld bytes", left);
-	cr_assert(labs(said - left) <= LA_MAX(256L << 10, left / 20),
-	          "malloc_trim: %ld bytes counted released, %ld left the RSS", said, left);
+	malloc_trim_counts_what_was_written();
 }
 
 /* A trim measures what it returns, and the decay pass's measurement what stays, with one
