@@ -1336,26 +1336,41 @@ LA_INLINE void unpark(struct arena *a)
  * placement as it was before it. */
 uint32_t arena_large_grid = LARGE_GRID_PAGES;
 
+/* How many of the npages - 1 pages after the first of the large block at base (up to
+ * LARGE_GRID_PAGES pages) are resident (mincore), or -1. */
+static int resident_after_first(char *base, uint32_t npages)
+{
+	unsigned char vec[LARGE_GRID_PAGES];
+	uint32_t k = npages - 1, res = 0;
+	if (mincore(base + LA_PAGE, (size_t)k << LA_PAGE_SHIFT, vec) != 0)
+		return -1;
+	for (uint32_t i = 0; i < k; i++)
+		res += vec[i] & 1;
+	return (int)res;
+}
+
+/* One sample of a block of npages pages, res of those after its first resident (-1: none):
+ * large_dense, a moving count of the samples that say the block was written whole. */
+static void large_dense_note(struct arena *a, int res, uint32_t npages)
+{
+	if (res < 0)
+		return;
+	a->large_dense -= a->large_dense / 8;
+	if ((uint32_t)res == npages - 1)
+		a->large_dense += 32;
+}
+
 static void large_sample(struct arena *a, struct heap *h, const struct span *s)
 {
 	if (s->npages > LARGE_GRID_PAGES || s->npages < 2 || ++a->large_frees % LARGE_SAMPLE_EVERY)
 		return;
-	unsigned char vec[LARGE_GRID_PAGES];
-	uint32_t k = s->npages - 1, res = 0;
-	if (mincore((char *)h + ((size_t)(s->first + 1) << LA_PAGE_SHIFT),
-	            (size_t)k << LA_PAGE_SHIFT, vec) != 0)
-		return;
-	for (uint32_t i = 0; i < k; i++)
-		res += vec[i] & 1;
-	a->large_dense -= a->large_dense / 8;
-	if (res == k)
-		a->large_dense += 32;
+	large_dense_note(a, resident_after_first(span_base(h, s), s->npages), s->npages);
 }
 
 /* The probe's pages after its first, when it is still the block large_probe chose (a live
  * or parked large block of probe_pages pages starting there, in a heap of a): mincore's
  * figure, or -1. */
-static int probe_read(struct arena *a, unsigned char *vec)
+static int probe_read(struct arena *a)
 {
 	struct heap *h = heap_of(a->probe), *x = a->heaps;
 	while (x && x != h)
@@ -1365,12 +1380,7 @@ static int probe_read(struct arena *a, unsigned char *vec)
 	struct span *s = span_at(h, heap_page_of(h, a->probe));
 	if ((s->kind != SPAN_LARGE && s->kind != SPAN_PARKED) || s->npages != a->probe_pages)
 		return -1;
-	uint32_t k = s->npages - 1, res = 0;
-	if (mincore(a->probe + LA_PAGE, (size_t)k << LA_PAGE_SHIFT, vec) != 0)
-		return -1;
-	for (uint32_t i = 0; i < k; i++)
-		res += vec[i] & 1;
-	return (int)res;
+	return resident_after_first(a->probe, s->npages);
 }
 
 /* Samples before the frees' first (a heap that only grows has none): until large_sample
@@ -1390,26 +1400,17 @@ static void large_probe(struct arena *a, struct heap *h, const struct span *s)
 	if (a->large_frees >= LARGE_SAMPLE_EVERY || s->npages > LARGE_GRID_PAGES || s->npages < 2 ||
 	    ++a->large_allocs % LARGE_PROBE_EVERY)
 		return;
-	unsigned char vec[LARGE_GRID_PAGES];
 	if (a->probe) {
-		int res = probe_read(a, vec);
-		if (res >= 0) {
-			a->large_dense -= a->large_dense / 8;
-			if ((uint32_t)res == a->probe_pages - 1)
-				a->large_dense += 32;
-		}
+		large_dense_note(a, probe_read(a), a->probe_pages);
 		a->probe = NULL;
 	}
-	uint32_t k = s->npages - 1, res = 0;
+	uint32_t k = s->npages - 1;
 	uint32_t h0 = s->first / HEAP_HUGE_PAGES, h1 = (s->first + k) / HEAP_HUGE_PAGES;
 	if ((h->huge >> h0 | h->huge >> h1) & 1)
 		return;
 	char *base = span_base(h, s);
-	if (mincore(base + LA_PAGE, (size_t)k << LA_PAGE_SHIFT, vec) != 0)
-		return;
-	for (uint32_t i = 0; i < k; i++)
-		res += vec[i] & 1;
-	if (res < k) {
+	int res = resident_after_first(base, s->npages);
+	if (res >= 0 && (uint32_t)res < k) {
 		a->probe = base;
 		a->probe_pages = s->npages;
 	}

@@ -1048,18 +1048,24 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 	return true;
 }
 
+/* The newest block of the fewest pages from want on (want <= TC_LARGE_EXACT) in the exact
+ * bins `bins` selects (bit k: want + k pages); NULL if they are empty. */
+LA_INLINE struct span *large_exact_from(const struct tcache *tc, uint32_t want, uint64_t bins)
+{
+	uint64_t m = tc->large_mask >> (want - 1) & bins;
+	return m ? tc->slots->large_bin[want - 1 + (unsigned)__builtin_ctzll(m)] : NULL;
+}
+
 /* The slot's block for a malloc of want pages: the closest fit of want to want + want / 8
  * pages, the newest of equals; NULL if none. */
 LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want)
 {
 	uint32_t over = want / 8;
 	if (want <= TC_LARGE_EXACT) {
-		/* want / 8 <= 8: the bits of want .. want + over (none past the mask) */
-		uint64_t m = tc->large_mask >> (want - 1) & ((2ULL << over) - 1);
-		if (m)
-			return tc->slots->large_bin[want - 1 + (unsigned)__builtin_ctzll(m)];
-		if (want + over <= TC_LARGE_EXACT)
-			return NULL;
+		/* want / 8 <= 8: the bins of want .. want + over (none past the mask) */
+		struct span *s = large_exact_from(tc, want, (2ULL << over) - 1);
+		if (s || want + over <= TC_LARGE_EXACT)
+			return s;
 	}
 	struct span *s = NULL;
 	uint32_t best = over + 1;
@@ -1092,12 +1098,8 @@ static LA_NOINLINE void *alloc_large_slow(struct tcache *tc, size_t size, size_t
 	struct span *give = NULL;
 	uint64_t want = la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT;
 	if (tc->nlarge && want >= PARKED_SPLIT_PAGES) {
-		if (want <= TC_LARGE_EXACT) {
-			uint64_t m = tc->large_mask >> (want - 1);
-			if (m)
-				give = tc->slots
-				               ->large_bin[want - 1 + (unsigned)__builtin_ctzll(m)];
-		}
+		if (want <= TC_LARGE_EXACT)
+			give = large_exact_from(tc, (uint32_t)want, ~0ULL);
 		if (!give)
 			for (struct span *t = tc->large_long; t; t = t->next)
 				if (t->npages >= want && (!give || t->npages < give->npages))
