@@ -2,10 +2,13 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/child.h"
+#include "arena.h"
 #include "liballoc.h"
+#include "sizeclass.h"
 
 static void *volatile sink;
 
@@ -45,4 +48,26 @@ Test(check_free_lists, blocks_still_work_without_caches)
 	/* refills may take blocks the transfer cache held before (less cached) */
 	cr_assert_leq(c.cached_bytes, c0.cached_bytes, "nothing more cached: %llu -> %llu",
 	              (unsigned long long)c0.cached_bytes, (unsigned long long)c.cached_bytes);
+}
+
+/* realloc moves a small block without realloc_slow's span_lookup (malloc.c,
+ * realloc_small_move): a block start of a span's class that the span never handed out
+ * (past its bump) is still an invalid pointer, not a live block copied and freed. */
+static void realloc_past_the_bump(void)
+{
+	char *p = A(malloc)(96);
+	struct heap *h = heap_of(p);
+	struct span *s = span_lookup(h, p);
+	if (!s || s->bump >= sc_blocks[s->cls])
+		_exit(3); /* (no block past the bump: the test would not test what it says) */
+	char *q = (char *)span_base(h, s) + (size_t)s->bump * sc_size[s->cls];
+	sink = A(realloc)(q, 4000); /* a size it does not keep: moved */
+}
+
+Test(realloc_checks, a_block_its_span_never_handed_out_is_an_invalid_pointer)
+{
+	struct child_result r = run_child(realloc_past_the_bump);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: realloc(): invalid pointer"), "got: %s", r.err);
 }
