@@ -503,17 +503,21 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	 * last sweep cost ~17 instructions a bin, CPython test_dict's sweeps 0.55M -> 0.42M) */
 	uint64_t quiet = tc->row_bins & ~tc->gc_active;
 	tc->gc_active = 0;
+	/* most quiet bins are empty (CPython test_dict: ~42 a sweep): the test is top against
+	 * slot, the bin's address computed once from a 64-bit index (an int index was
+	 * sign-extended and the address computed twice: 17 instructions an empty bin, now 9) */
 	for (uint64_t m = quiet; m; m &= m - 1) {
-		unsigned c = (unsigned)__builtin_ctzll(m);
-		if (tbin_count(&tc->bins[c])) {
-			if (tc->gc_skip[c]) {
-				tc->gc_skip[c]--;
-			} else {
-				flush_bin_to(tc, c, 0, FLUSH_COLD);
-				publish_bin(tc, c);
-				tc->gc_flushed |= (uint64_t)1 << c;
-				tc->gc_when[c] = now;
-			}
+		size_t c = (uint32_t)__builtin_ctzll(m);
+		const struct tbin *b = &tc->bins[c];
+		if (b->top == b->slot)
+			continue;
+		if (tc->gc_skip[c]) {
+			tc->gc_skip[c]--;
+		} else {
+			flush_bin_to(tc, (unsigned)c, 0, FLUSH_COLD);
+			publish_bin(tc, (unsigned)c);
+			tc->gc_flushed |= (uint64_t)1 << c;
+			tc->gc_when[c] = now;
 		}
 	}
 }
