@@ -929,3 +929,55 @@ Test(heap, fresh_spans_of_whole_page_blocks_start_on_their_grid)
 		check_arena(heap_of(big)->arena);
 	}
 }
+
+/* ---- what a purge advises ----------------------------------------------------------------- */
+
+/* A purge advises a measured free span from its first page that can be resident to the end
+ * of its last (the resident bitmap bounds them), not the whole span: the kernel walks every
+ * page table of an advised range, and a forked child's trim advised the parent's large free
+ * spans whole (21-25k pages a child of the fork loop, ~450 with this). A span with no such
+ * page costs no call. Where the kernel may fill any range with huge pages (mode "always")
+ * the bitmap bounds nothing and the whole span goes. */
+Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
+{
+	pages_only(0); /* no decay pass takes the pages meanwhile */
+	set("mmap_dynamic", 0);
+	set("mmap_threshold", 8 << 20);
+	enum { PAGES = 400, LO = 10, HI = 300 };
+	liballoc_trim(0); /* no other free page resident: the block's span is the one purged */
+	char *b = A(malloc)((size_t)PAGES << LA_PAGE_SHIFT);
+	char *guard = A(malloc)((size_t)64 << LA_PAGE_SHIFT); /* a neighbour kept in use */
+	cr_assert_not_null(b);
+	cr_assert_not_null(guard);
+	b[(size_t)LO << LA_PAGE_SHIFT] = 1;
+	b[(size_t)(LO + 1) << LA_PAGE_SHIFT] = 1;
+	b[(size_t)HI << LA_PAGE_SHIFT] = 1;
+	struct heap *h = heap_of(b);
+	struct arena *a = h->arena;
+	A(free)(b);
+	arena_lock_all(); /* the block, parked whole by its free, back to its heap's free pages */
+	arena_unlock_all();
+	arena_lock(a);
+	heap_measure(h); /* its pages the program never wrote: not resident */
+	struct la_counters before = counters();
+	heap_purge(h, 0);
+	struct la_counters after = counters();
+	uint32_t dirty = h->dirty_pages;
+	arena_unlock(a);
+	unsigned char vec[PAGES];
+	cr_assert_eq(mincore(b, (size_t)PAGES << LA_PAGE_SHIFT, vec), 0);
+	uint32_t resident = 0;
+	for (int i = 0; i < PAGES; i++)
+		resident += vec[i] & 1;
+	uint64_t advised = (after.madvise_bytes - before.madvise_bytes) >> LA_PAGE_SHIFT;
+	cr_assert_eq(resident, 0, "%u of the block's pages still resident", resident);
+	cr_assert_eq(dirty, 0, "%u dirty pages left", dirty);
+	cr_assert_eq(after.madvise_calls - before.madvise_calls, 1);
+	if (os_thp_always())
+		cr_assert_geq(advised, PAGES, "%llu pages advised", (unsigned long long)advised);
+	else
+		cr_assert_eq(advised, HI + 1 - LO,
+		             "%llu pages advised, pages %u-%u can be resident",
+		             (unsigned long long)advised, LO, HI);
+	A(free)(guard);
+}
