@@ -109,6 +109,8 @@ struct arena {
 	struct burst_watch burst;          /* lock; the pages in use and their bursts */
 	uint32_t grown;                    /* lock; pages of new spans carved since the last
 	                                    * growth_yield (arena.c) */
+	uint32_t early_yields;             /* lock; growth_yield calls before its ring was set
+	                                    * up (GROWTH_EARLY_YIELDS at most) */
 	uint64_t empty_due_ns;             /* lock; its heaps' waiting nearly-empty purges
 	                                    * (heap.purge_due) are due then (0: none) */
 	struct la_counters *c;             /* published counters (segment); atomic fields */
@@ -149,7 +151,12 @@ struct arena {
 /* A producer (a thread that never flushed a full bin of its own arena's blocks) of an arena
  * that others share and whose blocks threads of other arenas free gives up its CPU once
  * per this many pages (64 KiB) its arena's carvings reach first (arena.c, growth_yield) */
-#define GROWTH_YIELD_PAGES 16u
+#define GROWTH_YIELD_PAGES  16u
+/* ... and before any block came back through its ring (no consumer has run yet, or there
+ * is none), once per GROWTH_EARLY_PAGES (256 KiB), GROWTH_EARLY_YIELDS times at most (the
+ * arena's first 16 MiB of such growth) */
+#define GROWTH_EARLY_PAGES  64u
+#define GROWTH_EARLY_YIELDS 64u
 
 /* Is class cls marked xfer_past (a teardown under way: its flushes go to the spans
  * directly)? A hint without the lock (thread caches' full flushes, tcache.c bin_put). */

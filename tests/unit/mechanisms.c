@@ -3053,10 +3053,11 @@ Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 /* A thread that grows an arena other threads share, while threads of other arenas free
  * that arena's blocks (a producer whose consumers run elsewhere), gives up its CPU once per
  * GROWTH_YIELD_PAGES pages its carvings reach first (arena.c, growth_yield): with more
- * threads than CPUs the consumers then run before it faults in more. Not before any block
- * of the arena was freed elsewhere, and not in a thread that gives blocks back to its own
- * arena (sizemix's workers). Counted here: liballoc.a's calls of sched_yield come to this
- * one. */
+ * threads than CPUs the consumers then run before it faults in more. Before any block of
+ * the arena was freed elsewhere (consumers that have not run yet), once per
+ * GROWTH_EARLY_PAGES and GROWTH_EARLY_YIELDS times at most; never in a thread that gives
+ * blocks back to its own arena (sizemix's workers). Counted here: liballoc.a's calls of
+ * sched_yield come to this one. */
 static unsigned long yields;
 
 int sched_yield(void)
@@ -3066,7 +3067,7 @@ int sched_yield(void)
 }
 
 enum { GROWN_BLOCKS = 2048 };
-static void *grown[4][GROWN_BLOCKS];
+static void *grown[5][GROWN_BLOCKS];
 static pthread_barrier_t sharer_joined, sharer_go;
 
 /* Its first call frees a block of the test's thread: it joins that arena (one thread uses
@@ -3113,9 +3114,21 @@ Test(remote_frees, a_producer_gives_up_its_cpu_as_it_grows_while_other_threads_f
 	cr_assert_eq(__atomic_load_n(&mine->threads, __ATOMIC_RELAXED), 2, "the arena is shared");
 	set("arena_max", 16); /* the consumer has an arena of its own, whatever the CPUs */
 	cr_assert_eq(la_tcache.own_flushes, 0);
-	/* 2 MiB of new pages, no block of the arena freed elsewhere yet: nothing given up */
-	unsigned long n = grow(0, 1024);
-	cr_assert_eq(n, 0, "%lu yields before any remote free", n);
+	/* 2 MiB of new pages, no block of the arena freed elsewhere yet: once per
+	 * GROWTH_EARLY_PAGES (the consumers may not have had a CPU yet) */
+	unsigned long n = grow(0, 1024), early = 512 / GROWTH_EARLY_PAGES;
+	cr_assert(n + 1 >= early && n <= early + 1,
+	          "%lu yields over 512 new pages before any "
+	          "remote free",
+	          n);
+	/* 16 MiB more, still none: the yields stop at GROWTH_EARLY_YIELDS (a thread that only
+	 * grows gives its CPU away a bounded number of times) */
+	unsigned long m = grow(4, 8192);
+	cr_assert_eq(n + m, GROWTH_EARLY_YIELDS,
+	             "%lu + %lu yields over 4,608 new pages before "
+	             "any remote free",
+	             n, m);
+	cr_assert_eq(mine->early_yields, GROWTH_EARLY_YIELDS);
 	run_thread(consumer_of, grown[0]);
 	cr_assert_not_null(mine->rr, "the consumer's frees came through the arena's ring");
 	/* 4 MiB: the first 2 MiB in the pages the consumer's frees left (drained at the first
@@ -3146,7 +3159,7 @@ Test(remote_frees, a_producer_gives_up_its_cpu_as_it_grows_while_other_threads_f
 	n = grow(3, 4096);
 	cr_assert_geq(n, 512 / GROWTH_YIELD_PAGES, "%lu yields over 2,048 new pages", n);
 	cr_assert_eq(la_tcache.own_flushes, 0);
-	for (int r = 2; r < 4; r++)
+	for (int r = 2; r < 5; r++)
 		for (int i = 0; i < GROWN_BLOCKS; i++)
 			A(free)(grown[r][i]);
 	pthread_barrier_wait(&sharer_go);
