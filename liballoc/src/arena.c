@@ -843,21 +843,23 @@ LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *
  * span's first page (and the span's start). A span joins the partial list when it is
  * found (not tested again for each of its blocks): a block on the span of the one before
  * costs its load, the range test, its link and the span's count (14 instructions), one on
- * another span the entry, the span's descriptor and the partial test too (~31). The range
+ * another span the entry, the span's descriptor and the partial test too (30). The range
  * test replaced a page test (13 a block on the page of the one before): it also keeps the
  * span of a block on another of its pages, as when a teardown frees the runs a refill
  * took of each span (pop_ways) in the order they were handed out: growth 1000000 100000
  * pushes 999k blocks, 40 % on another page than the one before, 18 % on another span
- * (200.92M -> 199.24M instructions; logicmin -0.54M, churn-1t -49k, cpython-dict -39k;
- * churn-1t-100k +0.31M, whose random frees change span at 83 % of the blocks). No test
+ * (200.67M -> 198.78M instructions; logicmin -0.64M, churn-1t -55k, sizes sweep 10
+ * -0.4M; churn-1t-100k +0.22M, whose random frees change span at 83 % of the blocks). No test
  * whether that span is the one before (it was, on the heap or-ed with the entry): the
  * test cost 5 instructions a block that changes span. */
 static void push_blocks(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
 {
 	struct span *s = NULL;
-	/* the span's start negated (an addition: one `lea` on x86-64 for the offset) */
-	uintptr_t nbase = 0, bytes = 0; /* no block is in [base, base + 0) */
-	const uintptr_t span_bytes = (uintptr_t)sc_pages[cls] << LA_PAGE_SHIFT;
+	/* the span's start negated (an addition: one `lea` on x86-64 for the offset); 0 for
+	 * no span: a block's address is beyond any span's bytes (heaps are aligned to their
+	 * 64 MiB, at non-zero addresses, and a span fits in one) */
+	uintptr_t nbase = 0;
+	const uintptr_t bytes = (uintptr_t)sc_pages[cls] << LA_PAGE_SHIFT;
 	for (uint32_t i = 0; i < n; i++) {
 		void *p = blocks[i];
 		if ((uintptr_t)p + nbase >= bytes) {
@@ -866,7 +868,6 @@ static void push_blocks(struct arena *a, unsigned cls, void *const *blocks, uint
 			        h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
 			s = span_at(h, pm_head(e));
 			nbase = 0 - ((uintptr_t)h + pm_off(e));
-			bytes = span_bytes;
 			/* s opaque: gcc 12 computed it a second time for the test */
 			__asm__("" : "+r"(s));
 			if (unlikely(!s->on_partial))
@@ -876,7 +877,7 @@ static void push_blocks(struct arena *a, unsigned cls, void *const *blocks, uint
 		s->free = p;
 		/* emptied and given back: its descriptor (and heap) may be gone */
 		if (unlikely(--s->used == 0) && maybe_release_span(a, heap_of(p), s))
-			bytes = 0;
+			nbase = 0;
 	}
 }
 
