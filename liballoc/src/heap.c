@@ -210,19 +210,33 @@ static void hwm_update(struct heap *h, uint32_t end, uint32_t fresh)
 static void measure_vec(struct heap *h, uint32_t at, uint32_t k, const unsigned char *vec,
                         uint32_t *cleared, int64_t *set)
 {
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t pg = at + i;
-		uint64_t bit = 1ULL << (pg & 63), *w = &h->resident[pg >> 6];
-		bool res = vec[i] & 1, known = *w & bit;
-		if (known && !res) {
-			*w &= ~bit;
-			++*cleared;
-		} else if (!known && res) {
-			/* resident though no allocator write made it so (a huge page the kernel
-			 * backed a span with): count it */
-			*w |= bit;
-			++*set;
+	/* a bitmap word's pages at a time: vec's bits packed 8 bytes to a byte (a multiply
+	 * gathers the low bit of each byte), then compared with the word whole (a page at a
+	 * time took ~12 instructions: CPython test_dict's measurements, ~58 pages a call) */
+	while (k) {
+		uint32_t lo = at & 63, m = LA_MIN(k, 64 - lo), j = 0;
+		uint64_t res = 0;
+		for (; __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && j + 8 <= m; j += 8) {
+			uint64_t x;
+			memcpy(&x, vec + j, sizeof(x));
+			res |= (((x & 0x0101010101010101ULL) * 0x0102040810204080ULL) >> 56) << j;
 		}
+		for (; j < m; j++)
+			res |= (uint64_t)(vec[j] & 1) << j;
+		uint64_t mask = (m == 64 ? ~0ULL : (1ULL << m) - 1) << lo,
+		         *w = &h->resident[at >> 6];
+		res <<= lo;
+		uint64_t known = *w & mask, gone = known & ~res, found = res & ~known;
+		if (gone | found) {
+			*cleared += gone ? (uint32_t)__builtin_popcountll(gone) : 0;
+			/* resident though no allocator write made it so (a huge page the kernel
+			 * backed a span with): counted */
+			*set += found ? __builtin_popcountll(found) : 0;
+			*w = (*w & ~mask) | res;
+		}
+		at += m;
+		vec += m;
+		k -= m;
 	}
 }
 
