@@ -133,28 +133,77 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 	return os_advise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE, c);
 }
 
-static int thp_always = -1; /* the kernel backs unadvised ranges too (atomic; -1: not read) */
+static int thp_always = -1;  /* the kernel backs unadvised ranges too (atomic; -1: not read) */
+static size_t huge_size = 1; /* os_huge_size (atomic; 1: not read yet) */
+const char *os_thp_dir = "/sys/kernel/mm/transparent_hugepage";
+
+/* A multi-size THP (Linux 6.8: hugepages-<size>kB/enabled) of mode "always": the kernel
+ * faults folios of that size into any anonymous range, advised or not, whatever the
+ * PMD-size mode `enabled` says (a size in "inherit" follows it). */
+static bool mthp_one(void *ctx, int dfd, const char *name)
+{
+	if (strncmp(name, "hugepages-", 10) != 0)
+		return true;
+	char path[256], buf[128];
+	size_t dl = strlen(os_thp_dir), nl = strlen(name);
+	if (dl + nl + sizeof("//enabled") > sizeof(path))
+		return true;
+	memcpy(path, os_thp_dir, dl);
+	path[dl] = '/';
+	memcpy(path + dl + 1, name, nl);
+	memcpy(path + dl + 1 + nl, "/enabled", sizeof("/enabled"));
+	if (os_read_small(path, buf, sizeof(buf)) > 0 && strstr(buf, "[always]")) {
+		*(bool *)ctx = true;
+		return false;
+	}
+	return true;
+}
+
+static bool mthp_always(void)
+{
+	int dfd = open(os_thp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return false; /* a kernel without multi-size THP has the directory all the same */
+	bool any = false;
+	os_dir_each(dfd, mthp_one, &any);
+	close(dfd);
+	return any;
+}
 
 size_t os_huge_size(void)
 {
-	static size_t size = 1; /* 1: not read yet (atomic) */
-	size_t s = __atomic_load_n(&size, __ATOMIC_RELAXED);
+	size_t s = __atomic_load_n(&huge_size, __ATOMIC_RELAXED);
 	if (s != 1)
 		return s;
-	char buf[128];
+	char buf[128], path[256];
 	s = 0;
+	size_t dl = strlen(os_thp_dir);
+	if (dl + sizeof("/hpage_pmd_size") > sizeof(path))
+		dl = 0; /* (a test's directory too long: nothing read, the careful answer) */
+	memcpy(path, os_thp_dir, dl);
 	/* e.g. "always [madvise] never": the bracketed word is the mode */
-	bool read =
-	        os_read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) > 0;
-	/* unknown: as if it did (the careful answer) */
-	__atomic_store_n(&thp_always, !read || strstr(buf, "[always]") != NULL, __ATOMIC_RELAXED);
-	if (read && (strstr(buf, "[always]") || strstr(buf, "[madvise]")) &&
-	    os_read_small("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof(buf)) >
-	            0)
+	memcpy(path + dl, "/enabled", sizeof("/enabled"));
+	bool read = dl && os_read_small(path, buf, sizeof(buf)) > 0;
+	/* unknown: as if it did (the careful answer); a multi-size THP of mode "always"
+	 * fills unadvised ranges too (by 16 KiB-2 MiB folios: pages no allocator write
+	 * touched are resident, the resident bitmap bounds nothing) */
+	bool always = !read || strstr(buf, "[always]") != NULL;
+	bool pmd = read && (strstr(buf, "[always]") || strstr(buf, "[madvise]"));
+	if (!always)
+		always = mthp_always();
+	__atomic_store_n(&thp_always, always, __ATOMIC_RELAXED);
+	memcpy(path + dl, "/hpage_pmd_size", sizeof("/hpage_pmd_size"));
+	if (pmd && os_read_small(path, buf, sizeof(buf)) > 0)
 		for (const char *d = buf; *d >= '0' && *d <= '9'; d++)
 			s = s * 10 + (size_t)(*d - '0');
-	__atomic_store_n(&size, s, __ATOMIC_RELAXED);
+	__atomic_store_n(&huge_size, s, __ATOMIC_RELAXED);
 	return s;
+}
+
+void os_huge_reread(void)
+{
+	__atomic_store_n(&thp_always, -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&huge_size, (size_t)1, __ATOMIC_RELAXED);
 }
 
 bool os_thp_always(void)

@@ -33,9 +33,14 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c);
 /* The size of a transparent huge page when the kernel gives them to ranges advised with
  * os_huge (THP `enabled` is `always` or `madvise`), 0 if not (`never`, no THP, unknown). */
 size_t os_huge_size(void);
-/* Transparent huge pages back ranges nobody advised (mode "always", or the mode unknown):
- * then pages no allocator write touched may be resident. */
+/* Transparent huge pages back ranges nobody advised (mode "always", a multi-size THP's
+ * hugepages-<size>kB/enabled "always", or the mode unknown): then pages no allocator write
+ * touched may be resident. */
 bool os_thp_always(void);
+/* Where the two above read the kernel's THP modes (tests point it at a directory of their
+ * own, then call os_huge_reread: both are read again at their next call). */
+extern const char *os_thp_dir;
+void os_huge_reread(void);
 /* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);
 /* While a thread has this set, every range it purges or unmaps is measured first (mincore)

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -976,7 +977,24 @@ static int thp_always_here(void)
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	return n == 0 || strstr(buf, "[always]") != NULL;
+	if (n == 0 || strstr(buf, "[always]") != NULL)
+		return 1;
+	/* a multi-size THP size of mode "always" (Linux 6.8) fills unadvised ranges too */
+	glob_t g;
+	int always = 0;
+	if (glob("/sys/kernel/mm/transparent_hugepage/hugepages-*/enabled", 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc && !always; i++) {
+			f = fopen(g.gl_pathv[i], "r");
+			if (!f)
+				continue;
+			n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+			buf[n] = 0;
+			always = strstr(buf, "[always]") != NULL;
+		}
+		globfree(&g);
+	}
+	return always;
 }
 
 /* 0/1: the mode the child knows with no file left to open (RLIMIT_NOFILE 0). */

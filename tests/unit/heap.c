@@ -8,10 +8,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -979,5 +981,113 @@ Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
 		cr_assert_eq(advised, HI + 1 - LO,
 		             "%llu pages advised, pages %u-%u can be resident",
 		             (unsigned long long)advised, LO, HI);
+	A(free)(guard);
+}
+
+/* A fake THP directory for os_thp_dir: `enabled` (the PMD size's mode), hpage_pmd_size,
+ * and hugepages-64kB/enabled (a multi-size THP's mode, Linux 6.8), hugepages-2048kB in
+ * "inherit". */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void fake_thp_dir(char *dir, const char *pmd, const char *m64)
+{
+	cr_assert_not_null(mkdtemp(dir));
+	char sub[256];
+	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	put_file(dir, "enabled", pmd);
+	put_file(dir, "hpage_pmd_size", "2097152\n");
+	put_file(dir, "hugepages-64kB/enabled", m64);
+	put_file(dir, "hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+	os_thp_dir = dir;
+	os_huge_reread();
+}
+
+/* The files go (the modes stay read: os_huge_reread is not called). */
+static void drop_thp_dir(const char *dir)
+{
+	static const char *const names[] = {"hugepages-64kB/enabled",
+	                                    "hugepages-2048kB/enabled",
+	                                    "hugepages-64kB",
+	                                    "hugepages-2048kB",
+	                                    "enabled",
+	                                    "hpage_pmd_size"};
+	char path[256];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (unlink(path) != 0)
+			rmdir(path);
+	}
+	rmdir(dir);
+}
+
+/* A multi-size THP size in "always" (hugepages-64kB/enabled, Linux 6.8) fills ranges nobody
+ * advised with folios of that size, whatever the PMD size's `enabled` says: pages no
+ * allocator write touched are resident then, as in mode "always" (os_thp_always). */
+Test(heap, a_multi_size_thp_of_mode_always_counts_as_mode_always)
+{
+	char d1[] = "/tmp/la-thp-XXXXXX", d2[] = "/tmp/la-thp-XXXXXX", d3[] = "/tmp/la-thp-XXXXXX";
+	fake_thp_dir(d1, "always [madvise] never\n", "always inherit madvise [never]\n");
+	cr_assert(!os_thp_always(), "madvise, 64 KiB never: not always");
+	cr_assert_eq(os_huge_size(), (size_t)2 << 20);
+	fake_thp_dir(d2, "always [madvise] never\n", "[always] inherit madvise never\n");
+	cr_assert(os_thp_always(), "64 KiB folios in any range: always");
+	cr_assert_eq(os_huge_size(), (size_t)2 << 20, "the PMD size's mode is still madvise");
+	fake_thp_dir(d3, "always madvise [never]\n", "always [inherit] madvise never\n");
+	cr_assert(!os_thp_always(), "never, 64 KiB inherits it: not always");
+	cr_assert_eq(os_huge_size(), 0);
+	drop_thp_dir(d1);
+	drop_thp_dir(d2);
+	drop_thp_dir(d3);
+}
+
+/* ... and a purge then advises a free span whole (the bitmap bounds nothing): here a page
+ * past the last one the allocator marked was made resident behind its back (as the kernel's
+ * 64 KiB folio around a page a carving wrote is) after the span was measured; a purge
+ * bounded by the bitmap (e69ab62) left it resident for good. */
+Test(heap, a_purge_where_a_multi_size_thp_is_always_advises_the_whole_span)
+{
+	char dir[] = "/tmp/la-thp-XXXXXX";
+	fake_thp_dir(dir, "always [madvise] never\n", "[always] inherit madvise never\n");
+	(void)os_thp_always(); /* read now */
+	drop_thp_dir(dir);
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("mmap_threshold", 8 << 20);
+	enum { PAGES = 400, LO = 10, HI = 300, BEHIND = 303 };
+	liballoc_trim(0);
+	char *b = A(malloc)((size_t)PAGES << LA_PAGE_SHIFT);
+	char *guard = A(malloc)((size_t)64 << LA_PAGE_SHIFT);
+	cr_assert_not_null(b);
+	cr_assert_not_null(guard);
+	b[(size_t)LO << LA_PAGE_SHIFT] = 1;
+	b[(size_t)HI << LA_PAGE_SHIFT] = 1;
+	struct heap *h = heap_of(b);
+	struct arena *a = h->arena;
+	A(free)(b);
+	arena_lock_all();
+	arena_unlock_all();
+	arena_lock(a);
+	heap_measure(h);
+	b[(size_t)BEHIND << LA_PAGE_SHIFT] = 1; /* the kernel's, not the allocator's */
+	heap_purge(h, 0);
+	arena_unlock(a);
+	unsigned char vec[PAGES];
+	cr_assert_eq(mincore(b, (size_t)PAGES << LA_PAGE_SHIFT, vec), 0);
+	uint32_t resident = 0;
+	for (int i = 0; i < PAGES; i++)
+		resident += vec[i] & 1;
+	cr_assert_eq(resident, 0, "%u of the span's pages still resident after its purge",
+	             resident);
 	A(free)(guard);
 }
