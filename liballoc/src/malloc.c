@@ -49,8 +49,10 @@ LA_COLD static void la_init(void)
 /* ---- allocation ------------------------------------------------------------------------ */
 
 /* Large (or cache-bypassing) allocation of size bytes aligned to align (>= 16); room: see
- * arena_alloc_large. */
-static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
+ * arena_alloc_large. Inline in malloc_slow (align LA_ALIGN, no fresh, no room folded: one
+ * frame and its checks fewer on malloc's large path, medsizes' half of its mallocs), a
+ * function of its own for the others (alloc_large). */
+LA_INLINE void *alloc_large_in(size_t size, size_t align, bool *fresh, bool room)
 {
 	if (unlikely(size > PTRDIFF_MAX - 2 * LA_PAGE || align > PTRDIFF_MAX / 2 ||
 	             size + align > PTRDIFF_MAX)) {
@@ -89,6 +91,11 @@ static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
 	return p;
 }
 
+LA_NOINLINE static void *alloc_large(size_t size, size_t align, bool *fresh, bool room)
+{
+	return alloc_large_in(size, align, fresh, room);
+}
+
 LA_NOINLINE static void *malloc_slow(size_t n)
 {
 	ENSURE_INIT();
@@ -98,7 +105,7 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 			errno = ENOMEM;
 		return p;
 	}
-	return alloc_large(n, LA_ALIGN, NULL, false);
+	return alloc_large_in(n, LA_ALIGN, NULL, false);
 }
 
 /* The bin's top, which the caller loaded as top, moves by d slots (1 or -1). On x86-64 one
@@ -299,6 +306,35 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
+/* free of a page-aligned p of this thread's arena whose page-map entry is p's own low 32
+ * bits (free's fast path: class 0, p its span's first byte): a large block at its span's
+ * start, the large slot's pair (medsizes: half its frees), validated as realloc's fast path
+ * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
+ * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
+ * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
+/* free_large_mine's block that the large slot declined: to its heap (errno kept). */
+LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
+{
+	int saved = errno;
+	arena_free_large(h->arena, h, s);
+	errno = saved;
+}
+
+LA_NOINLINE LA_RACY_METADATA static void free_large_mine(void *p)
+{
+	struct heap *h = heap_of(p);
+	struct span *s = span_at(h, heap_page_of(h, p));
+	struct tcache *tc = &la_tcache;
+	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && tc->state != TC_NONE &&
+	           tc->arena == h->arena)) {
+		if (likely(tcache_free_large(tc, s))) /* keeps errno (its slow paths save it) */
+			return;
+		free_large_arena(h, s);
+		return;
+	}
+	free_slow(p, "free()");
+}
+
 /* free of a pointer that is not in a heap of this thread's arena (its owner-table entry
  * has another arena's tag, or 0 where no heap is). A small block of another arena whose threads live (what the
  * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
@@ -427,6 +463,10 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		}
 #undef FREE_BIN
 		tc_leave(tc);
+		if (e == (uint32_t)(uintptr_t)p) {
+			free_large_mine(p);
+			return;
+		}
 		free_slow(p, "free()");
 		return;
 	}

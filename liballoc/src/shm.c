@@ -219,8 +219,10 @@ void shm_wake_control(void)
 void shm_note_retained_slow(void)
 {
 	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
+		int saved = errno; /* free's large slot hit calls it with errno unsaved */
 		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
 		shm_wake_control();
+		errno = saved;
 	}
 }
 

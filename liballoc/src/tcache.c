@@ -1014,6 +1014,8 @@ LA_INLINE void large_keep(struct tcache *tc, struct span *s)
  * seen by TSan, as tcache_free_large: the hint reads the arena's parked block unlocked. */
 LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, struct span *s)
 {
+	int saved = errno; /* free keeps errno: malloc.c's free_large_mine saves it only
+	                    * around the arena's free, not around the slot's hit */
 	/* declined: s goes to the arena (parked, or to its heap with the throttle off), and
 	 * the slot's blocks back to their heap, as the block parked before a parking free */
 	bool decline =
@@ -1035,11 +1037,13 @@ LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, stru
 	if (decline) {
 		publish_large(tc);
 		tc_leave(tc);
+		errno = saved;
 		return false;
 	}
 	large_keep(tc, s);
 	tc_leave(tc);
 	shm_note_retained();
+	errno = saved;
 	return true;
 }
 
