@@ -74,6 +74,8 @@ struct arena {
 	struct heap *heaps;                /* lock; most recently grown first */
 	struct span *partial[LA_NCLASSES]; /* lock; SMALL spans with free blocks */
 	uint32_t npartial[LA_NCLASSES];    /* lock; spans on each partial list */
+	uint32_t nspans[LA_NCLASSES];      /* lock; small spans of each class */
+	uint32_t nempty[LA_NCLASSES];      /* lock; of those, empty ones kept (spare) */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
 	uint32_t parked_resident;          /* lock; its pages counted resident */
 	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_PAGES */

@@ -1347,3 +1347,57 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
 	                   "got: %s", r.err);
 }
+
+/* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
+ * KEEP_EMPTY_*: one per 8 spans in use, at most 8), so that its next blocks start on the
+ * pages its last ones had; as its spans in use fall, each span that empties takes one kept
+ * one back with it, and a trim gives back the rest. */
+static uint32_t kept_on_list(struct arena *a, unsigned cls)
+{
+	uint32_t n = 0;
+	for (struct span *s = a->partial[cls]; s; s = s->next)
+		if (s->used == 0)
+			n++;
+	return n;
+}
+
+Test(empty_spans, a_class_above_8_kib_keeps_some_while_in_use_and_gives_them_back_as_it_falls)
+{
+	enum { N = 480, SIZE = 24576 };
+	static void *p[N];
+	unsigned cls = sc_class_of(SIZE);
+	struct arena *a = tcache_arena(&la_tcache);
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(p[i] = A(malloc)(SIZE));
+	/* a quarter of them back (whole spans: a refill carves a span's blocks in a row) */
+	for (int i = 0; i < N / 4; i++)
+		A(free)(p[i]);
+	uint32_t skipped;
+	tcache_flush_all(&skipped);
+	arena_lock(a);
+	uint32_t kept = a->nempty[cls], listed = kept_on_list(a, cls);
+	uint32_t in_use = a->nspans[cls] - kept;
+	arena_unlock(a);
+	cr_assert_eq(kept, listed, "the count is the list's: %u, %u", kept, listed);
+	cr_assert_gt(kept, 1, "%u empty spans kept, %u in use", kept, in_use);
+	cr_assert_leq(kept, LA_MAX(1u, LA_MIN(8u, in_use / 8)), "%u kept, %u in use", kept, in_use);
+	/* the class's next blocks come from the kept spans: no new span for as many */
+	uint64_t spans = class_spans(cls);
+	uint32_t again = kept * sc_blocks[cls];
+	for (uint32_t i = 0; i < again; i++)
+		cr_assert_not_null(p[i] = A(malloc)(SIZE));
+	cr_assert_leq(class_spans(cls), spans, "%llu spans made for %u blocks",
+	              (unsigned long long)(class_spans(cls) - spans), again);
+	for (int i = (int)again; i < N / 4; i++)
+		cr_assert_not_null(p[i] = A(malloc)(SIZE));
+	/* all of them back: the class falls, and the kept spans go with it */
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	tcache_flush_all(&skipped);
+	arena_lock(a);
+	kept = a->nempty[cls];
+	listed = kept_on_list(a, cls);
+	arena_unlock(a);
+	cr_assert_eq(kept, listed);
+	cr_assert_leq(kept, 1, "%u empty spans kept with none in use", kept);
+}
