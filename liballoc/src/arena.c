@@ -2398,8 +2398,11 @@ bool arena_reinit_child(struct arena *keep)
 		w->want = w->done = 0;
 		w->hit = w->holding = w->defer = 0;
 		/* what arena_burst_tick still has to do here: the pages prepared and stamped
-		 * go back, a burst under way ends (and rebases the level) */
-		tick |= w->stamp || w->prepared || w->active;
+		 * go back, a burst under way ends (and rebases the level); the child's first
+		 * look wants it at once, even where the program holds the arena then */
+		bool todo = w->stamp || w->prepared || w->active;
+		__atomic_store_n(&w->next_look_ns, todo ? 1 : 0, __ATOMIC_RELAXED);
+		tick |= todo;
 	}
 	la_lock_reinit(&arenas_lock);
 	return tick;
@@ -2690,6 +2693,7 @@ out:
 			d = LA_MIN(d, w->defer_look_ns + BURST_SETTLE_NS);
 		due = la_earlier(due, d);
 	}
+	__atomic_store_n(&w->next_look_ns, due, __ATOMIC_RELAXED);
 	arena_unlock(a);
 	if (give)
 		burst_defer_give_back(a);
@@ -2702,9 +2706,15 @@ uint64_t arena_burst_tick(struct arena *a, uint64_t now)
 	return burst_tick(a, now);
 }
 
-uint64_t arena_burst_look(struct arena *a, uint64_t now)
+uint64_t arena_burst_look(struct arena *a, uint64_t now, bool kicked)
 {
-	if (!la_trylock(&a->lock))
+	if (la_trylock(&a->lock))
+		return burst_tick(a, now);
+	uint64_t next = __atomic_load_n(&a->burst.next_look_ns, __ATOMIC_RELAXED);
+	if (kicked) /* wanted until a look gets in (burst_tick stores its own) */
+		__atomic_store_n(&a->burst.next_look_ns, next = now + BURST_BUSY_NS,
+		                 __ATOMIC_RELAXED);
+	if (next && next <= now + BURST_BUSY_NS)
 		return now + BURST_BUSY_NS;
-	return burst_tick(a, now);
+	return next; /* what its last look wanted (0: nothing; the next pass looks again) */
 }

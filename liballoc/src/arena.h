@@ -347,10 +347,16 @@ void arena_drain(struct arena *a);
  * end or start wakes the control thread), a time not after now: at once (more chunks). */
 uint64_t arena_burst_tick(struct arena *a, uint64_t now);
 /* The same for the control thread (op_burst), which does not wait for a lock the program
- * holds: it looks at that arena BURST_BUSY_NS later (as a PI-futex waiter it spun in the
- * kernel beside the owner: the fork loop's children spent ~1.5 % of their CPU there, their
- * control thread waiting out the program's frees and trim after each decay pass). */
-uint64_t arena_burst_look(struct arena *a, uint64_t now);
+ * holds (as a PI-futex waiter it spun in the kernel beside the owner: the fork loop's
+ * children spent ~1.5 % of their CPU there, their control thread waiting out the program's
+ * frees and trim after each decay pass). It looks at that arena again BURST_BUSY_NS later
+ * where a look is wanted by then: the arena's last look wanted one, or another thread
+ * kicked (`kicked`: a burst's start or end may want one its last look did not know of).
+ * The look after each decay pass alone waits for the next where the last wanted none, or
+ * keeps the time it wanted: at each pass that found the program in an arena it woke the
+ * thread again 1 ms later, and again while the program held it (tests/unit/mechanisms.c,
+ * decay::aging_pages_wake_..., read 6 wake-ups where 5 are due, under load). */
+uint64_t arena_burst_look(struct arena *a, uint64_t now, bool kicked);
 /* With one arena in use, the purge of a heap a free left nearly empty (the madvise
  * throttle's rule with a decay pass) waits this long for the control thread: a heap that
  * grows back out of nearly empty meanwhile (a loop that frees a batch and builds the next,

@@ -90,6 +90,9 @@ struct burst_watch {
 	struct burst_guess guess;
 	struct burst_pattern pat;
 	struct la_counters *c; /* the arena's published counters */
+	/* atomic (written under the lock, read without it): when the last look
+	 * (arena_burst_tick) wanted the next (0: none) */
+	uint64_t next_look_ns;
 };
 
 /* heap.c, lock held: n pages went into use (dirty of them resident: prepared pages are

@@ -171,10 +171,10 @@ bool op_decay(uint32_t tick, uint32_t stale, uint32_t *due)
 	return more || mappings_left || !full;
 }
 
-/* Burst preparation and the waiting nearly-empty purges for every arena (arena_burst_tick,
+/* Burst preparation and the waiting nearly-empty purges for every arena (arena_burst_look,
  * arena_empty_tick), and the measurement op_measure_soon asked for: the earliest time one
- * wants to run again (0: none). */
-static uint64_t op_burst(uint64_t now)
+ * wants to run again (0: none). kicked: another thread kicked since the last run. */
+static uint64_t op_burst(uint64_t now, bool kicked)
 {
 	uint64_t due = __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED);
 	if (due && now >= due) {
@@ -185,7 +185,7 @@ static uint64_t op_burst(uint64_t now)
 	}
 	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n; i++) {
-		due = la_earlier(due, arena_burst_look(&arenas[i], now));
+		due = la_earlier(due, arena_burst_look(&arenas[i], now, kicked));
 		due = la_earlier(due, arena_empty_tick(&arenas[i], now));
 	}
 	return due;
@@ -687,6 +687,7 @@ static void *control_main(void *arg)
 	uint64_t name_due = shm_name_pending() ? last_decay + shm_publish_delay_ms() * 1000000u : 0;
 	uint64_t burst_due = 0;             /* op_burst's next run (0: at the next kick) */
 	uint32_t burst_kicks = start_kicks; /* shm_kicks when op_burst last ran */
+	uint32_t burst_own = shm_own_kicks; /* and this thread's own kicks of them */
 	bool burst_look = start_look;       /* a decay pass ran since op_burst last did */
 	uint64_t now = last_decay;
 	/* the optional pressure watch (pressure.c) is set up here, off the program's path */
@@ -708,6 +709,7 @@ static void *control_main(void *arg)
 	for (;; now = os_now_ns()) {
 		/* read before the deadlines are computed: a kick after it wakes the wait */
 		uint32_t kicks = __atomic_load_n(&shm_kicks, __ATOMIC_ACQUIRE);
+		uint32_t own = shm_own_kicks;
 		uint64_t watch_ns = 0;
 		if (exit_watch_alone(&watch, now, &watch_ns)) {
 			honour_pending_terminations();
@@ -768,9 +770,13 @@ static void *control_main(void *arg)
 		 * while pages were prepared (they kick), and after each decay pass (a
 		 * "burst" that never ended is a new level: arena_burst_tick rebases it) */
 		if (kicks != burst_kicks || burst_look || (burst_due && now >= burst_due)) {
+			/* its own kicks (a pass that re-arms decay, a command) are no thread's
+			 * burst wanting a look */
+			bool kicked = kicks - burst_kicks != own - burst_own;
 			burst_look = false;
 			burst_kicks = kicks;
-			burst_due = op_burst(now);
+			burst_own = own;
+			burst_due = op_burst(now, kicked);
 			if (burst_due && burst_due <= now)
 				continue; /* more chunks: round the loop (the mailbox first) */
 		}

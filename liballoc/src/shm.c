@@ -204,10 +204,13 @@ void shm_publish_tunables(void)
 }
 
 __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
+uint32_t shm_own_kicks;
 
 void shm_wake_control(void)
 {
 	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_RELEASE);
+	if (shm_is_control)
+		shm_own_kicks++;
 	/* the control thread kicking itself (its decay pass re-arms decay as the cold caches
 	 * it flushes retain pages; a command sets decay_ms) is awake: it reads shm_kicks again
 	 * before it sleeps, and a wake would find no one waiting (a futex call in every decay

@@ -107,5 +107,7 @@ void shm_wake_control(void);
 extern uint32_t shm_kicks;
 /* set on the control thread: its own kicks bump shm_kicks and wake no one */
 extern __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
+/* the control thread's own kicks (only it reads and writes it) */
+extern uint32_t shm_own_kicks;
 
 #endif

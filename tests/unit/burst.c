@@ -499,3 +499,43 @@ Test(arena, a_deferral_looked_at_before_is_not_due_again_at_once)
 	             (long long)(due - now) / (long long)MS);
 	cr_assert_leq(due, now + 10 * S, "the deferral's time bound is its due");
 }
+
+/* The control thread does not wait for an arena the program holds (arena_burst_look): it
+ * looks at it again BURST_BUSY_NS later only where a look is wanted by then (the arena's
+ * last look wanted one, or a thread kicked: until a look gets in). The look after every decay pass at an arena
+ * whose watch wanted none waits for the next pass: it woke the thread again 1 ms later
+ * each time it found the program there (decay::aging_pages_wake_... in mechanisms.c read
+ * a sixth wake-up where five are due, about 2 runs in 60 under load). */
+Test(arena, a_busy_arena_is_looked_at_again_only_when_a_look_is_wanted)
+{
+	void *probe = A(malloc)(64 << 10);
+	cr_assert_not_null(probe);
+	struct arena *a = heap_of(probe)->arena;
+	A(free)(probe);
+	struct burst_watch *w = &a->burst;
+	uint64_t now = os_now_ns();
+	cr_assert_eq(arena_burst_tick(a, now), 0, "an idle watch wants no look");
+	arena_lock(a); /* the program holds the arena: the look passes it by */
+	uint64_t routine = arena_burst_look(a, now, false);
+	uint64_t kicked = arena_burst_look(a, now, true);
+	/* and the kick's look stays wanted until it gets in */
+	uint64_t again = arena_burst_look(a, now + BURST_BUSY_NS, false);
+	struct burst_watch saved = *w;
+	w->active = 1; /* a burst under way: the look at its time bound is wanted */
+	w->start_ns = now;
+	arena_unlock(a);
+	uint64_t due = arena_burst_tick(a, now);
+	arena_lock(a);
+	uint64_t before = arena_burst_look(a, now, false);
+	uint64_t at = arena_burst_look(a, due, false);
+	*w = saved;
+	arena_unlock(a);
+	arena_burst_tick(a, now);
+	cr_assert_eq(routine, 0, "an idle watch's busy arena was looked at again %lld ns later",
+	             (long long)(routine - now));
+	cr_assert_eq(kicked, now + BURST_BUSY_NS, "a kick's look comes back to a busy arena");
+	cr_assert_eq(again, now + 2 * BURST_BUSY_NS, "and again while the arena stays busy");
+	cr_assert_gt(due, now + BURST_BUSY_NS, "a burst's time bound is in the future");
+	cr_assert_eq(before, due, "a busy arena keeps the time its last look wanted");
+	cr_assert_eq(at, due + BURST_BUSY_NS, "a busy arena whose look is due is looked at again");
+}
