@@ -5,7 +5,11 @@
 #   make            build liballoc.so/.a, allocctld, allocctl
 #   make test       build and run every test suite (prove summarizes)
 #   make asan       the same tests with ASan+UBSan builds, in build/asan
-#   make tsan       the same tests with TSan builds, in build/tsan
+#   make tsan       the same tests with TSan builds, in build/tsan (suites marked
+#                   "# san: skip" preload liballoc.so into programs, which a sanitizer
+#                   build's prefixed la_malloc cannot serve: they do not run under either
+#                   sanitizer; README.md, limits, says what tests/policy/inprocess.bats
+#                   does under TSan and why it is not a race)
 #   make bench      the benchmark suite (QUICK=1 for the short form)
 #   make demo       the main job: daemon + a preloaded service + the CLI
 #   make format     clang-format the tree;  make format-check  verify it
