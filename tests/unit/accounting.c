@@ -95,6 +95,7 @@ static void check_arena(struct arena *a)
 	uint64_t allocated = 0, data = 0, free_res = 0, meta = 0, idle_meta = 0, parked = 0;
 	uint64_t dirty_sum = 0;
 	uint64_t cls_used[LA_NCLASSES] = {0}, cls_spans[LA_NCLASSES] = {0};
+	uint64_t cls_empty[LA_NCLASSES] = {0}, empty_unflagged = 0;
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		uint32_t bits = 0, dirty = 0, spare = 0;
 		for (uint32_t pg = h->first_page; pg < LA_HEAP_PAGES; pg++)
@@ -130,6 +131,10 @@ static void check_arena(struct arena *a)
 				if (s->used == 0) {
 					free_res += (uint64_t)set << LA_PAGE_SHIFT;
 					spare += s->npages;
+					cls_empty[s->cls]++;
+					/* kept: on its partial list, flagged empty (arena.c,
+					 * PARTIAL_EMPTY 2) */
+					empty_unflagged += s->on_partial != 2;
 				}
 				break;
 			case SPAN_LARGE:
@@ -203,7 +208,12 @@ static void check_arena(struct arena *a)
 	uint64_t cache_refills = c->cache_refills;
 	uint64_t cache_flushes = c->cache_flushes + c->cache_flushes_deferred;
 	uint32_t arena_dirty = a->dirty_pages;
+	uint32_t nspans[LA_NCLASSES], nempty[LA_NCLASSES];
+	memcpy(nspans, a->nspans, sizeof(nspans));
+	memcpy(nempty, a->nempty, sizeof(nempty));
 	arena_unlock(a);
+	cr_assert_eq(empty_unflagged, 0, "arena %u: %llu empty small spans not flagged kept",
+	             a->index, (unsigned long long)empty_unflagged);
 	/* the sum a thread cache's refill reads without the lock (tcache.c, bin_alloc) */
 	cr_assert_eq(arena_dirty, dirty_sum, "arena %u: dirty_pages %u, its heaps' %llu", a->index,
 	             arena_dirty, (unsigned long long)dirty_sum);
@@ -212,6 +222,10 @@ static void check_arena(struct arena *a)
 		cr_assert_eq(cs[k].spans, cls_spans[k], "arena %u class %u: spans %llu, walk %llu",
 		             a->index, k, (unsigned long long)cs[k].spans,
 		             (unsigned long long)cls_spans[k]);
+		cr_assert_eq(nspans[k], cls_spans[k], "arena %u class %u: nspans %u, walk %llu",
+		             a->index, k, nspans[k], (unsigned long long)cls_spans[k]);
+		cr_assert_eq(nempty[k], cls_empty[k], "arena %u class %u: nempty %u, walk %llu",
+		             a->index, k, nempty[k], (unsigned long long)cls_empty[k]);
 		cr_assert_eq(cs[k].blocks_in_use, out[k],
 		             "arena %u class %u: in use %llu, walk %llu", a->index, k,
 		             (unsigned long long)cs[k].blocks_in_use, (unsigned long long)out[k]);
