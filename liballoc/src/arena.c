@@ -501,14 +501,15 @@ static void unmake_span(struct arena *a, struct heap *h, struct span *s);
  * block wherever it fitted, and the class's next span started elsewhere: its blocks'
  * first pages (all a program that writes a header of its blocks touches) fell on pages
  * not touched before, until every page of the heap's extent was resident (bench
- * medsizes 1000 1000000 65536: 5.07k -> 4.20k faults, peak 23.5 -> 20.0 MB). Kept, the
- * class's next refill takes its blocks at the pages they had. One per 4 spans kept made
- * sizes-sweep peak 9.0 -> 9.5 MB (its batches empty every span of a class: the kept ones
- * go back one a free as the class's spans in use fall, but later than unmade); the
+ * medsizes 1000 1000000 65536: 5.07k -> 4.01k faults, peak 23.5 -> 19.2 MB; 3000000
+ * ops 35.8 -> 27.1 MB, one per 8 spans 29.3). Kept, the class's next refill takes its
+ * blocks at the pages they had. One per 4 spans kept made sizes-sweep peak 9.0 -> 9.5 MB
+ * (its batches empty every span of a class: the kept ones go back one a free as the
+ * class's spans in use fall, but later than unmade); the
  * classes up to 8 KiB (spans of 8-15 blocks and more) gain little (churn-1t-100k +3 %
  * peak when they kept too). */
 #define KEEP_EMPTY_FROM  8192u
-#define KEEP_EMPTY_RATIO 8u
+#define KEEP_EMPTY_RATIO 5u
 #define KEEP_EMPTY_MAX   8u
 
 /* An empty span (spare from now on) goes back to its heap unless it is the only one left

@@ -1349,7 +1349,7 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 }
 
 /* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
- * KEEP_EMPTY_*: one per 8 spans in use, at most 8), so that its next blocks start on the
+ * KEEP_EMPTY_*: one per 5 spans in use, at most 8), so that its next blocks start on the
  * pages its last ones had; as its spans in use fall, each span that empties takes one kept
  * one back with it, and a trim gives back the rest. */
 static uint32_t kept_on_list(struct arena *a, unsigned cls)
@@ -1380,7 +1380,7 @@ Test(empty_spans, a_class_above_8_kib_keeps_some_while_in_use_and_gives_them_bac
 	arena_unlock(a);
 	cr_assert_eq(kept, listed, "the count is the list's: %u, %u", kept, listed);
 	cr_assert_gt(kept, 1, "%u empty spans kept, %u in use", kept, in_use);
-	cr_assert_leq(kept, LA_MAX(1u, LA_MIN(8u, in_use / 8)), "%u kept, %u in use", kept, in_use);
+	cr_assert_leq(kept, LA_MAX(1u, LA_MIN(8u, in_use / 5)), "%u kept, %u in use", kept, in_use);
 	/* the class's next blocks come from the kept spans: no new span for as many */
 	uint64_t spans = class_spans(cls);
 	uint32_t again = kept * sc_blocks[cls];
