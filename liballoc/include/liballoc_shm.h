@@ -254,7 +254,7 @@ static inline void la_memory_of(const struct la_counters *c, struct la_memory *m
 #define LA_TUNABLES(X)                                                                             \
 	X(mmap_threshold, LA_T_SIZE, 128 * 1024, 0, 32 * LA_MIB, 1, -3,                            \
 	  "Requests at or above this size get their own mapping")                                  \
-	X(mmap_threshold_max, LA_T_SIZE, 8 * LA_MIB, 4096, 32 * LA_MIB, 1, 0,                      \
+	X(mmap_threshold_max, LA_T_SIZE, 4 * LA_MIB, 4096, 32 * LA_MIB, 1, 0,                      \
 	  "Ceiling of the dynamic mmap threshold")                                                 \
 	X(mmap_dynamic, LA_T_BOOL, 1, 0, 1, 1, 0,                                                  \
 	  "Raise the mmap threshold when direct mappings are freed (off once a threshold is set)") \

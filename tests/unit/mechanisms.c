@@ -1957,7 +1957,7 @@ Test(dynamic_threshold, a_new_mapping_takes_the_pages_kept_for_the_heaps_or_they
 Test(dynamic_threshold, an_explicit_threshold_turns_it_off)
 {
 	cr_assert_eq(A(mallopt)(M_MMAP_THRESHOLD, 256 * 1024), 1);
-	void *p = A(malloc)(4 << 20);
+	void *p = A(malloc)(2 << 20);
 	A(free)(p);
 	int64_t t = 0, dyn = 1;
 	liballoc_get("mmap_threshold", &t);
@@ -1965,10 +1965,10 @@ Test(dynamic_threshold, an_explicit_threshold_turns_it_off)
 	cr_assert_eq(t, 256 * 1024);
 	cr_assert_eq(dyn, 0);
 	set("mmap_dynamic", 1);
-	p = A(malloc)(4 << 20);
+	p = A(malloc)(2 << 20);
 	A(free)(p);
 	liballoc_get("mmap_threshold", &t);
-	cr_assert_gt(t, 4 << 20, "re-enabled: %lld", (long long)t);
+	cr_assert_gt(t, 2 << 20, "re-enabled: %lld", (long long)t);
 }
 
 /* One hit of the cache of freed mappings between before and after, and no mmap, munmap,
@@ -2126,20 +2126,20 @@ Test(mapping_cache, trim_empties_it)
 	A(free)(r);
 }
 
-/* The ceiling of the dynamic threshold is 8 MiB: a freed block below it raises the
+/* The ceiling of the dynamic threshold is 4 MiB: a freed block below it raises the
  * threshold (its size now comes from heaps). Until mappings are recycled, so does a freed
- * one of up to 32 MiB (glibc's ceiling); once they are, the threshold comes back to 8 MiB
+ * one of up to 32 MiB (glibc's ceiling); once they are, the threshold comes back to 4 MiB
  * and blocks from there up keep mappings of their own, recycled through the cache. */
-Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_once_they_are_recycled)
+Test(dynamic_threshold, blocks_from_the_4mb_ceiling_up_keep_mappings_once_they_are_recycled)
 {
 	int64_t max = 0, t0 = 0, t = 0;
 	liballoc_get("mmap_threshold_max", &max);
-	cr_assert_eq(max, 8 << 20);
+	cr_assert_eq(max, 4 << 20);
 	liballoc_get("mmap_threshold", &t0);
-	cr_assert_lt(t0, 6 << 20);
-	A(free)(A(malloc)(6 << 20));
+	cr_assert_lt(t0, 3 << 20);
+	A(free)(A(malloc)(3 << 20));
 	liballoc_get("mmap_threshold", &t);
-	cr_assert_gt(t, 6 << 20, "a 6 MiB mapping raised it: %lld", (long long)t);
+	cr_assert_gt(t, 3 << 20, "a 3 MiB mapping raised it: %lld", (long long)t);
 	A(free)(A(malloc)(16 << 20));
 	liballoc_get("mmap_threshold", &t);
 	cr_assert_gt(t, 16 << 20, "a 16 MiB mapping, none recycled yet: %lld", (long long)t);
@@ -2149,11 +2149,11 @@ Test(dynamic_threshold, blocks_from_the_8mb_ceiling_up_keep_mappings_once_they_a
 	A(free)(p);
 	void *r = recycle_mappings(); /* 40 MiB: above 32 MiB, raises nothing */
 	liballoc_get("mmap_threshold", &t);
-	cr_assert_eq(t, 8 << 20, "back at the ceiling once recycled: %lld", (long long)t);
+	cr_assert_eq(t, 4 << 20, "back at the ceiling once recycled: %lld", (long long)t);
 	/* 24 MiB: more than the resident free run the 16 MiB heap block left */
 	A(free)(A(malloc)(24 << 20));
 	liballoc_get("mmap_threshold", &t);
-	cr_assert_eq(t, 8 << 20, "a 24 MiB mapping raised it to %lld", (long long)t);
+	cr_assert_eq(t, 4 << 20, "a 24 MiB mapping raised it to %lld", (long long)t);
 	cr_assert_geq(stats().direct_cache_bytes, 24u << 20, "it went to the mapping cache");
 	uint64_t direct = stats().direct_mappings;
 	p = A(malloc)(24 << 20);
