@@ -78,8 +78,9 @@ struct arena {
 	uint32_t nempty[LA_NCLASSES];      /* lock; of those, empty ones kept (spare) */
 	struct span *parked;               /* lock; the last large block freed, kept whole */
 	uint32_t parked_resident;          /* lock; its pages counted resident */
-	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_PAGES */
-	uint32_t large_dense;              /* lock; of them written whole (large_sample) */
+	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_MAX_PAGES
+	                                    * (counted up to LARGE_SAMPLE_EVERY) */
+	uint32_t large_dense;              /* lock; probes read written whole (large_probe) */
 	uint32_t dirty_pages;              /* lock (a thread cache reads it, atomic): free
 	                                    * pages that may be resident, all its heaps' */
 	uint32_t large_allocs;             /* lock; allocations of such blocks (large_probe) */
@@ -260,18 +261,22 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool park_last);
 /* A large request of at least this many pages (160 KiB) may take the parked block in
  * place (arena.c, arena_alloc_large); a smaller one leaves it parked. */
-#define PARKED_SPLIT_PAGES 40u
-/* Large blocks of up to this many pages (64 KiB) start on a grid of as many pages from
- * their heap's start (heap.c, fit_on_grid); arena_large_grid holds it (tests whose
- * blocks must lie side by side set it to 0: no grid) */
-#define LARGE_GRID_PAGES   16u
+#define PARKED_SPLIT_PAGES   40u
+/* Large blocks of 2 to LARGE_GRID_MAX_PAGES pages (up to 256 KiB: blocks of 32-256 KiB
+ * written only at their start, bench medsizes 1000 1000000 262144, spread over every page
+ * of the heap when placed anywhere) start on a grid of LARGE_GRID_PAGES pages from their
+ * heap's start (heap.c, fit_on_grid); arena_large_grid holds the grid (tests whose blocks
+ * must lie side by side set it to 0: no grid) */
+#define LARGE_GRID_PAGES     16u
+#define LARGE_GRID_MAX_PAGES 64u
 extern uint32_t arena_large_grid;
 _Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid masks by it");
-/* ... unless the program writes them whole (arena.c, large_sample) */
+/* ... unless the program writes them whole (arena.c, large_probe): every LARGE_PROBE_EVERY-th
+ * allocation of such a block, once LARGE_SAMPLE_EVERY of them were freed every
+ * LARGE_SAMPLE_EVERY-th, takes the block as the probe if pages after its first are not
+ * resident yet, and reads the probe it took before */
 #define LARGE_SAMPLE_EVERY 32u
 #define LARGE_DENSE_AT     128u
-/* ... and every LARGE_PROBE_EVERY-th allocation of such a block reads one (arena.c,
- * large_probe) */
 #define LARGE_PROBE_EVERY  8u
 /* Do a's heaps hold at least `pages` free pages that may be resident? A guess without the
  * lock (tcache.c bin_alloc: may a refill's new span do without the large slot's pages?). */

@@ -644,38 +644,43 @@ Test(large_grid, blocks_of_up_to_16_pages_start_on_the_grid)
 	}
 }
 
-/* Frees sample what the program wrote of its blocks (one in LARGE_SAMPLE_EVERY asks
- * mincore): blocks written whole turn the grid off for the arena, so that they fill the
- * heap's holes as before (bench frag); blocks written only at their start keep it on. */
+/* Probes sample what the program wrote of its blocks: a block an allocation took with
+ * pages after its first not resident yet (one in LARGE_PROBE_EVERY, later one in
+ * LARGE_SAMPLE_EVERY) is read (mincore) at its free or at the next probe. Blocks written
+ * whole turn the grid off for the arena, so that they fill the heap's holes as before
+ * (bench frag); blocks written only at their start keep it on. A block whose pages were
+ * resident before it was allocated (pages earlier blocks wrote) is not read: it would say
+ * nothing of what the program writes. */
 Test(large_grid, blocks_written_whole_turn_it_off)
 {
 	set("mmap_threshold", 1 << 20);
 	set("tcache_max_bytes", 0); /* no large slot: every free reaches the arena */
+	set("madvise_throttle", 0); /* nothing populated ahead: only the writes below make
+	                             * the blocks' pages resident */
+	enum { N = 16 * LARGE_SAMPLE_EVERY };
 	size_t len = (size_t)12 << LA_PAGE_SHIFT;
-	char *p = A(malloc)(len);
-	cr_assert_not_null(p);
-	struct arena *a = heap_of(p)->arena;
-	A(free)(p);
-	for (unsigned i = 0; i < 16 * LARGE_SAMPLE_EVERY; i++) {
-		p = A(malloc)(len);
-		cr_assert_not_null(p);
-		p[0] = 1;
-		A(free)(p);
+	static char *b[N];
+	for (int whole = 0; whole < 2; whole++) {
+		for (unsigned i = 0; i < N; i++) {
+			b[i] = A(malloc)(len); /* all live: the heap's fresh pages too */
+			cr_assert_not_null(b[i]);
+			if (whole)
+				memset(b[i], 1, len);
+			else
+				b[i][0] = 1;
+		}
+		struct arena *a = heap_of(b[0])->arena;
+		arena_lock(a);
+		uint32_t dense = a->large_dense;
+		arena_unlock(a);
+		for (unsigned i = 0; i < N; i++)
+			A(free)(b[i]);
+		if (whole)
+			cr_assert_geq(dense, LARGE_DENSE_AT, "blocks written whole: %u", dense);
+		else
+			cr_assert_lt(dense, LARGE_DENSE_AT,
+			             "blocks written at their start only: %u", dense);
 	}
-	arena_lock(a);
-	uint32_t sparse = a->large_dense;
-	arena_unlock(a);
-	cr_assert_lt(sparse, LARGE_DENSE_AT, "blocks written at their start only: %u", sparse);
-	for (unsigned i = 0; i < 16 * LARGE_SAMPLE_EVERY; i++) {
-		p = A(malloc)(len);
-		cr_assert_not_null(p);
-		memset(p, 1, len);
-		A(free)(p);
-	}
-	arena_lock(a);
-	uint32_t dense = a->large_dense;
-	arena_unlock(a);
-	cr_assert_geq(dense, LARGE_DENSE_AT, "blocks written whole: %u", dense);
 }
 
 Test(parked, a_small_span_takes_its_pages_before_new_ones)
@@ -2184,6 +2189,9 @@ static char *heap_take_written(size_t want, long *faults)
 Test(dynamic_threshold, a_request_above_it_takes_resident_free_heap_pages_first)
 {
 	set("mmap_threshold", 256 << 10); /* fixed: the frees below do not move it */
+	arena_large_grid = 0; /* the blocks side by side: on the grid (up to 64 pages) their
+	                       * first 8 would leave 14 pages unwritten after each, until the
+	                       * probes turn it off (large_grid, blocks_written_whole_...) */
 	enum { N = 8, SIZE = 200 << 10 };
 	char *p[N];
 	for (int i = 0; i < N; i++) {
