@@ -209,15 +209,22 @@ static uint64_t rss_bytes(void)
 	return kb << 10;
 }
 
-/* The calling thread's arena, with a pattern of four bursts of `pages`, at intervals of
- * period + jitter, period - 2 jitter and period + jitter, the next one due in `due_ns`. */
-static struct arena *arena_with_pattern(uint32_t pages, uint64_t period, uint64_t jitter,
-                                        uint64_t due_ns)
+/* The calling thread's arena (a 64 KiB block's, freed again). */
+static struct arena *this_arena(void)
 {
 	void *probe = A(malloc)(64 << 10);
 	cr_assert_not_null(probe);
 	struct arena *a = heap_of(probe)->arena;
 	A(free)(probe);
+	return a;
+}
+
+/* The calling thread's arena, with a pattern of four bursts of `pages`, at intervals of
+ * period + jitter, period - 2 jitter and period + jitter, the next one due in `due_ns`. */
+static struct arena *arena_with_pattern(uint32_t pages, uint64_t period, uint64_t jitter,
+                                        uint64_t due_ns)
+{
+	struct arena *a = this_arena();
 	/* no resident free pages: the burst would take those first, and only the rest is
 	 * prepared */
 	arena_trim(a, 0);
@@ -458,10 +465,7 @@ Test(arena, a_hit_bursts_frees_leave_the_give_back_to_the_control_thread, .timeo
  * of its loop, 124M instructions, where the program's own thread made 612M). */
 Test(arena, a_deferral_looked_at_before_is_not_due_again_at_once)
 {
-	void *probe = A(malloc)(64 << 10);
-	cr_assert_not_null(probe);
-	struct arena *a = heap_of(probe)->arena;
-	A(free)(probe);
+	struct arena *a = this_arena();
 	struct burst_watch *w = &a->burst;
 	uint64_t now = os_now_ns();
 	arena_lock(a);
@@ -508,10 +512,7 @@ Test(arena, a_deferral_looked_at_before_is_not_due_again_at_once)
  * a sixth wake-up where five are due, about 2 runs in 60 under load). */
 Test(arena, a_busy_arena_is_looked_at_again_only_when_a_look_is_wanted)
 {
-	void *probe = A(malloc)(64 << 10);
-	cr_assert_not_null(probe);
-	struct arena *a = heap_of(probe)->arena;
-	A(free)(probe);
+	struct arena *a = this_arena();
 	struct burst_watch *w = &a->burst;
 	uint64_t now = os_now_ns();
 	cr_assert_eq(arena_burst_tick(a, now), 0, "an idle watch wants no look");

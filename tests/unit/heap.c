@@ -966,11 +966,7 @@ Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
 	struct la_counters after = counters();
 	uint32_t dirty = h->dirty_pages;
 	arena_unlock(a);
-	unsigned char vec[PAGES];
-	cr_assert_eq(mincore(b, (size_t)PAGES << LA_PAGE_SHIFT, vec), 0);
-	uint32_t resident = 0;
-	for (int i = 0; i < PAGES; i++)
-		resident += vec[i] & 1;
+	unsigned resident = resident_pages(b, PAGES);
 	uint64_t advised = (after.madvise_bytes - before.madvise_bytes) >> LA_PAGE_SHIFT;
 	cr_assert_eq(resident, 0, "%u of the block's pages still resident", resident);
 	cr_assert_eq(dirty, 0, "%u dirty pages left", dirty);
@@ -1082,11 +1078,7 @@ Test(heap, a_purge_where_a_multi_size_thp_is_always_advises_the_whole_span)
 	b[(size_t)BEHIND << LA_PAGE_SHIFT] = 1; /* the kernel's, not the allocator's */
 	heap_purge(h, 0);
 	arena_unlock(a);
-	unsigned char vec[PAGES];
-	cr_assert_eq(mincore(b, (size_t)PAGES << LA_PAGE_SHIFT, vec), 0);
-	uint32_t resident = 0;
-	for (int i = 0; i < PAGES; i++)
-		resident += vec[i] & 1;
+	unsigned resident = resident_pages(b, PAGES);
 	cr_assert_eq(resident, 0, "%u of the span's pages still resident after its purge",
 	             resident);
 	A(free)(guard);
