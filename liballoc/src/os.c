@@ -137,6 +137,24 @@ static int thp_always = -1;  /* the kernel backs unadvised ranges too (atomic; -
 static size_t huge_size = 1; /* os_huge_size (atomic; 1: not read yet) */
 const char *os_thp_dir = "/sys/kernel/mm/transparent_hugepage";
 
+/* Reads os_thp_dir's file [sub/]leaf into buf (os_read_small); -1 for a path too long (a
+ * test's directory: nothing read, the careful answer). */
+static ssize_t thp_read(const char *sub, const char *leaf, char *buf, size_t len)
+{
+	char path[256];
+	size_t dl = strlen(os_thp_dir), sl = sub ? strlen(sub) + 1 : 0, ll = strlen(leaf);
+	if (dl + sl + ll + 2 > sizeof(path))
+		return -1;
+	memcpy(path, os_thp_dir, dl);
+	if (sub) {
+		path[dl] = '/';
+		memcpy(path + dl + 1, sub, sl - 1);
+	}
+	path[dl + sl] = '/';
+	memcpy(path + dl + sl + 1, leaf, ll + 1);
+	return os_read_small(path, buf, len);
+}
+
 /* A multi-size THP (Linux 6.8: hugepages-<size>kB/enabled) of mode "always": the kernel
  * faults folios of that size into any anonymous range, advised or not, whatever the
  * PMD-size mode `enabled` says (a size in "inherit" follows it). */
@@ -144,15 +162,8 @@ static bool mthp_one(void *ctx, int dfd, const char *name)
 {
 	if (strncmp(name, "hugepages-", 10) != 0)
 		return true;
-	char path[256], buf[128];
-	size_t dl = strlen(os_thp_dir), nl = strlen(name);
-	if (dl + nl + sizeof("//enabled") > sizeof(path))
-		return true;
-	memcpy(path, os_thp_dir, dl);
-	path[dl] = '/';
-	memcpy(path + dl + 1, name, nl);
-	memcpy(path + dl + 1 + nl, "/enabled", sizeof("/enabled"));
-	if (os_read_small(path, buf, sizeof(buf)) > 0 && strstr(buf, "[always]")) {
+	char buf[128];
+	if (thp_read(name, "enabled", buf, sizeof(buf)) > 0 && strstr(buf, "[always]")) {
 		*(bool *)ctx = true;
 		return false;
 	}
@@ -175,15 +186,10 @@ size_t os_huge_size(void)
 	size_t s = __atomic_load_n(&huge_size, __ATOMIC_RELAXED);
 	if (s != 1)
 		return s;
-	char buf[128], path[256];
+	char buf[128];
 	s = 0;
-	size_t dl = strlen(os_thp_dir);
-	if (dl + sizeof("/hpage_pmd_size") > sizeof(path))
-		dl = 0; /* (a test's directory too long: nothing read, the careful answer) */
-	memcpy(path, os_thp_dir, dl);
 	/* e.g. "always [madvise] never": the bracketed word is the mode */
-	memcpy(path + dl, "/enabled", sizeof("/enabled"));
-	bool read = dl && os_read_small(path, buf, sizeof(buf)) > 0;
+	bool read = thp_read(NULL, "enabled", buf, sizeof(buf)) > 0;
 	/* unknown: as if it did (the careful answer); a multi-size THP of mode "always"
 	 * fills unadvised ranges too (by 16 KiB-2 MiB folios: pages no allocator write
 	 * touched are resident, the resident bitmap bounds nothing) */
@@ -192,8 +198,7 @@ size_t os_huge_size(void)
 	if (!always)
 		always = mthp_always();
 	__atomic_store_n(&thp_always, always, __ATOMIC_RELAXED);
-	memcpy(path + dl, "/hpage_pmd_size", sizeof("/hpage_pmd_size"));
-	if (pmd && os_read_small(path, buf, sizeof(buf)) > 0)
+	if (pmd && thp_read(NULL, "hpage_pmd_size", buf, sizeof(buf)) > 0)
 		for (const char *d = buf; *d >= '0' && *d <= '9'; d++)
 			s = s * 10 + (size_t)(*d - '0');
 	__atomic_store_n(&huge_size, s, __ATOMIC_RELAXED);
