@@ -234,6 +234,12 @@ LA_INLINE bool large_bin_empty(const struct tcache *tc, uint32_t np)
 	return np <= TC_LARGE_EXACT ? !(tc->large_mask >> (np - 1) & 1) : !tc->large_long;
 }
 
+/* The count of the bin of blocks of np pages (tslots, large_n). */
+LA_INLINE uint8_t *large_n_of(struct tcache *tc, uint32_t np)
+{
+	return &tc->slots->large_n[np <= TC_LARGE_EXACT ? np - 1 : TC_LARGE_EXACT];
+}
+
 /* Put s at the head of its bin (the newest). */
 LA_INLINE void large_push(struct tcache *tc, struct span *s)
 {
@@ -242,6 +248,7 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 	if (large_bin_empty(tc, np)) {
 		s->next = NULL;
 		s->prev = s;
+		*large_n_of(tc, np) = 1;
 		if (np <= TC_LARGE_EXACT)
 			tc->large_mask |= (uint64_t)1 << (np - 1);
 	} else {
@@ -249,6 +256,7 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 		s->next = head;
 		s->prev = head->prev;
 		head->prev = s;
+		++*large_n_of(tc, np);
 	}
 	*bin = s;
 	tc->nlarge++;
@@ -262,6 +270,7 @@ LA_INLINE void large_unlink(struct tcache *tc, struct span *s)
 	uint32_t np = s->npages;
 	struct span **bin = large_bin_of(tc, np);
 	struct span *head = *bin, *next = s->next;
+	--*large_n_of(tc, np); /* (meaningless once the bin is empty) */
 	if (s == head) {
 		*bin = next;
 		if (next)
@@ -282,31 +291,24 @@ LA_INLINE void large_unlink(struct tcache *tc, struct span *s)
 		tc->large_newest = NULL;
 }
 
-static uint32_t list_length(const struct span *s)
-{
-	uint32_t n = 0;
-	for (; s; s = s->next)
-		n++;
-	return n;
-}
-
 /* The block the bound sends back first: the oldest of the bin holding the most blocks
- * (of equals, the longer blocks'): the page count the slot can spare best. */
+ * (of equals, the longer blocks'): the page count the slot can spare best. The bins'
+ * counts (large_n), not their lists: a walk read every cached span's descriptor. */
 static struct span *large_victim(const struct tcache *tc)
 {
-	struct span *best = NULL;
+	const struct tslots *t = tc->slots;
+	unsigned best = 0;
 	uint32_t most = 0;
 	for (uint64_t m = tc->large_mask; m; m &= m - 1) {
-		struct span *head = tc->slots->large_bin[__builtin_ctzll(m)];
-		uint32_t n = list_length(head);
-		if (n >= most) {
-			best = head;
-			most = n;
+		unsigned k = (unsigned)__builtin_ctzll(m);
+		if (t->large_n[k] >= most) {
+			best = k;
+			most = t->large_n[k];
 		}
 	}
-	if (tc->large_long && list_length(tc->large_long) >= most)
-		best = tc->large_long;
-	return best->prev;
+	if (tc->large_long && t->large_n[TC_LARGE_EXACT] >= most)
+		return tc->large_long->prev;
+	return t->large_bin[best]->prev;
 }
 
 /* Take every block out of the slot into v, the newest last (it is the one parked). */

@@ -983,6 +983,38 @@ Test(large_slot, the_bound_sends_back_the_page_count_it_holds_most_of)
 	A(free)(keep);
 }
 
+/* The page count it holds most of is counted as the slot is now: blocks malloc took back
+ * are no longer counted (a bin's count, tcache.h large_n, not its list, decides). */
+Test(large_slot, the_bound_counts_the_blocks_the_slot_holds_now)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *c = A(malloc)(200 * 4096), *a[6], *b[4];
+	for (unsigned i = 0; i < 6; i++)
+		a[i] = A(malloc)(20 * 4096);
+	for (unsigned i = 0; i < 4; i++)
+		b[i] = A(malloc)(12 * 4096);
+	for (unsigned i = 0; i < 4; i++)
+		A(free)(b[i]);
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(a[i]); /* 168 pages: six of 20, four of 12 */
+	for (unsigned i = 5; i >= 1; i--)
+		cr_assert_eq(A(malloc)(20 * 4096), a[i], "(set-up)");
+	cr_assert_eq(tcache_large_bytes(), 68 * 4096, "a[0] and the four of 12 pages");
+	A(free)(c); /* 268 pages: the oldest of the four of 12 goes, a[0] stays */
+	cr_assert_eq(tcache_large_bytes(), 256 * 4096);
+	cr_assert_eq(A(malloc)(20 * 4096), a[0], "the page count held once kept its block");
+	for (int i = 3; i >= 1; i--)
+		cr_assert_eq(A(malloc)(12 * 4096), b[i]);
+	cr_assert_eq(tcache_large_bytes(), 200 * 4096, "b[0] went back");
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(a[i]);
+	for (unsigned i = 1; i < 4; i++)
+		A(free)(b[i]);
+	A(free)(keep);
+}
+
 /* The slot holds the last TC_LARGE_SLOTS blocks freed: a free that finds it full sends the
  * oldest back to its heap's free pages (resident), as a free that parks a block gives back
  * the one parked before; a block the arena had parked goes back at the first free. (The
