@@ -167,8 +167,9 @@ struct tcache {
 	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread
 	 * freed (in bins by page count; one block only until a malloc took one back since the
 	 * sweep before the last), large_pages pages in all, at most large_max bytes, each
-	 * kept whole for the next malloc of its page count or up to an eighth fewer (the
-	 * closest: tcmalloc's classes round as much), which takes it back with no lock
+	 * kept whole for the next malloc of its page count or up to a quarter fewer (the
+	 * closest: mimalloc's bins round as much; a realloc's move, which asks for a quarter
+	 * more already, up to an eighth fewer), which takes it back with no lock
 	 * (the arena's parked block costs two lock pairs a free+malloc, and holds one block:
 	 * a program whose sizes above the classes vary - buffers of 32 KiB-1 MiB, uniform -
 	 * met the lock and a page-run search at 9 of 10 pairs). A free that finds the slot full
@@ -375,7 +376,8 @@ LA_INLINE void tcache_large_event(struct tcache *tc)
  * back to their heap, as the block parked before a parking free does. */
 bool tcache_free_large(struct tcache *tc, struct span *s);
 /* arena_alloc_large for the calling thread's cache: the slot's closest block of the page
- * count or up to an eighth more (align at most LA_PAGE), with no lock; else the arena,
+ * count or up to a quarter more (room, a realloc's move: an eighth; align at most LA_PAGE),
+ * with no lock; else the arena,
  * which parks one of the slot's blocks first under the same lock when the request has
  * PARKED_SPLIT_PAGES or more. */
 void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room);

@@ -1104,6 +1104,28 @@ Test(large_slot, a_malloc_of_another_size_leaves_it_but_one_of_40_pages_parks_it
 	A(free)(keep);
 }
 
+/* A malloc takes a block up to a quarter longer than it asks for (an eighth took 25 pages
+ * for 23 or more only), not longer. */
+Test(large_slot, a_malloc_takes_a_block_up_to_a_quarter_longer)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *p = A(malloc)(25 * 4096);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 25 * 4096);
+	char *q = A(malloc)(19 * 4096); /* 19 + 19 / 4 = 23 pages: not p */
+	cr_assert_neq(q, p);
+	cr_assert_eq(tcache_large_bytes(), 25 * 4096, "the slot keeps p");
+	char *r = A(malloc)(20 * 4096 - 100); /* 20 pages: 20 + 20 / 4 = 25 */
+	cr_assert_eq(r, p, "a block a quarter longer comes back");
+	cr_assert_eq(tcache_large_bytes(), 0);
+	cr_assert_geq(A(malloc_usable_size)(r), 25 * 4096, "all of it usable");
+	A(free)(q);
+	A(free)(r);
+	A(free)(keep);
+}
+
 /* Bounded by bytes: 4 x tcache_max_bytes (1 MiB by default); a longer block is parked in
  * the arena as before; a lower bound sends a longer block in the slot back at once. */
 Test(large_slot, it_takes_blocks_up_to_four_times_tcache_max_bytes)
