@@ -447,7 +447,8 @@ static LA_NOINLINE uint32_t flush_bin_mixed(struct tcache *tc, unsigned cls, uin
  * owns the cache (busy or flusher). A bin of this arena's blocks only (the common case)
  * hands them over in a frame of its own, without the per-owner chains' stack and loop
  * (~40 instructions a full bin's flush). */
-static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
+LA_INLINE uint32_t flush_bin_inline(struct tcache *tc, unsigned cls, uint32_t keep,
+                                    enum flush_how how)
 {
 	struct tbin *b = &tc->bins[cls];
 	__asm__("" : "+r"(b)); /* kept in a register (bin_alloc) */
@@ -463,6 +464,11 @@ static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enu
 	memmove(slot, slot + n, keep * sizeof(void *));
 	b->top = b->slot + keep;
 	return n;
+}
+
+static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
+{
+	return flush_bin_inline(tc, cls, keep, how);
 }
 
 static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
@@ -739,7 +745,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		 * half as many flushes (growth 1000000 100000: 209.5M -> 204.7M instructions) */
 		if (arena_teardown_hint(tc->arena, cls))
 			keep = 0;
-		count -= flush_bin_to(tc, cls, keep, FLUSH_FULL);
+		count -= flush_bin_inline(tc, cls, keep, FLUSH_FULL);
 		bin_event(tc, cls);
 		tc->own_flushes = TC_OWN_FLUSH_SWEEPS;
 	}
