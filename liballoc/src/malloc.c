@@ -82,7 +82,9 @@ LA_INLINE void *alloc_large_in(size_t size, size_t align, bool *fresh, bool room
 			p = direct_alloc(size, align, fresh);
 		}
 	} else {
-		p = tcache_alloc_large(tc, size, align, room); /* the large slot, else the arena */
+		p = tcache_large_take(tc, size, align, room); /* the large slot */
+		if (!p)
+			p = tcache_alloc_large_slow(tc, size, align, room); /* the arena */
 		if (!p)
 			p = direct_alloc(size, align, fresh);
 	}

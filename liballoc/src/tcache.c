@@ -221,23 +221,9 @@ static void publish(struct tcache *tc)
 	publish_large(tc);
 }
 
-/* The head of the large slot's bin of blocks of np pages (an exact bin's means nothing
- * while its mask bit is clear: large_bin_empty). The exact bins are in the slot rows'
- * block (tslots), there whenever a block is in the slot (the bound is 0 without it). */
-LA_INLINE struct span **large_bin_of(struct tcache *tc, uint32_t np)
-{
-	return np <= TC_LARGE_EXACT ? &tc->slots->large_bin[np - 1] : &tc->large_long;
-}
-
 LA_INLINE bool large_bin_empty(const struct tcache *tc, uint32_t np)
 {
 	return np <= TC_LARGE_EXACT ? !(tc->large_mask >> (np - 1) & 1) : !tc->large_long;
-}
-
-/* The count of the bin of blocks of np pages (tslots, large_n). */
-LA_INLINE uint8_t *large_n_of(struct tcache *tc, uint32_t np)
-{
-	return &tc->slots->large_n[np <= TC_LARGE_EXACT ? np - 1 : TC_LARGE_EXACT];
 }
 
 /* Put s at the head of its bin (the newest). */
@@ -262,33 +248,6 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 	tc->nlarge++;
 	tc->large_pages += np;
 	tc->large_newest = s;
-}
-
-/* Take s out of its bin. */
-LA_INLINE void large_unlink(struct tcache *tc, struct span *s)
-{
-	uint32_t np = s->npages;
-	struct span **bin = large_bin_of(tc, np);
-	struct span *head = *bin, *next = s->next;
-	--*large_n_of(tc, np); /* (meaningless once the bin is empty) */
-	if (s == head) {
-		*bin = next;
-		if (next)
-			next->prev = s->prev;
-		else if (np <= TC_LARGE_EXACT)
-			tc->large_mask &= ~((uint64_t)1 << (np - 1));
-	} else {
-		s->prev->next = next;
-		if (next)
-			next->prev = s->prev;
-		else
-			head->prev = s->prev; /* s was the oldest */
-	}
-	s->next = s->prev = NULL;
-	tc->nlarge--;
-	tc->large_pages -= np;
-	if (tc->large_newest == s)
-		tc->large_newest = NULL;
 }
 
 /* The block the bound sends back first: the oldest of the bin holding the most blocks
@@ -1071,40 +1030,8 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 	return true;
 }
 
-/* The newest block of the fewest pages from want on (want <= TC_LARGE_EXACT) in the exact
- * bins `bins` selects (bit k: want + k pages); NULL if they are empty. */
-LA_INLINE struct span *large_exact_from(const struct tcache *tc, uint32_t want, uint64_t bins)
-{
-	uint64_t m = tc->large_mask >> (want - 1) & bins;
-	return m ? tc->slots->large_bin[want - 1 + (unsigned)__builtin_ctzll(m)] : NULL;
-}
-
-/* The slot's block for a request of want pages: the closest fit of want to want + over
- * pages, the newest of equals; NULL if none. */
-LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want, uint32_t over)
-{
-	if (want <= TC_LARGE_EXACT) {
-		/* over <= want / 4 <= 16: the bins of want .. want + over (none past the mask) */
-		struct span *s = large_exact_from(tc, want, (2ULL << over) - 1);
-		if (s || want + over <= TC_LARGE_EXACT)
-			return s;
-	}
-	struct span *s = NULL;
-	uint32_t best = over + 1;
-	for (struct span *t = tc->large_long; t; t = t->next) {
-		uint32_t d = t->npages - want; /* wraps when shorter */
-		if (d < best) {
-			s = t;
-			best = d;
-			if (!d)
-				break;
-		}
-	}
-	return s;
-}
-
-/* tcache_alloc_large when the slot holds no block for it: the arena's. */
-static LA_NOINLINE void *alloc_large_slow(struct tcache *tc, size_t size, size_t align, bool room)
+/* When the slot holds no block for the request (tcache_large_take): the arena's. */
+LA_NOINLINE void *tcache_alloc_large_slow(struct tcache *tc, size_t size, size_t align, bool room)
 {
 	struct arena *a = tcache_arena(tc);
 	if (unlikely(tc->state != TC_LIVE))
@@ -1138,31 +1065,6 @@ static LA_NOINLINE void *alloc_large_slow(struct tcache *tc, size_t size, size_t
 	publish_large(tc);
 	tc_leave(tc);
 	return p;
-}
-
-void *tcache_alloc_large(struct tcache *tc, size_t size, size_t align, bool room)
-{
-	if (likely(tc->state == TC_LIVE) && align <= LA_PAGE && size <= LA_LARGE_MAX) {
-		if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
-			uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
-			/* a malloc takes a block up to a quarter longer, as a realloc's move asks
-			 * for a quarter more (malloc.c: its slack), which takes one up to an eighth
-			 * longer than that (sizes at random over the 8 page counts above the classes,
-			 * medsizes 1000 1000000 65536: a malloc in 11 went to the arena at an eighth,
-			 * one in 17 at a quarter; 373.8M -> 350.4M instructions, and less RSS: the
-			 * slot's blocks serve, not new runs of the heap) */
-			struct span *s = large_fit(tc, want, room ? want / 8 : want / 4);
-			if (s) {
-				large_unlink(tc, s);
-				tc->large_uses++;
-				s->offset = 0;
-				tc_leave(tc);
-				return span_base(heap_of(s), s);
-			}
-		}
-		tc_leave(tc);
-	}
-	return alloc_large_slow(tc, size, align, room);
 }
 
 void tcache_flush_large_all(void)
