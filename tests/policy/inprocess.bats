@@ -32,9 +32,10 @@ hold_with() {
 
 @test "inprocess: systemd's protocol over a socket: the trigger is written, an event trims" {
 	python3 -c '
-import socket, sys, time
+import os, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind(sys.argv[1] + "/mp.sock"); s.listen(1)
+# listening before the name appears (the test waits for it, then starts the process)
+s.bind(sys.argv[1] + "/mp.tmp"); s.listen(1); os.rename(sys.argv[1] + "/mp.tmp", sys.argv[1] + "/mp.sock")
 c, _ = s.accept()
 got = b""
 while not got.endswith(b"\0"):

@@ -564,11 +564,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	started_ns = now_ns();
 	procs_init();
+	/* Bound under a temporary name and renamed into place once listening, as allocctld
+	 * does: a client that sees the socket appear can connect at once (between bind and
+	 * listen, connect fails with ECONNREFUSED). */
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
+	char tmp[sizeof(sa.sun_path)];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", argv[1]);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", tmp);
+	unlink(tmp);
 	unlink(argv[1]);
-	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 16) < 0) {
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 16) < 0 ||
+	    rename(tmp, argv[1]) < 0) {
 		perror("fake-ctld: bind");
 		return 1;
 	}
