@@ -440,9 +440,12 @@ static void *fit_cached(struct dcached *m, size_t len)
 		return m->base;
 	}
 	size_t to = LA_MAX(m->grow, len);
+	int saved = errno; /* the room refused (os_remap's ENOMEM), a malloc that succeeds */
 	void *q = os_remap(m->base, m->len, to, pc());
-	if (!q && to > len)
+	if (!q && to > len) {
+		errno = saved;
 		q = os_remap(m->base, m->len, to = len, pc());
+	}
 	if (!q) {
 		STAT_SUB(pc(), address_space_bytes, m->len);
 		os_unmap(m->base, m->len, pc());
@@ -599,9 +602,12 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 				want = with_room(len);
 			la_unlock(&direct_lock);
 		}
+		int saved = errno; /* the room refused (os_map's ENOMEM), a malloc that succeeds */
 		base = os_map(want, pc());
-		if (!base && want > len)
+		if (!base && want > len) {
+			errno = saved;
 			base = os_map(want = len, pc());
+		}
 		if (!base)
 			return NULL;
 		got = want;

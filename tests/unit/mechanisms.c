@@ -3,6 +3,7 @@
  * /proc, never on timing. Linked with liballoc.a; every test runs in its own process. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -2522,6 +2523,51 @@ Test(mapping_cache, a_new_mapping_is_made_with_room_while_mappings_are_recycled)
 	cr_assert_eq(s, p);
 	reused_without_a_call(&before, &after);
 	A(free)(s);
+	A(free)(q);
+	A(free)(r);
+}
+
+/* The address-space limit (RLIMIT_AS) set to VmSize plus margin bytes; returns the old one. */
+static struct rlimit limit_address_space(size_t margin)
+{
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	size_t vm = (size_t)status_kib("VmSize:") << 10;
+	cr_assert_gt(vm, 0);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &(struct rlimit){vm + margin, old.rlim_max}), 0);
+	return old;
+}
+
+/* The room is address space only: where it is refused (RLIMIT_AS), a new mapping is made,
+ * and a cached one grown, to the size asked, and the malloc that succeeds leaves errno as
+ * it was (the refused try set ENOMEM). */
+Test(mapping_cache, the_room_refused_maps_the_size_asked_and_keeps_errno)
+{
+	set("decay_ms", 0);
+	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
+	struct rlimit old = limit_address_space(12 << 20);
+	errno = 4242;
+	char *p = A(malloc)(10 << 20); /* 20 MiB refused: 10 */
+	int err = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_not_null(p);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert_eq(A(malloc_usable_size)(p), 10u << 20);
+	memset(p, 1, 10 << 20);
+	A(free)(p); /* cached: mappings are recycled */
+	cr_assert_eq(stats().direct_cache_bytes, 10u << 20);
+	old = limit_address_space(6 << 20);
+	struct la_counters before = stats();
+	errno = 4242;
+	char *q = A(malloc)(14 << 20); /* the cached 10 MiB grown: 28 MiB refused, 14 */
+	err = errno;
+	struct la_counters after = stats();
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_not_null(q);
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert_eq(A(malloc_usable_size)(q), 14u << 20);
+	cr_assert_eq(q[(10 << 20) - 1], 1, "its pages came along");
 	A(free)(q);
 	A(free)(r);
 }
