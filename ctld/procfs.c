@@ -466,7 +466,7 @@ int procfs_find_nspid(uint64_t pidns, pid_t nspid, uint64_t start_time, pid_t *p
 	return start_time + 1 >= nsidx.built_ticks ? PROCFS_NS_LATER : PROCFS_NS_HIDDEN;
 }
 
-int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out)
+static int read_once(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
@@ -583,4 +583,19 @@ int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs
 		return -1;
 	}
 	return 0;
+}
+
+int procfs_read(pid_t pid, unsigned what, uint64_t expected_start, struct procfs_info *out)
+{
+	/* An exec between the first file read (stat) and the last (comm) would mix two images:
+	 * the exe and command line of the old with the comm of the new. An exec sets exe and
+	 * the command line before comm, so a comm other than stat's says one happened: read
+	 * again (execs are rare; at most three reads). */
+	for (int tries = 1;; tries++) {
+		int r = read_once(pid, what, expected_start, out);
+		if (r < 0 || tries == 3 ||
+		    (out->have & (PROCFS_STAT | PROCFS_COMM)) != (PROCFS_STAT | PROCFS_COMM) ||
+		    !strcmp(out->stat_comm, out->comm))
+			return r;
+	}
 }

@@ -333,3 +333,81 @@ Test(procfs, find_nspid_in_the_readers_namespace_and_not_elsewhere)
 	cr_assert_neq(procfs_find_nspid(1, getpid(), self.start_time, &pid), PROCFS_NS_FOUND);
 	cr_assert_eq(pid, 0);
 }
+
+/* An exec that lands in the middle of a read: a stand-in /proc whose comm is a FIFO. The
+ * writer waits for the reader to open comm (exe and the command line are read by then), and
+ * only then makes the process the new image (stat's comm, exe, a plain comm file) before it
+ * answers with the new comm. The reader must not keep the old exe beside the new comm. */
+struct exec_midread {
+	char dir[64];
+};
+
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[128], tmp[140];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	FILE *f = fopen(tmp, "w");
+	cr_assert(f);
+	cr_assert_eq(fputs(text, f) >= 0, 1);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(rename(tmp, path), 0);
+}
+
+static void *exec_while_reading(void *arg)
+{
+	struct exec_midread *m = arg;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/comm", m->dir);
+	int fd = open(path, O_WRONLY); /* returns once the reader has opened comm */
+	if (fd < 0)
+		return (void *)1;
+	put_file(m->dir, "stat",
+	         "4242 (newimg) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 "
+	         "987654 1000000 25 0\n");
+	char exe[128], tmp[140];
+	snprintf(exe, sizeof(exe), "%s/exe", m->dir);
+	snprintf(tmp, sizeof(tmp), "%s.new", exe);
+	int bad = symlink("/usr/bin/newimg", tmp) || rename(tmp, exe);
+	put_file(m->dir, "cmdline", "newimg");
+	put_file(m->dir, "comm", "newimg\n"); /* over the FIFO's name: the next read finds it */
+	bad |= write(fd, "newimg\n", 7) != 7;
+	close(fd);
+	return (void *)(intptr_t)bad;
+}
+
+Test(procfs, an_exec_during_a_read_is_read_again_not_mixed)
+{
+	char root[] = "/tmp/procfs-exec.XXXXXX";
+	cr_assert_not_null(mkdtemp(root));
+	struct exec_midread m;
+	snprintf(m.dir, sizeof(m.dir), "%s/4242", root);
+	cr_assert_eq(mkdir(m.dir, 0755), 0);
+	put_file(m.dir, "stat",
+	         "4242 (oldimg) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 "
+	         "987654 1000000 25 0\n");
+	put_file(m.dir, "status",
+	         "Name:\toldimg\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nThreads:\t1\n");
+	put_file(m.dir, "cmdline", "/usr/bin/oldimg");
+	char path[128];
+	snprintf(path, sizeof(path), "%s/exe", m.dir);
+	cr_assert_eq(symlink("/usr/bin/oldimg", path), 0);
+	snprintf(path, sizeof(path), "%s/comm", m.dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, exec_while_reading, &m), 0);
+	procfs_set_root(root);
+	struct procfs_info pi;
+	int r = procfs_read(4242, PROCFS_IDENTITY, 987654, &pi);
+	procfs_set_root(NULL);
+	void *bad;
+	pthread_join(t, &bad);
+	cr_assert_null(bad, "the stand-in exec failed");
+	cr_expect_eq(r, 0);
+	cr_expect_str_eq(pi.comm, "newimg");
+	cr_expect_str_eq(pi.exe, "/usr/bin/newimg", "the old image's exe beside the new comm");
+	cr_expect_str_eq(pi.cmdline, "newimg");
+	char cmd[96];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	cr_expect_eq(system(cmd), 0);
+}
