@@ -190,9 +190,11 @@ static void bin_take_row(struct tcache *tc, unsigned c)
  * emptied. */
 LA_INLINE void publish_count(struct tcache *tc, unsigned c, uint32_t count)
 {
-	int64_t delta = ((int64_t)count - tc->pub_count[c]) * sc_size[c];
-	if (delta && tc->arena) {
-		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)delta);
+	uint32_t pub = tc->pub_count[c];
+	/* the count as published, as a rule: no product to form */
+	if (count != pub && tc->arena) {
+		STAT_ADD(tc->arena->c, cached_bytes,
+		         (uint64_t)(((int64_t)count - pub) * (int64_t)sc_size[c]));
 		tc->pub_count[c] = (uint16_t)count;
 	}
 }
@@ -419,8 +421,9 @@ LA_INLINE uint32_t flush_bin_inline(struct tcache *tc, unsigned cls, uint32_t ke
 	void **slot = b->slot + 1; /* the blocks, oldest first */
 	uint32_t n = count - keep;
 	arena_free_blocks(tc->arena, slot, n, cls, how);
-	/* the most recent blocks stay, at the bottom now */
-	memmove(slot, slot + n, keep * sizeof(void *));
+	/* the most recent blocks stay, at the bottom now (none: no call) */
+	if (keep)
+		memmove(slot, slot + n, keep * sizeof(void *));
 	b->top = b->slot + keep;
 	return n;
 }
