@@ -441,7 +441,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		 * register first */
 		__asm__("" : "+r"(bins), "+r"(ci));
 		void **top = FREE_BIN->top;
-		/* the room word beside the bin's top (struct trow): the class's reciprocal while
+		/* the room word TC_ROOM past the bin's top (struct twide): the class's reciprocal while
 		 * the bin has room, else 0, as in bin_none's row (a page of no small span: class
 		 * field 0) and the idle bins' (a flusher holds the cache): no offset divides */
 		if (likely(room_divides(off, top) && ((void **)p)[1] != key)) {

@@ -53,9 +53,24 @@ LA_INLINE uint32_t tbin_count(const struct tbin *b)
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_REMOTE_BATCH 64u             /* foreign frees handed over at a time */
 #define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
-#define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold */
-#define TC_SMALL4_MAX   512u            /* sizes malloc's fast path classes in TLS (small4) */
-#define TC_LARGE_SLOTS  32u             /* blocks of the large slot (struct tcache, large) */
+#define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
+/* A bin of one of the first TC_WIDE_CLASSES classes (16-48 bytes) that both refills and
+ * flushes often grows past TC_MAX_BLOCKS (tcache.c, bin_grow): onto a wide row of
+ * TC_WIDE_SLOTS slots, up to TC_GROW_BYTES of blocks (255 of 16 bytes, 127 of 32, 85 of
+ * 48; from 64 bytes on, 63 blocks fill them already), and back to its base limit at the
+ * first cold-bin sweep that finds it quiet. 8 KiB (255 blocks of 32 bytes) took logicmin
+ * 60 0.8M instructions lower still, but its peak 4,492 -> 4,624 KiB. */
+#define TC_WIDE_SLOTS   256u
+#define TC_WIDE_CLASSES 3u
+#define TC_GROW_BYTES   4096u
+/* Refills and flushes of a bin (at least one of each), with no cold-bin sweep finding it
+ * quiet in between, for a step of growth: a class in steady use (logicmin's 32-byte blocks:
+ * 7,000 refills and 4,300 flushes a run), not one batch of it (sizes sweep, 256 blocks of
+ * each size in turn: some 16 a batch; at 16, its bins grew and its peak went 8,968 ->
+ * 9,740 KiB). */
+#define TC_GROW_EVENTS  64u
+#define TC_SMALL4_MAX   512u /* sizes malloc's fast path classes in TLS (small4) */
+#define TC_LARGE_SLOTS  32u  /* blocks of the large slot (struct tcache, large) */
 /* The large slot's bins: blocks of 1 to TC_LARGE_EXACT pages in the bin of their page
  * count (bin np - 1: malloc's look is a mask and one list head), longer ones in one more
  * bin, looked through for the closest fit. Each bin is a list through its spans' next
@@ -64,17 +79,26 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_LARGE_EXACT  64u
 _Static_assert(TC_LARGE_EXACT == 64, "a mask word has a bit per exact bin");
 
-/* A bin's row: its slots, and beside each slot the room word free's fast path reads at
- * TC_ROOM bytes past its bin's top (tbin_room): the class's reciprocal while the bin has
- * room for one more block (count below the limit), 0 when it has none, so that one test
- * (a block start of the class, and room) covers both (a block start of no class:
- * reciprocal 0 too). The row of no bin (tc_no_slots) has room words of 0. Written when the
- * bin takes the row and when its limit changes (bin_set_limit). */
-struct trow {
-	void *slot[TC_SLOTS];
-	uint64_t room[TC_SLOTS]; /* low 32 bits: the reciprocal or 0 (x86-64: little-endian) */
+/* A bin's row: its slots, and TC_ROOM bytes past each slot the room word free's fast path
+ * reads past its bin's top (tbin_room): the class's reciprocal while the bin has room for
+ * one more block (count below the limit), 0 when it has none, so that one test (a block
+ * start of the class, and room) covers both (a block start of no class: reciprocal 0
+ * too). The row of no bin (tc_no_slots) has room words of 0. Written when the bin takes
+ * the row and when its limit changes (bin_limit_to). A wide row (struct twide: a page,
+ * its slots, then their room words) puts TC_ROOM at TC_WIDE_SLOTS words; the rows of
+ * TC_SLOTS slots go four to a group of the same layout (struct tgroup: four rows' slots,
+ * then their room words), as dense as rows of slots and room words side by side. */
+struct twide {
+	void *slot[TC_WIDE_SLOTS];
+	uint64_t room[TC_WIDE_SLOTS]; /* low 32 bits: the reciprocal or 0 (little-endian) */
 };
-#define TC_ROOM offsetof(struct trow, room)
+#define TC_ROOM       offsetof(struct twide, room)
+#define TC_GROUP_ROWS (TC_WIDE_SLOTS / TC_SLOTS)
+struct tgroup {
+	void *slot[TC_GROUP_ROWS][TC_SLOTS];
+	uint64_t room[TC_GROUP_ROWS][TC_SLOTS];
+};
+_Static_assert(offsetof(struct tgroup, room) == TC_ROOM, "a row's room words are TC_ROOM on");
 
 /* The slot rows of one cache: pages of the thread's arena, taken at its first cache
  * operation and given back when it exits (outside TLS: glibc copies a thread's TLS
@@ -82,12 +106,25 @@ struct trow {
  * Rows go to bins in the order of their classes' first use (tcache.rows taken so far):
  * the first TC_ROWS_FIRST here, the others in `more`, taken when a bin first needs one
  * of them (a thread of fewer classes maps 7 pages of rows, as before the room words). */
-#define TC_ROWS_FIRST (LA_NCLASSES / 2)
+#define TC_ROWS_FIRST 24u /* 6 groups: with the rest, 7 pages */
+#define TC_ROWS_MORE  (LA_NCLASSES - TC_ROWS_FIRST)
+struct tmore {
+	struct tgroup group[(TC_ROWS_MORE + TC_GROUP_ROWS - 1) / TC_GROUP_ROWS];
+};
 struct tslots {
-	/* rows TC_ROWS_FIRST and on (row[r - TC_ROWS_FIRST]); NULL until then. First, on the
-	 * page of the first rows, which the set-up touches anyway */
-	struct tslots *more __attribute__((aligned(64)));
-	struct trow row[TC_ROWS_FIRST] __attribute__((aligned(64)));
+	/* rows TC_ROWS_FIRST and on (row r - TC_ROWS_FIRST there); NULL until then. First, on the
+	 * page of the first rows, which the set-up touches anyway; the bins' growth beside
+	 * it (owner, or a flusher that took the cache; in the first tslots only) */
+	struct tmore *more __attribute__((aligned(64)));
+	struct twide *wide;   /* the wide rows of classes 0 to TC_WIDE_CLASSES - 1; NULL
+	                       * until a bin first grows */
+	uint8_t wide_bins;    /* bins (bit c) on their wide row */
+	uint8_t grown_bins;   /* bins above their base limit */
+	uint8_t grow_pending; /* bins with refills or flushes counted in grow_events */
+	uint8_t grow_events[TC_WIDE_CLASSES]; /* since the bin last grew or was quiet at a
+	                                       * cold-bin sweep */
+	uint8_t grow_both[TC_WIDE_CLASSES];   /* bit 0: a refill among them, bit 1: a flush */
+	struct tgroup group[TC_ROWS_FIRST / TC_GROUP_ROWS] __attribute__((aligned(64)));
 	/* the large slot's bins of 1 to TC_LARGE_EXACT pages (struct tcache, large_mask): here,
 	 * not in the cache (TLS), whose initial image the loader reads at every start (a
 	 * larger one reached into one more page of liballoc.so, startup.bats); those of the
@@ -100,10 +137,11 @@ struct tslots {
 	uint8_t large_n[TC_LARGE_EXACT + 1];
 };
 _Static_assert(TC_LARGE_SLOTS <= UINT8_MAX, "a bin's count fits large_n");
-_Static_assert(2 * TC_ROWS_FIRST >= LA_NCLASSES, "two tslots hold every class's row");
+_Static_assert(TC_ROWS_FIRST % TC_GROUP_ROWS == 0, "the first rows fill their groups");
+_Static_assert(TC_WIDE_CLASSES <= 8, "a mask of wide bins is one byte");
 
 /* The room word of a bin whose top is top: the reciprocal of its class while it has room
- * for a push, else 0 (struct trow). */
+ * for a push, else 0 (struct twide). */
 LA_INLINE uint32_t tbin_room(void *const *top)
 {
 	return *(const uint32_t *)((const char *)top + TC_ROOM);

@@ -1401,3 +1401,105 @@ Test(empty_spans, a_class_above_8_kib_keeps_some_while_in_use_and_gives_them_bac
 	cr_assert_eq(kept, listed);
 	cr_assert_leq(kept, 1, "%u empty spans kept with none in use", kept);
 }
+
+/* ---- bins that grow (tcache.c, bin_grow) ---------------------------------------------- */
+
+/* rounds of n blocks of size bytes allocated, then all freed; returns the refills of the
+ * last round (this thread's arena: no other thread of the test allocates through it) */
+static uint64_t build_and_tear_down(size_t size, int n, int rounds)
+{
+	void **p = A(malloc)(sizeof(void *) * (size_t)n);
+	cr_assert_not_null(p);
+	uint64_t refills = 0;
+	for (int r = 0; r < rounds; r++) {
+		struct la_counters c0, c1;
+		liballoc_stats(&c0);
+		for (int i = 0; i < n; i++)
+			cr_assert_not_null(p[i] = A(malloc)(size));
+		liballoc_stats(&c1);
+		refills = c1.cache_refills - c0.cache_refills;
+		for (int i = 0; i < n; i++)
+			A(free)(p[i]);
+	}
+	A(free)(p);
+	return refills;
+}
+
+static void no_decay_pass(void)
+{
+	char reason[160];
+	cr_assert_eq(liballoc_set("decay_ms", 0, reason, sizeof(reason)), 0, "%s", reason);
+}
+
+/* A class whose blocks go to the arena and come back in runs longer than its bin holds (a
+ * structure of 2,000 blocks of 32 bytes built and torn down, again and again) refills and
+ * flushes half a bin at a time: with the 63 blocks of a bin's row, each refill took at most
+ * 32 of them, 63 refills a build. Such a bin grows (up to TC_GROW_BYTES: 127 blocks of 32
+ * bytes), and its refills take up to 64: half as many. */
+Test(growth, a_bin_that_refills_and_flushes_often_grows)
+{
+	no_decay_pass();
+	enum { N = 2000 };
+	unsigned cls = sc_class_of(32);
+	uint64_t refills = build_and_tear_down(32, N, 6);
+	struct tbin *b = &la_tcache.bins[cls];
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS, "limit %u", b->limit);
+	cr_assert_leq((uint64_t)b->limit * sc_size[cls], TC_GROW_BYTES, "limit %u", b->limit);
+	cr_assert_leq(b->limit, TC_WIDE_SLOTS - 1);
+	cr_assert_lt(refills, N / (TC_MAX_BLOCKS / 2 + 1), "%llu refills for %d blocks",
+	             (unsigned long long)refills, N);
+	/* the bin holds up to its limit: as many frees in a row go into it, no flush */
+	void *p[2 * TC_WIDE_SLOTS];
+	uint32_t n = 0;
+	while (n < b->limit || tbin_count(b)) /* its limit's worth out, and the bin empty */
+		cr_assert_not_null(p[n++] = A(malloc)(32));
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	for (uint32_t i = 0; i < b->limit; i++)
+		A(free)(p[i]);
+	liballoc_stats(&c1);
+	cr_assert_eq(tbin_count(b), b->limit);
+	cr_assert_eq(c1.cache_flushes, c0.cache_flushes, "no flush");
+	for (uint32_t i = b->limit; i < n; i++)
+		A(free)(p[i]);
+}
+
+/* Classes above 48 bytes keep their rows of 63 blocks: 64 bytes and more, those fill
+ * TC_GROW_BYTES already. */
+Test(growth, a_bin_of_64_byte_blocks_keeps_its_limit)
+{
+	no_decay_pass();
+	build_and_tear_down(64, 2000, 6);
+	cr_assert_eq(la_tcache.bins[sc_class_of(64)].limit, TC_MAX_BLOCKS);
+}
+
+/* The grown limit stays within tcache_max_bytes per class. */
+Test(growth, a_bin_grows_within_tcache_max_bytes)
+{
+	no_decay_pass();
+	char reason[160];
+	cr_assert_eq(liballoc_set("tcache_max_bytes", 2560, reason, sizeof(reason)), 0, "%s",
+	             reason);
+	build_and_tear_down(32, 2000, 6);
+	struct tbin *b = &la_tcache.bins[sc_class_of(32)];
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS, "2560 bytes: 80 blocks");
+	cr_assert_eq(b->limit, 2560 / 32, "limit %u", b->limit);
+}
+
+/* A grown bin whose class the thread stopped using goes back to its base limit at the
+ * first cold-bin sweep that finds it quiet (the sweeps come with other classes' refills
+ * and flushes): the bytes it may hold are TC_GROW_BYTES only while the class is in use. */
+Test(growth, a_grown_bin_goes_back_to_its_limit_when_its_class_goes_quiet)
+{
+	no_decay_pass();
+	unsigned cls = sc_class_of(32);
+	struct tbin *b = &la_tcache.bins[cls];
+	build_and_tear_down(32, 2000, 6);
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS);
+	build_and_tear_down(512, 2000, 4); /* hundreds of refills and flushes of another class */
+	cr_assert_eq(b->limit, TC_MAX_BLOCKS, "limit %u", b->limit);
+	cr_assert_leq(tbin_count(b), TC_MAX_BLOCKS);
+	/* and grows again when the class comes back */
+	build_and_tear_down(32, 2000, 6);
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS);
+}
