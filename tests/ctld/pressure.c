@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -343,6 +344,9 @@ static void remove_cgroup(void)
 
 static void enter_cgroup(void)
 {
+	/* a child dies with the test: one whose test failed would otherwise wait for ever and
+	 * hold the test runner's output pipe open (the whole run hung) */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	char path[700];
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 	int fd = open(path, O_WRONLY);
@@ -395,13 +399,20 @@ Test(pressure, cgroup_usage_thresholds_signal_both_ways)
 	cr_assert_not_null(w, "%s", err);
 	cr_assert_not(loop_until(b, got_any, &s, 100), "no event before anything happened");
 	pid_t child = toucher(64);
-	cr_assert(loop_until(b, got_above, &s, 10000), "usage never reported above 48 MiB");
+	/* 30 s: a loaded machine may be slow to fault the child's pages in; the wait ends as
+	 * soon as the event is seen */
+	cr_assert(loop_until(b, got_above, &s, 30000),
+	          "usage never reported above 48 MiB (%d events, last usage %llu, child %s)", s.n,
+	          (unsigned long long)s.last.mem.usage,
+	          waitpid(child, NULL, WNOHANG) == 0 ? "running" : "gone");
 	cr_assert_eq(s.last.source, PRESSURE_USAGE);
 	cr_assert_eq(s.last.mem.version, 1);
 	cr_assert_eq(s.last.mem.limit, 256u << 20);
 	cr_assert(strstr(s.last.why, "crossed a threshold"), "%s", s.last.why);
 	kill(child, SIGUSR1); /* frees its memory: usage falls below the low threshold */
-	cr_assert(loop_until(b, got_below, &s, 10000), "usage never reported below 16 MiB");
+	cr_assert(loop_until(b, got_below, &s, 30000),
+	          "usage never reported below 16 MiB (%d events, last usage %llu)", s.n,
+	          (unsigned long long)s.last.mem.usage);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	pressure_watch_free(w);
