@@ -1127,6 +1127,34 @@ Test(large_slot, a_malloc_takes_a_block_up_to_a_quarter_longer)
 	A(free)(keep);
 }
 
+/* A realloc's move asks for a quarter more than n already (its slack): it takes a block up
+ * to an eighth longer than that, not a quarter (a quarter there too raised realloc-growth's
+ * peak: the slot's longer blocks went to buffers that grow on). */
+Test(large_slot, a_reallocs_move_takes_a_block_up_to_an_eighth_longer_than_its_slack)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *p = A(malloc)(8 * 4096), *fence = A(malloc)(8 * 4096);
+	cr_assert_eq(fence, p + 8 * 4096, "(set-up: p cannot grow in place)");
+	memset(p, 7, 8 * 4096);
+	char *b = A(malloc)(24 * 4096);
+	A(free)(b);
+	cr_assert_eq(tcache_large_bytes(), 24 * 4096);
+	/* 16 pages: the slack is 20, an eighth more 22 (a quarter more would be 25) */
+	char *q = A(realloc)(p, 16 * 4096);
+	cr_assert_not_null(q);
+	cr_assert_neq(q, b, "the move took a block 4 pages past its slack's 20");
+	cr_assert_eq(tcache_large_bytes(), 24 * 4096, "the slot keeps it");
+	cr_assert_eq(q[8 * 4096 - 1], 7);
+	char *r = A(malloc)(20 * 4096); /* a malloc of those 20 pages takes it */
+	cr_assert_eq(r, b);
+	A(free)(r);
+	A(free)(q);
+	A(free)(fence);
+	A(free)(keep);
+}
+
 /* Bounded by bytes: 4 x tcache_max_bytes (1 MiB by default); a longer block is parked in
  * the arena as before; a lower bound sends a longer block in the slot back at once. */
 Test(large_slot, it_takes_blocks_up_to_four_times_tcache_max_bytes)
