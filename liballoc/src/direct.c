@@ -13,9 +13,8 @@
  * A request takes a cached mapping of at most 1.25 x its size or, when both are at or above
  * the dynamic threshold's ceiling, of any size (the smallest large enough, else the
  * largest): a longer one is handed out whole (its part beyond the request purged now and
- * then), a shorter one grown by mremap (with room: up to twice the request, no further
- * than the largest request lately); while mappings are recycled, a new one at or above the
- * ceiling is made with that room too. realloc grows a mapping by mremap with a quarter
+ * then), a shorter one grown by mremap (with up to a quarter more, no further than the
+ * largest request lately). realloc grows a mapping by mremap with a quarter
  * more (untouched address space) and keeps it for a shrink by less than a quarter.
  * Admission: a freed mapping enters the cache only while mappings are being recycled:
  * since a request took a cached mapping, or had to map where a mapping freed lately and
@@ -376,18 +375,6 @@ static struct dcached lend_remove(unsigned i)
 	return e;
 }
 
-/* Lock held: the length a mapping for a request of len bytes at or above the ceiling is
- * made or grown to while mappings are recycled: up to twice len, no further than the
- * largest such request since the last trim. Untouched address space, which a later, longer
- * request takes with no mremap (most growths move the mapping: ~14 us, six page faults'
- * worth): a program whose sizes vary over a range grows each mapping once or twice, not
- * at most of its requests (large_random 32 3000 2 32 1: 48 mremap calls a run with a
- * quarter more, 21 with this). */
-static size_t with_room(size_t len)
-{
-	return LA_MAX(len, LA_MIN(dbig, 2 * len));
-}
-
 /* Take a cached mapping for a request of len bytes (lock held). One of at most 1.25 x len
  * bytes fits as it is. When both are at or above the dynamic threshold's ceiling (blocks
  * that keep mappings of their own), any size serves: the smallest of at least len bytes,
@@ -416,8 +403,10 @@ static bool cache_take(size_t len, struct dcached *out)
 		return false;
 	*out = cache_remove((unsigned)best);
 	recycled_at = decay_epoch + 1;
-	/* a shorter one grows with room (fit_cached) */
-	out->grow = with_room(len);
+	/* a shorter one grows by up to a quarter more, towards the largest request lately
+	 * (fit_cached): untouched address space, which the next longer request takes without
+	 * another mremap (most of those move the mapping: ~14 us, six page faults' worth) */
+	out->grow = LA_MAX(len, LA_MIN(dbig, len + len / 4));
 	return true;
 }
 
@@ -426,8 +415,9 @@ static bool cache_take(size_t len, struct dcached *out)
  * earlier users wrote beyond len stays resident, so every DCACHE_PURGE_EVERY-th time it is
  * reused for a request shorter by more than a quarter (or at once when that part is larger
  * than a heap), its pages beyond len are purged. A shorter one is grown by mremap (which
- * may move it) with room (with_room, cache_take): a program whose requests vary grows each
- * mapping once or twice, not at every longer request. NULL when it cannot grow: the mapping
+ * may move it) to up to a quarter more than len, as far as the largest request at or above
+ * the ceiling since the last trim (cache_take): a program whose requests vary grows each
+ * mapping a few times, not at every longer request. NULL when it cannot grow: the mapping
  * is gone then. */
 static void *fit_cached(struct dcached *m, size_t len)
 {
@@ -592,25 +582,10 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	} else {
 		if (!(from & DIRECT_MAP))
 			return NULL;
-		/* while mappings are recycled, one at or above the ceiling is made with room, as
-		 * a cached one grows (cache_take): the cache hands it out whole to the requests
-		 * it serves later */
-		size_t want = len;
-		if (!extra && len >= (size_t)TUN(mmap_threshold_max)) {
-			la_lock(&direct_lock);
-			if (recycling())
-				want = with_room(len);
-			la_unlock(&direct_lock);
-		}
-		int saved = errno; /* the room refused (os_map's ENOMEM), a malloc that succeeds */
-		base = os_map(want, pc());
-		if (!base && want > len) {
-			errno = saved;
-			base = os_map(want = len, pc());
-		}
+		base = os_map(len, pc());
 		if (!base)
 			return NULL;
-		got = want;
+		got = len;
 		STAT_ADD(pc(), address_space_bytes, got);
 	}
 	if (fresh)

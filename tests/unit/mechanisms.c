@@ -2526,39 +2526,6 @@ Test(mapping_cache, a_shorter_request_takes_a_cached_mapping_whole_without_a_sys
 	A(free)(r);
 }
 
-/* While mappings are recycled, a new one at or above the ceiling is made with room: twice
- * the request, no further than the largest request since the last trim (40 MiB here). */
-Test(mapping_cache, a_new_mapping_is_made_with_room_while_mappings_are_recycled)
-{
-	set("decay_ms", 0);
-	char *p = A(malloc)(10 << 20); /* not recycled yet: the size asked */
-	cr_assert_eq(A(malloc_usable_size)(p), 10u << 20);
-	A(free)(p);
-	void *r = recycle_mappings();
-	struct la_counters before = stats();
-	p = A(malloc)(10 << 20);
-	struct la_counters after = stats();
-	cr_assert_eq(after.mmap_calls - before.mmap_calls, 1);
-	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 20u << 20,
-	             "twice the request: %llu bytes",
-	             (unsigned long long)(after.address_space_bytes - before.address_space_bytes));
-	cr_assert_eq(A(malloc_usable_size)(p), 20u << 20);
-	cr_assert_eq(after.direct_bytes - before.direct_bytes, 20u << 20, "counted whole");
-	char *q = A(malloc)(30 << 20);
-	cr_assert_eq(A(malloc_usable_size)(q), 40u << 20, "no further than 40 MiB");
-	/* the room serves a longer request with no system call */
-	memset(p, 1, 10 << 20);
-	A(free)(p);
-	before = stats();
-	char *s = A(malloc)(18 << 20);
-	after = stats();
-	cr_assert_eq(s, p);
-	reused_without_a_call(&before, &after);
-	A(free)(s);
-	A(free)(q);
-	A(free)(r);
-}
-
 /* The address-space limit (RLIMIT_AS) set to VmSize plus margin bytes; returns the old one. */
 static struct rlimit limit_address_space(size_t margin)
 {
@@ -2570,16 +2537,16 @@ static struct rlimit limit_address_space(size_t margin)
 	return old;
 }
 
-/* The room is address space only: where it is refused (RLIMIT_AS), a new mapping is made,
- * and a cached one grown, to the size asked, and the malloc that succeeds leaves errno as
- * it was (the refused try set ENOMEM). */
+/* The room a cached mapping grows with is address space only: where it is refused
+ * (RLIMIT_AS), it is grown to the size asked, and the malloc that succeeds leaves errno as
+ * it was (the refused try set ENOMEM). A new mapping, of the size asked, keeps errno too. */
 Test(mapping_cache, the_room_refused_maps_the_size_asked_and_keeps_errno)
 {
 	set("decay_ms", 0);
 	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
 	struct rlimit old = limit_address_space(12 << 20);
 	errno = 4242;
-	char *p = A(malloc)(10 << 20); /* 20 MiB refused: 10 */
+	char *p = A(malloc)(10 << 20);
 	int err = errno;
 	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
 	cr_assert_not_null(p);
@@ -2591,7 +2558,7 @@ Test(mapping_cache, the_room_refused_maps_the_size_asked_and_keeps_errno)
 	old = limit_address_space(6 << 20);
 	struct la_counters before = stats();
 	errno = 4242;
-	char *q = A(malloc)(14 << 20); /* the cached 10 MiB grown: 28 MiB refused, 14 */
+	char *q = A(malloc)(14 << 20); /* the cached 10 MiB grown: 17.5 MiB refused, 14 */
 	err = errno;
 	struct la_counters after = stats();
 	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
@@ -2608,53 +2575,53 @@ Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 {
 	set("decay_ms", 0);
 	void *r = recycle_mappings();
-	char *p = A(malloc)(10 << 20); /* made with room: 20 MiB */
+	char *p = A(malloc)(10 << 20);
 	memset(p, 1, 10 << 20);
 	A(free)(p);
 	struct la_counters before = stats();
-	char *q = A(malloc)(24 << 20);
+	char *q = A(malloc)(16 << 20);
 	/* mincore, not page faults: a sanitizer's shadow of a mapping that moved faults anew */
 	size_t came = resident_pages(q, 10 << 20);
-	memset(q, 2, 24 << 20);
+	memset(q, 2, 16 << 20);
 	struct la_counters after = stats();
 	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
 	cr_assert_eq(after.mmap_calls - before.mmap_calls, 1, "one mremap");
 	cr_assert_eq(after.munmap_calls, before.munmap_calls);
 	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
-	/* with room: twice 24 MiB is further than the largest request lately, 40 MiB */
-	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 20u << 20);
-	cr_assert_eq(A(malloc_usable_size)(q), 40u << 20, "grown with room");
+	/* 16 MiB and a quarter more (the largest request lately, 40 MiB, is further) */
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 10u << 20);
+	cr_assert_geq(A(malloc_usable_size)(q), 20u << 20, "grown with a quarter more");
 	A(free)(q);
 	A(free)(r);
 }
 
-/* The room a cached mapping is grown with serves the next, longer request with no system
- * call (a program whose sizes vary would otherwise remap at most requests, and most remaps
- * move the mapping); no further than the largest request since the last trim. */
+/* The quarter more a cached mapping is grown with serves the next, longer request with
+ * no system call (a program whose sizes vary would otherwise remap at most requests, and
+ * most remaps move the mapping); no further than the largest request since the last trim. */
 Test(mapping_cache, a_grown_cached_mapping_serves_the_next_longer_request_without_a_remap)
 {
 	set("decay_ms", 0);
 	void *r = recycle_mappings();
-	char *p = A(malloc)(5 << 20); /* made with room: 10 MiB */
+	char *p = A(malloc)(10 << 20);
 	A(free)(p);
-	char *q = A(malloc)(12 << 20); /* grown with room: 24 MiB */
-	memset(q, 1, 12 << 20);
+	char *q = A(malloc)(16 << 20);
+	memset(q, 1, 16 << 20);
 	A(free)(q);
 	struct la_counters before = stats();
-	char *s = A(malloc)(23 << 20);
-	memset(s, 2, 23 << 20);
+	char *s = A(malloc)(19 << 20);
+	memset(s, 2, 19 << 20);
 	struct la_counters after = stats();
 	cr_assert_eq(s, q, "the cached mapping was reused");
 	reused_without_a_call(&before, &after);
 	/* no further than the largest request lately (recycle_mappings' 40 MiB; the cache is
-	 * empty: a new mapping, made with room) */
-	p = A(malloc)(16 << 20);
+	 * empty: a new mapping) */
+	p = A(malloc)(30 << 20);
 	A(free)(p);
 	before = stats();
 	q = A(malloc)(36 << 20);
 	after = stats();
 	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
-	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 8u << 20,
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 10u << 20,
 	             "grown to the 40 MiB asked before: %llu bytes more",
 	             (unsigned long long)(after.address_space_bytes - before.address_space_bytes));
 	A(free)(q);
@@ -2692,20 +2659,19 @@ Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
 	set("decay_ms", 0);
 	void *r = recycle_mappings();
 	char *p = A(malloc)(16 << 20);
-	size_t whole = A(malloc_usable_size)(p); /* (made with room) */
 	memset(p, 1, 4 << 20);
 	struct la_counters before = stats();
 	A(free)(p);
 	struct la_counters mid = stats();
-	cr_assert_eq(mid.direct_cache_bytes - before.direct_cache_bytes, whole);
-	cr_assert_eq(mid.free_resident_bytes - before.free_resident_bytes, whole,
+	cr_assert_eq(mid.direct_cache_bytes - before.direct_cache_bytes, 16u << 20);
+	cr_assert_eq(mid.free_resident_bytes - before.free_resident_bytes, 16u << 20,
 	             "whole until measured");
 	op_measure();
 	struct la_counters after = stats();
 	cr_assert_eq(after.free_resident_bytes - before.free_resident_bytes, 4u << 20,
 	             "measured: the 4 MiB written, not %llu",
 	             (unsigned long long)(after.free_resident_bytes - before.free_resident_bytes));
-	cr_assert_eq(after.data_resident_bytes + whole - (4u << 20), mid.data_resident_bytes);
+	cr_assert_eq(after.data_resident_bytes + (12u << 20), mid.data_resident_bytes);
 	op_measure(); /* measured once */
 	cr_assert_eq(stats().free_resident_bytes, after.free_resident_bytes);
 	A(malloc_trim)(0);
