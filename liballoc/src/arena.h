@@ -229,7 +229,9 @@ enum flush_how {
 	FLUSH_COLD,  /* the class went unused in the caller's thread cache */
 	FLUSH_FULL,  /* the owner's bin is full: if the lock is taken, maybe through a's ring */
 };
-/* Return n blocks of class cls, all owned by a (caller: not holding the lock): into the
+/* Return n >= 1 blocks of class cls, all owned by a (caller: not holding the lock), the
+ * oldest first. Unless FLUSH_FULL, the first ones, if a carving left them never handed
+ * out, go back to their span unwritten (arena.c, uncarve); then into the
  * transfer cache as far as it takes them, the rest to their spans. FLUSH_COLD: they all go
  * to their spans, with the blocks of the class the transfer cache holds and the class's
  * kept empty span. FLUSH_FULL (a thread of a, its own cache): when the lock is taken and

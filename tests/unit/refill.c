@@ -1503,3 +1503,119 @@ Test(growth, a_grown_bin_goes_back_to_its_limit_when_its_class_goes_quiet)
 	build_and_tear_down(32, 2000, 6);
 	cr_assert_gt(b->limit, TC_MAX_BLOCKS);
 }
+
+/* ---- blocks a carving handed to the cache that the program never took (arena.c, uncarve) */
+
+/* Blocks of size until a refill leaves at least 2 never-used ones in this thread's bin:
+ * returns the last block handed out; *left the bin's count. The blocks handed out before
+ * it are in p[0..*n). */
+static char *carve_leftovers(size_t size, void **p, int max, int *n, uint32_t *left)
+{
+	unsigned cls = sc_class_of(size);
+	/* (a mapping the test runner freed may have left a heap its pages, resident) */
+	A(malloc_trim)(0);
+	*n = 0;
+	char *last = NULL;
+	do {
+		cr_assert_lt(*n, max, "no refill left 2 blocks in the bin");
+		last = A(malloc)(size);
+		cr_assert_not_null(last);
+		memset(last, 0x5a, size);
+		p[(*n)++] = last;
+	} while (tcache_count(cls) < 2);
+	*left = tcache_count(cls);
+	return last;
+}
+
+Test(uncarve, blocks_never_handed_out_go_back_to_their_span_unwritten)
+{
+	/* a refill of 4,672-byte blocks carves a few never-used blocks into the bin; a flush of
+	 * the cache (as the cold-bin sweep, the decay pass and a thread's exit do) gives them
+	 * back: their pages stay untouched (mincore), where linking each onto its span's free
+	 * list faulted them in, and the next malloc of the size takes the block right after
+	 * the last one handed out again */
+	const size_t size = 4600;
+	unsigned cls = sc_class_of(size);
+	void *p[64];
+	int n;
+	uint32_t left;
+	char *last = carve_leftovers(size, p, 64, &n, &left);
+	const size_t bs = sc_size[cls];
+	uintptr_t lo = la_align_up((uintptr_t)last + bs, LA_PAGE);
+	uintptr_t hi = ((uintptr_t)last + (left + 1) * bs) & ~(uintptr_t)(LA_PAGE - 1);
+	cr_assert_gt(hi, lo, "%u blocks of %zu B left cover a whole page", left, bs);
+	unsigned char vec[64];
+	size_t pages = (hi - lo) >> LA_PAGE_SHIFT;
+	cr_assert_leq(pages, sizeof(vec));
+	cr_assert_eq(mincore((void *)lo, hi - lo, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		cr_assert_eq(vec[i] & 1, 0, "page %zu of the leftovers resident before the flush",
+		             i);
+	liballoc_flush_caches();
+	cr_assert_eq(tcache_count(cls), 0);
+	cr_assert_eq(mincore((void *)lo, hi - lo, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		cr_assert_eq(vec[i] & 1, 0, "page %zu of the %u leftovers written by the flush", i,
+		             left);
+	char *again = A(malloc)(size);
+	cr_assert_eq(again, last + bs, "the next block is %p, not %p (right after %p)",
+	             (void *)again, (void *)(last + bs), (void *)last);
+	A(free)(again);
+	for (int i = 0; i < n; i++)
+		A(free)(p[i]);
+}
+
+static void free_twice_after_uncarve(void)
+{
+	const size_t size = 4600;
+	void *p[64];
+	int n;
+	uint32_t left;
+	char *last = carve_leftovers(size, p, 64, &n, &left);
+	char *next = A(malloc)(size); /* the first leftover, the run's lowest address */
+	if (next != last + sc_size[sc_class_of(size)])
+		_exit(3);
+	A(free)(next);
+	liballoc_flush_caches();
+	if (A(malloc)(size) != next) /* the flush took it back as never handed out */
+		_exit(4);
+	A(free)(next);
+	liballoc_flush_caches();
+	A(free)(next); /* the double free */
+	_exit(5);
+}
+
+Test(uncarve, a_freed_block_taken_back_unwritten_is_still_caught_freed_twice)
+{
+	/* the last block handed out, freed onto the bin's leftovers: the flush takes it back
+	 * with them (it ends the span's carved run), unlinked, past the span's bump; its
+	 * second free still aborts as a double free (not as a pointer never handed out) */
+	struct child_result r = run_child(free_twice_after_uncarve);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x, stderr: %s",
+	          r.status, r.err);
+	cr_assert(strstr(r.err, "double free detected"), "stderr: %s", r.err);
+}
+
+Test(uncarve, a_span_given_back_whole_is_no_spare_that_a_carving_takes_unseen)
+{
+	/* the first blocks of a class, two taken and freed, the rest never handed out: the flush
+	 * gives them all back (the span's bump to 0, nothing on its list). Such a span kept as
+	 * the class's empty spare was carved by the next refill without leaving the spare count
+	 * (a carving does not look for it), so the kept-span release took a span holding a live
+	 * block: it goes back to its heap instead */
+	const size_t size = 4600;
+	unsigned cls = sc_class_of(size);
+	A(malloc_trim)(0);
+	struct arena *a = tcache_arena(&la_tcache);
+	void *p0 = A(malloc)(size), *p1 = A(malloc)(size);
+	cr_assert_not_null(p0);
+	cr_assert_not_null(p1);
+	cr_assert_eq(a->nspans[cls], 1, "%u spans of the class", a->nspans[cls]);
+	A(free)(p1);
+	A(free)(p0);
+	liballoc_flush_caches();
+	void *q = A(malloc)(size);
+	cr_assert_not_null(q);
+	cr_assert_eq(a->nempty[cls], 0, "an empty span counted kept while %p is live", q);
+	A(free)(q);
+}
