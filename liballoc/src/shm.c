@@ -526,6 +526,22 @@ struct reap {
 	int examined;
 };
 
+/* Remove dfd's segment `name` if it is a regular file of this user whose lock nobody holds
+ * (its owner is gone). Async-signal-safe. */
+static void remove_if_stale(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	struct stat st, now;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == os_geteuid() &&
+	    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+	    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+	    now.st_dev == st.st_dev)
+		unlinkat(dfd, name, 0);
+	close(fd);
+}
+
 static bool reap_one(void *ctx, int dfd, const char *name)
 {
 	struct reap *r = ctx;
@@ -543,16 +559,7 @@ static bool reap_one(void *ctx, int dfd, const char *name)
 	               strcmp(rest + strlen(r->ns), LA_SHM_SUFFIX) == 0;
 	if (pid <= 0 || (same_ns && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
 		return ++r->examined < REAP_MAX;
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd >= 0) {
-		struct stat st, now;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == os_geteuid() &&
-		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-		    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
-		    now.st_dev == st.st_dev)
-			unlinkat(dfd, name, 0);
-		close(fd);
-	}
+	remove_if_stale(dfd, name);
 	return ++r->examined < REAP_MAX;
 }
 
@@ -1283,6 +1290,32 @@ const char *shm_path(void)
 	return seg_path;
 }
 
+/* The process ends before its file was named (it lived less than LIBALLOC_PUBLISH_DELAY),
+ * and it is not a forked child (whose pid is new): an earlier image of this process, the
+ * one that exec'd it, may have named its file under the name this image's would have
+ * taken over (name_file renames over it). Its lock went with that image (close-on-exec):
+ * the file is stale, and would stay until some process's sweep (a second after its start:
+ * a bash that forked, lived past the delay on a busy machine and exec'd a program that
+ * ended sooner left a stale segment with exe=/usr/bin/bash). Removed here if no one holds
+ * its lock. The name looked at is the initial pid namespace's unless the namespace was
+ * read already (reading it is a /proc lookup the short-lived process otherwise never
+ * makes): a file of another namespace's process of that pid is removed only if stale
+ * too, as the sweep does (reap_one). Async-signal-safe. */
+static void remove_earlier_image(void)
+{
+	if (seg_forked || !seg_dir[0])
+		return;
+	int dfd = name_dfd >= 0 && is_seg_dir(name_dfd) ? fcntl(name_dfd, F_DUPFD_CLOEXEC, 0)
+	                                                : open_seg_dir();
+	if (dfd < 0)
+		return;
+	char name[sizeof(seg_name)];
+	size_t n = seg_stem(name, sizeof(name), seg_pid, start_pidns);
+	append(name, n, sizeof(name), LA_SHM_SUFFIX);
+	remove_if_stale(dfd, name);
+	close(dfd);
+}
+
 void shm_unpublish(void)
 {
 	uint32_t st = __atomic_load_n(&name_state, __ATOMIC_ACQUIRE);
@@ -1291,9 +1324,12 @@ void shm_unpublish(void)
 	/* a name not given yet is never given now; one being given is waited for (unless
 	 * this thread gives it: a signal handler's _exit) */
 	st = NAME_PENDING;
-	if (!__atomic_compare_exchange_n(&name_state, &st, NAME_IDLE, false, __ATOMIC_ACQ_REL,
-	                                 __ATOMIC_ACQUIRE))
-		name_wait_busy(&st);
+	if (__atomic_compare_exchange_n(&name_state, &st, NAME_IDLE, false, __ATOMIC_ACQ_REL,
+	                                __ATOMIC_ACQUIRE)) {
+		remove_earlier_image();
+		return;
+	}
+	name_wait_busy(&st);
 	if (!seg_path[0])
 		return;
 	seg_path[0] = 0;
