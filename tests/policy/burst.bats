@@ -54,12 +54,19 @@ run_bursts() {
 	"$ALLOCCTL" stats "$SVC" | grep -A3 '^burst preparation' | grep -q 'burst_hits'
 	ref=$(learnt "$P/on.out")
 	[ "$ref" -ge 4096 ] || { cat "$P/on.out"; false; } # 32 MiB faulted in: 8192 pages
+	# bursts 3-11 (3 is the first a prediction can be for: three bursts of a timer) that
+	# faulted in less than an eighth of it: at least 4. A miss (allowed above) forgets
+	# the pattern, and the four bursts learnt again fault all their pages in (a burst
+	# the load delayed, neither hit nor miss, was seen followed by three unprepared ones
+	# too). At load ~14, bursts 5-8 faulted ~8,600 pages each, 3, 4 and 9-11 fewer than
+	# 110: when the count was of bursts 5-11, one such burst failed it. Switched off (or
+	# with the prepared pages lost) none is fast.
 	local fast=0
-	for k in 5 6 7 8 9 10 11; do
+	for k in 3 4 5 6 7 8 9 10 11; do
 		f=$(faults "$k" "$P/on.out")
 		if [ "$f" -lt $((ref / 8)) ]; then fast=$((fast + 1)); fi
 	done
-	[ "$fast" -ge 4 ] || { cat "$P/on.out"; false; }
+	[ "$fast" -ge 4 ] || { cat "$P/on.out"; "$ALLOCCTL" stats "$SVC"; false; }
 	# the tunable and the metric
 	[ "$(value "$SVC" burst_predict)" = 1 ]
 	metrics | grep -q "^liballoc_burst_hits_total{.*} [1-9]"
