@@ -1565,31 +1565,50 @@ Test(uncarve, blocks_never_handed_out_go_back_to_their_span_unwritten)
 		A(free)(p[i]);
 }
 
+/* Is p past the bump of its small span (never handed out, or taken back unwritten)? */
+static bool past_bump(const void *p)
+{
+	struct heap *h = heap_of((void *)p);
+	uint32_t e = h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
+	struct span *s = span_at(h, pm_head(e));
+	return (uintptr_t)p >= (uintptr_t)span_base(h, s) + (uintptr_t)s->bump * sc_size[s->cls];
+}
+
 static void free_twice_after_uncarve(void)
 {
-	const size_t size = 4600;
+	/* blocks of which every few start a page: the leftovers from such a block on are a
+	 * run of pages nothing below wrote, which a flush takes back whole */
+	const size_t size = 1024;
+	const size_t bs = sc_size[sc_class_of(size)];
+	if (LA_PAGE % bs)
+		_exit(6);
 	void *p[64];
 	int n;
 	uint32_t left;
 	char *last = carve_leftovers(size, p, 64, &n, &left);
-	char *next = A(malloc)(size); /* the first leftover, the run's lowest address */
-	if (next != last + sc_size[sc_class_of(size)])
+	while (((uintptr_t)last + bs) & (LA_PAGE - 1)) { /* up to the block before a page */
+		if (tcache_count(sc_class_of(size)) < 2)
+			_exit(7);
+		last = A(malloc)(size);
+		memset(last, 0x5a, size);
+	}
+	char *next = A(malloc)(size); /* a page's first block, leftovers above it */
+	if (next != last + bs)
 		_exit(3);
 	A(free)(next);
 	liballoc_flush_caches();
-	if (A(malloc)(size) != next) /* the flush took it back as never handed out */
+	if (!past_bump(next)) /* the flush took it back unwritten, with the leftovers */
 		_exit(4);
-	A(free)(next);
-	liballoc_flush_caches();
 	A(free)(next); /* the double free */
 	_exit(5);
 }
 
 Test(uncarve, a_freed_block_taken_back_unwritten_is_still_caught_freed_twice)
 {
-	/* the last block handed out, freed onto the bin's leftovers: the flush takes it back
-	 * with them (it ends the span's carved run), unlinked, past the span's bump; its
-	 * second free still aborts as a double free (not as a pointer never handed out) */
+	/* a block handed out, freed onto the bin's leftovers above it: the flush takes it back
+	 * with them (they start a page nothing below wrote), unlinked, past the span's bump
+	 * (checked: the child exits 4 otherwise); its second free still aborts as a double
+	 * free (not as a pointer never handed out) */
 	struct child_result r = run_child(free_twice_after_uncarve);
 	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x, stderr: %s",
 	          r.status, r.err);
