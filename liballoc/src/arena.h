@@ -398,9 +398,8 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 bool arena_reinit_child(struct arena *keep);
 
-/* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
- * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */
-LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
+/* The span whose pages hold p in its heap, and p's offset in it; NULL if none. */
+LA_INLINE struct span *span_holding(struct heap *h, const void *p, uint32_t *off)
 {
 	uint32_t pg = heap_page_of(h, p);
 	if (pg < h->first_page)
@@ -411,7 +410,18 @@ LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
 	struct span *s = span_at(h, head);
 	if (pg - head >= s->npages)
 		return NULL;
-	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
+	*off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
+	return s;
+}
+
+/* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
+ * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */
+LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
+{
+	uint32_t off;
+	struct span *s = span_holding(h, p, &off);
+	if (!s)
+		return NULL;
 	if (s->kind == SPAN_SMALL) {
 		uint32_t idx = sc_index(off, s->cls);
 		if (idx * sc_size[s->cls] != off || idx >= s->bump)

@@ -261,16 +261,10 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
  * p is in no span as span_lookup sees it.) */
 LA_COLD static bool freed_past_bump(struct heap *h, const void *p)
 {
-	uint32_t pg = heap_page_of(h, p);
-	if (pg < h->first_page)
+	uint32_t off;
+	struct span *s = span_holding(h, p, &off);
+	if (!s || s->kind != SPAN_SMALL)
 		return false;
-	uint32_t head = pm_head(h->pagemap[pg]);
-	if (head < h->first_page || head > pg)
-		return false;
-	struct span *s = span_at(h, head);
-	if (s->kind != SPAN_SMALL || pg - head >= s->npages)
-		return false;
-	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
 	uint32_t idx = sc_index(off, s->cls);
 	return idx * sc_size[s->cls] == off && idx >= s->bump && idx < sc_blocks[s->cls] &&
 	       ((void *const *)p)[1] == (void *)LA_KEY;
