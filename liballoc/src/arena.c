@@ -989,10 +989,6 @@ void arena_flush(struct arena *a)
 bool arena_holds_free(struct arena *a, struct span *s, const void *p)
 {
 	unsigned cls = s->cls;
-	/* past the bump: never handed out, or freed and taken back unwritten (uncarve) */
-	uintptr_t off = (uintptr_t)p - (uintptr_t)span_base(heap_of(s), s);
-	if (sc_index((uint32_t)off, cls) >= s->bump)
-		return true;
 	for (uint32_t i = 0; i < a->xfer_n[cls]; i++)
 		if (a->xfer->chunk[i / XF_CHUNK][cls][i % XF_CHUNK] == p)
 			return true;
@@ -1716,64 +1712,28 @@ static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 	return arena_dirty_upto(a, pages) >= pages;
 }
 
-/* The flush's first blocks, if they are the last ones a carving gave a thread cache and
- * the program never took (lock held). A refill carves never-used blocks into a bin, the
- * lowest address handed out first, so a bin flushed before the program took them all
- * gives them first (the oldest, at its bottom), the highest address first. Pushed, each
- * had its link written: a page the program never touched faulted in for nothing
- * (`python3 -c pass`: ~20 pages, most of them at the cold-bin sweeps of its exit).
- * Instead the span takes them back unwritten, as never handed out (its bump moves down),
- * those that start on a page past the last byte below them (pages a push would write
- * first), in spans whose pages were not all used before (not warm), a run a span. A block
- * the program did take and free that ends at the bump may go back the same way (it is
- * free either way: arena_holds_free counts blocks past the bump free, for the double-free
- * check). Only for flushes other than a full bin's (FLUSH_FULL: the program's steady
- * frees, where a carving's leftovers are soon taken anyway): the sweep of cold bins, the
- * decay pass's and allocctl's flushes, a thread's exit. Taking them back at every flush
- * (the refills then carve them again, a bounded few at a time) cost logicmin 60 +0.3M
- * instructions. Returns how many of blocks[0..] went back so. */
-static uint32_t uncarve(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
+                       enum flush_how how)
 {
-	const uintptr_t size = sc_size[cls];
-	uint32_t i = 0;
-	while (i < n) {
-		uintptr_t p = (uintptr_t)blocks[i];
-		struct heap *h = heap_of(blocks[i]);
-		uint32_t e = h->pagemap[(p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
-		struct span *s = span_at(h, pm_head(e));
-		if (s->warm)
-			break;
-		uintptr_t top = (uintptr_t)span_base(h, s) + (uintptr_t)s->bump * size;
-		uint32_t k = 0;
-		while (i + k < n && k < s->bump && (uintptr_t)blocks[i + k] == top - (k + 1) * size)
-			k++;
-		/* of those, the ones that start on a page past the last byte below the run;
-		 * the others are pushed as any freed block */
-		uintptr_t fresh = (((top - k * size - 1) >> LA_PAGE_SHIFT) + 1) << LA_PAGE_SHIFT;
-		uint32_t g = !k || top <= fresh ? 0 : LA_MIN(k, (uint32_t)((top - fresh) / size));
-		if (!g)
-			break;
-		s->bump = (uint16_t)(s->bump - g);
-		s->used = (uint16_t)(s->used - g);
-		i += g;
-		if (!s->on_partial)
-			partial_push(a, s);
-		/* none out and none listed (bump 0): a span never carved, which no refill
-		 * takes for a spare one (a carving does not count it back in use): to the heap */
-		if (s->used == 0 && !s->bump)
-			unmake_span(a, h, s);
-		else if (s->used == 0)
-			maybe_release_span(a, h, s);
-		if (g < k)
-			break;
+	bool cold = how == FLUSH_COLD;
+	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
+		xfer_setup(a); /* the arena's first flush */
+	/* A full bin's flush that finds the lock taken while other threads share the arena
+	 * (one of them refilling or flushing) hands its blocks to the arena's ring instead of
+	 * sleeping in the lock: the next drain (a refill by any thread of the arena, the decay
+	 * pass) takes them. With more threads than CPUs a thread asleep in the lock waits for
+	 * the holder, then for a CPU: the kernel hands the lock to it at the unlock
+	 * (FUTEX_UNLOCK_PI), and the arena's other threads queue behind it meanwhile. The only
+	 * thread of an arena waits (the holder is the control thread's maintenance, brief),
+	 * so that its flushes return their blocks at once. */
+	bool locked = how == FLUSH_FULL && la_trylock(&a->lock);
+	if (!locked && how == FLUSH_FULL && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
+	    ring_put(a, blocks, n, RR_DEFERRED)) {
+		STAT_ADD(a->c, cache_flushes_deferred, 1); /* the class's at the drain */
+		return;
 	}
-	return i;
-}
-
-/* arena_free_blocks' part under the lock (taken). */
-LA_INLINE void free_blocks_locked(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
-                                  bool cold)
-{
+	if (!locked)
+		arena_lock(a);
 	/* A cold class (its thread cache's bin went unused for a while: tcache.c, tcache_gc)
 	 * keeps nothing: its blocks, those the transfer cache kept of it and the empty span
 	 * kept for it go back, so that its spans' pages serve the next span of any class. */
@@ -1807,54 +1767,6 @@ LA_INLINE void free_blocks_locked(struct arena *a, void *const *blocks, uint32_t
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
 	arena_unlock(a);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
-}
-
-/* A flush other than a full bin's, under the lock (taken): the carving's leftovers first
- * (uncarve), then as any. */
-static LA_NOINLINE void free_blocks_other(struct arena *a, void *const *blocks, uint32_t n,
-                                          unsigned cls, bool cold)
-{
-	uint32_t back = uncarve(a, cls, blocks, n);
-	if (back) { /* freed as any: counted here, the rest by free_blocks_locked */
-		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)back * sc_size[cls]);
-		STAT_SUB_LOCKED(&a->cs[cls], blocks_in_use, back);
-		if (back == n && !cold) { /* (a cold one goes on: its class keeps nothing) */
-			STAT_ADD_LOCKED(a->c, cache_flushes, 1);
-			STAT_ADD_LOCKED(&a->cs[cls], flushes, 1);
-			__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
-			arena_unlock(a);
-			shm_note_retained();
-			return;
-		}
-	}
-	free_blocks_locked(a, blocks + back, n - back, cls, cold);
-}
-
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
-                       enum flush_how how)
-{
-	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
-		xfer_setup(a); /* the arena's first flush */
-	/* A full bin's flush that finds the lock taken while other threads share the arena
-	 * (one of them refilling or flushing) hands its blocks to the arena's ring instead of
-	 * sleeping in the lock: the next drain (a refill by any thread of the arena, the decay
-	 * pass) takes them. With more threads than CPUs a thread asleep in the lock waits for
-	 * the holder, then for a CPU: the kernel hands the lock to it at the unlock
-	 * (FUTEX_UNLOCK_PI), and the arena's other threads queue behind it meanwhile. The only
-	 * thread of an arena waits (the holder is the control thread's maintenance, brief),
-	 * so that its flushes return their blocks at once. */
-	bool locked = how == FLUSH_FULL && la_trylock(&a->lock);
-	if (!locked && how == FLUSH_FULL && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1 &&
-	    ring_put(a, blocks, n, RR_DEFERRED)) {
-		STAT_ADD(a->c, cache_flushes_deferred, 1); /* the class's at the drain */
-		return;
-	}
-	if (!locked)
-		arena_lock(a);
-	if (how != FLUSH_FULL)
-		free_blocks_other(a, blocks, n, cls, how == FLUSH_COLD);
-	else
-		free_blocks_locked(a, blocks, n, cls, false);
 }
 
 void arena_free_local(struct arena *a, void *p)

@@ -229,9 +229,7 @@ enum flush_how {
 	FLUSH_COLD,  /* the class went unused in the caller's thread cache */
 	FLUSH_FULL,  /* the owner's bin is full: if the lock is taken, maybe through a's ring */
 };
-/* Return n >= 1 blocks of class cls, all owned by a (caller: not holding the lock), the
- * oldest first. Unless FLUSH_FULL, the first ones, if a carving left them never handed
- * out, go back to their span unwritten (arena.c, uncarve); then into the
+/* Return n blocks of class cls, all owned by a (caller: not holding the lock): into the
  * transfer cache as far as it takes them, the rest to their spans. FLUSH_COLD: they all go
  * to their spans, with the blocks of the class the transfer cache holds and the class's
  * kept empty span. FLUSH_FULL (a thread of a, its own cache): when the lock is taken and
@@ -398,8 +396,9 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 bool arena_reinit_child(struct arena *keep);
 
-/* The span whose pages hold p in its heap, and p's offset in it; NULL if none. */
-LA_INLINE struct span *span_holding(struct heap *h, const void *p, uint32_t *off)
+/* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
+ * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */
+LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
 {
 	uint32_t pg = heap_page_of(h, p);
 	if (pg < h->first_page)
@@ -410,18 +409,7 @@ LA_INLINE struct span *span_holding(struct heap *h, const void *p, uint32_t *off
 	struct span *s = span_at(h, head);
 	if (pg - head >= s->npages)
 		return NULL;
-	*off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
-	return s;
-}
-
-/* Find the span of p in its heap and check that p is a block start; NULL if not. Inline:
- * realloc asks on every call (its callers read the metadata racily, LA_RACY_METADATA). */
-LA_INLINE struct span *span_lookup(struct heap *h, const void *p)
-{
-	uint32_t off;
-	struct span *s = span_holding(h, p, &off);
-	if (!s)
-		return NULL;
+	uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)span_base(h, s));
 	if (s->kind == SPAN_SMALL) {
 		uint32_t idx = sc_index(off, s->cls);
 		if (idx * sc_size[s->cls] != off || idx >= s->bump)

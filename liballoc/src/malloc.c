@@ -256,20 +256,6 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 		double_free(func);
 }
 
-/* Is p a block of a small span past its bump that carries the free-block key: a block
- * freed, then taken back unwritten by a flush (arena.c, uncarve)? (free_slow's cold path:
- * p is in no span as span_lookup sees it.) */
-LA_COLD static bool freed_past_bump(struct heap *h, const void *p)
-{
-	uint32_t off;
-	struct span *s = span_holding(h, p, &off);
-	if (!s || s->kind != SPAN_SMALL)
-		return false;
-	uint32_t idx = sc_index(off, s->cls);
-	return idx * sc_size[s->cls] == off && idx >= s->bump && idx < sc_blocks[s->cls] &&
-	       ((void *const *)p)[1] == (void *)LA_KEY;
-}
-
 /* Free p, validated; func names the caller in error messages. */
 LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 {
@@ -300,8 +286,6 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 		if ((kind == SPAN_FREE || kind == SPAN_PARKED ||
 		     (kind == SPAN_LARGE && f->offset == SPAN_OFFSET_CACHED)) &&
 		    ((uintptr_t)p & (LA_PAGE - 1)) == 0)
-			double_free(func);
-		if (freed_past_bump(h, p))
 			double_free(func);
 		invalid_pointer(func);
 	}
