@@ -1076,7 +1076,7 @@ Test(large_slot, a_free_past_its_bytes_sends_the_oldest_blocks_back)
 }
 
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
- * an eighth longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
+ * a quarter longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
  * that holds it first (else the newest; under the lock the allocation takes), so the
  * arena's rules for the parked block apply as before the slot: it may take it in place. */
 Test(large_slot, a_malloc_of_another_size_leaves_it_but_one_of_40_pages_parks_it)
@@ -1096,8 +1096,8 @@ Test(large_slot, a_malloc_of_another_size_leaves_it_but_one_of_40_pages_parks_it
 	char *t = A(malloc)(48 * 4096); /* 40 pages or more: the shortest that holds it */
 	cr_assert_eq(t, r, "taken in place from the parked block");
 	cr_assert_eq(tcache_large_bytes(), 30 * 4096);
-	char *u = A(malloc)(27 * 4096); /* 30 pages: no more than an eighth longer */
-	cr_assert_eq(u, p, "a block up to an eighth longer comes back");
+	char *u = A(malloc)(27 * 4096); /* 30 pages: no more than a quarter longer */
+	cr_assert_eq(u, p, "a block up to a quarter longer comes back");
 	cr_assert_eq(tcache_large_bytes(), 0);
 	A(free)(q);
 	A(free)(t);
