@@ -180,6 +180,22 @@ static void bin_set_limit(struct tcache *tc, unsigned c, uint64_t max)
  * above the classes that stay below the mmap threshold unless the dynamic threshold rose) */
 #define TC_LARGE_TIMES 4u
 
+/* Bin c's growth counted anew (owner, or a flusher holding the cache). */
+static void grow_forget(struct tslots *t, unsigned c)
+{
+	t->grow_events[c] = 0;
+	t->grow_both[c] = 0;
+	t->grow_pending &= (uint8_t) ~(1u << c);
+}
+
+/* Every bin back to its base limit's growth state: none grown, nothing counted. */
+static void grow_reset(struct tslots *t)
+{
+	t->grown_bins = t->grow_pending = 0;
+	memset(t->grow_events, 0, sizeof(t->grow_events));
+	memset(t->grow_both, 0, sizeof(t->grow_both));
+}
+
 /* Limits of the bins that have a row (the others keep 0 until their first use). */
 static void set_limits(struct tcache *tc)
 {
@@ -193,12 +209,8 @@ static void set_limits(struct tcache *tc)
 		if (tc->bins[c].slot != tc_no_slots)
 			bin_set_limit(tc, c, max);
 	/* grown bins start over from their base limits (the bound may have fallen) */
-	if (tc->slots) {
-		tc->slots->grown_bins = 0;
-		tc->slots->grow_pending = 0;
-		memset(tc->slots->grow_events, 0, sizeof(tc->slots->grow_events));
-		memset(tc->slots->grow_both, 0, sizeof(tc->slots->grow_both));
-	}
+	if (tc->slots)
+		grow_reset(tc->slots);
 	tc->large_max = max * TC_LARGE_TIMES;
 	tc->gen = gen;
 }
@@ -369,9 +381,8 @@ static void tcache_init(struct tcache *tc, struct arena *hint)
 		struct tslots *t = tc->slots;
 		t->more = NULL;
 		t->wide = NULL;
-		t->wide_bins = t->grown_bins = t->grow_pending = 0;
-		memset(t->grow_events, 0, sizeof(t->grow_events));
-		memset(t->grow_both, 0, sizeof(t->grow_both));
+		t->wide_bins = 0;
+		grow_reset(t);
 	}
 	reset_bins(tc);
 	set_limits(tc);
@@ -526,9 +537,7 @@ static bool bin_take_wide(struct tcache *tc, unsigned c)
 static LA_NOINLINE void bin_grow(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
-	t->grow_events[c] = 0;
-	t->grow_both[c] = 0;
-	t->grow_pending &= (uint8_t) ~(1u << c);
+	grow_forget(t, c);
 	struct tbin *b = &tc->bins[c];
 	uint32_t most = bin_grown_limit(c, cache_max(tc));
 	if (b->limit >= most || b->limit == 0)
@@ -556,9 +565,7 @@ LA_INLINE void bin_grow_note(struct tcache *tc, unsigned c, unsigned what)
 static void bin_shrink(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
-	t->grow_events[c] = 0;
-	t->grow_both[c] = 0;
-	t->grow_pending &= (uint8_t) ~(1u << c);
+	grow_forget(t, c);
 	if (!(t->grown_bins >> c & 1))
 		return;
 	t->grown_bins &= (uint8_t) ~(1u << c);
