@@ -535,6 +535,10 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	if (!h)
 		return NULL;
 	h->magic = HEAP_MAGIC;
+	/* a store reaches the fresh header page first: a load there (desc_new's read of
+	 * desc_free, hoisted above the stores) mapped the shared zero page, and the first
+	 * store then faulted a second time (2 faults where 1 does) */
+	__asm__ volatile("" ::: "memory");
 	h->arena = a;
 	h->c = c;
 	h->arena_dirty = &h->own_dirty;

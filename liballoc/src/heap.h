@@ -75,57 +75,103 @@ struct span {
 
 struct arena;
 
+/* The header's layout (struct heap): its fields, then the page map, the descriptor index and
+ * the descriptors, each placed so that the part a heap writes first starts a page: the
+ * entries of its first data page (HEAP_HDR_PAGES on) in the page map and in the index, and
+ * the descriptors from desc[0]. A heap whose data pages stay below 4 MiB (1,024 page-map
+ * entries) and 85 spans writes one page of each, and its fields' page: 4 header pages. At
+ * their natural offsets the page map's first entries began 0.9 KiB before a page's end,
+ * the index's 0.4 KiB, and desc[1] 48 bytes after one: python3 -c pass wrote 6 (pages 0-1,
+ * 16-17, 24-25). HEAP_HDR_PAGES is the header's size in pages (asserted below). */
+#define HEAP_HDR_PAGES    217u
+#define HEAP_PAGE_MOD(x)  ((size_t)(x) & (LA_PAGE - 1))
+/* bytes before the page map, so that its entry of page HEAP_HDR_PAGES starts a page: the
+ * fields' room (a multiple of 64, the union's alignment at most), then padding */
+#define HEAP_FIELDS_BYTES HEAP_PAGE_MOD(0 - (size_t)HEAP_HDR_PAGES * 4)
+#define HEAP_FIELDS_ROOM  (HEAP_FIELDS_BYTES & ~(size_t)63)
+#define HEAP_PM_END       (HEAP_FIELDS_BYTES + (size_t)LA_HEAP_PAGES * 4)
+/* padding after the page map: the index's entry of page HEAP_HDR_PAGES starts a page */
+#define HEAP_PAD_SI       HEAP_PAGE_MOD(0 - (size_t)HEAP_HDR_PAGES * 2 - HEAP_PM_END)
+#define HEAP_SI_END       (HEAP_PM_END + HEAP_PAD_SI + (size_t)LA_HEAP_PAGES * 2)
+/* padding after the index: desc[0] starts a page */
+#define HEAP_PAD_DE       HEAP_PAGE_MOD(0 - HEAP_SI_END)
+
 struct heap {
-	uint64_t magic;
-	struct arena *arena; /* owner, fixed at creation */
-	struct heap *next;   /* arena's heap list (arena lock) */
-	struct heap *prev;
-	uint32_t first_page;     /* first data page (after this header) */
-	uint32_t used_pages;     /* pages in SMALL and LARGE spans */
-	uint32_t free_pages;     /* pages in FREE spans */
-	uint32_t dirty_pages;    /* FREE pages that may be resident */
-	uint32_t grow_rate;      /* trend: decaying rate of span allocations (x256) */
-	uint32_t shrink_rate;    /* trend: decaying rate of span frees (x256) */
-	uint8_t purge_shift;     /* throttle back-off: batches are << this (pages the throttle
+	union {
+		struct {
+			uint64_t magic;
+			struct arena *arena; /* owner, fixed at creation */
+			struct heap *next;   /* arena's heap list (arena lock) */
+			struct heap *prev;
+			uint32_t first_page;  /* first data page (after this header) */
+			uint32_t used_pages;  /* pages in SMALL and LARGE spans */
+			uint32_t free_pages;  /* pages in FREE spans */
+			uint32_t dirty_pages; /* FREE pages that may be resident */
+			uint32_t grow_rate;   /* trend: decaying rate of span allocations (x256) */
+			uint32_t shrink_rate; /* trend: decaying rate of span frees (x256) */
+			uint8_t purge_shift; /* throttle back-off: batches are << this (pages the throttle
 	                          * returned were soon faulted back in) */
-	uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
-	uint8_t refaulted;       /* grew back into pages a free returned, at refault_epoch */
-	uint8_t low;             /* breathing: used_pages fell to a quarter of peak_used */
-	uint32_t refault_epoch;
-	uint32_t peak_used;    /* breathing: most pages in use since the last breath */
-	uint32_t breath_epoch; /* breathing: when it last grew back from low (if breathed) */
-	uint64_t bin_mask[2];  /* non-empty bins */
-	struct span *bins[HEAP_NBINS];
-	struct span *desc_free;  /* descriptors given back (linked by next) */
-	uint32_t desc_top;       /* desc[1, desc_top) were handed out at least once */
-	uint32_t hwm;            /* page map and index entries [first_page, hwm) may be written */
-	uint32_t resident_pages; /* set bits in `resident` */
-	uint32_t meta_pages;     /* header pages written (heap_meta_pages) */
-	uint32_t spare_pages;    /* pages of spans that hold no live block but stay (the
+			uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
+			uint8_t refaulted; /* grew back into pages a free returned, at refault_epoch */
+			uint8_t low; /* breathing: used_pages fell to a quarter of peak_used */
+			uint32_t refault_epoch;
+			uint32_t peak_used; /* breathing: most pages in use since the last breath */
+			uint32_t
+			        breath_epoch; /* breathing: when it last grew back from low (if breathed) */
+			uint64_t bin_mask[2]; /* non-empty bins */
+			struct span *bins[HEAP_NBINS];
+			struct span *desc_free; /* descriptors given back (linked by next) */
+			uint32_t desc_top; /* desc[1, desc_top) were handed out at least once */
+			uint32_t
+			        hwm; /* page map and index entries [first_page, hwm) may be written */
+			uint32_t resident_pages; /* set bits in `resident` */
+			uint32_t meta_pages;     /* header pages written (heap_meta_pages) */
+			uint32_t
+			        spare_pages; /* pages of spans that hold no live block but stay (the
 	                           * arena's parked block, empty small spans): with nothing
 	                           * else in use the heap is idle (release unmaps it) */
-	uint8_t idle;            /* used_pages == spare_pages, as last published */
-	uint8_t breathed;        /* breath_epoch is set */
-	uint8_t purge_due;       /* left nearly empty: the throttle's purge waits for the
+			uint8_t idle;        /* used_pages == spare_pages, as last published */
+			uint8_t breathed;    /* breath_epoch is set */
+			uint8_t purge_due; /* left nearly empty: the throttle's purge waits for the
 	                          * control thread (arena.c); a growth that ends it nearly
 	                          * empty cancels it and counts as a refault */
-	uint8_t reserved2[1];
-	uint32_t fresh_pages;      /* populate-ahead: pages taken fresh in the current window... */
-	uint32_t fresh_prev;       /* ... and in the one before (0 if that was not the last) */
-	uint32_t huge;             /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
+			uint8_t reserved2[1];
+			uint32_t
+			        fresh_pages; /* populate-ahead: pages taken fresh in the current window... */
+			uint32_t
+			        fresh_prev; /* ... and in the one before (0 if that was not the last) */
+			uint32_t huge;      /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
 	                            * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears) */
-	uint64_t fresh_ns;         /* when the current window began */
-	struct la_counters *c;     /* the owning arena's published counters */
-	struct burst_watch *watch; /* the owning arena's (NULL: none); set at creation */
-	uint32_t *arena_dirty;     /* the owning arena's sum of dirty_pages over its heaps
+			uint64_t fresh_ns;     /* when the current window began */
+			struct la_counters *c; /* the owning arena's published counters */
+			struct burst_watch
+			        *watch; /* the owning arena's (NULL: none); set at creation */
+			uint32_t *
+			        arena_dirty; /* the owning arena's sum of dirty_pages over its heaps
 	                            * (arena.h, dirty_pages; a heap of its own until the
 	                            * arena links it) */
-	uint32_t own_dirty;        /* (that sum for a heap no arena linked: tests) */
-	uint64_t resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
-	uint32_t pagemap[LA_HEAP_PAGES];       /* see pm_entry */
+			uint32_t own_dirty;  /* (that sum for a heap no arena linked: tests) */
+			uint64_t
+			        resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
+		};
+		char fields_room[HEAP_FIELDS_ROOM]; /* (see HEAP_HDR_PAGES) */
+	};
+	char pad_pm[HEAP_FIELDS_BYTES - HEAP_FIELDS_ROOM];
+	uint32_t pagemap[LA_HEAP_PAGES]; /* see pm_entry */
+	char pad_si[HEAP_PAD_SI];
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
+	char pad_de[HEAP_PAD_DE];
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 };
+_Static_assert(offsetof(struct heap, resident) + sizeof(((struct heap *)0)->resident) <=
+                       HEAP_FIELDS_ROOM,
+               "the fields fit before the page map (HEAP_HDR_PAGES: its entries start a page)");
+_Static_assert(HEAP_PAGE_MOD(offsetof(struct heap, pagemap) + 4 * HEAP_HDR_PAGES) == 0 &&
+                       HEAP_PAGE_MOD(offsetof(struct heap, spanidx) + 2 * HEAP_HDR_PAGES) == 0 &&
+                       HEAP_PAGE_MOD(offsetof(struct heap, desc)) == 0,
+               "the first data page's entries and desc[0] start pages");
+_Static_assert((sizeof(struct heap) + LA_PAGE - 1) / LA_PAGE == HEAP_HDR_PAGES,
+               "HEAP_HDR_PAGES is the header's size in pages");
 _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
 /* A transparent huge page: 2 MiB, 512 pages, at 2 MiB-aligned addresses (a heap's are: it
  * is aligned to its size). The heap's `huge` mask has a bit per such range. */

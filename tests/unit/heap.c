@@ -24,6 +24,7 @@
 #include "liballoc.h"
 #include "os.h"
 #include "procstatus.h"
+#include "tcache.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -161,6 +162,29 @@ Test(heap, header_pages_follow_spans_not_pages)
 	 * room for what the test runner allocated. A descriptor slot per page would have
 	 * touched 2200 * 48 bytes: 26 pages instead of 2. */
 	cr_assert_leq(header, 10, "%u header pages resident", header);
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+}
+
+Test(heap, a_small_heap_writes_one_page_of_each_header_array)
+{
+	/* 400 blocks of 2 KiB: some 13 spans of 16 pages, ~200 data pages, all touched (below
+	 * 4 MiB of data pages and 85 descriptors, with what the test runner allocated): the
+	 * fields' page, and one page each of the page map, the index and the descriptors. At
+	 * their natural offsets the first entries of the page map and of the index, and desc[1],
+	 * straddled page boundaries: 6 pages */
+	enum { N = 400 };
+	static void *p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = A(malloc)(2048);
+		cr_assert_not_null(p[i]);
+		memset(p[i], i, 2048);
+	}
+	struct heap *h = heap_of(p[0]);
+	cr_assert_lt(h->hwm - h->first_page, 1024u);
+	cr_assert_lt(h->desc_top, 85u);
+	unsigned header = resident_pages(h, h->first_page);
+	cr_assert_eq(header, 4, "%u header pages resident", header);
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
 }
@@ -1128,4 +1152,25 @@ Test(heap, a_purge_where_a_multi_size_thp_is_always_advises_the_whole_span)
 	cr_assert_eq(resident, 0, "%u of the span's pages still resident after its purge",
 	             resident);
 	A(free)(guard);
+}
+
+/* A heap's creation writes the header pages of its first free span's entries: the fields'
+ * page, and one page each of the page map, the index and the descriptors (a heap_create
+ * measured alone, under the arena's lock, its own minor faults). One fault each: the
+ * fields' page was read (the zero page mapped) before its first write, 5 faults; with the
+ * arrays' first entries straddling pages, 7. */
+Test(heap, creating_a_heap_faults_each_header_page_once)
+{
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	struct heap *h = heap_create(a, a->index, a->c);
+	getrusage(RUSAGE_THREAD, &r1);
+	if (h)
+		heap_destroy(h);
+	arena_unlock(a);
+	cr_assert_not_null(h);
+	long faults = r1.ru_minflt - r0.ru_minflt;
+	cr_assert_leq(faults, 4, "%ld minor faults", faults);
 }
