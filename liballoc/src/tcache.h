@@ -51,32 +51,33 @@ LA_INLINE uint32_t tbin_count(const struct tbin *b)
 }
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
-#define TC_REMOTE_BATCH 64u             /* foreign frees handed over at a time */
-#define TC_SLOTS        64u             /* slots of a bin's row, slot 0 included */
-#define TC_MAX_BLOCKS   (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
+#define TC_REMOTE_BATCH    64u             /* foreign frees handed over at a time */
+#define TC_SLOTS           64u             /* slots of a bin's row, slot 0 included */
+#define TC_MAX_BLOCKS      (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
 /* A bin of one of the first TC_WIDE_CLASSES classes (16-48 bytes) that both refills and
  * flushes often grows past TC_MAX_BLOCKS (tcache.c, bin_grow): onto a wide row of
  * TC_WIDE_SLOTS slots, up to TC_GROW_BYTES of blocks (255 of 16 bytes, 127 of 32, 85 of
  * 48; from 64 bytes on, 63 blocks fill them already), and back to its base limit at the
  * first cold-bin sweep that finds it quiet. 8 KiB (255 blocks of 32 bytes) took logicmin
  * 60 0.8M instructions lower still, but its peak 4,492 -> 4,624 KiB. */
-#define TC_WIDE_SLOTS   256u
-#define TC_WIDE_CLASSES 3u
-#define TC_GROW_BYTES   4096u
+#define TC_WIDE_SLOTS      256u
+#define TC_WIDE_CLASSES    3u
+#define TC_GROW_BYTES      4096u
 /* Refills and flushes of a bin (at least one of each), with no cold-bin sweep finding it
  * quiet in between, for a step of growth: a class in steady use (logicmin's 32-byte blocks:
  * 7,000 refills and 4,300 flushes a run), not one batch of it (sizes sweep, 256 blocks of
  * each size in turn: some 16 a batch; at 16, its bins grew and its peak went 8,968 ->
  * 9,740 KiB). */
-#define TC_GROW_EVENTS  64u
-#define TC_SMALL4_MAX   512u /* sizes malloc's fast path classes in TLS (small4) */
-#define TC_LARGE_SLOTS  32u  /* blocks of the large slot (struct tcache, large) */
+#define TC_GROW_EVENTS     64u
+#define TC_SMALL4_MAX      512u /* sizes malloc's fast path classes in TLS (small4) */
+#define TC_LARGE_SLOTS     32u  /* blocks of the large slot (struct tcache, large) ... */
+#define TC_LARGE_SLOTS_MAX 64u  /* ... and while its bound is raised (tcache.c, large_widen) */
 /* The large slot's bins: blocks of 1 to TC_LARGE_EXACT pages in the bin of their page
  * count (bin np - 1: malloc's look is a mask and one list head), longer ones in one more
  * bin, looked through for the closest fit. Each bin is a list through its spans' next
  * (newest first) and prev (the head's: the oldest; a block in the slot is in no other
  * list), so that a malloc takes the newest and the bound sends back the oldest. */
-#define TC_LARGE_EXACT  64u
+#define TC_LARGE_EXACT     64u
 _Static_assert(TC_LARGE_EXACT == 64, "a mask word has a bit per exact bin");
 
 /* A bin's row: its slots, and TC_ROOM bytes past each slot the room word free's fast path
@@ -136,7 +137,7 @@ struct tslots {
 	 * their spans' descriptors (medsizes: ~70 % of free_large_slow's time) */
 	uint8_t large_n[TC_LARGE_EXACT + 1];
 };
-_Static_assert(TC_LARGE_SLOTS <= UINT8_MAX, "a bin's count fits large_n");
+_Static_assert(TC_LARGE_SLOTS_MAX <= UINT8_MAX, "a bin's count fits large_n");
 _Static_assert(TC_ROWS_FIRST % TC_GROUP_ROWS == 0, "the first rows fill their groups");
 _Static_assert(TC_WIDE_CLASSES <= 8, "a mask of wide bins is one byte");
 
@@ -204,7 +205,8 @@ struct tcache {
 	                                    * blocks of that class: a consumer) flushes whole */
 	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread
 	 * freed (in bins by page count; one block only until a malloc took one back since the
-	 * sweep before the last), large_pages pages in all, at most large_max bytes, each
+	 * sweep before the last; more while large_max is raised: tcache.c, large_widen),
+	 * large_pages pages in all, at most large_max bytes, each
 	 * kept whole for the next malloc of its page count or up to a quarter fewer (the
 	 * closest: mimalloc's bins round as much; a realloc's move, which asks for a quarter
 	 * more already, up to an eighth fewer), which takes it back with no lock
@@ -236,8 +238,12 @@ struct tcache {
 	uint64_t large_pub;        /* bytes of the slot counted in cached_bytes */
 	uint32_t large_uses;       /* owner: blocks the slot gave back to malloc (wraps) */
 	uint32_t large_seen;       /* owner: large_uses at the last cold-bin sweep */
-	bool large_hot;      /* owner: a malloc took a block back between the last two sweeps */
-	struct tcache *next; /* list of live caches (tcache_list_lock) */
+	bool large_hot;        /* owner: a malloc took a block back between the last two sweeps */
+	uint8_t large_slots;   /* the bound in blocks: TC_LARGE_SLOTS, more while large_max is
+	                      * raised (set_limits, large_widen) */
+	uint16_t large_misses; /* owner: mallocs the slot had no block for since the last
+	                        * cold-bin sweep (saturates) */
+	struct tcache *next;   /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
 	 * the owner in one hand-over (its remote ring, else its queue): blocks return to the

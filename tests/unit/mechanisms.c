@@ -1075,6 +1075,47 @@ Test(large_slot, a_free_past_its_bytes_sends_the_oldest_blocks_back)
 	A(free)(keep);
 }
 
+/* A slot that mallocs take blocks back from (at least 4 a miss since the last cold-bin
+ * sweep) and that a free finds full holds more while its heap has many pages in use: up
+ * to 4 times its base bound, within a twelfth of those pages (sizes above the classes that
+ * come and go met the arena's lock and a page-run search at 1 malloc in 17, medsizes). The
+ * cold-bin sweep brings the bound back down with the heap's pages in use. */
+Test(large_slot, a_slot_in_use_holds_more_in_a_heap_of_many_pages_in_use)
+{
+	set("mmap_threshold", 4 << 20);
+	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
+	char *keep = A(malloc)(100000);
+	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
+	for (unsigned i = 0; i < 6; i++)
+		big[i] = A(malloc)(2 << 20);
+	char *b[16];
+	for (unsigned i = 0; i < 16; i++)
+		b[i] = A(malloc)(16 * 4096); /* (misses: the slot is empty) */
+	char *w = A(malloc)(9 * 4096);
+	for (unsigned i = 0; i < 30; i++) { /* a cold-bin sweep (the 32nd large malloc) at
+	                                     * the 8th: 22 blocks taken back since, no miss */
+		A(free)(w);
+		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
+	}
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "all sixteen kept: 256 pages");
+	for (int i = 15; i >= 0; i--)
+		cr_assert_eq(A(malloc)(16 * 4096), b[i]);
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(big[i]); /* above the base: declined (parked, or back to the heap) */
+	A(malloc_trim)(0);       /* (the one parked back to its heap) */
+	for (unsigned i = 0; i < 40; i++) /* a cold-bin sweep meanwhile (32 large mallocs) */
+		A(free)(A(malloc)(16 * 4096));
+	cr_assert_eq(tcache_large_bytes(), 16 * 4096, "(set-up)");
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 128 * 4096,
+	             "the heap's pages in use fell: the base bound again (8 blocks)");
+	A(free)(w);
+	A(free)(keep);
+}
+
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
  * a quarter longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
  * that holds it first (else the newest; under the lock the allocation takes), so the
