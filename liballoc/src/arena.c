@@ -2259,14 +2259,15 @@ void arena_free_meta(struct arena *a, void *p, uint64_t counted)
 bool arena_resize_large(struct arena *a, void *p, size_t size)
 {
 	struct heap *h = heap_of(p);
-	uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
 	if (size > LA_LARGE_MAX)
 		return false;
 	bool ok = false;
 	arena_lock(a);
 	struct span *s = span_at(h, pm_head(h->pagemap[heap_page_of(h, p)]));
+	/* (a block coloured by malloc starts s->offset bytes into its first page) */
+	uint32_t want = (uint32_t)(la_align_up(size + s->offset, LA_PAGE) >> LA_PAGE_SHIFT);
 	uint32_t have = s->npages;
-	if (s->offset == 0 && want <= have) {
+	if (s->offset < LA_PAGE && want <= have) {
 		if (want < have && want * 4 >= have) { /* shrink in place, keep the tail if small */
 			heap_shrink_span(h, s, want);
 			op_measure_soon(); /* the tail counts resident whole */
@@ -2277,7 +2278,7 @@ bool arena_resize_large(struct arena *a, void *p, size_t size)
 		} else {
 			ok = want == have;
 		}
-	} else if (s->offset == 0) {
+	} else if (s->offset < LA_PAGE) {
 		uint32_t dirty;
 		if (heap_grow_span(h, s, want, false, &dirty)) {
 			heap_touch(h, s->first + have, want - have);

@@ -62,9 +62,13 @@ LA_INLINE uint64_t la_earlier(uint64_t due, uint64_t d)
 #define LA_HEAP_MASK  (LA_HEAP_SIZE - 1)
 #define LA_HEAP_PAGES (LA_HEAP_SIZE >> LA_PAGE_SHIFT)
 
-#define LA_ARENAS_MAX LA_SHM_ARENAS_MAX /* arena slots; arena_max is at most this */
+#define LA_ARENAS_MAX  LA_SHM_ARENAS_MAX /* arena slots; arena_max is at most this */
 /* A request larger than this can never come from a heap (must be a direct mapping). */
-#define LA_LARGE_MAX  ((size_t)48 << 20)
+#define LA_LARGE_MAX   ((size_t)48 << 20)
+/* A heap block of a malloc or calloc of at least LA_COLOUR_FROM bytes starts LA_COLOUR
+ * bytes into its first page (malloc.c, colour_span). */
+#define LA_COLOUR_FROM (((size_t)1 << 20) + 1)
+#define LA_COLOUR      256u
 
 #define LA_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LA_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -172,6 +172,48 @@ Test(corruption, double_free_of_a_large_block_taken_back_and_freed_again)
 	expect_abort(large_double_free_after_reuse, "liballoc: free(): double free detected");
 }
 
+/* A block above 1 MiB starts 256 bytes into its first page (malloc.c, colour_span): its
+ * second free is told from a wild pointer all the same, parked or back in its heap, and the
+ * start of its first page, which it does not start at, is no block. */
+static void coloured_double_free(void)
+{
+	A(mallopt)(M_MMAP_THRESHOLD, 16 << 20); /* from a heap */
+	char *p = A(malloc)(2 << 20);
+	sink = A(malloc)(100000);
+	A(free)(p);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_block_past_its_pages_start)
+{
+	expect_abort(coloured_double_free, "liballoc: free(): double free detected");
+}
+
+static void coloured_double_free_unparked(void)
+{
+	A(mallopt)(M_MMAP_THRESHOLD, 16 << 20);
+	char *p = A(malloc)(2 << 20);
+	sink = A(malloc)(100000);
+	void *q = A(malloc)(3 << 20);
+	A(free)(p);
+	A(free)(q);
+	A(free)(p);
+}
+Test(corruption, double_free_of_a_block_past_its_pages_start_no_longer_parked)
+{
+	expect_abort(coloured_double_free_unparked, "liballoc: free(): double free detected");
+}
+
+static void coloured_page_start_free(void)
+{
+	A(mallopt)(M_MMAP_THRESHOLD, 16 << 20);
+	char *p = A(malloc)(2 << 20);
+	A(free)((void *)((uintptr_t)p & ~(uintptr_t)4095));
+}
+Test(corruption, free_of_the_page_start_before_a_block_past_it)
+{
+	expect_abort(coloured_page_start_free, "liballoc: free(): invalid pointer");
+}
+
 static void large_realloc_in_slot(void)
 {
 	char *p = A(malloc)(64 << 10);

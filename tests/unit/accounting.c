@@ -476,8 +476,9 @@ Test(accounting, a_measurement_finds_the_pages_never_touched)
 	set("mmap_threshold", 4 << 20);
 	set("trim_threshold", 64 << 20); /* keep freed pages */
 	char *keep = A(malloc)(100000);
-	char *big = A(malloc)(1000 * 4096);
-	memset(big, 1, 100 * 4096);
+	/* a span of 1000 pages: the block starts LA_COLOUR bytes into its first (malloc.c) */
+	char *big = A(malloc)(1000 * 4096 - LA_COLOUR);
+	memset(big, 1, 100 * 4096 - LA_COLOUR); /* its first 100 pages */
 	struct la_counters before;
 	liballoc_stats(&before);
 	A(free)(big); /* parked whole */
@@ -493,7 +494,7 @@ Test(accounting, a_measurement_finds_the_pages_never_touched)
 	        "%llu bytes free resident after the measurement",
 	        (unsigned long long)(measured.free_resident_bytes - before.free_resident_bytes));
 	/* taken back whole: all of it counts again */
-	char *again = A(malloc)(1000 * 4096);
+	char *again = A(malloc)(1000 * 4096 - LA_COLOUR);
 	cr_assert_eq(again, big);
 	check_all();
 	A(free)(again);
@@ -803,7 +804,8 @@ static char *block_written_in_part(bool slot)
 	set("decay_ms", 600000);
 	A(malloc_trim)(0);
 	(void)rss_anon();
-	char *b = A(malloc)(8 << 20);
+	/* a span of 8 MiB: the block starts LA_COLOUR bytes into its first page (malloc.c) */
+	char *b = A(malloc)((8 << 20) - LA_COLOUR);
 	cr_assert_not_null(b);
 	memset(b, 1, 2 << 20);
 	return b;

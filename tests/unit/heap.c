@@ -134,10 +134,13 @@ Test(heap, spans_tile_the_heap_through_splits_and_merges, .timeout = 60)
 	check_arena(a);
 }
 
+/* Resident pages of the pages pages from the one holding p (a block above LA_COLOUR_FROM
+ * starts LA_COLOUR bytes into its span's first page). */
 static unsigned resident_pages(void *p, size_t pages)
 {
 	static unsigned char v[1024];
 	cr_assert_leq(pages, sizeof(v));
+	p = (void *)((uintptr_t)p & ~(LA_PAGE - 1));
 	cr_assert_eq(mincore(p, pages << LA_PAGE_SHIFT, v), 0);
 	unsigned n = 0;
 	for (size_t i = 0; i < pages; i++)

@@ -801,11 +801,13 @@ static struct la_counters flushed_stats(void)
 	return stats();
 }
 
+/* Whether the arena's parked block is block p's span (a block above LA_COLOUR_FROM starts
+ * LA_COLOUR bytes into its span's first page). */
 static bool arena_parks(struct arena *a, const void *p)
 {
 	arena_lock(a);
 	struct span *s = a->parked;
-	bool yes = s && span_base(heap_of(s), s) == p;
+	bool yes = s && span_base(heap_of(s), s) == (void *)((uintptr_t)p & ~(LA_PAGE - 1));
 	arena_unlock(a);
 	return yes;
 }
@@ -1198,6 +1200,66 @@ Test(large_slot, a_reallocs_move_takes_a_block_up_to_an_eighth_longer_than_its_s
 
 /* Bounded by bytes: 4 x tcache_max_bytes (1 MiB by default); a longer block is parked in
  * the arena as before; a lower bound sends a longer block in the slot back at once. */
+/* ---- colour: blocks above 1 MiB start LA_COLOUR bytes into their first page ----------- */
+
+/* A plain malloc or calloc of a heap block above LA_COLOUR_FROM starts LA_COLOUR bytes into
+ * its span's first page (a program writing it a page at a time from its start then writes
+ * no page's first line: malloc.c, colour_span); blocks up to 1 MiB (the large slot's at the
+ * default bound), aligned requests and mappings of their own start on a page. */
+Test(colour, heap_blocks_above_1_mib_start_past_their_first_pages_start)
+{
+	set("mmap_threshold", 16 << 20);
+	set("mmap_dynamic", 0);
+	size_t n = (2 << 20) + 100;
+	char *p = A(malloc)(n);
+	cr_assert(heap_registered(p), "a heap's block");
+	cr_assert_eq((uintptr_t)p & (LA_PAGE - 1), LA_COLOUR);
+	size_t usable = A(malloc_usable_size)(p);
+	cr_assert_geq(usable, n);
+	cr_assert_lt(usable, n + LA_PAGE);
+	memset(p, 3, usable);
+	char *z = A(calloc)(1, 3 << 20);
+	cr_assert_eq((uintptr_t)z & (LA_PAGE - 1), LA_COLOUR, "a calloc's too");
+	for (size_t i = 0; i < (3 << 20); i += 4096)
+		cr_assert_eq(z[i] | z[i + 4095], 0);
+	char *m = A(malloc)(LA_COLOUR_FROM - 1);
+	cr_assert_eq((uintptr_t)m & (LA_PAGE - 1), 0, "1 MiB: on its page");
+	char *a = A(memalign)(4096, 2 << 20);
+	cr_assert_eq((uintptr_t)a & (LA_PAGE - 1), 0, "an aligned request: on its page");
+	char *d = A(malloc)(LA_LARGE_MAX + 1);
+	cr_assert(!heap_registered(d));
+	cr_assert_eq((uintptr_t)d & (LA_PAGE - 1), 0, "a mapping of its own: on its page");
+	A(free)(d);
+	A(free)(a);
+	A(free)(m);
+	A(free)(z);
+	cr_assert_eq(p[usable - 1], 3);
+	A(free)(p);
+}
+
+/* realloc resizes such a block in place as it does one on its page: a shrink keeps its
+ * start and its colour, counting the page the colour takes; a growth keeps the contents. */
+Test(colour, a_block_past_its_pages_start_resizes_in_place)
+{
+	set("mmap_threshold", 16 << 20);
+	set("mmap_dynamic", 0);
+	char *p = A(malloc)(2 << 20);
+	cr_assert_eq((uintptr_t)p & (LA_PAGE - 1), LA_COLOUR);
+	memset(p, 9, 2 << 20);
+	struct la_counters before = stats();
+	size_t n = (1 << 20) + 8192; /* by more than a quarter: its pages beyond go back */
+	char *q = A(realloc)(p, n);
+	cr_assert_eq(q, p, "shrunk in place");
+	cr_assert_eq(A(malloc_usable_size)(q), n + LA_PAGE - LA_COLOUR);
+	cr_assert_eq(stats().allocated_bytes, before.allocated_bytes - (2 << 20) + n);
+	char *r = A(realloc)(q, 3 << 20);
+	cr_assert_not_null(r);
+	for (size_t i = 0; i < n; i += 512)
+		cr_assert_eq(r[i], 9, "byte %zu", i);
+	cr_assert_geq(A(malloc_usable_size)(r), 3 << 20);
+	A(free)(r);
+}
+
 Test(large_slot, it_takes_blocks_up_to_four_times_tcache_max_bytes)
 {
 	set("mmap_threshold", 8 << 20);
@@ -1241,7 +1303,8 @@ Test(large_slot, a_free_above_its_bound_sends_its_block_back_to_its_heap)
 {
 	set("mmap_threshold", 8 << 20);
 	char *keep = A(malloc)(100000);
-	char *p = A(malloc)(64 << 10), *big = A(malloc)(2 << 20);
+	/* (big: a span of 2 MiB, the block LA_COLOUR bytes into its first page) */
+	char *p = A(malloc)(64 << 10), *big = A(malloc)((2 << 20) - LA_COLOUR);
 	memset(p, 1, 64 << 10);
 	struct la_counters before = flushed_stats();
 	A(free)(p);
