@@ -32,13 +32,6 @@ LA_INLINE bool ring_pending(struct arena *a)
 	               __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
 }
 
-/* Frees were handed over to a since its last drain (a hint: arena_drain itself looks at
- * the queue and the ring). */
-LA_INLINE bool remote_pending(struct arena *a)
-{
-	return __atomic_load_n(&a->rq_pending, __ATOMIC_RELAXED) != 0;
-}
-
 /* After a hand-over to a (the queue or the ring): its next refill drains. */
 LA_INLINE void remote_note(struct arena *a)
 {
@@ -626,21 +619,6 @@ static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out,
 	s->free = p;
 	s->used = (uint16_t)(s->used + got);
 	return got;
-}
-
-/* Blocks p, p + size, ... (k of them) into out[k - 1], out[k - 2], ... (the lowest address
- * last: handed out first). */
-LA_INLINE void carve_run(void **out, uintptr_t p, size_t size, uint32_t k)
-{
-	/* two blocks a step, their addresses in one vector register (SSE2 on x86-64: a
-	 * store, an add and the count, 2 instructions a block where one at a time took 4) */
-	typedef uintptr_t pair __attribute__((vector_size(2 * sizeof(uintptr_t))));
-	pair v = {p + size, p}, step = {2 * size, 2 * size};
-	size_t i = k;
-	for (; i >= 2; i -= 2, v += step)
-		memcpy(&out[i - 2], &v, sizeof(v)); /* out[i - 1] = p, out[i - 2] = p + size */
-	if (i)
-		out[0] = (void *)v[1];
 }
 
 /* Carve up to k never-used blocks from a span into out[0..], the lowest address last
@@ -1315,12 +1293,6 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	return got;
 }
 
-static LA_NOINLINE uint32_t refill_shared(struct arena *a, unsigned cls, void **out, uint32_t want,
-                                          uint32_t carve, struct arena **from)
-{
-	return refill(a, cls, out, want, carve, true, false, from);
-}
-
 /* A refill of a whose lock the caller holds (a lender), for another arena's thread: its
  * lists walked after the unlock, as in an arena threads share (the lender's own threads do
  * not wait for the walk), no further arena's blocks taken. */
@@ -1375,83 +1347,39 @@ static LA_NOINLINE struct arena *lender(struct arena *a)
 	return NULL;
 }
 
-/* The end of arena_refill's quick refill of got blocks of cls (of size bytes) from the
- * spans: refill()'s counts, and the unlock. */
-LA_INLINE void quick_done(struct arena *a, unsigned cls, uint32_t got, size_t size)
-{
-	struct la_counters *c = a->c;
-	struct la_class_stats *cs = &a->cs[cls];
-	STAT_ADD_LOCKED(c, allocated_bytes, (uint64_t)got * size);
-	STAT_ADD_LOCKED(c, cache_refills, 1);
-	STAT_ADD_LOCKED(cs, refills, 1);
-	STAT_ADD_LOCKED(cs, blocks_in_use, got);
-	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
-	arena_unlock(a);
-}
-
-/* arena_refill's quick refill of freed blocks (the first span on cls's partial list holds
- * some, and none wait in the transfer cache or the remote frees): what refill() does then
- * (no carving: the spans' lists hold at least one), in a frame of its own. */
-static LA_NOINLINE uint32_t refill_pop(struct arena *a, unsigned cls, void **out, uint32_t want)
+/* arena_refill_inline's quick refill of freed blocks (the first span on cls's partial list
+ * holds some, and none wait in the transfer cache or the remote frees): what refill() does
+ * then (no carving: the spans' lists hold at least one), in a frame of its own. */
+LA_NOINLINE uint32_t arena_refill_pop(struct arena *a, unsigned cls, void **out, uint32_t want)
 {
 	uint32_t got = pop_ways(a, cls, out, want);
-	quick_done(a, cls, got, sc_size[cls]);
+	arena_refill_done(a, cls, got, sc_size[cls]);
 	return got;
 }
 
-/* The refill of an arena with one thread, its lock taken (arena_refill's quick carving
- * did not apply). */
-static LA_NOINLINE uint32_t refill_single_locked(struct arena *a, unsigned cls, void **out,
-                                                 uint32_t want, uint32_t carve, struct arena **from)
+/* The refill of an arena with one thread, its lock taken (arena_refill_inline's quick
+ * carving did not apply). */
+LA_NOINLINE uint32_t arena_refill_single_locked(struct arena *a, unsigned cls, void **out,
+                                                uint32_t want, uint32_t carve, struct arena **from)
 {
 	return refill(a, cls, out, want, carve, false, true, from);
+}
+
+LA_NOINLINE uint32_t arena_refill_shared(struct arena *a, unsigned cls, void **out, uint32_t want,
+                                         uint32_t carve, struct arena **from)
+{
+	return refill(a, cls, out, want, carve, true, false, from);
+}
+
+LA_NOINLINE void arena_span_carved_out(struct arena *a, struct span *s)
+{
+	partial_remove(a, s);
 }
 
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve,
                       struct arena **from)
 {
-	if (from)
-		*from = a;
-	if (__atomic_load_n(&a->threads, __ATOMIC_RELAXED) > 1)
-		return refill_shared(a, cls, out, want, carve, from);
-	arena_lock(a);
-	/* The refill of a class in growth (most of a program's refills as it builds its data:
-	 * CPython test_dict, 6.7k of 7.7k): nothing freed of it anywhere (the transfer cache
-	 * holds none, its one partial span has no free list, no remote frees wait) and that
-	 * span holds the never-used blocks the refill carves. What refill() does then, here
-	 * with few live values: refill()'s, across all its cases, cost it spills and reloads
-	 * (~250 instructions a refill besides the carving's 2.5 a block; here ~110). A refill
-	 * of freed blocks in the same state is refill_pop's. */
-	struct span *s = a->partial[cls];
-	if (likely(s && !a->xfer_n[cls] && !remote_pending(a) &&
-	           !((a->xfer_over | a->xfer_past) >> cls & 1))) {
-		if (s->free) /* freed blocks: from the spans' lists */
-			return refill_pop(a, cls, out, want);
-		uint32_t k = s->warm ? want : LA_MIN(want, carve), bump = s->bump;
-		/* refill() may take another arena's free pages for a carving that would
-		 * touch new ones (lender): not here, but where the span is warm, there is no
-		 * `from` or one arena only */
-		if (!s->next && k <= sc_blocks[cls] - bump &&
-		    (s->warm || !from || __atomic_load_n(&arena_count, __ATOMIC_RELAXED) <= 1)) {
-			struct heap *h = heap_of(s);
-			size_t size = sc_size[cls];
-			/* the blocks' offsets in the heap: their pages with a shift */
-			uintptr_t off = ((uintptr_t)s->first << LA_PAGE_SHIFT) + bump * size;
-			uintptr_t last = off + k * size - 1;
-			carve_run(out, (uintptr_t)h + off, size, k);
-			s->bump = (uint16_t)(bump + k);
-			s->used = (uint16_t)(s->used + k);
-			uint32_t lo = (uint32_t)(off >> LA_PAGE_SHIFT);
-			heap_touch_few(h, lo, (uint32_t)(last >> LA_PAGE_SHIFT) - lo + 1);
-			/* no never-used block left, and no free list: off the list
-			 * (partial_check) */
-			if (bump + k >= sc_blocks[cls])
-				partial_remove(a, s);
-			quick_done(a, cls, k, size);
-			return k;
-		}
-	}
-	return refill_single_locked(a, cls, out, want, carve, from);
+	return arena_refill_inline(a, cls, out, want, carve, from);
 }
 
 void *arena_alloc_small(struct arena *a, unsigned cls)

@@ -829,8 +829,8 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 		if (unlikely(tc->nlarge) && !arena_dirty_hint(tc->arena, sc_pages[cls]))
 			flush_large(tc);
 		struct arena *from;
-		uint32_t got = arena_refill(tc->arena, cls, b->slot + 1, want,
-		                            LA_MIN(want, sc_batch[cls]), &from);
+		uint32_t got = arena_refill_inline(tc->arena, cls, b->slot + 1, want,
+		                                   LA_MIN(want, sc_batch[cls]), &from);
 		if (from != tc->arena) /* another arena's blocks: its own at the flush */
 			tc->foreign_bins |= (uint64_t)1 << cls;
 		if (got == 0) {
