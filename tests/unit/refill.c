@@ -1425,6 +1425,22 @@ static uint64_t build_and_tear_down(size_t size, int n, int rounds)
 	return refills;
 }
 
+/* Every room word of bin cls's row says what its limit allows (tcache.h, struct twide):
+ * the class's reciprocal below the limit, 0 from it on (bin_limit_to writes only those
+ * between the old limit and the new one at a growth or a shrink). */
+static void assert_room_words(unsigned cls)
+{
+	const struct tbin *b = &la_tcache.bins[cls];
+	bool wide =
+	        cls < TC_WIDE_CLASSES && la_tcache.slots && (la_tcache.slots->wide_bins >> cls & 1);
+	uint32_t n = wide ? TC_WIDE_SLOTS : TC_SLOTS;
+	const uint64_t *room = (const uint64_t *)(const void *)((const char *)b->slot + TC_ROOM);
+	for (uint32_t k = 0; k < n; k++)
+		cr_assert_eq(room[k], k < b->limit ? sc_recip[cls] : 0,
+		             "class %u limit %u: room word %u reads %llu", cls, b->limit, k,
+		             (unsigned long long)room[k]);
+}
+
 static void no_decay_pass(void)
 {
 	char reason[160];
@@ -1448,6 +1464,7 @@ Test(growth, a_bin_that_refills_and_flushes_often_grows)
 	cr_assert_leq(b->limit, TC_WIDE_SLOTS - 1);
 	cr_assert_lt(refills, N / (TC_MAX_BLOCKS / 2 + 1), "%llu refills for %d blocks",
 	             (unsigned long long)refills, N);
+	assert_room_words(cls);
 	/* the bin holds up to its limit: as many frees in a row go into it, no flush */
 	void *p[2 * TC_WIDE_SLOTS];
 	uint32_t n = 0;
@@ -1484,6 +1501,7 @@ Test(growth, a_bin_grows_within_tcache_max_bytes)
 	struct tbin *b = &la_tcache.bins[sc_class_of(32)];
 	cr_assert_gt(b->limit, TC_MAX_BLOCKS, "2560 bytes: 80 blocks");
 	cr_assert_eq(b->limit, 2560 / 32, "limit %u", b->limit);
+	assert_room_words(sc_class_of(32));
 }
 
 /* A grown bin whose class the thread stopped using goes back to its base limit at the
@@ -1499,7 +1517,9 @@ Test(growth, a_grown_bin_goes_back_to_its_limit_when_its_class_goes_quiet)
 	build_and_tear_down(512, 2000, 4); /* hundreds of refills and flushes of another class */
 	cr_assert_eq(b->limit, TC_MAX_BLOCKS, "limit %u", b->limit);
 	cr_assert_leq(tbin_count(b), TC_MAX_BLOCKS);
+	assert_room_words(cls);
 	/* and grows again when the class comes back */
 	build_and_tear_down(32, 2000, 6);
 	cr_assert_gt(b->limit, TC_MAX_BLOCKS);
+	assert_room_words(cls);
 }
