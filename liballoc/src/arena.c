@@ -1650,8 +1650,10 @@ static bool arena_dirty_at_least(struct arena *a, uint64_t pages)
 	return arena_dirty_hint(a, (uint32_t)LA_MIN(pages, (uint64_t)UINT32_MAX));
 }
 
-void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
-                       enum flush_how how)
+/* arena_free_blocks' body, in a copy for a full bin's flush (arena_free_blocks_full: how
+ * a constant, its tests gone) and one for the others */
+LA_INLINE void free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
+                           enum flush_how how)
 {
 	bool cold = how == FLUSH_COLD;
 	if (unlikely(!__atomic_load_n(&a->xfer, __ATOMIC_RELAXED)))
@@ -1705,6 +1707,17 @@ void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigne
 	__atomic_store_n(&a->work, a->work + 1, __ATOMIC_RELAXED);
 	arena_unlock(a);
 	shm_note_retained(); /* the decay pass releases spans that empty and cold caches */
+}
+
+void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
+                       enum flush_how how)
+{
+	free_blocks(a, blocks, n, cls, how);
+}
+
+void arena_free_blocks_full(struct arena *a, void *const *blocks, uint32_t n, unsigned cls)
+{
+	free_blocks(a, blocks, n, cls, FLUSH_FULL);
 }
 
 void arena_free_local(struct arena *a, void *p)

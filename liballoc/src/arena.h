@@ -334,6 +334,8 @@ enum flush_how {
  * and in use until the next drain, as remote frees are), else as FLUSH_PLAIN. */
 void arena_free_blocks(struct arena *a, void *const *blocks, uint32_t n, unsigned cls,
                        enum flush_how how);
+/* arena_free_blocks(a, blocks, n, cls, FLUSH_FULL) (a copy without its tests of how) */
+void arena_free_blocks_full(struct arena *a, void *const *blocks, uint32_t n, unsigned cls);
 /* Lock held: is p, a block of span s, free in the transfer cache or in s's free list? */
 bool arena_holds_free(struct arena *a, struct span *s, const void *p);
 /* One block, no thread cache (dead or disabled caches). */

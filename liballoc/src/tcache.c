@@ -569,7 +569,10 @@ LA_INLINE uint32_t flush_bin_inline(struct tcache *tc, unsigned cls, uint32_t ke
 		return flush_bin_mixed(tc, cls, keep, how);
 	void **slot = b->slot + 1; /* the blocks, oldest first */
 	uint32_t n = count - keep;
-	arena_free_blocks(tc->arena, slot, n, cls, how);
+	if (how == FLUSH_FULL) /* (a constant where inlined) */
+		arena_free_blocks_full(tc->arena, slot, n, cls);
+	else
+		arena_free_blocks(tc->arena, slot, n, cls, how);
 	/* the most recent blocks stay, at the bottom now (none: no call) */
 	if (keep)
 		memmove(slot, slot + n, keep * sizeof(void *));
