@@ -820,8 +820,9 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls)
 	} else {
 		/* freed blocks come back in batches of up to half the limit; never-used ones
 		 * (which touch memory) at most sc_batch at a time */
-		uint32_t want = b->batch;
-		b->batch = (uint16_t)LA_MIN(want * 2, b->limit / 2u + 1);
+		uint32_t want = b->batch, most = b->limit / 2u + 1;
+		if (unlikely(want < most)) /* (batch <= most: at most once it got there) */
+			b->batch = (uint16_t)LA_MIN(want * 2, most);
 		if (unlikely(tc->gc_flushed >> cls & 1)) /* the last sweep emptied it too early */
 			gc_missed(tc, cls);
 		tc->refilled_bins |= (uint64_t)1 << cls;
