@@ -431,7 +431,12 @@ static void large_widen(struct tcache *tc, const struct span *s)
 }
 
 /* The cold-bin sweep (slot in use since the last one): a raised bound follows the heap's
- * pages in use back down, and the blocks above it go back to their heap. */
+ * pages in use back down once they fell below half of what it stands for, and the
+ * blocks above it go back to their heap. Half, not any fall: the figure moves with every
+ * eviction and differs from heap to heap (the newest block's heap is read), and each
+ * fall sent blocks back that the next full free took the bound up for again (medsizes
+ * 1000 300000 131072: 930 of 3,438 sweeps sent 7,352 blocks back; 129.3M -> 120.7M
+ * instructions with the half). */
 static void large_narrow(struct tcache *tc)
 {
 	uint64_t base = large_base(tc);
@@ -440,7 +445,10 @@ static void large_narrow(struct tcache *tc)
 	struct span *any = tc->large_newest;
 	if (!any && tc->nlarge)
 		any = large_victim(tc);
-	large_bound_to(tc, any ? large_bound_for(tc, heap_of(any)) : base);
+	uint64_t bound = any ? large_bound_for(tc, heap_of(any)) : base;
+	if (bound > tc->large_max / 2)
+		return;
+	large_bound_to(tc, bound);
 	struct span *v[TC_LARGE_SLOTS_MAX];
 	uint32_t k = 0;
 	while (tc->nlarge && (tc->nlarge > tc->large_slots ||

@@ -1118,6 +1118,45 @@ Test(large_slot, a_slot_in_use_holds_more_in_a_heap_of_many_pages_in_use)
 	A(free)(keep);
 }
 
+/* ... but not while those pages fell by less than half: the figure moves with every block
+ * the slot sends back, and each small fall sent blocks back that the next full free raised
+ * the bound for again. */
+Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_half)
+{
+	set("mmap_threshold", 4 << 20);
+	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
+	char *keep = A(malloc)(100000);
+	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
+	for (unsigned i = 0; i < 6; i++)
+		big[i] = A(malloc)(2 << 20);
+	char *b[16];
+	for (unsigned i = 0; i < 16; i++)
+		b[i] = A(malloc)(16 * 4096);
+	char *w = A(malloc)(9 * 4096);
+	for (unsigned i = 0; i < 30; i++) { /* as above: a sweep, then no miss */
+		A(free)(w);
+		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
+	}
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "(set-up: the bound rose)");
+	for (int i = 15; i >= 0; i--)
+		cr_assert_eq(A(malloc)(16 * 4096), b[i]);
+	A(free)(big[0]); /* 4 MiB fewer in use: a twelfth falls from ~1.25 to ~0.9 MiB */
+	A(free)(big[1]);
+	A(malloc_trim)(0);
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "(set-up)");
+	for (unsigned i = 0; i < 40; i++) /* a cold-bin sweep meanwhile (32 large mallocs) */
+		A(free)(A(malloc)(16 * 4096));
+	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "the bound stays: all sixteen kept");
+	for (unsigned i = 2; i < 6; i++)
+		A(free)(big[i]);
+	A(free)(w);
+	A(free)(keep);
+}
+
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
  * a quarter longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
  * that holds it first (else the newest; under the lock the allocation takes), so the
