@@ -1157,6 +1157,41 @@ Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_h
 	A(free)(keep);
 }
 
+/* ... nor while its mallocs miss more than once in 4 takes since the last cold-bin sweep
+ * (TC_LARGE_HITS): a slot that serves few of them (realloc_growth's, 1 malloc in 16) raised
+ * there put that row's peak +3 %. Same heap and blocks as above, with 6 misses after the
+ * sweep against 22 takes: the base bound holds (8 blocks of 16 pages). */
+Test(large_slot, a_slot_that_misses_often_keeps_its_base_bound)
+{
+	set("mmap_threshold", 4 << 20);
+	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
+	char *keep = A(malloc)(100000);
+	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
+	for (unsigned i = 0; i < 6; i++)
+		big[i] = A(malloc)(2 << 20);
+	char *b[16];
+	for (unsigned i = 0; i < 16; i++)
+		b[i] = A(malloc)(16 * 4096);
+	char *w = A(malloc)(9 * 4096);
+	for (unsigned i = 0; i < 30; i++) { /* a cold-bin sweep at the 8th: 22 takes since */
+		A(free)(w);
+		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
+	}
+	char *m[6];
+	for (unsigned i = 0; i < 6; i++) /* the slot is empty: 6 misses (28 < 32: no sweep) */
+		m[i] = A(malloc)(20 * 4096);
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 128 * 4096,
+	             "22 takes against 6 misses: the base bound (8 blocks), not a raised one");
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(m[i]);
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(big[i]);
+	A(free)(w);
+	A(free)(keep);
+}
+
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
  * a quarter longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
  * that holds it first (else the newest; under the lock the allocation takes), so the
