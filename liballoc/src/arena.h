@@ -222,10 +222,6 @@ LA_INLINE void arena_unlock(struct arena *a)
  * from (NULL: a's blocks only): a refill that finds no freed block and would carve into
  * new pages while another arena holds free resident ones may take that arena's blocks
  * instead (arena.c, lender); *from receives the arena whose blocks they are. */
-/* Up to want blocks of class cls into out[0..] (the one handed out first last), at most
- * carve of them never used (from a span whose pages are not known resident); returns how
- * many (0: no memory). *from (if from): the arena whose blocks they are (another one's free
- * resident pages may serve a carving that would touch new pages: arena.c, lender). */
 uint32_t arena_refill(struct arena *a, unsigned cls, void **out, uint32_t want, uint32_t carve,
                       struct arena **from);
 /* Frees were handed over to a since its last drain (a hint: arena_drain itself looks at
