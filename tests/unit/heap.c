@@ -961,7 +961,7 @@ Test(heap, fresh_spans_of_whole_page_blocks_start_on_their_grid)
 
 /* And a span of these classes taken from resident free pages starts on its grid where the
  * free span offers a window there whose first page is resident (heap.c, fit_on_grid with
- * HEAP_GRID_RESIDENT): taken at the head of a free run wherever it began, the spans of
+ * HEAP_GRID_PREFER): taken at the head of a free run wherever it began, the spans of
  * `sizes sweep 10` landed at other offsets from round to round, and their blocks' ends
  * touched pages no earlier block's end had (faults in rounds 2-6: 354 -> 48). Here the
  * run is a written large block of 64 pages, freed, after a block of 9-16 pages. */
