@@ -466,15 +466,8 @@ LA_INLINE struct span *new_small_span(struct arena *a, unsigned cls)
 {
 	struct heap *h;
 	uint32_t dirty;
-	/* the classes of whole-page blocks (sc_grid): on their grid, on resident pages where a
-	 * free span has a window there starting on one (a block's end touched it before), so
-	 * that a class's blocks start on the pages its earlier blocks started on wherever its
-	 * spans go: taken at the head of a free run, the spans of `sizes sweep 10` moved from
-	 * round to round and their blocks' ends faulted in pages no earlier end had touched
-	 * (rounds 2-6: 354 faults, 48 so; bench/README.md) */
-	uint32_t g = sc_grid(cls);
-	struct span *s = alloc_pages(a, sc_pages[cls], g > 1 ? g | HEAP_GRID_RESIDENT : 1, false,
-	                             true, false, &h, &dirty);
+	struct span *s =
+	        alloc_pages(a, sc_pages[cls], sc_grid(cls), false, true, false, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;

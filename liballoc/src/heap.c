@@ -723,8 +723,7 @@ static bool on_grid(const struct span *s, uint32_t n, uint32_t grid, uint32_t *a
 }
 
 /* find_fit for grid | HEAP_GRID_ALWAYS (large blocks of up to LARGE_GRID_PAGES pages,
- * arena.c; grid a power of two) and grid | HEAP_GRID_RESIDENT (the small spans of the
- * classes whose blocks are 5-8 whole pages, dirty_only): the n pages start on a multiple of grid pages from the heap's start, so that
+ * arena.c; grid a power of two): the n pages start on a multiple of grid pages from the heap's start, so that
  * blocks of these sizes start on the same few pages wherever they go: among the first
  * FIT_SCAN spans with room on the grid (smallest bin first), the first whose grid window
  * starts on a resident page (a block started there before), else the first such window
@@ -746,8 +745,7 @@ static struct span *fit_on_grid(struct heap *h, uint32_t n, uint32_t grid, bool 
 		for (struct span *s = h->bins[k]; s; s = bin_next(s, &steps)) {
 			if (steps >= GRID_SCAN)
 				goto done;
-			uint32_t r = grid & (grid - 1) ? s->first % grid : s->first & (grid - 1);
-			uint32_t a = r ? grid - r : 0; /* on_grid's */
+			uint32_t a = (grid - (s->first & (grid - 1))) & (grid - 1); /* on_grid's */
 			if (a + n > s->npages)
 				continue;
 			uint32_t pg = s->first + a;
@@ -794,12 +792,7 @@ static struct span *find_fit(struct heap *h, uint32_t n, uint32_t grid, bool dir
 	uint32_t steps = 0;
 	*at = 0;
 	*resident = 0;
-	if (grid & HEAP_GRID_RESIDENT) {
-		grid &= ~HEAP_GRID_RESIDENT;
-		struct span *s = fit_on_grid(h, n, grid, true, at, resident);
-		if (s)
-			return s;
-	} else if (grid & HEAP_GRID_ALWAYS) {
+	if (grid & HEAP_GRID_ALWAYS) {
 		grid &= ~HEAP_GRID_ALWAYS;
 		struct span *s = fit_on_grid(h, n, grid, dirty_only, at, resident);
 		if (s || dirty_only)

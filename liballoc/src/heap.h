@@ -367,12 +367,9 @@ void heap_destroy(struct heap *h);
  * can go on growing in place. grid > 1: pages not resident start on a multiple of grid pages
  * from the heap's start where the span chosen has room for that (heap.c, on_grid); grid with
  * HEAP_GRID_ALWAYS: the n pages start on the grid wherever they come from, resident or not,
- * while any of the spans find_fit looks at has room for that (heap.c, fit_on_grid); grid
- * with HEAP_GRID_RESIDENT: on the grid where a free span find_fit looks at has a window
- * there whose first page is resident (fit_on_grid), else as grid alone.
+ * while any of the spans find_fit looks at has room for that (heap.c, fit_on_grid).
  * *dirty_used receives how many of them may have been resident. */
-#define HEAP_GRID_ALWAYS   0x80000000u
-#define HEAP_GRID_RESIDENT 0x40000000u
+#define HEAP_GRID_ALWAYS 0x80000000u
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
                               uint32_t *dirty_used);
 /* Take n pages of which at least half are resident: of the first FIT_SCAN free spans that

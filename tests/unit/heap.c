@@ -959,52 +959,6 @@ Test(heap, fresh_spans_of_whole_page_blocks_start_on_their_grid)
 	}
 }
 
-/* And a span of these classes taken from resident free pages starts on its grid where the
- * free span offers a window there whose first page is resident (heap.c, fit_on_grid with
- * HEAP_GRID_PREFER): taken at the head of a free run wherever it began, the spans of
- * `sizes sweep 10` landed at other offsets from round to round, and their blocks' ends
- * touched pages no earlier block's end had (faults in rounds 2-6: 354 -> 48). Here the
- * run is a written large block of 64 pages, freed, after a block of 9-16 pages. */
-Test(heap, resident_spans_of_whole_page_blocks_start_on_their_grid)
-{
-	pages_only(3600000); /* no decay pass takes the pages meanwhile */
-	set("mmap_dynamic", 0);
-	set("tcache_max_bytes", 0); /* every block from its span, every free back to it */
-	static const uint32_t grids[] = {5, 6, 7, 8};
-	for (uint32_t shift = 0; shift < 8; shift++) {
-		for (unsigned g = 0; g < sizeof(grids) / sizeof(grids[0]); g++) {
-			liballoc_trim(0); /* no free page resident but the run's */
-			const uint32_t pages[] = {9 + shift, 64, 9, 9};
-			char *b[4];
-			side_by_side(b, pages, 4);
-			memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
-			A(free)(b[1]);
-			A(free)(b[3]); /* parked in b[1]'s place: b[1]'s pages are free */
-			size_t size = ((size_t)grids[g] << LA_PAGE_SHIFT) - 2048;
-			char *s[4];
-			for (int i = 0; i < 4; i++) {
-				s[i] = A(malloc)(size);
-				cr_assert_not_null(s[i]);
-				cr_assert(s[i] >= b[1] && s[i] + size <= b[1] + ((size_t)pages[1]
-				                                                 << LA_PAGE_SHIFT),
-				          "a block of %zu bytes not in the resident free run",
-				          size);
-				cr_assert(on_the_grid(s[i], grids[g]),
-				          "a block of %zu bytes at page %zu of its heap, not on "
-				          "the grid of %u pages (the run at page %zu)",
-				          size, ((uintptr_t)s[i] & LA_HEAP_MASK) >> LA_PAGE_SHIFT,
-				          grids[g],
-				          ((uintptr_t)b[1] & LA_HEAP_MASK) >> LA_PAGE_SHIFT);
-			}
-			for (int i = 0; i < 4; i++)
-				A(free)(s[i]);
-			A(free)(b[0]);
-			A(free)(b[2]);
-			check_arena(heap_of(b[0])->arena);
-		}
-	}
-}
-
 /* ---- what a purge advises ----------------------------------------------------------------- */
 
 /* A purge advises a measured free span from its first page that can be resident to the end
