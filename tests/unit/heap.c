@@ -148,17 +148,23 @@ static unsigned resident_pages(void *p, size_t pages)
 	return n;
 }
 
+/* n blocks of 2 KiB into p, every byte written; their heap */
+static struct heap *written_2k(void **p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		p[i] = A(malloc)(2048);
+		cr_assert_not_null(p[i]);
+		memset(p[i], i, 2048);
+	}
+	return heap_of(p[0]);
+}
+
 Test(heap, header_pages_follow_spans_not_pages)
 {
 	/* 4000 blocks of 2 KiB: 125 spans of 16 pages, 2000 data pages, all touched */
 	enum { N = 4000 };
 	static void *p[N];
-	for (int i = 0; i < N; i++) {
-		p[i] = A(malloc)(2048);
-		cr_assert_not_null(p[i]);
-		memset(p[i], i, 2048);
-	}
-	struct heap *h = heap_of(p[0]);
+	struct heap *h = written_2k(p, N);
 	unsigned header = resident_pages(h, h->first_page);
 	/* the page map (4 bytes a page: 3 pages here, with the heap's own fields), the
 	 * descriptor index (2 bytes a page: 2) and some 130 descriptors of 48 bytes (2), and
@@ -178,12 +184,7 @@ Test(heap, a_small_heap_writes_one_page_of_each_header_array)
 	 * straddled page boundaries: 6 pages */
 	enum { N = 400 };
 	static void *p[N];
-	for (int i = 0; i < N; i++) {
-		p[i] = A(malloc)(2048);
-		cr_assert_not_null(p[i]);
-		memset(p[i], i, 2048);
-	}
-	struct heap *h = heap_of(p[0]);
+	struct heap *h = written_2k(p, N);
 	cr_assert_lt(h->hwm - h->first_page, 1024u);
 	cr_assert_lt(h->desc_top, 85u);
 	unsigned header = resident_pages(h, h->first_page);

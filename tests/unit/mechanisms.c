@@ -1077,6 +1077,27 @@ Test(large_slot, a_free_past_its_bytes_sends_the_oldest_blocks_back)
 	A(free)(keep);
 }
 
+/* The raised-bound tests' set-up (mmap_threshold 4 MiB; tcache_max_bytes 128 KiB: the
+ * slot's base bound 512 KiB, 128 pages): keep; big, 12 MiB more in use in the heap (a
+ * twelfth is 1 MiB); b, sixteen blocks of 16 pages (misses: the slot is empty); w, freed
+ * and taken back 30 times (a cold-bin sweep, the 32nd large malloc, at the 8th: 22 blocks
+ * taken back since, no miss). */
+static void slot_serving(char **keep, char *big[6], char *b[16], char **w)
+{
+	set("mmap_threshold", 4 << 20);
+	set("tcache_max_bytes", 128 << 10);
+	*keep = A(malloc)(100000);
+	for (unsigned i = 0; i < 6; i++)
+		big[i] = A(malloc)(2 << 20);
+	for (unsigned i = 0; i < 16; i++)
+		b[i] = A(malloc)(16 * 4096);
+	*w = A(malloc)(9 * 4096);
+	for (unsigned i = 0; i < 30; i++) {
+		A(free)(*w);
+		cr_assert_eq(A(malloc)(9 * 4096), *w, "(set-up: the slot serves)");
+	}
+}
+
 /* A slot that mallocs take blocks back from (at least 4 a miss since the last cold-bin
  * sweep) and that a free finds full holds more while its heap has many pages in use: up
  * to 4 times its base bound, within a twelfth of those pages (sizes above the classes that
@@ -1084,21 +1105,8 @@ Test(large_slot, a_free_past_its_bytes_sends_the_oldest_blocks_back)
  * cold-bin sweep brings the bound back down with the heap's pages in use. */
 Test(large_slot, a_slot_in_use_holds_more_in_a_heap_of_many_pages_in_use)
 {
-	set("mmap_threshold", 4 << 20);
-	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
-	char *keep = A(malloc)(100000);
-	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
-	for (unsigned i = 0; i < 6; i++)
-		big[i] = A(malloc)(2 << 20);
-	char *b[16];
-	for (unsigned i = 0; i < 16; i++)
-		b[i] = A(malloc)(16 * 4096); /* (misses: the slot is empty) */
-	char *w = A(malloc)(9 * 4096);
-	for (unsigned i = 0; i < 30; i++) { /* a cold-bin sweep (the 32nd large malloc) at
-	                                     * the 8th: 22 blocks taken back since, no miss */
-		A(free)(w);
-		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
-	}
+	char *keep, *big[6], *b[16], *w;
+	slot_serving(&keep, big, b, &w);
 	for (unsigned i = 0; i < 16; i++)
 		A(free)(b[i]);
 	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "all sixteen kept: 256 pages");
@@ -1123,20 +1131,8 @@ Test(large_slot, a_slot_in_use_holds_more_in_a_heap_of_many_pages_in_use)
  * the bound for again. */
 Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_half)
 {
-	set("mmap_threshold", 4 << 20);
-	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
-	char *keep = A(malloc)(100000);
-	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
-	for (unsigned i = 0; i < 6; i++)
-		big[i] = A(malloc)(2 << 20);
-	char *b[16];
-	for (unsigned i = 0; i < 16; i++)
-		b[i] = A(malloc)(16 * 4096);
-	char *w = A(malloc)(9 * 4096);
-	for (unsigned i = 0; i < 30; i++) { /* as above: a sweep, then no miss */
-		A(free)(w);
-		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
-	}
+	char *keep, *big[6], *b[16], *w;
+	slot_serving(&keep, big, b, &w);
 	for (unsigned i = 0; i < 16; i++)
 		A(free)(b[i]);
 	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "(set-up: the bound rose)");
@@ -1163,20 +1159,8 @@ Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_h
  * sweep against 22 takes: the base bound holds (8 blocks of 16 pages). */
 Test(large_slot, a_slot_that_misses_often_keeps_its_base_bound)
 {
-	set("mmap_threshold", 4 << 20);
-	set("tcache_max_bytes", 128 << 10); /* the slot's base bound: 512 KiB, 128 pages */
-	char *keep = A(malloc)(100000);
-	char *big[6]; /* 12 MiB more in use in the heap: a twelfth is 1 MiB */
-	for (unsigned i = 0; i < 6; i++)
-		big[i] = A(malloc)(2 << 20);
-	char *b[16];
-	for (unsigned i = 0; i < 16; i++)
-		b[i] = A(malloc)(16 * 4096);
-	char *w = A(malloc)(9 * 4096);
-	for (unsigned i = 0; i < 30; i++) { /* a cold-bin sweep at the 8th: 22 takes since */
-		A(free)(w);
-		cr_assert_eq(A(malloc)(9 * 4096), w, "(set-up: the slot serves)");
-	}
+	char *keep, *big[6], *b[16], *w;
+	slot_serving(&keep, big, b, &w);
 	char *m[6];
 	for (unsigned i = 0; i < 6; i++) /* the slot is empty: 6 misses (28 < 32: no sweep) */
 		m[i] = A(malloc)(20 * 4096);
