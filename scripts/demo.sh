@@ -102,9 +102,11 @@ if [ $have_cli = 1 ] && [ $have_ctld = 1 ] && [ $have_so = 1 ] && [ -n "$WL" ]; 
 fi
 
 memory() { # memory LABEL: RSS from /proc and the allocator's own numbers
-	"$ALLOCCTL" ps --json | python3 -c "
+	# (stats reads the segment when asked; ps shows figures up to 1 s old, which beside a
+	# fresh RSS read right after a release or trim showed the memory before it)
+	"$ALLOCCTL" --json stats "$WL" | python3 -c "
 import json, sys
-p = [p for p in json.load(sys.stdin)['processes'] if p['pid'] == $WL][0]
+p = json.load(sys.stdin)['process']
 rss = [int(l.split()[1]) * 1024 for l in open('/proc/$WL/status') if l.startswith('VmRSS:')][0]
 mib = lambda b: '%.1f MiB' % (b / 1048576)
 m = p['memory']
