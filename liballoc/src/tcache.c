@@ -565,6 +565,17 @@ static LA_NOINLINE uint32_t flush_bin_mixed(struct tcache *tc, unsigned cls, uin
  * owns the cache (busy or flusher). A bin of this arena's blocks only (the common case)
  * hands them over without the per-owner chains' stack and loop (~40 instructions a full
  * bin's flush); a full bin's flush (bin_put) does the same with the count it knows. */
+/* After the oldest count - keep blocks of bin b (its slots from b->slot + 1, oldest
+ * first) went to their arena: the keep most recent ones move to the bottom (none: no
+ * call). */
+LA_INLINE void bin_keep_newest(struct tbin *b, uint32_t count, uint32_t keep)
+{
+	void **slot = b->slot + 1;
+	if (keep)
+		memmove(slot, slot + (count - keep), keep * sizeof(void *));
+	b->top = b->slot + keep;
+}
+
 static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enum flush_how how)
 {
 	struct tbin *b = &tc->bins[cls];
@@ -573,13 +584,9 @@ static uint32_t flush_bin_to(struct tcache *tc, unsigned cls, uint32_t keep, enu
 		return 0;
 	if (unlikely(tc->foreign_bins >> cls & 1))
 		return flush_bin_mixed(tc, cls, keep, how);
-	void **slot = b->slot + 1; /* the blocks, oldest first */
 	uint32_t n = count - keep;
-	arena_free_blocks(tc->arena, slot, n, cls, how);
-	/* the most recent blocks stay, at the bottom now (none: no call) */
-	if (keep)
-		memmove(slot, slot + n, keep * sizeof(void *));
-	b->top = b->slot + keep;
+	arena_free_blocks(tc->arena, b->slot + 1, n, cls, how);
+	bin_keep_newest(b, count, keep);
 	return n;
 }
 
@@ -952,11 +959,8 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		if (unlikely(tc->foreign_bins >> cls & 1)) {
 			flush_bin_mixed(tc, cls, keep, FLUSH_FULL);
 		} else {
-			void **slot = b->slot + 1; /* the blocks, oldest first */
-			arena_free_blocks_full(tc->arena, slot, count - keep, cls);
-			if (keep) /* the most recent blocks stay, at the bottom now */
-				memmove(slot, slot + (count - keep), keep * sizeof(void *));
-			b->top = b->slot + keep;
+			arena_free_blocks_full(tc->arena, b->slot + 1, count - keep, cls);
+			bin_keep_newest(b, count, keep);
 		}
 		count = keep;
 		bin_grow_note(tc, cls, 2);
