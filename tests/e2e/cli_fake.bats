@@ -296,6 +296,9 @@ complete_line() {
 	"${T[@]}" send-keys o
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q 'sorted by other RSS'"
 	"${T[@]}" send-keys q
+	# top flushes typeahead when it gives the terminal back (keys meant for it must not
+	# reach the shell), so type the next line once the shell is the pane's foreground.
+	wait_for bash -c "[ \"\$(${T[*]} display-message -p '#{pane_current_command}')\" = bash ]"
 	"${T[@]}" send-keys 'echo "rc=$?"' Enter
 	wait_for bash -c "${T[*]} capture-pane -p | grep -q '^rc=0'"
 }
