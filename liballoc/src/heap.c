@@ -458,13 +458,27 @@ static void bin_remove(struct heap *h, struct span *s)
 		h->bin_mask[b >> 6] &= ~(1ULL << (b & 63));
 }
 
+/* Entries [first, first + n) of h's page map set to e, four to a store (16 bytes, no
+ * alignment needed): a small span's 16-32 entries took five instructions each, written at
+ * its making and again at its unmaking (`sizes sweep 10` makes and unmakes some 11,000
+ * spans of 16-32 pages: 45.22M -> 43.56M instructions). */
+typedef uint32_t pm_quad __attribute__((vector_size(16)));
+static void pm_fill(struct heap *h, uint32_t first, uint32_t n, uint32_t e)
+{
+	uint32_t *m = h->pagemap + first;
+	pm_quad q = {e, e, e, e};
+	uint32_t i = 0;
+	for (; i + 4 <= n; i += 4)
+		memcpy(m + i, &q, sizeof(q));
+	for (; i < n; i++)
+		m[i] = e;
+}
+
 void heap_map_span(struct heap *h, struct span *s, bool all)
 {
 	uint32_t first = s->first, last = first + s->npages - 1;
 	if (all) {
-		uint32_t e = pm_small_entry(h, first, s->cls);
-		for (uint32_t i = first; i <= last; i++)
-			h->pagemap[i] = e;
+		pm_fill(h, first, s->npages, pm_small_entry(h, first, s->cls));
 	} else {
 		h->pagemap[first] = pm_entry(h, first);
 		h->pagemap[last] = pm_entry(h, first);
@@ -473,9 +487,7 @@ void heap_map_span(struct heap *h, struct span *s, bool all)
 
 void heap_unmap_small(struct heap *h, struct span *s)
 {
-	uint32_t first = s->first, last = first + s->npages - 1;
-	for (uint32_t i = first; i <= last; i++)
-		h->pagemap[i] = pm_entry(h, first);
+	pm_fill(h, s->first, s->npages, pm_entry(h, s->first));
 }
 
 /* A descriptor for a span starting at page first (kind SPAN_NONE until the caller sets
