@@ -951,6 +951,7 @@ static bool huge_missing;     /* no transparent huge pages for advised ranges (a
 uint32_t heap_huge_cost, heap_page_cost; /* atomic: see heap.h */
 int heap_huge_policy;                    /* atomic: see heap.h */
 static uint64_t huge_tried_ns;           /* atomic: when huge ranges were last populated */
+uint8_t heap_forks;                      /* see heap.h */
 
 /* Bits of the huge ranges [c0, c1) (pages, multiples of HEAP_HUGE_PAGES) in `huge`. */
 static uint32_t huge_bits(uint32_t c0, uint32_t c1)
@@ -1055,12 +1056,17 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 	} else if (rs && rs->dirty) {
 		rs = NULL;
 	}
-	/* the rate of fresh pages: this window's and the previous one's, if it was the last */
+	/* the rate of fresh pages: this window's and the previous one's, if it was the last.
+	 * In a forked child a window begun before the fork is the parent's growth: the child's
+	 * own begins at its first large block (the fork loop's trim children populated up to
+	 * 139 pages at their first block after the trim, for their last trim to purge) */
 	uint64_t now = os_now_ns(), window = (uint64_t)HEAP_FAST_WINDOW_MS * 1000000u;
-	if (now - h->fresh_ns >= window) {
-		h->fresh_prev = now - h->fresh_ns < 2 * window ? h->fresh_pages : 0;
+	bool inherited = h->fresh_forks != heap_forks;
+	if (now - h->fresh_ns >= window || inherited) {
+		h->fresh_prev = now - h->fresh_ns < 2 * window && !inherited ? h->fresh_pages : 0;
 		h->fresh_pages = 0;
 		h->fresh_ns = now;
+		h->fresh_forks = heap_forks;
 	}
 	/* the rate before this block: one large block alone is no fast growth */
 	uint32_t rate = h->fresh_pages + h->fresh_prev;

@@ -135,7 +135,7 @@ struct heap {
 			uint8_t purge_due; /* left nearly empty: the throttle's purge waits for the
 	                          * control thread (arena.c); a growth that ends it nearly
 	                          * empty cancels it and counts as a refault */
-			uint8_t reserved2[1];
+			uint8_t fresh_forks; /* heap_forks when the populate-ahead window began */
 			uint32_t
 			        fresh_pages; /* populate-ahead: pages taken fresh in the current window... */
 			uint32_t
@@ -488,6 +488,10 @@ extern uint32_t heap_huge_cost, heap_page_cost;
 /* 0: huge ranges while they cost less (above); 1: always, at any fast growth (above
  * HEAP_FAST_PAGES), -1: never (tests set it) */
 extern int heap_huge_policy;
+/* Forks this process descends from, modulo 256 (the child's handler adds one): a heap's
+ * populate-ahead window begun under another count (h->fresh_forks) is the parent's growth,
+ * not this process's, and counts nothing (heap_populate_ahead). */
+extern uint8_t heap_forks;
 /* May a populate at time now (os_now_ns) use huge ranges? A try after they lost counts:
  * the next one is HEAP_HUGE_RETRY_MS later. */
 bool heap_huge_worth(uint64_t now);

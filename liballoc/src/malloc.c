@@ -1063,6 +1063,7 @@ static void fork_child(void)
 	/* first: the segment is still the parent's file, which the handlers below would write
 	 * (the arenas' thread counts, the dead threads' caches off the counters) */
 	shm_fork_child();
+	heap_forks++; /* the parent's populate-ahead windows are not the child's */
 	struct tcache *tc = &la_tcache;
 	bool burst_look = arena_reinit_child(tc->state == TC_LIVE ? tc->arena : NULL);
 	direct_fork_child();

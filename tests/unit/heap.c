@@ -351,6 +351,49 @@ Test(populate, a_trickle_or_a_growth_that_stopped_populates_nothing)
 		A(free)(b[i]);
 }
 
+/* A forked child's populate-ahead counts its own growth only: the parent's fast growth
+ * just before the fork (its windows, copied with the heap) made the fork loop's trim
+ * children populate up to 139 pages at their first block, which their last trim then
+ * purged. The child takes 12 blocks (192 pages, under the 256 of a fast heap): first the
+ * pages its parent populated ahead, then fresh ones. */
+static int child_takes_a_few_blocks(void *arg)
+{
+	(void)arg;
+	void *b[12];
+	struct la_counters before = counters();
+	for (int i = 0; i < 12; i++) {
+		b[i] = A(malloc)(64 << 10);
+		if (!b[i])
+			return 2;
+		memset(b[i], 1, 64 << 10);
+	}
+	struct la_counters after = counters();
+	if (after.madvise_calls != before.madvise_calls) {
+		fprintf(stderr, "the child populated %llu pages in %llu calls",
+		        (unsigned long long)((after.madvise_bytes - before.madvise_bytes) >>
+		                             LA_PAGE_SHIFT),
+		        (unsigned long long)(after.madvise_calls - before.madvise_calls));
+		return 1;
+	}
+	return 0;
+}
+
+Test(populate, a_forked_child_counts_its_own_growth_not_its_parents)
+{
+	pages_only(0);
+	enum { FAST = 512 };
+	static void *b[FAST];
+	struct la_counters before = counters();
+	grow(b, FAST, 0);
+	cr_assert_gt(counters().madvise_calls, before.madvise_calls,
+	             "the parent's growth populated nothing");
+	char err[256];
+	int st = run_child_stderr(child_takes_a_few_blocks, NULL, err, sizeof(err));
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %#x: %s", st, err);
+	for (int i = 0; i < FAST; i++)
+		A(free)(b[i]);
+}
+
 /* A populate that stops part way (here: a free page of the heap made unwritable, which the
  * kernel refuses with EINVAL after faulting in the pages before it, as it refuses the call
  * on kernels before 5.14) counts what came in, no more, and liballoc stops asking. The
