@@ -586,6 +586,10 @@ static bool reap_wanted, start_backlog;
  * parent's unless the parent set another for its children: the child cannot see its
  * parent there, getppid() is 0). */
 static bool seg_forked, seg_parent_controlled;
+/* This image is a forked child (or a child's child), whatever its parent's name was: its
+ * pid is new, so no earlier image of it named a file (remove_earlier_image). An exec
+ * starts the new image without it. */
+static bool image_forked;
 static uint64_t fork_pidns;
 /* The pid namespace shm_prepare_file read for the start's temporary name (0: none read):
  * write_identity takes it instead of a second look (a process never changes its own). */
@@ -1291,7 +1295,9 @@ const char *shm_path(void)
 }
 
 /* The process ends before its file was named (it lived less than LIBALLOC_PUBLISH_DELAY),
- * and it is not a forked child (whose pid is new): an earlier image of this process, the
+ * and it is not a forked child (whose pid is new, whether or not its parent was named then:
+ * the fork loop's children of a parent younger than the delay looked the name up at their
+ * exit, five system calls each): an earlier image of this process, the
  * one that exec'd it, may have named its file under the name this image's would have
  * taken over (name_file renames over it). Its lock went with that image (close-on-exec):
  * the file is stale, and would stay until some process's sweep (a second after its start:
@@ -1303,7 +1309,7 @@ const char *shm_path(void)
  * too, as the sweep does (reap_one). Async-signal-safe. */
 static void remove_earlier_image(void)
 {
-	if (seg_forked || !seg_dir[0])
+	if (image_forked || !seg_dir[0])
 		return;
 	int dfd = name_dfd >= 0 && is_seg_dir(name_dfd) ? fcntl(name_dfd, F_DUPFD_CLOEXEC, 0)
 	                                                : open_seg_dir();
@@ -1472,6 +1478,7 @@ void shm_fork_child(void)
 	size_t used = SEG_ALIGN(ARENAS_END(arenas), LA_SHM_PAGE);
 	/* the copy holds the parent's identity if the parent's file was named (write_identity) */
 	seg_forked = seg_on_file && seg_path[0];
+	image_forked = true;
 	/* the parent's name to give, if any, is the parent's */
 	name_state = NAME_IDLE;
 	name_tid = 0;

@@ -664,6 +664,26 @@ release_heaps_after() {
 	[ "$(sv "$WPID" liveness)" = live ]
 }
 
+@test "a forked child that ends before its name looks nothing up at its exit: its pid is new" {
+	# the parent (a bash, LIBALLOC_PUBLISH_DELAY 1s) is not named when it forks the
+	# subshell: the subshell's pid had no earlier image here, so at its exit it leaves the
+	# run directory alone (it looked for its earlier image's file, five system calls in each
+	# of the fork loop's children, and removed what it found: here a stale file, no lock
+	# held, under its pid, which the subshell makes itself to see the lookup)
+	run env LIBALLOC_RUN_DIR="$SEGS" LIBALLOC_PUBLISH_DELAY=1s LD_PRELOAD="$LIBALLOC_SO" bash -c '
+		(
+			: > "$LIBALLOC_RUN_DIR/liballoc.$BASHPID.seg"
+			echo "child $BASHPID"
+		)
+		for f in "$LIBALLOC_RUN_DIR"/*; do echo "left: ${f##*/}"; done'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local child
+	child=$(sed -n 's/^child //p' <<<"$output")
+	[ -n "$child" ]
+	[[ "$output" == *"left: liballoc.$child.seg"* ]]
+}
+
 @test "a forked child named before its exec: the exec'd program that ends sooner removes its file" {
 	# a subshell (a forked bash) lives past LIBALLOC_PUBLISH_DELAY, so its file is named,
 	# then execs /bin/true, which ends within the delay (its own file is never named, so
