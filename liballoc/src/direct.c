@@ -410,23 +410,38 @@ static bool cache_take(size_t len, struct dcached *out)
 	return true;
 }
 
+/* Whether a mapping taken from the cache for len bytes is handed out as it is, with no
+ * system call (lock held; fit_cached makes the rest ready): at least len bytes long, and
+ * not the reuse whose part beyond len is purged (every DCACHE_PURGE_EVERY-th one for a
+ * request shorter by more than a quarter, or at once when that part is larger than a heap:
+ * *purge). Counts the reuse. */
+static bool fits_as_is(struct dcached *m, size_t len, bool *purge)
+{
+	*purge = false;
+	if (m->len < len)
+		return false;
+	size_t tail = m->len - len;
+	if (tail > len / 4 && (++m->uses >= DCACHE_PURGE_EVERY || tail > LA_HEAP_SIZE)) {
+		m->uses = 0;
+		*purge = true;
+	}
+	return !*purge;
+}
+
 /* A mapping taken from the cache made ready for len bytes (its accounting already moved
  * out of the cache). A longer one is handed out whole, with no system call: what the
  * earlier users wrote beyond len stays resident, so every DCACHE_PURGE_EVERY-th time it is
  * reused for a request shorter by more than a quarter (or at once when that part is larger
- * than a heap), its pages beyond len are purged. A shorter one is grown by mremap (which
- * may move it) to up to a quarter more than len, as far as the largest request at or above
- * the ceiling since the last trim (cache_take): a program whose requests vary grows each
- * mapping a few times, not at every longer request. NULL when it cannot grow: the mapping
- * is gone then. */
-static void *fit_cached(struct dcached *m, size_t len)
+ * than a heap), its pages beyond len are purged (purge: fits_as_is's answer, which counted
+ * the reuse). A shorter one is grown by mremap (which may move it) to up to a quarter more
+ * than len, as far as the largest request at or above the ceiling since the last trim
+ * (cache_take): a program whose requests vary grows each mapping a few times, not at every
+ * longer request. NULL when it cannot grow: the mapping is gone then. */
+static void *fit_cached(struct dcached *m, size_t len, bool purge)
 {
 	if (m->len >= len) {
-		size_t tail = m->len - len;
-		if (tail > len / 4 && (++m->uses >= DCACHE_PURGE_EVERY || tail > LA_HEAP_SIZE)) {
-			os_purge((char *)m->base + len, tail, pc());
-			m->uses = 0;
-		}
+		if (purge)
+			os_purge((char *)m->base + len, m->len - len, pc());
 		return m->base;
 	}
 	size_t to = LA_MAX(m->grow, len);
@@ -540,15 +555,40 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	void *base = NULL;
 	size_t got = 0;
 	struct dcached c = {0};
-	bool hit = false;
+	bool hit = false, purge = false;
+	struct la_counters *sc = pc();
 	if (!extra && (from & DIRECT_CACHE)) {
 		la_lock(&direct_lock);
 		hit = cache_take(len, &c);
+		/* one that serves as it is (no purge, no growth: no system call) is registered in
+		 * the same hold of the lock, one lock round trip a malloc, not two */
+		if (hit && fits_as_is(&c, len, &purge)) {
+			bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, 0);
+			la_unlock(&direct_lock);
+			STAT_SUB(sc, direct_cache_bytes, c.len);
+			STAT_SUB(sc, free_resident_bytes, c.resident);
+			if (!ok) {
+				STAT_SUB(sc, data_resident_bytes, c.resident);
+				STAT_SUB(sc, address_space_bytes, c.len);
+				os_unmap(c.base, c.len, sc);
+				errno = ENOMEM;
+				return NULL;
+			}
+			if (fresh)
+				*fresh = false;
+			STAT_ADD(sc, direct_cache_hits, 1);
+			STAT_ADD(sc, direct_mappings, 1);
+			STAT_ADD(sc, direct_bytes, c.len);
+			STAT_ADD(sc, allocated_bytes, c.len);
+			/* its resident pages were counted data_resident_bytes while it was cached */
+			STAT_ADD(sc, data_resident_bytes, c.len - c.resident);
+			return c.base;
+		}
 		la_unlock(&direct_lock);
 	}
 	if (hit) {
 		uncache(c.len, c.resident, false);
-		base = fit_cached(&c, len);
+		base = fit_cached(&c, len, purge);
 		hit = base != NULL;
 		got = c.len;
 	}
@@ -673,15 +713,15 @@ int direct_free(void *p)
 	            arena_short_of(len + lend_bytes);
 	if (lend)
 		trial = cached = true;
-	if (!cached)
-		dfreed[dfreed_next++ % DFREED_RING] = user;
-	la_unlock(&direct_lock);
-	STAT_SUB(pc(), direct_mappings, 1);
-	STAT_SUB(pc(), direct_bytes, len);
-	STAT_SUB(pc(), allocated_bytes, len);
-	STAT_SUB(pc(), data_resident_bytes, len);
+	struct la_counters *sc = pc();
 	if (!cached) {
-		STAT_SUB(pc(), address_space_bytes, len);
+		dfreed[dfreed_next++ % DFREED_RING] = user;
+		la_unlock(&direct_lock);
+		STAT_SUB(sc, direct_mappings, 1);
+		STAT_SUB(sc, direct_bytes, len);
+		STAT_SUB(sc, allocated_bytes, len);
+		STAT_SUB(sc, data_resident_bytes, len);
+		STAT_SUB(sc, address_space_bytes, len);
 		/* blocks of its size came from the heaps before this free (a larger mapping's
 		 * free raised the threshold past it: a program whose blocks grew, realloc-growth's
 		 * second round): its pages go to a heap, whose growth takes them instead of
@@ -689,17 +729,17 @@ int direct_free(void *p)
 		 * nothing says the heaps will grow by its size (adopting those too kept
 		 * fragmentation's last freed mapping in a heap, and raised cpython's peak) */
 		if (!served || !arena_adopt(base, len))
-			os_unmap(base, len, pc());
+			os_unmap(base, len, sc);
 		else
 			op_measure_soon(); /* counted resident whole in its heap until then */
 		return 0;
 	}
-	/* free resident while it is cached: whole (the program may have written all of it)
+	/* Cached: entered in the same hold of the lock (one lock round trip a free, not two).
+	 * Free resident while it is cached: whole (the program may have written all of it)
 	 * until a measurement (direct_measure) says what it touched; measuring here would
 	 * cost a mincore pass over every freed mapping, most of which the next request
 	 * takes back at once */
 	size_t resident = len;
-	la_lock(&direct_lock);
 	uint64_t limit = (uint64_t)TUN(direct_cache_bytes);
 	while (dcached_n && (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS)) {
 		unsigned old = 0; /* evict the oldest */
@@ -719,12 +759,16 @@ int direct_free(void *p)
 	if (lend)
 		__atomic_store_n(&lend_bytes, lend_bytes + len, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
-	STAT_ADD(pc(), direct_cache_bytes, len);
-	STAT_ADD(pc(), free_resident_bytes, resident);
-	STAT_ADD(pc(), data_resident_bytes, resident);
+	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
+	 * stay as they are */
+	STAT_SUB(sc, direct_mappings, 1);
+	STAT_SUB(sc, direct_bytes, len);
+	STAT_SUB(sc, allocated_bytes, len);
+	STAT_ADD(sc, direct_cache_bytes, len);
+	STAT_ADD(sc, free_resident_bytes, resident);
 	for (unsigned i = 0; i < nevict; i++) {
 		uncache(evict_len[i], evict_res[i], true);
-		os_unmap(evict[i], evict_len[i], pc());
+		os_unmap(evict[i], evict_len[i], sc);
 	}
 	shm_note_retained();
 	op_measure_soon(); /* counted whole until then */
