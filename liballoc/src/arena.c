@@ -2199,6 +2199,36 @@ void arena_free_meta(struct arena *a, void *p, uint64_t counted)
 	arena_unlock(a);
 }
 
+bool arena_move_large(void *p, void *q)
+{
+	struct heap *h = heap_of(p), *hq = heap_of(q);
+	struct span *s = span_at(h, heap_page_of(h, p));
+	uint32_t n = s->npages;
+	if (n < MOVE_FROM_PAGES || s->offset || ((uintptr_t)q & (LA_PAGE - 1)) ||
+	    __atomic_load_n(&h->moves, __ATOMIC_RELAXED) >= MOVE_MAX_PER_HEAP ||
+	    __atomic_load_n(&hq->moves, __ATOMIC_RELAXED) >= MOVE_MAX_PER_HEAP ||
+	    heap_huge_in(h, s->first, n) || heap_huge_in(hq, heap_page_of(hq, q), n))
+		return false;
+	size_t bytes = (size_t)n << LA_PAGE_SHIFT;
+	if (os_resident(q, bytes) > bytes / 4)
+		return false;
+	/* counted whether it moved or not (a refused move may have split the mappings too);
+	 * atomic: q's heap may be another arena's */
+	__atomic_fetch_add(&h->moves, 1, __ATOMIC_RELAXED);
+	if (hq != h)
+		__atomic_fetch_add(&hq->moves, 1, __ATOMIC_RELAXED);
+	if (os_move_out(p, bytes, q, h->c) != 0)
+		return false;
+	struct arena *a = h->arena;
+	arena_lock(a);
+	large_sample(a, h, s);
+	STAT_SUB_LOCKED(a->c, allocated_bytes, bytes);
+	heap_untouch(h, s->first, n); /* (q's were counted resident when it was allocated) */
+	free_pages(a, h, s);
+	arena_unlock(a);
+	return true;
+}
+
 bool arena_resize_large(struct arena *a, void *p, size_t size)
 {
 	struct heap *h = heap_of(p);

@@ -413,6 +413,20 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted);
 void arena_free_meta(struct arena *a, void *p, uint64_t counted);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);
+/* realloc's move of large heap block p (at its span's start) to q, a heap block just
+ * allocated with at least p's pages (at its page's start): p's pages move there (mremap,
+ * MREMAP_DONTUNMAP) instead of being copied, when they are at least MOVE_FROM_PAGES, at
+ * most a quarter of q's pages they would cover are resident (a copy would fault the
+ * others in, and leave p's resident and free), and neither range may be in a huge page.
+ * p's span then goes back to its heap's free pages, none of them resident. Each heap takes
+ * part in at most MOVE_MAX_PER_HEAP moves. false: nothing moved (the caller copies and
+ * frees p). */
+#define MOVE_FROM_PAGES   64u
+/* Moves from or into a heap at most (heap.h, moves): each splits the heap's mapping where
+ * its pages land, a mapping or two more of the process's (vm.max_map_count, 65,530 by
+ * default), so a heap adds at most 4 x this; a moved-from range stays one mapping. */
+#define MOVE_MAX_PER_HEAP 32u
+bool arena_move_large(void *p, void *q);
 /* Usable bytes of a heap block (validated by the caller). */
 LA_INLINE size_t arena_usable(struct heap *h, struct span *s, void *p)
 {

@@ -1424,6 +1424,12 @@ static bool prepare_range(struct heap *h, struct span *s, uint32_t from, uint32_
 	return err == 0;
 }
 
+bool heap_huge_in(const struct heap *h, uint32_t first, uint32_t n)
+{
+	return os_thp_always() ||
+	       (__atomic_load_n(&h->huge, __ATOMIC_RELAXED) & huge_touched(first, first + n));
+}
+
 bool heap_adopt(struct heap *h, void *p, uint32_t n)
 {
 	for (int b = HEAP_NBINS - 1; b >= 0; b--) {

@@ -136,6 +136,9 @@ struct heap {
 	                          * control thread (arena.c); a growth that ends it nearly
 	                          * empty cancels it and counts as a refault */
 			uint8_t fresh_forks; /* heap_forks when the populate-ahead window began */
+			uint8_t moves; /* realloc's page moves from or into it (arena_move_large):
+	                      * each may split its mapping (more mappings of the process) */
+			uint8_t reserved3[3];
 			uint32_t
 			        fresh_pages; /* populate-ahead: pages taken fresh in the current window... */
 			uint32_t
@@ -359,6 +362,9 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
  * largest free span's first such run, outside huge ranges), as free resident pages: true
  * when they moved (lock held). */
 bool heap_adopt(struct heap *h, void *p, uint32_t n);
+/* Whether pages [first, first + n) of h may be in a transparent huge page: a range advised
+ * for them (h->huge), or anywhere in THP mode "always". */
+bool heap_huge_in(const struct heap *h, uint32_t first, uint32_t n);
 void heap_destroy(struct heap *h);
 /* Take n pages; returns the span (kind still FREE's caller to set) or NULL. Resident free
  * pages are taken first; dirty_only: only a span with some (NULL if none fits). Else the

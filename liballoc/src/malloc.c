@@ -740,6 +740,10 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 		int saved = errno;
 		q = alloc_large(slack, LA_ALIGN, NULL, true, false);
 		errno = saved;
+		/* a heap block's pages are moved, not copied, where the copy would fault most
+		 * of them in (arena_move_large) */
+		if (q && heap_registered(p) && heap_registered(q) && arena_move_large(p, q))
+			return q;
 	}
 	if (!q)
 		q = LA_API(malloc)(n);

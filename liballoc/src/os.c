@@ -239,6 +239,31 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 	return err;
 }
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
+int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
+{
+	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q == to)
+		return 0;
+	int err = errno;
+	/* ENOMEM: refused before anything changed (the process's mapping count near its
+	 * limit: a new mapping below could only fail too) */
+	if (err == ENOMEM)
+		return err;
+	/* refused otherwise (a kernel before 5.7, a source over two mappings): the target
+	 * range may have been unmapped first (os_move); free pages, mapped fresh again */
+	if (mmap(to, size, PROT_READ | PROT_WRITE,
+	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
+		la_fatal(__func__, "a move inside a heap was refused, and its target range "
+		                   "could not be mapped again (a hole in the heap)");
+	STAT_ADD(c, mmap_calls, 1);
+	return err;
+}
+
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 {
 	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);

@@ -58,6 +58,10 @@ void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
  * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was, and
  * the target range is mapped: fresh pages where the kernel unmapped it before refusing). */
 int os_move(void *p, size_t size, void *to, struct la_counters *c);
+/* os_move within a mapping (MREMAP_DONTUNMAP): [p, p + size) stays mapped, with no pages
+ * (fresh zero pages where it is written again); 0 or an errno value (the pages stay at p;
+ * the target range is mapped: as it was for ENOMEM, else fresh). */
+int os_move_out(void *p, size_t size, void *to, struct la_counters *c);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */
 ssize_t os_read_small(const char *path, char *buf, size_t len);

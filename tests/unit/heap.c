@@ -872,6 +872,108 @@ Test(heap, a_block_realloc_moves_takes_room_to_grow_in_place)
 	check_arena(heap_of(b[G1])->arena);
 }
 
+/* A large block realloc moves to pages not resident (here the heap's fresh top: a guard
+ * after it leaves no room in place) has its pages moved there (mremap), not copied: the
+ * copy would fault in as many pages as it has, and leave its old ones resident and free
+ * (CPython's test_re: a buffer grown to 4.3 MiB, ~1,000 faults and as many resident pages
+ * more than glibc's). Its old pages are no longer resident, and the heap counts them so. */
+Test(heap, a_large_block_realloc_moves_to_fresh_pages_takes_its_pages_along)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	enum { A, GUARD, N_BLK };
+	const uint32_t pages[N_BLK] = {100, 9};
+	char *b[N_BLK];
+	side_by_side(b, pages, N_BLK);
+	for (size_t i = 0; i < 100; i++)
+		memset(b[A] + (i << LA_PAGE_SHIFT), (int)(i + 1), LA_PAGE);
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_THREAD, &r1);
+	cr_assert_not_null(p);
+	cr_assert_neq(p, b[A], "the block grew in place past its guard");
+	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 16, "the move faulted %ld pages in",
+	             r1.ru_minflt - r0.ru_minflt);
+	for (size_t i = 0; i < 100; i++)
+		cr_assert(p[i << LA_PAGE_SHIFT] == (char)(i + 1) &&
+		                  p[(i << LA_PAGE_SHIFT) + LA_PAGE - 1] == (char)(i + 1),
+		          "page %zu's contents lost", i);
+	cr_assert_eq(in_core(b[A], 100), 0, "%u of the old pages still resident",
+	             in_core(b[A], 100));
+	struct heap *h = heap_of(b[A]);
+	arena_lock(h->arena);
+	uint32_t marked = heap_resident_in(h, heap_page_of(h, b[A]), 100);
+	arena_unlock(h->arena);
+	cr_assert_eq(marked, 0, "%u of the old pages counted resident", marked);
+	check_arena(h->arena);
+	A(free)(p);
+	A(free)(b[GUARD]);
+	check_arena(h->arena);
+}
+
+/* A heap takes part in MOVE_MAX_PER_HEAP moves at most (each may split its mapping): the
+ * next block realloc moves out of it is copied, its old pages left resident. Nothing is
+ * freed but the moved blocks' old pages (not resident): every move lands on fresh pages
+ * (no populate-ahead, which would make the heap's next pages resident). */
+Test(heap, a_heap_moves_pages_a_bounded_number_of_times)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("madvise_throttle", 0); /* no populate-ahead: the fresh pages stay so */
+	const size_t pages = MOVE_FROM_PAGES;
+	struct heap *h = NULL;
+	unsigned moves = 0;
+	for (unsigned i = 0; i < 4 * MOVE_MAX_PER_HEAP && moves <= MOVE_MAX_PER_HEAP; i++) {
+		char *a = A(malloc)(pages << LA_PAGE_SHIFT);
+		cr_assert_not_null(a);
+		char *guard = A(malloc)((size_t)9 << LA_PAGE_SHIFT);
+		cr_assert_not_null(guard);
+		if (!h)
+			h = heap_of(a);
+		cr_assert_eq(heap_of(a), h, "a second heap after %u moves", moves);
+		memset(a, 7, pages << LA_PAGE_SHIFT);
+		char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
+		cr_assert_not_null(p);
+		cr_assert_eq(p[(pages << LA_PAGE_SHIFT) - 1], 7, "contents lost");
+		if (p == a)
+			continue; /* grew in place: the guard went elsewhere */
+		unsigned left = in_core(a, pages);
+		if (moves < MOVE_MAX_PER_HEAP)
+			cr_assert_eq(left, 0, "move %u: %u of the old pages still resident", moves,
+			             left);
+		else
+			cr_assert_eq(left, pages,
+			             "move %u, past the bound: %u of %zu old pages resident", moves,
+			             left, pages);
+		moves++;
+		check_arena(h->arena);
+	}
+	cr_assert_eq(moves, MOVE_MAX_PER_HEAP + 1, "%u moves seen", moves);
+	cr_assert_eq(h->moves, MOVE_MAX_PER_HEAP);
+}
+
+/* Under MOVE_FROM_PAGES pages a block is copied (a copy of a few pages costs less than the
+ * two system calls): its old pages stay resident, free. */
+Test(heap, a_small_large_block_realloc_moves_is_copied)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	enum { A, GUARD, N_BLK };
+	const uint32_t pages[N_BLK] = {MOVE_FROM_PAGES - 1, 9};
+	char *b[N_BLK];
+	side_by_side(b, pages, N_BLK);
+	memset(b[A], 5, (size_t)pages[A] << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[A], (size_t)(pages[A] + 40) << LA_PAGE_SHIFT);
+	cr_assert_not_null(p);
+	cr_assert_neq(p, b[A], "the block grew in place past its guard");
+	cr_assert_eq(p[((size_t)pages[A] << LA_PAGE_SHIFT) - 1], 5, "contents lost");
+	cr_assert_eq(in_core(b[A], pages[A]), pages[A], "the old pages were not left resident");
+	check_arena(heap_of(p)->arena);
+	A(free)(p);
+	A(free)(b[GUARD]);
+}
+
 /* The same for a request at or above the mmap threshold, which takes a run of resident
  * heap pages before a new mapping: the run need not start where its free span does. */
 Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_run)
