@@ -232,11 +232,14 @@ LA_INLINE void unpark(struct arena *a);
  * it already where it can (arena_alloc_large, PARKED_SPLIT_PAGES). room: pages not
  * resident come, in a heap with fewer free resident pages than n, from the start of its
  * largest free span (heap_alloc_pages). */
+static void release_batch_kept(struct arena *a);
 static struct span *alloc_pages(struct arena *a, uint32_t n, uint32_t grid, bool oldest_first,
                                 bool small, bool room, struct heap **hp, uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
+	if (unlikely(a->batch_kept))
+		release_batch_kept(a);
 	for (int pass = 0; pass < 2; pass++) {
 		struct span *s =
 		        oldest_first ? NULL : from_heaps(a, n, grid, false, true, false, hp, dirty);
@@ -515,11 +518,61 @@ static void unmake_span(struct arena *a, struct heap *h, struct span *s);
  * KiB empties every 4 frees of a sweep). */
 static void release_span(struct arena *a, struct heap *h, struct span *s);
 
+/* The classes above KEEP_BATCH_FROM (20-32 KiB: spans of 4 blocks) keep every span that
+ * empties in the arena's newest heap (maybe_release_span, keep_batches) until the next
+ * span or large block takes pages (alloc_pages, which first sends them back down to what
+ * the rules above keep), a trim, the decay pass or the class's cold-bin sweep: the next
+ * batch of the class (sizes-sweep: each of those classes takes two sizes in a row) takes
+ * its blocks from the spans the last one emptied instead of a span unmade and made again
+ * per 4 blocks (`sizes sweep 10`: 11,088 -> 8,649 spans made, 43.42M -> 41.39M
+ * instructions). Held only while nothing else takes pages, they cost no peak: any new
+ * span or large block gets their pages back first. KEEP_BATCH_WALK bounds the walk of the
+ * class's partial list at such a release; the rest go at the next one. */
+#define KEEP_BATCH_FROM SC_QUARTERS_FROM
+#define KEEP_BATCH_WALK 256u
+
+/* Only while the decay pass runs: without it, a heap that shrinks gives its free pages
+ * back at once (give_back_heap), and kept spans would not be among them. (Another arena's
+ * growth takes neither those spans nor, but through a lender, the free pages they would
+ * have gone back to.) Nor around a predicted burst (the arena holds pages prepared for it,
+ * or its frees leave the give-back to the control thread, burst_defer_give_back): its
+ * spans take the prepared pages, and what it frees goes back when it is over. */
+LA_INLINE bool keep_batches(const struct arena *a)
+{
+	return control_decays() && !a->burst.holding && !a->burst.defer;
+}
+
+static LA_NOINLINE void release_batch_kept(struct arena *a)
+{
+	uint64_t mask = a->batch_kept;
+	a->batch_kept = 0;
+	for (; mask; mask &= mask - 1) {
+		unsigned c = (unsigned)__builtin_ctzll(mask);
+		uint32_t in_use = a->nspans[c] - a->nempty[c];
+		uint32_t allowed = LA_MAX(1u, LA_MIN(KEEP_EMPTY_MAX, in_use / KEEP_EMPTY_RATIO));
+		unsigned steps = 0;
+		for (struct span *t = a->partial[c], *next; t && a->nempty[c] > allowed; t = next) {
+			next = t->next;
+			if (++steps > KEEP_BATCH_WALK) {
+				a->batch_kept |= (uint64_t)1 << c; /* the rest at the next one */
+				break;
+			}
+			if (t->on_partial == PARTIAL_EMPTY)
+				release_span(a, heap_of(t), t);
+		}
+	}
+}
+
 static bool maybe_release_span(struct arena *a, struct heap *h, struct span *s)
 {
 	unsigned c = s->cls;
 	if (h == a->heaps && a->partial[c] == s && !s->next) {
 		spare_add(a, h, s, span_resident(h, s));
+		return false;
+	}
+	if (sc_size[c] > KEEP_BATCH_FROM && h == a->heaps && keep_batches(a)) {
+		spare_add(a, h, s, span_resident(h, s));
+		a->batch_kept |= (uint64_t)1 << c;
 		return false;
 	}
 	if (sc_size[c] > KEEP_EMPTY_FROM) {
@@ -2273,6 +2326,7 @@ static void release_empty_spans(struct arena *a)
 {
 	xfer_drain(a);
 	unpark(a);
+	a->batch_kept = 0; /* all of them go */
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		for (struct span *s = a->partial[c], *next; s; s = next) {
 			next = s->next;
@@ -2588,6 +2642,8 @@ static void burst_defer_give_back(struct arena *a)
 			arena_unlock(a);
 			return;
 		}
+		if (a->batch_kept)
+			release_batch_kept(a); /* spans kept before the burst */
 		for (struct heap *h = a->heaps, *next; h && !acted; h = next) {
 			next = h->next; /* h may be unmapped */
 			if (w->stamp && heap_purge_stamped(h, w->stamp))

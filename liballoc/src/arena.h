@@ -93,6 +93,9 @@ struct arena {
 	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
 	uint64_t xfer_over;                /* lock; classes (bit c) that had a flush sent to
 	                                    * their spans for want of depth (xfer_put) */
+	uint64_t batch_kept;               /* lock; classes (bit c) with empty spans kept
+	                                    * for their next batch (arena.c, KEEP_BATCH_FROM)
+	                                    * until the next alloc_pages */
 	uint64_t xfer_past;                /* lock (written atomic: arena_teardown_hint);
 	                                    * classes (bit c) a flush of which went past the
 	                                    * slots or bytes they may fill (not the arena's

@@ -1351,7 +1351,16 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 /* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
  * KEEP_EMPTY_*: one per 5 spans in use, at most 8), so that its next blocks start on the
  * pages its last ones had; as its spans in use fall, each span that empties takes one kept
- * one back with it, and a trim gives back the rest. */
+ * one back with it, and a trim gives back the rest. Those of 20-32 KiB keep every span
+ * that empties until the next span or large block takes pages (KEEP_BATCH_FROM), which
+ * sends them back down to that: pages_taken makes a span of a class not used before. */
+static void pages_taken(size_t size)
+{
+	void *q = A(malloc)(size);
+	cr_assert_not_null(q);
+	A(free)(q);
+}
+
 static uint32_t kept_on_list(struct arena *a, unsigned cls)
 {
 	uint32_t n = 0;
@@ -1374,6 +1383,7 @@ Test(empty_spans, a_class_above_8_kib_keeps_some_while_in_use_and_gives_them_bac
 		A(free)(p[i]);
 	uint32_t skipped;
 	tcache_flush_all(&skipped);
+	pages_taken(9000);
 	arena_lock(a);
 	uint32_t kept = a->nempty[cls], listed = kept_on_list(a, cls);
 	uint32_t in_use = a->nspans[cls] - kept;
@@ -1394,12 +1404,49 @@ Test(empty_spans, a_class_above_8_kib_keeps_some_while_in_use_and_gives_them_bac
 	for (int i = 0; i < N; i++)
 		A(free)(p[i]);
 	tcache_flush_all(&skipped);
+	pages_taken(11000);
 	arena_lock(a);
 	kept = a->nempty[cls];
 	listed = kept_on_list(a, cls);
 	arena_unlock(a);
 	cr_assert_eq(kept, listed);
 	cr_assert_leq(kept, 1, "%u empty spans kept with none in use", kept);
+}
+
+/* A batch of 20-32 KiB blocks allocated, then freed: every span it emptied stays with its
+ * class (arena.c, KEEP_BATCH_FROM), and the class's next batch takes its blocks from them,
+ * no span made (sizes-sweep: two sizes in a row of each of these classes); the next span
+ * of another class sends them back to their heap first, all but one. */
+Test(empty_spans, a_batch_of_20_to_32_kib_blocks_leaves_its_spans_to_the_next_batch)
+{
+	enum { N = 64, SIZE = 28672 };
+	static void *p[N];
+	unsigned cls = sc_class_of(SIZE);
+	struct arena *a = tcache_arena(&la_tcache);
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(p[i] = A(malloc)(SIZE));
+	uint64_t spans = class_spans(cls);
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	arena_lock(a);
+	uint32_t kept = a->nempty[cls], listed = kept_on_list(a, cls);
+	arena_unlock(a);
+	cr_assert_eq(kept, listed, "the count is the list's: %u, %u", kept, listed);
+	/* the thread cache's bin holds up to 6 of the blocks: 2 spans in use at most */
+	cr_assert_geq(kept, N / 4 - 2, "%u of %llu spans kept", kept, (unsigned long long)spans);
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(p[i] = A(malloc)(SIZE));
+	cr_assert_leq(class_spans(cls), spans, "%llu spans made for the second batch",
+	              (unsigned long long)(class_spans(cls) - spans));
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	pages_taken(20000);
+	arena_lock(a);
+	kept = a->nempty[cls];
+	listed = kept_on_list(a, cls);
+	arena_unlock(a);
+	cr_assert_eq(kept, listed);
+	cr_assert_leq(kept, 1, "%u empty spans kept after another class's span took pages", kept);
 }
 
 /* ---- bins that grow (tcache.c, bin_grow) ---------------------------------------------- */
