@@ -1449,6 +1449,86 @@ Test(empty_spans, a_batch_of_20_to_32_kib_blocks_leaves_its_spans_to_the_next_ba
 	cr_assert_leq(kept, 1, "%u empty spans kept after another class's span took pages", kept);
 }
 
+Test(empty_spans, a_side_by_side_walk_that_takes_a_kept_span_counts_it_in_use_again)
+{
+	/* a kept empty span of a class above 8 KiB (counted spare: its heap's spare pages and
+	 * the class's empty count; flagged on the partial list) among the first four spans
+	 * with freed blocks: a refill of 16 walks the four side by side (arena.c,
+	 * pop_ways_first) and takes a block of each (then the kept span's others). The kept
+	 * span is in use again: neither spare nor flagged (accounting.c's check_arena
+	 * compares these counts with the heaps) */
+	enum { SPANS = 20, SIZE = 12288 };
+	unsigned cls = sc_class_of(SIZE);
+	cr_assert_gt(sc_size[cls], 8192);
+	uint32_t per = sc_blocks[cls], n = SPANS * per;
+	struct arena *a = tcache_arena(&la_tcache);
+	void **b = A(malloc)(n * sizeof(void *));
+	bool *out_of_arena = A(malloc)(n * sizeof(bool));
+	cr_assert(b && out_of_arena);
+	for (uint32_t got = 0; got < n;) {
+		uint32_t k = arena_refill(a, cls, b + got, LA_MIN(n - got, per), per, NULL);
+		cr_assert_gt(k, 0);
+		got += k;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		out_of_arena[i] = true;
+	/* span s[0] emptied (kept), one block of each of three others freed, to their spans
+	 * (not through the transfer cache) */
+	struct span *s[4] = {span_lookup(heap_of(b[0]), b[0])};
+	struct heap *h = heap_of(b[0]);
+	for (uint32_t i = 0; i < n; i++)
+		if (span_lookup(heap_of(b[i]), b[i]) == s[0]) {
+			arena_free_local(a, b[i]);
+			out_of_arena[i] = false;
+		}
+	for (uint32_t i = 0, k = 1; i < n && k < 4; i++) {
+		struct span *t = span_lookup(heap_of(b[i]), b[i]);
+		if (t == s[0] || t == s[1] || t == s[2] || t->used != per)
+			continue;
+		s[k++] = t;
+		arena_free_local(a, b[i]);
+		out_of_arena[i] = false;
+	}
+	arena_lock(a);
+	uint32_t spare0 = h->spare_pages, empty0 = a->nempty[cls];
+	bool kept = s[0]->used == 0 && s[0]->on_partial == 2;
+	bool first_four = true; /* the first four spans with freed blocks are s[0..3] */
+	unsigned seen = 0;
+	for (struct span *t = a->partial[cls]; t && seen < 4; t = t->next)
+		if (t->free) {
+			first_four &= t == s[0] || t == s[1] || t == s[2] || t == s[3];
+			seen++;
+		}
+	arena_unlock(a);
+	cr_assert(kept, "the emptied span is kept (used %u, on_partial %u)", s[0]->used,
+	          s[0]->on_partial);
+	cr_assert(first_four && seen == 4, "the four spans lead the partial list");
+	cr_assert_geq(spare0, s[0]->npages);
+	void *got[16];
+	uint32_t k = arena_refill(a, cls, got, 16, 16, NULL);
+	cr_assert_geq(k, 4, "the four spans gave a block each (got %u)", k);
+	bool from_kept = false;
+	for (uint32_t i = 0; i < k; i++)
+		from_kept |= span_lookup(heap_of(got[i]), got[i]) == s[0];
+	arena_lock(a);
+	uint32_t spare1 = h->spare_pages, empty1 = a->nempty[cls];
+	unsigned used = s[0]->used, flag = s[0]->on_partial;
+	arena_unlock(a);
+	cr_assert(from_kept, "the refill took blocks of the kept span");
+	cr_assert_gt(used, 0);
+	cr_assert_neq(flag, 2, "the span in use again is not flagged empty");
+	cr_assert_eq(empty1, empty0 - 1, "the class's empty spans %u -> %u", empty0, empty1);
+	cr_assert_eq(spare1, spare0 - s[0]->npages, "the heap's spare pages %u -> %u", spare0,
+	             spare1);
+	for (uint32_t i = 0; i < k; i++)
+		arena_free_local(a, got[i]);
+	for (uint32_t i = 0; i < n; i++)
+		if (out_of_arena[i])
+			arena_free_local(a, b[i]);
+	A(free)(out_of_arena);
+	A(free)(b);
+}
+
 /* ---- bins that grow (tcache.c, bin_grow) ---------------------------------------------- */
 
 /* rounds of n blocks of size bytes allocated, then all freed; returns the refills of the
