@@ -939,49 +939,105 @@ LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *
  * as span_push would. A block inside the span of the one before (its range: the start,
  * negated, and the class's span bytes) is on that span; else its page map entry names its
  * span's first page (and the span's start). A span joins the partial list when it is
- * found (not tested again for each of its blocks): a block on the span of the one before
- * costs its load, the range test, its link and the span's count (14 instructions), one on
- * another span the entry, the span's descriptor and the partial test too (30). The range
- * test replaced a page test (13 a block on the page of the one before): it also keeps the
- * span of a block on another of its pages, as when a teardown frees the runs a refill
- * took of each span (pop_ways) in the order they were handed out: growth 1000000 100000
- * pushes 999k blocks, 40 % on another page than the one before, 18 % on another span
- * (200.67M -> 198.78M instructions; logicmin -0.64M, churn-1t -55k, sizes sweep 10
- * -0.4M; churn-1t-100k +0.22M, whose random frees change span at 83 % of the blocks). No test
- * whether that span is the one before (it was, on the heap or-ed with the entry): the
- * test cost 5 instructions a block that changes span. The loop is unrolled four times (the
- * index's step, test and branch once for four blocks; a same-span block 14 -> ~12
- * instructions): growth 1000000 100000 194.91M -> 193.18M, logicmin 60 255.71M ->
- * 255.28M, churn-1t-100k 61.41M -> 61.23M, nbody 3000 2 351.68M -> 351.65M (eight times:
- * growth 192.86M, twice the code). */
+ * found (not tested again for each of its blocks), and its count of blocks out moves at
+ * the changes of span only (below): a block on the span of the one before costs its load,
+ * the range test, its link and the index's step (10 instructions; the loop's test once
+ * for four blocks), one on another span the counts, the entry, the span's descriptor and
+ * the partial test too (~31). Counted a block at a time (a decrement and a test of each
+ * block: ~12 a block, ~29 on another span, with the same unrolling), CPython test_dict,
+ * whose full flushes push 164k blocks and change span at 6 % of them, took 0.22M
+ * instructions more, logicmin 60 (31 %) 0.14M more, nbody_tree 3000 2 (29 %) 12k more,
+ * churn 100000 1000000 (random frees: 83 %) 94k fewer. The range test replaced a page
+ * test (13 a block on the page of the one before): it also keeps the span of a block on
+ * another of its pages, as when a teardown frees the runs a refill took of each span
+ * (pop_ways) in the order they were handed out: growth 1000000 100000 pushes 999k blocks,
+ * 40 % on another page than the one before, 18 % on another span (200.67M -> 198.78M
+ * instructions; logicmin -0.64M, churn-1t -55k, sizes sweep 10 -0.4M; churn-1t-100k
+ * +0.22M). No test whether that span is the one before (it was, on the heap or-ed with the
+ * entry): the test cost 5 instructions a block that changes span. The loop is unrolled
+ * four times (the loop's test once for four blocks): growth 1000000 100000 194.91M ->
+ * 193.18M, logicmin 60 255.71M -> 255.28M, churn-1t-100k 61.41M -> 61.23M, nbody 3000 2
+ * 351.68M -> 351.65M with the count of each block (eight times: growth 192.86M, twice
+ * the code). */
+/* The span of block p (its page-map entry), put on the partial list if it is not there;
+ * *nbase receives its start negated (push_blocks' range test) */
+LA_INLINE struct span *push_span_of(struct arena *a, void *p, uintptr_t *nbase)
+{
+	struct heap *h = heap_of(p);
+	uint32_t e = h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
+	struct span *s = span_at(h, pm_head(e));
+	*nbase = 0 - ((uintptr_t)h + pm_off(e));
+	/* s opaque: gcc 12 computed it a second time for the test */
+	__asm__("" : "+r"(s));
+	if (unlikely(!s->on_partial))
+		partial_push(a, s);
+	return s;
+}
+
+/* Span s's count of blocks out went down by the blocks pushed to it: emptied, it may go
+ * back to its heap (then its descriptor, and the heap, may be gone). */
+LA_INLINE void push_span_done(struct arena *a, struct span *s)
+{
+	if (unlikely(s->used == 0))
+		maybe_release_span(a, heap_of(s), s); /* descriptors live in their heap */
+}
+
+/* s->used += k (mod 2^16), in memory: one add on x86-64 (gcc 12 kept a copy of the count
+ * in a register and loaded it again after each add; k a word: as 16 bits, it stored k's
+ * low half to the stack at every change of span) */
+LA_INLINE void span_used_add(struct span *s, uintptr_t k)
+{
+#if defined(__x86_64__)
+	__asm__("addw %w1, %0" : "+m"(s->used) : "r"(k) : "cc");
+#else
+	s->used = (uint16_t)(s->used + (uint16_t)k);
+#endif
+}
+
+/* s->used -= k (mod 2^16); whether it reached 0 (a subtraction and its flag) */
+LA_INLINE bool span_used_sub_zero(struct span *s, uintptr_t k)
+{
+#if defined(__x86_64__)
+	__asm__ goto("subw %w1, %0\n\tje %l[zero]" : "+m"(s->used) : "r"(k) : "cc" : zero);
+	return false;
+zero:
+	return true;
+#else
+	s->used = (uint16_t)(s->used - (uint16_t)k);
+	return s->used == 0;
+#endif
+}
+
 LA_INLINE void push_blocks(struct arena *a, unsigned cls, void *const *blocks, uint32_t n)
 {
-	struct span *s = NULL;
-	/* the span's start negated (an addition: one `lea` on x86-64 for the offset); 0 for
-	 * no span: a block's address is beyond any span's bytes (heaps are aligned to their
-	 * 64 MiB, at non-zero addresses, and a span fits in one) */
-	uintptr_t nbase = 0;
+	if (!n)
+		return;
+	/* the span's start negated (an addition: one `lea` on x86-64 for the offset) */
+	uintptr_t nbase;
 	const uintptr_t bytes = (uintptr_t)sc_pages[cls] << LA_PAGE_SHIFT;
+	/* blocks by a negative index up to the end: its increment is the loop's test, and
+	 * -i the blocks left from i on */
+	void *const *end = blocks + n;
+	intptr_t i = -(intptr_t)n;
+	/* A span's count drops by all the blocks left when its run starts, and goes back
+	 * up by those left after it when the next block is on another span: exact at the
+	 * end of its run (all its blocks of this call are on its list by then, so that it
+	 * empties there if it empties at all), with no count of the run's own. */
+	struct span *s = push_span_of(a, end[i], &nbase);
+	span_used_add(s, (uintptr_t)i);
 #pragma GCC unroll 4
-	for (uint32_t i = 0; i < n; i++) {
-		void *p = blocks[i];
+	do {
+		void *p = end[i];
 		if ((uintptr_t)p + nbase >= bytes) {
-			struct heap *h = heap_of(p);
-			uint32_t e =
-			        h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
-			s = span_at(h, pm_head(e));
-			nbase = 0 - ((uintptr_t)h + pm_off(e));
-			/* s opaque: gcc 12 computed it a second time for the test */
-			__asm__("" : "+r"(s));
-			if (unlikely(!s->on_partial))
-				partial_push(a, s);
+			if (unlikely(span_used_sub_zero(s, (uintptr_t)i)))
+				maybe_release_span(a, heap_of(s), s);
+			s = push_span_of(a, p, &nbase);
+			span_used_add(s, (uintptr_t)i);
 		}
 		*(void **)p = link_encode(s->free, p);
 		s->free = p;
-		/* emptied and given back: its descriptor (and heap) may be gone */
-		if (unlikely(--s->used == 0) && maybe_release_span(a, heap_of(p), s))
-			nbase = 0;
-	}
+	} while (++i);
+	push_span_done(a, s);
 }
 
 /* The blocks of class cls the transfer cache holds back to their spans, the most recently
