@@ -2308,6 +2308,8 @@ void arena_free_meta(struct arena *a, void *p, uint64_t counted)
 	arena_unlock(a);
 }
 
+uint32_t arena_moves;
+
 bool arena_move_large(void *p, void *q)
 {
 	struct heap *h = heap_of(p), *hq = heap_of(q);
@@ -2316,6 +2318,7 @@ bool arena_move_large(void *p, void *q)
 	if (n < MOVE_FROM_PAGES || s->offset || ((uintptr_t)q & (LA_PAGE - 1)) ||
 	    __atomic_load_n(&h->moves, __ATOMIC_RELAXED) >= MOVE_MAX_PER_HEAP ||
 	    __atomic_load_n(&hq->moves, __ATOMIC_RELAXED) >= MOVE_MAX_PER_HEAP ||
+	    __atomic_load_n(&arena_moves, __ATOMIC_RELAXED) >= MOVE_MAX_PER_PROCESS ||
 	    heap_huge_in(h, s->first, n) || heap_huge_in(hq, heap_page_of(hq, q), n))
 		return false;
 	size_t bytes = (size_t)n << LA_PAGE_SHIFT;
@@ -2324,6 +2327,7 @@ bool arena_move_large(void *p, void *q)
 	/* counted whether it moved or not (a refused move may have split the mappings too);
 	 * atomic: q's heap may be another arena's */
 	__atomic_fetch_add(&h->moves, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&arena_moves, 1, __ATOMIC_RELAXED);
 	if (hq != h)
 		__atomic_fetch_add(&hq->moves, 1, __ATOMIC_RELAXED);
 	if (os_move_out(p, bytes, q, h->c) != 0)

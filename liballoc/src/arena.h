@@ -424,11 +424,16 @@ bool arena_resize_large(struct arena *a, void *p, size_t size);
  * p's span then goes back to its heap's free pages, none of them resident. Each heap takes
  * part in at most MOVE_MAX_PER_HEAP moves. false: nothing moved (the caller copies and
  * frees p). */
-#define MOVE_FROM_PAGES   64u
+#define MOVE_FROM_PAGES      64u
 /* Moves from or into a heap at most (heap.h, moves): each splits the heap's mapping where
  * its pages land, a mapping or two more of the process's (vm.max_map_count, 65,530 by
  * default), so a heap adds at most 4 x this; a moved-from range stays one mapping. */
-#define MOVE_MAX_PER_HEAP 32u
+#define MOVE_MAX_PER_HEAP    32u
+/* and a process at most (arena_moves): with a few hundred heaps (tens of GiB), the heaps'
+ * bound alone would leave room for tens of thousands of mappings, all of them taken from
+ * what the program's own mmap calls may use */
+#define MOVE_MAX_PER_PROCESS 1024u
+extern uint32_t arena_moves; /* moves tried in this process (forked children inherit them) */
 bool arena_move_large(void *p, void *q);
 /* Usable bytes of a heap block (validated by the caller). */
 LA_INLINE size_t arena_usable(struct heap *h, struct span *s, void *p)

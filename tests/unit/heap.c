@@ -955,6 +955,44 @@ Test(heap, a_heap_moves_pages_a_bounded_number_of_times)
 	cr_assert_eq(h->moves, MOVE_MAX_PER_HEAP);
 }
 
+/* A process takes part in MOVE_MAX_PER_PROCESS moves at most (its heaps' bounds alone
+ * would allow tens of thousands of mappings in a process of a few hundred heaps): the last
+ * move allowed moves, the next is copied (its old pages left resident, the new faulted in). */
+Test(heap, a_process_moves_pages_a_bounded_number_of_times)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("madvise_throttle", 0); /* no populate-ahead: the fresh pages stay so */
+	const size_t pages = MOVE_FROM_PAGES;
+	arena_moves = MOVE_MAX_PER_PROCESS - 1;
+	unsigned moved = 0;
+	for (unsigned i = 0; i < 8 && moved < 2; i++) {
+		char *a = A(malloc)(pages << LA_PAGE_SHIFT);
+		cr_assert_not_null(a);
+		cr_assert_not_null(A(malloc)((size_t)9 << LA_PAGE_SHIFT)); /* a guard */
+		memset(a, 3, pages << LA_PAGE_SHIFT);
+		struct rusage r0, r1; /* the copy faults the new pages in, the move does not */
+		getrusage(RUSAGE_THREAD, &r0);
+		char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
+		getrusage(RUSAGE_THREAD, &r1);
+		cr_assert_not_null(p);
+		cr_assert_eq(p[(pages << LA_PAGE_SHIFT) - 1], 3, "contents lost");
+		if (p == a)
+			continue; /* grew in place: the guard went elsewhere */
+		long faults = r1.ru_minflt - r0.ru_minflt;
+		if (moved == 0)
+			cr_assert_lt(faults, 16, "the last move allowed faulted %ld pages in",
+			             faults);
+		else
+			cr_assert_geq(faults, (long)pages / 2,
+			              "past the process's bound: %ld faults, not a copy", faults);
+		cr_assert_eq(arena_moves, MOVE_MAX_PER_PROCESS);
+		moved++;
+		check_arena(heap_of(p)->arena);
+	}
+	cr_assert_eq(moved, 2, "%u blocks moved", moved);
+}
+
 /* Under MOVE_FROM_PAGES pages a block is copied (a copy of a few pages costs less than the
  * two system calls): its old pages stay resident, free. */
 Test(heap, a_small_large_block_realloc_moves_is_copied)
