@@ -912,6 +912,26 @@ Test(heap, a_large_block_realloc_moves_to_fresh_pages_takes_its_pages_along)
 	check_arena(h->arena);
 }
 
+/* A block of `pages` pages written with `fill`, a guard of 9 pages after it, then grown by
+ * realloc to 32 pages more: it cannot grow in place (unless the guard went elsewhere) and
+ * moves to the heap's fresh top. The faults the realloc took (a copy faults the new pages
+ * in, a move does not), -1 when it grew in place; *moved: the block's new place. */
+static long grow_past_guard(size_t pages, int fill, char **moved)
+{
+	char *a = A(malloc)(pages << LA_PAGE_SHIFT);
+	cr_assert_not_null(a);
+	cr_assert_not_null(A(malloc)((size_t)9 << LA_PAGE_SHIFT));
+	memset(a, fill, pages << LA_PAGE_SHIFT);
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
+	getrusage(RUSAGE_THREAD, &r1);
+	cr_assert_not_null(p);
+	cr_assert_eq(p[(pages << LA_PAGE_SHIFT) - 1], fill, "contents lost");
+	*moved = p;
+	return p == a ? -1 : r1.ru_minflt - r0.ru_minflt;
+}
+
 /* A heap takes part in MOVE_MAX_PER_HEAP moves at most (each may split its mapping): the
  * next block realloc moves out of it is copied (its new pages faulted in). Nothing is
  * freed but the moved blocks' old pages (not resident): every move lands on fresh pages
@@ -925,23 +945,13 @@ Test(heap, a_heap_moves_pages_a_bounded_number_of_times)
 	struct heap *h = NULL;
 	unsigned moves = 0;
 	for (unsigned i = 0; i < 4 * MOVE_MAX_PER_HEAP && moves <= MOVE_MAX_PER_HEAP; i++) {
-		char *a = A(malloc)(pages << LA_PAGE_SHIFT);
-		cr_assert_not_null(a);
-		char *guard = A(malloc)((size_t)9 << LA_PAGE_SHIFT);
-		cr_assert_not_null(guard);
+		char *p;
+		long faults = grow_past_guard(pages, 7, &p);
 		if (!h)
-			h = heap_of(a);
-		cr_assert_eq(heap_of(a), h, "a second heap after %u moves", moves);
-		memset(a, 7, pages << LA_PAGE_SHIFT);
-		struct rusage r0, r1; /* the copy faults the new pages in, the move does not */
-		getrusage(RUSAGE_THREAD, &r0);
-		char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
-		getrusage(RUSAGE_THREAD, &r1);
-		cr_assert_not_null(p);
-		cr_assert_eq(p[(pages << LA_PAGE_SHIFT) - 1], 7, "contents lost");
-		if (p == a)
+			h = heap_of(p);
+		cr_assert_eq(heap_of(p), h, "a second heap after %u moves", moves);
+		if (faults < 0)
 			continue; /* grew in place: the guard went elsewhere */
-		long faults = r1.ru_minflt - r0.ru_minflt;
 		if (moves < MOVE_MAX_PER_HEAP)
 			cr_assert_lt(faults, 16, "move %u faulted %ld pages in", moves, faults);
 		else
@@ -967,19 +977,10 @@ Test(heap, a_process_moves_pages_a_bounded_number_of_times)
 	arena_moves = MOVE_MAX_PER_PROCESS - 1;
 	unsigned moved = 0;
 	for (unsigned i = 0; i < 8 && moved < 2; i++) {
-		char *a = A(malloc)(pages << LA_PAGE_SHIFT);
-		cr_assert_not_null(a);
-		cr_assert_not_null(A(malloc)((size_t)9 << LA_PAGE_SHIFT)); /* a guard */
-		memset(a, 3, pages << LA_PAGE_SHIFT);
-		struct rusage r0, r1; /* the copy faults the new pages in, the move does not */
-		getrusage(RUSAGE_THREAD, &r0);
-		char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
-		getrusage(RUSAGE_THREAD, &r1);
-		cr_assert_not_null(p);
-		cr_assert_eq(p[(pages << LA_PAGE_SHIFT) - 1], 3, "contents lost");
-		if (p == a)
+		char *p;
+		long faults = grow_past_guard(pages, 3, &p);
+		if (faults < 0)
 			continue; /* grew in place: the guard went elsewhere */
-		long faults = r1.ru_minflt - r0.ru_minflt;
 		if (moved == 0)
 			cr_assert_lt(faults, 16, "the last move allowed faulted %ld pages in",
 			             faults);
