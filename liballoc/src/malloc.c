@@ -739,10 +739,13 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 			slack = (size_t)thr - 1; /* grow by mremap only from the threshold on */
 		int saved = errno;
 		q = alloc_large(slack, LA_ALIGN, NULL, true, false);
-		errno = saved;
 		/* a heap block's pages are moved, not copied, where the copy would fault most
-		 * of them in (arena_move_large) */
-		if (q && heap_registered(p) && heap_registered(q) && arena_move_large(p, q))
+		 * of them in (arena_move_large; its first look at the THP mode or a refused
+		 * mremap sets errno: restored after it, as after alloc_large) */
+		bool moved =
+		        q && heap_registered(p) && heap_registered(q) && arena_move_large(p, q);
+		errno = saved;
+		if (moved)
 			return q;
 	}
 	if (!q)

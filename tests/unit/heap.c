@@ -5,6 +5,7 @@
  * header pages a heap touches follow its spans, not its pages. Linked with liballoc.a;
  * every test runs in its own process. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -1239,6 +1240,47 @@ static void drop_thp_dir(const char *dir)
 			rmdir(path);
 	}
 	rmdir(dir);
+}
+
+/* A realloc that moves a large block's pages (arena_move_large) and succeeds leaves errno
+ * as it was, whatever the move's system calls set: here its first look at the THP mode
+ * (a fake directory whose hugepages-64kB holds no `enabled`: ENOENT), as a refused mremap
+ * would on a kernel that refuses it. */
+Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	enum { A, GUARD, N_BLK };
+	const uint32_t pages[N_BLK] = {100, 9};
+	char *b[N_BLK];
+	side_by_side(b, pages, N_BLK);
+	memset(b[A], 3, (size_t)100 << LA_PAGE_SHIFT);
+	char dir[] = "/tmp/la-thp-XXXXXX", sub[256];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	put_file(dir, "enabled", "always [madvise] never\n");
+	const char *was = os_thp_dir;
+	os_thp_dir = dir;
+	os_huge_reread();
+	errno = 4242;
+	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	int err = errno;
+	os_thp_dir = was;
+	os_huge_reread();
+	char path[256];
+	snprintf(path, sizeof(path), "%s/enabled", dir);
+	unlink(path);
+	rmdir(sub);
+	rmdir(dir);
+	cr_assert_not_null(p);
+	cr_assert_neq(p, b[A]);
+	cr_assert_eq(in_core(b[A], 100), 0, "the pages moved (%u of the old ones resident)",
+	             in_core(b[A], 100));
+	cr_assert_eq(p[((size_t)100 << LA_PAGE_SHIFT) - 1], 3);
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	A(free)(p);
+	A(free)(b[GUARD]);
 }
 
 /* A multi-size THP size in "always" (hugepages-64kB/enabled, Linux 6.8) fills ranges nobody
