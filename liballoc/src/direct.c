@@ -141,6 +141,15 @@ static void uncache(size_t len, size_t resident, bool unmapped)
 		STAT_SUB(pc(), address_space_bytes, len);
 }
 
+/* A live mapping of len bytes freed: no longer counted live (its pages, resident and
+ * address space, as the caller says: unmapped, adopted or cached) */
+static void count_freed(struct la_counters *sc, size_t len)
+{
+	STAT_SUB(sc, direct_mappings, 1);
+	STAT_SUB(sc, direct_bytes, len);
+	STAT_SUB(sc, allocated_bytes, len);
+}
+
 static size_t table_bytes(size_t cap)
 {
 	return la_align_up(cap * sizeof(struct dmap), LA_PAGE);
@@ -717,9 +726,7 @@ int direct_free(void *p)
 	if (!cached) {
 		dfreed[dfreed_next++ % DFREED_RING] = user;
 		la_unlock(&direct_lock);
-		STAT_SUB(sc, direct_mappings, 1);
-		STAT_SUB(sc, direct_bytes, len);
-		STAT_SUB(sc, allocated_bytes, len);
+		count_freed(sc, len);
 		STAT_SUB(sc, data_resident_bytes, len);
 		STAT_SUB(sc, address_space_bytes, len);
 		/* blocks of its size came from the heaps before this free (a larger mapping's
@@ -761,9 +768,7 @@ int direct_free(void *p)
 	la_unlock(&direct_lock);
 	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
 	 * stay as they are */
-	STAT_SUB(sc, direct_mappings, 1);
-	STAT_SUB(sc, direct_bytes, len);
-	STAT_SUB(sc, allocated_bytes, len);
+	count_freed(sc, len);
 	STAT_ADD(sc, direct_cache_bytes, len);
 	STAT_ADD(sc, free_resident_bytes, resident);
 	for (unsigned i = 0; i < nevict; i++) {

@@ -218,6 +218,19 @@ bool os_thp_always(void)
 	return __atomic_load_n(&thp_always, __ATOMIC_RELAXED) != 0;
 }
 
+/* A move to `to` refused after the kernel may have unmapped the target range: it is mapped
+ * again, fresh (the callers move only into pages never used or not resident: fresh ones are
+ * what was there); a range that cannot be is a hole in a heap, which would fault wherever a
+ * block lands in it later. who: the caller, named in the message. */
+static void map_target_again(const char *who, void *to, size_t size, struct la_counters *c)
+{
+	if (mmap(to, size, PROT_READ | PROT_WRITE,
+	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
+		la_fatal(who, "a move into a heap was refused, and its target range "
+		              "could not be mapped again (a hole in the heap)");
+	STAT_ADD(c, mmap_calls, 1);
+}
+
 int os_move(void *p, size_t size, void *to, struct la_counters *c)
 {
 	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
@@ -227,15 +240,8 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 	int err = errno;
 	/* Older kernels (Debian 12's 6.1 among them) unmap the target range before they check
 	 * the source, and refuse a source that spans two mappings (part of the block advised
-	 * or protected apart): the move fails and leaves a hole where the caller's pages were.
-	 * They are mapped again (the caller moves only into pages it never used: fresh ones
-	 * are what was there); a range that cannot be is a hole in a heap, which would fault
-	 * wherever a block lands in it later. */
-	if (mmap(to, size, PROT_READ | PROT_WRITE,
-	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
-		la_fatal(__func__, "a move into a heap was refused, and its target range "
-		                   "could not be mapped again (a hole in the heap)");
-	STAT_ADD(c, mmap_calls, 1);
+	 * or protected apart): the move fails and leaves a hole where the caller's pages were. */
+	map_target_again(__func__, to, size, c);
 	return err;
 }
 
@@ -255,12 +261,8 @@ int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
 	if (err == ENOMEM)
 		return err;
 	/* refused otherwise (a kernel before 5.7, a source over two mappings): the target
-	 * range may have been unmapped first (os_move); free pages, mapped fresh again */
-	if (mmap(to, size, PROT_READ | PROT_WRITE,
-	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
-		la_fatal(__func__, "a move inside a heap was refused, and its target range "
-		                   "could not be mapped again (a hole in the heap)");
-	STAT_ADD(c, mmap_calls, 1);
+	 * range may have been unmapped first (os_move) */
+	map_target_again(__func__, to, size, c);
 	return err;
 }
 
