@@ -181,10 +181,43 @@ static bool ours(int sig)
 	return sig == SIGBUS && __atomic_load_n(&installed, __ATOMIC_ACQUIRE);
 }
 
+/* SIGBUS's disposition before liballoc's handler is in place: set under the lock, so that
+ * an install in another thread (the control thread names the file and installs then:
+ * sigbus_install_handler) reads the application's disposition and installs its own
+ * either before this call or after it, not around it (the application's handler would
+ * replace liballoc's unrecorded, and its call return liballoc's). False: the handler
+ * is in place now (the caller goes the installed way). */
+static bool before_install(int (*call)(void *ctx), void *ctx, int *rc)
+{
+	sigset_t saved;
+	lock(&saved);
+	bool before = !__atomic_load_n(&installed, __ATOMIC_RELAXED);
+	if (before)
+		*rc = call(ctx);
+	int err = errno;
+	unlock(&saved);
+	errno = err;
+	return before;
+}
+
+struct sigaction_args {
+	const struct sigaction *act;
+	struct sigaction *old;
+};
+
+static int sigaction_real(void *ctx)
+{
+	const struct sigaction_args *a = ctx;
+	return __sigaction(SIGBUS, a->act, a->old);
+}
+
 LA_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (!ours(sig))
+	if (sig != SIGBUS)
 		return __sigaction(sig, act, old);
+	int rc;
+	if (!ours(sig) && before_install(sigaction_real, &(struct sigaction_args){act, old}, &rc))
+		return rc;
 	return bus_sigaction(act, old);
 }
 
@@ -234,12 +267,44 @@ static handler_t call_real(int f, int sig, handler_t h)
 	return r(sig, h);
 }
 
-#define LA_SIGNAL_FN(name, f, flags, mask_self)                  \
-	LA_EXPORT handler_t name(int sig, handler_t h)           \
-	{                                                        \
-		if (ours(sig))                                   \
-			return set_handler(h, flags, mask_self); \
-		return call_real(f, sig, h);                     \
+struct signal_args {
+	handler_t (*real)(int, handler_t);
+	handler_t h, prev;
+};
+
+static int signal_real(void *ctx)
+{
+	struct signal_args *a = ctx;
+	if (!a->real) {
+		errno = ENOSYS;
+		a->prev = SIG_ERR;
+	} else {
+		a->prev = a->real(SIGBUS, a->h);
+	}
+	return 0;
+}
+
+/* The real function f for SIGBUS while liballoc's handler is not in place (before_install;
+ * the function found first: dlsym may allocate). False: it is in place now. */
+static bool signal_before_install(int f, handler_t h, handler_t *prev)
+{
+	struct signal_args a = {real_fn(f), h, SIG_ERR};
+	int rc;
+	if (!before_install(signal_real, &a, &rc))
+		return false;
+	*prev = a.prev;
+	return true;
+}
+
+#define LA_SIGNAL_FN(name, f, flags, mask_self)                       \
+	LA_EXPORT handler_t name(int sig, handler_t h)                \
+	{                                                             \
+		handler_t prev;                                       \
+		if (sig != SIGBUS)                                    \
+			return call_real(f, sig, h);                  \
+		if (!ours(sig) && signal_before_install(f, h, &prev)) \
+			return prev;                                  \
+		return set_handler(h, flags, mask_self);              \
 	}
 
 handler_t bsd_signal(int sig, handler_t h); /* no longer declared by <signal.h> */
@@ -257,6 +322,8 @@ LA_SIGNAL_FN(__sysv_signal, F___SYSV_SIGNAL, SA_RESETHAND | SA_NODEFER, false)
  * returned, or SIG_HOLD if SIGBUS was blocked. */
 LA_EXPORT handler_t sigset(int sig, handler_t h)
 {
+	/* (before liballoc's handler is in place, not serialised with its install as the
+	 * others are: glibc's sigset changes the signal mask, which the lock's restores) */
 	if (!ours(sig))
 		return call_real(F_SIGSET, sig, h);
 	sigset_t bus, before;
