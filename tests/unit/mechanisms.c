@@ -1992,9 +1992,19 @@ Test(dynamic_threshold, freeing_a_4mb_mapping_raises_the_threshold_and_faults_st
 	two_threads(&a, &b);
 	int64_t t = 0;
 	liballoc_get("mmap_threshold", &t);
-	cr_assert_gt(t, 4 << 20, "threshold raised past 4 MiB: %lld", (long long)t);
 	struct la_counters c = stats();
 	cr_assert_geq(c.threshold_raises, 1);
+	/* The first free raises the threshold past 4 MiB; but a malloc of the other thread that
+	 * read the threshold before that raise maps, where the mapping just freed would have
+	 * served: mappings are being recycled, and blocks of mmap_threshold_max (4 MiB) keep
+	 * mappings of their own again (note_miss caps the threshold there; README,
+	 * `direct_cache_bytes`), recycled through the cache: no faults either (below). Seen in 1
+	 * run of 60 under ASan beside two CPU burners, and in CI's ASan stage. */
+	if (t == 4 << 20)
+		cr_assert_gt(c.direct_cache_hits, 0,
+		             "threshold capped at 4 MiB, no mapping reused");
+	else
+		cr_assert_gt(t, 4 << 20, "threshold raised past 4 MiB: %lld", (long long)t);
 	long pages = 196L * (4 << 20) / 4096;
 	cr_assert_lt(a.faults_after_warmup + b.faults_after_warmup, pages / 100,
 	             "page faults after warm-up: %ld + %ld for %ld pages touched",
