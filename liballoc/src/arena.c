@@ -2322,7 +2322,7 @@ bool arena_move_large(void *p, void *q)
 	    heap_huge_in(h, s->first, n) || heap_huge_in(hq, heap_page_of(hq, q), n))
 		return false;
 	size_t bytes = (size_t)n << LA_PAGE_SHIFT;
-	if (os_resident(q, bytes) > bytes / 4)
+	if (os_resident(q, bytes) > bytes / 4 || os_address_space_limited())
 		return false;
 	/* counted whether it moved or not (a refused move may have split the mappings too);
 	 * atomic: q's heap may be another arena's */

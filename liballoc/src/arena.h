@@ -420,7 +420,8 @@ bool arena_resize_large(struct arena *a, void *p, size_t size);
  * allocated with at least p's pages (at its page's start): p's pages move there (mremap,
  * MREMAP_DONTUNMAP) instead of being copied, when they are at least MOVE_FROM_PAGES, at
  * most a quarter of q's pages they would cover are resident (a copy would fault the
- * others in, and leave p's resident and free), and neither range may be in a huge page.
+ * others in, and leave p's resident and free), neither range may be in a huge page, and
+ * the address space is not limited (os_address_space_limited).
  * p's span then goes back to its heap's free pages, none of them resident. Each heap takes
  * part in at most MOVE_MAX_PER_HEAP moves. false: nothing moved (the caller copies and
  * frees p). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,14 +257,20 @@ int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
 	if (q == to)
 		return 0;
 	int err = errno;
-	/* ENOMEM: refused before anything changed (the process's mapping count near its
-	 * limit: a new mapping below could only fail too) */
-	if (err == ENOMEM)
+	/* ENOMEM for the mapping count: refused before anything changed (a new mapping below
+	 * could only fail too), where the target range is still mapped (msync tells); refused
+	 * otherwise (a kernel before 5.7, a source over two mappings, or ENOMEM after the
+	 * target's unmapping): the target range may have been unmapped first (os_move) */
+	if (err == ENOMEM && msync(to, size, MS_ASYNC) == 0)
 		return err;
-	/* refused otherwise (a kernel before 5.7, a source over two mappings): the target
-	 * range may have been unmapped first (os_move) */
 	map_target_again(__func__, to, size, c);
 	return err;
+}
+
+bool os_address_space_limited(void)
+{
+	struct rlimit r;
+	return getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur != RLIM_INFINITY;
 }
 
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)

@@ -62,6 +62,11 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c);
  * (fresh zero pages where it is written again); 0 or an errno value (the pages stay at p;
  * the target range is mapped: as it was for ENOMEM, else fresh). */
 int os_move_out(void *p, size_t size, void *to, struct la_counters *c);
+/* Whether the process's address space is limited (RLIMIT_AS not infinite): a move that
+ * keeps its source mapped (os_move_out) needs its size again, and a process that is over
+ * the limit (lowered under it, prlimit) has it refused after the kernel unmapped the
+ * target range, which it cannot map again either. */
+bool os_address_space_limited(void);
 
 /* Read a small file (a /proc entry) into buf, NUL-terminated; its length, or -1. */
 ssize_t os_read_small(const char *path, char *buf, size_t len);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1064,6 +1065,52 @@ Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_pr
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
 	          (unsigned)st);
 	cr_assert(strstr(out, "liballoc: os_move: ") && strstr(out, "could not be mapped again"),
+	          "its message: %s", out);
+	munmap(src, (size_t)pg);
+	munmap(dst, 2 * (size_t)pg);
+}
+
+/* (in a forked child) a move that keeps its source (os_move_out: realloc's page moves) in
+ * a process over its address-space limit: the kernel unmaps the target range, then
+ * refuses the move (ENOMEM), and the range cannot be mapped again either */
+static int refused_move_out_child(void *arg)
+{
+	struct refused_move *m = arg;
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long vm_kib = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmSize:", 7))
+			vm_kib = atol(line + 7);
+	if (f)
+		fclose(f);
+	if (vm_kib <= 0 || setrlimit(RLIMIT_AS, &(struct rlimit){(rlim_t)vm_kib * 1024 - 4096,
+	                                                         RLIM_INFINITY}) != 0)
+		return 97;
+	struct la_counters c = {0};
+	os_move_out(m->src, (size_t)m->pg, m->dst + m->pg, &c);
+	return 0; /* the hole left where the caller copies next */
+}
+
+/* A refused move that keeps its source stops the process, saying so, where the target
+ * range went and cannot be mapped again: an ENOMEM is no sign that nothing changed. */
+Test(accounting, a_refused_move_out_that_left_a_hole_stops_the_process)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *src =
+	        mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	src[0] = 1;
+	struct refused_move m = {src, dst, pg};
+	char out[512];
+	int st = run_child_stderr(refused_move_out_child, &m, out, sizeof(out));
+	cr_assert_neq(st, -1, "the child could not be run");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
+	          (unsigned)st);
+	cr_assert(strstr(out, "liballoc: os_move_out: ") &&
+	                  strstr(out, "could not be mapped again"),
 	          "its message: %s", out);
 	munmap(src, (size_t)pg);
 	munmap(dst, 2 * (size_t)pg);

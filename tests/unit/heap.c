@@ -995,6 +995,55 @@ Test(heap, a_process_moves_pages_a_bounded_number_of_times)
 	cr_assert_eq(moved, 2, "%u blocks moved", moved);
 }
 
+/* A process over its address-space limit (RLIMIT_AS lowered under what it maps: prlimit
+ * on a running service) would have the move refused after the kernel unmapped the target
+ * range, which it could not map again: a hole where the block is copied then (SIGSEGV).
+ * With the address space limited at all, the block is copied: its contents there, the
+ * new pages faulted in. */
+Test(heap, a_realloc_over_the_address_space_limit_copies)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("madvise_throttle", 0);
+	enum { A, GUARD, N_BLK };
+	const uint32_t pages[N_BLK] = {100, 9};
+	char *b[N_BLK];
+	side_by_side(b, pages, N_BLK);
+	memset(b[A], 6, (size_t)100 << LA_PAGE_SHIFT);
+	char *more = A(malloc)((size_t)200 << LA_PAGE_SHIFT); /* the room realloc moves to */
+	cr_assert_not_null(more);
+	A(free)(more);
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	FILE *f = fopen("/proc/self/status", "r");
+	cr_assert_not_null(f);
+	char line[256];
+	long vm_kib = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmSize:", 7))
+			vm_kib = atol(line + 7);
+	fclose(f);
+	cr_assert_gt(vm_kib, 0);
+	cr_assert_eq(
+	        setrlimit(RLIMIT_AS, &(struct rlimit){(rlim_t)vm_kib * 1024 - 4096, old.rlim_max}),
+	        0);
+	struct rusage r0, r1; /* the copy faults the new pages in, the move does not */
+	getrusage(RUSAGE_THREAD, &r0);
+	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	int err = errno;
+	getrusage(RUSAGE_THREAD, &r1);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_not_null(p, "realloc failed: %s", strerror(err));
+	cr_assert_neq(p, b[A], "the block grew in place past its guard");
+	for (size_t i = 0; i < 100; i++)
+		cr_assert_eq(p[i << LA_PAGE_SHIFT], 6, "page %zu's contents lost", i);
+	cr_assert_geq(r1.ru_minflt - r0.ru_minflt, 50, "%ld faults: a move, not a copy",
+	              r1.ru_minflt - r0.ru_minflt);
+	check_arena(heap_of(p)->arena);
+	A(free)(p);
+	A(free)(b[GUARD]);
+}
+
 /* Under MOVE_FROM_PAGES pages a block is copied (a copy of a few pages costs less than the
  * two system calls): its old pages stay resident, free. */
 Test(heap, a_small_large_block_realloc_moves_is_copied)
