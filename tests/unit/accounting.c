@@ -1048,7 +1048,11 @@ static int refused_move_child(void *arg)
 	return 0;
 }
 
-Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_process)
+/* A page moved from src into the second page of a 2-page dst (os_move or os_move_out, by
+ * the child) and refused where the target range cannot be mapped again: the child stops,
+ * saying so in a message that begins with who; skipped where the child returns 98 (no
+ * seccomp filter). */
+static void refused_move_stops(int (*child)(void *), const char *who)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	char *src =
@@ -1056,18 +1060,24 @@ Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_pr
 	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 	                 -1, 0);
 	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	src[0] = 1;
 	struct refused_move m = {src, dst, pg};
 	char out[512];
-	int st = run_child_stderr(refused_move_child, &m, out, sizeof(out));
+	int st = run_child_stderr(child, &m, out, sizeof(out));
 	cr_assert_neq(st, -1, "the child could not be run");
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
 		cr_skip_test("no seccomp filter for this architecture");
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
 	          (unsigned)st);
-	cr_assert(strstr(out, "liballoc: os_move: ") && strstr(out, "could not be mapped again"),
-	          "its message: %s", out);
+	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again"), "its message: %s",
+	          out);
 	munmap(src, (size_t)pg);
 	munmap(dst, 2 * (size_t)pg);
+}
+
+Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_process)
+{
+	refused_move_stops(refused_move_child, "liballoc: os_move: ");
 }
 
 /* (in a forked child) a move that keeps its source (os_move_out: realloc's page moves) in
@@ -1096,24 +1106,7 @@ static int refused_move_out_child(void *arg)
  * range went and cannot be mapped again: an ENOMEM is no sign that nothing changed. */
 Test(accounting, a_refused_move_out_that_left_a_hole_stops_the_process)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	char *src =
-	        mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
-	src[0] = 1;
-	struct refused_move m = {src, dst, pg};
-	char out[512];
-	int st = run_child_stderr(refused_move_out_child, &m, out, sizeof(out));
-	cr_assert_neq(st, -1, "the child could not be run");
-	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x",
-	          (unsigned)st);
-	cr_assert(strstr(out, "liballoc: os_move_out: ") &&
-	                  strstr(out, "could not be mapped again"),
-	          "its message: %s", out);
-	munmap(src, (size_t)pg);
-	munmap(dst, 2 * (size_t)pg);
+	refused_move_stops(refused_move_out_child, "liballoc: os_move_out: ");
 }
 
 /* The adoption itself: the heap counts the pages it took, as a walk of it finds them, and

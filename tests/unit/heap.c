@@ -752,6 +752,17 @@ static void side_by_side(char **b, const uint32_t *pages, int n)
 	}
 }
 
+/* The block realloc moves, of `pages` pages, and a guard of 9 pages after it (so that it
+ * cannot grow in place), side by side at the heap's top; heap blocks only (no direct
+ * mappings, no threshold moves). */
+enum { MV_BLOCK, MV_GUARD, MV_N };
+static void block_and_guard(char **b, uint32_t pages)
+{
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	side_by_side(b, (const uint32_t[MV_N]){pages, 9}, MV_N);
+}
+
 /* The free run of the two tests below, from blocks of pages[] pages side by side: X and Y
  * are the run, X's pages returned to the system (trimmed) and Y's written and freed
  * resident; G keeps the run from the heap's top; Z, freed last, is parked in Y's place (a
@@ -880,36 +891,32 @@ Test(heap, a_block_realloc_moves_takes_room_to_grow_in_place)
  * more than glibc's). Its old pages are no longer resident, and the heap counts them so. */
 Test(heap, a_large_block_realloc_moves_to_fresh_pages_takes_its_pages_along)
 {
-	pages_only(0);
-	set("mmap_dynamic", 0);
-	enum { A, GUARD, N_BLK };
-	const uint32_t pages[N_BLK] = {100, 9};
-	char *b[N_BLK];
-	side_by_side(b, pages, N_BLK);
+	char *b[MV_N];
+	block_and_guard(b, 100);
 	for (size_t i = 0; i < 100; i++)
-		memset(b[A] + (i << LA_PAGE_SHIFT), (int)(i + 1), LA_PAGE);
+		memset(b[MV_BLOCK] + (i << LA_PAGE_SHIFT), (int)(i + 1), LA_PAGE);
 	struct rusage r0, r1;
 	getrusage(RUSAGE_THREAD, &r0);
-	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[MV_BLOCK], (size_t)160 << LA_PAGE_SHIFT);
 	getrusage(RUSAGE_THREAD, &r1);
 	cr_assert_not_null(p);
-	cr_assert_neq(p, b[A], "the block grew in place past its guard");
+	cr_assert_neq(p, b[MV_BLOCK], "the block grew in place past its guard");
 	cr_assert_lt(r1.ru_minflt - r0.ru_minflt, 16, "the move faulted %ld pages in",
 	             r1.ru_minflt - r0.ru_minflt);
 	for (size_t i = 0; i < 100; i++)
 		cr_assert(p[i << LA_PAGE_SHIFT] == (char)(i + 1) &&
 		                  p[(i << LA_PAGE_SHIFT) + LA_PAGE - 1] == (char)(i + 1),
 		          "page %zu's contents lost", i);
-	cr_assert_eq(in_core(b[A], 100), 0, "%u of the old pages still resident",
-	             in_core(b[A], 100));
-	struct heap *h = heap_of(b[A]);
+	cr_assert_eq(in_core(b[MV_BLOCK], 100), 0, "%u of the old pages still resident",
+	             in_core(b[MV_BLOCK], 100));
+	struct heap *h = heap_of(b[MV_BLOCK]);
 	arena_lock(h->arena);
-	uint32_t marked = heap_resident_in(h, heap_page_of(h, b[A]), 100);
+	uint32_t marked = heap_resident_in(h, heap_page_of(h, b[MV_BLOCK]), 100);
 	arena_unlock(h->arena);
 	cr_assert_eq(marked, 0, "%u of the old pages counted resident", marked);
 	check_arena(h->arena);
 	A(free)(p);
-	A(free)(b[GUARD]);
+	A(free)(b[MV_GUARD]);
 	check_arena(h->arena);
 }
 
@@ -1002,14 +1009,10 @@ Test(heap, a_process_moves_pages_a_bounded_number_of_times)
  * new pages faulted in. */
 Test(heap, a_realloc_over_the_address_space_limit_copies)
 {
-	pages_only(0);
-	set("mmap_dynamic", 0);
-	set("madvise_throttle", 0);
-	enum { A, GUARD, N_BLK };
-	const uint32_t pages[N_BLK] = {100, 9};
-	char *b[N_BLK];
-	side_by_side(b, pages, N_BLK);
-	memset(b[A], 6, (size_t)100 << LA_PAGE_SHIFT);
+	set("madvise_throttle", 0); /* no populate-ahead: the pages realloc moves to stay fresh */
+	char *b[MV_N];
+	block_and_guard(b, 100);
+	memset(b[MV_BLOCK], 6, (size_t)100 << LA_PAGE_SHIFT);
 	char *more = A(malloc)((size_t)200 << LA_PAGE_SHIFT); /* the room realloc moves to */
 	cr_assert_not_null(more);
 	A(free)(more);
@@ -1029,40 +1032,37 @@ Test(heap, a_realloc_over_the_address_space_limit_copies)
 	        0);
 	struct rusage r0, r1; /* the copy faults the new pages in, the move does not */
 	getrusage(RUSAGE_THREAD, &r0);
-	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[MV_BLOCK], (size_t)160 << LA_PAGE_SHIFT);
 	int err = errno;
 	getrusage(RUSAGE_THREAD, &r1);
 	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
 	cr_assert_not_null(p, "realloc failed: %s", strerror(err));
-	cr_assert_neq(p, b[A], "the block grew in place past its guard");
+	cr_assert_neq(p, b[MV_BLOCK], "the block grew in place past its guard");
 	for (size_t i = 0; i < 100; i++)
 		cr_assert_eq(p[i << LA_PAGE_SHIFT], 6, "page %zu's contents lost", i);
 	cr_assert_geq(r1.ru_minflt - r0.ru_minflt, 50, "%ld faults: a move, not a copy",
 	              r1.ru_minflt - r0.ru_minflt);
 	check_arena(heap_of(p)->arena);
 	A(free)(p);
-	A(free)(b[GUARD]);
+	A(free)(b[MV_GUARD]);
 }
 
 /* Under MOVE_FROM_PAGES pages a block is copied (a copy of a few pages costs less than the
  * two system calls): its old pages stay resident, free. */
 Test(heap, a_small_large_block_realloc_moves_is_copied)
 {
-	pages_only(0);
-	set("mmap_dynamic", 0);
-	enum { A, GUARD, N_BLK };
-	const uint32_t pages[N_BLK] = {MOVE_FROM_PAGES - 1, 9};
-	char *b[N_BLK];
-	side_by_side(b, pages, N_BLK);
-	memset(b[A], 5, (size_t)pages[A] << LA_PAGE_SHIFT);
-	char *p = A(realloc)(b[A], (size_t)(pages[A] + 40) << LA_PAGE_SHIFT);
+	const uint32_t pages = MOVE_FROM_PAGES - 1;
+	char *b[MV_N];
+	block_and_guard(b, pages);
+	memset(b[MV_BLOCK], 5, (size_t)pages << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[MV_BLOCK], (size_t)(pages + 40) << LA_PAGE_SHIFT);
 	cr_assert_not_null(p);
-	cr_assert_neq(p, b[A], "the block grew in place past its guard");
-	cr_assert_eq(p[((size_t)pages[A] << LA_PAGE_SHIFT) - 1], 5, "contents lost");
-	cr_assert_eq(in_core(b[A], pages[A]), pages[A], "the old pages were not left resident");
+	cr_assert_neq(p, b[MV_BLOCK], "the block grew in place past its guard");
+	cr_assert_eq(p[((size_t)pages << LA_PAGE_SHIFT) - 1], 5, "contents lost");
+	cr_assert_eq(in_core(b[MV_BLOCK], pages), pages, "the old pages were not left resident");
 	check_arena(heap_of(p)->arena);
 	A(free)(p);
-	A(free)(b[GUARD]);
+	A(free)(b[MV_GUARD]);
 }
 
 /* The same for a request at or above the mmap threshold, which takes a run of resident
@@ -1297,13 +1297,9 @@ static void drop_thp_dir(const char *dir)
  * would on a kernel that refuses it. */
 Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
 {
-	pages_only(0);
-	set("mmap_dynamic", 0);
-	enum { A, GUARD, N_BLK };
-	const uint32_t pages[N_BLK] = {100, 9};
-	char *b[N_BLK];
-	side_by_side(b, pages, N_BLK);
-	memset(b[A], 3, (size_t)100 << LA_PAGE_SHIFT);
+	char *b[MV_N];
+	block_and_guard(b, 100);
+	memset(b[MV_BLOCK], 3, (size_t)100 << LA_PAGE_SHIFT);
 	char dir[] = "/tmp/la-thp-XXXXXX", sub[256];
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
@@ -1313,7 +1309,7 @@ Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
 	os_thp_dir = dir;
 	os_huge_reread();
 	errno = 4242;
-	char *p = A(realloc)(b[A], (size_t)160 << LA_PAGE_SHIFT);
+	char *p = A(realloc)(b[MV_BLOCK], (size_t)160 << LA_PAGE_SHIFT);
 	int err = errno;
 	os_thp_dir = was;
 	os_huge_reread();
@@ -1323,13 +1319,13 @@ Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
 	rmdir(sub);
 	rmdir(dir);
 	cr_assert_not_null(p);
-	cr_assert_neq(p, b[A]);
-	cr_assert_eq(in_core(b[A], 100), 0, "the pages moved (%u of the old ones resident)",
-	             in_core(b[A], 100));
+	cr_assert_neq(p, b[MV_BLOCK]);
+	cr_assert_eq(in_core(b[MV_BLOCK], 100), 0, "the pages moved (%u of the old ones resident)",
+	             in_core(b[MV_BLOCK], 100));
 	cr_assert_eq(p[((size_t)100 << LA_PAGE_SHIFT) - 1], 3);
 	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
 	A(free)(p);
-	A(free)(b[GUARD]);
+	A(free)(b[MV_GUARD]);
 }
 
 /* A multi-size THP size in "always" (hugepages-64kB/enabled, Linux 6.8) fills ranges nobody
