@@ -372,9 +372,10 @@ static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 			h->purge_due = 1;
 			if (!a->empty_due_ns) {
 				/* (atomic: arena_empty_tick looks before it locks) */
-				__atomic_store_n(&a->empty_due_ns, os_now_ns() + EMPTY_WAIT_NS,
-				                 __ATOMIC_RELAXED);
-				shm_wake_control(); /* it sleeps until the next deadline it knows */
+				uint64_t due = os_now_ns() + EMPTY_WAIT_NS;
+				__atomic_store_n(&a->empty_due_ns, due, __ATOMIC_RELAXED);
+				/* it sleeps until the next deadline it knows */
+				shm_kick_control(due);
 			}
 			STAT_ADD_LOCKED(a->c, madvise_deferred, 1);
 			return false;

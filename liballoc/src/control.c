@@ -139,7 +139,7 @@ void op_measure_soon_slow(void)
 	uint64_t none = 0, due = os_now_ns() + MEASURE_SOON_NS;
 	if (__atomic_compare_exchange_n(&op_measure_due_ns, &none, due, false, __ATOMIC_RELAXED,
 	                                __ATOMIC_RELAXED))
-		shm_wake_control(); /* it sleeps until the next deadline it knows */
+		shm_kick_control(due); /* it sleeps until the next deadline it knows */
 }
 
 void op_measure(void)
@@ -850,6 +850,12 @@ static void *control_main(void *arg)
 			if (!wait_ns || left < wait_ns)
 				wait_ns = left;
 		}
+		/* when this sleep ends by itself, and when a pass armed meanwhile would run:
+		 * a kick due no sooner wakes no one (shm_kick_control) */
+		__atomic_store_n(&shm_control_tick_ns,
+		                 decay_ns ? last_decay + decay_ns : UINT64_MAX, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&shm_control_wake_ns, wait_ns ? now + wait_ns : 0,
+		                 __ATOMIC_SEQ_CST);
 		struct wake_words ww = {st, watch.seen, kicks};
 		control_wait(mb, &ww, now, wait_ns);
 		if (pinned) {
@@ -931,6 +937,8 @@ static void start_thread(bool forked)
 	control_stop = 0;
 	control_running = 0;
 	control_tid = 0;
+	/* no sleep of it known yet (a forked child's copy is its parent thread's) */
+	__atomic_store_n(&shm_control_wake_ns, 0, __ATOMIC_SEQ_CST);
 	/* running before it runs: a thread exiting meanwhile must already count */
 	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
 	uintptr_t exits = __atomic_load_n(&thread_exits, __ATOMIC_ACQUIRE);

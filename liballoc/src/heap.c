@@ -26,7 +26,8 @@ static uint32_t epoch_now(void)
 }
 
 /* The tick that dirty pages freed now carry. While the decay pass sleeps through ticks,
- * the first such stamp ends the sleep (the clock would go on without it), once: the
+ * the first such stamp ends the sleep (the clock would go on without it), once, unless the
+ * thread wakes by the next tick anyway (shm_kick_control): the
  * control thread, woken, counts the ticks it slept and gives the pages stamped meanwhile
  * the tick they belong to (control.c). The flag is read before the tick (both in one
  * total order with the pass's writes: the tick first, then the flag cleared). */
@@ -34,7 +35,7 @@ static uint32_t stamp_now(void)
 {
 	if (unlikely(__atomic_load_n(&heap_skip, __ATOMIC_SEQ_CST)) &&
 	    __atomic_exchange_n(&heap_skip, 0, __ATOMIC_SEQ_CST))
-		shm_wake_control();
+		shm_kick_control(0); /* it then takes the next tick */
 	return __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
 }
 

@@ -219,12 +219,31 @@ void shm_wake_control(void)
 		la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
+uint64_t shm_control_wake_ns, shm_control_tick_ns;
+
+void shm_kick_control(uint64_t due_ns)
+{
+	/* seq_cst both ways: either the thread's wait (which compares shm_kicks after it
+	 * wrote its deadlines) sees this kick, or this kicker sees that wait's deadlines */
+	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_SEQ_CST);
+	if (shm_is_control) {
+		shm_own_kicks++;
+		return;
+	}
+	uint64_t wake = __atomic_load_n(&shm_control_wake_ns, __ATOMIC_SEQ_CST);
+	if (!due_ns)
+		due_ns = __atomic_load_n(&shm_control_tick_ns, __ATOMIC_SEQ_CST);
+	if (wake && wake <= due_ns)
+		return;
+	la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
 void shm_note_retained_slow(void)
 {
 	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
 		int saved = errno; /* free's large slot hit calls it with errno unsaved */
 		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);
-		shm_wake_control();
+		shm_kick_control(0); /* the armed pass runs at the thread's next tick */
 		errno = saved;
 	}
 }

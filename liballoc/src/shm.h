@@ -104,6 +104,22 @@ LA_INLINE void shm_note_retained(void)
  * shm_kicks, which the control thread reads before it looks and sleeps on: a wake-up
  * between the two is not lost. */
 void shm_wake_control(void);
+/* The same for something that needs the thread's attention no sooner than due_ns
+ * (CLOCK_MONOTONIC; 0: its next decay tick, shm_control_tick_ns): where the thread sleeps until due_ns or sooner anyway (it publishes
+ * when its sleep ends, shm_control_wake_ns; the start's naming, LIBALLOC_PUBLISH_DELAY
+ * after it, is such a deadline), the kick wakes no one: the thread finds it when it wakes
+ * and acts on it as it would have at once (a decay pass armed runs at its tick, a
+ * measurement at its time). A process that ends within its first 50 ms (a shell utility)
+ * sent its control thread a wake-up at its first large free, and another at its first
+ * measurement asked for, each an interrupt to wake the other CPU, which then ran beside
+ * the program and received a TLB-shootdown interrupt with each of its munmap, madvise and
+ * mremap calls. */
+void shm_kick_control(uint64_t due_ns);
+/* When the control thread's sleep ends by itself (0: never), and the earliest a decay
+ * pass armed now would run (UINT64_MAX: none: decay_ms 0). The thread writes the pass's
+ * first, the sleep's last, before it sleeps; a kicker reads them in the other order,
+ * after its kick (shm_kick_control). */
+extern uint64_t shm_control_wake_ns, shm_control_tick_ns;
 extern uint32_t shm_kicks;
 /* set on the control thread: its own kicks bump shm_kicks and wake no one */
 extern __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));

@@ -28,6 +28,7 @@
 
 #include "api/api.h"
 #include "arena.h"
+#include "control.h"
 #include "liballoc.h"
 #include "os.h"
 #include "shm.h"
@@ -964,6 +965,55 @@ Test(fork, a_childs_control_thread_starts_on_the_forking_cpu)
 	cr_assert_neq(got, 1, "the child's control thread started free to run on any CPU");
 	cr_assert_neq(got, 3, "the child does not run on its parent's CPUs");
 	cr_assert_eq(got, 0, "the child's control thread stayed on one CPU after a wake-up");
+}
+
+/* 0: the child's control thread, asleep until its name is due, slept on through a decay
+ * pass armed and a measurement asked for (both due later than that) and was woken by a
+ * kick due at once; 1: the first two woke it; 4: the last did not; 2: it never slept; 3:
+ * the name came due before the child could tell (a loaded machine: the parent tries
+ * again). */
+static int child_kicks_before_its_name(void)
+{
+	uint64_t forked = os_now_ns();
+	if (!control_thread_asleep())
+		return 2;
+	pid_t tid = other_thread();
+	long before = thread_sleeps(tid);
+	__atomic_store_n(&shm_decay_armed, 0, __ATOMIC_RELAXED);
+	shm_note_retained(); /* armed: the pass is due at the thread's next tick */
+	__atomic_store_n(&op_measure_due_ns, 0, __ATOMIC_RELAXED);
+	op_measure_soon(); /* due in a second */
+	nanosleep(&(struct timespec){0, 5000000}, NULL);
+	long after = thread_sleeps(tid);
+	char st = thread_state(tid);
+	if (os_now_ns() - forked >= shm_publish_delay_ms() * 1000000u * 4 / 5)
+		return 3;
+	if (before < 0 || after != before || st != 'S')
+		return 1;
+	shm_kick_control(os_now_ns()); /* due now: wakes it */
+	for (int ms = 0; ms < 5000 && thread_sleeps(tid) == before; ms++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	return thread_sleeps(tid) > before ? 0 : 4;
+}
+
+/* A kick that needs the control thread no sooner than it wakes anyway wakes no one: a
+ * process's thread sleeps until its name is due (LIBALLOC_PUBLISH_DELAY), and a short
+ * program's first large free (which arms the decay pass and asks for a measurement a
+ * second later) woke it twice before: each an interrupt to the other CPU, where it then
+ * ran beside the program (large_random 8 400 2 32 1: two FUTEX_WAKEs a run, none now). */
+Test(fork, kicks_due_after_the_control_threads_wake_up_do_not_wake_it)
+{
+	if (shm_publish_delay_ms() < 20)
+		cr_skip_test("LIBALLOC_PUBLISH_DELAY under 20 ms: no sleep to tell from");
+	set("decay_ms", 10000);  /* a pass armed is due 2.5 s after the thread's last look */
+	set("burst_predict", 0); /* no preparation kicks meanwhile */
+	int got = 3;
+	for (int i = 0; i < 20 && got == 3; i++)
+		got = fork_and_wait(child_kicks_before_its_name);
+	if (got == 3)
+		cr_skip_test("the machine is too loaded to fork, look and kick within 40 ms");
+	cr_assert_neq(got, 1, "a kick due after the thread's wake-up woke it");
+	cr_assert_eq(got, 0, "a kick due at once did not wake the thread");
 }
 
 /* The transparent huge page mode as this process can read it: 1 "always" (or unknown),
