@@ -609,6 +609,10 @@ static bool seg_forked, seg_parent_controlled;
  * pid is new, so no earlier image of it named a file (remove_earlier_image). An exec
  * starts the new image without it. */
 static bool image_forked;
+/* The start found no file under its pid's name (the initial pid namespace's) in the run
+ * directory it opened for its own: no earlier image of this process named one, and none
+ * can be named under that name later but by this image (remove_earlier_image). */
+static bool no_earlier_image;
 static uint64_t fork_pidns;
 /* The pid namespace shm_prepare_file read for the start's temporary name (0: none read):
  * write_identity takes it instead of a second look (a process never changes its own). */
@@ -794,6 +798,19 @@ bool shm_prepare_file(void)
 	int fd = open_tmp(dir, tmp, pid, start_pidns, &dfd, &unnamed);
 	if (fd < 0)
 		return false;
+	if (unnamed) {
+		/* an earlier image's file, looked up here in the directory open anyway: a
+		 * process that ends before its name then looks nothing up at its exit where
+		 * there was none (four system calls: the directory checked, a copy of its
+		 * descriptor, the lookup, the close) */
+		char name[sizeof(seg_name)];
+		struct stat st;
+		int saved = errno;
+		append(name, seg_stem(name, sizeof(name), pid, 0), sizeof(name), LA_SHM_SUFFIX);
+		no_earlier_image =
+		        fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+		errno = saved;
+	}
 	/* the pages the start writes (header .. the first arena blocks) and the mailbox's
 	 * exist before they are mapped: a write to a page the file system cannot allocate
 	 * would raise SIGBUS, and the handler comes with publishing (sigbus.c). The mailbox's
@@ -1328,7 +1345,10 @@ const char *shm_path(void)
  * too, as the sweep does (reap_one). Async-signal-safe. */
 static void remove_earlier_image(void)
 {
-	if (image_forked || !seg_dir[0])
+	/* (the start looked under the initial namespace's name: a name of another one,
+	 * read since, is looked up as before) */
+	bool untagged = !start_pidns || start_pidns == LA_SHM_INIT_PIDNS;
+	if (image_forked || !seg_dir[0] || (no_earlier_image && untagged))
 		return;
 	int dfd = name_dfd >= 0 && is_seg_dir(name_dfd) ? fcntl(name_dfd, F_DUPFD_CLOEXEC, 0)
 	                                                : open_seg_dir();

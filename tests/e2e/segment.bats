@@ -684,6 +684,27 @@ release_heaps_after() {
 	[[ "$output" == *"left: liballoc.$child.seg"* ]]
 }
 
+@test "a start that finds no earlier image's file looks nothing up at its exit; one that finds it removes it" {
+	# a bash (LIBALLOC_PUBLISH_DELAY 1s: never named; started by exec, so its pid may
+	# have had an earlier image) whose pid had no file when it started makes a stale one
+	# under its pid, as only an earlier image of it could have before its start: its exit
+	# leaves it, having looked nothing up (it looked, four system calls in every process
+	# that ended before its name). A bash that makes one and execs /bin/true: true finds
+	# it at its start (its earlier image's) and removes it at its exit.
+	run env LIBALLOC_RUN_DIR="$SEGS" LIBALLOC_PUBLISH_DELAY=1s LD_PRELOAD="$LIBALLOC_SO" bash -c '
+		bash -c ": > \"\$LIBALLOC_RUN_DIR/liballoc.\$\$.seg\"; echo made \$\$"
+		bash -c ": > \"\$LIBALLOC_RUN_DIR/liballoc.\$\$.seg\"; echo exec \$\$; exec /bin/true"
+		for f in "$LIBALLOC_RUN_DIR"/*; do echo "left: ${f##*/}"; done'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local made execd
+	made=$(sed -n 's/^made //p' <<<"$output")
+	execd=$(sed -n 's/^exec //p' <<<"$output")
+	[ -n "$made" ] && [ -n "$execd" ]
+	[[ "$output" == *"left: liballoc.$made.seg"* ]]
+	[[ "$output" != *"liballoc.$execd.seg"* ]]
+}
+
 @test "a forked child named before its exec: the exec'd program that ends sooner removes its file" {
 	# a subshell (a forked bash) lives past LIBALLOC_PUBLISH_DELAY, so its file is named,
 	# then execs /bin/true, which ends within the delay (its own file is never named, so
