@@ -141,7 +141,7 @@
 	X(mmap_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by mmap and mremap calls")   \
 	X(munmap_calls, LA_COUNTER, "", LA_BOTH, "munmap system calls")                         \
 	X(munmap_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by munmap calls")          \
-	X(madvise_calls, LA_COUNTER, "", LA_BOTH, "madvise system calls")                       \
+	X(madvise_calls, LA_COUNTER, "", LA_BOTH, "madvise and process_madvise system calls")   \
 	X(madvise_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by madvise calls")        \
 	X(mprotect_calls, LA_COUNTER, "", LA_BOTH, "mprotect system calls")                     \
 	X(mprotect_bytes, LA_COUNTER, "bytes", LA_BOTH, "Bytes covered by mprotect calls")      \

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include "direct.h"
 #include "os.h"
@@ -1293,24 +1294,10 @@ static int purge_pages(struct heap *h, uint32_t lo, uint32_t hi)
 	                (size_t)(hi - lo) << LA_PAGE_SHIFT, h->c);
 }
 
-/* Return free span s's pages to the system (its dirty ones counted); false if refused.
- * Under os_measure its resident pages are read through w (NULL: mincore on the span). */
-static bool purge_span(struct heap *h, struct span *s, struct rwin *w)
+/* What follows a purge of free span s that went through: the huge ranges it touched, its
+ * bits and counts. */
+static void purge_done(struct heap *h, struct span *s)
 {
-	uint32_t lo, hi;
-	purge_range(h, s, &lo, &hi);
-	if (unlikely(os_measure != NULL)) {
-		uint64_t *m = os_measure, was = *m;
-		size_t res = span_resident(h, s, w);
-		os_measure = NULL; /* measured: os_purge need not */
-		int rc = purge_pages(h, lo, hi);
-		os_measure = m;
-		if (rc != 0)
-			return false;
-		*m = was + res;
-	} else if (purge_pages(h, lo, hi) != 0) {
-		return false;
-	}
 	/* huge ranges it touches: a whole one went back at once; a part of one split its
 	 * mapping, and the kernel keeps the whole huge page — charged to the memory cgroup,
 	 * though no longer resident to mincore — until the rest goes too or memory pressure
@@ -1336,7 +1323,17 @@ static bool purge_span(struct heap *h, struct span *s, struct rwin *w)
 	dirty_add(h, -(int64_t)s->dirty);
 	s->dirty = 0;
 	s->unmeasured = 0;
-	return true;
+}
+
+/* Advise pages [lo, hi) of h back, not measured (the caller measured them); 0 or the
+ * errno. */
+static int purge_pages_measured(struct heap *h, uint32_t lo, uint32_t hi)
+{
+	uint64_t *m = os_measure;
+	os_measure = NULL;
+	int rc = purge_pages(h, lo, hi);
+	os_measure = m;
+	return rc;
 }
 
 /* The window of a purge that measures what it returns (os_measure), else NULL. */
@@ -1348,40 +1345,116 @@ static struct rwin *purge_window(struct heap *h, struct rwin *w)
 	return w;
 }
 
+/* ---- purges of many spans at once -----------------------------------------------------
+ * A pass that purges many free spans (a trim, the decay pass, a throttled return) queues
+ * them and advises up to PURGE_BATCH ranges in one system call (os_purge_many): a madvise
+ * per span flushed the TLB page by page for each (the kernel's ceiling: 33 pages), ~4 us a
+ * call of 10 shared pages in a forked child. Each span's bits and counts follow its purge
+ * (purge_done), so the pass counts the queued spans' dirty pages (pending) as gone; under
+ * os_measure a span is measured when queued (its resident bytes added then, taken back if
+ * its purge is refused). Fewer than PURGE_MANY_MIN ranges, or a kernel without it: a
+ * madvise each, as before. */
+#define PURGE_BATCH    16u
+#define PURGE_MANY_MIN 3u
+struct pbatch {
+	uint32_t n, pending; /* spans queued, their dirty pages */
+	uint32_t purged;     /* dirty pages of the spans purged */
+	uint32_t *oldest;    /* (heap_purge_aged) a refused span's stamp, if older */
+	struct span *s[PURGE_BATCH];
+	uint64_t res[PURGE_BATCH]; /* (under os_measure) what each held resident */
+	struct iovec iov[PURGE_BATCH];
+};
+
+static void purge_refused(struct pbatch *pb, const struct span *s)
+{
+	if (pb->oldest && older(s->stamp, *pb->oldest))
+		*pb->oldest = s->stamp;
+}
+
+static void purge_flush(struct heap *h, struct pbatch *pb)
+{
+	uint32_t done = pb->n >= PURGE_MANY_MIN ? os_purge_many(pb->iov, pb->n, h->c) : 0;
+	for (uint32_t i = 0; i < pb->n; i++) {
+		struct span *s = pb->s[i];
+		if (i >= done) {
+			char *p = pb->iov[i].iov_base;
+			uint32_t lo = (uint32_t)((size_t)(p - (char *)h) >> LA_PAGE_SHIFT);
+			uint32_t hi = lo + (uint32_t)(pb->iov[i].iov_len >> LA_PAGE_SHIFT);
+			if (purge_pages_measured(h, lo, hi) != 0) {
+				if (os_measure)
+					*os_measure -= pb->res[i];
+				purge_refused(pb, s);
+				continue;
+			}
+		}
+		pb->purged += s->dirty;
+		purge_done(h, s);
+	}
+	pb->n = pb->pending = 0;
+}
+
+/* Purge free span s (dirty) with the others of the pass. */
+static void purge_queue(struct heap *h, struct span *s, struct rwin *w, struct pbatch *pb)
+{
+	uint32_t lo, hi;
+	purge_range(h, s, &lo, &hi);
+	if (lo >= hi) { /* nothing resident: no system call */
+		pb->purged += s->dirty;
+		purge_done(h, s);
+		return;
+	}
+	uint64_t res = 0;
+	if (unlikely(os_measure != NULL)) {
+		res = span_resident(h, s, w);
+		*os_measure += res;
+	}
+	uint32_t i = pb->n++;
+	pb->s[i] = s;
+	pb->res[i] = res;
+	pb->iov[i].iov_base = (char *)h + ((size_t)lo << LA_PAGE_SHIFT);
+	pb->iov[i].iov_len = (size_t)(hi - lo) << LA_PAGE_SHIFT;
+	pb->pending += s->dirty;
+	if (pb->n == PURGE_BATCH)
+		purge_flush(h, pb);
+}
+
 uint32_t heap_purge(struct heap *h, uint32_t keep)
 {
 	struct rwin win, *w = purge_window(h, &win);
-	uint32_t purged = 0, steps = 0;
+	struct pbatch pb = {0};
+	uint32_t steps = 0;
 	/* largest spans first: fewest system calls for the most memory */
-	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages > keep && !os_goal_met(); b--) {
-		for (struct span *s = h->bins[b]; s && h->dirty_pages > keep && !os_goal_met();
-		     s = bin_next(s, &steps)) {
-			uint32_t d = s->dirty;
-			if (d && purge_span(h, s, w))
-				purged += d;
-		}
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages - pb.pending > keep && !os_goal_met();
+	     b--) {
+		for (struct span *s = h->bins[b];
+		     s && h->dirty_pages - pb.pending > keep && !os_goal_met();
+		     s = bin_next(s, &steps))
+			if (s->dirty)
+				purge_queue(h, s, w, &pb);
 	}
-	return purged;
+	purge_flush(h, &pb);
+	return pb.purged;
 }
 
 uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest)
 {
 	struct rwin win, *w = purge_window(h, &win);
-	uint32_t purged = 0, steps = 0, tick = before + HEAP_PERIOD;
-	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
+	struct pbatch pb = {.oldest = oldest};
+	uint32_t steps = 0, tick = before + HEAP_PERIOD;
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages - pb.pending; b--) {
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			uint32_t d = s->dirty;
-			if (!d)
+			if (!s->dirty)
 				continue;
 			if (s->stamp == stale)
 				s->stamp = tick;
-			if (older(s->stamp, before) && purge_span(h, s, w))
-				purged += d;
+			if (older(s->stamp, before))
+				purge_queue(h, s, w, &pb); /* (refused: its stamp to *oldest) */
 			else if (older(s->stamp, *oldest))
 				*oldest = s->stamp;
 		}
 	}
-	return purged;
+	purge_flush(h, &pb);
+	return pb.purged;
 }
 
 /* The first page of [first, end) whose `resident` bit is clear; end if none. */
@@ -1488,13 +1561,13 @@ uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed
 uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp)
 {
 	struct rwin win, *w = purge_window(h, &win);
-	uint32_t purged = 0, steps = 0;
-	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages; b--) {
-		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			uint32_t d = s->dirty;
-			if (d && s->stamp == stamp && purge_span(h, s, w))
-				purged += d;
-		}
+	struct pbatch pb = {0};
+	uint32_t steps = 0;
+	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages - pb.pending; b--) {
+		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps))
+			if (s->dirty && s->stamp == stamp)
+				purge_queue(h, s, w, &pb);
 	}
-	return purged;
+	purge_flush(h, &pb);
+	return pb.purged;
 }

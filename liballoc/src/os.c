@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +110,39 @@ int os_purge(void *p, size_t size, struct la_counters *c)
 	if (unlikely(os_measure != NULL))
 		*os_measure += os_resident(p, size);
 	return os_advise(p, size, MADV_DONTNEED, c);
+}
+
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+#define PIDFD_SELF_THREAD_ (-10000) /* the calling thread (linux/pidfd.h, Linux 6.14) */
+
+/* os_purge_many works here: 1 yes, -1 refused at its first call (never asked again), 0 not
+ * known yet (atomic) */
+static int purge_many_ok;
+
+uint32_t os_purge_many(const struct iovec *iov, uint32_t n, struct la_counters *c)
+{
+	int ok = __atomic_load_n(&purge_many_ok, __ATOMIC_RELAXED);
+	if (ok < 0 || n == 0)
+		return 0;
+	int saved = errno;
+	STAT_ADD(c, madvise_calls, 1);
+	ssize_t r =
+	        syscall(SYS_process_madvise, PIDFD_SELF_THREAD_, iov, (size_t)n, MADV_DONTNEED, 0u);
+	errno = saved;
+	if (r < 0) {
+		if (ok == 0)
+			__atomic_store_n(&purge_many_ok, -1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (ok == 0)
+		__atomic_store_n(&purge_many_ok, 1, __ATOMIC_RELAXED);
+	STAT_ADD(c, madvise_bytes, (uint64_t)r);
+	uint32_t done = 0;
+	for (size_t left = (size_t)r; done < n && iov[done].iov_len <= left; done++)
+		left -= iov[done].iov_len;
+	return done;
 }
 
 #ifndef MADV_COLD

@@ -18,6 +18,14 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c);
 int os_unmap(void *p, size_t size, struct la_counters *c);
 /* Return pages to the system (MADV_DONTNEED); contents read back as zero. */
 int os_purge(void *p, size_t size, struct la_counters *c);
+/* Purge the n ranges of iov in one system call (process_madvise MADV_DONTNEED on the
+ * calling thread, PIDFD_SELF: one TLB flush for them all, where a madvise per range flushes
+ * each range's pages one by one: 20 ranges of 10 pages in a forked child, 78 us -> 16 us).
+ * Returns how many leading ranges went back whole (the caller advises the others alone);
+ * 0 at once where the kernel refused it before (before 6.13 it takes no MADV_DONTNEED,
+ * before 6.14 no PIDFD_SELF; a sandbox, an mlocked range). Counted as one madvise call. */
+struct iovec;
+uint32_t os_purge_many(const struct iovec *iov, uint32_t n, struct la_counters *c);
 /* Deactivate [p, p+size) (MADV_COLD, Linux 5.4): here, so that the kernel splits a huge
  * page a purge left partly mapped, and the purged part is freed (and uncharged from the
  * memory cgroup) now instead of when memory pressure splits it; the pages still mapped

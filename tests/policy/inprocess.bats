@@ -102,9 +102,9 @@ traced() { [ "$(awk '/^TracerPid:/ {print $2}' /proc/"$1"/status)" != 0 ]; }
 	ctl=$(tid_of "$A_PID" liballoc-ctl)
 	[ -n "$psi" ] && [ -n "$ctl" ]
 	# each thread traced alone (-p TID): whose madvise calls release the memory
-	strace -qq -e trace=madvise -o "$P/psi.st" -p "$psi" 3>&- &
+	strace -qq -e trace=madvise,process_madvise -o "$P/psi.st" -p "$psi" 3>&- &
 	local s1=$!
-	strace -qq -e trace=madvise -o "$P/ctl.st" -p "$ctl" 3>&- &
+	strace -qq -e trace=madvise,process_madvise -o "$P/ctl.st" -p "$ctl" 3>&- &
 	local s2=$!
 	POL_PIDS+=("$s1" "$s2")
 	wait_for traced "$psi"

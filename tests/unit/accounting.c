@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -916,6 +917,151 @@ Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
 	check_all();
 	for (int i = 1; i < N; i += 2)
 		A(free)(p[i]);
+}
+
+/* Does this kernel take MADV_DONTNEED from process_madvise on the calling thread (6.14)? */
+static bool purge_many_offered(void)
+{
+	char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	p[0] = 1;
+	struct iovec v = {p, 4096};
+	bool ok = syscall(SYS_process_madvise, -10000 /* PIDFD_SELF_THREAD */, &v, 1, MADV_DONTNEED,
+	                  0) == 4096;
+	munmap(p, 4096);
+	return ok;
+}
+
+/* The set-up of the two tests below: 40 large blocks touched only at their ends, every
+ * other one freed, leave 20 free spans apart with two resident pages each (*spans: those
+ * of the blocks' heap with dirty pages); then a trim: the madvise calls it made, the bytes
+ * it said it released and those that left the RSS. The other blocks are freed after. */
+struct many_spans {
+	uint32_t spans;
+	uint64_t calls;
+	long said, left;
+};
+
+static bool trim_many_spans(struct many_spans *m)
+{
+	set("mmap_threshold", 4 << 20);
+	set("mmap_dynamic", 0);
+	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
+	set("decay_ms", 0);
+	liballoc_trim(0);
+	(void)rss_anon();
+	enum { N = 40 };
+	char *p[N];
+	for (int i = 0; i < N; i++) {
+		size_t n = (size_t)(8 + i % 13) * 4096;
+		p[i] = A(malloc)(n);
+		if (!p[i])
+			return false;
+		memset(p[i], 1, 64);
+		memset(p[i] + n - 64, 1, 64);
+	}
+	struct heap *h = heap_of(p[0]);
+	for (int i = 0; i < N; i++)
+		if (heap_of(p[i]) != h)
+			return false;
+	for (int i = 0; i < N; i += 2)
+		A(free)(p[i]);
+	m->spans = 0;
+	for (int b = 0; b < HEAP_NBINS; b++)
+		for (struct span *s = h->bins[b]; s; s = s->next)
+			m->spans += s->dirty != 0;
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	long r0 = rss_anon();
+	m->said = (long)liballoc_trim(0);
+	m->left = r0 - rss_anon();
+	liballoc_stats(&c1);
+	m->calls = c1.madvise_calls - c0.madvise_calls;
+	for (int i = 1; i < N; i += 2)
+		A(free)(p[i]);
+	return true;
+}
+
+/* A trim that purges many free spans advises them back in one system call for up to 16
+ * (process_madvise), not a madvise each (whose TLB flushes went page by page), and still
+ * returns, and reports, to the page what left the RSS. */
+Test(accounting, a_trim_purges_many_spans_in_few_calls)
+{
+	if (os_thp_always())
+		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
+	if (!purge_many_offered())
+		cr_skip_test(
+		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+	struct many_spans m;
+	cr_assert(trim_many_spans(&m), "(set-up: 40 blocks of one heap)");
+	cr_assert_geq(m.spans, 12, "%u free spans with dirty pages", m.spans);
+	cr_assert_eq(m.said, m.left, "trim: %ld bytes said, %ld left the RSS", m.said, m.left);
+	cr_assert_geq(m.said, 20 * 2 * 4096, "the free blocks' two touched pages");
+	/* this heap's spans in two calls (16 a call); the arenas' other heaps, if any, one
+	 * or two each; a madvise a span: one per free span */
+	cr_assert_leq(m.calls, 2 + 2 * (uint64_t)arena_count, "%llu madvise calls for %u spans",
+	              (unsigned long long)m.calls, m.spans);
+	check_all();
+}
+
+/* (in a forked child) the same trim where a seccomp filter refuses process_madvise (EPERM,
+ * as a sandbox may): 98 where no filter can be set, 0 when the trim still returned and
+ * reported to the page what left the RSS with a madvise per span, else 1-4 */
+static int refused_purge_many_child(void)
+{
+#if defined(__x86_64__)
+	const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+	const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+	const uint32_t arch = 0;
+#endif
+	struct sock_filter f[] = {
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	if (!arch || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return 98;
+	struct many_spans m;
+	if (!trim_many_spans(&m))
+		return 1;
+	if (m.spans < 12)
+		return 2;
+	if (m.said != m.left || m.said < 20 * 2 * 4096)
+		return 3;
+	return m.calls >= m.spans ? 0 : 4; /* a madvise each (and the refused call) */
+}
+
+/* A kernel or sandbox that refuses process_madvise: the spans go back a madvise each, all
+ * of them, and the trim reports to the page what left the RSS. */
+Test(accounting, a_refused_batch_purges_each_span_alone)
+{
+	if (os_thp_always())
+		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
+	if (!purge_many_offered())
+		cr_skip_test(
+		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+	A(malloc_trim)(0); /* the batches work here: a refusal is not the first call's */
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0)
+		_exit(refused_purge_many_child());
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "the child ended with status %#x", st);
+	if (WEXITSTATUS(st) == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert_eq(WEXITSTATUS(st), 0,
+	             "child: 1 set-up, 2 too few spans, 3 said != left the RSS, 4 fewer madvise "
+	             "calls than spans: %d",
+	             WEXITSTATUS(st));
 }
 
 /* A mapping of 1 MiB served below the dynamic threshold, whose free comes after a larger
