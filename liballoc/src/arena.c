@@ -818,6 +818,10 @@ LA_INLINE uint32_t pop_ways(struct arena *a, unsigned cls, void **out, uint32_t 
 
 /* ---- the transfer cache (lock held) ----------------------------------------------------- */
 
+/* The C library's memcpy, called: gcc 12 inlined memcpy of a size it knows bounded (a
+ * chunk's 64 slots at most) as `rep movsq`, whose start-up costs tens of cycles */
+extern void *libc_memcpy(void *restrict, const void *restrict, size_t) __asm__("memcpy");
+
 /* Copy n slots of class cls from slot i on, to (in) or from (!in) blocks. */
 static void xfer_copy(struct xfer_slots *x, unsigned cls, uint32_t i, void **blocks, uint32_t n,
                       bool in)
@@ -826,9 +830,9 @@ static void xfer_copy(struct xfer_slots *x, unsigned cls, uint32_t i, void **blo
 		uint32_t k = LA_MIN(n, XF_CHUNK - i % XF_CHUNK);
 		void **slot = &x->chunk[i / XF_CHUNK][cls][i % XF_CHUNK];
 		if (in)
-			memcpy(slot, blocks, k * sizeof(void *));
+			libc_memcpy(slot, blocks, k * sizeof(void *));
 		else
-			memcpy(blocks, slot, k * sizeof(void *));
+			libc_memcpy(blocks, slot, k * sizeof(void *));
 		i += k;
 		blocks += k;
 		n -= k;
