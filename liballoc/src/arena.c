@@ -1030,18 +1030,44 @@ LA_INLINE void push_blocks(struct arena *a, unsigned cls, void *const *blocks, u
 	 * empties there if it empties at all), with no count of the run's own. */
 	struct span *s = push_span_of(a, end[i], &nbase);
 	span_used_add(s, (uintptr_t)i);
-#pragma GCC unroll 4
-	do {
+	/* The span's list head in a register while the run lasts (stored at its end), and
+	 * two blocks a step, the first the second's link: gcc kept a head local in one
+	 * register and copied each block into it (a move a block, as the store it replaced);
+	 * two named blocks need neither (9 instructions a block on the same span, was 10:
+	 * logicmin 60 255.12M -> 254.90M, CPython test_dict -0.24M). */
+	void *head = s->free;
+	if (n & 1) {
 		void *p = end[i];
+		*(void **)p = link_encode(head, p);
+		head = p;
+		i++;
+	}
+#pragma GCC unroll 2
+	while (i) {
+		void *p = end[i], *q;
 		if ((uintptr_t)p + nbase >= bytes) {
+			s->free = head;
 			if (unlikely(span_used_sub_zero(s, (uintptr_t)i)))
 				maybe_release_span(a, heap_of(s), s);
 			s = push_span_of(a, p, &nbase);
 			span_used_add(s, (uintptr_t)i);
+			head = s->free;
 		}
-		*(void **)p = link_encode(s->free, p);
-		s->free = p;
-	} while (++i);
+		*(void **)p = link_encode(head, p);
+		q = end[i + 1];
+		if ((uintptr_t)q + nbase >= bytes) {
+			s->free = p;
+			if (unlikely(span_used_sub_zero(s, (uintptr_t)i + 1)))
+				maybe_release_span(a, heap_of(s), s);
+			s = push_span_of(a, q, &nbase);
+			span_used_add(s, (uintptr_t)i + 1);
+			p = s->free;
+		}
+		*(void **)q = link_encode(p, q);
+		head = q;
+		i += 2;
+	}
+	s->free = head;
 	push_span_done(a, s);
 }
 
