@@ -52,7 +52,19 @@ $(TESTS_BIN)/%: $(BUILD)/obj/tests/helpers/%.o $(if $(SAN),$(BUILD)/liballoc.a)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread
 
-TEST_BINS += $(UNIT_BINS) $(API_LINKED_BINS) $(if $(SAN),,$(API_PRELOAD_BINS)) $(STRESS_BINS) $(HELPER_BINS)
+# tests/helpers/shim/*.c: libraries preloaded ahead of the allocator (tests/e2e/interpose.bats),
+# lib<name>.so; not in sanitizer builds (the suites that preload them do not run there)
+SHIM_SRCS := $(sort $(wildcard $(ROOT)/tests/helpers/shim/*.c))
+SHIM_LIBS := $(patsubst $(ROOT)/tests/helpers/shim/%.c,$(TESTS_BIN)/lib%.so,$(SHIM_SRCS))
+$(patsubst $(ROOT)/%.c,$(BUILD)/obj/%.o,$(SHIM_SRCS)): EXTRA_CFLAGS := -fPIC -fvisibility=hidden \
+	-I$(ROOT)/tests -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-free -fno-builtin-realloc
+$(TESTS_BIN)/lib%.so: $(BUILD)/obj/tests/helpers/shim/%.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -ldl
+
+TEST_BINS += $(UNIT_BINS) $(API_LINKED_BINS) $(if $(SAN),,$(API_PRELOAD_BINS)) $(STRESS_BINS) $(HELPER_BINS) \
+	$(if $(SAN),,$(SHIM_LIBS))
 
 # Suites registered by other fragments go into TEST_BINS / TEST_DEPS as well.
 test: all $(TEST_BINS) $(TEST_DEPS)

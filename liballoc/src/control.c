@@ -491,7 +491,7 @@ static void *thread_main(void *p)
 	if (arena_some_held())
 		arena_free_any(heap_of(p)->arena, NULL, p);
 	else
-		LA_API(free)(p);
+		la_own_free(p);
 	thread_counted();
 	return st.fn(st.arg);
 }
@@ -502,7 +502,7 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 	os_create_fn real = os_real_pthread_create();
 	if (!real)
 		return EAGAIN;
-	struct thread_start *st = LA_API(malloc)(sizeof(*st));
+	struct thread_start *st = la_own_malloc(sizeof(*st));
 	if (!st)
 		return EAGAIN;
 	st->fn = fn;
@@ -511,7 +511,7 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 	int err = real(t, attr, thread_main, st);
 	if (err) {
 		__atomic_fetch_sub(&app_threads, 1, __ATOMIC_RELAXED);
-		LA_API(free)(st);
+		la_own_free(st);
 	}
 	return err;
 }

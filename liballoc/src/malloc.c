@@ -231,6 +231,13 @@ LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
 	return malloc_idle((unsigned)(ci >> 2));
 }
 
+/* la_own_<name>: the hidden alias of entry point <name> that liballoc's own calls use
+ * (exports.h: no PLT, nothing interposed between them) */
+#define LA_STR2(x) #x
+#define LA_STR(x)  LA_STR2(x)
+#define LA_OWN(name) \
+	extern __typeof(la_own_##name) la_own_##name __attribute__((alias(LA_STR(LA_API(name)))))
+
 LA_EXPORT void *LA_API(malloc)(size_t n)
 {
 	struct tcache *tc = &la_tcache;
@@ -249,6 +256,7 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 		return p;
 	return malloc_slow(n);
 }
+LA_OWN(malloc);
 
 /* ---- free ------------------------------------------------------------------------------ */
 
@@ -506,7 +514,13 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	}
 	free_other(p);
 }
+LA_OWN(free);
 
+/* cfree, free_sized, free_aligned_sized and reallocarray are free and realloc by other
+ * names: they call the exported free and realloc (through the PLT, on purpose), so that a
+ * library interposing only malloc, free, calloc and realloc sees such a call as the free or
+ * realloc it is, as under glibc, whose reallocarray calls realloc so (tests/e2e/
+ * interpose.bats: it would otherwise see blocks it never saw made or freed). */
 LA_EXPORT void LA_API(cfree)(void *p)
 {
 	LA_API(free)(p);
@@ -627,11 +641,11 @@ LA_NOINLINE LA_RACY_METADATA static void *realloc_small_move(void *p, size_t n, 
 		invalid_pointer("realloc()");
 	if (unlikely(n > REALLOC_LARGE_FROM))
 		return realloc_slow(p, n);
-	void *q = LA_API(malloc)(n);
+	void *q = la_own_malloc(n);
 	if (unlikely(!q))
 		return NULL;
 	memcpy(q, p, LA_MIN(sc_size[cls], n));
-	LA_API(free)(p);
+	la_own_free(p);
 	return q;
 }
 
@@ -678,7 +692,7 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 	/* realloc(NULL, n), a growing array's first step (logicmin: 54k of its 62k calls),
 	 * is malloc by a tail jump, not through realloc_slow's frame */
 	if (!p)
-		return LA_API(malloc)(n);
+		return la_own_malloc(n);
 	if (!heap_entry_tag(oe))
 		return realloc_mapped(p, n);
 	return realloc_slow(p, n);
@@ -688,7 +702,7 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, size_t n)
 {
 	if (n == 0) {
-		LA_API(free)(p);
+		la_own_free(p);
 		return NULL;
 	}
 	ENSURE_INIT();
@@ -749,11 +763,11 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 			return q;
 	}
 	if (!q)
-		q = LA_API(malloc)(n);
+		q = la_own_malloc(n);
 	if (!q)
 		return NULL;
 	memcpy(q, p, LA_MIN(have, n));
-	LA_API(free)(p);
+	la_own_free(p);
 	return q;
 }
 
@@ -764,7 +778,7 @@ LA_EXPORT void *LA_API(reallocarray)(void *p, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return LA_API(realloc)(p, total);
+	return LA_API(realloc)(p, total); /* the exported one: see cfree */
 }
 
 /* ---- aligned allocation ----------------------------------------------------------------- */
@@ -772,13 +786,13 @@ LA_EXPORT void *LA_API(reallocarray)(void *p, size_t nmemb, size_t size)
 static void *aligned(size_t align, size_t size)
 {
 	if (align <= LA_ALIGN)
-		return LA_API(malloc)(size);
+		return la_own_malloc(size);
 	if (size <= LA_SMALL_MAX && align <= LA_PAGE) {
 		/* a class whose size is a multiple of align: its blocks are aligned (spans
 		 * start on a page) */
 		for (unsigned c = sc_class_of(size ? size : 1); c < LA_NCLASSES; c++)
 			if (sc_size[c] % align == 0)
-				return LA_API(malloc)(sc_size[c]);
+				return la_own_malloc(sc_size[c]);
 	}
 	return alloc_large(LA_MAX(size, LA_SMALL_MAX + 1), align, NULL, false, false);
 }
@@ -887,10 +901,11 @@ LA_EXPORT struct mallinfo2 LA_API(mallinfo2)(void)
 	mi.keepcost = m.free_resident;
 	return mi;
 }
+LA_OWN(mallinfo2);
 
 LA_EXPORT struct mallinfo LA_API(mallinfo)(void)
 {
-	struct mallinfo2 m2 = LA_API(mallinfo2)();
+	struct mallinfo2 m2 = la_own_mallinfo2();
 	struct mallinfo mi = {0};
 #define LA_CLAMP_INT(v) ((int)((v) > 0x7fffffff ? 0x7fffffff : (v)))
 	mi.arena = LA_CLAMP_INT(m2.arena);
