@@ -623,8 +623,8 @@ static bool bin_take_wide(struct tcache *tc, unsigned c)
  * limit, up to bin_grown_limit (on its wide row), so that the same runs take half as
  * many. Its refills double to half the new limit as before (b->batch), and never-used
  * blocks still come sc_batch at a time. Back to the base limit at a cold-bin sweep that
- * finds it quiet (bin_shrink): the bytes it may hold are TC_GROW_BYTES, per class and
- * thread, only while the class is in use. logicmin 60 (its cubes and table nodes: 32-byte
+ * finds it quiet and does not skip it (bin_shrink): the bytes it may hold are
+ * TC_GROW_BYTES, per class and thread, only while the class is in use. logicmin 60 (its cubes and table nodes: 32-byte
  * blocks, 446,000 allocated, up to 79,000 live, in runs of thousands each way): 7,159
  * refills and 4,300 flushes of 32 blocks and more, 10.7M instructions, now half as many;
  * 257.80M -> 255.91M instructions in all (bench/README.md). */
@@ -717,11 +717,16 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	 * last sweep cost ~17 instructions a bin, CPython test_dict's sweeps 0.55M -> 0.42M) */
 	uint64_t quiet = tc->row_bins & ~tc->gc_active;
 	tc->gc_active = 0;
-	/* quiet bins grown or counting towards it start over (bin_shrink) */
+	/* quiet bins grown or counting towards it start over (bin_shrink), but for those this
+	 * sweep leaves alone (gc_skip: a class the program came back to within TC_GC_WINDOW
+	 * sweeps after one emptied it): their growth stays with them, as their blocks do */
 	if (tc->slots)
 		for (uint64_t m = quiet & (tc->slots->grown_bins | tc->slots->grow_pending); m;
-		     m &= m - 1)
-			bin_shrink(tc, (unsigned)__builtin_ctzll(m));
+		     m &= m - 1) {
+			unsigned c = (unsigned)__builtin_ctzll(m);
+			if (!tc->gc_skip[c])
+				bin_shrink(tc, c);
+		}
 	/* most quiet bins are empty (CPython test_dict: ~42 a sweep): the test is top against
 	 * slot, the bin's address computed once from a 64-bit index (an int index was
 	 * sign-extended and the address computed twice: 17 instructions an empty bin, now 11) */

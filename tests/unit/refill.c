@@ -1650,3 +1650,40 @@ Test(growth, a_grown_bin_goes_back_to_its_limit_when_its_class_goes_quiet)
 	cr_assert_gt(b->limit, TC_MAX_BLOCKS);
 	assert_room_words(cls);
 }
+
+/* A thread that loops through a few small sizes, a batch of 256 blocks each (bench sizes
+ * over 16-128 bytes; probes' ph 400 8 64): each class is quiet at some of the cold-bin
+ * sweeps between its batches, comes back within TC_GC_WINDOW sweeps, so the sweeps learn
+ * to leave its blocks alone (gc_skip). Its growth stays with it too: before, each quiet
+ * sweep started its count over (bin_shrink), the 32-byte bin never grew past its 63
+ * blocks and each batch took 8 refills and 7 flushes of 32. */
+Test(growth, a_bin_the_cold_sweeps_leave_alone_keeps_growing)
+{
+	no_decay_pass();
+	static const size_t sizes[] = {16, 32, 48, 64, 96, 128};
+	unsigned cls = sc_class_of(32);
+	struct tbin *b = &la_tcache.bins[cls];
+	void *p[256];
+	uint8_t sweeps0 = la_tcache.gc_sweeps;
+	uint64_t refills = 0;
+	for (int round = 0; round < 40; round++) {
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			struct la_counters c0, c1;
+			liballoc_stats(&c0);
+			for (int i = 0; i < 256; i++)
+				cr_assert_not_null(p[i] = A(malloc)(sizes[s]));
+			liballoc_stats(&c1);
+			if (sizes[s] == 32)
+				refills = c1.cache_refills - c0.cache_refills;
+			for (int i = 0; i < 256; i++)
+				A(free)(p[i]);
+		}
+	}
+	cr_assert_geq((uint8_t)(la_tcache.gc_sweeps - sweeps0), 40, "the sweeps ran");
+	cr_assert_gt(la_tcache.gc_skip[cls] + la_tcache.gc_level[cls], 0,
+	             "the sweeps leave the class alone");
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS, "limit %u", b->limit);
+	cr_assert_lt(refills, 256 / (TC_MAX_BLOCKS / 2 + 1), "%llu refills for 256 blocks",
+	             (unsigned long long)refills);
+	assert_room_words(cls);
+}
