@@ -105,15 +105,15 @@ LA_INLINE void shm_note_retained(void)
  * between the two is not lost. */
 void shm_wake_control(void);
 /* The same for something that needs the thread's attention no sooner than due_ns
- * (CLOCK_MONOTONIC; 0: its next decay tick, shm_control_tick_ns): where the thread sleeps until due_ns or sooner anyway (it publishes
- * when its sleep ends, shm_control_wake_ns; the start's naming, LIBALLOC_PUBLISH_DELAY
- * after it, is such a deadline), the kick wakes no one: the thread finds it when it wakes
- * and acts on it as it would have at once (a decay pass armed runs at its tick, a
- * measurement at its time). A process that ends within its first 50 ms (a shell utility)
- * sent its control thread a wake-up at its first large free, and another at its first
- * measurement asked for, each an interrupt to wake the other CPU, which then ran beside
- * the program and received a TLB-shootdown interrupt with each of its munmap, madvise and
- * mremap calls. */
+ * (CLOCK_MONOTONIC; 0: its next decay tick, shm_control_tick_ns): where the thread sleeps
+ * until due_ns or sooner anyway (it publishes when its sleep ends, shm_control_wake_ns; the
+ * start's naming, LIBALLOC_PUBLISH_DELAY after it, is such a deadline), the kick wakes no
+ * one: the thread finds it when it wakes and acts on it as it would have at once (a decay
+ * pass armed runs at its tick, a measurement at its time). A process that ends within its
+ * first 50 ms (a shell utility) sent its control thread a wake-up at its first large free,
+ * and another at its first measurement asked for, each an interrupt to wake the other CPU,
+ * which then ran beside the program and received a TLB-shootdown interrupt with each of its
+ * munmap, madvise and mremap calls. */
 void shm_kick_control(uint64_t due_ns);
 /* When the control thread's sleep ends by itself (0: never), and the earliest a decay
  * pass armed now would run (UINT64_MAX: none: decay_ms 0). The thread writes the pass's
