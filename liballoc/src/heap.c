@@ -122,13 +122,8 @@ static void dirty_add(struct heap *h, int64_t pages)
 
 void heap_touch(struct heap *h, uint32_t first, uint32_t n)
 {
-	uint32_t lo = first & 63;
-	if (lo + n <= 63) { /* within a word (a refill's carving: a page or a few) */
-		uint64_t mask = ((1ULL << n) - 1) << lo, *w = &h->resident[first >> 6];
-		if ((*w & mask) != mask) {
-			resident_add(h, (int64_t)n - heap_bits_set(*w, mask, n));
-			*w |= mask;
-		}
+	if ((first & 63) + n <= 63) { /* within a word (a refill's carving: a page or a few) */
+		heap_touch_few(h, first, n);
 		return;
 	}
 	uint32_t before = 0;

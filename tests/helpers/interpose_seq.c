@@ -77,6 +77,21 @@ static void *thread_fn(void *arg)
 	return arg;
 }
 
+/* The calls counted between before and after. */
+static struct countshim_counts counted(const struct countshim_counts *before,
+                                       const struct countshim_counts *after)
+{
+	return (struct countshim_counts){
+	        after->malloc - before->malloc,
+	        after->free - before->free,
+	        after->calloc - before->calloc,
+	        after->realloc - before->realloc,
+	        after->posix_memalign - before->posix_memalign,
+	        after->aligned_alloc - before->aligned_alloc,
+	        after->memalign - before->memalign,
+	};
+}
+
 static int threads(void)
 {
 	struct countshim_counts before, after;
@@ -87,15 +102,7 @@ static int threads(void)
 			return 3;
 		get(&after);
 	}
-	struct countshim_counts n = {
-	        after.malloc - before.malloc,
-	        after.free - before.free,
-	        after.calloc - before.calloc,
-	        after.realloc - before.realloc,
-	        after.posix_memalign - before.posix_memalign,
-	        after.aligned_alloc - before.aligned_alloc,
-	        after.memalign - before.memalign,
-	};
+	struct countshim_counts n = counted(&before, &after);
 	printf("creator " FMT "\n", ARGS(n));
 	printf("thread  " FMT "\n", ARGS(at_start));
 	return 0;
@@ -126,15 +133,7 @@ int main(int argc, char **argv)
 	get(&before);
 	sequence();
 	get(&after);
-	struct countshim_counts n = {
-	        after.malloc - before.malloc,
-	        after.free - before.free,
-	        after.calloc - before.calloc,
-	        after.realloc - before.realloc,
-	        after.posix_memalign - before.posix_memalign,
-	        after.aligned_alloc - before.aligned_alloc,
-	        after.memalign - before.memalign,
-	};
+	struct countshim_counts n = counted(&before, &after);
 	printf("counted " FMT "\n", ARGS(n));
 	printf("made    " FMT "\n", ARGS(made));
 	return memcmp(&n, &made, sizeof(n)) != 0;

@@ -860,38 +860,51 @@ Test(accounting, malloc_trim_counts_a_large_block_written_in_part_as_written)
 	malloc_trim_counts_what_was_written();
 }
 
-/* A trim measures what it returns, and the decay pass's measurement what stays, with one
- * mincore per heap whose free spans lie within 4 MiB (a forked child's malloc_trim made one
- * per free span: ~23), to the page still: 40 large blocks touched only at their ends, every
- * other one freed, leave 20 free spans apart with a few resident pages each. */
-Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
+/* The set-up of the three tests below: 40 large blocks in one heap, touched only at their
+ * ends, every other one freed, leave 20 free spans apart with a few resident pages each
+ * (*spans: those of the blocks' heap with dirty pages), nothing going back on its own;
+ * false if the blocks could not be made in one heap. The caller frees the odd ones. */
+enum { SPANS_APART_BLOCKS = 40 };
+static bool spans_apart(char *p[SPANS_APART_BLOCKS], uint32_t *spans)
 {
-	if (os_thp_always())
-		cr_skip_test("transparent huge pages in mode always: whole spans are measured");
 	set("mmap_threshold", 4 << 20);
 	set("mmap_dynamic", 0);
 	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
 	set("decay_ms", 0);
 	liballoc_trim(0);
 	(void)rss_anon();
-	enum { N = 40 };
-	char *p[N];
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < SPANS_APART_BLOCKS; i++) {
 		size_t n = (size_t)(8 + i % 13) * 4096;
 		p[i] = A(malloc)(n);
-		cr_assert_not_null(p[i]);
+		if (!p[i])
+			return false;
 		memset(p[i], 1, 64);
 		memset(p[i] + n - 64, 1, 64);
 	}
 	struct heap *h = heap_of(p[0]);
-	for (int i = 0; i < N; i++)
-		cr_assert_eq(heap_of(p[i]), h, "one heap");
-	for (int i = 0; i < N; i += 2)
+	for (int i = 0; i < SPANS_APART_BLOCKS; i++)
+		if (heap_of(p[i]) != h)
+			return false;
+	for (int i = 0; i < SPANS_APART_BLOCKS; i += 2)
 		A(free)(p[i]);
-	uint32_t spans = 0;
+	*spans = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = s->next)
-			spans += s->dirty != 0;
+			*spans += s->dirty != 0;
+	return true;
+}
+
+/* A trim measures what it returns, and the decay pass's measurement what stays, with one
+ * mincore per heap whose free spans lie within 4 MiB (a forked child's malloc_trim made one
+ * per free span: ~23), to the page still (spans_apart's 20 free spans apart). */
+Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
+{
+	if (os_thp_always())
+		cr_skip_test("transparent huge pages in mode always: whole spans are measured");
+	enum { N = SPANS_APART_BLOCKS };
+	char *p[N];
+	uint32_t spans;
+	cr_assert(spans_apart(p, &spans), "40 large blocks in one heap");
 	cr_assert_geq(spans, 12, "%u free spans with dirty pages", spans);
 	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&counting, 1, __ATOMIC_RELAXED);
@@ -932,10 +945,8 @@ static bool purge_many_offered(void)
 	return ok;
 }
 
-/* The set-up of the two tests below: 40 large blocks touched only at their ends, every
- * other one freed, leave 20 free spans apart with two resident pages each (*spans: those
- * of the blocks' heap with dirty pages); then a trim: the madvise calls it made, the bytes
- * it said it released and those that left the RSS. The other blocks are freed after. */
+/* The two tests below: spans_apart, then a trim: the madvise calls it made, the bytes it
+ * said it released and those that left the RSS. The other blocks are freed after. */
 struct many_spans {
 	int lock; /* (in) the freed block one page of which is mlocked before the trim; -1 none */
 	uint32_t spans;
@@ -946,37 +957,15 @@ struct many_spans {
 
 static bool trim_many_spans(struct many_spans *m)
 {
-	set("mmap_threshold", 4 << 20);
-	set("mmap_dynamic", 0);
-	set("trim_threshold", 1LL << 40); /* nothing goes back on its own */
-	set("decay_ms", 0);
-	liballoc_trim(0);
-	(void)rss_anon();
-	enum { N = 40 };
+	enum { N = SPANS_APART_BLOCKS };
 	char *p[N];
-	for (int i = 0; i < N; i++) {
-		size_t n = (size_t)(8 + i % 13) * 4096;
-		p[i] = A(malloc)(n);
-		if (!p[i])
-			return false;
-		memset(p[i], 1, 64);
-		memset(p[i] + n - 64, 1, 64);
-	}
-	struct heap *h = heap_of(p[0]);
-	for (int i = 0; i < N; i++)
-		if (heap_of(p[i]) != h)
-			return false;
-	for (int i = 0; i < N; i += 2)
-		A(free)(p[i]);
+	if (!spans_apart(p, &m->spans))
+		return false;
 	/* (the page a freed block starts on, which it touched; the system call: AddressSanitizer's
 	 * mlock locks nothing) */
 	char *locked = m->lock >= 0 ? (char *)((uintptr_t)p[m->lock] & ~(uintptr_t)4095) : NULL;
 	if (locked && syscall(SYS_mlock, locked, 4096) != 0)
 		return false;
-	m->spans = 0;
-	for (int b = 0; b < HEAP_NBINS; b++)
-		for (struct span *s = h->bins[b]; s; s = s->next)
-			m->spans += s->dirty != 0;
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	long r0 = rss_anon();
