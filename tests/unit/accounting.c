@@ -945,6 +945,17 @@ static bool purge_many_offered(void)
 	return ok;
 }
 
+/* The batch tests' conditions: whole spans advised, and process_madvise taking
+ * MADV_DONTNEED on the calling thread; else the test is skipped, saying which. */
+static void purge_many_or_skip(void)
+{
+	if (os_thp_always())
+		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
+	if (!purge_many_offered())
+		cr_skip_test(
+		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+}
+
 /* The two tests below: spans_apart, then a trim: the madvise calls it made, the bytes it
  * said it released and those that left the RSS. The other blocks are freed after. */
 struct many_spans {
@@ -989,11 +1000,7 @@ static bool trim_many_spans(struct many_spans *m)
  * returns, and reports, to the page what left the RSS. */
 Test(accounting, a_trim_purges_many_spans_in_few_calls)
 {
-	if (os_thp_always())
-		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
-	if (!purge_many_offered())
-		cr_skip_test(
-		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+	purge_many_or_skip();
 	struct many_spans m = {.lock = -1};
 	cr_assert(trim_many_spans(&m), "(set-up: 40 blocks of one heap)");
 	cr_assert_geq(m.spans, 12, "%u free spans with dirty pages", m.spans);
@@ -1013,11 +1020,7 @@ Test(accounting, a_trim_purges_many_spans_in_few_calls)
  * spans, not its first: spans come after it in the batch. */
 Test(accounting, a_batch_the_kernel_stops_part_way_counts_what_went_back)
 {
-	if (os_thp_always())
-		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
-	if (!purge_many_offered())
-		cr_skip_test(
-		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+	purge_many_or_skip();
 	char *t = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(t, MAP_FAILED);
 	bool can_lock = syscall(SYS_mlock, t, 4096) == 0;
@@ -1072,11 +1075,7 @@ static int refused_purge_many_child(void)
  * of them, and the trim reports to the page what left the RSS. */
 Test(accounting, a_refused_batch_purges_each_span_alone)
 {
-	if (os_thp_always())
-		cr_skip_test("transparent huge pages in mode always: huge ranges are advised too");
-	if (!purge_many_offered())
-		cr_skip_test(
-		        "process_madvise(PIDFD_SELF, MADV_DONTNEED) refused here (Linux < 6.14?)");
+	purge_many_or_skip();
 	A(malloc_trim)(0); /* the batches work here: a refusal is not the first call's */
 	pid_t pid = fork();
 	cr_assert_neq(pid, -1);
