@@ -1036,18 +1036,21 @@ Test(accounting, a_batch_the_kernel_stops_part_way_counts_what_went_back)
 	check_all();
 }
 
+/* The audit architecture a seccomp filter of this build checks (0: none known here) */
+#if defined(__x86_64__)
+#define SECCOMP_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SECCOMP_ARCH AUDIT_ARCH_AARCH64
+#else
+#define SECCOMP_ARCH 0
+#endif
+
 /* (in a forked child) the same trim where a seccomp filter refuses process_madvise (EPERM,
  * as a sandbox may): 98 where no filter can be set, 0 when the trim still returned and
  * reported to the page what left the RSS with a madvise per span, else 1-4 */
 static int refused_purge_many_child(void)
 {
-#if defined(__x86_64__)
-	const uint32_t arch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-	const uint32_t arch = AUDIT_ARCH_AARCH64;
-#else
-	const uint32_t arch = 0;
-#endif
+	const uint32_t arch = SECCOMP_ARCH;
 	struct sock_filter f[] = {
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
@@ -1117,13 +1120,7 @@ static char *mapping_to_adopt(size_t n, struct la_counters *c0)
  * process) or exits 99 (a forked child) when it fails. */
 static bool refuse_fixed(bool maps_too, bool child)
 {
-#if defined(__x86_64__)
-	const uint32_t arch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-	const uint32_t arch = AUDIT_ARCH_AARCH64;
-#else
-	const uint32_t arch = 0;
-#endif
+	const uint32_t arch = SECCOMP_ARCH;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	const uint32_t flags_low = offsetof(struct seccomp_data, args[3]);
 #else
