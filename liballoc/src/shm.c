@@ -206,19 +206,6 @@ void shm_publish_tunables(void)
 __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
 uint32_t shm_own_kicks;
 
-void shm_wake_control(void)
-{
-	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_RELEASE);
-	if (shm_is_control)
-		shm_own_kicks++;
-	/* the control thread kicking itself (its decay pass re-arms decay as the cold caches
-	 * it flushes retain pages; a command sets decay_ms) is awake: it reads shm_kicks again
-	 * before it sleeps, and a wake would find no one waiting (a futex call in every decay
-	 * child of the fork loop) */
-	if (!shm_is_control)
-		la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
-}
-
 uint64_t shm_control_wake_ns, shm_control_tick_ns;
 
 void shm_kick_control(uint64_t due_ns)
@@ -226,6 +213,10 @@ void shm_kick_control(uint64_t due_ns)
 	/* seq_cst both ways: either the thread's wait (which compares shm_kicks after it
 	 * wrote its deadlines) sees this kick, or this kicker sees that wait's deadlines */
 	__atomic_fetch_add(&shm_kicks, 1, __ATOMIC_SEQ_CST);
+	/* the control thread kicking itself (its decay pass re-arms decay as the cold caches
+	 * it flushes retain pages; a command sets decay_ms) is awake: it reads shm_kicks again
+	 * before it sleeps, and a wake would find no one waiting (a futex call in every decay
+	 * child of the fork loop) */
 	if (shm_is_control) {
 		shm_own_kicks++;
 		return;
@@ -236,6 +227,11 @@ void shm_kick_control(uint64_t due_ns)
 	if (wake && wake <= due_ns)
 		return;
 	la_futex(&shm_kicks, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+void shm_wake_control(void)
+{
+	shm_kick_control(1); /* due at once: before any sleep's end */
 }
 
 void shm_note_retained_slow(void)
