@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "lock.h"
 #include "os.h"
@@ -437,6 +438,30 @@ static bool fits_as_is(struct dcached *m, size_t len, bool *purge)
 	return !*purge;
 }
 
+/* Purges [p, p + n) in ranges that each stay within half a page table's reach, so that
+ * the kernel frees the pages but keeps the tables (with CONFIG_PT_RECLAIM it frees each
+ * table a madvise range covers whole once it is empty, and the next write there faults a
+ * table in again): one process_madvise a batch, madvise where it is refused. */
+static void purge_keeping_tables(char *p, size_t n)
+{
+	size_t half = (size_t)HEAP_HUGE_PAGES << (LA_PAGE_SHIFT - 1);
+	struct iovec iov[64];
+	char *end = p + n;
+	while (p < end) {
+		uint32_t k = 0;
+		char *from = p;
+		for (; p < end && k < 64; k++) {
+			char *stop = (char *)la_align_up((uintptr_t)p + 1, half);
+			if (stop > end || stop < p)
+				stop = end;
+			iov[k] = (struct iovec){p, (size_t)(stop - p)};
+			p = stop;
+		}
+		if (os_purge_many(iov, k, pc()) != k)
+			os_purge(from, (size_t)(p - from), pc());
+	}
+}
+
 /* A mapping taken from the cache made ready for len bytes (its accounting already moved
  * out of the cache). A longer one is handed out whole, with no system call: what the
  * earlier users wrote beyond len stays resident, so every DCACHE_PURGE_EVERY-th time it is
@@ -450,7 +475,7 @@ static void *fit_cached(struct dcached *m, size_t len, bool purge)
 {
 	if (m->len >= len) {
 		if (purge)
-			os_purge((char *)m->base + len, m->len - len, pc());
+			purge_keeping_tables((char *)m->base + len, m->len - len);
 		return m->base;
 	}
 	size_t to = LA_MAX(m->grow, len);

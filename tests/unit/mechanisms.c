@@ -2826,6 +2826,33 @@ Test(mapping_cache, the_part_beyond_shorter_requests_is_purged_every_16th_reuse)
 	A(free)(r);
 }
 
+/* The purge of what lies beyond a shorter request goes in ranges of half a page table's
+ * reach: the kernel empties the tables without freeing them (with CONFIG_PT_RECLAIM it frees
+ * each table a madvise range covers whole once it is empty), so a later request that
+ * writes there faults no table in. (A kernel without PT_RECLAIM keeps them either way.) */
+Test(mapping_cache, the_purge_beyond_shorter_requests_keeps_the_page_tables)
+{
+	set("decay_ms", 0);
+	void *r = recycle_mappings();
+	char *p = A(malloc)(32 << 20);
+	memset(p, 1, 32 << 20);
+	A(free)(p);
+	long pte = status_kib("VmPTE:");
+	uint64_t madv = stats().madvise_calls;
+	for (int i = 1; i <= 16; i++) {
+		char *q = A(malloc)(8 << 20);
+		cr_assert_eq(q, p);
+		memset(q, 2, 8 << 20);
+		A(free)(q);
+	}
+	cr_assert_eq(stats().madvise_calls, madv + 1, "reuse 16 purged the tail");
+	cr_assert_eq(resident_pages(p + (8 << 20), 24 << 20), 0, "the tail was purged");
+	long after = status_kib("VmPTE:");
+	cr_assert_geq(after, pte, "page tables freed by the purge: VmPTE %ld -> %ld kB", pte,
+	              after);
+	A(free)(r);
+}
+
 Test(mapping_cache, a_cached_mapping_counts_whole_until_measured)
 {
 	set("decay_ms", 0);
