@@ -23,6 +23,7 @@
 #include "direct.h"
 #include "heap.h"
 #include "liballoc.h"
+#include "os.h"
 #include "procstatus.h"
 #include "tcache.h"
 
@@ -2850,6 +2851,42 @@ Test(mapping_cache, the_purge_beyond_shorter_requests_keeps_the_page_tables)
 	long after = status_kib("VmPTE:");
 	cr_assert_geq(after, pte, "page tables freed by the purge: VmPTE %ld -> %ld kB", pte,
 	              after);
+	A(free)(r);
+}
+
+/* A mapping at or above the ceiling is made of whole page tables (2 MiB of address space
+ * each), so that the kernel places it on their boundary, and a growth that has to move it
+ * moves whole tables to a place on that boundary too, its pages with it (a table's entry
+ * each, where an unaligned move copies every page's entry and allocates tables at the new
+ * place). Not where THP is "always": its first 2 MiB would be one huge page. */
+Test(mapping_cache, mappings_above_the_ceiling_are_whole_page_tables_and_move_so)
+{
+	if (os_thp_always())
+		cr_skip_test("THP always: mappings keep the size asked");
+	set("decay_ms", 0);
+	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
+	const size_t table = 2 << 20;
+	char *p = A(malloc)((10 << 20) + 12345);
+	cr_assert_eq((uintptr_t)p % table, 0, "not on a table's boundary: %p", (void *)p);
+	cr_assert_eq(A(malloc_usable_size)(p), 12u << 20);
+	memset(p, 1, 10 << 20);
+	/* the address space after it taken (if it is not already): a growth has to move */
+	void *block = mmap(p + (12 << 20), 4096, PROT_NONE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	A(free)(p);
+	struct la_counters before = stats();
+	char *q = A(malloc)((20 << 20) + 12345);
+	size_t came = resident_pages(q, 10 << 20);
+	struct la_counters after = stats();
+	if (block != MAP_FAILED)
+		munmap(block, 4096);
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
+	cr_assert_neq(q, p, "it could not grow in place");
+	cr_assert_eq((uintptr_t)q % table, 0, "moved off a table's boundary: %p", (void *)q);
+	/* 20 MiB and a quarter more, to whole tables: 26 MiB */
+	cr_assert_eq(A(malloc_usable_size)(q), 26u << 20);
+	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
+	A(free)(q);
 	A(free)(r);
 }
 
