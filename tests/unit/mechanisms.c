@@ -2827,8 +2827,8 @@ Test(mapping_cache, the_part_beyond_shorter_requests_is_purged_every_16th_reuse)
 	A(free)(r);
 }
 
-/* The purge of what lies beyond a shorter request goes in ranges of half a page table's
- * reach: the kernel empties the tables without freeing them (with CONFIG_PT_RECLAIM it frees
+/* The purge of what lies beyond a shorter request goes in ranges none of which covers a
+ * page table's reach whole: the kernel empties the tables without freeing them (with CONFIG_PT_RECLAIM it frees
  * each table a madvise range covers whole once it is empty), so a later request that
  * writes there faults no table in. (A kernel without PT_RECLAIM keeps them either way.) */
 Test(mapping_cache, the_purge_beyond_shorter_requests_keeps_the_page_tables)
