@@ -155,9 +155,16 @@ bool op_decay(uint32_t tick, uint32_t stale, uint32_t *due)
 	/* what the last full pass left in thread caches and the mapping cache */
 	static bool caches_held, mappings_left;
 	bool full = tick % HEAP_PERIOD == 0; /* once per decay_ms */
-	/* idle caches' blocks go back to spans first, which the arena pass can release */
-	if (full)
+	/* idle caches' blocks go back to spans first, which the arena pass can release. What
+	 * the flush retains does not arm the next pass (shm_note_retained_slow): this pass
+	 * looks at it below, and says whether it wants another. It armed one, and the thread
+	 * woke at the next tick and at the next full pass for nothing where the flush left
+	 * only free blocks among live ones (2 of a fork loop's decay child's 6 passes). */
+	if (full) {
+		shm_decay_flushing = 1;
 		caches_held = tcache_flush_cold();
+		shm_decay_flushing = 0;
+	}
 	bool more = caches_held;
 	/* the next full pass, unless an arena wants one sooner */
 	*due = tick + HEAP_PERIOD - tick % HEAP_PERIOD;

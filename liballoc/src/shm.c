@@ -234,8 +234,12 @@ void shm_wake_control(void)
 	shm_kick_control(1); /* due at once: before any sleep's end */
 }
 
+uint8_t shm_decay_flushing;
+
 void shm_note_retained_slow(void)
 {
+	if (shm_is_control && shm_decay_flushing)
+		return; /* the decay pass's own flush: that pass looks at what it retained */
 	if (!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED) && seg) {
 		int saved = errno; /* free's large slot hit calls it with errno unsaved */
 		__atomic_store_n(&shm_decay_armed, 1, __ATOMIC_RELAXED);

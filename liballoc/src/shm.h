@@ -125,5 +125,9 @@ extern uint32_t shm_kicks;
 extern __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
 /* the control thread's own kicks (only it reads and writes it) */
 extern uint32_t shm_own_kicks;
+/* set while the control thread's decay pass flushes cold thread caches (only it reads and
+ * writes it): what the flush retains does not arm the next pass, which the rest of that
+ * pass decides (control.c op_decay) */
+extern uint8_t shm_decay_flushing;
 
 #endif
