@@ -504,7 +504,7 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		off = lo_plus(p, ci) - e;
 		uint32_t r = FREE_BIN->recip;
 		if (top >= FREE_BIN->end && off * r < r && ((void **)p)[1] != key) {
-			tcache_free_full(tc, p);
+			tcache_free_full(tc, p, ci);
 			return;
 		}
 #undef FREE_BIN

@@ -1015,11 +1015,10 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 	bin_put(tc, owner, p, cls);
 }
 
-void tcache_free_full(struct tcache *tc, void *p)
+void tcache_free_full(struct tcache *tc, void *p, size_t ci)
 {
 	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
-	uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
-	unsigned cls = pm_class(heap_of(p)->pagemap[hoff >> LA_PAGE_SHIFT]);
+	unsigned cls = (unsigned)(ci >> 2) - 1; /* (the page map is not read again) */
 	check_gen(tc);
 	bin_put(tc, tc->arena, p, cls);
 	errno = saved;

@@ -349,10 +349,10 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls);
  * its page-map entry's class in a heap of this cache's arena, not marked free), inside the
  * cache operation it entered with tc_enter_fast, which found the cache's own bins (live,
  * set up, held by no flusher): the bin flushes and takes p, without free_slow's
- * validation again, and the cache is left; errno is kept. The class is read from the page
- * map again (the fast path keeps no register for it); free jumps here directly, with no
+ * validation again, and the cache is left; errno is kept. ci: the page-map entry's low
+ * byte, (class + 1) * 4 (free's register for its bin); free jumps here directly, with no
  * frame of its own between (once every 32 frees at most). */
-void tcache_free_full(struct tcache *tc, void *p);
+void tcache_free_full(struct tcache *tc, void *p, size_t ci);
 /* malloc's fast path found bin cls of the calling thread's cache empty in the cache's own
  * bins (not TC_IDLE_BINS: so the cache is live, set up and held by no flusher), inside the
  * cache operation it entered with tc_enter_fast: the bin refills without the slow path's
