@@ -1549,6 +1549,7 @@ static struct heap *unpark_pages(struct arena *a)
 	struct heap *h = heap_of(s);
 	a->parked = NULL;
 	spare_sub(a, h, s, a->parked_resident);
+	heap_note_start(h, s);
 	s->kind = SPAN_LARGE; /* heap_free_pages takes any in-use span */
 	heap_free_pages(h, s);
 	return h;
@@ -1686,6 +1687,7 @@ static void free_large_locked(struct arena *a, struct heap *h, struct span *s)
 	op_measure_soon(); /* its pages count resident whole: what did the program write? */
 	unpark(a);         /* one block is kept at a time (none once the throttle is off) */
 	if (!TUN(madvise_throttle)) {
+		heap_note_start(h, s);
 		free_pages(a, h, s);
 		return;
 	}
@@ -1886,6 +1888,7 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
 		STAT_SUB_LOCKED(a->c, allocated_bytes, (uint64_t)s->npages << LA_PAGE_SHIFT);
 		s->offset = 0;
 		large_sample(a, heap_of(s), s);
+		heap_note_start(heap_of(s), s);
 		free_pages(a, heap_of(s), s); /* kind SPAN_LARGE: in use until now */
 	}
 	if (n)

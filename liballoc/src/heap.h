@@ -96,6 +96,11 @@ struct arena;
 /* padding after the index: desc[0] starts a page */
 #define HEAP_PAD_DE       HEAP_PAGE_MOD(0 - HEAP_SI_END)
 
+/* Large blocks freed lately whose first pages a heap remembers, and from how many pages
+ * (heap.c, best_window) */
+#define HEAP_STARTS          16u
+#define HEAP_START_MIN_PAGES 65u
+
 struct heap {
 	union {
 		struct {
@@ -154,6 +159,10 @@ struct heap {
 	                            * (arena.h, dirty_pages; a heap of its own until the
 	                            * arena links it) */
 			uint32_t own_dirty;  /* (that sum for a heap no arena linked: tests) */
+			uint32_t starts[HEAP_STARTS]; /* first pages of the large blocks of
+	                                               * HEAP_START_MIN_PAGES or more freed
+	                                               * last (a ring: heap_note_start) */
+			uint32_t starts_next;
 			uint64_t
 			        resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 		};
@@ -384,6 +393,14 @@ struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool di
  * request at or above the mmap threshold comes here before a new mapping, which would
  * fault in all n pages while the heap's freed ones stayed resident. */
 struct span *heap_alloc_resident(struct heap *h, uint32_t n);
+/* Large block s (in use until now) is about to be freed into h's free pages: its first
+ * page, which the program wrote, is remembered as a start for a later block (best_window).
+ * Blocks of fewer than HEAP_START_MIN_PAGES pages are not. */
+LA_INLINE void heap_note_start(struct heap *h, const struct span *s)
+{
+	if (s->npages >= HEAP_START_MIN_PAGES)
+		h->starts[h->starts_next++ % HEAP_STARTS] = s->first;
+}
 /* Give a span back; coalesces; returns the resulting free span. Its pages keep their
  * `resident` bits: the caller sets them first for pages the program had (heap_touch). */
 struct span *heap_free_pages(struct heap *h, struct span *s);
