@@ -181,18 +181,39 @@ static void release_heap(struct arena *a, struct heap *h)
 	heap_destroy(h);
 }
 
-/* Map a heap for the arena, first in its list (the newest). */
-static struct heap *new_heap(struct arena *a)
+/* Does the arena hold another heap of h's kind (large blocks or not)? An idle heap goes
+ * at a free, a trim or a burst's end only then: the last of each kind stays for the next
+ * span of its kind (a heap of large blocks emptied by a free was unmapped and mapped again
+ * at the next malloc of its size: a munmap a cycle of a loop that empties it). */
+static bool heap_has_sibling(const struct arena *a, const struct heap *h)
+{
+	for (const struct heap *x = a->heaps; x; x = x->next)
+		if (x != h && x->large == h->large)
+			return true;
+	return false;
+}
+
+/* Map a heap for the arena, first in its list (the newest); a heap of large blocks right
+ * after the newest small heap, which stays first (maybe_release_span's h == a->heaps). */
+static struct heap *new_heap(struct arena *a, bool large)
 {
 	struct heap *h = heap_create(a, a->index, a->c);
 	if (!h)
 		return NULL;
+	if (large)
+		heap_make_large(h, a->index);
 	h->watch = &a->burst;
 	h->arena_dirty = &a->dirty_pages; /* (a new heap holds no dirty page) */
-	h->next = a->heaps;
+	h->arena_used = &a->used_pages;   /* (nor used one) */
+	struct heap *after = large && a->heaps && !a->heaps->large ? a->heaps : NULL;
+	h->prev = after;
+	h->next = after ? after->next : a->heaps;
 	if (h->next)
 		h->next->prev = h;
-	a->heaps = h;
+	if (after)
+		after->next = h;
+	else
+		a->heaps = h;
 	a->nheaps++;
 	STAT_ADD_LOCKED(a->c, heaps, 1);
 	return h;
@@ -201,12 +222,15 @@ static struct heap *new_heap(struct arena *a)
 /* The first of the arena's heaps (newest first, or oldest first) with a free span of n
  * pages (dirty_only: one holding resident free pages; room: see heap_alloc_pages). */
 static struct span *from_heaps(struct arena *a, uint32_t n, uint32_t grid, bool oldest_first,
-                               bool dirty_only, bool room, struct heap **hp, uint32_t *dirty)
+                               bool dirty_only, bool room, bool large, struct heap **hp,
+                               uint32_t *dirty)
 {
 	struct heap *first = a->heaps;
 	while (oldest_first && first && first->next)
 		first = first->next;
 	for (struct heap *h = first; h; h = oldest_first ? h->prev : h->next) {
+		if (h->large != large)
+			continue;
 		struct span *s = heap_alloc_pages(h, n, grid, dirty_only, room, dirty);
 		if (s) {
 			*hp = h;
@@ -218,10 +242,40 @@ static struct span *from_heaps(struct arena *a, uint32_t n, uint32_t grid, bool 
 
 LA_INLINE void unpark(struct arena *a);
 
-/* n pages from any heap of the arena, mapping a new heap if none has room; *dirty
- * receives how many of them may already be resident. Resident free pages in any heap come
- * first: the newest heap's untouched pages must not be faulted in while an older heap
- * holds resident free ones. Then any room, heaps tried newest first, or oldest first for
+/* from_heaps' resident free pages: in heaps of the request's kind first; a small span then
+ * takes those of a heap of large blocks that grows (heap_growing: its resident free pages
+ * are the ones its growth passes by or populated ahead, growshrink's regrowth, which small
+ * spans faulted in anew without them: 8 1 64, 230 faults a cycle for 80), never those of a
+ * steady one: they are the holes its own blocks come back to, and a small span there splits
+ * the run they need (medsizes 100 3000000 131072: peak 12.3 -> 18.9 MiB). */
+LA_INLINE struct span *resident_from_heaps(struct arena *a, uint32_t n, uint32_t grid, bool large,
+                                           struct heap **hp, uint32_t *dirty)
+{
+	struct span *s = from_heaps(a, n, grid, false, true, false, large, hp, dirty);
+	if (s || (large && !a->burst.prepared) || a->large_heap_wait < LARGE_HEAP_AFTER)
+		return s; /* (no heap of large blocks before LARGE_HEAP_AFTER) */
+	/* the pages prepared for a predicted burst are in small heaps (burst_prepare_chunk:
+	 * the prediction counts pages, not kinds): its large blocks take them too (else
+	 * tests/policy/burst.bats' bursts of 1-64 KiB blocks faulted 6,300 of 8,600 pages in) */
+	if (large)
+		return from_heaps(a, n, grid, false, true, false, false, hp, dirty);
+	for (struct heap *h = a->heaps; h; h = h->next) {
+		if (!h->large || !heap_growing(h))
+			continue;
+		s = heap_alloc_pages(h, n, grid, true, false, dirty);
+		if (s) {
+			*hp = h;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* n pages from a heap of the arena of the request's kind (large: a heap of large blocks,
+ * arena_alloc_large), mapping a new heap if none has room; *dirty receives how many of
+ * them may already be resident. Resident free pages come first (resident_from_heaps): the
+ * newest heap's untouched pages must not be faulted in while an older heap holds resident
+ * free ones. Then any room, heaps tried newest first, or oldest first for
  * metadata (slot rows, the transfer cache), which lives as long as its thread or arena: in
  * the heap the arena keeps longest it pins no newer heap that may empty and be released
  * (metadata skips the resident-first look for the same reason). A small span (small) takes
@@ -234,7 +288,8 @@ LA_INLINE void unpark(struct arena *a);
  * largest free span (heap_alloc_pages). */
 static void release_batch_kept(struct arena *a);
 static struct span *alloc_pages(struct arena *a, uint32_t n, uint32_t grid, bool oldest_first,
-                                bool small, bool room, struct heap **hp, uint32_t *dirty)
+                                bool small, bool room, bool large, struct heap **hp,
+                                uint32_t *dirty)
 {
 	if (n > heap_data_pages())
 		return NULL;
@@ -242,15 +297,22 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, uint32_t grid, bool
 		release_batch_kept(a);
 	for (int pass = 0; pass < 2; pass++) {
 		struct span *s =
-		        oldest_first ? NULL : from_heaps(a, n, grid, false, true, false, hp, dirty);
+		        oldest_first ? NULL : resident_from_heaps(a, n, grid, large, hp, dirty);
 		if (!s && small && a->parked) {
 			/* the parked large block's pages are resident and free too: a small
-			 * span takes them before new pages are faulted in */
+			 * span takes them before new pages are faulted in (in a heap of large
+			 * blocks too: the block they held is gone, which no steady heap's hole
+			 * is; unless the heap went with them) */
+			const struct heap *ph = heap_of(a->parked);
 			unpark(a);
-			s = from_heaps(a, n, grid, false, true, false, hp, dirty);
+			s = resident_from_heaps(a, n, grid, large, hp, dirty);
+			for (struct heap *h = a->heaps; h && !s; h = h->next)
+				if (h == ph && h->large &&
+				    (s = heap_alloc_pages(h, n, grid, true, false, dirty)))
+					*hp = h;
 		}
 		if (!s)
-			s = from_heaps(a, n, grid, oldest_first, false, room, hp, dirty);
+			s = from_heaps(a, n, grid, oldest_first, false, room, large, hp, dirty);
 		if (s)
 			return s;
 		/* no heap has room: blocks waiting in the transfer cache may free whole spans */
@@ -258,7 +320,7 @@ static struct span *alloc_pages(struct arena *a, uint32_t n, uint32_t grid, bool
 			break;
 		xfer_drain(a);
 	}
-	struct heap *h = new_heap(a);
+	struct heap *h = new_heap(a, large);
 	if (!h)
 		return NULL;
 	*hp = h;
@@ -322,9 +384,23 @@ static void after_free_pages(struct arena *a, struct heap *h)
  * left the heap (the control thread's look at it does not wait again). */
 static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 {
-	if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
-		release_heap(a, h);
-		return true;
+	if (h->used_pages == 0 && heap_has_sibling(a, h) && TUN(idle_heap_release)) {
+		if (!h->large || !wait || !control_decays()) {
+			release_heap(a, h);
+			return true;
+		}
+		/* a heap of large blocks a free emptied waits EMPTY_WAIT_NS for the control
+		 * thread, which releases it if it is still idle then: a heap that the top of a
+		 * load needs and its bottom empties (growshrink 8 1 64: a second heap of large
+		 * blocks at each cycle's top) was unmapped at every bottom and mapped and faulted
+		 * in again at the next top */
+		h->purge_due = 1;
+		if (!a->empty_due_ns) {
+			uint64_t due = os_now_ns() + EMPTY_WAIT_NS;
+			__atomic_store_n(&a->empty_due_ns, due, __ATOMIC_RELAXED);
+			shm_kick_control(due);
+		}
+		return false;
 	}
 	shm_note_retained(); /* the decay pass returns what stays retained */
 	uint64_t dirty = (uint64_t)h->dirty_pages << LA_PAGE_SHIFT;
@@ -471,7 +547,7 @@ LA_INLINE struct span *new_small_span(struct arena *a, unsigned cls)
 	struct heap *h;
 	uint32_t dirty;
 	struct span *s =
-	        alloc_pages(a, sc_pages[cls], sc_grid(cls), false, true, false, &h, &dirty);
+	        alloc_pages(a, sc_pages[cls], sc_grid(cls), false, true, false, false, &h, &dirty);
 	if (!s)
 		return NULL;
 	s->kind = SPAN_SMALL;
@@ -2248,7 +2324,15 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 	uint32_t g = arena_large_grid;
 	bool gridded = !room && !extra && g && n <= LARGE_GRID_MAX_PAGES;
 	uint32_t grid = gridded && a->large_dense < LARGE_DENSE_AT ? g | HEAP_GRID_ALWAYS : 1;
-	s = alloc_pages(a, n, grid, false, false, room, &h, &dirty);
+	/* blocks of up to LARGE_HEAP_MAX_PAGES pages from heaps of large blocks (not a block
+	 * that grows, nor an aligned one), once the arena took LARGE_HEAP_AFTER of them from
+	 * the others */
+	bool large = !room && !extra && n <= LARGE_HEAP_MAX_PAGES;
+	if (large && a->large_heap_wait < LARGE_HEAP_AFTER) {
+		a->large_heap_wait++;
+		large = false;
+	}
+	s = alloc_pages(a, n, grid, false, false, room, large, &h, &dirty);
 	if (!s) {
 		arena_unlock(a);
 		return NULL;
@@ -2311,7 +2395,7 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
 	struct heap *h;
 	arena_lock(a);
-	struct span *s = alloc_pages(a, n, 1, true, false, false, &h, &dirty);
+	struct span *s = alloc_pages(a, n, 1, true, false, false, false, &h, &dirty);
 	if (s) {
 		s->kind = SPAN_META;
 		s->offset = 0;
@@ -2452,7 +2536,7 @@ void arena_trim(struct arena *a, size_t pad)
 	uint32_t keep = (uint32_t)(pad >> LA_PAGE_SHIFT);
 	for (struct heap *h = a->heaps, *next; h && !os_goal_met(); h = next) {
 		next = h->next;
-		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release)) {
+		if (h->used_pages == 0 && heap_has_sibling(a, h) && TUN(idle_heap_release)) {
 			release_heap(a, h);
 			continue;
 		}
@@ -2470,7 +2554,7 @@ void arena_release_idle(struct arena *a, bool all)
 	release_empty_spans(a);
 	for (struct heap *h = a->heaps, *next; h && !os_goal_met(); h = next) {
 		next = h->next;
-		if (h->used_pages != 0 || (!all && a->nheaps == 1))
+		if (h->used_pages != 0 || (!all && !heap_has_sibling(a, h)))
 			continue;
 		release_heap(a, h);
 	}
@@ -2659,7 +2743,7 @@ static void burst_give_back(struct arena *a)
 	struct burst_watch *w = &a->burst;
 	for (struct heap *h = a->heaps, *next; h; h = next) {
 		next = h->next;
-		if (h->used_pages == 0 && a->nheaps > 1 && TUN(idle_heap_release))
+		if (h->used_pages == 0 && heap_has_sibling(a, h) && TUN(idle_heap_release))
 			release_heap(a, h);
 		else if (w->stamp)
 			heap_purge_stamped(h, w->stamp);
@@ -2677,7 +2761,7 @@ static bool burst_prepare_chunk(struct arena *a)
 	for (struct heap *h = a->heaps; h && !k && !failed; h = h->next)
 		k = heap_prepare(h, max, w->stamp, &failed);
 	if (!k && !failed) {
-		struct heap *h = new_heap(a);
+		struct heap *h = new_heap(a, false);
 		if (!h)
 			return false;
 		k = heap_prepare(h, max, w->stamp, &failed);

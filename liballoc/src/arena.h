@@ -84,6 +84,11 @@ struct arena {
 	uint32_t large_dense;              /* lock; probes read written whole (large_probe) */
 	uint32_t dirty_pages;              /* lock (a thread cache reads it, atomic): free
 	                                    * pages that may be resident, all its heaps' */
+	uint32_t used_pages;               /* lock (a thread cache reads it, atomic): pages
+	                                    * in small and large spans, all its heaps' */
+	uint32_t large_heap_wait;          /* lock; requests for blocks of up to
+	                                    * LARGE_HEAP_MAX_PAGES pages its other heaps
+	                                    * served, up to LARGE_HEAP_AFTER */
 	uint32_t large_allocs;             /* lock; allocations of such blocks (large_probe) */
 	uint32_t probe_pages;              /* lock; the probe's pages */
 	char *probe;                       /* lock; a block large_probe reads next, or NULL */
@@ -359,6 +364,15 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool park_last);
 /* A large request of at least this many pages (160 KiB) may take the parked block in
  * place (arena.c, arena_alloc_large); a smaller one leaves it parked. */
+/* Large blocks of 9 to LARGE_HEAP_MAX_PAGES pages (up to 256 KiB: the large slot's exact
+ * sizes) come from heaps of large blocks (heap.h, HEAP_TAG_LARGE: free tells them from the
+ * owner-table entry alone), once the arena served LARGE_HEAP_AFTER of them from its other
+ * heaps: a program with a few dozen such blocks maps no second heap (its header pages) for
+ * them, and its small spans never take a large heap's pages, whose frees cost more
+ * (free_in_large_heap: cpython-dict, 61 such blocks, +0.17M instructions with 16). Larger
+ * blocks, blocks that grow (realloc) and aligned ones stay in the others. */
+#define LARGE_HEAP_MAX_PAGES 64u
+#define LARGE_HEAP_AFTER     64u
 #define PARKED_SPLIT_PAGES   40u
 /* Large blocks of 2 to LARGE_GRID_MAX_PAGES pages (up to 256 KiB: blocks of 32-256 KiB
  * written only at their start, bench medsizes 1000 1000000 262144, spread over every page

@@ -110,6 +110,15 @@ static void resident_add(struct heap *h, int64_t pages)
 	STAT_ADD_LOCKED(h->c, data_resident_bytes, (uint64_t)(pages * (int64_t)LA_PAGE));
 }
 
+/* Pages in SMALL and LARGE spans: the heap's and its arena's sum (a thread cache reads the
+ * sum without the lock: the large slot's bound, tcache.c large_bound_for). */
+static void used_add(struct heap *h, int64_t pages)
+{
+	h->used_pages = (uint32_t)((int64_t)h->used_pages + pages);
+	__atomic_store_n(h->arena_used, (uint32_t)((int64_t)*h->arena_used + pages),
+	                 __ATOMIC_RELAXED);
+}
+
 /* FREE pages that may be resident are free resident memory. */
 static void dirty_add(struct heap *h, int64_t pages)
 {
@@ -551,6 +560,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	h->arena = a;
 	h->c = c;
 	h->arena_dirty = &h->own_dirty;
+	h->arena_used = &h->own_used;
 	h->first_page = HEADER_PAGES;
 	h->free_pages = heap_data_pages();
 	h->desc_top = 1; /* desc[0] stays SPAN_NONE */
@@ -573,6 +583,14 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	return h;
 }
 
+void heap_make_large(struct heap *h, uint32_t arena_index)
+{
+	h->large = 1;
+	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT],
+	                 heap_owner_base(h) | (heap_tag(arena_index) | HEAP_TAG_LARGE),
+	                 __ATOMIC_RELEASE);
+}
+
 void heap_destroy(struct heap *h)
 {
 	struct la_counters *c = h->c;
@@ -581,6 +599,7 @@ void heap_destroy(struct heap *h)
 	STAT_SUB_LOCKED(c, data_resident_bytes, (uint64_t)h->resident_pages << LA_PAGE_SHIFT);
 	STAT_SUB_LOCKED(c, free_resident_bytes, (uint64_t)h->dirty_pages << LA_PAGE_SHIFT);
 	__atomic_store_n(h->arena_dirty, *h->arena_dirty - h->dirty_pages, __ATOMIC_RELAXED);
+	__atomic_store_n(h->arena_used, *h->arena_used - h->used_pages, __ATOMIC_RELAXED);
 	STAT_SUB_LOCKED(c, metadata_bytes, meta);
 	if (h->idle)
 		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);
@@ -605,6 +624,12 @@ bool heap_shrinking(const struct heap *h)
 {
 	/* clearly more frees than allocations lately: at least 4 to 1 */
 	return h->shrink_rate > 4 * h->grow_rate + 1024;
+}
+
+bool heap_growing(const struct heap *h)
+{
+	/* clearly more allocations than frees lately: at least 4 to 1 */
+	return h->grow_rate > 4 * h->shrink_rate + 1024;
 }
 
 /* Breathing (heap.h), tracked on pages in use: a growth raises the peak, or, after a shrink
@@ -936,7 +961,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	s->npages = n;
 	s->dirty = 0;
 	h->free_pages -= n;
-	h->used_pages += n;
+	used_add(h, n);
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, n, take_dirty);
@@ -1173,7 +1198,7 @@ struct span *heap_free_pages(struct heap *h, struct span *s)
 	/* its pages count resident as the allocation marked them, written or not: the next
 	 * measurement reads the span (and what it merges with) */
 	bool unmeasured = d != 0;
-	h->used_pages -= n;
+	used_add(h, -(int64_t)n);
 	h->free_pages += n;
 	dirty_add(h, d);
 	if (h->watch)
@@ -1249,7 +1274,7 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident
 		make_free(h, desc_new(h, r + need), total - need, d - take_dirty, stamp,
 		          unmeasured);
 	h->free_pages -= need;
-	h->used_pages += need;
+	used_add(h, need);
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, need, take_dirty);

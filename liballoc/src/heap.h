@@ -143,7 +143,10 @@ struct heap {
 			uint8_t fresh_forks; /* heap_forks when the populate-ahead window began */
 			uint8_t moves; /* realloc's page moves from or into it (arena_move_large):
 	                      * each may split its mapping (more mappings of the process) */
-			uint8_t reserved3[3];
+			uint8_t large; /* a heap of large blocks (heap_make_large; arena.h,
+			                * LARGE_HEAP_MAX_PAGES): small spans only where
+			                * arena.c's alloc_pages puts them */
+			uint8_t reserved3[2];
 			uint32_t
 			        fresh_pages; /* populate-ahead: pages taken fresh in the current window... */
 			uint32_t
@@ -163,6 +166,9 @@ struct heap {
 	                                               * HEAP_START_MIN_PAGES or more freed
 	                                               * last (a ring: heap_note_start) */
 			uint32_t starts_next;
+			uint32_t *arena_used; /* the owning arena's sum of used_pages over its
+			                       * heaps (arena.h, used_pages), as arena_dirty */
+			uint32_t own_used;
 			uint64_t
 			        resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 		};
@@ -271,7 +277,10 @@ _Static_assert((PM_HEAP_MASK >> (LA_PAGE_SHIFT - 2) & HEAP_OWNER_TAG_MASK) == 0 
                "the base's low 16 bits are the tag's; the heap is the base rounded up");
 
 /* An arena's tag: never 0 (no heap) and never LA_TAG_NONE (a thread without a cache). */
-#define LA_TAG_NONE 0xffffu
+#define LA_TAG_NONE    0xffffu
+/* the tag of an arena's heaps of large blocks: its tag with this bit */
+#define HEAP_TAG_LARGE 0x4000u
+_Static_assert(LA_ARENAS_MAX < HEAP_TAG_LARGE - 1, "an arena's tag has no HEAP_TAG_LARGE bit");
 LA_INLINE uint16_t heap_tag(uint32_t arena_index)
 {
 	return (uint16_t)(arena_index + 1);
@@ -367,6 +376,7 @@ extern uint32_t heap_skip;
 #define NEARLY_EMPTY 16u
 
 struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counters *c);
+void heap_make_large(struct heap *h, uint32_t arena_index);
 /* Move the n pages of the mapping at p into free pages of h that are not resident (the
  * largest free span's first such run, outside huge ranges), as free resident pages: true
  * when they moved (lock held). */
@@ -554,6 +564,8 @@ uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed
 uint32_t heap_purge_stamped(struct heap *h, uint32_t stamp);
 /* The throttle: may this heap return pages now? */
 bool heap_shrinking(const struct heap *h);
+/* The reverse: at least 4 span allocations to 1 free lately (a heap that grows). */
+bool heap_growing(const struct heap *h);
 /* Breathing: the heap's pages in use fell to a quarter of their peak (of at least
  * HEAP_BREATH_PAGES) and grew back to half of it, within the last `ticks` of the decay
  * clock: a load that comes back, whose pages its next growth would fault in again. */

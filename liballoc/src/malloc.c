@@ -366,7 +366,7 @@ LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
  * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
  * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
  * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
-LA_NOINLINE LA_RACY_METADATA static void free_large_mine(void *p)
+LA_INLINE bool large_mine_take(void *p)
 {
 	struct heap *h = heap_of(p);
 	struct span *s = span_at(h, heap_page_of(h, p));
@@ -374,23 +374,27 @@ LA_NOINLINE LA_RACY_METADATA static void free_large_mine(void *p)
 	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && tc->state != TC_NONE &&
 	           tc->arena == h->arena)) {
 		if (likely(tcache_free_large(tc, s))) /* keeps errno (its slow paths save it) */
-			return;
+			return true;
 		free_large_arena(h, s);
-		return;
+		return true;
 	}
-	free_slow(p, "free()");
+	return false;
+}
+
+LA_NOINLINE LA_RACY_METADATA static void free_large_mine(void *p)
+{
+	if (!large_mine_take(p))
+		free_slow(p, "free()");
 }
 
 /* free of a pointer that is not in a heap of this thread's arena (its owner-table entry
  * has another arena's tag, or 0 where no heap is). A small block of another arena whose threads live (what the
  * consumer of a producer/consumer pair frees) is validated by its page-map word, as free's
  * fast path validates one of ours, and joins the hand-over batch with no descriptor read;
- * everything else (NULL, direct mappings, invalid pointers, double frees, blocks of
- * arenas without threads) takes free_slow. */
+ * everything else (direct mappings, invalid pointers, double frees, blocks of arenas
+ * without threads) takes free_slow. free returned for NULL before. */
 LA_NOINLINE LA_RACY_METADATA static void free_other(void *p)
 {
-	if (!p)
-		return; /* free(NULL): in no heap, so here */
 	if (heap_owner_tag(p) && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
 	    !((uintptr_t)p & (LA_ALIGN - 1))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
@@ -456,6 +460,45 @@ LA_INLINE bool room_divides(uint32_t off, void *const *top)
 #endif
 }
 
+/* free of a pointer in a heap of this thread's arena that holds large blocks (its
+ * owner-table entry carries the arena's tag with HEAP_TAG_LARGE: free's fast path sent it
+ * to free_other on that load alone, before the page map's): a large block at its span's
+ * start (class 0) as free_large_mine takes it; a small block (a small span took resident
+ * free pages there: arena.c, resident_from_heaps) pushed as free's fast path pushes it;
+ * anything else takes free_slow. */
+LA_NOINLINE LA_RACY_METADATA static void free_in_large_heap(void *p, uint64_t oe)
+{
+	struct tcache *tc = &la_tcache;
+	uint32_t lo = (uint32_t)(uintptr_t)p;
+	const uint32_t *pm =
+	        (const uint32_t *)(uintptr_t)(oe - HEAP_TAG_LARGE + offsetof(struct heap, pagemap));
+	uint32_t e = pm[lo >> LA_PAGE_SHIFT];
+	size_t ci = (uint8_t)e;
+	if (!ci) {
+		if (e != lo || !large_mine_take(p))
+			free_slow(p, "free()");
+		return;
+	}
+	void *key = (void *)LA_KEY;
+	struct tbin *b = (struct tbin *)((char *)tc_enter_fast(tc) + ci * 8) - 1;
+	void **top = b->top;
+	uint32_t off = lo_plus(p, ci) - e;
+	if (room_divides(off, top) && ((void **)p)[1] != key) {
+		top[1] = p;
+		b->top = top + 1;
+		((void **)p)[1] = key;
+		tc_leave(tc);
+		return;
+	}
+	uint32_t r = b->recip;
+	if (top >= b->end && off * r < r && ((void **)p)[1] != key) {
+		tcache_free_full(tc, p, ci);
+		return;
+	}
+	tc_leave(tc);
+	free_slow(p, "free()");
+}
+
 LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 {
 	struct tcache *tc = &la_tcache;
@@ -514,6 +557,15 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 			return;
 		}
 		free_slow(p, "free()");
+		return;
+	}
+	if (!p)
+		return; /* free(NULL): in no heap, so here (before the test below, which it
+		         * would pay for: logicmin frees NULL thousands of times) */
+	/* entry_take_mine left the entry less this thread's tag: HEAP_TAG_LARGE alone in the
+	 * low 16 bits is a heap of large blocks of this thread's arena */
+	if ((uint16_t)oe == HEAP_TAG_LARGE) {
+		free_in_large_heap(p, oe);
 		return;
 	}
 	free_other(p);

@@ -393,14 +393,14 @@ LA_INLINE uint64_t large_base(const struct tcache *tc)
 	return cache_max(tc) * TC_LARGE_TIMES;
 }
 
-/* The slot's bound for a heap h: a TC_LARGE_SHARE-th of its pages in use (its small and
- * large spans, the slot's blocks among them), at least the base, at most TC_LARGE_GROW
- * times it. The page count is the heap's (its arena's lock): read without it, a hint. */
+/* The slot's bound for a block of heap h: a TC_LARGE_SHARE-th of its arena's pages in use
+ * (small and large spans in all its heaps, the slot's blocks among them: a heap of large
+ * blocks counts no small span of its own), at least the base, at most TC_LARGE_GROW times
+ * it. The page count is the arena's (its lock): read without it, a hint. */
 static uint64_t large_bound_for(const struct tcache *tc, const struct heap *h)
 {
 	uint64_t base = large_base(tc);
-	uint64_t used = (uint64_t)__atomic_load_n(&h->used_pages, __ATOMIC_RELAXED)
-	                << LA_PAGE_SHIFT;
+	uint64_t used = (uint64_t)__atomic_load_n(h->arena_used, __ATOMIC_RELAXED) << LA_PAGE_SHIFT;
 	return LA_MIN(LA_MAX(used / TC_LARGE_SHARE, base), base * TC_LARGE_GROW);
 }
 
@@ -418,8 +418,8 @@ static void large_bound_to(struct tcache *tc, uint64_t bound)
 /* A free found the slot full (cache entered): while mallocs take its blocks back (the
  * sizes above the classes come and go, each taking a page-run search under the arena's
  * lock when the slot has none: medsizes, buffers sized by their input), its bound rises
- * with the heap's pages in use (large_bound_for). A program that frees each size once
- * (a buffer grown by realloc) keeps one block (large_fits), and a slot of a heap of few
+ * with the arena's pages in use (large_bound_for). A program that frees each size once
+ * (a buffer grown by realloc) keeps one block (large_fits), and a slot of an arena of few
  * pages in use stays at the base. */
 static void large_widen(struct tcache *tc, const struct span *s)
 {

@@ -661,6 +661,11 @@ Test(accounting, released_is_what_left_the_rss)
 		A(free)(p[i]);
 	for (int i = 0; i < WS_BIG; i++)
 		A(free)(big[i]);
+	/* others_minflt's opendir takes a block of 9 pages, from a heap of large blocks by now
+	 * (arena.h, LARGE_HEAP_AFTER: the WS_BIG blocks above count), which may hold no free
+	 * page resident: once here, so that the call after the figures below takes that block
+	 * back, not a page faulted in after them */
+	(void)others_minflt();
 	liballoc_flush_caches();
 	check_all();
 	struct la_counters c;
@@ -873,8 +878,16 @@ static bool spans_apart(char *p[SPANS_APART_BLOCKS], uint32_t *spans)
 	set("decay_ms", 0);
 	liballoc_trim(0);
 	(void)rss_anon();
+	/* all of them from the arena's heap of large blocks (arena.h, LARGE_HEAP_AFTER: not
+	 * the first ones from its other heap) */
+	A(free)(A(malloc)(16)); /* (the thread's arena) */
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	a->large_heap_wait = LARGE_HEAP_AFTER;
+	arena_unlock(a);
 	for (int i = 0; i < SPANS_APART_BLOCKS; i++) {
-		size_t n = (size_t)(8 + i % 13) * 4096;
+		/* 9-21 pages: large blocks (32 KiB is a size class's) */
+		size_t n = (size_t)(9 + i % 13) * 4096;
 		p[i] = A(malloc)(n);
 		if (!p[i])
 			return false;

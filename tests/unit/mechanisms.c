@@ -263,8 +263,27 @@ Test(throttle, a_heap_that_fell_and_stays_low_is_still_purged_when_left_nearly_e
 	cr_assert_gt(b.madv + b.waited, 0, "the heap left nearly empty in steps kept its pages");
 }
 
-/* One attempt of the test below, in a child (one arena in use): 50 MiB of blocks, all
- * freed but the first (nearly empty), an eighth of them taken again (no longer nearly
+/* Blocks of 9 to LARGE_HEAP_MAX_PAGES pages come from heaps of large blocks from here on:
+ * as if the arena had served LARGE_HEAP_AFTER of them from its other heaps already. */
+static void large_heaps_on(void)
+{
+	A(free)(A(malloc)(16)); /* (the thread's arena) */
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	a->large_heap_wait = LARGE_HEAP_AFTER;
+	arena_unlock(a);
+}
+
+/* Is p in a heap of large blocks of this thread's arena (its owner-table entry carries the
+ * arena's tag with HEAP_TAG_LARGE: free tells it on that load)? */
+static bool in_large_heap(const void *p)
+{
+	return heap_owner_tag(p) == (heap_tag(tcache_arena(&la_tcache)->index) | HEAP_TAG_LARGE) &&
+	       heap_of(p)->large;
+}
+
+/* One attempt of the test below, in a child (one arena in use): 50 MiB of blocks in one heap
+ * (of large blocks), all freed but the first (nearly empty), an eighth of them taken again (no longer nearly
  * empty), then the rest, all freed again. */
 struct wait_try {
 	uint64_t madv_drop;   /* madvise calls of the first frees */
@@ -280,6 +299,7 @@ static struct wait_try waiting_purge_try(void)
 	enum { N = 800 };
 	static char *blocks[N];
 	struct wait_try w = {0, 0, 0, 0, 0, 0};
+	large_heaps_on(); /* all of them in one heap, the first too */
 	for (int i = 0; i < N; i++)
 		memset(blocks[i] = A(malloc)(64 * 1024), 1, 64 * 1024);
 	struct heap *h = heap_of(blocks[0]);
@@ -1153,6 +1173,209 @@ Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_h
 		A(free)(big[i]);
 	A(free)(w);
 	A(free)(keep);
+}
+
+/* ---- heaps of large blocks (arena.h, LARGE_HEAP_MAX_PAGES) ---------------------------- */
+
+/* The slot's bound counts the pages in use of all the arena's heaps: its blocks' heap of
+ * large blocks holds no small span nor block above LARGE_HEAP_MAX_PAGES pages, and by its
+ * own pages in use (here ~280) the slot in use kept the base bound (8 blocks of 16 pages),
+ * its misses 1.75 times as many in medsizes. The set-up of the test above with the 12 MiB
+ * in use in the arena's other heap. */
+Test(large_slot, its_bound_counts_the_pages_in_use_of_all_its_arenas_heaps)
+{
+	char *keep, *big[6], *b[16], *w;
+	large_heaps_on();
+	slot_serving(&keep, big, b, &w);
+	cr_assert(in_large_heap(b[0]) && !in_large_heap(big[0]),
+	          "(set-up: the slot's blocks in a heap of large blocks, big's not)");
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096,
+	             "the bound did not count the arena's 12 MiB in use: %zu bytes kept",
+	             (size_t)tcache_large_bytes());
+	for (int i = 15; i >= 0; i--)
+		cr_assert_eq(A(malloc)(16 * 4096), b[i]);
+	for (unsigned i = 0; i < 16; i++)
+		A(free)(b[i]);
+	for (unsigned i = 0; i < 6; i++)
+		A(free)(big[i]);
+	A(free)(w);
+	A(free)(keep);
+}
+
+/* An arena's first LARGE_HEAP_AFTER blocks of 9 to LARGE_HEAP_MAX_PAGES pages come from its
+ * heaps as before (a program with a handful maps no heap for them); the next ones from a
+ * heap of large blocks, tagged so in the owner table; a larger block, a small one and an
+ * aligned one never. */
+Test(large_heap, blocks_of_9_to_64_pages_come_from_one_after_the_arenas_first_64)
+{
+	set("mmap_threshold", 1 << 20);
+	char *small = A(malloc)(1000);
+	struct arena *a = my_arena();
+	arena_lock(a);
+	unsigned first = a->large_heap_wait; /* (the test runner's own, if any) */
+	arena_unlock(a);
+	cr_assert_lt(first, LARGE_HEAP_AFTER / 2, "(set-up: %u served before)", first);
+	static char *b[LARGE_HEAP_AFTER];
+	for (unsigned i = first; i < LARGE_HEAP_AFTER; i++) {
+		b[i] = A(malloc)(9 * 4096);
+		cr_assert(!in_large_heap(b[i]),
+		          "block %u of the first %u in a heap of large blocks", i,
+		          LARGE_HEAP_AFTER);
+	}
+	char *p9 = A(malloc)(9 * 4096), *p64 = A(malloc)(LARGE_HEAP_MAX_PAGES * 4096);
+	char *p65 = A(malloc)((LARGE_HEAP_MAX_PAGES + 1) * 4096);
+	char *al = A(aligned_alloc)(64 << 10, 16 * 4096);
+	cr_assert(p9 && p64 && p65 && al);
+	cr_assert(in_large_heap(p9), "9 pages, past the first %u: not in one", LARGE_HEAP_AFTER);
+	cr_assert(in_large_heap(p64), "%u pages: not in one", LARGE_HEAP_MAX_PAGES);
+	cr_assert(!in_large_heap(p65), "%u pages: in one", LARGE_HEAP_MAX_PAGES + 1);
+	cr_assert(!in_large_heap(small), "a small block in one");
+	cr_assert(!in_large_heap(al), "an aligned block in one");
+	cr_assert_neq(heap_of(p9), heap_of(p65));
+	A(free)(al);
+	A(free)(p65);
+	A(free)(p64);
+	A(free)(p9);
+	for (unsigned i = first; i < LARGE_HEAP_AFTER; i++)
+		A(free)(b[i]);
+	A(free)(small);
+}
+
+/* Its block freed by its thread goes to the large slot, as one of another heap does (free
+ * sends it there from the owner-table entry: large_mine_take), and the next malloc of its
+ * page count takes it back. */
+Test(large_heap, a_block_freed_by_its_thread_goes_to_the_large_slot)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(12 * 4096);
+	cr_assert(in_large_heap(p), "(set-up)");
+	memset(p, 1, 12 * 4096);
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "not in the slot");
+	cr_assert_eq(A(malloc)(12 * 4096), p, "the slot did not give it back");
+	A(free)(p);
+	A(free)(keep);
+}
+
+/* A small block of a span placed there (a small span takes the pages of the large block
+ * parked in it: parked, a_small_span_takes_its_pages_before_new_ones) written into *q;
+ * the other blocks of the search in b[] (n of them), to free. */
+enum { SMALL_IN_LARGE_N = 2 * 48 * 4 };
+static char *keep_small_in_large;
+static void small_in_large(char **q, char *b[SMALL_IN_LARGE_N])
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	keep_small_in_large = A(malloc)(100000);
+	char *p = A(malloc)(48 * 4096);
+	cr_assert(in_large_heap(p), "(set-up)");
+	memset(p, 1, 48 * 4096);
+	A(free)(p);
+	*q = NULL;
+	for (int i = 0; i < SMALL_IN_LARGE_N; i++) {
+		b[i] = A(malloc)(1024);
+		if (!*q && b[i] >= p && b[i] < p + 48 * 4096) {
+			*q = b[i];
+			b[i] = NULL;
+		}
+	}
+	cr_assert_not_null(*q, "(set-up: no small block was carved from the parked pages)");
+	cr_assert(in_large_heap(*q), "(set-up: its span not in a heap of large blocks)");
+}
+
+/* ... which its free pushes to its bin, as free's fast path does for a block of the other
+ * heaps: the next malloc of its class takes it back. */
+Test(large_heap, a_small_block_placed_there_goes_to_its_bin)
+{
+	char *q, *b[SMALL_IN_LARGE_N];
+	small_in_large(&q, b);
+	A(free)(q);
+	cr_assert_eq(A(malloc)(1024), q, "the next malloc of its class did not take it back");
+	A(free)(q);
+	for (int i = 0; i < SMALL_IN_LARGE_N; i++)
+		A(free)(b[i]);
+	A(free)(keep_small_in_large);
+}
+
+static uint32_t arena_heaps(struct arena *a)
+{
+	arena_lock(a);
+	uint32_t n = a->nheaps;
+	arena_unlock(a);
+	return n;
+}
+
+/* A heap of large blocks a free empties waits EMPTY_WAIT_NS for the control thread, which
+ * unmaps it if it is still idle then (a second one, the arena's first stays): unmapped at
+ * the free, growshrink 8 1 64's second heap of large blocks was mapped and faulted in again
+ * at the top of every cycle. */
+Test(large_heap, an_emptied_second_one_waits_for_the_control_thread)
+{
+	set("mmap_threshold", 1 << 20);
+	set("tcache_max_bytes", 0); /* no large slot: every free reaches the arena */
+	large_heaps_on();
+	enum { N = 300 }; /* 300 blocks of 64 pages: more than a heap holds (unwritten) */
+	static char *b[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(b[i] = A(malloc)((size_t)LARGE_HEAP_MAX_PAGES * 4096));
+	struct heap *h1 = heap_of(b[0]), *h2 = heap_of(b[N - 1]);
+	cr_assert(in_large_heap(b[0]) && in_large_heap(b[N - 1]) && h1 != h2,
+	          "(set-up: two heaps of large blocks)");
+	struct arena *a = h1->arena;
+	uint32_t before = arena_heaps(a);
+	for (int i = 0; i < N; i++)
+		if (heap_of(b[i]) == h2)
+			A(free)(b[i]);
+	A(free)(b[0]); /* parked: the block parked before (h2's last) goes back to h2 */
+	cr_assert_eq(arena_heaps(a), before, "the emptied heap was unmapped at the free");
+	bool gone = false;
+	for (int t = 0; t < 200 && !gone; t++) {
+		usleep(10000);
+		gone = arena_heaps(a) == before - 1;
+	}
+	cr_assert(gone, "the control thread did not unmap the idle heap (%u heaps, %u before)",
+	          arena_heaps(a), before);
+	for (int i = 1; i < N; i++)
+		if (heap_of(b[i]) == h1)
+			A(free)(b[i]);
+}
+
+/* Double frees abort inside the second free (README: checks), for both kinds of block. */
+Test(large_heap, a_small_block_placed_there_freed_twice_aborts_in_free, .signal = SIGABRT)
+{
+	char *q, *b[SMALL_IN_LARGE_N];
+	small_in_large(&q, b);
+	A(free)(q);
+	A(free)(q);
+	cr_assert_fail("the second free returned");
+}
+
+Test(large_heap, its_block_freed_twice_aborts_in_free, .signal = SIGABRT)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *p = A(malloc)(12 * 4096);
+	cr_assert(in_large_heap(p), "(set-up)");
+	A(free)(p); /* (in the large slot) */
+	A(free)(p);
+	cr_assert_fail("the second free returned");
+}
+
+Test(large_heap, its_block_freed_twice_with_no_slot_aborts_in_free, .signal = SIGABRT)
+{
+	set("mmap_threshold", 1 << 20);
+	set("tcache_max_bytes", 0); /* no large slot: the block goes back to the arena */
+	large_heaps_on();
+	char *keep = A(malloc)(20 * 4096), *p = A(malloc)(12 * 4096);
+	cr_assert(in_large_heap(p) && in_large_heap(keep), "(set-up)");
+	A(free)(p);    /* (parked) */
+	A(free)(keep); /* (parked in p's place: p's pages back in the heap) */
+	A(free)(p);
+	cr_assert_fail("the second free returned");
 }
 
 /* ... nor while its mallocs miss more than once in 4 takes since the last cold-bin sweep
