@@ -1120,6 +1120,15 @@ static void slot_serving(char **keep, char *big[6], char *b[16], char **w)
 	}
 }
 
+/* The end of a test that began with slot_serving: frees big[from..6), w and keep. */
+static void slot_serving_end(char *keep, char *big[6], unsigned from, char *w)
+{
+	for (unsigned i = from; i < 6; i++)
+		A(free)(big[i]);
+	A(free)(w);
+	A(free)(keep);
+}
+
 /* A slot that mallocs take blocks back from (at least 4 a miss since the last cold-bin
  * sweep) and that a free finds full holds more while its heap has many pages in use: up
  * to 4 times its base bound, within a twelfth of those pages (sizes above the classes that
@@ -1169,10 +1178,7 @@ Test(large_slot, a_raised_bound_stays_while_the_pages_in_use_fall_by_less_than_h
 	for (unsigned i = 0; i < 40; i++) /* a cold-bin sweep meanwhile (32 large mallocs) */
 		A(free)(A(malloc)(16 * 4096));
 	cr_assert_eq(tcache_large_bytes(), 16 * 16 * 4096, "the bound stays: all sixteen kept");
-	for (unsigned i = 2; i < 6; i++)
-		A(free)(big[i]);
-	A(free)(w);
-	A(free)(keep);
+	slot_serving_end(keep, big, 2, w);
 }
 
 /* ---- heaps of large blocks (arena.h, LARGE_HEAP_MAX_PAGES) ---------------------------- */
@@ -1198,10 +1204,7 @@ Test(large_slot, its_bound_counts_the_pages_in_use_of_all_its_arenas_heaps)
 		cr_assert_eq(A(malloc)(16 * 4096), b[i]);
 	for (unsigned i = 0; i < 16; i++)
 		A(free)(b[i]);
-	for (unsigned i = 0; i < 6; i++)
-		A(free)(big[i]);
-	A(free)(w);
-	A(free)(keep);
+	slot_serving_end(keep, big, 0, w);
 }
 
 /* An arena's first LARGE_HEAP_AFTER blocks of 9 to LARGE_HEAP_MAX_PAGES pages come from its
@@ -1395,10 +1398,7 @@ Test(large_slot, a_slot_that_misses_often_keeps_its_base_bound)
 	             "22 takes against 6 misses: the base bound (8 blocks), not a raised one");
 	for (unsigned i = 0; i < 6; i++)
 		A(free)(m[i]);
-	for (unsigned i = 0; i < 6; i++)
-		A(free)(big[i]);
-	A(free)(w);
-	A(free)(keep);
+	slot_serving_end(keep, big, 0, w);
 }
 
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
