@@ -333,23 +333,6 @@ static bool serves(size_t l, size_t len)
 	return large || (l >= len && l - len <= len / 4);
 }
 
-/* The length a mapping the cache may grow is made with or grown to, for a request of len
- * bytes at or above the ceiling: whole 2 MiB (a page table's reach, HEAP_HUGE_PAGES), so
- * that the kernel places it on that boundary (it aligns an anonymous mapping whose length
- * is a multiple of it, and mremap's new place too) and a growth that has to move it moves
- * whole page tables, one entry each, instead of copying its entries one by one and
- * allocating tables at the new place: a cached 20 MiB mapping moved to 30 MiB took 10-20
- * us, 2.5-4 us aligned (bench/README.md, session 22). The rest is address space, untouched.
- * Not where the kernel fills unadvised ranges with huge pages (THP "always"): an aligned
- * mapping's first 2 MiB would be one huge page for a program that writes its first bytes. */
-static size_t whole_tables(size_t len)
-{
-	size_t table = (size_t)HEAP_HUGE_PAGES << LA_PAGE_SHIFT;
-	if (len < (size_t)TUN(mmap_threshold_max) || len > PTRDIFF_MAX - table || os_thp_always())
-		return len;
-	return la_align_up(len, table);
-}
-
 /* Lock held: mappings are being recycled (see the top). */
 static bool recycling(void)
 {
@@ -432,9 +415,8 @@ static bool cache_take(size_t len, struct dcached *out)
 	recycled_at = decay_epoch + 1;
 	/* a shorter one grows by up to a quarter more, towards the largest request lately
 	 * (fit_cached): untouched address space, which the next longer request takes without
-	 * another mremap (most of those move the mapping: 10-20 us when it is not on a page
-	 * table's boundary, 2.5-4 us in whole tables: whole_tables) */
-	out->grow = whole_tables(LA_MAX(len, LA_MIN(dbig, len + len / 4)));
+	 * another mremap (most of those move the mapping: ~14 us, six page faults' worth) */
+	out->grow = LA_MAX(len, LA_MIN(dbig, len + len / 4));
 	return true;
 }
 
@@ -678,16 +660,10 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	} else {
 		if (!(from & DIRECT_MAP))
 			return NULL;
-		/* one the cache may take back and grow: whole page tables (whole_tables) */
-		got = extra ? len : whole_tables(len);
-		int saved = errno; /* (the rounding refused: the size asked, errno kept) */
-		base = os_map(got, pc());
-		if (!base && got > len) {
-			errno = saved;
-			base = os_map(got = len, pc());
-		}
+		base = os_map(len, pc());
 		if (!base)
 			return NULL;
+		got = len;
 		STAT_ADD(pc(), address_space_bytes, got);
 	}
 	if (fresh)

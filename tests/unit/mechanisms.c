@@ -24,7 +24,6 @@
 #include "direct.h"
 #include "heap.h"
 #include "liballoc.h"
-#include "os.h"
 #include "procstatus.h"
 #include "tcache.h"
 
@@ -2593,6 +2592,45 @@ Test(mapping_cache, a_freed_mapping_is_cached_only_once_mappings_are_recycled)
 	cr_assert_eq(stats().direct_cache_bytes, 0, "cached after a trim");
 }
 
+/* A mapping just below 32 MiB freed while nothing recycles is unmapped at once, as any
+ * below 32 MiB (its length, not a rounded one, decides), and a live mapping counts the
+ * pages asked as data, not address space it was rounded to: a block of 4 MiB and a page
+ * is 4 MiB and a page in direct_bytes, allocated_bytes and data_resident_bytes. */
+Test(mapping_cache, the_length_asked_decides_and_counts)
+{
+	set("decay_ms", 0);
+	set("mmap_dynamic", 0); /* (no threshold raise: both sizes stay mappings) */
+	size_t just_below[] = {(32u << 20) - 4096, (30u << 20) + 4096};
+	for (unsigned i = 0; i < 2; i++) {
+		A(malloc_trim)(0); /* (starts over: the other size would recycle) */
+		struct la_counters before = stats();
+		char *p = A(malloc)(just_below[i]);
+		memset(p, 1, just_below[i]);
+		A(free)(p);
+		struct la_counters after = stats();
+		cr_assert_eq(after.direct_cache_bytes, 0, "%zu bytes freed: kept (%llu cached)",
+		             just_below[i], (unsigned long long)after.direct_cache_bytes);
+		cr_assert_geq(after.munmap_calls - before.munmap_calls, 1,
+		              "%zu bytes freed: not unmapped", just_below[i]);
+	}
+	A(malloc_trim)(0);
+	struct la_counters before = stats();
+	size_t n = (4u << 20) + 4096;
+	char *b[4];
+	for (unsigned i = 0; i < 4; i++)
+		b[i] = A(malloc)(n);
+	struct la_counters live = stats();
+	cr_assert_eq(live.direct_bytes - before.direct_bytes, 4 * n,
+	             "direct_bytes rose by %llu for 4 blocks of %zu",
+	             (unsigned long long)(live.direct_bytes - before.direct_bytes), n);
+	cr_assert_eq(live.data_resident_bytes - before.data_resident_bytes, 4 * n,
+	             "data_resident_bytes rose by %llu for 4 blocks of %zu",
+	             (unsigned long long)(live.data_resident_bytes - before.data_resident_bytes),
+	             n);
+	for (unsigned i = 0; i < 4; i++)
+		A(free)(b[i]);
+}
+
 static long thread_faults(void);
 
 /* From 32 MiB up (no threshold raise sends such a block to the heaps) the first freed
@@ -3141,42 +3179,6 @@ Test(mapping_cache, the_purge_beyond_shorter_requests_keeps_the_page_tables)
 	long after = status_kib("VmPTE:");
 	cr_assert_geq(after, pte, "page tables freed by the purge: VmPTE %ld -> %ld kB", pte,
 	              after);
-	A(free)(r);
-}
-
-/* A mapping at or above the ceiling is made of whole page tables (2 MiB of address space
- * each), so that the kernel places it on their boundary, and a growth that has to move it
- * moves whole tables to a place on that boundary too, its pages with it (a table's entry
- * each, where an unaligned move copies every page's entry and allocates tables at the new
- * place). Not where THP is "always": its first 2 MiB would be one huge page. */
-Test(mapping_cache, mappings_above_the_ceiling_are_whole_page_tables_and_move_so)
-{
-	if (os_thp_always())
-		cr_skip_test("THP always: mappings keep the size asked");
-	set("decay_ms", 0);
-	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
-	const size_t table = 2 << 20;
-	char *p = A(malloc)((10 << 20) + 12345);
-	cr_assert_eq((uintptr_t)p % table, 0, "not on a table's boundary: %p", (void *)p);
-	cr_assert_eq(A(malloc_usable_size)(p), 12u << 20);
-	memset(p, 1, 10 << 20);
-	/* the address space after it taken (if it is not already): a growth has to move */
-	void *block = mmap(p + (12 << 20), 4096, PROT_NONE,
-	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	A(free)(p);
-	struct la_counters before = stats();
-	char *q = A(malloc)((20 << 20) + 12345);
-	size_t came = resident_pages(q, 10 << 20);
-	struct la_counters after = stats();
-	if (block != MAP_FAILED)
-		munmap(block, 4096);
-	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
-	cr_assert_neq(q, p, "it could not grow in place");
-	cr_assert_eq((uintptr_t)q % table, 0, "moved off a table's boundary: %p", (void *)q);
-	/* 20 MiB and a quarter more, to whole tables: 26 MiB */
-	cr_assert_eq(A(malloc_usable_size)(q), 26u << 20);
-	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
-	A(free)(q);
 	A(free)(r);
 }
 
