@@ -4,6 +4,7 @@
  * another thread gives memory back without that lock. */
 #include "arena.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -2332,7 +2333,17 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 		a->large_heap_wait++;
 		large = false;
 	}
+	int saved = errno;
 	s = alloc_pages(a, n, grid, false, false, room, large, &h, &dirty);
+	if (!s && large) {
+		/* no heap of large blocks could be mapped (an address-space limit): the other
+		 * heaps' room, as before LARGE_HEAP_AFTER, errno kept; the next LARGE_HEAP_AFTER
+		 * requests go there before the mapping is tried again (not three refused mmaps
+		 * at every malloc) */
+		a->large_heap_wait = 0;
+		errno = saved;
+		s = alloc_pages(a, n, grid, false, false, room, false, &h, &dirty);
+	}
 	if (!s) {
 		arena_unlock(a);
 		return NULL;

@@ -1245,6 +1245,39 @@ Test(large_heap, blocks_of_9_to_64_pages_come_from_one_after_the_arenas_first_64
 	A(free)(small);
 }
 
+/* Where no heap of large blocks can be mapped (an address-space limit: ulimit -v, a
+ * container's cap), blocks of 9 to LARGE_HEAP_MAX_PAGES pages come from the other heaps'
+ * room as before, errno kept, and the mapping is not tried again at every malloc (it was:
+ * three refused mmaps, then a mapping of the block's own, errno ENOMEM on a success). */
+Test(large_heap, refused_ones_leave_the_blocks_to_the_other_heaps)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *keep = A(malloc)(1000); /* (a small heap) */
+	cr_assert(!in_large_heap(keep) && heap_registered(keep), "(set-up)");
+	long vm_kib = status_kib("VmSize:");
+	cr_assert(vm_kib > 0 &&
+	                  setrlimit(RLIMIT_AS, &(struct rlimit){(rlim_t)(vm_kib + 32768) * 1024,
+	                                                        RLIM_INFINITY}) == 0,
+	          "(set-up: RLIMIT_AS: %s)", strerror(errno));
+	struct la_counters before = stats();
+	static char *b[40];
+	for (unsigned i = 0; i < 40; i++) {
+		errno = 0;
+		b[i] = A(malloc)(10 * 4096);
+		cr_assert(b[i], "malloc %u failed: %s", i, strerror(errno));
+		cr_assert_eq(errno, 0, "malloc %u succeeded with errno %d (%s)", i, errno,
+		             strerror(errno));
+		cr_assert(heap_registered(b[i]) && !in_large_heap(b[i]),
+		          "block %u not from the other heaps", i);
+	}
+	uint64_t maps = stats().mmap_calls - before.mmap_calls;
+	cr_assert_leq(maps, 4, "%llu mmap calls for 40 blocks", (unsigned long long)maps);
+	for (unsigned i = 0; i < 40; i++)
+		A(free)(b[i]);
+	A(free)(keep);
+}
+
 /* Its block freed by its thread goes to the large slot, as one of another heap does (free
  * sends it there from the owner-table entry: large_mine_take), and the next malloc of its
  * page count takes it back. */
