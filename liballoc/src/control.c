@@ -983,5 +983,9 @@ void control_fork_child(bool burst_look)
 	/* a measurement the parent had asked for is the child's to make (its frees would not
 	 * ask again while one is due) */
 	start_look = burst_look || __atomic_load_n(&op_measure_due_ns, __ATOMIC_RELAXED);
+	/* a fork while the parent's control thread was about to flush cold caches (it waits
+	 * for the caches' lock the fork holds) copied its flag: the child's thread would not
+	 * arm its own next pass until its first full pass */
+	shm_decay_flushing = 0;
 	start_thread(true);
 }

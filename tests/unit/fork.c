@@ -317,6 +317,23 @@ Test(fork, a_child_trims_without_copying_the_parents_cached_blocks)
  * there, writing its descriptor, its neighbours' and the heap's free bins, each a
  * copy-on-write fault of a page it shares with its parent (5.4 a child in the fork loop;
  * perf page-faults under unpark_slow 5.8 -> 1.6 a child, forkfree 100 4 plain). */
+/* A fork that copies the parent's control thread in its cold-cache flush (the flag that
+ * keeps that flush from arming the next pass) leaves the child's control thread free to
+ * arm its own: the child starts with the flag down. */
+Test(fork, a_fork_during_the_decay_passs_flush_leaves_the_childs_flag_down)
+{
+	shm_decay_flushing = 1; /* as the control thread sets it before it takes the lock */
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		_exit(shm_decay_flushing ? 1 : 0);
+	}
+	shm_decay_flushing = 0;
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
+	cr_assert_eq(WEXITSTATUS(status), 0, "the child's flag was up");
+}
+
 Test(fork, the_parked_large_block_goes_back_to_its_heap_before_the_copy)
 {
 	set("decay_ms", 0); /* no decay pass returns it meanwhile */
