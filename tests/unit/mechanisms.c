@@ -1278,6 +1278,58 @@ Test(large_heap, refused_ones_leave_the_blocks_to_the_other_heaps)
 	A(free)(keep);
 }
 
+/* A hole that a large block left in a heap of large blocks, resident and free (not the
+ * parked block): a new small span takes it while that heap grows (the pages its growth
+ * passes by) and not while it is steady (the hole is where its blocks come back to),
+ * with the small heaps holding no resident free pages either way. grow: the trend. */
+static bool small_span_takes_the_hole(bool grow)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0);
+	large_heaps_on();
+	A(malloc_trim)(0); /* no resident free pages in the small heaps */
+	char *b[8];
+	for (unsigned i = 0; i < 8; i++) {
+		b[i] = A(malloc)(9 * 4096);
+		cr_assert(in_large_heap(b[i]), "(set-up: block %u)", i);
+		memset(b[i], 1, 9 * 4096);
+	}
+	A(free)(b[3]);
+	A(free)(b[5]);
+	tcache_flush_large_all();          /* b[5] parked, b[3] the heap's free pages */
+	char *again = A(malloc)(9 * 4096); /* takes the parked one: no parked block left */
+	struct heap *lh = heap_of(b[0]);
+	struct arena *a = my_arena();
+	arena_lock(a);
+	bool parked = a->parked != NULL;
+	lh->grow_rate = grow ? 1u << 20 : 0;
+	lh->shrink_rate = 0;
+	arena_unlock(a);
+	cr_assert(!parked, "(set-up: a block still parked)");
+	char *s = A(malloc)(5000); /* a class of its own: a new span */
+	cr_assert(s && heap_registered(s));
+	bool there = heap_of(s) == lh;
+	A(free)(s);
+	A(free)(again);
+	for (unsigned i = 0; i < 8; i++)
+		if (i != 3 && i != 5)
+			A(free)(b[i]);
+	return there;
+}
+
+Test(large_heap, a_small_span_leaves_a_steady_ones_holes_alone)
+{
+	cr_assert(!small_span_takes_the_hole(false),
+	          "a small span took a hole of a steady heap of large blocks");
+}
+
+Test(large_heap, a_small_span_takes_a_growing_ones_resident_pages)
+{
+	cr_assert(small_span_takes_the_hole(true),
+	          "a small span faulted pages in while a growing heap of large blocks held "
+	          "resident free ones");
+}
+
 /* Its block freed by its thread goes to the large slot, as one of another heap does (free
  * sends it there from the owner-table entry: large_mine_take), and the next malloc of its
  * page count takes it back. */
