@@ -24,6 +24,7 @@
 #include "direct.h"
 #include "heap.h"
 #include "liballoc.h"
+#include "os.h"
 #include "procstatus.h"
 #include "tcache.h"
 
@@ -3177,6 +3178,55 @@ Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 	/* 16 MiB and a quarter more (the largest request lately, 40 MiB, is further) */
 	cr_assert_eq(after.address_space_bytes - before.address_space_bytes, 10u << 20);
 	cr_assert_geq(A(malloc_usable_size)(q), 20u << 20, "grown with a quarter more");
+	A(free)(q);
+	A(free)(r);
+}
+
+/* A mapping the cache may grow (from the ceiling up) starts on a page table's 2 MiB
+ * boundary, with the length asked, and a growth that has to move it moves it to such a
+ * boundary too (the kernel moves whole page tables then, not every page's entry). The
+ * address space counted is the kernel's (VmSize) for both, and the length is the size asked
+ * (and the quarter more of a growth) in whole pages: nothing is rounded to whole tables.
+ * Not where THP is "always": its first 2 MiB would be one huge page. */
+Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_and_move_so)
+{
+	if (os_thp_always())
+		cr_skip_test("THP always: mappings are placed where the kernel puts them");
+	set("decay_ms", 0);
+	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
+	const size_t table = 2 << 20;
+	struct la_counters before = stats();
+	long vm = status_kib("VmSize:");
+	char *p = A(malloc)((10 << 20) + 12345);
+	long vm_p = status_kib("VmSize:");
+	struct la_counters mid = stats();
+	cr_assert_eq((uintptr_t)p % table, 0, "not on a table's boundary: %p", (void *)p);
+	cr_assert_eq(A(malloc_usable_size)(p), (10u << 20) + 16384, "the length asked, in pages");
+	cr_assert_eq(mid.address_space_bytes - before.address_space_bytes, (10u << 20) + 16384);
+	cr_assert_eq((vm_p - vm) << 10, (10 << 20) + 16384, "VmSize rose by %ld KiB", vm_p - vm);
+	memset(p, 1, 10 << 20);
+	/* the address space after it taken (if it is not already): a growth has to move */
+	void *block = mmap(p + A(malloc_usable_size)(p), 4096, PROT_NONE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	A(free)(p);
+	before = stats();
+	vm = status_kib("VmSize:");
+	/* 20 MiB and 2 pages: a quarter more is not whole pages (25 MiB + 10 KiB) */
+	char *q = A(malloc)((20 << 20) + 5000);
+	long vm_q = status_kib("VmSize:");
+	size_t came = resident_pages(q, 10 << 20);
+	struct la_counters after = stats();
+	if (block != MAP_FAILED)
+		munmap(block, 4096);
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
+	cr_assert_neq(q, p, "it could not grow in place");
+	cr_assert_eq((uintptr_t)q % table, 0, "moved off a table's boundary: %p", (void *)q);
+	cr_assert_eq(A(malloc_usable_size)(q), (25u << 20) + 12288, "a quarter more, in pages");
+	cr_assert_eq(came, 2560, "the first 10 MiB came along resident: %zu pages", came);
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes,
+	             (25u << 20) + 12288 - ((10u << 20) + 16384));
+	cr_assert_eq((vm_q - vm) << 10, (25 << 20) + 12288 - ((10 << 20) + 16384),
+	             "VmSize rose by %ld KiB", vm_q - vm);
 	A(free)(q);
 	A(free)(r);
 }
