@@ -3231,6 +3231,55 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	A(free)(r);
 }
 
+/* Mappings recycled by threads at once: each malloc of 4-12 MiB takes a cached mapping (or
+ * grows or maps one), each free puts one back or unmaps one. */
+static void *recycle_mappings_loop(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (int i = 0; i < 3000; i++) {
+		seed = seed * 1103515245u + 12345u;
+		size_t n = ((size_t)4 << 20) + (size_t)(seed >> 8) % ((size_t)8 << 20);
+		char *p = A(malloc)(n);
+		cr_assert_not_null(p);
+		p[0] = 1;
+		p[n - 1] = 1;
+		A(free)(p);
+	}
+	return NULL;
+}
+
+/* The counters only direct.c writes (direct_mappings, direct_bytes, direct_cache_bytes,
+ * direct_cache_hits) are written under its lock with a plain add, not a locked one: one
+ * written outside the lock would lose updates when threads recycle mappings at once. After
+ * four threads' 12,000 reuses and a trim that empties the cache, they read exactly what is
+ * left: the one live mapping, nothing cached, and every malloc a hit or a new mapping. */
+Test(mapping_cache, its_own_counters_stay_exact_when_threads_recycle_mappings)
+{
+	set("decay_ms", 0);
+	void *r = recycle_mappings();
+	struct la_counters before = stats();
+	pthread_t t[4];
+	for (uintptr_t i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, recycle_mappings_loop, (void *)(i + 1)),
+		             0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	struct la_counters mid = stats();
+	A(malloc_trim)(0);
+	struct la_counters after = stats();
+	cr_assert_eq(mid.direct_mappings, before.direct_mappings, "%llu live mappings, %llu before",
+	             (unsigned long long)mid.direct_mappings,
+	             (unsigned long long)before.direct_mappings);
+	cr_assert_eq(mid.direct_bytes, before.direct_bytes, "%llu bytes live, %llu before",
+	             (unsigned long long)mid.direct_bytes, (unsigned long long)before.direct_bytes);
+	cr_assert_eq(after.direct_cache_bytes, 0, "%llu bytes cached after the trim",
+	             (unsigned long long)after.direct_cache_bytes);
+	uint64_t hits = mid.direct_cache_hits - before.direct_cache_hits;
+	cr_assert_gt(hits, 6000, "%llu of 12000 mallocs took a cached mapping",
+	             (unsigned long long)hits);
+	A(free)(r);
+}
+
 /* The quarter more a cached mapping is grown with serves the next, longer request with
  * no system call (a program whose sizes vary would otherwise remap at most requests, and
  * most remaps move the mapping); no further than the largest request since the last trim. */
