@@ -9,6 +9,8 @@
  * way; the parent's queue must drain as usual. Linked with liballoc.a. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <libgen.h>
+#include <linux/magic.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <linux/futex.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -106,6 +109,28 @@ static void stats_child(void)
 		syscall(SYS_futex, stats_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
 }
 
+/* The child's minor faults when its first fork handler runs (this file's: registered
+ * before liballoc's, child handlers run in the order of registration) and, where a test
+ * registered faults_child_last after liballoc's, when its last one does: the faults of
+ * liballoc's handler in between, in faults_shared (a shared page the parent reads). */
+static long faults_first;
+static long *faults_shared;
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_minflt;
+}
+static void faults_child_first(void)
+{
+	faults_first = minor_faults();
+}
+static void faults_child_last(void)
+{
+	if (faults_shared)
+		*faults_shared = minor_faults() - faults_first;
+}
+
 __attribute__((constructor)) static void register_cut(void)
 {
 	pthread_atfork(stats_prepare, stats_parent, stats_child);
@@ -113,6 +138,7 @@ __attribute__((constructor)) static void register_cut(void)
 	pthread_atfork(cut_prepare, NULL, NULL);
 	pthread_atfork(ring_cut_prepare, NULL, NULL);
 	pthread_atfork(stamp_prepare, NULL, NULL);
+	pthread_atfork(NULL, NULL, faults_child_first);
 }
 
 static void set(const char *name, int64_t v)
@@ -1248,4 +1274,88 @@ Test(fork, a_child_counts_what_it_held_at_the_fork_not_what_its_parent_wrote_aft
 	stats_flag = NULL;
 	__atomic_fetch_sub(&arenas[0].c->munmap_calls, 1000, __ATOMIC_RELAXED);
 	cr_assert_eq(got, 0, "the child counts the 1000 calls its parent added after the fork");
+}
+
+static int child_exits(void)
+{
+	return 0;
+}
+
+/* The faults liballoc's child handler took in a child forked now (median of 5). */
+static long handler_faults(void)
+{
+	long got[5];
+	for (int i = 0; i < 5; i++) {
+		*faults_shared = -1;
+		cr_assert_eq(fork_run(child_exits), 0);
+		cr_assert_geq(*faults_shared, 0, "the last child handler ran");
+		got[i] = *faults_shared;
+	}
+	for (int i = 1; i < 5; i++)
+		for (int j = i; j > 0 && got[j] < got[j - 1]; j--) {
+			long t = got[j];
+			got[j] = got[j - 1];
+			got[j - 1] = t;
+		}
+	return got[2];
+}
+
+/* The pages of its parent's statistics a child copies, in its segment (its first pages). */
+static size_t copied_pages(void)
+{
+	struct la_shm_header *h = shm_header();
+	return (h->off_arenas + h->arena_count * h->arena_stride + 4095) / 4096;
+}
+
+/* A forked child maps the pages of the segment it copied from its parent's file (the
+ * statistics of every arena, ~2 KiB each) in one fault, not one a page: its handler reads
+ * the first page of its new file, and the kernel maps the cached pages around the fault
+ * (tmpfs), before the handler writes them. Two children, forked before and after the
+ * parent's arenas grew by 16: the later one copies 8 pages of statistics more, and its
+ * handler takes more faults only for the arenas' own structures (which it writes, ~1.8 KiB
+ * each), not for those pages (before: 24 and 38 faults with 2 and 10 pages copied). */
+Test(fork, a_child_maps_the_segment_it_copied_in_one_fault)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	cr_skip_test("the sanitizer's shadow pages fault beside liballoc's");
+#endif
+	wait_named();
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s", shm_path());
+	struct statfs fs;
+	if (statfs(dirname(dir), &fs) != 0 || fs.f_type != TMPFS_MAGIC)
+		cr_skip_test("the run directory is not on tmpfs (its file is advised MADV_RANDOM)");
+	set("decay_ms", 0); /* no decay pass meanwhile */
+	set("arena_max", 64);
+	A(free)(A(malloc)(64)); /* this thread has its own arena */
+	faults_shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(faults_shared, MAP_FAILED);
+	pthread_atfork(NULL, NULL, faults_child_last); /* after liballoc's */
+	size_t pages_before = copied_pages();
+	uint32_t arenas_before = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	long before = handler_faults();
+	enum { OWNERS = 16 };
+	struct owner o[OWNERS];
+	pthread_t t[OWNERS];
+	for (int i = 0; i < OWNERS; i++)
+		start_owner(&o[i], fill_small_large, &t[i]);
+	size_t pages_after = copied_pages();
+	uint32_t arenas_after = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	cr_assert_geq(pages_after, pages_before + 8, "16 arenas more: %zu -> %zu pages copied",
+	              pages_before, pages_after);
+	long after = handler_faults();
+	for (int i = 0; i < OWNERS; i++) {
+		pthread_barrier_wait(&o[i].done);
+		pthread_join(t[i], NULL);
+	}
+	/* the new arenas' structures, which the handler writes (arena_reinit_child) */
+	long structs =
+	        (long)(((arenas_after - arenas_before) * sizeof(struct arena) + 4095) / 4096) + 1;
+	cr_log_info("child handler: %ld faults with %zu pages copied, %ld with %zu (arenas' "
+	            "structures: %ld pages more)",
+	            before, pages_before, after, pages_after, structs);
+	cr_assert_leq(after - before, structs + 2,
+	              "the child's handler took %ld faults with %zu pages of statistics to copy, "
+	              "%ld with %zu (%ld pages of arena structures more): a fault a page",
+	              before, pages_before, after, pages_after, structs);
 }
