@@ -1432,6 +1432,40 @@ Test(large_heap, an_emptied_second_one_waits_for_the_control_thread)
 			A(free)(b[i]);
 }
 
+/* ... and so does one that starts a page (free reads the descriptor of the span starting
+ * at a page-aligned pointer first: a small span's is no large block). */
+Test(large_heap, a_page_aligned_small_block_placed_there_goes_to_its_bin)
+{
+	char *q, *b[SMALL_IN_LARGE_N];
+	small_in_large(&q, b);
+	int k = -1;
+	for (int i = 0; i < SMALL_IN_LARGE_N && k < 0; i++)
+		if (b[i] && in_large_heap(b[i]) && !((uintptr_t)b[i] & 4095))
+			k = i;
+	cr_assert_geq(k, 0, "(set-up: no page-aligned small block in the heap of large blocks)");
+	char *r = b[k];
+	b[k] = NULL;
+	A(free)(r);
+	cr_assert_eq(A(malloc)(1024), r, "the next malloc of its class did not take it back");
+	A(free)(r);
+	A(free)(q);
+	for (int i = 0; i < SMALL_IN_LARGE_N; i++)
+		A(free)(b[i]);
+	A(free)(keep_small_in_large);
+}
+
+/* A pointer to a page inside one of its large blocks (a page that starts no span) is
+ * invalid: free aborts (README: checks), the block stays the program's. */
+Test(large_heap, a_page_inside_its_block_freed_aborts_in_free, .signal = SIGABRT)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *p = A(malloc)(12 * 4096);
+	cr_assert(in_large_heap(p), "(set-up)");
+	A(free)(p + 4096);
+	cr_assert_fail("free of a page inside a block returned");
+}
+
 /* Double frees abort inside the second free (README: checks), for both kinds of block. */
 Test(large_heap, a_small_block_placed_there_freed_twice_aborts_in_free, .signal = SIGABRT)
 {
