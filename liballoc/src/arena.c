@@ -1082,18 +1082,6 @@ LA_INLINE void push_span_done(struct arena *a, struct span *s)
 		maybe_release_span(a, heap_of(s), s); /* descriptors live in their heap */
 }
 
-/* s->used += k (mod 2^16), in memory: one add on x86-64 (gcc 12 kept a copy of the count
- * in a register and loaded it again after each add; k a word: as 16 bits, it stored k's
- * low half to the stack at every change of span) */
-LA_INLINE void span_used_add(struct span *s, uintptr_t k)
-{
-#if defined(__x86_64__)
-	__asm__("addw %w1, %0" : "+m"(s->used) : "r"(k) : "cc");
-#else
-	s->used = (uint16_t)(s->used + (uint16_t)k);
-#endif
-}
-
 /* s->used -= k (mod 2^16); whether it reached 0 (a subtraction and its flag) */
 LA_INLINE bool span_used_sub_zero(struct span *s, uintptr_t k)
 {
