@@ -729,6 +729,12 @@ LA_COLD static void corrupt_span_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
+/* A link's offset in its span out of it or not on a block start (span_pop_many) */
+LA_INLINE bool pop_link_bad(uintptr_t off, uintptr_t bytes, uint32_t recip)
+{
+	return off >= bytes || !sc_divides((uint32_t)off, recip);
+}
+
 /* Pop up to k freed blocks from a span into out[0..] in list order (lock held); returns
  * how many (0: it has none). Each link must name a block start of the same span
  * (sc_divisible is exact over a span: sizeclass.h). The list head, the span's range and the
@@ -745,18 +751,36 @@ static inline uint32_t span_pop_many(struct heap *h, struct span *s, void **out,
 	__asm__("" : "+r"(nbase));
 	const uintptr_t bytes = (uintptr_t)s->npages << LA_PAGE_SHIFT;
 	const uint32_t recip = sc_recip[s->cls];
+	/* the next link out of the span, or not on a block start: the list ends there (NULL
+	 * fails the range check too: no test of its own), or it is corrupt */
+#define POP_BAD(p) unlikely(pop_link_bad((p) + nbase, bytes, recip))
 	void **o = out, **end = out + k; /* no count kept: got is o - out at the end */
-	do {
+	if (k & 1) {
 		*o++ = (void *)p;
 		p = link_next(p);
-		/* the list's end (NULL) fails the range check too: no test of its own */
-		uintptr_t off = p + nbase;
-		if (unlikely(off >= bytes || !sc_divides((uint32_t)off, recip))) {
-			if (p)
-				corrupt_span_list();
-			break;
+		if (POP_BAD(p))
+			goto ended;
+	}
+	/* two blocks a step: the loop's test and index once for both */
+	while (o < end) {
+		o[0] = (void *)p;
+		p = link_next(p);
+		if (POP_BAD(p)) {
+			o++;
+			goto ended;
 		}
-	} while (o < end);
+		o[1] = (void *)p;
+		p = link_next(p);
+		o += 2;
+		if (POP_BAD(p))
+			goto ended;
+	}
+	goto done;
+#undef POP_BAD
+ended:
+	if (p)
+		corrupt_span_list();
+done:;
 	uint32_t got = (uint32_t)(o - out);
 	s->free = (void *)p;
 	s->used = (uint16_t)(s->used + got);
