@@ -376,13 +376,20 @@ static void *map_on_table(size_t len)
 	return p;
 }
 
-/* Mapping p of old bytes grown to len (table_round), moved where it must: NULL when it
- * cannot grow (it is as it was then). */
+/* Mapping p of old bytes grown to len: in place where the address space after it is free,
+ * else moved (table_round); NULL when it cannot grow (it is as it was then). In place
+ * first: a mapping that grows into the room its last growth's rounding left (a program whose
+ * largest request creeps up grows each mapping again by a few pages) takes one mremap, not
+ * one and a munmap of the rounding. */
 static void *grow_on_table(void *p, size_t old, size_t len)
 {
 	size_t r = table_round(len);
 	int saved = errno;
-	void *q = os_remap(p, old, r, pc());
+	void *q = r > len ? os_remap_in_place(p, old, len, pc()) : NULL;
+	if (q)
+		return q;
+	errno = saved;
+	q = os_remap(p, old, r, pc());
 	if (!q && r > len) {
 		errno = saved;
 		return os_remap(p, old, len, pc());

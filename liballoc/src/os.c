@@ -322,6 +322,21 @@ void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 	return q;
 }
 
+void *os_remap_in_place(void *p, size_t old_size, size_t new_size, struct la_counters *c)
+{
+	void *q = mremap(p, old_size, new_size, 0);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q == MAP_FAILED) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (new_size > old_size)
+		STAT_ADD(c, mmap_bytes, new_size - old_size);
+	else
+		STAT_ADD(c, munmap_bytes, old_size - new_size);
+	return q;
+}
+
 size_t os_resident(void *p, size_t size)
 {
 	unsigned char vec[1024];

@@ -62,6 +62,8 @@ static inline bool os_goal_met(void)
 	return os_measure != NULL && os_goal != 0 && *os_measure >= os_goal;
 }
 void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c);
+/* os_remap without moving: NULL (errno ENOMEM) when the address space after p is taken. */
+void *os_remap_in_place(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 /* Move the pages of mapping [p, p + size) to [to, to + size), replacing what was mapped
  * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was, and
  * the target range is mapped: fresh pages where the kernel unmapped it before refusing). */

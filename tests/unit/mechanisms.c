@@ -3265,6 +3265,46 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	A(free)(r);
 }
 
+/* A cached mapping grown where the address space after it is free stays where it is, with
+ * one mremap: not grown to whole page tables and the rounding unmapped again (a program
+ * whose largest request creeps up by a few pages grew its mappings so each time: two system
+ * calls a growth). */
+Test(mapping_cache, a_growth_into_free_address_space_takes_one_call_in_place)
+{
+	if (os_thp_always())
+		cr_skip_test("THP always: mappings are placed where the kernel puts them");
+	set("decay_ms", 0);
+	set("mmap_dynamic", 0); /* (the threshold stays: 9 MiB blocks stay mappings) */
+	A(malloc_trim)(0);      /* the largest request lately: the 9 MiB below */
+	A(free)(A(malloc)(9 << 20));
+	void *r = A(malloc)(9 << 20);          /* recycled now (kept live: it would serve below) */
+	char *p = A(malloc)((8 << 20) + 5000); /* made as 10 MiB, the last 2 MiB - 8 KiB unmapped */
+	size_t had = A(malloc_usable_size)(p);
+	cr_assert_eq(had, (8u << 20) + 8192);
+	A(free)(p);
+	/* the address space up to p + 10 MiB must be free (the probe finds out, and leaves it so) */
+	void *probe = mmap(p + had, (10 << 20) - had, PROT_NONE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (probe != MAP_FAILED)
+		munmap(probe, (10 << 20) - had);
+	if (probe != p + had) {
+		A(free)(r);
+		cr_skip_test("the address space after the mapping is taken");
+	}
+	struct la_counters before = stats();
+	char *q = A(malloc)((8 << 20) + (100 << 10)); /* grown to 9 MiB, the largest lately */
+	struct la_counters after = stats();
+	cr_assert_eq(q, p, "moved");
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1);
+	cr_assert_eq(A(malloc_usable_size)(q), 9u << 20);
+	cr_assert_eq(after.mmap_calls - before.mmap_calls, 1, "%llu mremap calls",
+	             (unsigned long long)(after.mmap_calls - before.mmap_calls));
+	cr_assert_eq(after.munmap_calls, before.munmap_calls, "%llu munmap calls",
+	             (unsigned long long)(after.munmap_calls - before.munmap_calls));
+	A(free)(q);
+	A(free)(r);
+}
+
 /* Mappings recycled by threads at once: each malloc of 4-12 MiB takes a cached mapping (or
  * grows or maps one), each free puts one back or unmaps one. */
 static void *recycle_mappings_loop(void *arg)
