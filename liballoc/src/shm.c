@@ -1475,15 +1475,17 @@ static bool fork_file(size_t used)
 	bool ok = (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
 	           write_range(fd, seg, 0, used)) &&
 	          write_zeros(fd, tmpfs, zero_page, OFF_MAILBOX, SEG_SIZE) && map_file(fd, tmpfs);
-	/* The pages copied are in the page cache: a read of the first maps them all in one
-	 * fault (the kernel maps the cached pages around a read fault of a shared file, 64 KiB
-	 * of them, writable on tmpfs, which tracks no dirty pages; a write fault maps its page
-	 * alone). The handler writes every one of them next (shm_fork_child: the statistics
-	 * as they were at the clone): a fault a page (~2 KiB an arena) without the read, 16
-	 * of 17 for the child of a process with 33 arenas. A file elsewhere is advised
-	 * MADV_RANDOM (map_file), which the read would not change. */
+	/* The pages copied are in the page cache: a read fault maps the cached pages around it
+	 * (16 pages: from the mapping's start, else the 64 KiB-aligned window of the address),
+	 * writable on tmpfs, which tracks no dirty pages; a write fault maps its page alone.
+	 * The handler writes every one of them next (shm_fork_child: the statistics as they
+	 * were at the clone): a fault a page (~2 KiB an arena) without the reads. A read of
+	 * each page in turn faults only where the last fault's window ended (the child of a
+	 * process with 61 arenas, 31 pages: 131.8 faults, 145.0 with a read of the first page
+	 * only, 159.9 with none). A file elsewhere is advised MADV_RANDOM (map_file). */
 	if (ok && tmpfs)
-		(void)*(volatile const char *)seg_area;
+		for (size_t off = 0; off < used; off += LA_SHM_PAGE)
+			(void)((volatile const char *)seg_area)[off];
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
