@@ -463,3 +463,28 @@ Test(corruption, free_list_link_pointing_between_blocks)
 {
 	expect_abort(corrupt_link_low_bits, "liballoc: malloc(): corrupted free list detected");
 }
+
+/* The link of any freed block is checked when its block is taken, wherever it lies in the
+ * list: a refill takes blocks from a span's list several at a time (two a step, the first
+ * of an odd count alone), and each position has its own check. */
+static char *corrupt_blocks[CORRUPT_N];
+static int corrupt_at;
+
+static void corrupt_link_at(void)
+{
+	for (int i = 0; i < CORRUPT_N; i++)
+		corrupt_blocks[i] = A(malloc)(48);
+	for (int i = 0; i + 1 < CORRUPT_N; i++) /* the last one keeps the span in use */
+		A(free)(corrupt_blocks[i]);
+	if (!liballoc_flush_caches)
+		abort();
+	liballoc_flush_caches();
+	A(malloc_trim)(0);
+	memset(corrupt_blocks[corrupt_at], 0x41, 8);
+	allocate_past_it();
+}
+Test(corruption, a_corrupted_link_is_caught_wherever_it_lies_in_the_list)
+{
+	for (corrupt_at = 0; corrupt_at < 8; corrupt_at++)
+		expect_abort(corrupt_link_at, "liballoc: malloc(): corrupted free list detected");
+}
