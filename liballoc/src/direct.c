@@ -132,22 +132,21 @@ static struct la_counters *pc(void)
 	return &shm_process_block()->c;
 }
 
-/* Bytes of a mapping that left the cache (reused or unmapped): no longer free resident
- * (direct_cache_bytes went down as it left: cache_remove). */
-static void uncache(size_t len, size_t resident, bool unmapped)
-{
-	STAT_SUB(pc(), free_resident_bytes, resident);
-	STAT_SUB(pc(), data_resident_bytes, resident);
-	if (unmapped)
-		STAT_SUB(pc(), address_space_bytes, len);
-}
-
 /* The counters of the process block that only this file writes, and only under
- * direct_lock: direct_mappings, direct_bytes, direct_cache_bytes, direct_cache_hits. A plain
- * add to memory each (STAT_ADD_LOCKED), not a locked instruction: a cached mapping's reuse
- * and its free made twelve locked adds and subtracts between them, most of the ~70 ns
- * each took beside the lock (bench/README.md, session 23). The others (allocated, resident,
- * address space) are shared with the heaps and stay atomic. */
+ * direct_lock: direct_mappings, direct_bytes, direct_cache_bytes, direct_cache_hits, and
+ * allocated_bytes, free_resident_bytes, data_resident_bytes (the heaps count theirs in their
+ * arenas' blocks). A plain add to memory each (STAT_ADD_LOCKED), not a locked instruction:
+ * a cached mapping's reuse and its free made twelve locked adds and subtracts between them,
+ * most of the ~70 ns each took beside the lock (bench/README.md, session 23). The address
+ * space and system-call counts, which other files write too, stay atomic. */
+
+/* Lock held: the pages of a mapping that leaves the cache (reused or unmapped) are no
+ * longer free resident, nor resident data until it is handed out again. */
+static void uncache_locked(size_t resident)
+{
+	STAT_SUB_LOCKED(pc(), free_resident_bytes, resident);
+	STAT_SUB_LOCKED(pc(), data_resident_bytes, resident);
+}
 
 /* Lock held: a live mapping of len bytes freed (direct_mappings, direct_bytes; the caller
  * counts allocated_bytes and the pages: unmapped, adopted or cached) */
@@ -427,13 +426,14 @@ static void remember_dropped(size_t len)
 	dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
 }
 
-/* Lock held: entry i leaves the cache (its bytes, and its trial bytes, uncounted); the
- * last entry takes its place. Returns it. */
+/* Lock held: entry i leaves the cache (its bytes, its resident pages, and its trial bytes,
+ * uncounted); the last entry takes its place. Returns it. */
 static struct dcached cache_remove(unsigned i)
 {
 	struct dcached e = dcache[i];
 	dcache_bytes -= e.len;
 	STAT_SUB_LOCKED(pc(), direct_cache_bytes, e.len);
+	uncache_locked(e.resident);
 	if (e.trial)
 		__atomic_store_n(&trial_bytes, trial_bytes - e.len, __ATOMIC_RELAXED);
 	if (e.lend)
@@ -618,11 +618,12 @@ static void lend_to(struct heap *h, uint32_t fresh)
 		e->resident -= res;
 		dcache_bytes -= k;
 		STAT_SUB_LOCKED(pc(), direct_cache_bytes, k);
+		uncache_locked(res);
 		__atomic_store_n(&trial_bytes, trial_bytes - k, __ATOMIC_RELAXED);
 		__atomic_store_n(&lend_bytes, lend_bytes - k, __ATOMIC_RELAXED);
 	}
 	la_unlock(&direct_lock);
-	uncache(k, res, true);
+	STAT_SUB(pc(), address_space_bytes, k);
 	if (drop || !heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
 		os_unmap(p, k, pc());
 	else if (res < k)
@@ -674,11 +675,11 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 				STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
 				STAT_ADD_LOCKED(sc, direct_mappings, 1);
 				STAT_ADD_LOCKED(sc, direct_bytes, c.len);
+				STAT_ADD_LOCKED(sc, allocated_bytes, c.len);
+				STAT_ADD_LOCKED(sc, data_resident_bytes, c.len);
 			}
 			la_unlock(&direct_lock);
-			STAT_SUB(sc, free_resident_bytes, c.resident);
 			if (!ok) {
-				STAT_SUB(sc, data_resident_bytes, c.resident);
 				STAT_SUB(sc, address_space_bytes, c.len);
 				os_unmap(c.base, c.len, sc);
 				errno = ENOMEM;
@@ -686,15 +687,11 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 			}
 			if (fresh)
 				*fresh = false;
-			STAT_ADD(sc, allocated_bytes, c.len);
-			/* its resident pages were counted data_resident_bytes while it was cached */
-			STAT_ADD(sc, data_resident_bytes, c.len - c.resident);
 			return c.base;
 		}
 		la_unlock(&direct_lock);
 	}
 	if (hit) {
-		uncache(c.len, c.resident, false);
 		base = fit_cached(&c, len, purge);
 		hit = base != NULL;
 		got = c.len;
@@ -710,7 +707,6 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		lent = lend_take(len, fresh != NULL, &c);
 		la_unlock(&direct_lock);
 		if (lent) {
-			uncache(c.len, c.resident, false);
 			base = os_remap(c.base, c.len, len, pc());
 			if (base) {
 				STAT_ADD(pc(), address_space_bytes, len);
@@ -745,6 +741,8 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	if (ok) {
 		STAT_ADD_LOCKED(pc(), direct_mappings, 1);
 		STAT_ADD_LOCKED(pc(), direct_bytes, got);
+		STAT_ADD_LOCKED(pc(), allocated_bytes, got);
+		STAT_ADD_LOCKED(pc(), data_resident_bytes, got);
 	}
 	la_unlock(&direct_lock);
 	if (!ok) {
@@ -753,8 +751,6 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		errno = ENOMEM;
 		return NULL;
 	}
-	STAT_ADD(pc(), allocated_bytes, got);
-	STAT_ADD(pc(), data_resident_bytes, got);
 	return (void *)user;
 }
 
@@ -780,7 +776,7 @@ int direct_free(void *p)
 	drop_stale_trial();
 	uintptr_t user = (uintptr_t)p;
 	void *evict[DCACHE_SLOTS];
-	size_t evict_len[DCACHE_SLOTS], evict_res[DCACHE_SLOTS];
+	size_t evict_len[DCACHE_SLOTS];
 	unsigned nevict = 0;
 	la_lock(&direct_lock);
 	struct dmap *m = find_slot(user);
@@ -824,11 +820,11 @@ int direct_free(void *p)
 	            arena_short_of(len + lend_bytes);
 	if (lend)
 		trial = cached = true;
+	STAT_SUB_LOCKED(sc, allocated_bytes, len);
 	if (!cached) {
 		dfreed[dfreed_next++ % DFREED_RING] = user;
+		STAT_SUB_LOCKED(sc, data_resident_bytes, len);
 		la_unlock(&direct_lock);
-		STAT_SUB(sc, allocated_bytes, len);
-		STAT_SUB(sc, data_resident_bytes, len);
 		STAT_SUB(sc, address_space_bytes, len);
 		/* blocks of its size came from the heaps before this free (a larger mapping's
 		 * free raised the threshold past it: a program whose blocks grew, realloc-growth's
@@ -856,24 +852,22 @@ int direct_free(void *p)
 				old = i;
 		struct dcached e = cache_remove(old);
 		evict[nevict] = e.base;
-		evict_len[nevict] = e.len;
-		evict_res[nevict++] = e.resident;
+		evict_len[nevict++] = e.len;
 	}
 	dcache[dcached_n++] = (struct dcached){
 	        base, len, user, decay_epoch, ++dcache_ids, resident, false, trial, lend, uses, 0};
 	dcache_bytes += len;
 	STAT_ADD_LOCKED(sc, direct_cache_bytes, len);
+	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
+	 * stay as they are */
+	STAT_ADD_LOCKED(sc, free_resident_bytes, resident);
 	if (trial)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
 	if (lend)
 		__atomic_store_n(&lend_bytes, lend_bytes + len, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
-	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
-	 * stay as they are */
-	STAT_SUB(sc, allocated_bytes, len);
-	STAT_ADD(sc, free_resident_bytes, resident);
 	for (unsigned i = 0; i < nevict; i++) {
-		uncache(evict_len[i], evict_res[i], true);
+		STAT_SUB(sc, address_space_bytes, evict_len[i]);
 		os_unmap(evict[i], evict_len[i], sc);
 	}
 	shm_note_retained();
@@ -948,16 +942,16 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	la_lock(&direct_lock);
 	bool ok =
 	        insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked);
-	if (q && len != old)
+	if (q && len != old) {
 		STAT_ADD_LOCKED(pc(), direct_bytes, len - old);
+		STAT_ADD_LOCKED(pc(), allocated_bytes, len - old);
+		STAT_ADD_LOCKED(pc(), data_resident_bytes, len - old);
+	}
 	la_unlock(&direct_lock);
 	if (!ok)
 		la_fatal("realloc()", "cannot register a direct mapping");
-	if (q && len != old) {
+	if (q && len != old)
 		STAT_ADD(pc(), address_space_bytes, len - old);
-		STAT_ADD(pc(), allocated_bytes, len - old);
-		STAT_ADD(pc(), data_resident_bytes, len - old);
-	}
 	return q;
 }
 
@@ -999,7 +993,7 @@ static void drop_cache(int which)
 	}
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < n; i++) {
-		uncache(gone[i].len, gone[i].resident, true);
+		STAT_SUB(pc(), address_space_bytes, gone[i].len);
 		os_unmap(gone[i].base, gone[i].len, pc());
 	}
 }
@@ -1021,18 +1015,13 @@ void direct_measure(void)
 		/* the mapping may be taken (even unmapped) meanwhile: mincore on it is harmless,
 		 * and the figure is applied only to the entry it was made for */
 		size_t res = os_resident(m.base, m.len);
-		size_t gone = 0;
 		la_lock(&direct_lock);
 		for (unsigned j = 0; j < dcached_n; j++)
 			if (dcache[j].id == m.id && dcache[j].resident > res) {
-				gone = dcache[j].resident - res;
+				uncache_locked(dcache[j].resident - res);
 				dcache[j].resident = res;
 			}
 		la_unlock(&direct_lock);
-		if (gone) {
-			STAT_SUB(pc(), free_resident_bytes, gone);
-			STAT_SUB(pc(), data_resident_bytes, gone);
-		}
 	}
 }
 

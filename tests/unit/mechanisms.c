@@ -26,6 +26,7 @@
 #include "liballoc.h"
 #include "os.h"
 #include "procstatus.h"
+#include "shm.h"
 #include "tcache.h"
 
 static struct la_counters stats(void)
@@ -3322,16 +3323,18 @@ static void *recycle_mappings_loop(void *arg)
 	return NULL;
 }
 
-/* The counters only direct.c writes (direct_mappings, direct_bytes, direct_cache_bytes,
- * direct_cache_hits) are written under its lock with a plain add, not a locked one: one
- * written outside the lock would lose updates when threads recycle mappings at once. After
- * four threads' 12,000 reuses and a trim that empties the cache, they read exactly what is
- * left: the one live mapping, nothing cached, and every malloc a hit or a new mapping. */
+/* The counters only direct.c writes in the process block (direct_mappings, direct_bytes,
+ * direct_cache_bytes, direct_cache_hits, allocated, free resident and resident data bytes)
+ * are written under its lock with a plain add, not a locked one: one written outside the
+ * lock would lose updates when threads recycle mappings at once. After four threads'
+ * 12,000 reuses and a trim that empties the cache, they read exactly what is left: the one
+ * live mapping, nothing cached, the bytes as before, most mallocs hits. */
 Test(mapping_cache, its_own_counters_stay_exact_when_threads_recycle_mappings)
 {
 	set("decay_ms", 0);
 	void *r = recycle_mappings();
-	struct la_counters before = stats();
+	struct la_counters before = stats(), pb;
+	la_counters_read(&pb, &shm_process_block()->c);
 	pthread_t t[4];
 	for (uintptr_t i = 0; i < 4; i++)
 		cr_assert_eq(pthread_create(&t[i], NULL, recycle_mappings_loop, (void *)(i + 1)),
@@ -3348,6 +3351,17 @@ Test(mapping_cache, its_own_counters_stay_exact_when_threads_recycle_mappings)
 	             (unsigned long long)mid.direct_bytes, (unsigned long long)before.direct_bytes);
 	cr_assert_eq(after.direct_cache_bytes, 0, "%llu bytes cached after the trim",
 	             (unsigned long long)after.direct_cache_bytes);
+	/* the process block's (the mappings'; the threads' own small blocks are the arenas') */
+	struct la_counters pa;
+	la_counters_read(&pa, &shm_process_block()->c);
+	cr_assert_eq(pa.allocated_bytes, pb.allocated_bytes, "%lld bytes allocated more",
+	             (long long)(pa.allocated_bytes - pb.allocated_bytes));
+	cr_assert_eq(pa.data_resident_bytes, pb.data_resident_bytes,
+	             "%lld bytes resident data more",
+	             (long long)(pa.data_resident_bytes - pb.data_resident_bytes));
+	cr_assert_eq(pa.free_resident_bytes, pb.free_resident_bytes,
+	             "%lld bytes free resident more",
+	             (long long)(pa.free_resident_bytes - pb.free_resident_bytes));
 	uint64_t hits = mid.direct_cache_hits - before.direct_cache_hits;
 	cr_assert_gt(hits, 6000, "%llu of 12000 mallocs took a cached mapping",
 	             (unsigned long long)hits);
