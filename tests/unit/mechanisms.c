@@ -3266,6 +3266,55 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	A(free)(r);
 }
 
+/* Where the rounding to whole page tables is refused (RLIMIT_AS leaves room for the size
+ * asked, not for the rounded length), a new mapping from the ceiling up is made, and a cached
+ * one that has to move is grown, to the size asked, and the malloc that succeeds keeps errno
+ * (the refused tries set ENOMEM). */
+Test(mapping_cache, the_rounding_refused_maps_and_grows_the_size_asked_and_keeps_errno)
+{
+	if (os_thp_always())
+		cr_skip_test("THP always: mappings are not rounded");
+	set("decay_ms", 0);
+	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
+	/* 10 MiB + 16 KiB fits, its rounding to 12 MiB does not */
+	struct rlimit old = limit_address_space(11 << 20);
+	errno = 4242;
+	char *p = A(malloc)((10 << 20) + 12345);
+	int err = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_not_null(p, "refused: %s", strerror(err));
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert_eq(A(malloc_usable_size)(p), (10u << 20) + 16384, "the length asked, in pages");
+	memset(p, 1, 10 << 20);
+	size_t had = A(malloc_usable_size)(p);
+	/* the address space after it taken (if it is not already): a growth has to move */
+	void *block = mmap(p + had, 4096, PROT_NONE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	A(free)(p); /* cached: mappings are recycled */
+	cr_assert_eq(stats().direct_cache_bytes, had);
+	/* 14 MiB + 8 KiB is 4 MiB - 8 KiB more than the cached one: it fits; a quarter more
+	 * (17.5 MiB) does not, nor the 16 MiB of whole tables */
+	old = limit_address_space(5 << 20);
+	struct la_counters before = stats();
+	errno = 4242;
+	char *q = A(malloc)((14 << 20) + 5000);
+	err = errno;
+	struct la_counters after = stats();
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	if (block != MAP_FAILED)
+		munmap(block, 4096);
+	cr_assert_not_null(q, "refused: %s", strerror(err));
+	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert_eq(A(malloc_usable_size)(q), (14u << 20) + 8192, "the length asked, in pages");
+	cr_assert_eq(q[0], 1, "its pages came along");
+	cr_assert_eq(q[(10 << 20) - 1], 1, "its pages came along");
+	cr_assert_eq(after.address_space_bytes - before.address_space_bytes,
+	             (14u << 20) + 8192 - had);
+	A(free)(q);
+	A(free)(r);
+}
+
 /* A cached mapping grown where the address space after it is free stays where it is, with
  * one mremap: not grown to whole page tables and the rounding unmapped again (a program
  * whose largest request creeps up by a few pages grew its mappings so each time: two system
