@@ -164,6 +164,21 @@ void arena_detach(struct arena *a)
 		a->xfer_earned = a->xfer_misses = 0;
 	}
 	arena_unlock(a);
+	/* The frees the leaving thread handed to other arenas' rings and queues (blocks it
+	 * borrowed from them, or that their threads allocated), and those waiting in its own,
+	 * go back to their spans now too: they count in use until drained, and the owners'
+	 * next refill may never come (an idle main thread; without the decay pass, decay_ms
+	 * 0, nothing else drains them). So a process whose workers have ended holds no
+	 * waiting frees, and reclaimable says what flush + release + trim give back. */
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena *o = &arenas[i];
+		if (!remote_pending(o))
+			continue;
+		arena_lock(o);
+		arena_drain(o);
+		arena_unlock(o);
+	}
 }
 
 /* ---- pages ------------------------------------------------------------------------ */

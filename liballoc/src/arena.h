@@ -208,6 +208,8 @@ struct arena *arena_attach(struct arena *hint);
 #define ARENA_HELD_PAGES 16u
 /* Does an arena no thread uses hold ARENA_HELD_PAGES pages in use (a guess, no lock)? */
 bool arena_some_held(void);
+/* The calling thread leaves a (its cache was flushed): a's transfer cache goes back to its
+ * spans, and every arena's waiting remote frees are drained (they count in use until then). */
 void arena_detach(struct arena *a);
 
 LA_INLINE bool arena_lock(struct arena *a)
