@@ -177,6 +177,10 @@ void arena_detach(struct arena *a)
 			continue;
 		arena_lock(o);
 		arena_drain(o);
+		/* the drain put small blocks into the transfer cache (cached, pinning their
+		 * spans): they go back to their spans too, as the leaver's own did above */
+		if (o->xfer && o->xfer_bytes)
+			xfer_drain(o);
 		arena_unlock(o);
 	}
 }

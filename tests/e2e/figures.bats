@@ -67,19 +67,20 @@ near() {
 # check PID: the figures against /proc, then flush, release and trim against the RSS drop.
 # Sets RECLAIMABLE and RELEASED for the caller's own assertions.
 check() {
-	local pid=$1 fr res rec meta inuse rq rd
-	read -r fr res rec meta inuse rq rd < <("$ALLOCCTL" --json stats "$pid" | python3 -c "
+	local pid=$1 fr res rec meta inuse rq rd ca fg
+	read -r fr res rec meta inuse rq rd ca fg < <("$ALLOCCTL" --json stats "$pid" | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 m, t = d['process']['memory'], d['totals']
 print(m['free_resident_bytes'], m['resident_bytes'], m['reclaimable_bytes'], m['metadata_bytes'],
-      m['in_use_bytes'], t['remote_frees_queued'], t['remote_frees_drained'])")
+      m['in_use_bytes'], t['remote_frees_queued'], t['remote_frees_drained'],
+      m['cached_bytes'], m['fragmented_bytes'])")
 	local anon0 rss0 ranon0 rrss0
 	anon0=$(status "$pid" RssAnon)
 	rss0=$(status "$pid" VmRSS)
 	ranon0=$(rollup "$pid" Anonymous)
 	rrss0=$(rollup "$pid" Rss)
-	echo "pid $pid: free resident $fr, reclaimable $rec, allocator resident $res (metadata $meta, in use $inuse, remote frees queued $rq drained $rd); RssAnon $anon0, VmRSS $rss0, smaps_rollup Anonymous $ranon0 Rss $rrss0" >&2
+	echo "pid $pid: free resident $fr, reclaimable $rec, allocator resident $res (metadata $meta, in use $inuse, cached $ca, fragmented $fg, remote frees queued $rq drained $rd); RssAnon $anon0, VmRSS $rss0, smaps_rollup Anonymous $ranon0 Rss $rrss0" >&2
 	[ "$fr" -le "$anon0" ]
 	[ "$fr" -le "$ranon0" ]
 	[ "$res" -le $((rrss0 + 262144)) ]
