@@ -3262,6 +3262,20 @@ Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 	A(free)(r);
 }
 
+/* The address space right after mapping p taken (unless it already is), so that a growth of
+ * p has to move it: the page taken, or MAP_FAILED; let_go_of gives it back. */
+static void *take_the_page_after(char *p)
+{
+	return mmap(p + A(malloc_usable_size)(p), 4096, PROT_NONE,
+	            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+static void let_go_of(void *page)
+{
+	if (page != MAP_FAILED)
+		munmap(page, 4096);
+}
+
 /* A mapping the cache may grow (from the ceiling up) starts on a page table's 2 MiB
  * boundary, with the length asked, and a growth that has to move it moves it to such a
  * boundary too (the kernel moves whole page tables then, not every page's entry). The
@@ -3285,9 +3299,7 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	cr_assert_eq(mid.address_space_bytes - before.address_space_bytes, (10u << 20) + 16384);
 	cr_assert_eq((vm_p - vm) << 10, (10 << 20) + 16384, "VmSize rose by %ld KiB", vm_p - vm);
 	memset(p, 1, 10 << 20);
-	/* the address space after it taken (if it is not already): a growth has to move */
-	void *block = mmap(p + A(malloc_usable_size)(p), 4096, PROT_NONE,
-	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	void *block = take_the_page_after(p);
 	A(free)(p);
 	before = stats();
 	vm = status_kib("VmSize:");
@@ -3296,8 +3308,7 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	long vm_q = status_kib("VmSize:");
 	size_t came = resident_pages(q, 10 << 20);
 	struct la_counters after = stats();
-	if (block != MAP_FAILED)
-		munmap(block, 4096);
+	let_go_of(block);
 	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
 	cr_assert_neq(q, p, "it could not grow in place");
 	cr_assert_eq((uintptr_t)q % table, 0, "moved off a table's boundary: %p", (void *)q);
@@ -3332,9 +3343,7 @@ Test(mapping_cache, the_rounding_refused_maps_and_grows_the_size_asked_and_keeps
 	cr_assert_eq(A(malloc_usable_size)(p), (10u << 20) + 16384, "the length asked, in pages");
 	memset(p, 1, 10 << 20);
 	size_t had = A(malloc_usable_size)(p);
-	/* the address space after it taken (if it is not already): a growth has to move */
-	void *block = mmap(p + had, 4096, PROT_NONE,
-	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	void *block = take_the_page_after(p);
 	A(free)(p); /* cached: mappings are recycled */
 	cr_assert_eq(stats().direct_cache_bytes, had);
 	/* 14 MiB + 8 KiB is 4 MiB - 8 KiB more than the cached one: it fits; a quarter more
@@ -3346,8 +3355,7 @@ Test(mapping_cache, the_rounding_refused_maps_and_grows_the_size_asked_and_keeps
 	err = errno;
 	struct la_counters after = stats();
 	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
-	if (block != MAP_FAILED)
-		munmap(block, 4096);
+	let_go_of(block);
 	cr_assert_not_null(q, "refused: %s", strerror(err));
 	cr_assert_eq(after.direct_cache_hits - before.direct_cache_hits, 1, "the cached one grown");
 	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
