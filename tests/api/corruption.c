@@ -423,9 +423,10 @@ enum { CORRUPT_N = 300 };
 
 void liballoc_flush_caches(void) __attribute__((weak)); /* liballoc.h, preloaded or linked */
 
-static char *free_into_span(void)
+/* CORRUPT_N blocks of 48 B into p[], all but the last freed back onto their span's list
+ * (caches flushed); returns p[0]. */
+static char *free_into_span(char **p)
 {
-	char *p[CORRUPT_N];
 	for (int i = 0; i < CORRUPT_N; i++)
 		p[i] = A(malloc)(48);
 	for (int i = 0; i + 1 < CORRUPT_N; i++) /* the last one keeps the span in use */
@@ -444,7 +445,8 @@ static void allocate_past_it(void)
 }
 static void corrupt_link(void)
 {
-	char *p = free_into_span();
+	char *blocks[CORRUPT_N];
+	char *p = free_into_span(blocks);
 	memset(p, 0x41, 8); /* use after free: overwrite the free-list link */
 	allocate_past_it();
 }
@@ -455,7 +457,8 @@ Test(corruption, corrupted_free_list_link)
 
 static void corrupt_link_low_bits(void)
 {
-	char *p = free_into_span();
+	char *blocks[CORRUPT_N];
+	char *p = free_into_span(blocks);
 	p[0] ^= 0x08; /* the link still points into the same heap, but between blocks */
 	allocate_past_it();
 }
@@ -467,20 +470,13 @@ Test(corruption, free_list_link_pointing_between_blocks)
 /* The link of any freed block is checked when its block is taken, wherever it lies in the
  * list: a refill takes blocks from a span's list several at a time (two a step, the first
  * of an odd count alone), and each position has its own check. */
-static char *corrupt_blocks[CORRUPT_N];
 static int corrupt_at;
 
 static void corrupt_link_at(void)
 {
-	for (int i = 0; i < CORRUPT_N; i++)
-		corrupt_blocks[i] = A(malloc)(48);
-	for (int i = 0; i + 1 < CORRUPT_N; i++) /* the last one keeps the span in use */
-		A(free)(corrupt_blocks[i]);
-	if (!liballoc_flush_caches)
-		abort();
-	liballoc_flush_caches();
-	A(malloc_trim)(0);
-	memset(corrupt_blocks[corrupt_at], 0x41, 8);
+	char *blocks[CORRUPT_N];
+	free_into_span(blocks);
+	memset(blocks[corrupt_at], 0x41, 8);
 	allocate_past_it();
 }
 Test(corruption, a_corrupted_link_is_caught_wherever_it_lies_in_the_list)
