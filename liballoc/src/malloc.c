@@ -141,6 +141,47 @@ LA_NOINLINE static void *malloc_slow(size_t n)
 	return alloc_large_in(n, LA_ALIGN, NULL, false, false);
 }
 
+/* malloc_large's request when the large slot had no block for it, or the cold-bin sweep
+ * was due (sweep: run it, then look in the slot again): the arena's, as alloc_large_in
+ * goes on from the slot (the request is counted: tcache_large_event). */
+LA_NOINLINE static void *malloc_large_rest(size_t n, bool sweep)
+{
+	struct tcache *tc = &la_tcache;
+	void *p = NULL;
+	if (sweep) {
+		tcache_large_sweep(tc);
+		p = tcache_large_take(tc, n, LA_ALIGN, false);
+	}
+	if (!p)
+		p = tcache_alloc_large_slow(tc, n, LA_ALIGN, false);
+	if (!p)
+		p = direct_alloc(n, LA_ALIGN, NULL);
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+/* malloc of more than LA_SMALL_MAX bytes (malloc's last test). A live cache (set up after
+ * la_init: the library is ready), up to 1 MiB (no colour: colour_span) and below the
+ * mapping threshold: the request counted for the cold-bin sweep, then the large slot's
+ * block, as malloc_slow's alloc_large_in takes it, with no frame and none of malloc_slow's
+ * tests again (medsizes: half its mallocs, ~100 instructions a hit before); the slot had
+ * none, or the sweep is due: malloc_large_rest. Anything else: malloc_slow. */
+LA_NOINLINE static void *malloc_large(size_t n)
+{
+	struct tcache *tc = &la_tcache;
+	if (likely(tc->state == TC_LIVE && n < LA_COLOUR_FROM &&
+	           (int64_t)n < TUN(mmap_threshold))) {
+		if (unlikely(++tc->gc_large >= TC_GC_EVENTS))
+			return malloc_large_rest(n, true);
+		void *p = tcache_large_take(tc, n, LA_ALIGN, false);
+		if (likely(p != NULL))
+			return p;
+		return malloc_large_rest(n, false);
+	}
+	return malloc_slow(n);
+}
+
 /* The bin's top, which the caller loaded as top, moves by d slots (1 or -1). On x86-64 one
  * add to memory (`addq`/`subq $8`), where gcc computes top + d into the register and
  * stores it: one instruction fewer in malloc's and free's fast paths (the bin's cache line
@@ -258,7 +299,7 @@ LA_EXPORT void *LA_API(malloc)(size_t n)
 		struct tbin *bins = tc_enter_fast(tc);
 		return malloc_bin(tc, bins, sc_class_of(n) * (sizeof(struct tbin) / 8));
 	}
-	return malloc_slow(n);
+	return malloc_large(n);
 }
 LA_OWN(malloc);
 
@@ -366,14 +407,61 @@ LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
  * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
  * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
  * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
+/* free_large_keep's s, which the slot may take only once blocks went out, or declines
+ * (cache entered): tcache_free_large's slow path, else to its heap. */
+LA_NOINLINE LA_RACY_METADATA static void free_large_entered(struct heap *h, struct span *s)
+{
+	if (!tcache_free_large_slow(&la_tcache, s)) /* (keeps errno) */
+		free_large_arena(h, s);
+}
+
+/* free_large_keep's block when the slot grew past the bytes it published (cache entered) */
+LA_NOINLINE static void free_large_publish(void)
+{
+	struct tcache *tc = &la_tcache;
+	tcache_publish_large(tc);
+	tc_leave(tc);
+	shm_note_retained();
+}
+
+/* tcache_free_large and, declined, the arena's free, for free's large path: the slot's
+ * hit inline with every other way a tail call, so that free_in_large_heap's keeps no
+ * register across a call and needs no frame (medsizes: half its frees). Its block's span
+ * s (live, at p; h: its heap, of this thread's cache's arena). Its callers are not seen by
+ * TSan, as tcache_free_large (tcache.c) is not. */
+LA_INLINE void free_large_keep(struct heap *h, struct span *s)
+{
+	struct tcache *tc = &la_tcache;
+	if (unlikely(tc->state != TC_LIVE)) {
+		free_large_arena(h, s);
+		return;
+	}
+	if (unlikely(!tc_enter(tc))) {
+		tc_leave(tc);
+		free_large_arena(h, s);
+		return;
+	}
+	if (unlikely(!large_fits(tc, s) || !TUN(madvise_throttle) ||
+	             arena_parked_hint(tc->arena))) {
+		free_large_entered(h, s);
+		return;
+	}
+	s->offset = SPAN_OFFSET_CACHED; /* (large_keep) */
+	large_push(tc, s);
+	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_pub)) {
+		free_large_publish();
+		return;
+	}
+	tc_leave(tc);
+	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
+}
+
 LA_INLINE bool large_mine_take_span(struct heap *h, struct span *s)
 {
 	struct tcache *tc = &la_tcache;
 	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && tc->state != TC_NONE &&
 	           tc->arena == h->arena)) {
-		if (likely(tcache_free_large(tc, s))) /* keeps errno (its slow paths save it) */
-			return true;
-		free_large_arena(h, s);
+		free_large_keep(h, s); /* keeps errno (its slow paths save it) */
 		return true;
 	}
 	return false;

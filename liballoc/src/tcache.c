@@ -282,8 +282,7 @@ LA_INLINE void publish_bin(struct tcache *tc, unsigned c)
 	publish_count(tc, c, tbin_count(&tc->bins[c]));
 }
 
-/* The large slot's blocks in cached_bytes as they are now (its slow paths, flushes). */
-static void publish_large(struct tcache *tc)
+void tcache_publish_large(struct tcache *tc)
 {
 	uint64_t now = (uint64_t)tc->large_pages << LA_PAGE_SHIFT;
 	if (now != tc->large_pub && tc->arena) {
@@ -296,36 +295,7 @@ static void publish(struct tcache *tc)
 {
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		publish_bin(tc, c);
-	publish_large(tc);
-}
-
-LA_INLINE bool large_bin_empty(const struct tcache *tc, uint32_t np)
-{
-	return np <= TC_LARGE_EXACT ? !(tc->large_mask >> (np - 1) & 1) : !tc->large_long;
-}
-
-/* Put s at the head of its bin (the newest). */
-LA_INLINE void large_push(struct tcache *tc, struct span *s)
-{
-	uint32_t np = s->npages;
-	struct span **bin = large_bin_of(tc, np);
-	if (large_bin_empty(tc, np)) {
-		s->next = NULL;
-		s->prev = s;
-		*large_n_of(tc, np) = 1;
-		if (np <= TC_LARGE_EXACT)
-			tc->large_mask |= (uint64_t)1 << (np - 1);
-	} else {
-		struct span *head = *bin;
-		s->next = head;
-		s->prev = head->prev;
-		head->prev = s;
-		++*large_n_of(tc, np);
-	}
-	*bin = s;
-	tc->nlarge++;
-	tc->large_pages += np;
-	tc->large_newest = s;
+	tcache_publish_large(tc);
 }
 
 /* The block the bound sends back first: the oldest of the bin holding the most blocks
@@ -383,7 +353,7 @@ static LA_NOINLINE uint32_t flush_large(struct tcache *tc)
 	struct span *v[TC_LARGE_SLOTS_MAX];
 	uint32_t n = large_take_all(tc, v);
 	arena_large_return(tc->arena, v, n, true); /* their offsets back to 0 */
-	publish_large(tc);
+	tcache_publish_large(tc);
 	return n;
 }
 
@@ -459,7 +429,7 @@ static void large_narrow(struct tcache *tc)
 	}
 	if (k) {
 		arena_large_return(tc->arena, v, k, false);
-		publish_large(tc);
+		tcache_publish_large(tc);
 	}
 }
 
@@ -1231,36 +1201,9 @@ uint64_t tcache_published(const struct arena *a)
 	return bytes;
 }
 
-/* Not seen by TSan: the hint reads the arena's parked block without its lock, and the
- * span's offset is the owner's to write while the program holds the block (free_slow
- * and realloc read it without a lock too). The slot itself is ordered by tc_enter. */
-/* The slot's bound: may s go in with no block going out (nor the arena's parked one)? */
-LA_INLINE bool large_fits(const struct tcache *tc, const struct span *s)
-{
-	/* one block, as the arena parks one, until a malloc takes one back: a program that
-	 * frees each size once (a buffer grown by realloc) keeps no more */
-	uint32_t slots = tc->large_hot || tc->large_uses != tc->large_seen ? tc->large_slots : 1;
-	return tc->nlarge < slots &&
-	       (uint64_t)(tc->large_pages + s->npages) << LA_PAGE_SHIFT <= tc->large_max;
-}
-
-/* s into the slot (cache entered, the bound checked). */
-LA_INLINE void large_keep(struct tcache *tc, struct span *s)
-{
-	s->offset = SPAN_OFFSET_CACHED; /* a second free finds no block here */
-	large_push(tc, s);
-	/* counted cached from here, when the slot holds more than it published: a malloc
-	 * that takes a block back leaves the figure as it is, and a free that only takes
-	 * the slot back to it too (no locked instruction a pair: in use and cached trade
-	 * their bytes until the slot's next slow path, a flush or the decay pass's look, as
-	 * a bin's do until its refill) */
-	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_pub))
-		publish_large(tc);
-}
-
 /* tcache_free_large when blocks must go out first, or s is declined (cache entered). Not
  * seen by TSan, as tcache_free_large: the hint reads the arena's parked block unlocked. */
-LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, struct span *s)
+LA_RACY_METADATA LA_NOINLINE bool tcache_free_large_slow(struct tcache *tc, struct span *s)
 {
 	int saved = errno; /* free keeps errno: malloc.c's free_large_mine saves it only
 	                    * around the arena's free, not around the slot's hit */
@@ -1285,7 +1228,7 @@ LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, stru
 		 * slot's and, taken, the arena's */
 		arena_large_return(tc->arena, v, k, false);
 	if (decline) {
-		publish_large(tc);
+		tcache_publish_large(tc);
 		tc_leave(tc);
 		errno = saved;
 		return false;
@@ -1297,6 +1240,10 @@ LA_RACY_METADATA static LA_NOINLINE bool free_large_slow(struct tcache *tc, stru
 	return true;
 }
 
+/* Not seen by TSan: the hint reads the arena's parked block without its lock, and the
+ * span's offset is the owner's to write while the program holds the block (free_slow
+ * and realloc read it without a lock too). The slot itself is ordered by tc_enter.
+ * (malloc.c's free_large_keep takes the same steps, the hit with no call.) */
 LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 {
 	if (unlikely(tc->state != TC_LIVE))
@@ -1306,7 +1253,7 @@ LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
 		return false;
 	}
 	if (unlikely(!large_fits(tc, s) || !TUN(madvise_throttle) || arena_parked_hint(tc->arena)))
-		return free_large_slow(tc, s);
+		return tcache_free_large_slow(tc, s);
 	large_keep(tc, s);
 	tc_leave(tc);
 	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
@@ -1347,7 +1294,7 @@ LA_NOINLINE void *tcache_alloc_large_slow(struct tcache *tc, size_t size, size_t
 		large_unlink(tc, give);
 	}
 	void *p = arena_alloc_large(a, size, align, room, give);
-	publish_large(tc);
+	tcache_publish_large(tc);
 	tc_leave(tc);
 	return p;
 }

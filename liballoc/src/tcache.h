@@ -20,7 +20,9 @@
 #include "arena.h"
 #include "common.h"
 #include "lock.h"
+#include "shm.h"
 #include "sizeclass.h"
+#include "tunables.h"
 
 /* A bin: slot[1..count] hold its blocks, top points at slot[count] (popped next); slot[0]
  * is always NULL, so the pop of an empty bin reads NULL and needs no test of its own, and
@@ -480,6 +482,66 @@ LA_INLINE struct span *large_pop_exact(struct tcache *tc, unsigned k)
 		tc->large_newest = NULL;
 	return s;
 }
+
+/* The large slot's blocks in cached_bytes as they are now (its slow paths, flushes). */
+void tcache_publish_large(struct tcache *tc);
+
+LA_INLINE bool large_bin_empty(const struct tcache *tc, uint32_t np)
+{
+	return np <= TC_LARGE_EXACT ? !(tc->large_mask >> (np - 1) & 1) : !tc->large_long;
+}
+
+/* Put s at the head of its bin (the newest). */
+LA_INLINE void large_push(struct tcache *tc, struct span *s)
+{
+	uint32_t np = s->npages;
+	struct span **bin = large_bin_of(tc, np);
+	if (large_bin_empty(tc, np)) {
+		s->next = NULL;
+		s->prev = s;
+		*large_n_of(tc, np) = 1;
+		if (np <= TC_LARGE_EXACT)
+			tc->large_mask |= (uint64_t)1 << (np - 1);
+	} else {
+		struct span *head = *bin;
+		s->next = head;
+		s->prev = head->prev;
+		head->prev = s;
+		++*large_n_of(tc, np);
+	}
+	*bin = s;
+	tc->nlarge++;
+	tc->large_pages += np;
+	tc->large_newest = s;
+}
+
+/* The slot's bound: may s go in with no block going out (nor the arena's parked one)? */
+LA_INLINE bool large_fits(const struct tcache *tc, const struct span *s)
+{
+	/* one block, as the arena parks one, until a malloc takes one back: a program that
+	 * frees each size once (a buffer grown by realloc) keeps no more */
+	uint32_t slots = tc->large_hot || tc->large_uses != tc->large_seen ? tc->large_slots : 1;
+	return tc->nlarge < slots &&
+	       (uint64_t)(tc->large_pages + s->npages) << LA_PAGE_SHIFT <= tc->large_max;
+}
+
+/* s into the slot (cache entered, the bound checked). */
+LA_INLINE void large_keep(struct tcache *tc, struct span *s)
+{
+	s->offset = SPAN_OFFSET_CACHED; /* a second free finds no block here */
+	large_push(tc, s);
+	/* counted cached from here, when the slot holds more than it published: a malloc
+	 * that takes a block back leaves the figure as it is, and a free that only takes
+	 * the slot back to it too (no locked instruction a pair: in use and cached trade
+	 * their bytes until the slot's next slow path, a flush or the decay pass's look, as
+	 * a bin's do until its refill) */
+	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_pub))
+		tcache_publish_large(tc);
+}
+
+/* tcache_free_large when blocks must go out first, or s is declined (cache entered; left
+ * here). */
+bool tcache_free_large_slow(struct tcache *tc, struct span *s);
 
 /* The newest block of the fewest pages from want on (want <= TC_LARGE_EXACT) in the exact
  * bins `bins` selects (bit k: want + k pages); NULL if they are empty. */

@@ -970,6 +970,32 @@ Test(cold_bins, a_refill_between_large_allocations_starts_their_count_again)
 	free_leftovers(&l);
 }
 
+/* Each large allocation counts once, whether the large slot serves it or not (malloc.c,
+ * malloc_large: the count is taken before the slot's look; a miss goes on to the arena
+ * without counting again): 31 in a row of page counts the slot does not hold (none is
+ * freed) do not sweep, the 32nd does. */
+Test(cold_bins, a_large_allocation_the_slot_misses_counts_once)
+{
+	void *q = A(malloc)(1000); /* the thread's cache set up */
+	A(free)(q);
+	void *held[TC_GC_EVENTS];
+	la_tcache.gc_large = 0;
+	uint8_t sweeps = la_tcache.gc_sweeps;
+	uint32_t uses = la_tcache.large_uses;
+	for (unsigned i = 0; i < TC_GC_EVENTS - 1; i++) {
+		held[i] = A(malloc)((size_t)(9 + i) << 12);
+		cr_assert_not_null(held[i]);
+	}
+	cr_assert_eq(la_tcache.large_uses, uses, "the slot served none");
+	cr_assert_eq(la_tcache.gc_sweeps, sweeps, "%u sweeps after %u misses",
+	             (uint8_t)(la_tcache.gc_sweeps - sweeps), TC_GC_EVENTS - 1);
+	held[TC_GC_EVENTS - 1] = A(malloc)((size_t)(9 + TC_GC_EVENTS) << 12);
+	cr_assert_not_null(held[TC_GC_EVENTS - 1]);
+	cr_assert_eq(la_tcache.gc_sweeps, (uint8_t)(sweeps + 1), "the 32nd in a row sweeps");
+	for (unsigned i = 0; i < TC_GC_EVENTS; i++)
+		A(free)(held[i]);
+}
+
 /* A thread that leaves an arena other threads still use (here the main thread, idle)
  * leaves nothing in its transfer cache: what its cache held goes back to the spans, so
  * that the spans it emptied serve the next span of any class. */
