@@ -917,8 +917,11 @@ bool tcache_free_foreign(struct tcache *tc, struct arena *owner, void *p)
 
 /* Free p, a block of class cls of owner (this cache's arena, or one no thread uses), into
  * its bin, which flushes half of its blocks first when it is full (cache entered; left
- * here). */
-LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned cls)
+ * here). own: owner is the cache's arena, known to the caller (tcache_free_full: free's
+ * fast path matched p's heap to it, and a cache's arena is set once, tcache_init), so no
+ * test of it after the flush, whose call it no longer has to outlive in a register or on
+ * the stack (logicmin 60 -12.9k instructions, ~6 a flush). */
+LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned cls, bool own)
 {
 	struct tbin *b = &tc->bins[cls];
 	__asm__("" : "+r"(b)); /* kept in a register (bin_alloc) */
@@ -962,7 +965,7 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 	/* after the flush: one that keeps nothing (a bin of limit 1) clears the mark, and a
 	 * block of another arena marked before it would then sit unmarked in the bin, to go
 	 * back to this arena's spans, under this arena's lock, at the next flush */
-	if (owner != tc->arena)
+	if (!own && owner != tc->arena)
 		tc->foreign_bins |= (uint64_t)1 << cls;
 	*++b->top = p;
 	((void **)p)[1] = (void *)LA_KEY;
@@ -993,7 +996,7 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 		tc_leave(tc);
 		return;
 	}
-	bin_put(tc, owner, p, cls);
+	bin_put(tc, owner, p, cls, false);
 }
 
 void tcache_free_full(struct tcache *tc, void *p, size_t ci)
@@ -1001,7 +1004,7 @@ void tcache_free_full(struct tcache *tc, void *p, size_t ci)
 	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
 	unsigned cls = (unsigned)(ci >> 2) - 1; /* (the page map is not read again) */
 	check_gen(tc);
-	bin_put(tc, tc->arena, p, cls);
+	bin_put(tc, tc->arena, p, cls, true);
 	errno = saved;
 }
 
