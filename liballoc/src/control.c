@@ -901,10 +901,34 @@ static void *control_stack_mem(void)
 }
 #endif
 
-static int start_control(void *arg)
+/* A forked child's thread's attributes: made in the parent before its first fork
+ * (control_fork_prepare) and kept, each child starts its thread with its copy. Made anew in
+ * each child, their signal mask's allocation (pthread_attr_setsigmask_np) and its free wrote,
+ * in the fork loop's children, two pages of the heap they share with their parent, and ran
+ * libc code of their own: ~2 copy-on-write faults a child (bench/README.md, the fork loop).
+ * One control thread lives at a time, so one stack and one set of attributes serve. A
+ * process that never forks makes them at each start, as before (a kept block in every
+ * process moved the heap's layout). */
+static pthread_attr_t control_attr;
+static uint32_t control_attr_state; /* 0: not made, 1: being made (a fork), 2: made */
+
+void control_fork_prepare(void)
+{
+	uint32_t none = 0;
+	if (!tun_control_enabled() || __atomic_load_n(&control_attr_state, __ATOMIC_ACQUIRE) ||
+	    !__atomic_compare_exchange_n(&control_attr_state, &none, 1, false, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE))
+		return; /* made, or being made by another fork: its child makes its own */
+	bool made = os_thread_attr(&control_attr, CONTROL_STACK, control_stack_mem()) == 0;
+	__atomic_store_n(&control_attr_state, made ? 2 : 0, __ATOMIC_RELEASE);
+}
+
+static int start_control(void *arg, bool forked)
 {
 	void *mem = control_stack_mem();
-	int err = os_thread_start(control_main, arg, CONTROL_STACK, mem);
+	int err = forked && __atomic_load_n(&control_attr_state, __ATOMIC_ACQUIRE) == 2
+	                  ? os_thread_start_attr(control_main, arg, &control_attr)
+	                  : os_thread_start(control_main, arg, CONTROL_STACK, mem);
 	if (err && mem) /* a libc that wants more of a stack it is given: its own mapping */
 		err = os_thread_start(control_main, arg, CONTROL_STACK, NULL);
 	return err;
@@ -920,16 +944,16 @@ static int start_here(void *arg)
 	if (syscall(SYS_getcpu, &cpu, NULL, NULL) != 0 || cpu >= CPU_SETSIZE ||
 	    syscall(SYS_sched_getaffinity, 0, sizeof(start_mask), &start_mask) <= 0 ||
 	    !CPU_ISSET(cpu, &start_mask))
-		return start_control(arg);
+		return start_control(arg, true);
 	for (size_t i = 0; i < sizeof(start_mask) / sizeof(uint64_t); i++)
 		cpus += (unsigned)__builtin_popcountll(((const uint64_t *)(void *)&start_mask)[i]);
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	if (cpus < 2 || syscall(SYS_sched_setaffinity, 0, sizeof(one), &one) != 0)
-		return start_control(arg);
+		return start_control(arg, true);
 	start_pinned = true;
-	int err = start_control(arg);
+	int err = start_control(arg, true);
 	set_cpus(&start_mask);
 	return err;
 }
@@ -950,7 +974,7 @@ static void start_thread(bool forked)
 	__atomic_store_n(&control_running, 1, __ATOMIC_RELEASE);
 	uintptr_t exits = __atomic_load_n(&thread_exits, __ATOMIC_ACQUIRE);
 	start_pinned = false;
-	int err = forked ? start_here((void *)exits) : start_control((void *)exits);
+	int err = forked ? start_here((void *)exits) : start_control((void *)exits, false);
 	if (err) {
 		__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
 		h->control_state = LA_CONTROL_FAILED;

@@ -14,6 +14,8 @@ void control_start(void);
 /* In a forked child: start its control thread; burst_look: an arena's burst watch wants a
  * tick at once (arena_reinit_child). */
 void control_fork_child(bool burst_look);
+/* The parent's prepare handler, before any lock: its children's thread attributes made once */
+void control_fork_prepare(void);
 /* A thread is exiting: the control thread checks, once it is gone, whether it is the
  * last one besides itself, and then ends, so the process ends as it would without
  * liballoc. */

@@ -1217,6 +1217,8 @@ LA_EXPORT const char *liballoc_segment_path(void)
 
 static void fork_prepare(void)
 {
+	if (!LA_NO_STATS)
+		control_fork_prepare(); /* it allocates: before any lock is taken */
 	/* the transparent huge page mode, read once here rather than in every child that
 	 * trims or decays (two sysfs files: six system calls and a libc page each) */
 	os_thp_always();

@@ -460,28 +460,44 @@ os_create_fn os_real_pthread_create(void)
 #endif
 }
 
-int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem)
+int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem)
 {
 	sigset_t all;
 	sigfillset(&all);
 	/* but SIGBUS: a write to the segment after its file was truncated faults, and the
 	 * kernel kills a thread that blocks the signal its fault raises (sigbus.c) */
 	sigdelset(&all, SIGBUS);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int err = pthread_attr_init(attr);
+	if (err)
+		return err;
+	pthread_attr_setdetachstate(attr, PTHREAD_CREATE_DETACHED);
 	if (mem) /* no mapping, guard page or VMA of its own to make and tear down */
-		pthread_attr_setstack(&attr, mem, stack);
+		pthread_attr_setstack(attr, mem, stack);
 	else
-		pthread_attr_setstacksize(&attr, stack);
+		pthread_attr_setstacksize(attr, stack);
 	/* the thread starts with that mask (libc blocks every signal around the clone and
 	 * gives the new thread this one): no signal meant for the program runs there, and
 	 * this thread's own mask is not changed and put back (two system calls) */
-	int err = pthread_attr_setsigmask_np(&attr, &all);
+	err = pthread_attr_setsigmask_np(attr, &all);
+	if (err)
+		pthread_attr_destroy(attr);
+	return err;
+}
+
+int os_thread_start_attr(void *(*fn)(void *), void *arg, const pthread_attr_t *attr)
+{
 	pthread_t t;
 	os_create_fn create = os_real_pthread_create();
-	if (!err)
-		err = create ? create(&t, &attr, fn, arg) : EAGAIN;
+	return create ? create(&t, attr, fn, arg) : EAGAIN;
+}
+
+int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem)
+{
+	pthread_attr_t attr;
+	int err = os_thread_attr(&attr, stack, mem);
+	if (err)
+		return err;
+	err = os_thread_start_attr(fn, arg, &attr);
 	pthread_attr_destroy(&attr);
 	return err;
 }

@@ -99,6 +99,11 @@ int os_rename(const char *from, const char *to); /* 0 or an errno value */
  * counts application threads: control.c): 0 or an errno value. Its stack is mem (STACK
  * bytes, page-aligned, used by no other live thread) when given, else libc's mapping. */
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem);
+/* The same in two steps, for a thread started again with the same attributes (the control
+ * thread of each forked child): attr made once (every signal but SIGBUS blocked, detached,
+ * the stack as above; 0 or an errno value, attr then not made), each start with it. */
+int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem);
+int os_thread_start_attr(void *(*fn)(void *), void *arg, const pthread_attr_t *attr);
 
 /* liballoc interposes pthread_create where it is the process's allocator (control.c). */
 #if !defined(LA_PREFIX) && !LA_NO_STATS

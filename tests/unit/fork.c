@@ -9,6 +9,8 @@
  * way; the parent's queue must drain as usual. Linked with liballoc.a. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <libgen.h>
 #include <linux/magic.h>
 #include <fcntl.h>
@@ -360,8 +362,20 @@ Test(fork, a_fork_during_the_decay_passs_flush_leaves_the_childs_flag_down)
 	cr_assert_eq(WEXITSTATUS(status), 0, "the child's flag was up");
 }
 
+/* A first fork, out of the way: a process's first fork makes its children's control
+ * thread attributes (control.c, control_fork_prepare: an allocation in the parent, which
+ * may take free pages a test counts). */
+static void fork_once(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	cr_assert_eq(wait_child(pid), 0, "the first child exited");
+}
+
 Test(fork, the_parked_large_block_goes_back_to_its_heap_before_the_copy)
 {
+	fork_once();
 	set("decay_ms", 0); /* no decay pass returns it meanwhile */
 	struct arena *a = tcache_arena(&la_tcache);
 	char *p = A(malloc)(64 << 10); /* a large block of the arena's heap */
@@ -406,6 +420,7 @@ Test(fork, the_parked_large_block_goes_back_to_its_heap_before_the_copy)
  * no longer cached; the child finds neither a slot nor a parked block to give back. */
 Test(fork, the_large_slot_goes_back_to_its_heap_before_the_copy)
 {
+	fork_once();
 	set("decay_ms", 0);
 	struct arena *a = tcache_arena(&la_tcache);
 	char *p = A(malloc)(64 << 10);
@@ -1359,4 +1374,45 @@ Test(fork, a_child_maps_the_segment_it_copied_in_one_fault)
 	              "the child's handler took %ld faults with %zu pages of statistics to copy, "
 	              "%ld with %zu (%ld pages of arena structures more): a fault a page",
 	              before, pages_before, after, pages_after, structs);
+}
+
+/* pthread_attr_setsigmask_np calls (os_thread_attr makes a thread's attributes with it),
+ * counted on their way to libc's */
+static uint32_t sigmask_attrs, sigmask_attrs_at_fork;
+
+int pthread_attr_setsigmask_np(pthread_attr_t *attr, const sigset_t *set)
+{
+	typedef int (*set_fn)(pthread_attr_t *, const sigset_t *);
+	static set_fn real;
+	if (!real)
+		real = (set_fn)dlsym(RTLD_NEXT, "pthread_attr_setsigmask_np");
+	__atomic_fetch_add(&sigmask_attrs, 1, __ATOMIC_RELAXED);
+	return real ? real(attr, set) : ENOSYS;
+}
+
+/* 0: the child's control thread runs, started without its attributes made again; 1: they
+ * were made again; 2: it does not run */
+static int child_made_attributes(void)
+{
+	if (shm_header()->control_state != LA_CONTROL_RUNNING)
+		return 2;
+	return __atomic_load_n(&sigmask_attrs, __ATOMIC_RELAXED) != sigmask_attrs_at_fork;
+}
+
+/* A forked child starts its control thread with the attributes its parent made before its
+ * first fork (control.c, control_fork_prepare): made anew in each child, their signal mask's
+ * allocation and its free wrote two pages of the heap the child shares with its parent, ~2
+ * copy-on-write faults in every child of the fork loop. The second child of this process
+ * makes none. */
+Test(fork, a_child_starts_its_control_thread_with_the_attributes_its_parent_made)
+{
+	if (shm_header()->control_state != LA_CONTROL_RUNNING)
+		cr_skip_test("no control thread in this process");
+	sigmask_attrs_at_fork = UINT32_MAX; /* the first child: any */
+	cr_assert_neq(fork_run(child_made_attributes), 2,
+	              "the child's control thread does not run");
+	sigmask_attrs_at_fork = __atomic_load_n(&sigmask_attrs, __ATOMIC_RELAXED);
+	int got = fork_run(child_made_attributes);
+	cr_assert_neq(got, 2, "the child's control thread does not run");
+	cr_assert_eq(got, 0, "the child made its control thread's attributes again");
 }
