@@ -256,6 +256,21 @@ static LA_NOINLINE void *malloc_idle(unsigned cls)
 	return p;
 }
 
+/* malloc of class cls whose empty bin the cache's divert mask sent here (cache entered;
+ * left here): the idle bins to the slow path, a class in list mode to its list */
+static LA_NOINLINE void *malloc_divert(struct tcache *tc, unsigned cls)
+{
+	/* the bins as the fast path found them, or its own again (a flusher gave the cache
+	 * back since: a refill as the owner is safe then) */
+	if (__atomic_load_n(&tc->bins_at, __ATOMIC_RELAXED) == TC_IDLE_BINS) {
+		tc_leave(tc);
+		return malloc_idle(cls);
+	}
+	if (tc->lists_out >> cls & 1)
+		return tcache_alloc_list(cls);
+	return tcache_alloc_refill(cls); /* (a flusher gave the cache back meanwhile) */
+}
+
 /* malloc of a size whose bin is at 8 * ci bytes (cache entered; left here) */
 LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
 {
@@ -265,11 +280,22 @@ LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
 		return p;
 	}
 	/* an empty bin: its own (the cache live, set up and held by no flusher) refills
-	 * without leaving the cache; the idle bins go to the slow path */
-	if (likely(bins != TC_IDLE_BINS))
-		return tcache_alloc_empty((unsigned)(ci >> 2));
-	tc_leave(tc);
-	return malloc_idle((unsigned)(ci >> 2));
+	 * without leaving the cache; the idle bins (every class diverted while bins_at is
+	 * them: route_fast_paths) and the classes in list mode go to malloc_divert */
+	unsigned cls = (unsigned)(ci >> 2);
+#if !defined(__x86_64__)
+	/* (where loads may pass loads, the divert mask may be read older than bins_at) */
+	if (unlikely(bins == TC_IDLE_BINS))
+		return malloc_divert(tc, cls);
+#endif
+	if (unlikely(__atomic_load_n(&tc->divert, __ATOMIC_RELAXED) >> cls & 1)) {
+		/* its own bins: the owner's (a flusher that took the cache since finds it
+		 * busy and backs off), a class in list mode as a rule */
+		if (likely(bins != TC_IDLE_BINS && cls < TC_LIST_CLASSES))
+			return tcache_alloc_list(cls);
+		return malloc_divert(tc, cls);
+	}
+	return tcache_alloc_refill(cls);
 }
 
 /* la_own_<name>: the hidden alias of entry point <name> that liballoc's own calls use
@@ -329,6 +355,16 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 		for (uint32_t i = 0; i < tc->rb_n; i++)
 			if (tc->rb[i] == p)
 				double_free(func);
+		/* a list handed over (struct tlist): its blocks up to its count */
+		if (cls < TC_LIST_CLASSES) {
+			const struct tlist *l = &tc->lists[cls];
+			uint32_t n = 0;
+			for (void *q = l->head; q && n < l->left; n++) {
+				if (q == p)
+					double_free(func);
+				q = link_decode(*(void **)q, q);
+			}
+		}
 	}
 	tc_leave(tc);
 	struct arena *a = h->arena;

@@ -39,11 +39,28 @@ const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {[0 ... LA_NCLASSES] = {.top =
  * give-back orders them before its release of `steal`). */
 LA_INLINE void route_fast_paths(struct tcache *tc, bool own, int order)
 {
-	__atomic_store_n(&tc->bins_at, own ? tc->bins : TC_IDLE_BINS, order);
+	if (own) {
+		__atomic_store_n(&tc->bins_at, tc->bins, order);
+		__atomic_store_n(&tc->divert, tc->lists_out, __ATOMIC_RELEASE);
+	} else {
+		/* (an owner that finds the idle bins finds every class diverted) */
+		__atomic_store_n(&tc->divert, ~(uint64_t)0, __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->bins_at, TC_IDLE_BINS,
+		                 order == __ATOMIC_RELAXED ? __ATOMIC_RELEASE : order);
+	}
+}
+
+/* The owner's list-mode bits, and its fast paths' diversion with them (cache entered with
+ * its own bins: no flusher holds it) */
+LA_INLINE void lists_mode(struct tcache *tc, uint64_t mode)
+{
+	tc->lists_out = mode;
+	__atomic_store_n(&tc->divert, mode, __ATOMIC_RELAXED);
 }
 
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         .bins_at = TC_IDLE_BINS,
+        .divert = ~(uint64_t)0,
         /* .bins: zero until the set-up (reset_bins); the fast paths use the idle bins
          * until then, the slow paths set the cache up first */
         .tag = LA_TAG_NONE,
@@ -258,6 +275,27 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	b->top = row;
 	tc->row_bins |= (uint64_t)1 << c;
 	bin_set_limit(tc, c, max);
+}
+
+/* What is left of class c's list back to its span, and the list's blocks out of
+ * cached_bytes (owner, or a flusher that took the cache) */
+static void list_return(struct tcache *tc, unsigned c)
+{
+	struct tlist *l = &tc->lists[c];
+	if (l->pub) {
+		STAT_SUB(tc->arena->c, cached_bytes, (uint64_t)l->pub * sc_size[c]);
+		__atomic_store_n(&l->pub, 0, __ATOMIC_RELAXED); /* (tcache_published) */
+	}
+	arena_return_list(tc->arena, c, l);
+}
+
+/* Does cache tc hold a list out (struct tlist)? (a flusher's peek, as at the bins' counts) */
+LA_INLINE bool lists_held(const struct tcache *tc, uint64_t mask)
+{
+	for (uint64_t m = tc->lists_out & mask & TC_LIST_MASK; m; m &= m - 1)
+		if (tc->lists[__builtin_ctzll(m)].base)
+			return true;
+	return false;
 }
 
 /* The arena's cached_bytes follows each bin as of its last refill or flush (publish_bin,
@@ -687,6 +725,11 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	 * last sweep cost ~17 instructions a bin, CPython test_dict's sweeps 0.55M -> 0.42M) */
 	uint64_t quiet = tc->row_bins & ~tc->gc_active;
 	tc->gc_active = 0;
+	/* lists of quiet classes go back (struct tlist), out of list mode */
+	for (uint64_t m = tc->lists_out & quiet & TC_LIST_MASK; m; m &= m - 1)
+		list_return(tc, (unsigned)__builtin_ctzll(m));
+	if (tc->lists_out & quiet)
+		lists_mode(tc, tc->lists_out & ~quiet);
 	/* quiet bins grown or counting towards it start over (bin_shrink), but for those this
 	 * sweep leaves alone (gc_skip: a class the program came back to within TC_GC_WINDOW
 	 * sweeps after one emptied it): their growth stays with them, as their blocks do */
@@ -793,6 +836,29 @@ void tcache_check_self(void)
 	tc_leave(tc);
 }
 
+/* (a call the compiler may make a jump: no frame in list_pop's callers for it) */
+static LA_COLD void *list_corrupt(void)
+{
+	arena_corrupt_list();
+}
+
+/* The next block of list l (l->head set), its link checked as the refill's
+ * walk checks it (a block of the list's span, no more than its count), marked in use */
+LA_INLINE void *list_pop(struct tlist *l)
+{
+	void *p = l->head;
+	void *next = link_decode(*(void **)p, p);
+	uint32_t left = --l->left;
+	if (next) {
+		uintptr_t off = (uintptr_t)next - l->base;
+		if (unlikely(off >= l->bytes || !sc_divides((uint32_t)off, l->recip) || !left))
+			return list_corrupt();
+	}
+	l->head = next;
+	((void **)p)[1] = NULL;
+	return p;
+}
+
 /* A block of class cls from its bin, refilled from the arena when empty (cache entered by
  * its owner: live, set up, no flusher); leaves the cache. empty: the caller found the bin
  * empty in the cache's own bins (malloc's fast path: tcache_alloc_empty), which no flusher
@@ -871,11 +937,68 @@ void *tcache_alloc_slow(struct tcache *tc, unsigned cls)
 	return bin_alloc(tc, cls, false);
 }
 
-void *tcache_alloc_empty(unsigned cls)
+void *tcache_alloc_refill(unsigned cls)
 {
 	void *p = bin_alloc(&la_tcache, cls, true);
 	if (unlikely(!p))
 		errno = ENOMEM;
+	return p;
+}
+
+/* The last block of list l, or a link out of its span (cold) */
+static LA_NOINLINE void *list_last(struct tcache *tc, struct tlist *l, void *p, void *next)
+{
+	if (next)
+		arena_corrupt_list();
+	l->head = NULL;
+	l->left--;
+	((void **)p)[1] = NULL;
+	tc_leave(tc);
+	return p;
+}
+
+/* An empty bin of class cls in list mode (a teardown's flushes set it: bin_put): the next
+ * span's list whole (arena_take_list), counted cached while it is out (its blocks the
+ * thread's, as a bin's); none to take (the teardown's blocks are taken back), a refill,
+ * out of list mode (cache entered; left here) */
+static LA_NOINLINE void *list_take(struct tcache *tc, unsigned cls)
+{
+	struct tlist *l = &tc->lists[cls];
+	struct tbin *b = &tc->bins[cls];
+	if (l->base)
+		list_return(tc, cls);
+	if (b->limit && arena_take_list(tc->arena, cls, b->batch, l)) {
+		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)l->left * sc_size[cls]);
+		__atomic_store_n(&l->pub, l->left, __ATOMIC_RELAXED); /* (tcache_published) */
+		tc->refilled_bins |= (uint64_t)1 << cls;
+		bin_event(tc, cls);
+		return tcache_alloc_list(cls);
+	}
+	lists_mode(tc, tc->lists_out & ~((uint64_t)1 << cls));
+	return tcache_alloc_refill(cls);
+}
+
+/* malloc's block from class cls's list (cache entered; left here): the next one, its link
+ * checked as the refill's walk checks it (a block of the list's span, NULL failing the
+ * range check too, and no more than its count), or a refill when it is used up (out of
+ * line: the refill's frame is not the pop's) */
+void *tcache_alloc_list(unsigned cls)
+{
+	struct tcache *tc = &la_tcache;
+	struct tlist *l = &tc->lists[cls];
+	__asm__("" : "+r"(l)); /* its address once */
+	void *p = l->head;
+	if (unlikely(p == NULL))
+		return list_take(tc, cls);
+	void *next = link_decode(*(void **)p, p);
+	uintptr_t off = (uintptr_t)next - l->base;
+	if (unlikely(off >= l->bytes || !sc_divides((uint32_t)off, l->recip)))
+		return list_last(tc, l, p, next);
+	if (unlikely(--l->left == 0))
+		return list_corrupt();
+	l->head = next;
+	((void **)p)[1] = NULL;
+	tc_leave(tc);
 	return p;
 }
 
@@ -945,8 +1068,11 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		 * larger than its slots, until the class's next refill: arena.h, xfer_past):
 		 * the bin holds the blocks the thread freed last, its flushes link whole bins,
 		 * half as many flushes (growth 1000000 100000: 209.5M -> 204.7M instructions) */
-		if (arena_teardown_hint(tc->arena, cls))
+		if (arena_teardown_hint(tc->arena, cls)) {
 			keep = 0;
+			/* the class's next refills take the spans' lists whole (list_take) */
+			lists_mode(tc, tc->lists_out | ((uint64_t)1 << cls & TC_LIST_MASK));
+		}
 		/* flush_bin_to's work, with the count known (count > keep): written out
 		 * here, fewer values live across the flush's call (through an inline copy
 		 * of flush_bin_to, the bin, its count and the block were spilled around it
@@ -1017,6 +1143,12 @@ static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if ((mask >> c & 1) && tbin_count(&tc->bins[c]))
 			n += flush_bin(tc, c, 0);
+	/* (list mode stays: the class's next refill takes the next list) */
+	for (uint64_t m = tc->lists_out & mask & TC_LIST_MASK; m; m &= m - 1) {
+		unsigned c = (unsigned)__builtin_ctzll(m);
+		n += tc->lists[c].left;
+		list_return(tc, c);
+	}
 	if (mask & TC_LARGE_BIT)
 		n += flush_large(tc);
 	publish(tc);
@@ -1128,7 +1260,8 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 			/* a peek at another thread's counts, made safe by the handshake, which
 			 * TSan cannot see: there every cache goes through flush_cache's lock */
-			bool any = LA_TSAN || tc->rb_n != 0 || tc->nlarge || tc->large_pub;
+			bool any = LA_TSAN || tc->rb_n != 0 || tc->nlarge || tc->large_pub ||
+			           lists_held(tc, ~(uint64_t)0);
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tbin_count(&tc->bins[c]) != 0;
 			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
@@ -1158,7 +1291,7 @@ LA_RACY_METADATA static bool cold_bins(struct tcache *tc, uint64_t *cold, bool *
 	*cold = tc->nlarge || tc->large_pub ? TC_LARGE_BIT : 0; /* (or publish its figure) */
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint16_t ev = __atomic_load_n(&tc->slow_events[c], __ATOMIC_RELAXED);
-		if (tbin_count(&tc->bins[c])) {
+		if (tbin_count(&tc->bins[c]) || lists_held(tc, (uint64_t)1 << c)) {
 			if (ev == tc->decay_seen[c])
 				*cold |= (uint64_t)1 << c;
 			else
@@ -1190,6 +1323,9 @@ static uint64_t published_bytes(const struct tcache *tc)
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		bytes +=
 		        (uint64_t)__atomic_load_n(&tc->pub_count[c], __ATOMIC_RELAXED) * sc_size[c];
+	for (unsigned c = 0; c < TC_LIST_CLASSES; c++)
+		bytes +=
+		        (uint64_t)__atomic_load_n(&tc->lists[c].pub, __ATOMIC_RELAXED) * sc_size[c];
 	return bytes;
 }
 

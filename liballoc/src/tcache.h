@@ -156,11 +156,33 @@ LA_INLINE uint32_t tbin_room(void *const *top)
 #define LA_TSAN 0
 #endif
 
+/* A span's whole free list that a refill after a teardown handed over (arena_take_list;
+ * tcache.c, list_pop): malloc takes its blocks one at a time, reading each link as it hands
+ * the block out, instead of a refill walking 32 links into the bin. Its blocks are counted
+ * out of the span and cached by the thread (as a bin's); the owner, or a flusher that took
+ * the cache, gives what is left back (arena_return_list). */
+struct tlist {
+	void *head;     /* the next block to hand out; NULL: none (left may still count some:
+	                 * the span counted more than its list held) */
+	uintptr_t base; /* the span's first byte (0: no list) and its length: each link's */
+	uint32_t bytes; /* range check, as the refill's walk makes it (with its class's */
+	uint32_t recip; /* sc_recip) */
+	uint32_t left;  /* blocks counted out to the list and not handed out yet */
+	uint32_t pub;   /* blocks it added to cached_bytes (all it held when taken) */
+};
+#define TC_LIST_CLASSES 8u /* classes that may take a list: up to 128 bytes */
+#define TC_LIST_MASK    (((uint64_t)1 << TC_LIST_CLASSES) - 1)
+
 struct tcache {
 	/* The bins the fast paths use: `bins` while the cache is live and no flusher holds it;
 	 * else tc_idle_bins (empty, no room), so that every call takes the slow path. Written
 	 * by the owner (set-up, exit) and by a flusher that takes and gives back the cache. */
 	struct tbin *bins_at;
+	/* Classes (bit c) whose empty bin malloc's fast path sends to malloc_divert rather
+	 * than to the refill: every class while bins_at is the idle bins (set before bins_at
+	 * goes idle, cleared after it comes back: route_fast_paths), else those in list mode
+	 * (lists_out). One test where two were (the idle bins' and the list mode's). */
+	uint64_t divert;
 	/* bins_at[-1] for free's fast path: the bin of a page-map class field of 0 (a page
 	 * that is not a small span's), whose reciprocal of 0 makes no offset a block start */
 	struct tbin bin_none;
@@ -261,6 +283,10 @@ struct tcache {
 	 * image, which glibc copies at each thread's start. Not the whole table: with its
 	 * 1,025 bytes the image and the rest of the relro data took 0x2020 bytes, a third page,
 	 * which every start touched (tests/e2e/startup.bats, five pages). */
+	/* the lists handed over (struct tlist), and the classes in list mode (bit c: a
+	 * teardown's flush set it, bin_put; the class's refills take lists, list_take) */
+	struct tlist lists[TC_LIST_CLASSES];
+	uint64_t lists_out;
 	uint8_t small4[TC_SMALL4_MAX + 1];
 };
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
@@ -360,7 +386,10 @@ void tcache_free_full(struct tcache *tc, void *p, size_t ci);
  * cache operation it entered with tc_enter_fast: the bin refills without the slow path's
  * tests of the cache's state, and the cache is left. NULL with errno ENOMEM when the arena
  * has no memory. */
-void *tcache_alloc_empty(unsigned cls);
+void *tcache_alloc_refill(unsigned cls);
+/* The same for a class in list mode (lists_out): its list's next block, or a new list, or
+ * a refill when none is left to take. */
+void *tcache_alloc_list(unsigned cls);
 /* A validated small block p of owner, another arena with threads, into the hand-over
  * batch of a live cache (what tcache_free_slow does for it); false, nothing done, when
  * that does not apply or a flusher holds the cache. */

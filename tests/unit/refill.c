@@ -1374,6 +1374,108 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 	                   "got: %s", r.err);
 }
 
+/* After a bulk free, malloc's refill of a class up to 128 bytes takes the first span's whole
+ * list (tcache.h, struct tlist; arena_take_list): the blocks come one at a time, in list
+ * order, all of that span, through one refill; a flush of the cache gives the rest back,
+ * and every span's list then holds what its count says. */
+Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_time)
+{
+	void **p = A(malloc)(BULK_N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	uint64_t spans0 = class_spans(cls);
+	struct leftovers left;
+	struct arena *a = bulk_freed(p, &left);
+	cr_assert_eq(tcache_count(cls), 0, "the bin is empty");
+	arena_lock(a);
+	struct span *first = a->partial[cls];
+	while (first && !first->free)
+		first = first->next;
+	cr_assert_not_null(first);
+	uint32_t listed = (uint32_t)(first->bump - first->used);
+	void *next = first->free;
+	arena_unlock(a);
+	cr_assert_gt(listed, 100, "the span lists hundreds of blocks");
+	enum { K = 100 };
+	void *q[K];
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	for (int i = 0; i < K; i++) {
+		q[i] = A(malloc)(64);
+		cr_assert_eq(q[i], next, "block %d is the list's next", i);
+		next = i + 1 < K ? link_decode(*(void **)next, next) : NULL;
+		/* (the link read before malloc clears the block's second word only) */
+	}
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.cache_refills - c0.cache_refills, 1, "%llu refills for %d blocks",
+	             (unsigned long long)(c1.cache_refills - c0.cache_refills), K);
+	cr_assert(la_tcache.lists_out >> cls & 1, "the list is out");
+	cr_assert_eq(la_tcache.lists[cls].left, listed - K, "the list counts the rest");
+	cr_assert_null(first->free, "the span lists nothing while its list is out");
+	cr_assert_eq(first->used, first->bump, "its blocks count out");
+	liballoc_flush_caches();
+	cr_assert(!la_tcache.lists[cls].base && !la_tcache.lists[cls].head,
+	          "the flush gave the list back");
+	uint32_t n = 0;
+	struct span *bad = span_miscounted(a, cls, &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	for (int i = 0; i < K; i++)
+		A(free)(q[i]);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+	liballoc_flush_caches();
+	cr_assert_leq(class_spans(cls) - spans0, 1, "the spans of the class went back");
+	A(free)(p);
+}
+
+/* the list's next block freed again: it is free, in this thread's cache */
+static void free_a_block_of_the_list(void)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	bulk_freed(p, &left);
+	unsigned cls = sc_class_of(64);
+	cr_assert_not_null(A(malloc)(64));
+	cr_assert(la_tcache.lists_out >> cls & 1, "a list is out");
+	void *b = la_tcache.lists[cls].head;
+	for (int i = 0; i < 5; i++)
+		b = link_decode(*(void **)b, b);
+	A(free)(b);
+}
+
+Test(spans, a_double_free_of_a_block_on_a_list_out_stops_the_process)
+{
+	struct child_result r = run_child(free_a_block_of_the_list);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"), "got: %s",
+	                   r.err);
+}
+
+/* a write after free into the list's next block overwrites its link */
+static void corrupt_a_link_of_the_list(void)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	bulk_freed(p, &left);
+	unsigned cls = sc_class_of(64);
+	cr_assert_not_null(A(malloc)(64));
+	cr_assert(la_tcache.lists_out >> cls & 1, "a list is out");
+	memset(la_tcache.lists[cls].head, 0x41, 8);
+	A(malloc)(64);
+}
+
+Test(spans, malloc_taking_a_corrupted_link_of_its_list_stops_the_process)
+{
+	struct child_result r = run_child(corrupt_a_link_of_the_list);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
+	                   "got: %s", r.err);
+}
+
 /* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
  * KEEP_EMPTY_*: one per 5 spans in use, at most 8), so that its next blocks start on the
  * pages its last ones had; as its spans in use fall, each span that empties takes one kept
