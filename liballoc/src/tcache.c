@@ -58,6 +58,12 @@ LA_INLINE void lists_mode(struct tcache *tc, uint64_t mode)
 	__atomic_store_n(&tc->divert, mode, __ATOMIC_RELAXED);
 }
 
+/* Class cls into list mode (a teardown's flush: bin_put) */
+static LA_NOINLINE void lists_mode_on(struct tcache *tc, unsigned cls)
+{
+	lists_mode(tc, tc->lists_out | (uint64_t)1 << cls);
+}
+
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
         .bins_at = TC_IDLE_BINS,
         .divert = ~(uint64_t)0,
@@ -1071,7 +1077,8 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		if (arena_teardown_hint(tc->arena, cls)) {
 			keep = 0;
 			/* the class's next refills take the spans' lists whole (list_take) */
-			lists_mode(tc, tc->lists_out | ((uint64_t)1 << cls & TC_LIST_MASK));
+			if (cls < TC_LIST_CLASSES && !(tc->lists_out >> cls & 1))
+				lists_mode_on(tc, cls);
 		}
 		/* flush_bin_to's work, with the count known (count > keep): written out
 		 * here, fewer values live across the flush's call (through an inline copy
