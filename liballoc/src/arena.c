@@ -992,8 +992,18 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
  * marked: over (a flush went to the spans for want of depth) and the transfer cache
  * short, a depth miss; past (the class's flushes go to the spans directly), the mark
  * clears: the class allocates again, its next flushes may be kept. */
-static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_t want)
+static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_t want,
+                                          struct arena **from)
 {
+	/* the first refill after a teardown of a class up to 128 bytes (xfer_past) in an arena
+	 * with one thread, its spans enough for a list take (arena_take_list's tests): the
+	 * caller's thread cache takes the class's lists from the next refill on (tcache.c,
+	 * refill_from). Here, not at the teardown's flushes: logicmin's 40 teardowns of
+	 * classes on fewer spans each paid a test at each flush and a list take refused
+	 * (+4.8k instructions), where the refill's mark costs nothing more. */
+	if (from && (a->xfer_past >> cls & 1) && cls < TC_LIST_CLASSES && want >= POP_WAYS_MIN &&
+	    a->npartial[cls] >= POP_WAYS && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) <= 1)
+		*from = (struct arena *)((uintptr_t)*from | ARENA_LISTS_DUE);
 	__atomic_store_n(&a->xfer_past, a->xfer_past & ~((uint64_t)1 << cls), __ATOMIC_RELAXED);
 	if (want && a->xfer_over >> cls & 1)
 		xfer_depth_miss(a, cls);
@@ -1460,7 +1470,7 @@ LA_INLINE uint32_t refill(struct arena *a, unsigned cls, void **out, uint32_t wa
 	uint32_t from_xfer = LA_MIN((uint32_t)a->xfer_n[cls], want);
 	want -= from_xfer;
 	if (unlikely((a->xfer_over | a->xfer_past) >> cls & 1))
-		xfer_refill_marks(a, cls, want);
+		xfer_refill_marks(a, cls, want, shared ? NULL : from);
 	uint32_t got = 0;
 	/* Freed blocks first, from any span on the list. Only a refill that finds none
 	 * carves, and at most carve never-used blocks (any number from a warm span, whose
@@ -1627,6 +1637,18 @@ void arena_corrupt_list(void)
 	la_fatal("malloc()", "corrupted free list detected");
 }
 
+void arena_double_free_out(void)
+{
+	la_fatal("free()", "double free detected");
+}
+
+void arena_bad_list_link(uintptr_t base, uint32_t bytes, uint32_t recip, void *next)
+{
+	if (list_link_marked(base, bytes, recip, next))
+		arena_double_free_out();
+	arena_corrupt_list();
+}
+
 /* A teardown's refills (bench growth: ~6 MiB of 32-96 B blocks freed in bulk, then taken
  * back) walked 32 links at a time into the bin, four spans side by side (pop_ways_first):
  * a chain of dependent loads through blocks that went cold, and ~40 instructions a block
@@ -1646,7 +1668,7 @@ uint32_t arena_take_list(struct arena *a, unsigned cls, uint32_t want, struct tl
 		return 0;
 	}
 	if (unlikely((a->xfer_over | a->xfer_past) >> cls & 1))
-		xfer_refill_marks(a, cls, want); /* as the refill it replaces */
+		xfer_refill_marks(a, cls, want, NULL); /* as the refill it replaces */
 	struct heap *h = heap_of(s);
 	if (s->used == 0) /* an empty span in use again */
 		spare_sub(a, h, s, span_resident(h, s));
@@ -1658,6 +1680,7 @@ uint32_t arena_take_list(struct arena *a, unsigned cls, uint32_t want, struct tl
 	l->left = n;
 	s->free = NULL;
 	s->used = s->bump;
+	s->list_out = 1;
 	partial_check(a, s);
 	arena_refill_done(a, cls, n, sc_size[cls]);
 	return n;
@@ -1683,13 +1706,17 @@ void arena_return_list(struct arena *a, unsigned cls, struct tlist *l)
 	struct span *s = span_at(h, heap_page_of(h, (void *)base));
 	uint32_t recip = sc_recip[cls];
 	arena_lock(a);
+	s->list_out = 0;
 	if (head) {
 		void *t = head, *q;
 		uint32_t n = 1;
 		while ((q = link_decode(*(void **)t, t)) != NULL) {
 			uintptr_t off = (uintptr_t)q - base;
-			if (off >= len || !sc_divides((uint32_t)off, recip) || ++n > left)
+			if (off >= len || !sc_divides((uint32_t)off, recip) || ++n > left) {
+				if (list_link_marked(base, (uint32_t)len, recip, q))
+					arena_double_free_out();
 				corrupt_span_list();
+			}
 			t = q;
 		}
 		*(void **)t = link_encode(s->free, t);

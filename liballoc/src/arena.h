@@ -177,6 +177,11 @@ LA_INLINE bool arena_teardown_hint(const struct arena *a, unsigned cls)
 	return __atomic_load_n(&a->xfer_past, __ATOMIC_RELAXED) >> cls & 1;
 }
 
+/* A refill's *from with this bit set (the arena's address otherwise): the refill was the
+ * first after a teardown of a class that may take its spans' lists whole (arena.c,
+ * xfer_refill_marks; tcache.c, refill_from) */
+#define ARENA_LISTS_DUE ((uintptr_t)1)
+
 /* Slots of the transfer cache a class may fill now: the first chunk and the chunks earned
  * (XF_EARN; lock held). */
 LA_INLINE uint32_t xfer_depth(const struct arena *a)
@@ -256,6 +261,22 @@ uint32_t arena_take_list(struct arena *a, unsigned cls, uint32_t want, struct tl
 void arena_return_list(struct arena *a, unsigned cls, struct tlist *l);
 /* A link out of a list's span or past its count (the list was written after free) */
 LA_COLD __attribute__((noreturn)) void arena_corrupt_list(void);
+/* A list's link that free's double-free check marked (tcache_check_lists): it could not
+ * take the cache holding the list (its owner inside a cache operation), and left the block
+ * there, its decoded link with LIST_MARK set (no block start: blocks are 16-aligned), for
+ * the owner's next look at it to report (malloc's pop, the list's return: a link that fails
+ * their checks comes to list_link_marked). */
+#define LIST_MARK ((uintptr_t)8)
+LA_INLINE bool list_link_marked(uintptr_t base, uint32_t bytes, uint32_t recip, void *next)
+{
+	uintptr_t q = (uintptr_t)next, off = (q & ~LIST_MARK) - base;
+	return (q & LIST_MARK) &&
+	       ((q & ~LIST_MARK) == 0 || (off < bytes && sc_divides((uint32_t)off, recip)));
+}
+LA_COLD __attribute__((noreturn)) void arena_double_free_out(void);
+/* A link of a list out that failed malloc's check: a double free's mark, or corruption */
+LA_COLD __attribute__((noreturn)) void arena_bad_list_link(uintptr_t base, uint32_t bytes,
+                                                           uint32_t recip, void *next);
 uint32_t arena_refill_single_locked(struct arena *a, unsigned cls, void **out, uint32_t want,
                                     uint32_t carve, struct arena **from);
 void arena_span_carved_out(struct arena *a, struct span *s);

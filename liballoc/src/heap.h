@@ -60,10 +60,12 @@ struct span {
 	uint16_t bump;   /* SMALL: blocks [bump, capacity) were never handed out */
 	uint32_t dirty;  /* FREE: pages that may be resident (its set `resident` bits) */
 	union {
-		uint32_t offset; /* LARGE: bytes from the span start to the block (aligned);
+		uint32_t offset;   /* LARGE: bytes from the span start to the block (aligned);
 		                  * SPAN_OFFSET_CACHED while a thread cache holds it freed */
-		uint32_t stamp;  /* FREE with dirty pages: heap_epoch when the oldest of them
+		uint32_t stamp;    /* FREE with dirty pages: heap_epoch when the oldest of them
 		                  * was freed (the decay pass returns them by age) */
+		uint32_t list_out; /* SMALL: a thread cache holds its whole free list (arena.c,
+		                    * arena_take_list): free's double-free check looks there */
 	};
 	void *free;        /* SMALL: free blocks, safe-linked */
 	struct span *next; /* FREE: size bin; SMALL: partial list */

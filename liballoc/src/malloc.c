@@ -342,9 +342,11 @@ LA_COLD static void double_free(const char *func)
 }
 
 /* p carries the free-block key: look for it where this thread can see free blocks (its
- * cache; the span's free list under the owner's lock). A user word that merely equals
- * the key (probability 2^-64 per free) is not an error. */
-LA_COLD static void check_double_free(const char *func, struct heap *h, struct span *s, void *p)
+ * cache; the span's free list under the owner's lock; a thread cache's list taken from the
+ * span: tcache_check_lists). A user word that merely equals the key (probability 2^-64 per
+ * free) is not an error. True: p was left marked on a list whose owner was inside a cache
+ * operation (that owner reports it), and free does nothing more. */
+LA_COLD static bool check_double_free(const char *func, struct heap *h, struct span *s, void *p)
 {
 	struct tcache *tc = &la_tcache;
 	unsigned cls = s->cls;
@@ -355,25 +357,21 @@ LA_COLD static void check_double_free(const char *func, struct heap *h, struct s
 		for (uint32_t i = 0; i < tc->rb_n; i++)
 			if (tc->rb[i] == p)
 				double_free(func);
-		/* a list handed over (struct tlist): its blocks up to its count */
-		if (cls < TC_LIST_CLASSES) {
-			const struct tlist *l = &tc->lists[cls];
-			uint32_t n = 0;
-			for (void *q = l->head; q && n < l->left; n++) {
-				if (q == p)
-					double_free(func);
-				q = link_decode(*(void **)q, q);
-			}
-		}
+		/* a list handed over (struct tlist) */
+		if (cls < TC_LIST_CLASSES && tcache_list_holds(&tc->lists[cls], p))
+			double_free(func);
 	}
 	tc_leave(tc);
 	struct arena *a = h->arena;
 	arena_lock(a);
 	arena_drain(a);
 	bool found = s->kind == SPAN_SMALL && arena_holds_free(a, s, p);
+	bool out = !found && s->kind == SPAN_SMALL && s->list_out;
 	arena_unlock(a);
 	if (found)
 		double_free(func);
+	/* the span's list out: the caches that may hold it */
+	return out && tcache_check_lists(a, h, s, p);
 }
 
 /* Free p, validated; func names the caller in error messages. */
@@ -412,8 +410,10 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	}
 	struct tcache *tc = &la_tcache;
 	if (s->kind == SPAN_SMALL) {
-		if (((void **)p)[1] == (void *)LA_KEY)
-			check_double_free(func, h, s, p);
+		if (((void **)p)[1] == (void *)LA_KEY && check_double_free(func, h, s, p)) {
+			errno = saved;
+			return; /* left marked on another thread's list (tcache_check_lists) */
+		}
 		tcache_free_slow(tc, p, s->cls);
 	} else {
 		struct arena *owner = h->arena;

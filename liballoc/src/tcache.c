@@ -58,10 +58,17 @@ LA_INLINE void lists_mode(struct tcache *tc, uint64_t mode)
 	__atomic_store_n(&tc->divert, mode, __ATOMIC_RELAXED);
 }
 
-/* Class cls into list mode (a teardown's flush: bin_put) */
-static LA_NOINLINE void lists_mode_on(struct tcache *tc, unsigned cls)
+/* A refill whose blocks came from `from` other than the cache's arena: another arena's
+ * (lender: its own at the flush), or the cache's with ARENA_LISTS_DUE (the first refill
+ * after a teardown: the class's next refills take its spans' lists whole, list_take) */
+static LA_NOINLINE void refill_from(struct tcache *tc, unsigned cls, struct arena *from)
 {
-	lists_mode(tc, tc->lists_out | (uint64_t)1 << cls);
+	if ((uintptr_t)from & ARENA_LISTS_DUE) {
+		from = (struct arena *)((uintptr_t)from & ~ARENA_LISTS_DUE);
+		lists_mode(tc, tc->lists_out | (uint64_t)1 << cls);
+	}
+	if (from != tc->arena)
+		tc->foreign_bins |= (uint64_t)1 << cls;
 }
 
 __thread struct tcache la_tcache __attribute__((tls_model("initial-exec"))) = {
@@ -908,8 +915,8 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls, bool empty)
 		struct arena *from;
 		uint32_t got = arena_refill_inline(tc->arena, cls, b->slot + 1, want,
 		                                   LA_MIN(want, sc_batch[cls]), &from);
-		if (from != tc->arena) /* another arena's blocks: its own at the flush */
-			tc->foreign_bins |= (uint64_t)1 << cls;
+		if (unlikely(from != tc->arena))
+			refill_from(tc, cls, from);
 		if (got == 0) {
 			p = NULL;
 		} else {
@@ -955,7 +962,7 @@ void *tcache_alloc_refill(unsigned cls)
 static LA_NOINLINE void *list_last(struct tcache *tc, struct tlist *l, void *p, void *next)
 {
 	if (next)
-		arena_corrupt_list();
+		arena_bad_list_link(l->base, l->bytes, l->recip, next);
 	l->head = NULL;
 	l->left--;
 	((void **)p)[1] = NULL;
@@ -963,10 +970,10 @@ static LA_NOINLINE void *list_last(struct tcache *tc, struct tlist *l, void *p, 
 	return p;
 }
 
-/* An empty bin of class cls in list mode (a teardown's flushes set it: bin_put): the next
- * span's list whole (arena_take_list), counted cached while it is out (its blocks the
- * thread's, as a bin's); none to take (the teardown's blocks are taken back), a refill,
- * out of list mode (cache entered; left here) */
+/* An empty bin of class cls in list mode (the first refill after a teardown set it:
+ * refill_from): the next span's list whole (arena_take_list), counted cached while it is
+ * out (its blocks the thread's, as a bin's); none to take (the teardown's blocks are taken
+ * back), a refill, out of list mode (cache entered; left here) */
 static LA_NOINLINE void *list_take(struct tcache *tc, unsigned cls)
 {
 	struct tlist *l = &tc->lists[cls];
@@ -1074,12 +1081,8 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		 * larger than its slots, until the class's next refill: arena.h, xfer_past):
 		 * the bin holds the blocks the thread freed last, its flushes link whole bins,
 		 * half as many flushes (growth 1000000 100000: 209.5M -> 204.7M instructions) */
-		if (arena_teardown_hint(tc->arena, cls)) {
+		if (arena_teardown_hint(tc->arena, cls))
 			keep = 0;
-			/* the class's next refills take the spans' lists whole (list_take) */
-			if (cls < TC_LIST_CLASSES && !(tc->lists_out >> cls & 1))
-				lists_mode_on(tc, cls);
-		}
 		/* flush_bin_to's work, with the count known (count > keep): written out
 		 * here, fewer values live across the flush's call (through an inline copy
 		 * of flush_bin_to, the bin, its count and the block were spilled around it
@@ -1240,6 +1243,100 @@ static void give_back(struct tcache *tc)
 	route_fast_paths(tc, true, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->steal, 0, __ATOMIC_RELEASE);
 #endif
+}
+
+/* Does list l hold block p? Its blocks up to its count, each link checked (a walk that
+ * meets a link out of the list's span stops there; one that free's check marked goes on:
+ * LIST_MARK). The caller holds the list: its owner, or a checker that took the cache. */
+bool tcache_list_holds(const struct tlist *l, const void *p)
+{
+	void *q = l->head;
+	for (uint32_t n = 0; q && n < l->left; n++) {
+		if (q == p)
+			return true;
+		uintptr_t next = (uintptr_t)link_decode(*(void **)q, q) & ~LIST_MARK;
+		if (next - l->base >= l->bytes || !sc_divides((uint32_t)(next - l->base), l->recip))
+			return false; /* (NULL fails the range check too) */
+		q = (void *)next;
+	}
+	return false;
+}
+
+/* Enter cache tc for free's double-free check (tcache_check_lists): the caller's own as its
+ * owner, another as a flusher takes it; false, without waiting, when a flusher holds the
+ * own or the owner is inside a cache operation (under TSan, whose cache lock replaces the
+ * handshake: when that lock is held). leave_for_check undoes a true. */
+static bool enter_for_check(struct tcache *tc)
+{
+#if LA_TSAN
+	return la_trylock(&tc->lock);
+#else
+	if (tc != &la_tcache)
+		return take_cache(tc);
+	if (tc_enter(tc))
+		return true;
+	tc_leave(tc);
+	return false;
+#endif
+}
+
+static void leave_for_check(struct tcache *tc)
+{
+#if LA_TSAN
+	la_unlock(&tc->lock);
+#else
+	if (tc != &la_tcache)
+		give_back(tc);
+	else
+		tc_leave(tc);
+#endif
+}
+
+/* free's double-free check of p (word 1 the key, class cls, in a span whose whole free list
+ * a thread cache held: list_out) once this thread's cache and the span's free list did not
+ * hold it: under tc_list_lock and the arena's lock (no list taken or given back meanwhile),
+ * the span's list and the caches again, and the cache holding the list (at most one) taken
+ * and searched. A double free found stops the process. Neither side waits: when that cache
+ * cannot be taken (its owner inside a cache operation), p stays where it is, its link marked
+ * (LIST_MARK), and the owner's malloc or the list's return reports it (true: free leaves p
+ * alone). A p on no list (in a bin: README's limit, or a user word equal to the key) is
+ * then never reused, one block. False: free goes on. */
+LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct span *s, void *p)
+{
+	unsigned cls = s->cls;
+	uintptr_t base = (uintptr_t)span_base(h, s);
+	bool left = false, found = false;
+	la_lock(&tc_list_lock);
+	arena_lock(a);
+	arena_drain(a);
+	if (s->kind == SPAN_SMALL && arena_holds_free(a, s, p))
+		found = true;
+	else if (s->kind == SPAN_SMALL && s->list_out && cls < TC_LIST_CLASSES) {
+		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+			/* a peek at another thread's list, made safe by the handshake (as
+			 * tcache_flush_all's) */
+			if (__atomic_load_n(&tc->lists[cls].base, __ATOMIC_RELAXED) != base)
+				continue;
+			if (enter_for_check(tc)) {
+				const struct tlist *l = &tc->lists[cls];
+				found = l->base == base && tcache_list_holds(l, p);
+				leave_for_check(tc);
+			} else {
+				void *next = link_decode(*(void **)p, p);
+				__atomic_store_n(
+				        (void **)p,
+				        link_encode((void *)((uintptr_t)next | LIST_MARK), p),
+				        __ATOMIC_RELAXED);
+				left = true;
+			}
+			break;
+		}
+	}
+	arena_unlock(a);
+	la_unlock(&tc_list_lock);
+	if (found)
+		arena_double_free_out();
+	return left;
 }
 
 /* Flush the bins in mask of tc (the caller's own cache, or another taken for the time of

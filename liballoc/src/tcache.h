@@ -13,7 +13,9 @@
  * and no load of their own. Neither side ever waits for the other: a flusher that finds the
  * owner busy skips the cache (a later pass takes it), and an owner that finds its cache
  * taken allocates from or frees to its arena directly for that call (the flusher may be a
- * lower-priority thread that cannot run while the owner does). */
+ * lower-priority thread that cannot run while the owner does). free's double-free check
+ * takes a cache the same way to search a span's list it holds (tcache.c,
+ * tcache_check_lists), and does not wait either: it marks the block for the owner. */
 #ifndef LA_TCACHE_H
 #define LA_TCACHE_H
 
@@ -283,8 +285,9 @@ struct tcache {
 	 * image, which glibc copies at each thread's start. Not the whole table: with its
 	 * 1,025 bytes the image and the rest of the relro data took 0x2020 bytes, a third page,
 	 * which every start touched (tests/e2e/startup.bats, five pages). */
-	/* the lists handed over (struct tlist), and the classes in list mode (bit c: a
-	 * teardown's flush set it, bin_put; the class's refills take lists, list_take) */
+	/* the lists handed over (struct tlist), and the classes in list mode (bit c: the first
+	 * refill after a teardown set it, refill_from; the class's refills take lists,
+	 * list_take) */
 	struct tlist lists[TC_LIST_CLASSES];
 	uint64_t lists_out;
 	uint8_t small4[TC_SMALL4_MAX + 1];
@@ -431,6 +434,10 @@ void tcache_thread_exit(void *arg);
 void tcache_watch_exit(void);
 /* Apply changed cache tunables to the calling thread's cache now (others: at their next
  * refill or flush). */
+/* free's double-free check of p in span s of arena a, its whole list out (span.list_out):
+ * tcache.c. True when p was left marked on a list to its owner (free does nothing more). */
+bool tcache_check_lists(struct arena *a, struct heap *h, struct span *s, void *p);
+bool tcache_list_holds(const struct tlist *l, const void *p);
 void tcache_check_self(void);
 /* The owner made a large allocation (malloc.c, alloc_large): TC_GC_EVENTS of them in a
  * row, with no refill or flush between, run the cold-bin sweep, so that a thread that

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1374,6 +1375,44 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 	                   "got: %s", r.err);
 }
 
+/* bulk_freed, then mallocs of 64 bytes until one takes a span's whole list (the first
+ * refill after the bulk free puts the class in list mode, the next takes a list: returned,
+ * the blocks taken until then in *first) */
+struct before_list {
+	void *p[TC_MAX_BLOCKS];
+	unsigned n;
+};
+static struct tlist *list_taken(void **p, struct leftovers *left, struct before_list *first)
+{
+	bulk_freed(p, left);
+	unsigned cls = sc_class_of(64);
+	struct tlist *l = &la_tcache.lists[cls];
+	first->n = 0;
+	while (!l->base && first->n < TC_MAX_BLOCKS)
+		cr_assert_not_null(first->p[first->n++] = A(malloc)(64));
+	if (!((la_tcache.lists_out >> cls & 1) && l->base && l->left > 100)) {
+		/* (no cr_assert: in a forked child its report waits for ever) */
+		fprintf(stderr, "no list out after %u mallocs\n", first->n);
+		_exit(9);
+	}
+	return l;
+}
+
+static void free_before_list(struct before_list *first)
+{
+	for (unsigned i = 0; i < first->n; i++)
+		A(free)(first->p[i]);
+}
+
+/* The list's block k (0: its head) */
+static void *list_block(const struct tlist *l, unsigned k)
+{
+	void *b = l->head;
+	for (unsigned i = 0; i < k; i++)
+		b = link_decode(*(void **)b, b);
+	return b;
+}
+
 /* After a bulk free, malloc's refill of a class up to 128 bytes takes the first span's whole
  * list (tcache.h, struct tlist; arena_take_list): the blocks come one at a time, in list
  * order, all of that span, through one refill; a flush of the cache gives the rest back,
@@ -1387,6 +1426,15 @@ Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_tim
 	struct leftovers left;
 	struct arena *a = bulk_freed(p, &left);
 	cr_assert_eq(tcache_count(cls), 0, "the bin is empty");
+	/* the first refill after the bulk free fills the bin and puts the class in list mode
+	 * (xfer_refill_marks, refill_from); the bin's blocks taken, the next refill takes a list */
+	static struct before_list pre;
+	pre.n = 0;
+	cr_assert_not_null(pre.p[pre.n++] = A(malloc)(64));
+	cr_assert(la_tcache.lists_out >> cls & 1, "the class is in list mode");
+	cr_assert(!la_tcache.lists[cls].base, "no list yet");
+	while (tcache_count(cls))
+		pre.p[pre.n++] = A(malloc)(64);
 	arena_lock(a);
 	struct span *first = a->partial[cls];
 	while (first && !first->free)
@@ -1422,6 +1470,7 @@ Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_tim
 	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
 	for (int i = 0; i < K; i++)
 		A(free)(q[i]);
+	free_before_list(&pre);
 	for (int i = 0; i < BULK_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
@@ -1435,14 +1484,8 @@ static void free_a_block_of_the_list(void)
 {
 	static void *p[BULK_N];
 	struct leftovers left;
-	bulk_freed(p, &left);
-	unsigned cls = sc_class_of(64);
-	cr_assert_not_null(A(malloc)(64));
-	cr_assert(la_tcache.lists_out >> cls & 1, "a list is out");
-	void *b = la_tcache.lists[cls].head;
-	for (int i = 0; i < 5; i++)
-		b = link_decode(*(void **)b, b);
-	A(free)(b);
+	static struct before_list first;
+	A(free)(list_block(list_taken(p, &left, &first), 5));
 }
 
 Test(spans, a_double_free_of_a_block_on_a_list_out_stops_the_process)
@@ -1459,11 +1502,8 @@ static void corrupt_a_link_of_the_list(void)
 {
 	static void *p[BULK_N];
 	struct leftovers left;
-	bulk_freed(p, &left);
-	unsigned cls = sc_class_of(64);
-	cr_assert_not_null(A(malloc)(64));
-	cr_assert(la_tcache.lists_out >> cls & 1, "a list is out");
-	memset(la_tcache.lists[cls].head, 0x41, 8);
+	static struct before_list first;
+	memset(list_taken(p, &left, &first)->head, 0x41, 8);
 	A(malloc)(64);
 }
 
@@ -1474,6 +1514,230 @@ Test(spans, malloc_taking_a_corrupted_link_of_its_list_stops_the_process)
 	          r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
 	                   "got: %s", r.err);
+}
+
+/* A thread that frees its argument, then takes a block of its size: what the free put in
+ * its cache */
+static void *free_and_malloc(void *b)
+{
+	A(free)(b);
+	return A(malloc)(64);
+}
+
+/* review23 F4: another thread frees block `candidate` of this thread's list again (this
+ * thread idle meanwhile, in pthread_join), then this thread takes the list's next 40
+ * blocks: it was found on the list (the other thread's free took this thread's cache and
+ * searched it), or the list handed it out a second time. */
+static unsigned candidate;
+static void free_a_block_of_the_list_from_another_thread(void)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	void *b = list_block(l, candidate), *got;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, free_and_malloc, b), 0);
+	pthread_join(t, &got);
+	for (int i = 0; i < 40; i++)
+		if (A(malloc)(64) == b)
+			_exit(got == b ? 3
+			               : 4); /* handed out twice (3: also to the other thread) */
+	_exit(5);
+}
+
+Test(spans, a_double_free_from_another_thread_of_a_block_on_a_list_out_stops_the_process)
+{
+	for (candidate = 0; candidate < 20; candidate++) {
+		struct child_result r = run_child(free_a_block_of_the_list_from_another_thread);
+		cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
+		          "block %u of the list: status %#x: %s", candidate, r.status, r.err);
+		cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"),
+		                   "block %u: got: %s", candidate, r.err);
+	}
+}
+
+/* The same with this thread inside a cache operation (its `busy` set, as malloc sets it)
+ * while the other thread frees: that free does not wait for it and cannot take its cache;
+ * it leaves the block on the list, its link marked, and this thread's malloc reports the
+ * double free as it comes to the block (so does a flush that gives the list back). */
+static struct {
+	void *b;
+	int go, done;
+} busy_free;
+static void *free_when_told(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&busy_free.go, __ATOMIC_ACQUIRE))
+		sched_yield();
+	A(free)(busy_free.b);
+	__atomic_store_n(&busy_free.done, 1, __ATOMIC_RELEASE);
+	return A(malloc)(64);
+}
+
+static void free_a_block_of_the_list_while_its_owner_is_busy(void)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	static struct before_list first;
+	void *got;
+	struct tlist *l = list_taken(p, &left, &first);
+	busy_free.b = list_block(l, candidate);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, free_when_told, NULL), 0);
+	la_tcache.busy = 1; /* (no call into the allocator until it is clear again) */
+	__atomic_store_n(&busy_free.go, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&busy_free.done, __ATOMIC_ACQUIRE))
+		sched_yield();
+	la_tcache.busy = 0;
+	pthread_join(t, &got);
+	if (got == busy_free.b)
+		_exit(3); /* the other thread's free put it in its cache */
+	void *next = link_decode(*(void **)busy_free.b, busy_free.b);
+	if (!list_link_marked(l->base, l->bytes, l->recip, next))
+		_exit(4);
+	if (candidate & 1)
+		liballoc_flush_caches(); /* the list goes back */
+	for (int i = 0; i < 40; i++)
+		if (A(malloc)(64) == busy_free.b)
+			_exit(5); /* handed out */
+	_exit(6);
+}
+
+Test(spans, a_double_free_of_a_block_on_a_list_whose_owner_is_busy_is_reported_by_the_owner)
+{
+	for (candidate = 0; candidate < 4; candidate++) {
+		struct child_result r = run_child(free_a_block_of_the_list_while_its_owner_is_busy);
+		cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
+		          "block %u of the list: status %#x: %s", candidate, r.status, r.err);
+		cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"),
+		                   "block %u: got: %s", candidate, r.err);
+	}
+}
+
+static void *free_only(void *b)
+{
+	A(free)(b);
+	return NULL;
+}
+
+/* A block the list handed out, its second word set to the key by the program, freed by
+ * another thread: the check finds it on no list, and the free goes on (no double free) */
+Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_another_thread)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	void *q = A(malloc)(64); /* the list's */
+	uint32_t held = l->left;
+	((void **)q)[1] = (void *)LA_KEY;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, free_only, q), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(l->left, held, "the list is as it was");
+	liballoc_flush_caches();
+	uint32_t n = 0;
+	struct arena *a = la_tcache.arena;
+	struct span *bad = span_miscounted(a, sc_class_of(64), &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	free_before_list(&first);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
+/* review23 F5: a list's blocks count as the thread's cached blocks (cached_bytes) while it
+ * is out, and no more once a flush gave it back */
+Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	bulk_freed(p, &left);
+	unsigned cls = sc_class_of(64);
+	/* the first refill's blocks (list mode) taken: the bin empty, the next malloc a list */
+	static struct before_list first;
+	first.n = 0;
+	cr_assert_not_null(first.p[first.n++] = A(malloc)(64));
+	while (tcache_count(cls))
+		first.p[first.n++] = A(malloc)(64);
+	struct la_counters c0, c1, c2;
+	liballoc_stats(&c0);
+	first.p[first.n++] = A(malloc)(64);
+	liballoc_stats(&c1);
+	uint32_t held = la_tcache.lists[cls].left;
+	cr_assert_gt(held, 100, "a list is out");
+	cr_assert_geq(c1.cached_bytes, c0.cached_bytes + (uint64_t)held * 64,
+	              "cached %llu -> %llu with %u blocks of 64 bytes on the list",
+	              (unsigned long long)c0.cached_bytes, (unsigned long long)c1.cached_bytes,
+	              held);
+	liballoc_flush_caches();
+	liballoc_stats(&c2);
+	cr_assert_leq(c2.cached_bytes, c0.cached_bytes, "cached %llu -> %llu after the flush",
+	              (unsigned long long)c0.cached_bytes, (unsigned long long)c2.cached_bytes);
+	free_before_list(&first);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
+/* review23 F5: the decay pass's cold-bin sweep (tcache_flush_cold, from another thread)
+ * gives back the list of a thread that went idle with it (README, release of idle memory) */
+static void *sweep_until_given_back(void *arg)
+{
+	const struct tlist *l = arg;
+	for (int i = 0; i < 10 && __atomic_load_n(&l->base, __ATOMIC_RELAXED); i++)
+		tcache_flush_cold();
+	return NULL;
+}
+
+Test(spans, the_cold_bin_sweep_gives_back_the_list_of_an_idle_thread)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, sweep_until_given_back, l), 0);
+	pthread_join(t, NULL);
+	cr_assert(!l->base && !l->head && !l->left, "the sweep gave the list back");
+	uint32_t n = 0;
+	struct span *bad = span_miscounted(la_tcache.arena, sc_class_of(64), &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	free_before_list(&first);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
+/* review23 F5: the cache's own sweep (tcache_gc, every TC_GC_EVENTS refills and flushes)
+ * gives back the list of a class that saw none since the last sweep, and leaves list mode */
+Test(spans, the_cache_s_own_sweep_gives_back_the_list_of_a_class_gone_quiet)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	static struct before_list first;
+	unsigned cls = sc_class_of(64);
+	struct tlist *l = list_taken(p, &left, &first);
+	static void *q[300];
+	for (int r = 0; r < 50 && l->base; r++) { /* refills and flushes of 1000 bytes */
+		for (int i = 0; i < 300; i++)
+			q[i] = A(malloc)(1000);
+		for (int i = 0; i < 300; i++)
+			A(free)(q[i]);
+	}
+	cr_assert(!l->base && !l->head && !l->left, "the sweep gave the list back");
+	cr_assert(!(la_tcache.lists_out >> cls & 1), "the class left list mode");
+	uint32_t n = 0;
+	struct span *bad = span_miscounted(la_tcache.arena, cls, &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	free_before_list(&first);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
 }
 
 /* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
