@@ -840,6 +840,13 @@ LA_COLD static void way_ended(const void *p)
 }
 
 #define POP_WAYS_MIN 16u
+/* Spans of a class holding freed blocks after a teardown from which its refills take whole
+ * lists (xfer_refill_marks): 16, a teardown past the L2 cache (1 MiB of 64-byte blocks),
+ * whose blocks went cold: there a list's pop, which reads each link as it hands the block
+ * out, waits less than a refill's walk, though it takes ~15 instructions a block more (a
+ * call from malloc's empty bin). Below, the bins' pops: CPython test_dict's teardowns on
+ * 4-12 spans took lists in some runs, +30-46k instructions (growth's: 20-38 spans). */
+#define LISTS_SPANS 16u
 /* pop_ways' side-by-side walk of the first POP_WAYS spans on cls's partial list that hold
  * freed blocks, q of each, q the least of want / POP_WAYS and each one's count (bump -
  * used): span sp[i]'s q blocks to out[i * q] on (fewer when a list ends early: then r of
@@ -996,13 +1003,13 @@ static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_
                                           struct arena **from)
 {
 	/* the first refill after a teardown of a class up to 128 bytes (xfer_past) in an arena
-	 * with one thread, its spans enough for a list take (arena_take_list's tests): the
+	 * with one thread, LISTS_SPANS spans of the class or more holding freed blocks: the
 	 * caller's thread cache takes the class's lists from the next refill on (tcache.c,
 	 * refill_from). Here, not at the teardown's flushes: logicmin's 40 teardowns of
 	 * classes on fewer spans each paid a test at each flush and a list take refused
 	 * (+4.8k instructions), where the refill's mark costs nothing more. */
 	if (from && (a->xfer_past >> cls & 1) && cls < TC_LIST_CLASSES && want >= POP_WAYS_MIN &&
-	    a->npartial[cls] >= POP_WAYS && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) <= 1)
+	    a->npartial[cls] >= LISTS_SPANS && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) <= 1)
 		*from = (struct arena *)((uintptr_t)*from | ARENA_LISTS_DUE);
 	__atomic_store_n(&a->xfer_past, a->xfer_past & ~((uint64_t)1 << cls), __ATOMIC_RELAXED);
 	if (want && a->xfer_over >> cls & 1)
