@@ -846,7 +846,7 @@ LA_COLD static void way_ended(const void *p)
  * out, waits less than a refill's walk, though it takes ~15 instructions a block more (a
  * call from malloc's empty bin). Below, the bins' pops: CPython test_dict's teardowns on
  * 4-12 spans took lists in some runs, +30-46k instructions (growth's: 20-38 spans). */
-#define LISTS_SPANS 16u
+#define LISTS_SPANS  16u
 /* pop_ways' side-by-side walk of the first POP_WAYS spans on cls's partial list that hold
  * freed blocks, q of each, q the least of want / POP_WAYS and each one's count (bump -
  * used): span sp[i]'s q blocks to out[i * q] on (fewer when a list ends early: then r of

@@ -1239,18 +1239,24 @@ Test(spans, in_a_shared_arena_a_refill_walking_a_corrupted_link_stops_the_proces
  * freed block is on its span's list (lists of ~900), the class's partial list holds the six
  * spans (and the one carving went on to, if any). p receives the N blocks. */
 enum { BULK_N = 6 * 1024, BULK_KEEP = 8 };
-static struct arena *bulk_freed(void **p, struct leftovers *left)
+/* (n blocks: the lists' tests below take 20 spans, past LISTS_SPANS) */
+static struct arena *bulk_freed_n(void **p, int n, struct leftovers *left)
 {
-	for (int i = 0; i < BULK_N; i++)
+	for (int i = 0; i < n; i++)
 		cr_assert_not_null(p[i] = A(malloc)(64));
 	take_leftovers(64, left);
-	for (int i = 0; i < BULK_N; i++)
+	for (int i = 0; i < n; i++)
 		if (i % BULK_KEEP)
 			A(free)(p[i]);
 	liballoc_flush_caches();
 	struct arena *a = la_tcache.arena;
 	cr_assert_eq(__atomic_load_n(&a->threads, __ATOMIC_RELAXED), 1, "an arena of its own");
 	return a;
+}
+
+static struct arena *bulk_freed(void **p, struct leftovers *left)
+{
+	return bulk_freed_n(p, BULK_N, left);
 }
 
 /* The span of each of the n blocks: out[i]'s in sp[i]; every block a block start of the
@@ -1375,7 +1381,10 @@ Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 	                   "got: %s", r.err);
 }
 
-/* bulk_freed, then mallocs of 64 bytes until one takes a span's whole list (the first
+enum { LIST_N = 20 * 1024 };
+
+/* Twenty spans' worth of 64-byte blocks (LIST_N), all but every 8th freed (bulk_freed_n),
+ * then mallocs of 64 bytes until one takes a span's whole list (the first
  * refill after the bulk free puts the class in list mode, the next takes a list: returned,
  * the blocks taken until then in *first) */
 struct before_list {
@@ -1384,7 +1393,7 @@ struct before_list {
 };
 static struct tlist *list_taken(void **p, struct leftovers *left, struct before_list *first)
 {
-	bulk_freed(p, left);
+	bulk_freed_n(p, LIST_N, left);
 	unsigned cls = sc_class_of(64);
 	struct tlist *l = &la_tcache.lists[cls];
 	first->n = 0;
@@ -1419,12 +1428,12 @@ static void *list_block(const struct tlist *l, unsigned k)
  * and every span's list then holds what its count says. */
 Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_time)
 {
-	void **p = A(malloc)(BULK_N * sizeof(void *));
+	void **p = A(malloc)(LIST_N * sizeof(void *));
 	cr_assert_not_null(p);
 	unsigned cls = sc_class_of(64);
 	uint64_t spans0 = class_spans(cls);
 	struct leftovers left;
-	struct arena *a = bulk_freed(p, &left);
+	struct arena *a = bulk_freed_n(p, LIST_N, &left);
 	cr_assert_eq(tcache_count(cls), 0, "the bin is empty");
 	/* the first refill after the bulk free fills the bin and puts the class in list mode
 	 * (xfer_refill_marks, refill_from); the bin's blocks taken, the next refill takes a list */
@@ -1471,7 +1480,7 @@ Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_tim
 	for (int i = 0; i < K; i++)
 		A(free)(q[i]);
 	free_before_list(&pre);
-	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
 	liballoc_flush_caches();
@@ -1482,7 +1491,7 @@ Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_tim
 /* the list's next block freed again: it is free, in this thread's cache */
 static void free_a_block_of_the_list(void)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	A(free)(list_block(list_taken(p, &left, &first), 5));
@@ -1500,7 +1509,7 @@ Test(spans, a_double_free_of_a_block_on_a_list_out_stops_the_process)
 /* a write after free into the list's next block overwrites its link */
 static void corrupt_a_link_of_the_list(void)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	memset(list_taken(p, &left, &first)->head, 0x41, 8);
@@ -1531,7 +1540,7 @@ static void *free_and_malloc(void *b)
 static unsigned candidate;
 static void free_a_block_of_the_list_from_another_thread(void)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	struct tlist *l = list_taken(p, &left, &first);
@@ -1577,7 +1586,7 @@ static void *free_when_told(void *arg)
 
 static void free_a_block_of_the_list_while_its_owner_is_busy(void)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	void *got;
@@ -1625,7 +1634,7 @@ static void *free_only(void *b)
  * another thread: the check finds it on no list, and the free goes on (no double free) */
 Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_another_thread)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	struct tlist *l = list_taken(p, &left, &first);
@@ -1643,7 +1652,7 @@ Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_anoth
 	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
 	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
 	free_before_list(&first);
-	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
 }
@@ -1652,9 +1661,9 @@ Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_anoth
  * is out, and no more once a flush gave it back */
 Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
-	bulk_freed(p, &left);
+	bulk_freed_n(p, LIST_N, &left);
 	unsigned cls = sc_class_of(64);
 	/* the first refill's blocks (list mode) taken: the bin empty, the next malloc a list */
 	static struct before_list first;
@@ -1677,7 +1686,7 @@ Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
 	cr_assert_leq(c2.cached_bytes, c0.cached_bytes, "cached %llu -> %llu after the flush",
 	              (unsigned long long)c0.cached_bytes, (unsigned long long)c2.cached_bytes);
 	free_before_list(&first);
-	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
 }
@@ -1694,7 +1703,7 @@ static void *sweep_until_given_back(void *arg)
 
 Test(spans, the_cold_bin_sweep_gives_back_the_list_of_an_idle_thread)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	struct tlist *l = list_taken(p, &left, &first);
@@ -1707,7 +1716,7 @@ Test(spans, the_cold_bin_sweep_gives_back_the_list_of_an_idle_thread)
 	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
 	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
 	free_before_list(&first);
-	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
 }
@@ -1716,7 +1725,7 @@ Test(spans, the_cold_bin_sweep_gives_back_the_list_of_an_idle_thread)
  * gives back the list of a class that saw none since the last sweep, and leaves list mode */
 Test(spans, the_cache_s_own_sweep_gives_back_the_list_of_a_class_gone_quiet)
 {
-	static void *p[BULK_N];
+	static void *p[LIST_N];
 	struct leftovers left;
 	static struct before_list first;
 	unsigned cls = sc_class_of(64);
@@ -1735,7 +1744,7 @@ Test(spans, the_cache_s_own_sweep_gives_back_the_list_of_a_class_gone_quiet)
 	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
 	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
 	free_before_list(&first);
-	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
 		A(free)(p[i]);
 	free_leftovers(&left);
 }
