@@ -1701,19 +1701,25 @@ void arena_return_list(struct arena *a, unsigned cls, struct tlist *l)
 	void *head = l->head;
 	uintptr_t base = l->base;
 	uintptr_t len = l->bytes;
-	l->head = NULL;
-	l->base = 0;
-	l->left = 0;
-	if (!left) {
-		if (head) /* more links than the count */
-			corrupt_span_list();
+	if (!left && head) /* more links than the count */
+		corrupt_span_list();
+	if (!base)
 		return;
-	}
 	struct heap *h = heap_of((void *)base);
 	struct span *s = span_at(h, heap_page_of(h, (void *)base));
 	uint32_t recip = sc_recip[cls];
 	arena_lock(a);
+	/* the span's mark and the list cleared under the lock: free's check of another thread
+	 * (tcache_check_lists), which holds it, finds the list in its cache while the span
+	 * says it is out, also a list used up */
 	s->list_out = 0;
+	l->head = NULL;
+	l->base = 0;
+	l->left = 0;
+	if (!left) {
+		arena_unlock(a);
+		return;
+	}
 	if (head) {
 		void *t = head, *q;
 		uint32_t n = 1;

@@ -1292,13 +1292,28 @@ static void leave_for_check(struct tcache *tc)
 #endif
 }
 
+/* p's link marked for the owner of the list p may be on (tcache_check_lists: it could not
+ * look): its decoded link | LIST_MARK, if p is still free (word 1 the key) and word 0 still
+ * what was read (the owner may hand p out meanwhile, and the program write it: a race of
+ * the double free with that malloc, where the mark may also be lost). True: p left there. */
+static bool list_mark(void *p)
+{
+	void *old = __atomic_load_n((void **)p, __ATOMIC_RELAXED);
+	if (__atomic_load_n((void **)p + 1, __ATOMIC_RELAXED) != (void *)LA_KEY)
+		return false;
+	void *next = link_encode((void *)((uintptr_t)link_decode(old, p) | LIST_MARK), p);
+	return __atomic_compare_exchange_n((void **)p, &old, next, false, __ATOMIC_RELAXED,
+	                                   __ATOMIC_RELAXED);
+}
+
 /* free's double-free check of p (word 1 the key, class cls, in a span whose whole free list
  * a thread cache held: list_out) once this thread's cache and the span's free list did not
  * hold it: under tc_list_lock and the arena's lock (no list taken or given back meanwhile),
  * the span's list and the caches again, and the cache holding the list (at most one) taken
  * and searched. A double free found stops the process. Neither side waits: when that cache
- * cannot be taken (its owner inside a cache operation), p stays where it is, its link marked
- * (LIST_MARK), and the owner's malloc or the list's return reports it (true: free leaves p
+ * cannot be taken (its owner inside a cache operation), or no listed cache holds the list
+ * (its thread exiting, or gone in a fork's child), p stays where it is, its link marked
+ * (list_mark), and the owner's malloc or the list's return reports it (true: free leaves p
  * alone). A p on no list (in a bin: README's limit, or a user word equal to the key) is
  * then never reused, one block. False: free goes on. */
 LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct span *s, void *p)
@@ -1312,7 +1327,8 @@ LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct
 	if (s->kind == SPAN_SMALL && arena_holds_free(a, s, p))
 		found = true;
 	else if (s->kind == SPAN_SMALL && s->list_out && cls < TC_LIST_CLASSES) {
-		for (struct tcache *tc = tc_list; tc; tc = tc->next) {
+		struct tcache *tc = tc_list;
+		for (; tc; tc = tc->next) {
 			/* a peek at another thread's list, made safe by the handshake (as
 			 * tcache_flush_all's) */
 			if (__atomic_load_n(&tc->lists[cls].base, __ATOMIC_RELAXED) != base)
@@ -1322,15 +1338,14 @@ LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct
 				found = l->base == base && tcache_list_holds(l, p);
 				leave_for_check(tc);
 			} else {
-				void *next = link_decode(*(void **)p, p);
-				__atomic_store_n(
-				        (void **)p,
-				        link_encode((void *)((uintptr_t)next | LIST_MARK), p),
-				        __ATOMIC_RELAXED);
-				left = true;
+				left = list_mark(p);
 			}
 			break;
 		}
+		/* out, in no listed cache: its thread exiting (off the list, its lists going
+		 * back), or gone in a fork's child (the span pinned): left alone too */
+		if (!tc)
+			left = list_mark(p);
 	}
 	arena_unlock(a);
 	la_unlock(&tc_list_lock);

@@ -1657,6 +1657,65 @@ Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_anoth
 	free_leftovers(&left);
 }
 
+/* A list going back keeps the cache's list and the span's mark until it holds the arena's
+ * lock, under which free's check of another thread looks for the list's cache (review24
+ * pre-1: cleared before the lock, a check in that window found the span's list out and no
+ * cache holding it, and the free went on). Another thread holds the lock while this
+ * thread's malloc gives its used-up list back: what the list looks like meanwhile. */
+static struct {
+	struct arena *a;
+	const struct tlist *l;
+	struct span *s;
+	int locked;
+	uintptr_t base_seen;
+	uint32_t out_seen;
+} held_lock;
+static void *hold_the_arena_lock(void *arg)
+{
+	(void)arg;
+	arena_lock(held_lock.a);
+	__atomic_store_n(&held_lock.locked, 1, __ATOMIC_RELEASE);
+	usleep(200 * 1000); /* the flush is waiting for the lock by now */
+	held_lock.base_seen = __atomic_load_n(&held_lock.l->base, __ATOMIC_RELAXED);
+	held_lock.out_seen = held_lock.s->list_out;
+	arena_unlock(held_lock.a);
+	return NULL;
+}
+
+Test(spans, a_list_going_back_stays_in_its_cache_until_the_arena_s_lock_is_held)
+{
+	static void *p[LIST_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	held_lock.a = la_tcache.arena;
+	held_lock.l = l;
+	held_lock.s = span_lookup(heap_of((void *)l->base), (void *)l->base);
+	cr_assert(held_lock.s && held_lock.s->list_out, "the span's list is out");
+	uintptr_t base = l->base;
+	/* the list used up: the next malloc gives it back (list_take), the lock its first */
+	static void *q[8192];
+	unsigned n = 0;
+	while (l->head && n < 8192)
+		q[n++] = A(malloc)(64);
+	cr_assert(!l->head && !l->left && l->base == base, "the list is used up, still held");
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, hold_the_arena_lock, NULL), 0);
+	while (!__atomic_load_n(&held_lock.locked, __ATOMIC_ACQUIRE))
+		sched_yield();
+	q[n++] = A(malloc)(64); /* waits for the lock in the list's return */
+	pthread_join(t, NULL);
+	cr_assert_eq(held_lock.base_seen, base, "the cache held the list while the return waited");
+	cr_assert(held_lock.out_seen, "the span's list was out while the return waited");
+	cr_assert(!held_lock.s->list_out, "the list went back");
+	for (unsigned i = 0; i < n; i++)
+		A(free)(q[i]);
+	free_before_list(&first);
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
 /* review23 F5: a list's blocks count as the thread's cached blocks (cached_bytes) while it
  * is out, and no more once a flush gave it back */
 Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
