@@ -708,6 +708,14 @@ static void bin_shrink(struct tcache *tc, unsigned c)
  * flushes): the next 2^k - 1 sweeps (k: how often that happened in a row, at most
  * TC_GC_BACKOFF) leave it alone; a bin that stays cold for the window after a sweep
  * emptied it lowers k again. */
+/* The lists of the classes in mask (quiet since the last sweep) back, out of list mode */
+static LA_NOINLINE void lists_quiet(struct tcache *tc, uint64_t mask)
+{
+	for (uint64_t m = mask; m; m &= m - 1)
+		list_return(tc, (unsigned)__builtin_ctzll(m));
+	lists_mode(tc, tc->lists_out & ~mask);
+}
+
 static LA_NOINLINE void tcache_gc(struct tcache *tc)
 {
 	tc->gc_events = 0;
@@ -739,10 +747,8 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 	uint64_t quiet = tc->row_bins & ~tc->gc_active;
 	tc->gc_active = 0;
 	/* lists of quiet classes go back (struct tlist), out of list mode */
-	for (uint64_t m = tc->lists_out & quiet & TC_LIST_MASK; m; m &= m - 1)
-		list_return(tc, (unsigned)__builtin_ctzll(m));
-	if (tc->lists_out & quiet)
-		lists_mode(tc, tc->lists_out & ~quiet);
+	if (unlikely(tc->lists_out & quiet))
+		lists_quiet(tc, tc->lists_out & quiet);
 	/* quiet bins grown or counting towards it start over (bin_shrink), but for those this
 	 * sweep leaves alone (gc_skip: a class the program came back to within TC_GC_WINDOW
 	 * sweeps after one emptied it): their growth stays with them, as their blocks do */
@@ -1315,7 +1321,10 @@ static bool list_mark(void *p)
  * (its thread exiting, or gone in a fork's child), p stays where it is, its link marked
  * (list_mark), and the owner's malloc or the list's return reports it (true: free leaves p
  * alone). A p on no list (in a bin: README's limit, or a user word equal to the key) is
- * then never reused, one block. False: free goes on. */
+ * then never reused, one block. False: free goes on. (tc_list_lock taken inside free: a
+ * signal handler's double free of such a block while its thread holds that lock - thread
+ * start or exit, a flush - would wait for ever; the check runs only for a block whose
+ * second word is the free mark.) */
 LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct span *s, void *p)
 {
 	unsigned cls = s->cls;

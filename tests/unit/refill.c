@@ -1413,6 +1413,24 @@ static void free_before_list(struct before_list *first)
 		A(free)(first->p[i]);
 }
 
+/* Every span of the 64-byte class lists what its count says */
+static void spans_counted(void)
+{
+	uint32_t n = 0;
+	struct span *bad = span_miscounted(la_tcache.arena, sc_class_of(64), &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+}
+
+/* list_taken's blocks all freed */
+static void list_test_done(void **p, struct leftovers *left, struct before_list *first)
+{
+	free_before_list(first);
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(left);
+}
+
 /* The list's block k (0: its head) */
 static void *list_block(const struct tlist *l, unsigned k)
 {
@@ -1646,15 +1664,8 @@ Test(spans, a_live_block_of_a_list_s_span_whose_word_is_the_key_frees_from_anoth
 	pthread_join(t, NULL);
 	cr_assert_eq(l->left, held, "the list is as it was");
 	liballoc_flush_caches();
-	uint32_t n = 0;
-	struct arena *a = la_tcache.arena;
-	struct span *bad = span_miscounted(a, sc_class_of(64), &n);
-	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
-	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
-	free_before_list(&first);
-	for (int i = 0; i < LIST_N; i += BULK_KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
+	spans_counted();
+	list_test_done(p, &left, &first);
 }
 
 /* A list going back keeps the cache's list and the span's mark until it holds the arena's
@@ -1710,10 +1721,7 @@ Test(spans, a_list_going_back_stays_in_its_cache_until_the_arena_s_lock_is_held)
 	cr_assert(!held_lock.s->list_out, "the list went back");
 	for (unsigned i = 0; i < n; i++)
 		A(free)(q[i]);
-	free_before_list(&first);
-	for (int i = 0; i < LIST_N; i += BULK_KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
+	list_test_done(p, &left, &first);
 }
 
 /* review23 F5: a list's blocks count as the thread's cached blocks (cached_bytes) while it
@@ -1744,10 +1752,7 @@ Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
 	liballoc_stats(&c2);
 	cr_assert_leq(c2.cached_bytes, c0.cached_bytes, "cached %llu -> %llu after the flush",
 	              (unsigned long long)c0.cached_bytes, (unsigned long long)c2.cached_bytes);
-	free_before_list(&first);
-	for (int i = 0; i < LIST_N; i += BULK_KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
+	list_test_done(p, &left, &first);
 }
 
 /* review23 F5: the decay pass's cold-bin sweep (tcache_flush_cold, from another thread)
@@ -1770,14 +1775,8 @@ Test(spans, the_cold_bin_sweep_gives_back_the_list_of_an_idle_thread)
 	cr_assert_eq(pthread_create(&t, NULL, sweep_until_given_back, l), 0);
 	pthread_join(t, NULL);
 	cr_assert(!l->base && !l->head && !l->left, "the sweep gave the list back");
-	uint32_t n = 0;
-	struct span *bad = span_miscounted(la_tcache.arena, sc_class_of(64), &n);
-	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
-	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
-	free_before_list(&first);
-	for (int i = 0; i < LIST_N; i += BULK_KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
+	spans_counted();
+	list_test_done(p, &left, &first);
 }
 
 /* review23 F5: the cache's own sweep (tcache_gc, every TC_GC_EVENTS refills and flushes)
@@ -1798,14 +1797,8 @@ Test(spans, the_cache_s_own_sweep_gives_back_the_list_of_a_class_gone_quiet)
 	}
 	cr_assert(!l->base && !l->head && !l->left, "the sweep gave the list back");
 	cr_assert(!(la_tcache.lists_out >> cls & 1), "the class left list mode");
-	uint32_t n = 0;
-	struct span *bad = span_miscounted(la_tcache.arena, cls, &n);
-	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
-	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
-	free_before_list(&first);
-	for (int i = 0; i < LIST_N; i += BULK_KEEP)
-		A(free)(p[i]);
-	free_leftovers(&left);
+	spans_counted();
+	list_test_done(p, &left, &first);
 }
 
 /* Empty spans of the classes above 8 KiB stay for their class while it is in use (arena.c,
