@@ -1724,6 +1724,56 @@ Test(spans, a_list_going_back_stays_in_its_cache_until_the_arena_s_lock_is_held)
 	list_test_done(p, &left, &first);
 }
 
+/* A span's list out in no listed cache (its thread exiting: off tc_list before its lists go
+ * back; or gone in a fork's child): free's check cannot search it and leaves the block
+ * alone, its link marked, and the list's return or pop reports it (review24 F7). Here the
+ * list is hidden from the check (its base cleared for the time of the free, as a cache off
+ * the list would be), then shown again and taken on. */
+static void free_a_block_of_a_list_in_no_listed_cache(void)
+{
+	static void *p[LIST_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	void *b = list_block(l, 5);
+	uintptr_t base = l->base;
+	l->base = 0;
+	A(free)(b);
+	l->base = base;
+	for (int i = 0; i < 40; i++)
+		if (A(malloc)(64) == b)
+			_exit(3); /* handed out (the free put it in the bin, or the list did) */
+	_exit(4);
+}
+
+Test(spans, a_double_free_of_a_block_on_a_list_in_no_listed_cache_is_reported_by_the_list)
+{
+	struct child_result r = run_child(free_a_block_of_a_list_in_no_listed_cache);
+	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
+	          r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"), "got: %s",
+	                   r.err);
+}
+
+/* List mode comes only after a teardown that leaves LISTS_SPANS (16) spans of the class or
+ * more holding freed blocks: after six spans' worth the first refill leaves the class out
+ * of it (the bins' pops, fewer instructions while the blocks are warm); after twenty it
+ * puts the class in it (list_taken) */
+Test(spans, a_teardown_on_six_spans_puts_no_class_in_list_mode)
+{
+	static void *p[BULK_N];
+	struct leftovers left;
+	bulk_freed(p, &left);
+	unsigned cls = sc_class_of(64);
+	void *q = A(malloc)(64);
+	cr_assert_gt(tcache_count(cls), 0, "a refill");
+	cr_assert(!(la_tcache.lists_out >> cls & 1), "the class is not in list mode");
+	A(free)(q);
+	for (int i = 0; i < BULK_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
 /* review23 F5: a list's blocks count as the thread's cached blocks (cached_bytes) while it
  * is out, and no more once a flush gave it back */
 Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
