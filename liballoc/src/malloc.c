@@ -374,6 +374,75 @@ LA_COLD static bool check_double_free(const char *func, struct heap *h, struct s
 	return out && tcache_check_lists(a, h, s, p);
 }
 
+/* A large block of this thread's arena that the large slot declined: to its heap (errno
+ * kept). */
+LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
+{
+	int saved = errno;
+	arena_free_large(h->arena, h, s);
+	errno = saved;
+}
+
+/* free of a page-aligned p of this thread's arena whose page-map entry is p's own low 32
+ * bits (free's fast path: class 0, p its span's first byte): a large block at its span's
+ * start, the large slot's pair (medsizes: half its frees), validated as realloc's fast path
+ * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
+ * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
+ * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
+/* free_large_keep's s, which the slot may take only once blocks went out, or declines
+ * (cache entered): the slot's slow path, else to its heap. */
+LA_NOINLINE LA_RACY_METADATA static void free_large_entered(struct heap *h, struct span *s)
+{
+	if (!tcache_free_large_slow(&la_tcache, s)) /* (keeps errno) */
+		free_large_arena(h, s);
+}
+
+/* free_large_keep's block when the slot grew past the bytes it published (cache entered) */
+LA_NOINLINE static void free_large_publish(void)
+{
+	struct tcache *tc = &la_tcache;
+	tcache_publish_large(tc);
+	tc_leave(tc);
+	shm_note_retained();
+}
+
+/* Free the large block of span s (live; h: its heap, of this thread's cache's arena,
+ * validated by the caller) into the cache's large slot (struct tcache, large), else
+ * (no live cache, larger than the slot's base, the madvise throttle off, a flusher holds
+ * the cache) to its heap, the slot's blocks (but with a flusher) gone back to theirs, as
+ * the block parked before a parking free does. The slot's hit inline with every other
+ * way a tail call, so that free_in_large_heap keeps no register across a call (medsizes:
+ * half its frees). Its callers are not seen by TSan: the hint reads the arena's parked
+ * block without its lock, and the span's offset is the owner's to write while the program
+ * holds the block (free_slow and realloc read it without a lock too). The slot itself is
+ * ordered by tc_enter. */
+LA_INLINE void free_large_keep(struct heap *h, struct span *s)
+{
+	struct tcache *tc = &la_tcache;
+	if (unlikely(tc->state != TC_LIVE)) {
+		free_large_arena(h, s);
+		return;
+	}
+	if (unlikely(!tc_enter(tc))) {
+		tc_leave(tc);
+		free_large_arena(h, s);
+		return;
+	}
+	if (unlikely(!large_fits(tc, s) || !TUN(madvise_throttle) ||
+	             arena_parked_hint(tc->arena))) {
+		free_large_entered(h, s);
+		return;
+	}
+	s->offset = SPAN_OFFSET_CACHED; /* (large_keep) */
+	large_push(tc, s);
+	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_pub)) {
+		free_large_publish();
+		return;
+	}
+	tc_leave(tc);
+	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
+}
+
 /* Free p, validated; func names the caller in error messages. */
 LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 {
@@ -418,78 +487,14 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	} else {
 		struct arena *owner = h->arena;
 		struct arena *mine = tc->state == TC_NONE ? NULL : tc->arena;
-		if (owner == mine && tcache_free_large(tc, s))
-			; /* into the thread cache's large slot */
-		else if (owner == mine || !mine ||
-		         __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
+		if (owner == mine)
+			free_large_keep(h, s); /* the thread cache's large slot, else its heap */
+		else if (!mine || __atomic_load_n(&owner->threads, __ATOMIC_RELAXED) == 0)
 			arena_free_large(owner, h, s); /* s is p's large span (span_lookup) */
 		else
 			arena_free_remote(owner, p);
 	}
 	errno = saved;
-}
-
-/* free_large_mine's block that the large slot declined: to its heap (errno kept). */
-LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
-{
-	int saved = errno;
-	arena_free_large(h->arena, h, s);
-	errno = saved;
-}
-
-/* free of a page-aligned p of this thread's arena whose page-map entry is p's own low 32
- * bits (free's fast path: class 0, p its span's first byte): a large block at its span's
- * start, the large slot's pair (medsizes: half its frees), validated as realloc's fast path
- * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
- * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
- * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
-/* free_large_keep's s, which the slot may take only once blocks went out, or declines
- * (cache entered): tcache_free_large's slow path, else to its heap. */
-LA_NOINLINE LA_RACY_METADATA static void free_large_entered(struct heap *h, struct span *s)
-{
-	if (!tcache_free_large_slow(&la_tcache, s)) /* (keeps errno) */
-		free_large_arena(h, s);
-}
-
-/* free_large_keep's block when the slot grew past the bytes it published (cache entered) */
-LA_NOINLINE static void free_large_publish(void)
-{
-	struct tcache *tc = &la_tcache;
-	tcache_publish_large(tc);
-	tc_leave(tc);
-	shm_note_retained();
-}
-
-/* tcache_free_large and, declined, the arena's free, for free's large path: the slot's
- * hit inline with every other way a tail call, so that free_in_large_heap's keeps no
- * register across a call and needs no frame (medsizes: half its frees). Its block's span
- * s (live, at p; h: its heap, of this thread's cache's arena). Its callers are not seen by
- * TSan, as tcache_free_large (tcache.c) is not. */
-LA_INLINE void free_large_keep(struct heap *h, struct span *s)
-{
-	struct tcache *tc = &la_tcache;
-	if (unlikely(tc->state != TC_LIVE)) {
-		free_large_arena(h, s);
-		return;
-	}
-	if (unlikely(!tc_enter(tc))) {
-		tc_leave(tc);
-		free_large_arena(h, s);
-		return;
-	}
-	if (unlikely(!large_fits(tc, s) || !TUN(madvise_throttle) ||
-	             arena_parked_hint(tc->arena))) {
-		free_large_entered(h, s);
-		return;
-	}
-	s->offset = SPAN_OFFSET_CACHED; /* (large_keep) */
-	large_push(tc, s);
-	if (unlikely(((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_pub)) {
-		free_large_publish();
-		return;
-	}
-	tc_leave(tc);
-	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
 }
 
 LA_INLINE bool large_mine_take_span(struct heap *h, struct span *s)

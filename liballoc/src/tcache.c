@@ -1468,8 +1468,9 @@ uint64_t tcache_published(const struct arena *a)
 	return bytes;
 }
 
-/* tcache_free_large when blocks must go out first, or s is declined (cache entered). Not
- * seen by TSan, as tcache_free_large: the hint reads the arena's parked block unlocked. */
+/* malloc.c's free_large_keep when blocks must go out first, or s is declined (cache
+ * entered). Not seen by TSan, as free_large_keep: the hint reads the arena's parked block
+ * unlocked. */
 LA_RACY_METADATA LA_NOINLINE bool tcache_free_large_slow(struct tcache *tc, struct span *s)
 {
 	int saved = errno; /* free keeps errno: malloc.c's free_large_mine saves it only
@@ -1504,26 +1505,6 @@ LA_RACY_METADATA LA_NOINLINE bool tcache_free_large_slow(struct tcache *tc, stru
 	tc_leave(tc);
 	shm_note_retained();
 	errno = saved;
-	return true;
-}
-
-/* Not seen by TSan: the hint reads the arena's parked block without its lock, and the
- * span's offset is the owner's to write while the program holds the block (free_slow
- * and realloc read it without a lock too). The slot itself is ordered by tc_enter.
- * (malloc.c's free_large_keep takes the same steps, the hit with no call.) */
-LA_RACY_METADATA bool tcache_free_large(struct tcache *tc, struct span *s)
-{
-	if (unlikely(tc->state != TC_LIVE))
-		return false;
-	if (unlikely(!tc_enter(tc))) {
-		tc_leave(tc);
-		return false;
-	}
-	if (unlikely(!large_fits(tc, s) || !TUN(madvise_throttle) || arena_parked_hint(tc->arena)))
-		return tcache_free_large_slow(tc, s);
-	large_keep(tc, s);
-	tc_leave(tc);
-	shm_note_retained(); /* the decay pass gives it back if no malloc takes it */
 	return true;
 }
 

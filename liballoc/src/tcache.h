@@ -451,12 +451,8 @@ LA_INLINE void tcache_large_event(struct tcache *tc)
 	if (tc->state == TC_LIVE && unlikely(++tc->gc_large >= TC_GC_EVENTS))
 		tcache_large_sweep(tc);
 }
-/* The large slot (struct tcache, large). Free the large block of span s (in a heap of
- * this thread's arena, validated by free_slow) into the slot; false: not taken (no live
- * cache, larger than large_max, the madvise throttle is off, a flusher holds the cache):
- * the caller frees it to the arena, and the slot's blocks (but with a flusher) have gone
- * back to their heap, as the block parked before a parking free does. */
-bool tcache_free_large(struct tcache *tc, struct span *s);
+/* The large slot (struct tcache, large): a free keeps its block there with malloc.c's
+ * free_large_keep (large_fits, large_keep below; tcache_free_large_slow). */
 /* The head of the large slot's bin of blocks of np pages (an exact bin's means nothing
  * while its mask bit is clear: large_bin_empty). The exact bins are in the slot rows'
  * block (tslots), there whenever a block is in the slot (the bound is 0 without it). */
@@ -575,8 +571,9 @@ LA_INLINE void large_keep(struct tcache *tc, struct span *s)
 		tcache_publish_large(tc);
 }
 
-/* tcache_free_large when blocks must go out first, or s is declined (cache entered; left
- * here). */
+/* free_large_keep when blocks must go out first, or s is declined (cache entered; left
+ * here): false when declined (the slot's blocks sent back; s not taken, the caller frees
+ * it to its heap). */
 bool tcache_free_large_slow(struct tcache *tc, struct span *s);
 
 /* The newest block of the fewest pages from want on (want <= TC_LARGE_EXACT) in the exact
