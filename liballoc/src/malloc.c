@@ -383,12 +383,6 @@ LA_NOINLINE static void free_large_arena(struct heap *h, struct span *s)
 	errno = saved;
 }
 
-/* free of a page-aligned p of this thread's arena whose page-map entry is p's own low 32
- * bits (free's fast path: class 0, p its span's first byte): a large block at its span's
- * start, the large slot's pair (medsizes: half its frees), validated as realloc's fast path
- * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
- * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
- * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
 /* free_large_keep's s, which the slot may take only once blocks went out, or declines
  * (cache entered): the slot's slow path, else to its heap. */
 LA_NOINLINE LA_RACY_METADATA static void free_large_entered(struct heap *h, struct span *s)
@@ -497,6 +491,12 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
 	errno = saved;
 }
 
+/* free of a page-aligned p of this thread's arena whose page-map entry is p's own low 32
+ * bits (free's fast path: class 0, p its span's first byte): a large block at its span's
+ * start, the large slot's pair (medsizes: half its frees), validated as realloc's fast path
+ * does (spanidx of a page that no longer heads a span is 0, SPAN_NONE) without free_slow's
+ * page-map walk: the same span_lookup answer for such a p. Anything else (a freed block:
+ * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; no cache) takes free_slow. */
 LA_INLINE bool large_mine_take_span(struct heap *h, struct span *s)
 {
 	struct tcache *tc = &la_tcache;
