@@ -36,4 +36,14 @@ static inline struct child_result run_child(void (*fn)(void))
 	return r;
 }
 
+/* Criterion's asserts (include it first) that child r stopped with SIGABRT after writing msg
+ * to stderr: the tests of an allocator's abort */
+#define assert_child_aborted_with(r, msg)                                                        \
+	do {                                                                                     \
+		cr_assert(WIFSIGNALED((r).status) && WTERMSIG((r).status) == SIGABRT,            \
+		          "expected SIGABRT, status %#x, stderr: %s", (r).status, (r).err);      \
+		cr_assert_not_null(strstr((r).err, (msg)), "expected \"%s\", got \"%s\"", (msg), \
+		                   (r).err);                                                     \
+	} while (0)
+
 #endif

@@ -13,9 +13,7 @@
 static void expect_abort(void (*fn)(void), const char *message)
 {
 	struct child_result r = run_child(fn);
-	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
-	          "expected SIGABRT, status %#x, stderr: %s", r.status, r.err);
-	cr_assert_not_null(strstr(r.err, message), "expected \"%s\", got \"%s\"", message, r.err);
+	assert_child_aborted_with(r, message);
 	cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
 }
 

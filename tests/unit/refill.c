@@ -1375,10 +1375,7 @@ static void corrupt_a_link_of_the_third_span(void)
 Test(spans, a_refill_walking_four_spans_side_by_side_stops_at_a_corrupted_link)
 {
 	struct child_result r = run_child(corrupt_a_link_of_the_third_span);
-	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
-	          r.status, r.err);
-	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
-	                   "got: %s", r.err);
+	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
 }
 
 enum { LIST_N = 20 * 1024 };
@@ -1518,10 +1515,7 @@ static void free_a_block_of_the_list(void)
 Test(spans, a_double_free_of_a_block_on_a_list_out_stops_the_process)
 {
 	struct child_result r = run_child(free_a_block_of_the_list);
-	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
-	          r.status, r.err);
-	cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"), "got: %s",
-	                   r.err);
+	assert_child_aborted_with(r, "liballoc: free(): double free detected");
 }
 
 /* a write after free into the list's next block overwrites its link */
@@ -1537,10 +1531,7 @@ static void corrupt_a_link_of_the_list(void)
 Test(spans, malloc_taking_a_corrupted_link_of_its_list_stops_the_process)
 {
 	struct child_result r = run_child(corrupt_a_link_of_the_list);
-	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
-	          r.status, r.err);
-	cr_assert_not_null(strstr(r.err, "liballoc: malloc(): corrupted free list detected"),
-	                   "got: %s", r.err);
+	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
 }
 
 /* A thread that frees its argument, then takes a block of its size: what the free put in
@@ -1749,10 +1740,7 @@ static void free_a_block_of_a_list_in_no_listed_cache(void)
 Test(spans, a_double_free_of_a_block_on_a_list_in_no_listed_cache_is_reported_by_the_list)
 {
 	struct child_result r = run_child(free_a_block_of_a_list_in_no_listed_cache);
-	cr_assert(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %#x: %s",
-	          r.status, r.err);
-	cr_assert_not_null(strstr(r.err, "liballoc: free(): double free detected"), "got: %s",
-	                   r.err);
+	assert_child_aborted_with(r, "liballoc: free(): double free detected");
 }
 
 /* List mode comes only after a teardown that leaves LISTS_SPANS (16) spans of the class or
