@@ -52,6 +52,18 @@ $(TESTS_BIN)/%: $(BUILD)/obj/tests/helpers/%.o $(if $(SAN),$(BUILD)/liballoc.a)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lpthread
 
+# massseg forks a child per segment (5,000 in segments.bats) that only waits in pause():
+# built with ThreadSanitizer, each child starts the runtime's background thread, which wakes
+# ten times a second, and 5,000 of them made the forks themselves crawl (load ~2,000 on 2
+# cores, the 5,000 not out in 360 s in the TSan job; 2,000 took 40 s, 500 2.3 s). It uses
+# neither the allocator nor threads: built without the sanitizer in every build (the
+# daemon that reads its segments is the code under test).
+$(TESTS_BIN)/massseg: $(ROOT)/tests/helpers/massseg.c
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $< $(filter-out $(SAN_FLAGS),$(CFLAGS)) $(CPPFLAGS) $(TEST_CFLAGS) \
+		$(filter-out $(SAN_FLAGS),$(LDFLAGS))
+
 # tests/helpers/shim/*.c: libraries preloaded ahead of the allocator (tests/e2e/interpose.bats),
 # lib<name>.so; not in sanitizer builds (the suites that preload them do not run there)
 SHIM_SRCS := $(sort $(wildcard $(ROOT)/tests/helpers/shim/*.c))
