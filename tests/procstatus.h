@@ -3,6 +3,7 @@
 #define LA_TESTS_PROCSTATUS_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,38 @@ static inline long others_minflt(void)
 	if (d)
 		closedir(d);
 	return sum;
+}
+
+/* The status file's path of this process's control thread (the thread named liballoc-ctl)
+ * into path (cap bytes). The thread names itself once it runs, which on a loaded machine
+ * may take a while after the library started it: looked for every 10 ms, `tries` times.
+ * false if it was not found. */
+static inline bool control_task_status(char *path, size_t cap, int tries)
+{
+	for (int t = 0; t < tries; t++) {
+		if (t)
+			usleep(10000);
+		DIR *d = opendir("/proc/self/task");
+		bool found = false;
+		for (struct dirent *e; d && !found && (e = readdir(d));) {
+			char comm[64] = "";
+			snprintf(path, cap, "/proc/self/task/%s/comm", e->d_name);
+			FILE *f = fopen(path, "r");
+			if (f && fgets(comm, sizeof(comm), f) &&
+			    strncmp(comm, "liballoc-ctl", 12) == 0) {
+				snprintf(path, cap, "/proc/self/task/%s/status", e->d_name);
+				found = true;
+			}
+			if (f)
+				fclose(f);
+		}
+		if (d)
+			closedir(d);
+		if (found)
+			return true;
+	}
+	path[0] = 0;
+	return false;
 }
 
 #endif

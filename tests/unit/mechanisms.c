@@ -1990,28 +1990,9 @@ Test(decay, the_caches_of_idle_threads_go_back_to_their_arenas)
 static const char *control_status(void)
 {
 	static char path[300];
-	/* the thread names itself once it runs: on a loaded machine that may take a while
-	 * after the library started it (30 s at most) */
-	for (int tries = 0; !path[0] && tries < 3000; tries++) {
-		if (tries)
-			usleep(10000);
-		DIR *d = opendir("/proc/self/task");
-		cr_assert_not_null(d);
-		for (struct dirent *e; !path[0] && (e = readdir(d));) {
-			char comm[64] = "";
-			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-			FILE *f = fopen(path, "r");
-			path[0] = 0;
-			if (f && fgets(comm, sizeof(comm), f) &&
-			    strncmp(comm, "liballoc-ctl", 12) == 0)
-				snprintf(path, sizeof(path), "/proc/self/task/%s/status",
-				         e->d_name);
-			if (f)
-				fclose(f);
-		}
-		closedir(d);
-	}
-	cr_assert(path[0], "the control thread runs");
+	/* 30 s at most for it to run on a loaded machine */
+	if (!path[0])
+		cr_assert(control_task_status(path, sizeof(path), 3000), "the control thread runs");
 	return path;
 }
 
