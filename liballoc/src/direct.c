@@ -347,15 +347,16 @@ static bool serves(size_t l, size_t len)
  * mapping (or mremap's new place) on that boundary when its length is whole tables: the
  * mapping is made or moved with its length rounded up to them, and the part beyond the
  * length asked unmapped at once (never written: address space for a moment, no figure
- * counts it). Not where THP is "always" (an aligned mapping's first 2 MiB would be one huge
- * page for a program that writes its first bytes), nor when the rounding is refused. */
+ * counts it). Not where 2 MiB THP is "always" (an aligned mapping's first 2 MiB would be one
+ * huge page for a program that writes its first bytes), nor when the rounding is refused; a
+ * smaller size's "always" (multi-size THP) fills its folios wherever the mapping starts. */
 static size_t table_round(size_t len)
 {
 	size_t table = (size_t)HEAP_HUGE_PAGES << LA_PAGE_SHIFT;
 	if (len < (size_t)TUN(mmap_threshold_max) || len > PTRDIFF_MAX - table)
 		return len;
 	int saved = errno; /* (its first call reads the kernel's setting from files) */
-	bool always = os_thp_always();
+	bool always = os_thp_pmd_always();
 	errno = saved;
 	return always ? len : la_align_up(len, table);
 }

@@ -170,6 +170,7 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 
 static int thp_always = -1;  /* the kernel backs unadvised ranges too (atomic; -1: not read) */
 static size_t huge_size = 1; /* os_huge_size (atomic; 1: not read yet) */
+static int pmd_always = -1;  /* os_thp_pmd_always (atomic; -1: not read) */
 const char *os_thp_dir = "/sys/kernel/mm/transparent_hugepage";
 
 /* Reads os_thp_dir's file [sub/]leaf into buf (os_read_small); -1 for a path too long (a
@@ -243,6 +244,7 @@ size_t os_huge_size(void)
 void os_huge_reread(void)
 {
 	__atomic_store_n(&thp_always, -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&pmd_always, -1, __ATOMIC_RELAXED);
 	__atomic_store_n(&huge_size, (size_t)1, __ATOMIC_RELAXED);
 }
 
@@ -251,6 +253,28 @@ bool os_thp_always(void)
 	if (__atomic_load_n(&thp_always, __ATOMIC_RELAXED) < 0)
 		os_huge_size();
 	return __atomic_load_n(&thp_always, __ATOMIC_RELAXED) != 0;
+}
+
+bool os_thp_pmd_always(void)
+{
+	int v = __atomic_load_n(&pmd_always, __ATOMIC_RELAXED);
+	if (v >= 0)
+		return v != 0;
+	if (__atomic_load_n(&thp_always, __ATOMIC_RELAXED) == 0) {
+		v = 0; /* no size backs unadvised ranges: not this one either */
+	} else {
+		char buf[128];
+		/* unknown: as if it did (the careful answer, as os_thp_always's) */
+		bool top = thp_read(NULL, "enabled", buf, sizeof(buf)) <= 0 ||
+		           strstr(buf, "[always]") != NULL;
+		/* Linux 6.8: the 2 MiB size's own mode, unless "inherit" (or no such file) */
+		v = thp_read("hugepages-2048kB", "enabled", buf, sizeof(buf)) > 0 &&
+		                    !strstr(buf, "[inherit]")
+		            ? strstr(buf, "[always]") != NULL
+		            : top;
+	}
+	__atomic_store_n(&pmd_always, v, __ATOMIC_RELAXED);
+	return v != 0;
 }
 
 /* A move to `to` refused after the kernel may have unmapped the target range: it is mapped

@@ -45,8 +45,14 @@ size_t os_huge_size(void);
  * hugepages-<size>kB/enabled "always", or the mode unknown): then pages no allocator write
  * touched may be resident. */
 bool os_thp_always(void);
-/* Where the two above read the kernel's THP modes (tests point it at a directory of their
- * own, then call os_huge_reread: both are read again at their next call). */
+/* Transparent huge pages of 2 MiB back ranges nobody advised (`enabled` "always", or
+ * hugepages-2048kB/enabled "always", or the mode unknown): a mapping placed on a 2 MiB
+ * boundary would take one for its first bytes. Two files read at its first call (where
+ * os_thp_always reads every size's: ~40 system calls, ~90 us on session 25's machine),
+ * none when os_thp_always said no already. */
+bool os_thp_pmd_always(void);
+/* Where the three above read the kernel's THP modes (tests point it at a directory of their
+ * own, then call os_huge_reread: all are read again at their next call). */
 extern const char *os_thp_dir;
 void os_huge_reread(void);
 /* Bytes of [p, p+size) that are resident, via mincore. */

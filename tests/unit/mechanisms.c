@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -3265,7 +3266,7 @@ static void let_go_of(void *page)
  * Not where THP is "always": its first 2 MiB would be one huge page. */
 Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_and_move_so)
 {
-	if (os_thp_always())
+	if (os_thp_pmd_always())
 		cr_skip_test("THP always: mappings are placed where the kernel puts them");
 	set("decay_ms", 0);
 	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
@@ -3303,13 +3304,104 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	A(free)(r);
 }
 
+/* A fake THP directory (os_thp_dir): `enabled` (the 2 MiB size's mode, unless its own file
+ * says other than "inherit"), hugepages-2048kB/enabled when pmd2m is not NULL, and
+ * hugepages-64kB/enabled (a multi-size THP, Linux 6.8). */
+static void thp_file(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void thp_fake(char *dir, const char *enabled, const char *pmd2m, const char *m64)
+{
+	cr_assert_not_null(mkdtemp(dir));
+	char sub[256];
+	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	thp_file(dir, "enabled", enabled);
+	thp_file(dir, "hpage_pmd_size", "2097152\n");
+	thp_file(dir, "hugepages-64kB/enabled", m64);
+	if (pmd2m)
+		thp_file(dir, "hugepages-2048kB/enabled", pmd2m);
+	os_thp_dir = dir;
+	os_huge_reread();
+}
+
+static void thp_unfake(const char *dir, const char *was)
+{
+	static const char *const names[] = {"hugepages-64kB/enabled",
+	                                    "hugepages-2048kB/enabled",
+	                                    "hugepages-64kB",
+	                                    "hugepages-2048kB",
+	                                    "enabled",
+	                                    "hpage_pmd_size"};
+	char path[256];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (unlink(path) != 0)
+			rmdir(path);
+	}
+	rmdir(dir);
+	os_thp_dir = was;
+	os_huge_reread();
+}
+
+/* Whether a mapping on a 2 MiB boundary takes a huge page for its first bytes is the 2 MiB
+ * size's mode alone: `enabled`, or hugepages-2048kB/enabled where that says other than
+ * "inherit". A smaller size's "always" (multi-size THP) fills its folios wherever the
+ * mapping starts, so a mapping from the ceiling up still starts on a page table's boundary
+ * there (it did not: every multi-size THP's mode was read, ~40 system calls at the first
+ * such mapping of every process, and any "always" among them kept mappings unrounded). */
+Test(mapping_cache, a_smaller_thp_sizes_always_leaves_mappings_on_a_page_tables_boundary)
+{
+	const char *was = os_thp_dir;
+	char d1[] = "/tmp/la-thp-XXXXXX", d2[] = "/tmp/la-thp-XXXXXX", d3[] = "/tmp/la-thp-XXXXXX";
+	thp_fake(d1, "always [madvise] never\n", "always [inherit] madvise never\n",
+	         "[always] inherit madvise never\n");
+	bool m_always = os_thp_always(), m_pmd = os_thp_pmd_always();
+	thp_unfake(d1, was);
+	thp_fake(d2, "always [madvise] never\n", "[always] inherit madvise never\n",
+	         "always inherit madvise [never]\n");
+	bool own_pmd = os_thp_pmd_always();
+	thp_unfake(d2, was);
+	thp_fake(d3, "[always] madvise never\n", NULL, "always inherit madvise [never]\n");
+	bool top_pmd = os_thp_pmd_always();
+	thp_unfake(d3, was);
+	cr_assert(m_always, "a 64 KiB size in \"always\" backs unadvised ranges");
+	cr_assert(!m_pmd, "but not with 2 MiB pages");
+	cr_assert(own_pmd, "hugepages-2048kB/enabled \"always\" does");
+	cr_assert(top_pmd, "`enabled` \"always\" does, without a file of the size's own");
+
+	char dir[] = "/tmp/la-thp-XXXXXX";
+	thp_fake(dir, "always [madvise] never\n", "always [inherit] madvise never\n",
+	         "[always] inherit madvise never\n");
+	set("decay_ms", 0);
+	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
+	char *p = A(malloc)((10 << 20) + 12345);
+	bool pmd = os_thp_pmd_always();
+	size_t usable = A(malloc_usable_size)(p);
+	A(free)(p);
+	A(free)(r);
+	thp_unfake(dir, was);
+	cr_assert(!pmd);
+	cr_assert_eq((uintptr_t)p % (2 << 20), 0, "not on a table's boundary: %p", (void *)p);
+	cr_assert_eq(usable, (10u << 20) + 16384, "the length asked, in pages");
+}
+
 /* Where the rounding to whole page tables is refused (RLIMIT_AS leaves room for the size
  * asked, not for the rounded length), a new mapping from the ceiling up is made, and a cached
  * one that has to move is grown, to the size asked, and the malloc that succeeds keeps errno
  * (the refused tries set ENOMEM). */
 Test(mapping_cache, the_rounding_refused_maps_and_grows_the_size_asked_and_keeps_errno)
 {
-	if (os_thp_always())
+	if (os_thp_pmd_always())
 		cr_skip_test("THP always: mappings are not rounded");
 	set("decay_ms", 0);
 	void *r = recycle_mappings(); /* the largest request lately: 40 MiB */
@@ -3355,7 +3447,7 @@ Test(mapping_cache, the_rounding_refused_maps_and_grows_the_size_asked_and_keeps
  * calls a growth). */
 Test(mapping_cache, a_growth_into_free_address_space_takes_one_call_in_place)
 {
-	if (os_thp_always())
+	if (os_thp_pmd_always())
 		cr_skip_test("THP always: mappings are placed where the kernel puts them");
 	set("decay_ms", 0);
 	set("mmap_dynamic", 0); /* (the threshold stays: 9 MiB blocks stay mappings) */
