@@ -1260,9 +1260,12 @@ static void fork_prepare(void)
 {
 	if (!LA_NO_STATS)
 		control_fork_prepare(); /* it allocates: before any lock is taken */
-	/* the transparent huge page mode, read once here rather than in every child that
-	 * trims or decays (two sysfs files: six system calls and a libc page each) */
+	/* the transparent huge page modes, read once here rather than in every child that
+	 * trims or decays (`enabled`, the hugepages-* directory and each size's file,
+	 * hpage_pmd_size: ~35 system calls and a libc page), or that maps from the ceiling up
+	 * (the 2 MiB size's: two files, none when the first said no) */
 	os_thp_always();
+	os_thp_pmd_always();
 	tun_fork_prepare(); /* no writer of the segment's tunables is half-way at the fork */
 	direct_fork_prepare();
 	tcache_fork_prepare();

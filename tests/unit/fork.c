@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1113,8 +1114,8 @@ static int child_thp_mode(void)
 }
 
 /* A forked child knows the huge page mode from its parent: the parent reads it once at
- * its first fork, not every child that trims or runs its decay pass (two sysfs files, six
- * system calls and a libc page each in the fork loop). A child that could not read them
+ * its first fork, not every child that trims or runs its decay pass (`enabled`, the
+ * hugepages-* directory and each size's file, hpage_pmd_size). A child that could not read them
  * took the careful answer ("always": measure every page). */
 /* Direct mappings across a fork: a thread of the parent grows, sizes and remaps its
  * mappings (lookups without the lock, and with it) while the main thread forks; each child
@@ -1203,6 +1204,62 @@ Test(fork, a_child_knows_the_huge_page_mode_from_its_parent)
 	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */
 	cr_assert_eq(fork_run(child_thp_mode), thp_always_here(),
 	             "the child's huge page mode (1: always or unknown) is not its parent's");
+}
+
+/* 0/1: the 2 MiB size's mode (os_thp_pmd_always) the child knows with no file left to open
+ * (RLIMIT_NOFILE 0: a read fails, and the answer is the careful one, 1). */
+static int child_pmd_mode(void)
+{
+	setrlimit(RLIMIT_NOFILE, &(struct rlimit){0, 0});
+	return os_thp_pmd_always() ? 1 : 0;
+}
+
+static void thp_put(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* ... and the 2 MiB size's mode too (mappings from the ceiling up are rounded to whole page
+ * tables unless it is "always"): where a smaller size is "always" (os_thp_always says yes,
+ * which does not settle the 2 MiB size), a child would read its two files again at its first
+ * such mapping. A fake THP directory: `enabled` madvise, 64 KiB "always", 2 MiB "inherit". */
+Test(fork, a_child_knows_the_2mib_huge_page_mode_from_its_parent)
+{
+	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */
+	char dir[] = "/tmp/la-thp-XXXXXX", sub[256];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	thp_put(dir, "enabled", "always [madvise] never\n");
+	thp_put(dir, "hugepages-64kB/enabled", "[always] inherit madvise never\n");
+	thp_put(dir, "hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+	const char *was = os_thp_dir;
+	os_thp_dir = dir;
+	os_huge_reread();
+	int got = fork_run(child_pmd_mode);
+	bool parent_always = os_thp_always(), parent_pmd = os_thp_pmd_always();
+	static const char *const names[] = {"hugepages-64kB/enabled", "hugepages-2048kB/enabled",
+	                                    "hugepages-64kB", "hugepages-2048kB", "enabled"};
+	char path[256];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (unlink(path) != 0)
+			rmdir(path);
+	}
+	rmdir(dir);
+	os_thp_dir = was;
+	os_huge_reread();
+	cr_assert(parent_always && !parent_pmd, "the fake directory's modes were not read");
+	cr_assert_eq(got, 0,
+	             "the child read the 2 MiB size's mode again (1: the careful answer "
+	             "with no file to open)");
 }
 
 /* Field 22 of /proc/self/stat (the start time in clock ticks since boot), 0 if
