@@ -588,25 +588,33 @@ static bool lend_take(size_t len, bool zero, struct dcached *out)
  * most LEND_CHUNK) move into it as free resident pages (heap_adopt), which its next
  * growth takes instead of faulting in new ones. A chunk at a time: pages the heaps hold
  * that their growth has not taken are memory the process would not hold without them
- * (the rest stays in the cache, which a new mapping or the decay pass unmaps). */
-static void lend_to(struct heap *h, uint32_t fresh)
+ * (the rest stays in the cache, which a new mapping or the decay pass unmaps). The growth
+ * took pages [from, from + n): returns how many of them the mapping's pages replaced (a
+ * growth of about its size, below). */
+static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
 	if (!la_trylock(&direct_lock)) /* (the next growth looks again) */
-		return;
+		return 0;
 	struct dcached *e = NULL;
 	for (unsigned i = 0; i < dcached_n && !e; i++)
 		if (dcache[i].lend)
 			e = &dcache[i];
 	if (!e) {
 		la_unlock(&direct_lock);
-		return;
+		return 0;
 	}
 	/* one growth that faulted in at least half as many pages as the mapping holds, more
 	 * than a chunk: a block of about its size came from the heap (its size is below the
 	 * threshold now), and a chunk at a time would serve no growth before the decay pass
 	 * unmaps the rest (two threads each making a 4 MiB block again and again, bench
-	 * m2-4mib: peak 9.7 -> 13.7 MiB with it kept): all of it is unmapped */
+	 * m2-4mib: peak 9.7 -> 13.7 MiB with it kept): all of it goes. When none of the
+	 * block's pages was resident, the mapping's pages (as many as the block has) move
+	 * under its first pages (heap_move_under), the rest is unmapped: the program writes
+	 * its new block on the pages it wrote before, not on pages it faults in while those
+	 * are unmapped (m2-4mib: each thread's second block, 1,025 faults); else all of it
+	 * is unmapped */
 	bool drop = fresh > LEND_CHUNK_PAGES && fresh >= (e->len >> LA_PAGE_SHIFT) / 2;
+	bool under = drop && fresh == n;
 	void *p = e->base;
 	size_t want = (size_t)LA_MAX(fresh, LEND_MIN_PAGES) << LA_PAGE_SHIFT;
 	size_t k = drop ? e->len : LA_MIN(e->len, LA_MIN(want, LEND_CHUNK));
@@ -625,10 +633,17 @@ static void lend_to(struct heap *h, uint32_t fresh)
 	}
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
+	size_t m = LA_MIN(k, (size_t)n << LA_PAGE_SHIFT);
+	if (under && heap_move_under(h, p, from, (uint32_t)(m >> LA_PAGE_SHIFT))) {
+		if (k > m)
+			os_unmap((char *)p + m, k - m, pc());
+		return (uint32_t)(m >> LA_PAGE_SHIFT);
+	}
 	if (drop || !heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
 		os_unmap(p, k, pc());
 	else if (res < k)
 		op_measure_soon(); /* counted resident whole in the heap until then */
+	return 0;
 }
 
 /* Where direct_get may take the memory from: the mapping cache, a new mapping, or both. */
@@ -1031,16 +1046,16 @@ void direct_trim(void)
 	drop_cache(DROP_ALL);
 }
 
-void direct_heaps_grew(struct heap *h, uint32_t fresh)
+uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
 	uint64_t trial = __atomic_load_n(&trial_bytes, __ATOMIC_RELAXED);
 	if (likely(!trial))
-		return;
+		return 0;
 	uint64_t lend = __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED);
-	if (lend && fresh)
-		lend_to(h, fresh);
+	uint32_t moved = lend && fresh ? lend_to(h, from, n, fresh) : 0;
 	if (trial > lend)
 		drop_cache(DROP_TRIAL);
+	return moved;
 }
 
 bool direct_decay(void)

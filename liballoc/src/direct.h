@@ -32,10 +32,13 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct);
 void direct_measure(void);
 /* Unmap every cached mapping. */
 void direct_trim(void);
-/* A heap grew into memory it never used: the mappings kept on trial (freed before any was
- * recycled) are unmapped. Cheap when there are none (one load). */
+/* A heap grew into memory it never used, taking pages [from, from + n) of which fresh were
+ * not resident: the mappings kept on trial (freed before any was recycled) are unmapped,
+ * those kept for the heaps serve it (direct.c, lend_to). Returns how many of those n
+ * pages are now resident pages a kept mapping gave (0 mostly). Cheap when there are none
+ * (one load). */
 struct heap;
-void direct_heaps_grew(struct heap *h, uint32_t fresh);
+uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh);
 /* Unmap cached mappings not reused during the last decay period and measure the others;
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);

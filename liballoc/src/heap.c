@@ -199,16 +199,19 @@ void heap_idle_flip(struct heap *h)
 		STAT_SUB_LOCKED(h->c, idle_metadata_bytes, bytes);
 }
 
-/* Entries of pages below end (and the head of the free span at end) may be written;
- * fresh: pages of the growth that were not resident. */
-static void hwm_update(struct heap *h, uint32_t end, uint32_t fresh)
+/* Entries of pages below from + n (and the head of the free span there) may be written,
+ * pages [from, from + n) just taken; fresh: how many of them were not resident. Returns
+ * how many of them a mapping kept for the heaps moved under them (direct_heaps_grew). */
+static uint32_t hwm_update(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
-	uint32_t w = LA_MIN(end + 1, (uint32_t)LA_HEAP_PAGES);
+	uint32_t w = LA_MIN(from + n + 1, (uint32_t)LA_HEAP_PAGES);
 	if (w > h->hwm) {
 		h->hwm = w;
 		meta_update(h);
-		direct_heaps_grew(h, fresh); /* mappings kept on trial serve no heap */
+		/* mappings kept on trial serve no heap; one kept for the heaps may serve this */
+		return direct_heaps_grew(h, from, n, fresh);
 	}
+	return 0;
 }
 
 /* Pages [at, at + k) as mincore's vec has them: the bits of those not resident cleared
@@ -965,7 +968,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, n, take_dirty);
-	hwm_update(h, first + n, n - take_dirty);
+	uint32_t moved = hwm_update(h, first, n, n - take_dirty);
 	heap_idle_update(h);
 	trend(h, true);
 	breath_grow(h);
@@ -988,7 +991,7 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 		h->refaulted = 1;
 		h->refault_epoch = epoch_now();
 	}
-	*dirty_used = take_dirty;
+	*dirty_used = take_dirty + moved;
 	return s;
 }
 
@@ -1278,12 +1281,12 @@ bool heap_grow_span(struct heap *h, struct span *s, uint32_t want, bool resident
 	dirty_add(h, -(int64_t)take_dirty);
 	if (h->watch)
 		burst_grew(h->watch, need, take_dirty);
-	hwm_update(h, r + need, need - take_dirty);
+	uint32_t moved = hwm_update(h, r, need, need - take_dirty);
 	trend(h, true);
 	breath_grow(h);
 	s->npages = want;
 	heap_map_span(h, s, false);
-	*dirty_used = take_dirty;
+	*dirty_used = take_dirty + moved;
 	return true;
 }
 
@@ -1575,6 +1578,17 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n)
 		}
 	}
 	return false;
+}
+
+bool heap_move_under(struct heap *h, void *p, uint32_t from, uint32_t n)
+{
+	if (h->huge & huge_touched(from, from + n))
+		return false;
+	if (os_move(p, (size_t)n << LA_PAGE_SHIFT, (char *)h + ((size_t)from << LA_PAGE_SHIFT),
+	            h->c))
+		return false;
+	heap_touch(h, from, n);
+	return true;
 }
 
 uint32_t heap_prepare(struct heap *h, uint32_t max, uint32_t stamp, bool *failed)

@@ -383,6 +383,10 @@ void heap_make_large(struct heap *h, uint32_t arena_index);
  * largest free span's first such run, outside huge ranges), as free resident pages: true
  * when they moved (lock held). */
 bool heap_adopt(struct heap *h, void *p, uint32_t n);
+/* Move the n pages of the mapping at p onto pages [from, from + n) of h, which a block
+ * just took and none of which is resident (outside huge ranges), counted resident: true
+ * when they moved (lock held). */
+bool heap_move_under(struct heap *h, void *p, uint32_t from, uint32_t n);
 /* Whether pages [first, first + n) of h may be in a transparent huge page: a range advised
  * for them (h->huge), or anywhere in THP mode "always". */
 bool heap_huge_in(const struct heap *h, uint32_t first, uint32_t n);
