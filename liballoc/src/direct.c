@@ -634,6 +634,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
 	size_t m = LA_MIN(k, (size_t)n << LA_PAGE_SHIFT);
+	int saved = errno; /* a move refused (mremap's errno), a malloc that succeeds */
 	if (under && heap_move_under(h, p, from, (uint32_t)(m >> LA_PAGE_SHIFT))) {
 		if (k > m)
 			os_unmap((char *)p + m, k - m, pc());
@@ -643,6 +644,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		os_unmap(p, k, pc());
 	else if (res < k)
 		op_measure_soon(); /* counted resident whole in the heap until then */
+	errno = saved;
 	return 0;
 }
 
