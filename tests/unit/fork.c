@@ -39,6 +39,7 @@
 #include "os.h"
 #include "shm.h"
 #include "tcache.h"
+#include "thpdir.h"
 #include "../helpers/seccomp_one.h"
 
 static struct arena *cut_arena;        /* the queue to cut at the next fork */
@@ -1214,16 +1215,6 @@ static int child_pmd_mode(void)
 	return os_thp_pmd_always() ? 1 : 0;
 }
 
-static void thp_put(const char *dir, const char *name, const char *text)
-{
-	char path[256];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
 /* ... and the 2 MiB size's mode too (mappings from the ceiling up are rounded to whole page
  * tables unless it is "always"): where a smaller size is "always" (os_thp_always says yes,
  * which does not settle the 2 MiB size), a child would read its two files again at its first
@@ -1231,29 +1222,15 @@ static void thp_put(const char *dir, const char *name, const char *text)
 Test(fork, a_child_knows_the_2mib_huge_page_mode_from_its_parent)
 {
 	set("decay_ms", 0); /* no decay pass (which measures) before the child looks */
-	char dir[] = "/tmp/la-thp-XXXXXX", sub[256];
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	thp_put(dir, "enabled", "always [madvise] never\n");
-	thp_put(dir, "hugepages-64kB/enabled", "[always] inherit madvise never\n");
-	thp_put(dir, "hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+	char dir[] = "/tmp/la-thp-XXXXXX";
+	thp_dir_make(dir, "always [madvise] never\n", "always [inherit] madvise never\n",
+	             "[always] inherit madvise never\n");
 	const char *was = os_thp_dir;
 	os_thp_dir = dir;
 	os_huge_reread();
 	int got = fork_run(child_pmd_mode);
 	bool parent_always = os_thp_always(), parent_pmd = os_thp_pmd_always();
-	static const char *const names[] = {"hugepages-64kB/enabled", "hugepages-2048kB/enabled",
-	                                    "hugepages-64kB", "hugepages-2048kB", "enabled"};
-	char path[256];
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (unlink(path) != 0)
-			rmdir(path);
-	}
-	rmdir(dir);
+	thp_dir_remove(dir);
 	os_thp_dir = was;
 	os_huge_reread();
 	cr_assert(parent_always && !parent_pmd, "the fake directory's modes were not read");

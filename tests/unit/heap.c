@@ -26,6 +26,7 @@
 #include "os.h"
 #include "procstatus.h"
 #include "tcache.h"
+#include "thpdir.h"
 
 static void set(const char *name, int64_t v)
 {
@@ -1318,51 +1319,14 @@ Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
 	A(free)(guard);
 }
 
-/* A fake THP directory for os_thp_dir: `enabled` (the PMD size's mode), hpage_pmd_size,
- * and hugepages-64kB/enabled (a multi-size THP's mode, Linux 6.8), hugepages-2048kB in
- * "inherit". */
-static void put_file(const char *dir, const char *name, const char *text)
-{
-	char path[256];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
+/* A fake THP directory (thpdir.h) read from now on: `enabled` pmd, hugepages-64kB m64,
+ * hugepages-2048kB in "inherit" (thp_dir_remove takes its files away; the modes stay read:
+ * os_huge_reread is not called). */
 static void fake_thp_dir(char *dir, const char *pmd, const char *m64)
 {
-	cr_assert_not_null(mkdtemp(dir));
-	char sub[256];
-	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	put_file(dir, "enabled", pmd);
-	put_file(dir, "hpage_pmd_size", "2097152\n");
-	put_file(dir, "hugepages-64kB/enabled", m64);
-	put_file(dir, "hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+	thp_dir_make(dir, pmd, "always [inherit] madvise never\n", m64);
 	os_thp_dir = dir;
 	os_huge_reread();
-}
-
-/* The files go (the modes stay read: os_huge_reread is not called). */
-static void drop_thp_dir(const char *dir)
-{
-	static const char *const names[] = {"hugepages-64kB/enabled",
-	                                    "hugepages-2048kB/enabled",
-	                                    "hugepages-64kB",
-	                                    "hugepages-2048kB",
-	                                    "enabled",
-	                                    "hpage_pmd_size"};
-	char path[256];
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (unlink(path) != 0)
-			rmdir(path);
-	}
-	rmdir(dir);
 }
 
 /* A realloc that moves a large block's pages (arena_move_large) and succeeds leaves errno
@@ -1374,11 +1338,9 @@ Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
 	char *b[MV_N];
 	block_and_guard(b, 100);
 	memset(b[MV_BLOCK], 3, (size_t)100 << LA_PAGE_SHIFT);
-	char dir[] = "/tmp/la-thp-XXXXXX", sub[256];
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	put_file(dir, "enabled", "always [madvise] never\n");
+	/* hugepages-64kB holds no `enabled` */
+	char dir[] = "/tmp/la-thp-XXXXXX";
+	thp_dir_make(dir, "always [madvise] never\n", NULL, NULL);
 	const char *was = os_thp_dir;
 	os_thp_dir = dir;
 	os_huge_reread();
@@ -1387,11 +1349,7 @@ Test(heap, a_realloc_that_moves_a_blocks_pages_keeps_errno)
 	int err = errno;
 	os_thp_dir = was;
 	os_huge_reread();
-	char path[256];
-	snprintf(path, sizeof(path), "%s/enabled", dir);
-	unlink(path);
-	rmdir(sub);
-	rmdir(dir);
+	thp_dir_remove(dir);
 	cr_assert_not_null(p);
 	cr_assert_neq(p, b[MV_BLOCK]);
 	cr_assert_eq(in_core(b[MV_BLOCK], 100), 0, "the pages moved (%u of the old ones resident)",
@@ -1417,9 +1375,9 @@ Test(heap, a_multi_size_thp_of_mode_always_counts_as_mode_always)
 	fake_thp_dir(d3, "always madvise [never]\n", "always [inherit] madvise never\n");
 	cr_assert(!os_thp_always(), "never, 64 KiB inherits it: not always");
 	cr_assert_eq(os_huge_size(), 0);
-	drop_thp_dir(d1);
-	drop_thp_dir(d2);
-	drop_thp_dir(d3);
+	thp_dir_remove(d1);
+	thp_dir_remove(d2);
+	thp_dir_remove(d3);
 }
 
 /* ... and a purge then advises a free span whole (the bitmap bounds nothing): here a page
@@ -1431,7 +1389,7 @@ Test(heap, a_purge_where_a_multi_size_thp_is_always_advises_the_whole_span)
 	char dir[] = "/tmp/la-thp-XXXXXX";
 	fake_thp_dir(dir, "always [madvise] never\n", "[always] inherit madvise never\n");
 	(void)os_thp_always(); /* read now */
-	drop_thp_dir(dir);
+	thp_dir_remove(dir);
 	pages_only(0);
 	set("mmap_dynamic", 0);
 	set("mmap_threshold", 8 << 20);

@@ -29,6 +29,7 @@
 #include "procstatus.h"
 #include "shm.h"
 #include "tcache.h"
+#include "thpdir.h"
 
 static struct la_counters stats(void)
 {
@@ -3316,51 +3317,17 @@ Test(mapping_cache, mappings_above_the_ceiling_start_on_a_page_tables_boundary_a
 	A(free)(r);
 }
 
-/* A fake THP directory (os_thp_dir): `enabled` (the 2 MiB size's mode, unless its own file
- * says other than "inherit"), hugepages-2048kB/enabled when pmd2m is not NULL, and
- * hugepages-64kB/enabled (a multi-size THP, Linux 6.8). */
-static void thp_file(const char *dir, const char *name, const char *text)
-{
-	char path[256];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
+/* A fake THP directory (thpdir.h) read from now on; thp_unfake goes back to was. */
 static void thp_fake(char *dir, const char *enabled, const char *pmd2m, const char *m64)
 {
-	cr_assert_not_null(mkdtemp(dir));
-	char sub[256];
-	snprintf(sub, sizeof(sub), "%s/hugepages-64kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	snprintf(sub, sizeof(sub), "%s/hugepages-2048kB", dir);
-	cr_assert_eq(mkdir(sub, 0700), 0);
-	thp_file(dir, "enabled", enabled);
-	thp_file(dir, "hpage_pmd_size", "2097152\n");
-	thp_file(dir, "hugepages-64kB/enabled", m64);
-	if (pmd2m)
-		thp_file(dir, "hugepages-2048kB/enabled", pmd2m);
+	thp_dir_make(dir, enabled, pmd2m, m64);
 	os_thp_dir = dir;
 	os_huge_reread();
 }
 
 static void thp_unfake(const char *dir, const char *was)
 {
-	static const char *const names[] = {"hugepages-64kB/enabled",
-	                                    "hugepages-2048kB/enabled",
-	                                    "hugepages-64kB",
-	                                    "hugepages-2048kB",
-	                                    "enabled",
-	                                    "hpage_pmd_size"};
-	char path[256];
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (unlink(path) != 0)
-			rmdir(path);
-	}
-	rmdir(dir);
+	thp_dir_remove(dir);
 	os_thp_dir = was;
 	os_huge_reread();
 }
