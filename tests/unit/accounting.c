@@ -865,6 +865,16 @@ Test(accounting, malloc_trim_counts_a_large_block_written_in_part_as_written)
 	malloc_trim_counts_what_was_written();
 }
 
+/* A trim's figure against what left the RSS over a window in which other threads took
+ * `others` faults: equal, or short of it by at most those pages (RssAnon is the whole
+ * process's: a forked child's control thread starting, or a thread's first sweep, fault
+ * pages in beside the trim; the ASan child's trim read 3 "said != left" in a CI run). */
+static bool said_is_left(long said, long left, long others)
+{
+	long gap = said - left;
+	return gap == 0 || (gap > 0 && gap <= others * 4096);
+}
+
 /* The set-up of the three tests below: 40 large blocks in one heap, touched only at their
  * ends, every other one freed, leave 20 free spans apart with a few resident pages each
  * (*spans: those of the blocks' heap with dirty pages), nothing going back on its own;
@@ -925,13 +935,17 @@ Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
 	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
 	int measure_calls = mincore_calls;
 	check_all();
+	long o0 = others_minflt();
 	long r0 = rss_anon();
 	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&counting, 1, __ATOMIC_RELAXED);
 	size_t trim = liballoc_trim(0);
 	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
 	long r1 = rss_anon();
-	cr_assert_eq((long)trim, r0 - r1, "trim: %zu bytes said, %ld left the RSS", trim, r0 - r1);
+	long others = others_minflt() - o0;
+	cr_assert(said_is_left((long)trim, r0 - r1, others),
+	          "trim: %zu bytes said, %ld left the RSS (other threads faulted %ld pages)", trim,
+	          r0 - r1, others);
 	cr_assert_geq(trim, (size_t)N / 2 * 2 * 4096, "the free blocks' two touched pages");
 	cr_assert_gt(measure_calls, 0, "liballoc's mincore calls are counted here");
 	cr_assert_gt(mincore_calls, 0, "liballoc's mincore calls are counted here");
@@ -976,7 +990,8 @@ struct many_spans {
 	uint32_t spans;
 	uint64_t calls;
 	long said, left;
-	int still; /* the locked page resident after the trim (mincore), -1 not locked */
+	long others; /* minor faults of the other threads (control, ASan's) in the window */
+	int still;   /* the locked page resident after the trim (mincore), -1 not locked */
 };
 
 static bool trim_many_spans(struct many_spans *m)
@@ -992,9 +1007,11 @@ static bool trim_many_spans(struct many_spans *m)
 		return false;
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
+	long o0 = others_minflt();
 	long r0 = rss_anon();
 	m->said = (long)liballoc_trim(0);
 	m->left = r0 - rss_anon();
+	m->others = others_minflt() - o0;
 	liballoc_stats(&c1);
 	m->calls = c1.madvise_calls - c0.madvise_calls;
 	m->still = -1;
@@ -1017,7 +1034,9 @@ Test(accounting, a_trim_purges_many_spans_in_few_calls)
 	struct many_spans m = {.lock = -1};
 	cr_assert(trim_many_spans(&m), "(set-up: 40 blocks of one heap)");
 	cr_assert_geq(m.spans, 12, "%u free spans with dirty pages", m.spans);
-	cr_assert_eq(m.said, m.left, "trim: %ld bytes said, %ld left the RSS", m.said, m.left);
+	cr_assert(said_is_left(m.said, m.left, m.others),
+	          "trim: %ld bytes said, %ld left the RSS (other threads faulted %ld pages)",
+	          m.said, m.left, m.others);
 	cr_assert_geq(m.said, 20 * 2 * 4096, "the free blocks' two touched pages");
 	/* this heap's spans in two calls (16 a call); the arenas' other heaps, if any, one
 	 * or two each; a madvise a span: one per free span */
@@ -1044,7 +1063,9 @@ Test(accounting, a_batch_the_kernel_stops_part_way_counts_what_went_back)
 	cr_assert(trim_many_spans(&m), "(set-up: 40 blocks of one heap, a page mlocked)");
 	cr_assert_geq(m.spans, 12, "%u free spans with dirty pages", m.spans);
 	cr_assert_eq(m.still, 1, "the mlocked page left the RSS");
-	cr_assert_eq(m.said, m.left, "trim: %ld bytes said, %ld left the RSS", m.said, m.left);
+	cr_assert(said_is_left(m.said, m.left, m.others),
+	          "trim: %ld bytes said, %ld left the RSS (other threads faulted %ld pages)",
+	          m.said, m.left, m.others);
 	cr_assert_geq(m.said, 19 * 2 * 4096, "the other free blocks' two touched pages");
 	check_all();
 }
@@ -1082,8 +1103,12 @@ static int refused_purge_many_child(void)
 		return 1;
 	if (m.spans < 12)
 		return 2;
-	if (m.said != m.left || m.said < 20 * 2 * 4096)
+	if (!said_is_left(m.said, m.left, m.others) || m.said < 20 * 2 * 4096) {
+		fprintf(stderr,
+		        "child: trim said %ld bytes, %ld left the RSS (others: %ld faults)\n",
+		        m.said, m.left, m.others);
 		return 3;
+	}
 	return m.calls >= m.spans ? 0 : 4; /* a madvise each (and the refused call) */
 }
 
