@@ -171,6 +171,7 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 static int thp_always = -1;  /* the kernel backs unadvised ranges too (atomic; -1: not read) */
 static size_t huge_size = 1; /* os_huge_size (atomic; 1: not read yet) */
 static int pmd_always = -1;  /* os_thp_pmd_always (atomic; -1: not read) */
+static int top_always = -1;  /* `enabled` says (or may say) "always" (atomic; -1: not read) */
 const char *os_thp_dir = "/sys/kernel/mm/transparent_hugepage";
 
 /* Reads os_thp_dir's file [sub/]leaf into buf (os_read_small); -1 for a path too long (a
@@ -231,6 +232,7 @@ size_t os_huge_size(void)
 	 * touched are resident, the resident bitmap bounds nothing) */
 	bool always = !read || strstr(buf, "[always]") != NULL;
 	bool pmd = read && (strstr(buf, "[always]") || strstr(buf, "[madvise]"));
+	__atomic_store_n(&top_always, always, __ATOMIC_RELAXED);
 	if (!always)
 		always = mthp_always();
 	__atomic_store_n(&thp_always, always, __ATOMIC_RELAXED);
@@ -245,6 +247,7 @@ void os_huge_reread(void)
 {
 	__atomic_store_n(&thp_always, -1, __ATOMIC_RELAXED);
 	__atomic_store_n(&pmd_always, -1, __ATOMIC_RELAXED);
+	__atomic_store_n(&top_always, -1, __ATOMIC_RELAXED);
 	__atomic_store_n(&huge_size, (size_t)1, __ATOMIC_RELAXED);
 }
 
@@ -264,9 +267,12 @@ bool os_thp_pmd_always(void)
 		v = 0; /* no size backs unadvised ranges: not this one either */
 	} else {
 		char buf[128];
-		/* unknown: as if it did (the careful answer, as os_thp_always's) */
-		bool top = thp_read(NULL, "enabled", buf, sizeof(buf)) <= 0 ||
-		           strstr(buf, "[always]") != NULL;
+		/* `enabled` as os_huge_size read it, when it has (unknown: as if it said "always",
+		 * the careful answer, as os_thp_always's) */
+		int t = __atomic_load_n(&top_always, __ATOMIC_RELAXED);
+		bool top = t >= 0 ? t != 0
+		                  : thp_read(NULL, "enabled", buf, sizeof(buf)) <= 0 ||
+		                            strstr(buf, "[always]") != NULL;
 		/* Linux 6.8: the 2 MiB size's own mode, unless "inherit" (or no such file) */
 		v = thp_read("hugepages-2048kB", "enabled", buf, sizeof(buf)) > 0 &&
 		                    !strstr(buf, "[inherit]")

@@ -48,8 +48,8 @@ bool os_thp_always(void);
 /* Transparent huge pages of 2 MiB back ranges nobody advised (`enabled` "always", or
  * hugepages-2048kB/enabled "always", or the mode unknown): a mapping placed on a 2 MiB
  * boundary would take one for its first bytes. Two files read at its first call (where
- * os_thp_always reads every size's: ~40 system calls, ~90 us on session 25's machine),
- * none when os_thp_always said no already. */
+ * os_thp_always reads every size's: ~40 system calls, ~90 us on session 25's machine), one
+ * when os_thp_always has read `enabled` already, none when it said no. */
 bool os_thp_pmd_always(void);
 /* Where the three above read the kernel's THP modes (tests point it at a directory of their
  * own, then call os_huge_reread: all are read again at their next call). */

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -3372,6 +3371,31 @@ Test(mapping_cache, a_smaller_thp_sizes_always_leaves_mappings_on_a_page_tables_
 	cr_assert(!pmd);
 	cr_assert_eq((uintptr_t)p % (2 << 20), 0, "not on a table's boundary: %p", (void *)p);
 	cr_assert_eq(usable, (10u << 20) + 16384, "the length asked, in pages");
+}
+
+/* os_thp_pmd_always takes `enabled` from os_huge_size's reading when there was one (one file
+ * read, hugepages-2048kB/enabled, where it read `enabled` a second time): both answers come
+ * from the same reading. The file rewritten between the two calls shows which was used. */
+Test(mapping_cache, the_2mib_mode_uses_the_reading_of_enabled_already_made)
+{
+	const char *was = os_thp_dir;
+	char dir[] = "/tmp/la-thp-XXXXXX";
+	thp_fake(dir, "[always] madvise never\n", "always [inherit] madvise never\n",
+	         "always [inherit] madvise never\n");
+	bool always = os_thp_always();
+	thp_dir_file(dir, "enabled", "always madvise [never]\n");
+	bool pmd = os_thp_pmd_always();
+	thp_unfake(dir, was);
+	cr_assert(always, "`enabled` \"always\"");
+	cr_assert(pmd, "the 2 MiB size inherits the mode os_huge_size read, not a second reading");
+
+	char d2[] = "/tmp/la-thp-XXXXXX";
+	thp_fake(d2, "[always] madvise never\n", "always [inherit] madvise never\n",
+	         "always [inherit] madvise never\n");
+	thp_dir_file(d2, "enabled", "always madvise [never]\n");
+	bool fresh = os_thp_pmd_always();
+	thp_unfake(d2, was);
+	cr_assert(!fresh, "with no reading made before, it reads `enabled` itself");
 }
 
 /* Where the rounding to whole page tables is refused (RLIMIT_AS leaves room for the size
