@@ -157,8 +157,9 @@ void arena_detach(struct arena *a)
 		xfer_drain(a);
 	if (x && __atomic_load_n(&a->threads, __ATOMIC_RELAXED) == 0) {
 		__atomic_store_n(&a->xfer, NULL, __ATOMIC_RELAXED);
-		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_chunks));
+		free_meta_locked(a, x, xfer_meta_bytes(a->xfer_pages));
 		a->xfer_chunks = 0;
+		a->xfer_pages = 0;
 		a->xfer_over = 0; /* the next slots earn their depth anew */
 		__atomic_store_n(&a->xfer_past, 0, __ATOMIC_RELAXED);
 		a->xfer_earned = a->xfer_misses = 0;
@@ -1048,11 +1049,12 @@ LA_INLINE uint32_t xfer_take(struct arena *a, unsigned cls, void **out, uint32_t
 }
 
 /* The slots of the transfer cache's first `chunks` chunks were written: their pages count
- * as metadata (lock held; chunks > xfer_chunks). */
+ * as metadata, those not counted yet (lock held; chunks > xfer_chunks). */
 static LA_NOINLINE void xfer_chunk_written(struct arena *a, uint32_t chunks)
 {
-	STAT_ADD_LOCKED(a->c, metadata_bytes,
-	                xfer_meta_bytes(chunks) - xfer_meta_bytes(a->xfer_chunks));
+	uint64_t pages = xfer_chunk_pages(chunks);
+	STAT_ADD_LOCKED(a->c, metadata_bytes, xfer_meta_bytes(pages & ~a->xfer_pages));
+	a->xfer_pages |= pages;
 	a->xfer_chunks = chunks;
 }
 
@@ -2009,11 +2011,16 @@ static void free_block_locked(struct arena *a, void *p)
  * classes use them). NULL without memory: flushes then go to the spans. */
 static void xfer_setup(struct arena *a)
 {
-	struct xfer_slots *x = arena_alloc_meta(a, sizeof(*x), 0);
+	uint64_t resident;
+	struct xfer_slots *x = arena_alloc_meta(a, sizeof(*x), 0, &resident);
 	if (!x)
 		return;
 	arena_lock(a);
 	if (!a->xfer) {
+		/* pages of free spans reused may be resident before a slot is written: the
+		 * kernel holds them, so they count (as the chunks written will) */
+		STAT_ADD_LOCKED(a->c, metadata_bytes, xfer_meta_bytes(resident));
+		a->xfer_pages = resident;
 		__atomic_store_n(&a->xfer, x, __ATOMIC_RELAXED);
 		x = NULL;
 	}
@@ -2575,7 +2582,7 @@ void *arena_alloc_resident(struct arena *a, size_t size)
 	return span_base(h, s);
 }
 
-void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
+void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted, uint64_t *was_resident)
 {
 	uint32_t n = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT), dirty;
 	struct heap *h;
@@ -2585,6 +2592,13 @@ void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted)
 		s->kind = SPAN_META;
 		s->offset = 0;
 		heap_map_span(h, s, false);
+		if (was_resident) {
+			*was_resident = 0;
+			for (uint32_t i = 0; i < n && i < 64; i++) {
+				uint32_t pg = s->first + i;
+				*was_resident |= (h->resident[pg >> 6] >> (pg & 63) & 1) << i;
+			}
+		}
 		/* the allocator's own data: metadata as the caller counts it, not data pages */
 		heap_untouch(h, s->first, n);
 		STAT_ADD_LOCKED(a->c, metadata_bytes, counted);

@@ -56,11 +56,19 @@ LA_INLINE bool xfer_class(unsigned cls)
 struct xfer_slots {
 	void *chunk[XF_SLOTS / XF_CHUNK][LA_NCLASSES][XF_CHUNK];
 };
-/* Metadata bytes of a transfer cache whose first `chunks` chunks were written (the pages
- * they reach; the rest of its span was never touched). */
-LA_INLINE uint64_t xfer_meta_bytes(uint32_t chunks)
+_Static_assert(sizeof(struct xfer_slots) <= 64 * LA_PAGE, "xfer_pages: a bit a page");
+/* The pages (bit i: page i of the slots) that the first `chunks` chunks reach. */
+LA_INLINE uint64_t xfer_chunk_pages(uint32_t chunks)
 {
-	return la_align_up((uint64_t)chunks * sizeof(((struct xfer_slots *)0)->chunk[0]), LA_PAGE);
+	uint64_t n = la_align_up((uint64_t)chunks * sizeof(((struct xfer_slots *)0)->chunk[0]),
+	                         LA_PAGE) >>
+	             LA_PAGE_SHIFT;
+	return n >= 64 ? ~0ULL : (1ULL << n) - 1;
+}
+/* Metadata bytes of a transfer cache whose pages `pages` (xfer_pages) are counted. */
+LA_INLINE uint64_t xfer_meta_bytes(uint64_t pages)
+{
+	return (uint64_t)__builtin_popcountll(pages) << LA_PAGE_SHIFT;
 }
 
 struct arena {
@@ -95,7 +103,10 @@ struct arena {
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
-	uint32_t xfer_chunks;              /* lock; its chunks ever written (metadata) */
+	uint32_t xfer_chunks;              /* lock; its chunks ever written */
+	uint64_t xfer_pages;               /* lock; its pages counted as metadata (bit i: page
+	                                    * i): those the chunks written reach, and those
+	                                    * that may have been resident when it was set up */
 	uint64_t xfer_over;                /* lock; classes (bit c) that had a flush sent to
 	                                    * their spans for want of depth (xfer_put) */
 	uint64_t batch_kept;               /* lock; classes (bit c) with empty spans kept
@@ -472,8 +483,10 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 /* The allocator's own memory from the arena's heaps (whole pages, not counted as in use,
  * never a block free() accepts): thread caches' slots, the transfer cache. `counted`
  * bytes of it count as metadata at once (the caller counts the rest as it writes it);
- * freeing takes back what was counted in all. */
-void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted);
+ * freeing takes back what was counted in all. *was_resident (when not NULL; at most 64
+ * pages) gets the pages that may have been resident already (bit i: page i), which the
+ * caller counts: they no longer count as data or free pages. */
+void *arena_alloc_meta(struct arena *a, size_t size, uint64_t counted, uint64_t *was_resident);
 void arena_free_meta(struct arena *a, void *p, uint64_t counted);
 /* In-place resize of a large block; false if it must move. */
 bool arena_resize_large(struct arena *a, void *p, size_t size);

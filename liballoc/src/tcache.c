@@ -111,7 +111,7 @@ void tcache_boot(void)
 static struct tslots *slots_get(struct arena *a)
 {
 	return arena_alloc_meta(a, sizeof(struct tslots),
-	                        la_align_up(sizeof(struct tslots), LA_PAGE));
+	                        la_align_up(sizeof(struct tslots), LA_PAGE), NULL);
 }
 
 /* The rows past the first tslots' (struct tmore), counted as metadata. */
@@ -276,7 +276,7 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	unsigned r = tc->rows;
 	if (r >= TC_ROWS_FIRST) {
 		if (!t->more &&
-		    !(t->more = arena_alloc_meta(tc->arena, TC_MORE_META, TC_MORE_META)))
+		    !(t->more = arena_alloc_meta(tc->arena, TC_MORE_META, TC_MORE_META, NULL)))
 			return; /* no memory: the bin goes without a row, as uncached */
 		g = t->more->group;
 		r -= TC_ROWS_FIRST;
@@ -624,7 +624,7 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 static bool bin_take_wide(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
-	if (!t->wide && !(t->wide = arena_alloc_meta(tc->arena, TC_WIDE_META, TC_WIDE_META)))
+	if (!t->wide && !(t->wide = arena_alloc_meta(tc->arena, TC_WIDE_META, TC_WIDE_META, NULL)))
 		return false;
 	struct tbin *b = &tc->bins[c];
 	void **row = t->wide[c].slot;

@@ -150,13 +150,23 @@ static void check_arena(struct arena *a)
 				free_res += (uint64_t)set << LA_PAGE_SHIFT;
 				spare += s->npages;
 				break;
-			case SPAN_META: /* a thread's cache slots, the transfer cache */
+			case SPAN_META: { /* a thread's cache slots, the transfer cache */
 				cr_assert_eq(set, 0, "metadata is not data");
-				/* slots count whole; the transfer cache the chunks written */
-				meta += span_base(h, s) == (void *)a->xfer
-				                ? xfer_meta_bytes(a->xfer_chunks)
-				                : (uint64_t)s->npages << LA_PAGE_SHIFT;
+				/* slots count whole; the transfer cache the pages its chunks
+				 * written reach and those resident when it was set up */
+				uint64_t counted = span_base(h, s) == (void *)a->xfer
+				                           ? xfer_meta_bytes(a->xfer_pages)
+				                           : (uint64_t)s->npages << LA_PAGE_SHIFT;
+				uint32_t held = 0;
+				for (uint32_t i = pg; i < pg + s->npages; i++)
+					held += vec[i] & 1;
+				cr_assert_leq((uint64_t)held << LA_PAGE_SHIFT, counted,
+				              "heap %p: metadata at %u holds %u resident pages, "
+				              "counts %llu bytes",
+				              (void *)h, pg, held, (unsigned long long)counted);
+				meta += counted;
 				break;
+			}
 			default:
 				cr_assert_fail("page %u starts no span", pg);
 			}
@@ -409,6 +419,88 @@ Test(accounting, threads_of_one_arena_lose_no_cached_bytes, .timeout = 120)
 	/* arena_max 1: no arena beyond those the process had, fewer than the threads */
 	cr_assert_lt(arena_count, SHARE_THREADS);
 	check_all();
+}
+
+/* The transfer cache's slots are set up on pages of a free span, which may still be
+ * resident: those count as metadata from the set-up (they counted neither as data, which
+ * the set-up un-counts, nor as metadata, which counted only the chunks written: RSS the
+ * figures did not show). A thread fills its arena's transfer cache deep and leaves (the
+ * slots go back to the heap, resident); the next thread of that arena sets up new ones. */
+static void *xfer_deep(void *arg)
+{
+	(void)arg;
+	enum { N = 512, K = 8 };
+	static void *b[K][N];
+	struct arena *a = tcache_arena(&la_tcache);
+	arena_lock(a);
+	a->xfer_earned = XF_SLOTS / XF_CHUNK - 1; /* the whole depth, as a long-lived one's */
+	arena_unlock(a);
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			b[k][i] = A(malloc)(16 * (size_t)(k + 1));
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			A(free)(b[k][i]);
+	arena_lock(a);
+	uint32_t chunks = a->xfer_chunks;
+	arena_unlock(a);
+	return (void *)(uintptr_t)chunks;
+}
+
+struct xfer_next {
+	struct arena *arena;
+	pthread_barrier_t step;
+};
+
+static void *xfer_again(void *arg)
+{
+	struct xfer_next *x = arg;
+	enum { N = 200 };
+	static void *b[N];
+	for (int i = 0; i < N; i++)
+		b[i] = A(malloc)(64);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]); /* the bin fills: the arena's first flush sets the slots up */
+	x->arena = la_tcache.arena;
+	pthread_barrier_wait(&x->step); /* the main thread checks the arena */
+	pthread_barrier_wait(&x->step);
+	return NULL;
+}
+
+Test(accounting, the_transfer_caches_pages_resident_at_its_set_up_count_as_metadata)
+{
+	set("decay_ms", 600000); /* no pass purges the free slots' pages in between */
+	set("arena_max", 4);     /* the thread takes an arena of its own */
+	pthread_t t;
+	void *chunks;
+	pthread_create(&t, NULL, xfer_deep, NULL);
+	pthread_join(t, &chunks);
+	cr_assert_gt((uintptr_t)chunks, 4, "the slots were filled deep: %u chunks",
+	             (unsigned)(uintptr_t)chunks);
+	struct xfer_next x;
+	pthread_barrier_init(&x.step, NULL, 2);
+	pthread_create(&t, NULL, xfer_again, &x);
+	pthread_barrier_wait(&x.step);
+	struct arena *a = x.arena;
+	arena_lock(a);
+	struct xfer_slots *slots = a->xfer;
+	uint64_t written = xfer_chunk_pages(a->xfer_chunks), pages = a->xfer_pages;
+	arena_unlock(a);
+	cr_assert_not_null(slots);
+	uint32_t n = (uint32_t)(la_align_up(sizeof(*slots), LA_PAGE) >> LA_PAGE_SHIFT);
+	unsigned char vec[64];
+	uint32_t held = resident(slots, n, vec), beyond = 0;
+	for (uint32_t i = 0; i < n; i++)
+		beyond += (vec[i] & 1) && !(written >> i & 1);
+	check_arena(a); /* metadata holds no more resident pages than it counts */
+	pthread_barrier_wait(&x.step);
+	pthread_join(t, NULL);
+	cr_assert_gt(beyond, 0,
+	             "the new slots' pages beyond the chunks written were resident (%u of %u "
+	             "resident): the case this test is about",
+	             beyond, held);
+	cr_assert_geq((uint64_t)__builtin_popcountll(pages), held, "%u pages resident, %d counted",
+	              held, __builtin_popcountll(pages));
 }
 
 /* A full bin's flush that finds its shared arena's lock taken goes through the ring
