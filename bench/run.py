@@ -274,6 +274,13 @@ class Context:
         base["LIBALLOC_RUN_DIR"] = self.run_dir
         self.base_env = base
 
+    def empty_dir(self):
+        """A new empty directory to run a counted program in: what a program finds in its
+        working directory is work it does (CPython's test runner lists it: ~+1.2M
+        instructions with ~100 files), so no run may see the output files of the runs
+        before it."""
+        return tempfile.mkdtemp(prefix="cwd.", dir=self.tmp)
+
     def env(self, alloc, extra=None, preload=None):
         env = dict(self.base_env)
         lib = preload if preload is not None else (alloc.lib if alloc else None)
@@ -1208,7 +1215,7 @@ class Suite:
             out = os.path.join(ctx.tmp, "callgrind.%s.%d" % (alloc.name, n))
             res = run_process(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
                                ctx.prog("fastpath"), str(n), "32"], ctx.env(alloc),
-                              ctx.timeout * 2, cwd=ctx.tmp)
+                              ctx.timeout * 2, cwd=ctx.empty_dir())
             ir = parse_callgrind(out) if res.ok else None
             if ir is None:
                 res.failure = res.failure or "no callgrind total"
@@ -1348,7 +1355,7 @@ class Suite:
                 out = os.path.join(ctx.tmp, "callgrind.%s.%s" % (name, a.name))
                 res = run_process(["valgrind", "--tool=callgrind", "--callgrind-out-file=" +
                                    out] + argv, ctx.env(a, extra), ctx.timeout * 2,
-                                  cwd=ctx.tmp)
+                                  cwd=ctx.empty_dir())
                 ir = parse_callgrind(out) if res.ok else None
                 if ir is None:
                     res.failure = res.failure or "no callgrind total"
@@ -1428,7 +1435,7 @@ class Suite:
                 out = os.path.join(ctx.tmp, "callgrind.churn.%s" % a.name)
                 res = run_process(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
                                    ctx.prog("churn"), "10000", "2000000"], ctx.env(a),
-                                  ctx.timeout * 2, cwd=ctx.tmp)
+                                  ctx.timeout * 2, cwd=ctx.empty_dir())
                 totals[a.name] = parse_callgrind(out) if res.ok else None
             if None in totals.values():
                 self.extra(sec, "churn-1t instructions", "FAIL", "", "callgrind run failed")
