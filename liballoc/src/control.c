@@ -578,7 +578,10 @@ static bool waitv_broken; /* futex_waitv missing (Linux < 5.16) or filtered (sec
 
 /* What the control thread waits for, each word as it read it before looking. */
 struct wake_words {
-	uint32_t st;    /* mb->state: the doorbell */
+	uint32_t *bell; /* &mb->state (shared: the doorbell), or while the segment's name is
+	                 * pending the name's word (private: shm_name_word), which no one
+	                 * outside can see before it has a name */
+	uint32_t st;    /* *bell */
 	uint32_t exits; /* thread_exits: a thread exits */
 	uint32_t kicks; /* shm_kicks: decay armed or its period changed */
 };
@@ -586,12 +589,14 @@ struct wake_words {
 /* Sleep until one of the words changes or wait_ns pass from now (0: no deadline). Waiting
  * on all three at once loses no wake-up; without futex_waitv, thread exits and kicks are
  * noticed within a second. */
-static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uint64_t now,
+static void control_wait(const struct wake_words *ww, bool bell_shared, uint64_t now,
                          uint64_t wait_ns)
 {
 	if (!waitv_broken) {
 		struct futex_waitv w[3] = {
-		        {.val = ww->st, .uaddr = (uintptr_t)&mb->state, .flags = FUTEX_32},
+		        {.val = ww->st,
+		         .uaddr = (uintptr_t)ww->bell,
+		         .flags = FUTEX_32 | (bell_shared ? 0 : FUTEX_PRIVATE_FLAG)},
 		        {.val = ww->exits,
 		         .uaddr = (uintptr_t)&thread_exits,
 		         .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
@@ -614,7 +619,7 @@ static void control_wait(struct la_mailbox *mb, const struct wake_words *ww, uin
 	if (!wait_ns || wait_ns > 1000000000u)
 		wait_ns = 1000000000u;
 	struct timespec ts = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
-	la_futex(&mb->state, FUTEX_WAIT, ww->st, &ts);
+	la_futex(ww->bell, bell_shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, ww->st, &ts);
 }
 
 /* Alone: the process ends when this thread returns (exit(0), as glibc's last thread
@@ -728,8 +733,16 @@ static void *control_main(void *arg)
 			pressure_stop(); /* its thread would keep the process alive */
 			return NULL;
 		}
-		uint32_t st = __atomic_load_n(&mb->state, __ATOMIC_ACQUIRE);
-		if (st == LA_MB_REQUESTED) {
+		/* the doorbell only once the file has a name: before, no one outside sees the
+		 * process, and the thread waits on the name's word instead (a naming by any
+		 * thread, or its failure, wakes it), so that a process that ends sooner (and a
+		 * forked child, whose segment is fresh) never faults the mailbox's page in:
+		 * reading or waiting on the doorbell did, a fault of every such process */
+		bool unnamed = shm_name_pending();
+		uint32_t *bell = unnamed ? shm_name_word() : &mb->state;
+		uint32_t st =
+		        unnamed ? 1u /* NAME_PENDING */ : __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+		if (!unnamed && st == LA_MB_REQUESTED) {
 			uint32_t expect = LA_MB_REQUESTED;
 			if (__atomic_compare_exchange_n(&mb->state, &expect, LA_MB_RUNNING, false,
 			                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -863,8 +876,8 @@ static void *control_main(void *arg)
 		                 decay_ns ? last_decay + decay_ns : UINT64_MAX, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&shm_control_wake_ns, wait_ns ? now + wait_ns : 0,
 		                 __ATOMIC_SEQ_CST);
-		struct wake_words ww = {st, watch.seen, kicks};
-		control_wait(mb, &ww, now, wait_ns);
+		struct wake_words ww = {bell, st, watch.seen, kicks};
+		control_wait(&ww, !unnamed, now, wait_ns);
 		if (pinned) {
 			pinned = false;
 			set_cpus(&start_mask);

@@ -736,6 +736,12 @@ bool shm_name_pending(void)
 	return __atomic_load_n(&name_state, __ATOMIC_ACQUIRE) == NAME_PENDING;
 }
 
+uint32_t *shm_name_word(void)
+{
+	_Static_assert(NAME_PENDING == 1u, "shm.h says NAME_PENDING is 1");
+	return &name_state;
+}
+
 /* An unnamed file in dfd (never through a name: O_TMPFILE), or -1 (the file system has no
  * unnamed files: errno EOPNOTSUPP, EISDIR or EINVAL; the caller makes a named one). */
 static int create_unnamed(int dfd)

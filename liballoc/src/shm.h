@@ -59,6 +59,13 @@ void shm_unpublish(void);
 #define LA_PUBLISH_DELAY_MAX_MS 1000
 uint64_t shm_publish_delay_ms(void);
 bool shm_name_pending(void);
+/* The word shm_name_pending reads (a private futex): it leaves NAME_PENDING (1) when a
+ * thread names the file or the naming fails, which wake its waiters, or when the exit
+ * gives the name up (no wake: nothing is left to look at). The control thread waits on it
+ * instead of the mailbox's doorbell while the name is pending (no one outside can ring
+ * before the file has a name), so that a process that ends sooner never faults the
+ * mailbox's page in. */
+uint32_t *shm_name_word(void);
 void shm_name_now(bool keep);
 /* The sweep of stale segments in the run directory the start left to the control thread
  * (once; nothing when it was not left, or this is not the process that published). */
