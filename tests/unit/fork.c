@@ -1088,14 +1088,16 @@ static int mailbox_resident(void)
 /* 0: the child's control thread, asleep while the child's file waits for its name, left the
  * mailbox's page alone, and waited on the doorbell (the page came in) once this thread had
  * named the file; 1: the page came in before the name; 4: it did not come in after it
- * (the thread did not come to the doorbell); 5: no file waiting for its name here (or its
- * page resident from the start); 3: the name came due before the child could tell (a
- * loaded machine: the parent tries again); 2: the thread never slept. */
+ * (the thread did not come to the doorbell); 5: no file waiting for its name here; 3: the
+ * name came due before the child could tell (a loaded machine: the parent tries again); 2:
+ * the thread never slept. */
 static int child_mailbox_before_its_name(void)
 {
 	uint64_t forked = os_now_ns();
-	if (!shm_name_pending() || mailbox_resident() != 0)
+	if (!shm_name_pending())
 		return 5;
+	if (mailbox_resident() != 0)
+		return 1; /* (the child's segment is fresh: nothing else writes the page) */
 	if (!control_thread_asleep())
 		return 2;
 	pid_t tid = other_thread();
