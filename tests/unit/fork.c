@@ -1076,44 +1076,51 @@ Test(fork, kicks_due_after_the_control_threads_wake_up_do_not_wake_it)
 	cr_assert_eq(got, 0, "a kick due at once did not wake the thread");
 }
 
-/* The mailbox's page resident (mincore of the segment's page that holds its doorbell):
- * 1, 0, or -1 if unknown. */
-static int mailbox_resident(void)
+/* The mailbox's page mapped in this process (its page-table entry present,
+ * /proc/self/pagemap bit 63: a fault of this process brought it in; mincore would tell the
+ * file's page cache, which holds the page from the start where the run directory is on
+ * disk, its zeros written): 1, 0, or -1 if unknown. */
+static int mailbox_mapped(void)
 {
-	uintptr_t pg = (uintptr_t)&shm_mailbox()->state & ~(uintptr_t)4095;
-	unsigned char v = 0;
-	return mincore((void *)pg, 4096, &v) == 0 ? (v & 1) : -1;
+	uintptr_t va = (uintptr_t)&shm_mailbox()->state;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	uint64_t e = 0;
+	ssize_t r = pread(fd, &e, sizeof(e), (off_t)(va / 4096 * sizeof(e)));
+	close(fd);
+	return r == (ssize_t)sizeof(e) ? (int)(e >> 63) : -1;
 }
 
 /* 0: the child's control thread, asleep while the child's file waits for its name, left the
  * mailbox's page alone, and waited on the doorbell (the page came in) once this thread had
  * named the file; 1: the page came in before the name; 4: it did not come in after it
- * (the thread did not come to the doorbell); 5: no file waiting for its name here; 3: the
- * name came due before the child could tell (a loaded machine: the parent tries again); 2:
- * the thread never slept. */
+ * (the thread did not come to the doorbell); 5: no file waiting for its name here (or no
+ * pagemap); 3: the name came due before the child could tell (a loaded machine: the parent
+ * tries again); 2: the thread never slept. */
 static int child_mailbox_before_its_name(void)
 {
 	uint64_t forked = os_now_ns();
-	if (!shm_name_pending())
+	int first = mailbox_mapped();
+	if (!shm_name_pending() || first < 0)
 		return 5;
-	if (mailbox_resident() != 0)
+	if (first != 0)
 		return 1; /* (the child's segment is fresh: nothing else writes the page) */
 	if (!control_thread_asleep())
 		return 2;
 	pid_t tid = other_thread();
 	long before = thread_sleeps(tid);
 	nanosleep(&(struct timespec){0, 2000000}, NULL);
-	int early = mailbox_resident();
+	int early = mailbox_mapped();
 	if (!shm_name_pending() ||
 	    os_now_ns() - forked >= shm_publish_delay_ms() * 1000000u * 4 / 5)
 		return 3;
 	if (early != 0)
 		return 1;
 	shm_name_now(false); /* as a set*id call does: the thread must come to the doorbell */
-	for (int ms = 0; ms < 5000 && (thread_sleeps(tid) <= before || mailbox_resident() != 1);
-	     ms++)
+	for (int ms = 0; ms < 5000 && (thread_sleeps(tid) <= before || mailbox_mapped() != 1); ms++)
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
-	int got = mailbox_resident() == 1 ? 0 : 4;
+	int got = mailbox_mapped() == 1 ? 0 : 4;
 	shm_unpublish(); /* (the child ends by _exit: no stale file left in the run directory) */
 	return got;
 }
