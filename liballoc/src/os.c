@@ -98,11 +98,16 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c)
 }
 
 /* One madvise of a range, counted; 0 or the errno. */
+/* 0 or the error; errno is left as it was (a refused advice inside a malloc or free that
+ * succeeds is no error of the program's call). */
 static int os_advise(void *p, size_t size, int advice, struct la_counters *c)
 {
 	STAT_ADD(c, madvise_calls, 1);
 	STAT_ADD(c, madvise_bytes, size);
-	return madvise(p, size, advice) == 0 ? 0 : errno;
+	int saved = errno;
+	int err = madvise(p, size, advice) == 0 ? 0 : errno;
+	errno = saved;
+	return err;
 }
 
 int os_purge(void *p, size_t size, struct la_counters *c)

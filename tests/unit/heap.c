@@ -467,8 +467,13 @@ Test(populate, a_failed_populate_counts_what_came_in_and_stops)
 			cr_assert_eq(mprotect(bad, LA_PAGE, PROT_READ), 0);
 			for (uint32_t k = 0;
 			     k <= d / 16 && after.madvise_calls == before.madvise_calls; k++) {
+				errno = 4321;
 				b[n] = A(malloc)(64 << 10);
+				int e = errno;
 				cr_assert_eq(heap_page_of(h, b[n]), r + 16 * k);
+				/* a malloc that succeeds leaves errno as it was, the populate
+				 * refused or not */
+				cr_assert_eq(e, 4321, "errno %d after a malloc that succeeded", e);
 				end = r + 16 * (k + 1);
 				after = counters();
 				memset(b[n++], 1, 64 << 10);
