@@ -196,8 +196,14 @@ _Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is 
 /* The first table itself: a page of the library's zero-filled memory (.lbss), not a
  * mapping of its own, which took an mmap and one more VMA (made, and torn down at exit)
  * in every process and forked child that maps a block directly (each child of the fork
- * loop maps one). Taken once; retired like the others (purged, kept for reuse). */
-LA_BIG_BSS static struct dmap dtab_first[DTAB_FIRST] __attribute__((aligned(LA_PAGE)));
+ * loop maps one). Taken once; retired like the others (purged, kept for reuse). The page
+ * is its own whole: the retirement purges table_bytes, a page, and the 2 KiB its slots
+ * leave were the next variables' (the freed ring, the first 22 cached mappings, zeroed
+ * when the table first grew past 48 mappings). */
+LA_BIG_BSS static union {
+	struct dmap t[DTAB_FIRST];
+	char page[LA_PAGE];
+} dtab_first __attribute__((aligned(LA_PAGE)));
 static bool dtab_first_taken;
 
 /* Lock held: a table of cap slots, all empty: the first table, a retired one of that size
@@ -207,7 +213,7 @@ static struct dmap *table_take(size_t cap)
 	if (cap == DTAB_FIRST && !dtab_first_taken) {
 		dtab_first_taken = true;
 		STAT_ADD(pc(), metadata_bytes, table_bytes(cap));
-		return dtab_first;
+		return dtab_first.t;
 	}
 	for (unsigned i = 0; i < dspare_n; i++)
 		if (dspare[i].cap == cap) {

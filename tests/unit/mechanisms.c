@@ -3122,6 +3122,39 @@ Test(direct_table, a_table_replaced_by_a_rehash_stays_mapped_and_reads_empty)
 	}
 }
 
+/* The first table is a page of the library's own memory, purged when the table first
+ * grows (past 48 mappings): that page is the table's alone. The freed ring beside it
+ * (which tells a double free of an unmapped block from a wild pointer) and the first
+ * cached mappings were purged with it: after the growth, the block freed before read as
+ * never allocated. */
+Test(direct_table, the_first_tables_retirement_purges_nothing_beside_it)
+{
+	set("mmap_threshold", 256 << 10); /* (fixed: the free below raises nothing) */
+	char *p = A(malloc)(1 << 20);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	A(free)(p); /* unmapped: nothing recycles mappings yet */
+	/* its range held, so that no mapping below takes its address */
+	void *hold = mmap(p, 1 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+	                  -1, 0);
+	cr_assert_eq(hold, (void *)p, "the freed range held");
+	cr_assert_eq(direct_free(p), 1, "known as freed");
+	size_t slots0 = 0;
+	direct_table(&slots0);
+	void *m[64];
+	for (int i = 0; i < 64; i++) {
+		m[i] = A(malloc)(512 << 10);
+		cr_assert(m[i] && !heap_registered(m[i]), "mapping %d", i);
+	}
+	size_t slots1 = 0;
+	direct_table(&slots1);
+	cr_assert_eq(slots0, 64, "the first table: %zu slots", slots0);
+	cr_assert_gt(slots1, slots0, "the table grew: %zu slots", slots1);
+	cr_assert_eq(direct_free(p), 1, "still known as freed after the growth");
+	for (int i = 0; i < 64; i++)
+		A(free)(m[i]);
+	munmap(hold, 1 << 20);
+}
+
 /* A rehash at the same size (the table full of tombstones) takes the table retired last:
  * two tables take turns, however many rehashes (one kept mapped for each would add up
  * without bound). */
