@@ -97,8 +97,8 @@ void *os_map_aligned(size_t size, size_t align, struct la_counters *c)
 	return (void *)start;
 }
 
-/* One madvise of a range, counted; 0 or the error; errno is left as it was (a refused advice inside a malloc or free that
- * succeeds is no error of the program's call). */
+/* One madvise of a range, counted; 0 or the error; errno is left as it was (a refused
+ * advice inside a malloc or free that succeeds is no error of the program's call). */
 static int os_advise(void *p, size_t size, int advice, struct la_counters *c)
 {
 	STAT_ADD(c, madvise_calls, 1);
