@@ -741,7 +741,7 @@ static void *control_main(void *arg)
 		bool unnamed = shm_name_pending();
 		uint32_t *bell = unnamed ? shm_name_word() : &mb->state;
 		uint32_t st =
-		        unnamed ? 1u /* NAME_PENDING */ : __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+		        __atomic_load_n(bell, __ATOMIC_ACQUIRE); /* (a naming since: no wait) */
 		if (!unnamed && st == LA_MB_REQUESTED) {
 			uint32_t expect = LA_MB_REQUESTED;
 			if (__atomic_compare_exchange_n(&mb->state, &expect, LA_MB_RUNNING, false,

@@ -59,7 +59,7 @@ void shm_unpublish(void);
 #define LA_PUBLISH_DELAY_MAX_MS 1000
 uint64_t shm_publish_delay_ms(void);
 bool shm_name_pending(void);
-/* The word shm_name_pending reads (a private futex): it leaves NAME_PENDING (1) when a
+/* The word shm_name_pending reads (a private futex): it changes when a
  * thread names the file or the naming fails, which wake its waiters, or when the exit
  * gives the name up (no wake: nothing is left to look at). The control thread waits on it
  * instead of the mailbox's doorbell while the name is pending (no one outside can ring
