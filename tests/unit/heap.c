@@ -790,13 +790,17 @@ static void side_by_side(char **b, const uint32_t *pages, int n)
 
 /* The block realloc moves, of `pages` pages, and a guard of 9 pages after it (so that it
  * cannot grow in place), side by side at the heap's top; heap blocks only (no direct
- * mappings, no threshold moves). */
+ * mappings, no threshold moves). The heap's free pages are then given back (a trim): the
+ * pages after the guard are fresh whatever the process freed there before (the test
+ * runner's own blocks: 13 to 29 resident pages there, by how many pages the allocator's
+ * own structures took before them). */
 enum { MV_BLOCK, MV_GUARD, MV_N };
 static void block_and_guard(char **b, uint32_t pages)
 {
 	pages_only(0);
 	set("mmap_dynamic", 0);
 	side_by_side(b, (const uint32_t[MV_N]){pages, 9}, MV_N);
+	liballoc_trim(0);
 }
 
 /* The free run of the two tests below, from blocks of pages[] pages side by side: X and Y
@@ -1002,14 +1006,16 @@ Test(heap, a_large_block_realloc_moves_to_fresh_pages_takes_its_pages_along)
 
 /* A block of `pages` pages written with `fill`, a guard of 9 pages after it, then grown by
  * realloc to 32 pages more: it cannot grow in place (unless the guard went elsewhere) and
- * moves to the heap's fresh top. The faults the realloc took (a copy faults the new pages
- * in, a move does not), -1 when it grew in place; *moved: the block's new place. */
+ * moves to the heap's fresh top (fresh: the heap's free pages given back, as in
+ * block_and_guard). The faults the realloc took (a copy faults the new pages in, a move
+ * does not), -1 when it grew in place; *moved: the block's new place. */
 static long grow_past_guard(size_t pages, int fill, char **moved)
 {
 	char *a = A(malloc)(pages << LA_PAGE_SHIFT);
 	cr_assert_not_null(a);
 	cr_assert_not_null(A(malloc)((size_t)9 << LA_PAGE_SHIFT));
 	memset(a, fill, pages << LA_PAGE_SHIFT);
+	liballoc_trim(0);
 	struct rusage r0, r1;
 	getrusage(RUSAGE_THREAD, &r0);
 	char *p = A(realloc)(a, (pages + 32) << LA_PAGE_SHIFT);
