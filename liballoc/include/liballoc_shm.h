@@ -52,8 +52,10 @@
  * arena's written plainly under its lock instead of with a locked add per refill and flush
  * into one process-wide entry; a class entry may hold its size alone (class_stride 8).
  * Readers sum the entries' fields and every arena's (la_class_stats_add); a segment of 2-4
- * has no arena part (off_arena_classes 0) and reads as before. */
-#define LA_SHM_ABI_VERSION      5u
+ * has no arena part (off_arena_classes 0) and reads as before.
+ * 6: up to 53 classes (one at 16 KiB + 1 KiB), the layout 5's: readers of 6 read segments
+ * of 2-5 (an older reader refuses 6 by its version). */
+#define LA_SHM_ABI_VERSION      6u
 #define LA_SHM_ABI_VERSION_MIN  2u      /* the oldest version readers still read */
 #define LA_VERSION              "0.1.0" /* the project's version: liballoc, allocctld, allocctl */
 #define LA_SHM_PREFIX           "liballoc."
@@ -76,7 +78,7 @@
  * Counters, tunables and class fields may grow at the end of their lists (see above) up to
  * their *_MAX; arena slots and size classes are the library's own numbers. */
 #define LA_SHM_ARENAS_MAX        1024 /* arena slots (arena_max is at most this) */
-#define LA_SHM_CLASSES_MAX       52   /* size classes published */
+#define LA_SHM_CLASSES_MAX       53   /* size classes published */
 #define LA_SHM_COUNTERS_MAX      128  /* counters per block */
 #define LA_SHM_TUNABLES_MAX      64   /* tunable entries */
 #define LA_SHM_CLASS_STATS_MAX   16   /* statistics per size class */

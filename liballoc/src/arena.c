@@ -616,7 +616,7 @@ static void unmake_span(struct arena *a, struct heap *h, struct span *s);
  * KiB empties every 4 frees of a sweep). */
 static void release_span(struct arena *a, struct heap *h, struct span *s);
 
-/* The classes above KEEP_BATCH_FROM (20-32 KiB: spans of 4 blocks) keep every span that
+/* The classes above KEEP_BATCH_FROM (17-32 KiB: spans of 4 blocks) keep every span that
  * empties in the arena's newest heap (maybe_release_span, keep_batches) until the next
  * span or large block takes pages (alloc_pages, which first sends them back down to what
  * the rules above keep), a trim, the decay pass or the class's cold-bin sweep: the next

@@ -41,10 +41,10 @@
  * cache would have served it), and every XF_EARN misses earn one more chunk. A program
  * that frees structures it never rebuilds (a teardown before exit) flushes without such
  * refills, so its flushes write no slot pages beyond the first chunk's: each chunk is
- * 6.5 pages of slots (52 classes x 64 pointers), the eight of them 208 KiB. */
+ * 6.6 pages of slots (53 classes x 64 pointers), the eight of them 212 KiB. */
 #define XF_EARN        2u
 /* Whether the transfer cache keeps blocks of class cls: not those above SC_QUARTERS_FROM
- * (20-32 KiB, spans of 4 blocks), whose thread-cache bins hold three times as many bytes
+ * (17-32 KiB, spans of 4 blocks), whose thread-cache bins hold three times as many bytes
  * as the other classes above 4 KiB instead (tcache.c, bin_max_bytes): 256 KiB of such
  * blocks kept here pinned their spans past a sweep's batch and the next batch of another
  * size took pages beyond them (`sizes sweep 10`'s peak 9.8 -> 10.6 MB with the larger bins

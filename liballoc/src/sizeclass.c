@@ -5,10 +5,12 @@
  * before, and a copy of them took 1.2 KiB of .bss on the page every start writes. */
 #include "sizeclass.h"
 
-/* 16-byte steps to 128, four per doubling to 4 KiB and the fifths, 8 + 8 above, 4 from
- * SC_QUARTERS_FROM */
+/* 16-byte steps to 128, four per doubling to 4 KiB and the fifths, 8 + 8 above, one at
+ * SC_QUARTERS_FROM + SC_HEAD16K and 4 from SC_QUARTERS_FROM */
 _Static_assert(SC_FIFTH_TO == SC_FIFTH_FROM << (SC_FIFTHS - 1), "SC_FIFTHS doublings");
-_Static_assert(LA_NCLASSES == 8 + 4 * 5 + SC_FIFTHS + 16 + 4, "the classes sc_compute makes");
+_Static_assert(LA_NCLASSES == 8 + 4 * 5 + SC_FIFTHS + 16 + 1 + 4, "the classes sc_compute makes");
+_Static_assert(SC_QUARTER_BLOCKS *(SC_QUARTERS_FROM + SC_HEAD16K) % LA_PAGE == 0,
+               "the class at 16 KiB + SC_HEAD16K fills its span");
 _Static_assert(LA_SMALL_MAX == 2 * SC_QUARTERS_FROM && SC_QUARTERS_FROM == 4 * SC_EIGHTHS_FROM,
                "one doubling of quarters after two of eighths");
 
@@ -17,7 +19,8 @@ _Static_assert(SC_FIFTH_FROM == 256, "sc_small4's fifths at 288 and 576");
 const uint8_t sc_small4[SC_UPPER_FROM + 1] = SC_SMALL4_INIT;
 
 /* Pages of a span of class size s: between 4 and 8 KiB the SC_FIT_PAGES the size was made
- * for; above SC_QUARTERS_FROM SC_QUARTER_BLOCKS blocks (whole pages); else, of 16 to 23
+ * for; above SC_QUARTERS_FROM SC_QUARTER_BLOCKS blocks (whole pages: 17 for 4 of 17,408
+ * bytes); else, of 16 to 23
  * pages (and at least 8 blocks) the one that leaves the smallest share unused. */
 static uint32_t span_pages(uint32_t s)
 {
@@ -56,6 +59,7 @@ void sc_compute(struct sc_tables *t)
 	for (uint32_t base = 2 * SC_EIGHTHS_FROM; base < SC_QUARTERS_FROM; base *= 2)
 		for (uint32_t q = 1; q <= 8; q++)
 			t->size[c++] = base + q * (base / 8);
+	t->size[c++] = SC_QUARTERS_FROM + SC_HEAD16K;
 	for (uint32_t q = 1; q <= 4; q++)
 		t->size[c++] = SC_QUARTERS_FROM + q * (SC_QUARTERS_FROM / 4);
 	t->recip_pm[0] = 0;

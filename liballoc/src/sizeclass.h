@@ -36,14 +36,15 @@
 #include "common.h"
 
 #define LA_SMALL_MAX      32768
-#define LA_NCLASSES       52
+#define LA_NCLASSES       53
 #define SC_FIFTH_FROM     256u /* doublings from here to SC_FIFTH_TO: a class at 2^k + 2^k/8 */
 #define SC_FIFTH_TO       2048u
 #define SC_FIFTHS         4 /* of them */
 #define SC_BATCH_BYTES    2048u
 #define SC_EIGHTHS_FROM   4096u  /* classes above this size: eight per doubling... */
 #define SC_QUARTERS_FROM  16384u /* ... and above this one four, whole pages */
-#define SC_QUARTER_BLOCKS 4u     /* blocks of their spans (20 to 32 pages) */
+#define SC_QUARTER_BLOCKS 4u     /* blocks of their spans (17 to 32 pages) */
+#define SC_HEAD16K        1024u  /* a class at SC_QUARTERS_FROM + this, below the quarters */
 #define SC_FIT_PAGES      16u    /* the span the classes up to 8 KiB are placed by */
 /* Sizes above SC_UPPER_FROM (sc_small4's end) find their class in sc_upper by buckets of
  * SC_UPPER_STEP bytes, no wider than the gap between two classes there (128 bytes at
@@ -120,10 +121,14 @@ LA_INLINE unsigned sc_class_of(size_t n)
 
 /* The grid (pages) a span of class cls made of fresh pages starts on, counted from its
  * heap's start (heap.c, on_grid): the block's pages for the classes above SC_QUARTERS_FROM
- * (blocks of 5-8 whole pages, spans of 4), 1 (anywhere) for the others. */
+ * that are whole pages (blocks of 5-8 pages, spans of 4), the span's for the one of 17,408
+ * bytes (its blocks start at the same four offsets of every 17 pages), 1 (anywhere) for
+ * the others. */
 LA_INLINE uint32_t sc_grid(unsigned cls)
 {
-	return sc_size[cls] > SC_QUARTERS_FROM ? sc_size[cls] / (uint32_t)LA_PAGE : 1;
+	if (sc_size[cls] <= SC_QUARTERS_FROM)
+		return 1;
+	return sc_size[cls] % LA_PAGE ? sc_pages[cls] : sc_size[cls] / (uint32_t)LA_PAGE;
 }
 
 /* Is off a multiple of the class size? Lemire, Kaser and Kurz: with c = ceil(2^32 / d),

@@ -147,10 +147,10 @@ static uint64_t cache_max(const struct tcache *tc)
  * and pinned with the eight classes per doubling and the whole max, 0.2 MiB less with a
  * quarter: bench sizes sweep 10, peak RSS; half of it: 49.0M instructions instead of
  * 53.4M, 10.1 MB instead of 9.5). Three quarters above SC_QUARTERS_FROM: a quarter is 2-3
- * blocks of 20-32 KiB, so a bin that streams them (a batch allocated, then freed) refilled
+ * blocks of 17-32 KiB, so a bin that streams them (a batch allocated, then freed) refilled
  * every 2 blocks and flushed every 1-2 (halves of its limit): 10,209 refills and 17,826
  * flushes for 20,480 blocks, ~1,000 instructions a malloc+free pair (mimalloc ~350);
- * 6-9 blocks: refills of up to 4-5, flushes of 3-4. The transfer cache keeps none of these
+ * 6-11 blocks: refills of up to 4-5, flushes of 3-4. The transfer cache keeps none of these
  * classes (arena.h, xfer_class), which held more of them than the bins gain. */
 static uint64_t bin_max_bytes(unsigned c, uint64_t max)
 {

@@ -239,7 +239,7 @@ static void m_version_min(struct la_shm_header *h)
 {
 	h->abi_version = LA_SHM_ABI_VERSION_MIN;
 }
-/* the version before this one: the same layout, at most 44 classes */
+/* the version before this one: the same layout, at most 52 classes */
 static void m_version_prev(struct la_shm_header *h)
 {
 	h->abi_version = LA_SHM_ABI_VERSION - 1;

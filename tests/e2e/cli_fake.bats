@@ -167,9 +167,9 @@ teardown() {
 @test "version: client and daemon, human and --json" {
 	start_fake
 	run -0 "$ALLOCCTL" version
-	[ "${lines[1]}" = "allocctld fake-0 (protocol 2, segment ABI 5) at $ALLOCCTL_SOCKET" ]
+	[ "${lines[1]}" = "allocctld fake-0 (protocol 2, segment ABI 6) at $ALLOCCTL_SOCKET" ]
 	run -0 "$ALLOCCTL" version --json
-	echo "$output" | json_check 'd["daemon"]["version"] == "fake-0" and d["daemon"]["socket"] and d["client"]["segment_abi_version"] == 5'
+	echo "$output" | json_check 'd["daemon"]["version"] == "fake-0" and d["daemon"]["socket"] and d["client"]["segment_abi_version"] == 6'
 }
 
 @test "no such process: exit 1, one line pointing at allocctl ps" {

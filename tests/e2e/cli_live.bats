@@ -204,7 +204,7 @@ total() { "$ALLOCCTL" --json stats "$1" | python3 -c "import json,sys; print(jso
 
 @test "live: version names the daemon" {
 	run -0 "$ALLOCCTL" version
-	[[ "${lines[1]}" == "allocctld "*"(protocol 2, segment ABI 5) at $ALLOCCTL_SOCKET" ]]
+	[[ "${lines[1]}" == "allocctld "*"(protocol 2, segment ABI 6) at $ALLOCCTL_SOCKET" ]]
 	run -0 "$ALLOCCTL" --json version
 	echo "$output" | json_check "d['daemon']['protocol_version'] == d['client']['protocol_version']"
 }

@@ -140,7 +140,7 @@ teardown() { cli_cleanup; }
 
 @test "version prints the client's version even without a daemon, then fails" {
 	run -1 --separate-stderr "$ALLOCCTL" version
-	[[ "$output" == "allocctl "*" (protocol 2, segment ABI 5)" ]]
+	[[ "$output" == "allocctl "*" (protocol 2, segment ABI 6)" ]]
 	[[ "$stderr" == *"no daemon at"* ]]
 	run -1 --separate-stderr "$ALLOCCTL" --json version
 	echo "$output" | json_check '"daemon" not in d and d["client"]["protocol_version"] == 2'

@@ -19,7 +19,7 @@ teardown() {
 	run ctl version
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"code=OK"* ]]
-	[[ "$output" == *"protocol_version=2 abi=5"* ]]
+	[[ "$output" == *"protocol_version=2 abi=6"* ]]
 }
 
 @test "a fake process is discovered and listed with its identity from /proc and its counters" {
@@ -100,8 +100,8 @@ teardown() {
 	grep -q "^liballoc_tunable_tcache_max_bytes{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\"} 262144$" "$T/m"
 	! grep -q '^liballoc_tunable{' "$T/m"
 	grep -q '^# TYPE liballoc_commands_executed_total counter$' "$T/m"
-	grep -q "^liballoc_build_info{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",version=\"[0-9.]*\",segment_abi=\"5\"} 1$" "$T/m"
-	grep -q '^liballoc_ctld_build_info{version="[0-9.]*",protocol="2",segment_abi="5"} 1$' "$T/m"
+	grep -q "^liballoc_build_info{pid=\"$FPID\",uid=\"0\",exe=\"$FAKESEG_EXE\",version=\"[0-9.]*\",segment_abi=\"6\"} 1$" "$T/m"
+	grep -q '^liballoc_ctld_build_info{version="[0-9.]*",protocol="2",segment_abi="6"} 1$' "$T/m"
 	# no per-arena series of what only the process block counts
 	for c in $(sed -n '/^#define LA_COUNTERS(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" |
 		grep -o 'X([a-z_]*, LA_[A-Z]*, "[a-z]*", LA_PROCESS' | cut -d'(' -f2 | cut -d, -f1); do

@@ -36,7 +36,7 @@ refused() {
 }
 
 @test "bad magic is refused" { refused bad-magic "bad magic"; }
-@test "another ABI version is refused" { refused bad-version "unsupported ABI version (ABI version 6, this reader knows 2..5)"; }
+@test "another ABI version is refused" { refused bad-version "unsupported ABI version (ABI version 7, this reader knows 2..6)"; }
 @test "a wrong header size is refused" { refused bad-header "bad header size"; }
 @test "a truncated file is refused" { refused truncated "size invalid or changed"; }
 @test "an oversized file is refused" { refused oversized "size invalid or changed (file size 268435456)"; }

@@ -89,9 +89,15 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 	cr_assert_eq(sc_size[sc_class_of(262)], 288);
 	cr_assert_eq(sc_size[sc_class_of(129)], 160, "no such class below 256");
 	cr_assert_eq(sc_size[sc_class_of(4097)], 4368, "nor above 2,048: placed by span");
-	/* from 16 to 32 KiB quarters: whole pages */
+	/* 16 KiB plus a header of up to 1 KiB (redis's 16 KiB values: strings of 16,390 and
+	 * 16,400 bytes): 17,408, where the next quarter wasted a fifth; above, from 16 to 32 KiB
+	 * quarters: whole pages */
 	cr_assert_eq(sc_size[sc_class_of(16384)], 16384);
-	cr_assert_eq(sc_size[sc_class_of(16385)], 20480, "quarters from 16 KiB");
+	cr_assert_eq(sc_size[sc_class_of(16385)], 17408, "16 KiB plus a header");
+	cr_assert_eq(sc_size[sc_class_of(16390)], 17408);
+	cr_assert_eq(sc_size[sc_class_of(16400)], 17408);
+	cr_assert_eq(sc_size[sc_class_of(17408)], 17408);
+	cr_assert_eq(sc_size[sc_class_of(17409)], 20480, "quarters from 16 KiB");
 	cr_assert_eq(sc_size[sc_class_of(20481)], 24576);
 	cr_assert_eq(sc_size[sc_class_of(28673)], 32768);
 	cr_assert_eq(sc_size[sc_class_of(LA_SMALL_MAX)], LA_SMALL_MAX);
@@ -159,7 +165,8 @@ Test(sizeclass, classes_from_4_to_8k_fill_their_spans)
 		fitted++;
 	}
 	cr_assert_eq(fitted, 8, "eight classes between 4 and 8 KiB");
-	cr_assert_eq(above, 20, "eight classes per doubling above 4 KiB, four above 16");
+	cr_assert_eq(above, 21,
+	             "eight classes per doubling above 4 KiB, one at 16 KiB + 1 KiB, four above");
 }
 
 Test(sizeclass, classes_above_16k_are_whole_pages_4_to_a_span)
@@ -167,16 +174,57 @@ Test(sizeclass, classes_above_16k_are_whole_pages_4_to_a_span)
 	unsigned n = 0;
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		uint32_t s = sc_size[c];
-		if (s <= 16384)
+		if (s <= 17408)
 			continue;
 		n++;
 		cr_assert_eq(s % LA_PAGE, 0, "class %u (%u bytes)", c, s);
+		cr_assert_eq(sc_grid(c), s / LA_PAGE, "class %u (%u bytes): on the block's grid", c,
+		             s);
 		cr_assert_eq(sc_blocks[c], 4, "class %u (%u bytes)", c, s);
 		cr_assert_eq(sc_pages[c] * (uint32_t)LA_PAGE, 4 * s, "class %u (%u bytes)", c, s);
 		cr_assert_leq(sc_pages[c] * (uint32_t)LA_PAGE, 1u << 17, "class %u (%u bytes)", c,
 		              s);
 	}
-	cr_assert_eq(n, 4, "four classes between 16 and 32 KiB");
+	cr_assert_eq(n, 4, "four quarters between 16 and 32 KiB");
+}
+
+/* The class just above 16 KiB: four blocks fill a span of 17 pages (no byte unused), which
+ * starts on a grid of 17 pages (its blocks' starts fall on the same pages wherever its spans
+ * go); a 16 KiB request plus a header of up to 1 KiB loses at most 1 KiB (6 %), where the
+ * 20 KiB class lost a fifth; 16-byte aligned as every class */
+Test(sizeclass, the_class_above_16k_holds_16k_plus_a_header_and_fills_17_pages)
+{
+	unsigned c = sc_class_of(16385);
+	cr_assert_eq(sc_size[c], 17408);
+	cr_assert_eq(sc_size[c - 1], 16384);
+	cr_assert_eq(sc_size[c + 1], 20480);
+	cr_assert_eq(sc_blocks[c], 4);
+	cr_assert_eq(sc_pages[c], 17);
+	cr_assert_eq(sc_pages[c] * (uint32_t)LA_PAGE, sc_blocks[c] * sc_size[c], "no byte unused");
+	cr_assert_eq(sc_grid(c), 17);
+	cr_assert_eq(sc_size[c] % LA_ALIGN, 0);
+	for (size_t n = 16385; n <= 17408; n++)
+		cr_assert_leq((sc_size[sc_class_of(n)] - n) * 16, n, "size %zu: at most 1/16 lost",
+		              n);
+}
+
+/* Internal fragmentation by range, as README.md states it: less than 16 bytes up to 128,
+ * at most a fifth of the block up to 256 bytes (129 in 160), a sixth from 256 bytes to
+ * 17,408 (321 in 384; 16,400 in 17,408 loses 1,008 where the 20 KiB class lost 4,080), and
+ * every class a multiple of 16 bytes (malloc's alignment) */
+Test(sizeclass, a_request_loses_at_most_a_fifth_then_a_sixth_of_its_block)
+{
+	for (size_t n = 1; n <= 17408; n++) {
+		uint32_t s = sc_size[sc_class_of(n)];
+		if (n <= 128)
+			cr_assert_lt(s - n, 16, "size %zu (class %u)", n, s);
+		else if (n <= 256)
+			cr_assert_leq((s - n) * 5, s, "size %zu (class %u)", n, s);
+		else
+			cr_assert_leq((s - n) * 6, s, "size %zu (class %u)", n, s);
+	}
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		cr_assert_eq(sc_size[c] % LA_ALIGN, 0, "class %u", c);
 }
 
 Test(heap_owner, tells_our_heaps_from_other_memory)
