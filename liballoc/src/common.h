@@ -27,16 +27,27 @@
 #define LA_NOINLINE __attribute__((noinline))
 #define LA_COLD     __attribute__((cold, noinline))
 #define barrier()   __asm__ __volatile__("" ::: "memory")
-/* Zero-filled data a process touches little or not at all (the arenas, the segment's first
- * home, the environment snapshot, the mapping cache, the pressure watch's paths): placed
- * after all other zero-filled data (.lbss; the heap-owner table, heap.c, before it). What
- * stays in .bss is the small variables every process writes at start; they follow .data
- * on its page, which the loader writes anyway (it clears the part of the page past .data),
- * so while .bss fits there (under ~3.9 KiB) they cost no page fault of their own. Before,
- * among the tables, they took 5 pages (`LD_PRELOAD=build/liballoc.so /bin/true`: 9 faults
- * in liballoc's .bss, now 4: the first arena, the heap's owner entry and the segment's
- * two pages). */
+/* Zero-filled data a process touches little or not at all (the environment snapshot, a
+ * forked child's copy of the statistics, the pressure watch's paths): placed after all
+ * other zero-filled data (.lbss; the heap-owner table, heap.c, and LA_START_BSS's data
+ * before it). What stays in .bss is the small variables every process writes at start;
+ * they follow .data on its page, which the loader writes anyway (it clears the part of the
+ * page past .data), so while .bss fits there (under ~3.9 KiB) they cost no page fault of
+ * their own. Before, among the tables, they took 5 pages (`LD_PRELOAD=build/liballoc.so
+ * /bin/true`: 9 faults in liballoc's .bss, now 4: the first arena, the heap's owner entry
+ * and the segment's two pages). */
 #define LA_BIG_BSS  __attribute__((section(".lbss")))
+
+/* Zero-filled data of which every process touches a page or two at start (the control
+ * thread's stack top, the first direct-mapping table and the freed ring beside it, the
+ * segment's first page, the first arena): kept together right after the heap-owner table,
+ * in the order of N (liballoc/owner.ld), so that they and the owner table's entries of the
+ * heaps (its last 128 KiB) take as few page tables as they can: with the library on a 2 MiB
+ * boundary, one for all but the first arena, which shares a second with the segment's
+ * last page (the mailbox). Among the tables they sat 4 MiB apart, behind the 2 MiB copy of
+ * a forked child's statistics, and took three (bench/README.md, issue 23: the per-process
+ * cost). */
+#define LA_START_BSS(n) __attribute__((section(".lbss.start." #n)))
 /* The earlier of two deadlines, where 0 means none. */
 LA_INLINE uint64_t la_earlier(uint64_t due, uint64_t d)
 {

@@ -68,6 +68,39 @@ symbol() {
 	[ "$((16#$owner / 4096))" -eq "$(((bss_at + bss_size - 1) / 4096))" ]
 }
 
+# size NAME: the size of symbol NAME in liballoc.so (hex, as nm -S prints it)
+size_of() {
+	nm -S "$LIBALLOC_SO" 2>/dev/null | awk -v n="$1" '$4 == n { print $2; exit }'
+}
+
+@test "the zero-filled tables every process touches at start follow the heap-owner table, packed" {
+	# the control thread's stack (its top pages), the first direct-mapping table and the
+	# freed ring, the segment's first page and the first arena (LA_START_BSS, common.h):
+	# each starts where the one before ends (within a page of alignment), right after the
+	# heap-owner table, whose entries of the heaps are its last ones. Among the tables,
+	# behind the forked child's 2 MiB statistics copy, they took three page tables of the
+	# library's memory beside the one of its text and data; packed, two (one when the
+	# library's base is not on a 2 MiB boundary and they fall on one table).
+	command -v nm >/dev/null || skip "no nm"
+	owner=$(symbol heap_owner)
+	[ -n "$owner" ] || skip "liballoc.so has no symbol table"
+	at=$((16#$owner + 16#$(size_of heap_owner)))
+	for group in control_stack "dtab_first dfreed dropped dcache dspare" shm_seg_area arenas; do
+		lo="" hi=0
+		for s in $group; do
+			a=$(symbol "$s")
+			[ -n "$a" ] || { echo "no $s"; return 1; }
+			a=$((16#$a))
+			[ -n "$lo" ] && [ "$lo" -le "$a" ] || lo=$a
+			[ "$hi" -ge "$((a + 16#$(size_of "$s")))" ] || hi=$((a + 16#$(size_of "$s")))
+		done
+		printf '%s at 0x%x-0x%x, what comes before ends at 0x%x\n' "$group" "$lo" "$hi" "$at"
+		[ "$lo" -ge "$at" ]
+		[ "$((lo - at))" -lt 16384 ]
+		at=$hi
+	done
+}
+
 # pages [VAR=VALUE...]: libpages on $snap and $owner, preloaded, in an environment of only
 # the variables given
 pages() {
