@@ -162,8 +162,12 @@ int os_cold(void *p, size_t size, struct la_counters *c)
 #define MADV_POPULATE_WRITE 23
 #endif
 
+uint64_t os_populate_calls, os_populate_bytes;
+
 int os_populate(void *p, size_t size, struct la_counters *c)
 {
+	__atomic_fetch_add(&os_populate_calls, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&os_populate_bytes, size, __ATOMIC_RELAXED);
 	return os_advise(p, size, MADV_POPULATE_WRITE, c);
 }
 

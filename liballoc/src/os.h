@@ -34,6 +34,11 @@ int os_cold(void *p, size_t size, struct la_counters *c);
 /* Fault pages in, writable, in one call (MADV_POPULATE_WRITE, Linux 5.14): 0 or an errno
  * value (EINVAL where the kernel lacks it: the caller stops asking). */
 int os_populate(void *p, size_t size, struct la_counters *c);
+/* The process's os_populate calls and their bytes (atomic), apart from the purges and other
+ * advice they are counted with in madvise_calls/madvise_bytes: so that a test of the throttle
+ * counts the calls that give pages back, not a growth's populates (populate-ahead, a fresh
+ * first page: heap.c). Not published (the segment's counters stay as they are). */
+extern uint64_t os_populate_calls, os_populate_bytes;
 /* Transparent huge pages on [p, p+size) (2 MiB-aligned, whole 2 MiB ranges) from its next
  * faults on (MADV_HUGEPAGE), or off again (MADV_NOHUGEPAGE: its faults are a page each and
  * khugepaged leaves it alone): 0 or an errno value (EINVAL: a kernel without THP). */
