@@ -2546,7 +2546,11 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 		base = span_base(h, s);
 	}
 	heap_map_span(h, s, false);
+	/* a block that may go on the grid is populated ahead only once the probes found the
+	 * program writing such blocks whole (large_probe): one that writes only their start
+	 * would have every page of them faulted in for nothing */
 	if (!extra && heap_populate_may(h, s, dirty) && TUN(madvise_throttle) &&
+	    (!gridded || a->large_dense >= LARGE_DENSE_AT) &&
 	    !arena_dirty_at_least(a, HEAP_HOLES_PAGES)) /* no holes a growth could take */
 		heap_populate_ahead(h, s, dirty);
 	if (gridded)
