@@ -2548,11 +2548,14 @@ void *arena_alloc_large(struct arena *a, size_t size, size_t align, bool room, s
 	heap_map_span(h, s, false);
 	/* a block that may go on the grid is populated ahead only once the probes found the
 	 * program writing such blocks whole (large_probe): one that writes only their start
-	 * would have every page of them faulted in for nothing */
+	 * would have every page of them faulted in for nothing. Otherwise its first page, if
+	 * fresh, is (the page the program surely writes: heap_populate_first). */
 	if (!extra && heap_populate_may(h, s, dirty) && TUN(madvise_throttle) &&
 	    (!gridded || a->large_dense >= LARGE_DENSE_AT) &&
 	    !arena_dirty_at_least(a, HEAP_HOLES_PAGES)) /* no holes a growth could take */
 		heap_populate_ahead(h, s, dirty);
+	else if (gridded && dirty < s->npages && TUN(madvise_throttle))
+		heap_populate_first(h, s);
 	if (gridded)
 		large_probe(a, h, s);
 	heap_touch(h, s->first, s->npages); /* the program may write all of it */

@@ -1185,6 +1185,15 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 	return ahead;
 }
 
+void heap_populate_first(struct heap *h, const struct span *s)
+{
+	if (__atomic_load_n(&populate_missing, __ATOMIC_RELAXED) ||
+	    heap_resident_in(h, s->first, 1))
+		return;
+	if (os_populate(span_base(h, s), LA_PAGE, h->c) == EINVAL)
+		__atomic_store_n(&populate_missing, true, __ATOMIC_RELAXED);
+}
+
 /* The stamp of dirty pages merged from two spans: the older one (a span's pages go back
  * together, so the oldest of them decides), ignoring a span with nothing dirty. */
 static uint32_t merged_stamp(uint32_t stamp, uint32_t d, const struct span *o)
