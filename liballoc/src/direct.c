@@ -50,6 +50,8 @@ struct dmap {
 	size_t len;
 	uint32_t uses;  /* reuses for shorter requests since its tail was purged */
 	uint32_t asked; /* pages of the largest size realloc asked (0: the whole mapping) */
+	uint64_t
+	        link; /* the cached rest of its mapping right after it has tail_of this (0: none) */
 };
 
 struct dcached {
@@ -60,10 +62,12 @@ struct dcached {
 	uint64_t id;     /* which entry a measurement made outside the lock was for */
 	size_t resident; /* counted resident: len until measured */
 	bool measured;
-	bool trial;    /* kept before mappings were recycled (see the top) */
-	bool lend;     /* on trial for a heap's growth (direct_free, direct_heaps_grew) */
-	uint32_t uses; /* as in struct dmap */
-	size_t grow;   /* (cache_take's answer) the length a shorter one grows to */
+	bool trial;             /* kept before mappings were recycled (see the top) */
+	bool lend;              /* on trial for a heap's growth (direct_free, direct_heaps_grew) */
+	uint32_t uses;          /* as in struct dmap */
+	size_t grow;            /* (cache_take's answer) the length a shorter one grows to */
+	bool grown;             /* lend: a buffer realloc grew (direct_alloc_grown may take it) */
+	uint64_t link, tail_of; /* as struct dmap's link; the link of what it continues */
 };
 
 #define DCACHE_SLOTS       64
@@ -107,7 +111,7 @@ static size_t dbig;
 static uint64_t trial_bytes;
 static bool trial_stale;
 /* bytes of them kept for the heaps (lend; atomic, as trial_bytes) */
-static uint64_t lend_bytes;
+uint64_t direct_lend_bytes;
 /* what a heap's growth into memory it never used takes of them at a time (lend_to) */
 #define LEND_CHUNK     ((size_t)LEND_CHUNK_PAGES << LA_PAGE_SHIFT)
 #define LEND_MIN_PAGES 16u
@@ -244,7 +248,8 @@ static void table_retire(struct dmap *t, size_t cap)
 }
 
 /* Insert (lock held). Grows the table when 3/4 full; returns false without memory. */
-static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32_t asked)
+static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32_t asked,
+                   uint64_t link)
 {
 	if ((dused + 1) * 4 > dcap * 3) {
 		size_t ncap = dcap ? dcap * 2 : DTAB_FIRST;
@@ -277,6 +282,7 @@ static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32
 			SET(nt[j].len, dtab[i].len);
 			SET(nt[j].uses, dtab[i].uses);
 			SET(nt[j].asked, dtab[i].asked);
+			SET(nt[j].link, dtab[i].link);
 			SET(nt[j].user, dtab[i].user);
 		}
 		__atomic_store_n(&dpub, (uintptr_t)nt | shift, __ATOMIC_RELEASE);
@@ -299,6 +305,7 @@ static bool insert(uintptr_t user, void *base, size_t len, uint32_t uses, uint32
 	SET(dtab[j].len, len);
 	SET(dtab[j].uses, uses);
 	SET(dtab[j].asked, asked);
+	SET(dtab[j].link, link);
 	SET(dtab[j].user, user);
 	__atomic_store_n(&dlive, dlive + 1, __ATOMIC_RELAXED);
 	return true;
@@ -444,7 +451,7 @@ static struct dcached cache_remove(unsigned i)
 	if (e.trial)
 		__atomic_store_n(&trial_bytes, trial_bytes - e.len, __ATOMIC_RELAXED);
 	if (e.lend)
-		__atomic_store_n(&lend_bytes, lend_bytes - e.len, __ATOMIC_RELAXED);
+		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes - e.len, __ATOMIC_RELAXED);
 	dcache[i] = dcache[--dcached_n];
 	return e;
 }
@@ -573,6 +580,25 @@ static void *fit_cached(struct dcached *m, size_t len, bool purge)
 	return q;
 }
 
+/* Lock held: the first k bytes (fewer than its length) of cached entry e leave the cache
+ * (their bytes, resident pages and trial bytes uncounted); returns the resident bytes they
+ * took with them. */
+static size_t cache_cut(struct dcached *e, size_t k)
+{
+	size_t res = LA_MIN(k, e->resident);
+	e->base = (char *)e->base + k;
+	e->len -= k;
+	e->resident -= res;
+	dcache_bytes -= k;
+	STAT_SUB_LOCKED(pc(), direct_cache_bytes, k);
+	uncache_locked(res);
+	if (e->trial)
+		__atomic_store_n(&trial_bytes, trial_bytes - k, __ATOMIC_RELAXED);
+	if (e->lend)
+		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes - k, __ATOMIC_RELAXED);
+	return res;
+}
+
 /* Lock held: the mapping kept for the heaps that serves a new mapping of len bytes (the
  * largest; one shorter only when its contents need not be zero: a calloc's memset would
  * write the grown part), taken out of the cache into *out. */
@@ -589,6 +615,44 @@ static bool lend_take(size_t len, bool zero, struct dcached *out)
 	return true;
 }
 
+/* Lock held, released here: cached mapping e, a buffer realloc grew and that is kept where
+ * it is (direct_free), serves a heap's growth into pages [from, from + n): its first pages
+ * move under the growth's first run of pages that are not resident (heap_move_under), and
+ * what is left of it into the heap's free pages that are not resident (heap_adopt), as
+ * its free would have moved it whole (the heap's next growths take them, one system call
+ * for all). When the heap has no room for them, they stay cached (the next growth or
+ * request takes them, the decay pass unmaps them): unmapped, they would be pages the
+ * growths fault in anew. The lock is held across the moves, so that what did not move
+ * stays in the cache as it was (lend_to's caller holds an arena's lock and took this one
+ * without waiting, as the fork handler takes them the other way round). */
+static uint32_t lend_grown(struct heap *h, struct dcached *e, uint32_t from, uint32_t n)
+{
+	uint32_t at, cnt = heap_fresh_run(h, from, n, &at);
+	size_t len = e->len, m = LA_MIN(len, (size_t)cnt << LA_PAGE_SHIFT), k = len - m;
+	char *p = e->base;
+	int saved = errno; /* a move refused (mremap's errno), a malloc that succeeds */
+	if (!cnt || !heap_move_under(h, p, at, (uint32_t)(m >> LA_PAGE_SHIFT))) {
+		la_unlock(&direct_lock);
+		errno = saved;
+		return 0;
+	}
+	size_t res = LA_MIN(len, e->resident);
+	bool whole = !k || k < (size_t)LEND_MIN_PAGES << LA_PAGE_SHIFT;
+	bool adopted = k && heap_adopt(h, p + m, (uint32_t)(k >> LA_PAGE_SHIFT));
+	if (whole || adopted)
+		lend_remove((unsigned)(e - dcache));
+	else
+		cache_cut(e, m);
+	la_unlock(&direct_lock);
+	STAT_SUB(pc(), address_space_bytes, whole || adopted ? len : m);
+	if (whole && k && !adopted)
+		os_unmap(p + m, k, pc());
+	else if (adopted && res < len)
+		op_measure_soon(); /* counted resident whole in the heap until then */
+	errno = saved;
+	return (uint32_t)(m >> LA_PAGE_SHIFT);
+}
+
 /* A heap h grows into memory it never used, fresh pages of it not resident (its arena's
  * lock held): as many bytes of a mapping kept for the heaps (at least LEND_MIN_PAGES, at
  * most LEND_CHUNK) move into it as free resident pages (heap_adopt), which its next
@@ -596,19 +660,22 @@ static bool lend_take(size_t len, bool zero, struct dcached *out)
  * that their growth has not taken are memory the process would not hold without them
  * (the rest stays in the cache, which a new mapping or the decay pass unmaps). The growth
  * took pages [from, from + n): returns how many of them the mapping's pages replaced (a
- * growth of about its size, below). */
-static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
+ * growth of about its size, below). A buffer realloc grew goes as lend_grown says; only
+ * those serve a growth below the heap's high-water mark (only_grown). */
+static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh, bool only_grown)
 {
 	if (!la_trylock(&direct_lock)) /* (the next growth looks again) */
 		return 0;
 	struct dcached *e = NULL;
 	for (unsigned i = 0; i < dcached_n && !e; i++)
-		if (dcache[i].lend)
+		if (dcache[i].lend && (dcache[i].grown || !only_grown))
 			e = &dcache[i];
 	if (!e) {
 		la_unlock(&direct_lock);
 		return 0;
 	}
+	if (e->grown)
+		return lend_grown(h, e, from, n);
 	/* one growth that faulted in at least half as many pages as the mapping holds, more
 	 * than a chunk: a block of about its size came from the heap (its size is below the
 	 * threshold now), and a chunk at a time would serve no growth before the decay pass
@@ -635,7 +702,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		STAT_SUB_LOCKED(pc(), direct_cache_bytes, k);
 		uncache_locked(res);
 		__atomic_store_n(&trial_bytes, trial_bytes - k, __ATOMIC_RELAXED);
-		__atomic_store_n(&lend_bytes, lend_bytes - k, __ATOMIC_RELAXED);
+		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes - k, __ATOMIC_RELAXED);
 	}
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
@@ -674,6 +741,57 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh)
 	return direct_get(size, align, fresh, DIRECT_MAP);
 }
 
+void *direct_alloc_grown(size_t size)
+{
+	if (likely(!__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)) ||
+	    size > PTRDIFF_MAX / 4)
+		return NULL;
+	size_t want = la_align_up(size + size / 4, LA_PAGE);
+	la_lock(&direct_lock);
+	int best = -1;
+	for (unsigned i = 0; i < dcached_n; i++) {
+		size_t l = dcache[i].len;
+		if (dcache[i].grown && l >= want && l / 2 <= want &&
+		    (best < 0 || l < dcache[best].len))
+			best = (int)i;
+	}
+	if (best < 0) {
+		la_unlock(&direct_lock);
+		return NULL;
+	}
+	/* its first want bytes; the rest stays kept (the block grows into it in place,
+	 * direct_realloc, or the heaps' growth takes it) unless it is shorter than a
+	 * heap's growth would take */
+	struct dcached c = dcache[best];
+	if (c.len - want >= (size_t)LEND_MIN_PAGES << LA_PAGE_SHIFT) {
+		c.len = want;
+		cache_cut(&dcache[best], want);
+		/* (a new link: the two are one mapping; a link never names two of them) */
+		c.link = dcache[best].tail_of = ++dcache_ids;
+	} else {
+		c = cache_remove((unsigned)best);
+	}
+	struct la_counters *sc = pc();
+	int saved = errno; /* (a table that cannot grow: the caller goes on without it) */
+	uint32_t asked = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+	bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, asked, c.link);
+	if (ok) {
+		STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
+		STAT_ADD_LOCKED(sc, direct_mappings, 1);
+		STAT_ADD_LOCKED(sc, direct_bytes, c.len);
+		STAT_ADD_LOCKED(sc, allocated_bytes, c.len);
+		STAT_ADD_LOCKED(sc, data_resident_bytes, c.len);
+	}
+	la_unlock(&direct_lock);
+	if (!ok) {
+		STAT_SUB(sc, address_space_bytes, c.len);
+		os_unmap(c.base, c.len, sc);
+		errno = saved;
+		return NULL;
+	}
+	return c.base;
+}
+
 static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 {
 	drop_stale_trial();
@@ -694,7 +812,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		/* one that serves as it is (no purge, no growth: no system call) is registered in
 		 * the same hold of the lock, one lock round trip a malloc, not two */
 		if (hit && fits_as_is(&c, len, &purge)) {
-			bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, 0);
+			bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, 0, c.link);
 			if (ok) {
 				STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
 				STAT_ADD_LOCKED(sc, direct_mappings, 1);
@@ -726,7 +844,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	 * unmapped */
 	bool lent = false;
 	if (!hit && !extra && (from & DIRECT_MAP) &&
-	    __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED)) {
+	    __atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)) {
 		la_lock(&direct_lock);
 		lent = lend_take(len, fresh != NULL, &c);
 		la_unlock(&direct_lock);
@@ -759,7 +877,8 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	la_lock(&direct_lock);
 	if ((!hit || lent) && !extra)
 		note_miss(len);
-	bool ok = insert(user, base, got, hit ? c.uses : 0, 0);
+	/* (grown by mremap, or new: nothing of the cache lies right after it as its own) */
+	bool ok = insert(user, base, got, hit ? c.uses : 0, 0, 0);
 	if (hit)
 		STAT_ADD_LOCKED(pc(), direct_cache_hits, 1);
 	if (ok) {
@@ -818,7 +937,9 @@ int direct_free(void *p)
 	void *base = m->base;
 	size_t len = m->len;
 	uint32_t uses = m->uses;
-	size_t asked = m->asked ? LA_MIN((size_t)m->asked << LA_PAGE_SHIFT, len) : len;
+	bool m_asked = m->asked != 0; /* realloc grew or kept it */
+	uint64_t link = m->link;
+	size_t asked = m_asked ? LA_MIN((size_t)m->asked << LA_PAGE_SHIFT, len) : len;
 	SET(m->user, 1); /* tombstone */
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	struct la_counters *sc = pc();
@@ -841,7 +962,17 @@ int direct_free(void *p)
 	 * fork handler takes them) */
 	bool lend = !cached && !served && fits && TUN(mmap_dynamic) &&
 	            len <= (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT &&
-	            arena_short_of(len + lend_bytes);
+	            arena_short_of(len + direct_lend_bytes);
+	/* one that realloc grew (a buffer built past the threshold), of a size the heaps serve
+	 * now: kept for them too, in place, rather than moved into a heap at once. The next
+	 * buffer that realloc grows to about its size takes it where it is (direct_alloc_grown),
+	 * and the heap's growth takes it only when it needs the pages (lend_to). Pages moved by
+	 * mremap cost on their next touch what a fault's page-table fill costs (~7 us a page on
+	 * a shadow-paged guest, bench/README: realloc-growth), pages reused in place nothing */
+	bool grown = !cached && served && m_asked && fits && TUN(mmap_dynamic) &&
+	             len <= (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT;
+	if (grown)
+		lend = true;
 	if (lend)
 		trial = cached = true;
 	STAT_SUB_LOCKED(sc, allocated_bytes, len);
@@ -878,8 +1009,17 @@ int direct_free(void *p)
 		evict[nevict] = e.base;
 		evict_len[nevict++] = e.len;
 	}
-	dcache[dcached_n++] = (struct dcached){
-	        base, len, user, decay_epoch, ++dcache_ids, resident, false, trial, lend, uses, 0};
+	dcache[dcached_n++] = (struct dcached){.base = base,
+	                                       .len = len,
+	                                       .user = user,
+	                                       .epoch = decay_epoch,
+	                                       .id = ++dcache_ids,
+	                                       .resident = resident,
+	                                       .trial = trial,
+	                                       .lend = lend,
+	                                       .uses = uses,
+	                                       .grown = grown,
+	                                       .link = link};
 	dcache_bytes += len;
 	STAT_ADD_LOCKED(sc, direct_cache_bytes, len);
 	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
@@ -888,7 +1028,7 @@ int direct_free(void *p)
 	if (trial)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
 	if (lend)
-		__atomic_store_n(&lend_bytes, lend_bytes + len, __ATOMIC_RELAXED);
+		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes + len, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < nevict; i++) {
 		STAT_SUB(sc, address_space_bytes, evict_len[i]);
@@ -920,7 +1060,7 @@ bool direct_keeps(void *p, size_t size)
 	struct dmap e;
 	size_t pages = (size + LA_PAGE - 1) >> LA_PAGE_SHIFT;
 	return peek((uintptr_t)p, &e) && e.base == p && pages <= e.asked &&
-	       e.len - (pages << LA_PAGE_SHIFT) < LA_PAGE + e.len / 4;
+	       (pages == e.asked || e.len - (pages << LA_PAGE_SHIFT) < LA_PAGE + e.len / 4);
 }
 
 void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
@@ -934,12 +1074,46 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	}
 	size_t old = m->len, len = la_align_up(size, LA_PAGE);
 	uint32_t asked = LA_MAX(m->asked, (uint32_t)LA_MIN(len >> LA_PAGE_SHIFT, UINT32_MAX));
-	if (len <= old && old - len < LA_PAGE + old / 4) {
-		/* the same pages, or a shrink by less than a quarter (the slack below): nothing
-		 * to remap or register again */
+	size_t was = m->asked ? (size_t)m->asked << LA_PAGE_SHIFT : old;
+	if (len <= old && (len > was || old - len < LA_PAGE + old / 4)) {
+		/* the same pages, a growth into pages it has (one taken whole for a shorter
+		 * request: direct_alloc_grown), or a shrink by less than a quarter (the slack
+		 * below): nothing to remap or register again */
 		SET(m->asked, asked);
 		la_unlock(&direct_lock);
 		return p;
+	}
+	/* a growth into a kept mapping right after it (the rest of one direct_alloc_grown
+	 * took the start of): that many of its pages join it, where they are */
+	if (len > old && __atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)) {
+		size_t to = size <= (PTRDIFF_MAX - LA_PAGE) / 5 * 4
+		                    ? la_align_up(size + size / 4, LA_PAGE)
+		                    : len;
+		for (unsigned i = 0; i < dcached_n; i++) {
+			struct dcached *e = &dcache[i];
+			/* (the rest of the mapping p was cut from: its link. Mappings that lie
+			 * side by side by chance are not joined: a range over two of them is one
+			 * that mremap refuses to move or grow) */
+			if (!m->link || e->tail_of != m->link || e->base != (char *)p + old ||
+			    e->len < len - old)
+				continue;
+			size_t k = LA_MIN(e->len, to - old);
+			if (e->len - k < (size_t)LEND_MIN_PAGES << LA_PAGE_SHIFT)
+				k = e->len;
+			if (k == e->len) {
+				SET(m->link, e->link);
+				cache_remove(i);
+			} else {
+				cache_cut(e, k);
+			}
+			SET(m->len, old + k);
+			SET(m->asked, asked);
+			STAT_ADD_LOCKED(pc(), direct_bytes, k);
+			STAT_ADD_LOCKED(pc(), allocated_bytes, k);
+			STAT_ADD_LOCKED(pc(), data_resident_bytes, k);
+			la_unlock(&direct_lock);
+			return p;
+		}
 	}
 	if (!remap) {
 		la_unlock(&direct_lock);
@@ -955,6 +1129,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	else
 		asked = 0; /* a shrink that remaps: the mapping is what was asked */
 	uint32_t was_asked = m->asked;
+	uint64_t was_link = m->link;
 	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
@@ -964,8 +1139,8 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	else if (slack != len)
 		q = os_remap(p, old, len, pc());
 	la_lock(&direct_lock);
-	bool ok =
-	        insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked);
+	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked,
+	                 q ? 0 : was_link);
 	if (q && len != old) {
 		STAT_ADD_LOCKED(pc(), direct_bytes, len - old);
 		STAT_ADD_LOCKED(pc(), allocated_bytes, len - old);
@@ -1059,11 +1234,16 @@ uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t f
 	uint64_t trial = __atomic_load_n(&trial_bytes, __ATOMIC_RELAXED);
 	if (likely(!trial))
 		return 0;
-	uint64_t lend = __atomic_load_n(&lend_bytes, __ATOMIC_RELAXED);
-	uint32_t moved = lend && fresh ? lend_to(h, from, n, fresh) : 0;
+	uint64_t lend = __atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED);
+	uint32_t moved = lend && fresh ? lend_to(h, from, n, fresh, false) : 0;
 	if (trial > lend)
 		drop_cache(DROP_TRIAL);
 	return moved;
+}
+
+uint32_t direct_heaps_refill_slow(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
+{
+	return lend_to(h, from, n, fresh, true);
 }
 
 bool direct_decay(void)

@@ -15,6 +15,12 @@ void *direct_alloc(size_t size, size_t align, bool *fresh);
 void *direct_alloc_cached(size_t size, bool *fresh);
 /* The same from a new mapping, for a caller that has just looked in the cache. */
 void *direct_alloc_mapped(size_t size, size_t align, bool *fresh);
+/* For a block realloc moves to size bytes: a mapping kept for the heaps (a buffer realloc
+ * grew, freed below a risen threshold) of 1 to 2 times want = size + size / 4 (in pages),
+ * where it is, with no system call: its first want bytes (all of it when the rest is under
+ * 16 pages; the rest stays kept, linked, and the block grows into it in place); size's
+ * pages count as asked. NULL (errno untouched) when none fits. */
+void *direct_alloc_grown(size_t size);
 /* Returns 0 when p was a live direct mapping (now freed), 1 if p was freed already and is
  * still in the cache (a double free), -1 if unknown. */
 int direct_free(void *p);
@@ -39,6 +45,17 @@ void direct_trim(void);
  * (one load). */
 struct heap;
 uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh);
+/* The same for a heap that takes pages below its high-water mark, fresh of them not
+ * resident: only a buffer realloc grew, kept where it is (direct_free), serves them. */
+uint32_t direct_heaps_refill_slow(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh);
+/* bytes of the cached mappings kept for the heaps (atomic; direct_lock's to write) */
+extern uint64_t direct_lend_bytes;
+LA_INLINE uint32_t direct_heaps_refill(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
+{
+	if (likely(!__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)))
+		return 0;
+	return direct_heaps_refill_slow(h, from, n, fresh);
+}
 /* Unmap cached mappings not reused during the last decay period and measure the others;
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);

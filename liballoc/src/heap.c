@@ -202,7 +202,7 @@ void heap_idle_flip(struct heap *h)
 /* Entries of pages below from + n (and the head of the free span there) may be written,
  * pages [from, from + n) just taken; fresh: how many of them were not resident. Returns
  * how many of them a mapping kept for the heaps moved under them (direct_heaps_grew). */
-static uint32_t hwm_update(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
+LA_INLINE uint32_t hwm_update(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
 	uint32_t w = LA_MIN(from + n + 1, (uint32_t)LA_HEAP_PAGES);
 	if (w > h->hwm) {
@@ -211,7 +211,9 @@ static uint32_t hwm_update(struct heap *h, uint32_t from, uint32_t n, uint32_t f
 		/* mappings kept on trial serve no heap; one kept for the heaps may serve this */
 		return direct_heaps_grew(h, from, n, fresh);
 	}
-	return 0;
+	/* below it: pages purged or never used inside it fault in, which a buffer kept for
+	 * the heaps may serve as its free would have (direct_heaps_refill) */
+	return fresh ? direct_heaps_refill(h, from, n, fresh) : 0;
 }
 
 /* Pages [at, at + k) as mincore's vec has them: the bits of those not resident cleared
@@ -1587,6 +1589,19 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n)
 		}
 	}
 	return false;
+}
+
+uint32_t heap_fresh_run(const struct heap *h, uint32_t first, uint32_t n, uint32_t *at)
+{
+	uint32_t end = first + n, i = first_fresh(h, first, end);
+	*at = i;
+	for (uint32_t j = i; j < end;) {
+		uint64_t w = h->resident[j >> 6] >> (j & 63);
+		if (w)
+			return LA_MIN(j + (uint32_t)__builtin_ctzll(w), end) - i;
+		j = (j | 63) + 1;
+	}
+	return end - i;
 }
 
 bool heap_move_under(struct heap *h, void *p, uint32_t from, uint32_t n)

@@ -387,6 +387,9 @@ bool heap_adopt(struct heap *h, void *p, uint32_t n);
  * just took and none of which is resident (outside huge ranges), counted resident: true
  * when they moved (lock held). */
 bool heap_move_under(struct heap *h, void *p, uint32_t from, uint32_t n);
+/* The first run of pages of [first, first + n) that are not resident: its length (0 when
+ * all are), its first page in *at. */
+uint32_t heap_fresh_run(const struct heap *h, uint32_t first, uint32_t n, uint32_t *at);
 /* Whether pages [first, first + n) of h may be in a transparent huge page: a range advised
  * for them (h->huge), or anywhere in THP mode "always". */
 bool heap_huge_in(const struct heap *h, uint32_t first, uint32_t n);

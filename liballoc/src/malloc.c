@@ -942,7 +942,12 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 			invalid_pointer("realloc()");
 	}
 	void *q = NULL;
-	if (n > have && n > REALLOC_LARGE_FROM) {
+	/* a buffer realloc grew past the threshold and freed, kept where it is: the next one
+	 * that grows to about its size moves there, and grows on in place (its pages are
+	 * resident, none moved) */
+	if (n > have && n > REALLOC_LARGE_FROM)
+		q = direct_alloc_grown(n);
+	if (!q && n > have && n > REALLOC_LARGE_FROM) {
 		/* a large block that cannot grow where it is: move it with a quarter more, so
 		 * that a block growing step by step moves a logarithmic number of times (the
 		 * slack's pages are not touched here; the rule above keeps them), to resident

@@ -1537,3 +1537,131 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 	A(free)(q);
 	check_all();
 }
+
+/* Buffers grown by realloc a page at a time from `from` to `to` bytes, in turns (so that
+ * none grows in place in a heap), each new page written: n of them, in b[]. */
+static void grow_in_turns(unsigned char **b, int n, size_t from, size_t to)
+{
+	for (size_t sz = from + 4096; sz <= to; sz += 4096)
+		for (int i = 0; i < n; i++) {
+			b[i] = A(realloc)(b[i], sz);
+			cr_assert_not_null(b[i]);
+			memset(b[i] + sz - 4096, 1, 4096);
+		}
+}
+
+/* The process block's figures of direct mappings (direct.c writes them alone), against
+ * the kernel: what is allocated is the live mappings' bytes; the cache holds the pages of
+ * ranges r[0..2) (where the kept mappings were) that are still mapped and in no live
+ * mapping, and after a measurement counts free resident those mincore finds resident. */
+static void check_direct(unsigned char **live, int n, unsigned char **r, const size_t *rlen)
+{
+	struct la_counters *c = &shm_process_block()->c;
+	uint64_t bytes = 0, mapped = 0, res = 0;
+	for (int i = 0; i < n; i++)
+		if (!heap_registered(live[i]))
+			bytes += A(malloc_usable_size)(live[i]);
+	for (int k = 0; k < 2; k++)
+		for (size_t o = 0; o < rlen[k]; o += 4096) {
+			unsigned char *pg = r[k] + o, v;
+			bool in_live = false;
+			for (int i = 0; i < n; i++)
+				in_live |= !heap_registered(live[i]) && pg >= live[i] &&
+				           pg < live[i] + A(malloc_usable_size)(live[i]);
+			if (in_live || mincore(pg, 4096, &v) != 0)
+				continue;
+			mapped += 4096;
+			res += (v & 1) * 4096u;
+		}
+	cr_assert_eq(c->direct_bytes, bytes, "direct_bytes %llu, the live mappings %llu",
+	             (unsigned long long)c->direct_bytes, (unsigned long long)bytes);
+	cr_assert_eq(c->allocated_bytes, bytes);
+	cr_assert_eq(c->direct_cache_bytes, mapped, "cached %llu, mapped and not live %llu",
+	             (unsigned long long)c->direct_cache_bytes, (unsigned long long)mapped);
+	cr_assert_eq(c->free_resident_bytes, res, "cached free resident %llu, mincore %llu",
+	             (unsigned long long)c->free_resident_bytes, (unsigned long long)res);
+	cr_assert_eq(c->data_resident_bytes, bytes + res);
+}
+
+/* A buffer realloc grew, freed below a risen threshold, is kept where it is (not moved into
+ * a heap); the next growing buffer takes its start in place and grows into the rest; a
+ * heap's growth takes what is left. At each step the figures are what the kernel has. */
+Test(accounting, a_grown_buffer_kept_in_place_counts_what_the_kernel_holds)
+{
+	set("decay_ms", 0);
+	A(free)(A(malloc)(64));
+	A(malloc_trim)(0);
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t);
+	size_t start = la_align_up((size_t)t, 4096), big = 2 * start;
+	unsigned char *b[3];
+	for (int i = 0; i < 3; i++) {
+		b[i] = A(malloc)(start);
+		cr_assert(b[i] && !heap_registered(b[i]), "(set-up) a mapping");
+		memset(b[i], 1, start);
+	}
+	grow_in_turns(b, 3, start, big);
+	A(free)(b[0]); /* raises the threshold past big */
+	void *h[12];
+	for (int i = 0; i < 12; i++) {
+		h[i] = A(malloc)(big / 2);
+		cr_assert(h[i] && heap_registered(h[i]), "(set-up) a heap block");
+		memset(h[i], 2, big / 2);
+	}
+	for (int i = 0; i < 12; i++)
+		A(free)(h[i]);
+	op_measure();
+	check_all();
+	unsigned char *r[2] = {b[1], b[2]};
+	size_t klen[2];
+	for (int i = 0; i < 2; i++) {
+		klen[i] = A(malloc_usable_size)(r[i]);
+		A(free)(r[i]);
+	}
+	struct la_counters *pb = &shm_process_block()->c;
+	cr_assert_eq(pb->direct_cache_bytes, klen[0] + klen[1], "(set-up) kept: %llu bytes cached",
+	             (unsigned long long)pb->direct_cache_bytes);
+	op_measure();
+	check_all();
+	check_direct(NULL, 0, r, klen);
+	/* a small block realloc moves to a size whose quarter more is just over half a kept
+	 * one's length takes its start in place, then grows into the rest in place */
+	unsigned char *c[1] = {A(malloc)(64)};
+	cr_assert_not_null(c[0]);
+	size_t n = la_align_up(LA_MAX(klen[0], klen[1]) * 2 / 5 + 4096, 4096);
+	c[0] = A(realloc)(c[0], n);
+	cr_assert(c[0] == r[0] || c[0] == r[1], "(set-up) moved to a kept one in place");
+	op_measure();
+	check_all();
+	check_direct(c, 1, r, klen);
+	grow_in_turns(c, 1, n, n + (n / 2 & ~(size_t)4095));
+	op_measure();
+	check_all();
+	check_direct(c, 1, r, klen);
+	/* small blocks: the heap grows past what it holds and takes what is left */
+	struct la_counters all;
+	liballoc_stats(&all);
+	size_t want = (size_t)all.free_resident_bytes + (1 << 20);
+	void **x = A(malloc)(want / 1024 * sizeof(void *));
+	cr_assert_not_null(x);
+	for (size_t i = 0; i < want / 1024; i++) {
+		x[i] = A(malloc)(1024);
+		cr_assert_not_null(x[i]);
+		memset(x[i], 9, 1024);
+	}
+	op_measure();
+	check_all();
+	cr_assert_eq(pb->direct_cache_bytes, 0);
+	check_direct(c, 1, r, klen);
+	for (size_t i = 0; i < want / 1024; i++)
+		A(free)(x[i]);
+	A(free)(x);
+	A(free)(c[0]);
+	op_measure();
+	check_all();
+	check_direct(NULL, 0, r, klen);
+	A(malloc_trim)(0);
+	check_all();
+	check_direct(NULL, 0, r, klen);
+	cr_assert_eq(pb->direct_cache_bytes, 0);
+}

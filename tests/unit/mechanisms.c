@@ -3120,6 +3120,155 @@ Test(direct_realloc, a_mapping_with_room_keeps_its_place_below_a_risen_threshold
 	A(free)(q);
 }
 
+/* Buffers grown by realloc a page at a time from `from` to `to` bytes, in turns (so that
+ * none grows in place in a heap), each new page written: n of them, in b[]. */
+static void grow_in_turns(unsigned char **b, int n, size_t from, size_t to)
+{
+	for (size_t sz = from + 4096; sz <= to; sz += 4096)
+		for (int i = 0; i < n; i++) {
+			b[i] = A(realloc)(b[i], sz);
+			cr_assert_not_null(b[i]);
+			memset(b[i] + sz - 4096, (int)(sz >> 12), 4096);
+		}
+}
+
+/* Three buffers grown by realloc past the threshold (mappings of their own, grown by
+ * mremap) and freed: the first one's free raises the threshold past their size, the other
+ * two (buffers realloc grew, freed below the risen threshold) are kept where they are for
+ * the heaps, not moved into one (mremap: on a shadow-paged guest a moved page costs ~7 us
+ * at its next touch, bench/README: realloc-growth). Their addresses and lengths in kept[],
+ * klen[]; the counters after the frees. */
+static struct la_counters two_grown_buffers_kept(unsigned char **kept, size_t *klen, size_t *bigp)
+{
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	A(malloc_trim)(0);      /* (no free resident heap pages a mapping's request takes) */
+	int64_t t = 0;
+	liballoc_get("mmap_threshold", &t); /* (the test runner's frees may have raised it) */
+	size_t start = la_align_up((size_t)t, 4096), big = 2 * start;
+	*bigp = big;
+	unsigned char *b[3];
+	for (int i = 0; i < 3; i++) {
+		b[i] = A(malloc)(start);
+		cr_assert(b[i] && !heap_registered(b[i]), "(set-up) buffer %d is a mapping", i);
+		memset(b[i], 1, start);
+	}
+	grow_in_turns(b, 3, start, big);
+	for (int i = 0; i < 3; i++)
+		cr_assert(!heap_registered(b[i]), "(set-up) buffer %d is a mapping of its own", i);
+	A(free)(b[0]); /* raises the threshold past big */
+	liballoc_get("mmap_threshold", &t);
+	cr_assert_gt(t, (int64_t)big, "threshold %lld", (long long)t);
+	/* the heap holds free resident pages for the growing buffers below (its growth
+	 * into memory it never used would take the kept ones: the next test) */
+	void *h[12];
+	for (int i = 0; i < 12; i++) {
+		h[i] = A(malloc)(big / 2);
+		cr_assert(h[i] && heap_registered(h[i]), "(set-up) a heap block");
+		memset(h[i], 2, big / 2);
+	}
+	for (int i = 0; i < 12; i++)
+		A(free)(h[i]);
+	struct la_counters c0 = stats();
+	for (int i = 0; i < 2; i++) {
+		kept[i] = b[i + 1];
+		klen[i] = A(malloc_usable_size)(b[i + 1]);
+		A(free)(b[i + 1]);
+	}
+	struct la_counters c1 = stats();
+	cr_assert_eq(c1.mmap_calls, c0.mmap_calls, "not moved into a heap (no mremap)");
+	cr_assert_eq(c1.munmap_calls, c0.munmap_calls, "not unmapped");
+	cr_assert_eq(c1.direct_cache_bytes - c0.direct_cache_bytes, klen[0] + klen[1],
+	             "kept: %llu bytes cached",
+	             (unsigned long long)(c1.direct_cache_bytes - c0.direct_cache_bytes));
+	return c1;
+}
+
+/* A small block realloc moves to a size whose quarter more is just over half a kept
+ * buffer's length: realloc_slow looks at the kept ones before a heap. */
+static unsigned char *moved_to_a_kept_one(unsigned char **kept, const size_t *klen)
+{
+	unsigned char *c = A(malloc)(64);
+	cr_assert_not_null(c);
+	memset(c, 1, 64);
+	size_t n = LA_MAX(klen[0], klen[1]) * 2 / 5 + 4096;
+	c = A(realloc)(c, n);
+	cr_assert_not_null(c);
+	cr_assert(c == kept[0] || c == kept[1], "moved to %p, the kept ones at %p and %p",
+	          (void *)c, (void *)kept[0], (void *)kept[1]);
+	cr_assert_eq(c[63], 1);
+	return c;
+}
+
+/* The next buffer realloc moves out of the heaps to about half a kept one's size takes
+ * its pages where they are and grows on into them in place: no system call, its pages
+ * written before. (Without it the kept pages were moved into a heap at their free, and
+ * this buffer went to a heap.) */
+Test(direct_realloc, a_freed_grown_buffer_is_taken_in_place_by_the_next_growing_one)
+{
+	size_t big;
+	unsigned char *kept[2];
+	size_t klen[2];
+	two_grown_buffers_kept(kept, klen, &big);
+	unsigned char *c = moved_to_a_kept_one(kept, klen);
+	unsigned char *was = c;
+	size_t from = la_align_up(LA_MAX(klen[0], klen[1]) * 2 / 5 + 4096, 4096); /* its size */
+	struct la_counters c2 = stats();
+	long f0 = thread_faults();
+	grow_in_turns(&c, 1, from, big);
+	long faults = thread_faults() - f0;
+	struct la_counters c3 = stats();
+	cr_assert_eq(c, was, "grew on in place");
+	cr_assert_eq(c3.mmap_calls, c2.mmap_calls, "no mmap or mremap: %llu",
+	             (unsigned long long)(c3.mmap_calls - c2.mmap_calls));
+	cr_assert_eq(c3.munmap_calls, c2.munmap_calls);
+	for (size_t o = from + 4096; o <= big; o += 4096)
+		cr_assert_eq(c[o - 1], (unsigned char)(o >> 12), "byte %zu", o - 1);
+	/* its pages were written before (ASan's shadow adds an eighth) */
+	long pages = (long)((big - from) / 4096);
+	cr_assert_lt(faults, pages / 4 + 8, "faults writing %ld pages: %ld", pages, faults);
+	A(free)(c);
+}
+
+/* A buffer that takes the start of a kept one and stops growing leaves the rest kept, and
+ * a heap's growth takes it (its first pages under the growth's pages that are not
+ * resident, the rest as free resident pages): the blocks the program makes next are
+ * written on those pages, not on new ones, and none of them is unmapped. */
+Test(direct_realloc, what_a_held_buffer_left_of_a_kept_one_serves_the_heaps_growth)
+{
+	size_t big;
+	unsigned char *kept[2];
+	size_t klen[2];
+	struct la_counters c1 = two_grown_buffers_kept(kept, klen, &big);
+	unsigned char *c = moved_to_a_kept_one(kept, klen);
+	struct la_counters c2 = stats();
+	cr_assert_gt(c2.direct_cache_bytes, 0, "the rest of them is kept");
+	cr_assert_lt(c2.direct_cache_bytes, c1.direct_cache_bytes);
+	/* small blocks: the heap grows past every free resident page it holds and the kept
+	 * ones, by 1 MiB */
+	size_t want = (size_t)c2.free_resident_bytes + (1 << 20);
+	void **x = A(malloc)(want / 1024 * sizeof(void *));
+	cr_assert_not_null(x);
+	long f0 = thread_faults();
+	for (size_t i = 0; i < want / 1024; i++) {
+		x[i] = A(malloc)(1024);
+		cr_assert_not_null(x[i]);
+		memset(x[i], 9, 1024);
+	}
+	long faults = thread_faults() - f0;
+	struct la_counters c3 = stats();
+	cr_assert_eq(c3.direct_cache_bytes, 0, "the heap's growth took it all: %llu bytes left",
+	             (unsigned long long)c3.direct_cache_bytes);
+	cr_assert_eq(c3.munmap_calls, c2.munmap_calls, "none of it unmapped");
+	long pages = (long)(want / 4096), fresh = (long)((1 << 20) / 4096);
+	/* (ASan's shadow adds an eighth) */
+	cr_assert_lt(faults, fresh + pages / 8 + 32,
+	             "faults writing %ld pages, %ld of them new: %ld", pages, fresh, faults);
+	for (size_t i = 0; i < want / 1024; i++)
+		A(free)(x[i]);
+	A(free)(x);
+	A(free)(c);
+}
+
 /* ---- the table of direct mappings, read without its lock ------------------------------ */
 
 /* realloc and malloc_usable_size look a mapping up without the lock (direct_keeps,
