@@ -741,6 +741,27 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh)
 	return direct_get(size, align, fresh, DIRECT_MAP);
 }
 
+/* Lock held, released here: cached mapping c, out of the cache, registered as a live one
+ * that serves as it is (asked: as struct dmap's), counted in use and resident whole and as
+ * a cache hit. When the table cannot grow, it is unmapped instead and false returned. */
+static bool hit_register(const struct dcached *c, uint32_t asked, struct la_counters *sc)
+{
+	bool ok = insert((uintptr_t)c->base, c->base, c->len, c->uses, asked, c->link);
+	if (ok) {
+		STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
+		STAT_ADD_LOCKED(sc, direct_mappings, 1);
+		STAT_ADD_LOCKED(sc, direct_bytes, c->len);
+		STAT_ADD_LOCKED(sc, allocated_bytes, c->len);
+		STAT_ADD_LOCKED(sc, data_resident_bytes, c->len);
+	}
+	la_unlock(&direct_lock);
+	if (!ok) {
+		STAT_SUB(sc, address_space_bytes, c->len);
+		os_unmap(c->base, c->len, sc);
+	}
+	return ok;
+}
+
 void *direct_alloc_grown(size_t size)
 {
 	if (likely(!__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)) ||
@@ -771,21 +792,9 @@ void *direct_alloc_grown(size_t size)
 	} else {
 		c = cache_remove((unsigned)best);
 	}
-	struct la_counters *sc = pc();
 	int saved = errno; /* (a table that cannot grow: the caller goes on without it) */
 	uint32_t asked = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
-	bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, asked, c.link);
-	if (ok) {
-		STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
-		STAT_ADD_LOCKED(sc, direct_mappings, 1);
-		STAT_ADD_LOCKED(sc, direct_bytes, c.len);
-		STAT_ADD_LOCKED(sc, allocated_bytes, c.len);
-		STAT_ADD_LOCKED(sc, data_resident_bytes, c.len);
-	}
-	la_unlock(&direct_lock);
-	if (!ok) {
-		STAT_SUB(sc, address_space_bytes, c.len);
-		os_unmap(c.base, c.len, sc);
+	if (!hit_register(&c, asked, pc())) {
 		errno = saved;
 		return NULL;
 	}
@@ -812,18 +821,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		/* one that serves as it is (no purge, no growth: no system call) is registered in
 		 * the same hold of the lock, one lock round trip a malloc, not two */
 		if (hit && fits_as_is(&c, len, &purge)) {
-			bool ok = insert((uintptr_t)c.base, c.base, c.len, c.uses, 0, c.link);
-			if (ok) {
-				STAT_ADD_LOCKED(sc, direct_cache_hits, 1);
-				STAT_ADD_LOCKED(sc, direct_mappings, 1);
-				STAT_ADD_LOCKED(sc, direct_bytes, c.len);
-				STAT_ADD_LOCKED(sc, allocated_bytes, c.len);
-				STAT_ADD_LOCKED(sc, data_resident_bytes, c.len);
-			}
-			la_unlock(&direct_lock);
-			if (!ok) {
-				STAT_SUB(sc, address_space_bytes, c.len);
-				os_unmap(c.base, c.len, sc);
+			if (!hit_register(&c, 0, sc)) {
 				errno = ENOMEM;
 				return NULL;
 			}
