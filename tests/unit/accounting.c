@@ -32,6 +32,7 @@
 #include "control.h"
 #include "heap.h"
 #include "childerr.h"
+#include "grown.h"
 #include "liballoc.h"
 #include "os.h"
 #include "procstatus.h"
@@ -1538,18 +1539,6 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 	check_all();
 }
 
-/* Buffers grown by realloc a page at a time from `from` to `to` bytes, in turns (so that
- * none grows in place in a heap), each new page written: n of them, in b[]. */
-static void grow_in_turns(unsigned char **b, int n, size_t from, size_t to)
-{
-	for (size_t sz = from + 4096; sz <= to; sz += 4096)
-		for (int i = 0; i < n; i++) {
-			b[i] = A(realloc)(b[i], sz);
-			cr_assert_not_null(b[i]);
-			memset(b[i] + sz - 4096, 1, 4096);
-		}
-}
-
 /* The process block's figures of direct mappings (direct.c writes them alone), against
  * the kernel: what is allocated is the live mappings' bytes; the cache holds the pages of
  * ranges r[0..2) (where the kept mappings were) that are still mapped and in no live
@@ -1589,27 +1578,8 @@ static void check_direct(unsigned char **live, int n, unsigned char **r, const s
 Test(accounting, a_grown_buffer_kept_in_place_counts_what_the_kernel_holds)
 {
 	set("decay_ms", 0);
-	A(free)(A(malloc)(64));
-	A(malloc_trim)(0);
-	int64_t t = 0;
-	liballoc_get("mmap_threshold", &t);
-	size_t start = la_align_up((size_t)t, 4096), big = 2 * start;
 	unsigned char *b[3];
-	for (int i = 0; i < 3; i++) {
-		b[i] = A(malloc)(start);
-		cr_assert(b[i] && !heap_registered(b[i]), "(set-up) a mapping");
-		memset(b[i], 1, start);
-	}
-	grow_in_turns(b, 3, start, big);
-	A(free)(b[0]); /* raises the threshold past big */
-	void *h[12];
-	for (int i = 0; i < 12; i++) {
-		h[i] = A(malloc)(big / 2);
-		cr_assert(h[i] && heap_registered(h[i]), "(set-up) a heap block");
-		memset(h[i], 2, big / 2);
-	}
-	for (int i = 0; i < 12; i++)
-		A(free)(h[i]);
+	grown_past_threshold(b);
 	op_measure();
 	check_all();
 	unsigned char *r[2] = {b[1], b[2]};

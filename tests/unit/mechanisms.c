@@ -25,6 +25,7 @@
 #include "heap.h"
 #include "liballoc.h"
 #include "os.h"
+#include "grown.h"
 #include "procstatus.h"
 #include "shm.h"
 #include "tcache.h"
@@ -3120,18 +3121,6 @@ Test(direct_realloc, a_mapping_with_room_keeps_its_place_below_a_risen_threshold
 	A(free)(q);
 }
 
-/* Buffers grown by realloc a page at a time from `from` to `to` bytes, in turns (so that
- * none grows in place in a heap), each new page written: n of them, in b[]. */
-static void grow_in_turns(unsigned char **b, int n, size_t from, size_t to)
-{
-	for (size_t sz = from + 4096; sz <= to; sz += 4096)
-		for (int i = 0; i < n; i++) {
-			b[i] = A(realloc)(b[i], sz);
-			cr_assert_not_null(b[i]);
-			memset(b[i] + sz - 4096, (int)(sz >> 12), 4096);
-		}
-}
-
 /* Three buffers grown by realloc past the threshold (mappings of their own, grown by
  * mremap) and freed: the first one's free raises the threshold past their size, the other
  * two (buffers realloc grew, freed below the risen threshold) are kept where they are for
@@ -3140,34 +3129,9 @@ static void grow_in_turns(unsigned char **b, int n, size_t from, size_t to)
  * klen[]; the counters after the frees. */
 static struct la_counters two_grown_buffers_kept(unsigned char **kept, size_t *klen, size_t *bigp)
 {
-	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
-	A(malloc_trim)(0);      /* (no free resident heap pages a mapping's request takes) */
-	int64_t t = 0;
-	liballoc_get("mmap_threshold", &t); /* (the test runner's frees may have raised it) */
-	size_t start = la_align_up((size_t)t, 4096), big = 2 * start;
-	*bigp = big;
 	unsigned char *b[3];
-	for (int i = 0; i < 3; i++) {
-		b[i] = A(malloc)(start);
-		cr_assert(b[i] && !heap_registered(b[i]), "(set-up) buffer %d is a mapping", i);
-		memset(b[i], 1, start);
-	}
-	grow_in_turns(b, 3, start, big);
-	for (int i = 0; i < 3; i++)
-		cr_assert(!heap_registered(b[i]), "(set-up) buffer %d is a mapping of its own", i);
-	A(free)(b[0]); /* raises the threshold past big */
-	liballoc_get("mmap_threshold", &t);
-	cr_assert_gt(t, (int64_t)big, "threshold %lld", (long long)t);
-	/* the heap holds free resident pages for the growing buffers below (its growth
-	 * into memory it never used would take the kept ones: the next test) */
-	void *h[12];
-	for (int i = 0; i < 12; i++) {
-		h[i] = A(malloc)(big / 2);
-		cr_assert(h[i] && heap_registered(h[i]), "(set-up) a heap block");
-		memset(h[i], 2, big / 2);
-	}
-	for (int i = 0; i < 12; i++)
-		A(free)(h[i]);
+	size_t big = grown_past_threshold(b);
+	*bigp = big;
 	struct la_counters c0 = stats();
 	for (int i = 0; i < 2; i++) {
 		kept[i] = b[i + 1];
