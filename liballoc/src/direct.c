@@ -692,18 +692,10 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 	size_t want = (size_t)LA_MAX(fresh, LEND_MIN_PAGES) << LA_PAGE_SHIFT;
 	size_t k = drop ? e->len : LA_MIN(e->len, LA_MIN(want, LEND_CHUNK));
 	size_t res = LA_MIN(k, e->resident);
-	if (k == e->len) {
+	if (k == e->len)
 		lend_remove((unsigned)(e - dcache));
-	} else {
-		e->base = (char *)e->base + k;
-		e->len -= k;
-		e->resident -= res;
-		dcache_bytes -= k;
-		STAT_SUB_LOCKED(pc(), direct_cache_bytes, k);
-		uncache_locked(res);
-		__atomic_store_n(&trial_bytes, trial_bytes - k, __ATOMIC_RELAXED);
-		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes - k, __ATOMIC_RELAXED);
-	}
+	else
+		cache_cut(e, k); /* (a mapping kept for the heaps is on trial: trial bytes too) */
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
 	size_t m = LA_MIN(k, (size_t)n << LA_PAGE_SHIFT);
