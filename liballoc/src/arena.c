@@ -40,7 +40,7 @@ LA_INLINE void remote_note(struct arena *a)
 		__atomic_store_n(&a->rq_pending, 1, __ATOMIC_RELEASE);
 }
 
-LA_START_BSS(4) struct arena arenas[LA_ARENAS_MAX];
+LA_START_BSS(1) struct arena arenas[LA_ARENAS_MAX];
 uint32_t arena_count;
 static struct la_lock arenas_lock = LA_LOCK_INIT; /* attaching threads, creating arenas */
 

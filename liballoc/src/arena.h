@@ -136,10 +136,6 @@ struct arena {
 	                                    * up (GROWTH_EARLY_YIELDS at most) */
 	uint64_t empty_due_ns;             /* lock; its heaps' waiting nearly-empty purges
 	                                    * (heap.purge_due) are due then (0: none) */
-	struct la_counters *c;             /* published counters (segment); atomic fields */
-	struct la_class_stats *cs;         /* lock; its size classes' statistics (segment,
-	                                    * written whole: shm_arena_classes) */
-	struct la_shm_arena *pub;
 	/* remote frees: enqueued by anyone, drained under `lock` */
 	struct __cds_wfcq_head rq_head __attribute__((aligned(64)));
 	struct cds_wfcq_tail rq_tail __attribute__((aligned(64)));
@@ -151,15 +147,28 @@ struct arena {
 	 * or with too little room, its batch goes to the queue above, so a free stays
 	 * wait-free) and then fills them; the drain takes filled slots in order from rr_tail
 	 * (a slot still empty, its writer between the two steps, ends the drain there). */
-	void **rr;                                     /* RR_SLOTS slots; NULL: empty */
-	uint64_t rr_head __attribute__((aligned(64))); /* slots reserved (atomic) */
+	void **rr;           /* RR_SLOTS slots; NULL: empty */
+	uint64_t rr_head;    /* slots reserved (atomic) */
 	uint32_t rq_pending; /* set (atomic, release) by a thread once it handed frees over
 	                      * (queue or ring), cleared by the drain: the owner's refills test
 	                      * this one word instead of the queue and the ring */
 	uint64_t rr_tail __attribute__((aligned(64))); /* slots drained (lock; atomic) */
 	uint64_t rr_seen; /* lock; rr_head at the last decay pass (ring_return) */
 	uint64_t rr_bare; /* lock; rr_head when the ring's pages were last returned */
+	/* set when the arena is made, read after: on the drain's line */
+	struct la_counters *c;     /* published counters (segment); atomic fields */
+	struct la_class_stats *cs; /* lock; its size classes' statistics (segment,
+	                            * written whole: shm_arena_classes) */
+	struct la_shm_arena *pub;
 } __attribute__((aligned(64)));
+/* 27 cache lines: the fields, the queue's head (written by a thread that appends to an
+ * empty queue), what the freeing threads write (the queue's tail, the ring's reservations
+ * and the pending word), what the drain writes (the ring's tail) with the pointers read
+ * after. With arenas[0]'s page beside the control thread's stack, the direct-mapping
+ * tables and the segment's first page, it fits the 2 MiB after the heap-owner table
+ * (owner.ld, LA_START_BSS): one page table for all the zero-filled memory a process
+ * touches at start, not two (tests/e2e/startup.bats). */
+_Static_assert(sizeof(struct arena) == 27 * 64, "struct arena is 27 cache lines");
 /* 128 KiB of slots, touched only as far as blocks are in flight: a drain that empties the
  * ring starts the next batch at slot 0 (ring_drain), and a decay pass that finds the ring
  * empty and unmoved since the last pass returns its pages (ring_return) */

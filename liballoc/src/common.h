@@ -38,15 +38,17 @@
  * and the segment's two pages). */
 #define LA_BIG_BSS  __attribute__((section(".lbss")))
 
-/* Zero-filled data of which every process touches a page or two at start (the control
- * thread's stack top, the first direct-mapping table and the freed ring beside it, the
- * segment's first page, the first arena): kept together right after the heap-owner table,
- * in the order of N (liballoc/owner.ld), so that they and the owner table's entries of the
- * heaps (its last 128 KiB) take as few page tables as they can: with the library on a 2 MiB
- * boundary, one for all but the first arena, which shares a second with the segment's
- * last page (the mailbox). Among the tables they sat 4 MiB apart, behind the 2 MiB copy of
- * a forked child's statistics, and took three (bench/README.md, issue 23: the per-process
- * cost). */
+/* Zero-filled data of which every process touches a page or two at start (the first
+ * arena, the control thread's stack top, the first direct-mapping table and the rings beside
+ * it, the segment's first page): kept together right after the heap-owner table, in the
+ * order of N (liballoc/owner.ld), so that they and the owner table's entries of the heaps
+ * (its last 128 KiB) take one page table, with the library on a 2 MiB boundary: the arenas
+ * (27 cache lines each, arena.h) end early enough that the segment's first page still falls
+ * in those 2 MiB; its last page (the mailbox, touched once the file is named) is in the next.
+ * Among the tables they sat 4 MiB apart, behind the 2 MiB copy of a forked child's
+ * statistics, and took three; with the arenas after the segment, two. A page table costs
+ * ~80-90 us of a process's CPU on this project's VM (bench/README.md, issue 23: the
+ * per-process cost; tests/e2e/startup.bats checks the placement). */
 #define LA_START_BSS(n) __attribute__((section(".lbss.start." #n)))
 /* The earlier of two deadlines, where 0 means none. */
 LA_INLINE uint64_t la_earlier(uint64_t due, uint64_t d)

@@ -907,7 +907,7 @@ static void *control_stack_mem(void)
 	return NULL;
 }
 #else
-LA_START_BSS(1) static char control_stack[CONTROL_STACK] __attribute__((aligned(4096)));
+LA_START_BSS(2) static char control_stack[CONTROL_STACK] __attribute__((aligned(4096)));
 static void *control_stack_mem(void)
 {
 	return control_stack;

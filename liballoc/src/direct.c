@@ -89,16 +89,16 @@ struct dtable {
 	size_t cap;
 };
 #define DSPARE_MAX 128
-LA_START_BSS(2) static struct dtable dspare[DSPARE_MAX];
+LA_START_BSS(3) static struct dtable dspare[DSPARE_MAX];
 static unsigned dspare_n;
-LA_START_BSS(2) static struct dcached dcache[DCACHE_SLOTS];
+LA_START_BSS(3) static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch, dcache_ids;
 /* decay_epoch + 1 when mappings were last seen recycled (0: not since the start or the
  * last trim), and the last mappings freed but not admitted for want of that sign */
 static uint64_t recycled_at;
 #define DROPPED_RING 8
-LA_START_BSS(2) static struct {
+LA_START_BSS(3) static struct {
 	size_t len;
 	uint64_t epoch;
 } dropped[DROPPED_RING];
@@ -128,7 +128,7 @@ static void drop_stale_trial(void)
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
-LA_START_BSS(2) static uintptr_t dfreed[DFREED_RING];
+LA_START_BSS(3) static uintptr_t dfreed[DFREED_RING];
 static unsigned dfreed_next;
 
 static struct la_counters *pc(void)
@@ -204,7 +204,7 @@ _Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is 
  * is its own whole: the retirement purges table_bytes, a page, and the 2 KiB its slots
  * leave were the next variables' (the freed ring, the first 22 cached mappings, zeroed
  * when the table first grew past 48 mappings). */
-LA_START_BSS(2) static union {
+LA_START_BSS(3) static union {
 	struct dmap t[DTAB_FIRST];
 	char page[LA_PAGE];
 } dtab_first __attribute__((aligned(LA_PAGE)));

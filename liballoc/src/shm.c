@@ -137,7 +137,7 @@ static void write_layout(void)
 /* The segment's first home: zero-filled memory of the library itself, so that shm_boot
  * makes no system call and nothing can fail there, before main or under a tight RLIMIT_AS
  * (untouched pages cost nothing); the file is mapped over it. */
-LA_START_BSS(3) char shm_seg_area[SEG_SIZE] __attribute__((aligned(4096)));
+LA_START_BSS(4) char shm_seg_area[SEG_SIZE] __attribute__((aligned(4096)));
 #define seg_area shm_seg_area
 
 void shm_boot(void)
