@@ -108,6 +108,8 @@ size_of() {
 	# tables and rings and the segment's first page all lie in one 2 MiB region: one page
 	# table (~80-90 us a process on this project's VM: bench/README.md, issue 23). The
 	# arenas after the segment took a second (main ce6c25d: arenas[0] 2 MiB past the rest).
+	# Three pages are to spare at 8ec26a0 (the segment's first page at 0x11fd000 of 0x1200000):
+	# a start-up table 12 KiB larger, or an arena a line longer (arena.h's assert), fails here.
 	command -v nm >/dev/null || skip "no nm"
 	owner=$(symbol heap_owner)
 	[ -n "$owner" ] || skip "liballoc.so has no symbol table"
