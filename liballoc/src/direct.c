@@ -412,6 +412,60 @@ static void *grow_on_table(void *p, size_t old, size_t len)
 	return q;
 }
 
+/* Room after the mapping of a block realloc grows. On a shadow-paged guest (PVM) a page
+ * an mremap moves costs ~7 us at its next touch, with no fault counted (bench/README), and
+ * the kernel places a new mapping right below the one it made before, so that a mapping
+ * grown by mremap has to move, all its pages with it, unless the address space after it
+ * is free. A mapping made for a growing block (realloc_slow's move of a large block past
+ * the threshold) or moved by its growth is made with as much address space again after
+ * it, unmapped at once: its next growths (a quarter more each, direct_realloc) find it
+ * free and stay in place. The kernel's top-down search takes the highest gap that fits
+ * (so the next such mapping, with its own room, does not fit in an older one's room of
+ * a like size, and goes below); a later mapping of at most the room's size may take it,
+ * and the growth then moves as before. Only below the ceiling (table_round's 2 MiB
+ * placement serves the longer ones). */
+static size_t room_after(size_t len)
+{
+	return len < (size_t)TUN(mmap_threshold_max) ? len : 0;
+}
+
+/* A new mapping of len bytes with room after it (room_after): NULL without memory. */
+static void *map_with_room(size_t len)
+{
+	size_t room = room_after(len);
+	int saved = errno;
+	char *p = room ? os_map(len + room, pc()) : NULL;
+	if (!p) {
+		errno = saved;
+		return map_on_table(len);
+	}
+	os_unmap(p + len, room, pc());
+	return p;
+}
+
+/* Mapping p of old bytes grown to len: in place, else moved where it has room after it
+ * (room_after), else where the kernel puts it; NULL when it cannot grow. */
+static void *grow_with_room(void *p, size_t old, size_t len)
+{
+	size_t room = room_after(len);
+	if (!room)
+		return os_remap(p, old, len, pc());
+	int saved = errno;
+	void *q = os_remap_in_place(p, old, len, pc());
+	if (q)
+		return q;
+	char *to = os_map(len + room, pc());
+	if (to && os_remap_to(p, old, len, to, pc()) == 0) {
+		os_unmap(to + len, room, pc());
+		errno = saved;
+		return to;
+	}
+	if (to) /* (mapped again if the kernel unmapped it before it refused) */
+		os_unmap(to, len + room, pc());
+	errno = saved;
+	return os_remap(p, old, len, pc());
+}
+
 /* Lock held: mappings are being recycled (see the top). */
 static bool recycling(void)
 {
@@ -714,7 +768,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 }
 
 /* Where direct_get may take the memory from: the mapping cache, a new mapping, or both. */
-enum { DIRECT_CACHE = 1, DIRECT_MAP = 2 };
+enum { DIRECT_CACHE = 1, DIRECT_MAP = 2, DIRECT_ROOM = 4 };
 
 static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from);
 
@@ -728,9 +782,9 @@ void *direct_alloc_cached(size_t size, bool *fresh)
 	return direct_get(size, LA_ALIGN, fresh, DIRECT_CACHE);
 }
 
-void *direct_alloc_mapped(size_t size, size_t align, bool *fresh)
+void *direct_alloc_mapped(size_t size, size_t align, bool *fresh, bool room)
 {
-	return direct_get(size, align, fresh, DIRECT_MAP);
+	return direct_get(size, align, fresh, DIRECT_MAP | (room ? DIRECT_ROOM : 0));
 }
 
 /* Lock held, released here: cached mapping c, out of the cache, registered as a live one
@@ -855,7 +909,9 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	if (!hit) {
 		if (!(from & DIRECT_MAP))
 			return NULL;
-		base = extra ? os_map(len, pc()) : map_on_table(len);
+		base = extra                  ? os_map(len, pc())
+		       : (from & DIRECT_ROOM) ? map_with_room(len)
+		                              : map_on_table(len);
 		if (!base)
 			return NULL;
 		got = len;
@@ -1123,7 +1179,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
-	void *q = os_remap(p, old, slack, pc());
+	void *q = len > old ? grow_with_room(p, old, slack) : os_remap(p, old, slack, pc());
 	if (q)
 		len = slack;
 	else if (slack != len)

@@ -13,8 +13,9 @@
 void *direct_alloc(size_t size, size_t align, bool *fresh);
 /* The same from the mapping cache only: NULL (errno untouched) when no cached mapping fits. */
 void *direct_alloc_cached(size_t size, bool *fresh);
-/* The same from a new mapping, for a caller that has just looked in the cache. */
-void *direct_alloc_mapped(size_t size, size_t align, bool *fresh);
+/* The same from a new mapping, for a caller that has just looked in the cache; room: for a
+ * block realloc grows (address space left free after it: direct.c, room_after). */
+void *direct_alloc_mapped(size_t size, size_t align, bool *fresh, bool room);
 /* For a block realloc moves to size bytes: a mapping kept for the heaps (a buffer realloc
  * grew, freed below a risen threshold) of 1 to 2 times want = size + size / 4 (in pages),
  * where it is, with no system call: its first want bytes (all of it when the rest is under

@@ -102,7 +102,7 @@ LA_INLINE void *alloc_large_in(size_t size, size_t align, bool *fresh, bool room
 				return p;
 			p = arena_alloc_resident(tcache_arena(tc), size + c);
 			if (!p) /* the cache was looked in just now */
-				p = direct_alloc_mapped(size, align, fresh);
+				p = direct_alloc_mapped(size, align, fresh, room);
 			else
 				p = colour_span(p, c);
 		} else {

@@ -322,6 +322,20 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 #define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
 #endif
 
+int os_remap_to(void *p, size_t old_size, size_t new_size, void *to, struct la_counters *c)
+{
+	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q == to) {
+		if (new_size > old_size)
+			STAT_ADD(c, mmap_bytes, new_size - old_size);
+		return 0;
+	}
+	int err = errno;
+	map_target_again(__func__, to, new_size, c); /* (as os_move) */
+	return err;
+}
+
 int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
 {
 	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
