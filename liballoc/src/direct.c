@@ -460,7 +460,7 @@ static void *grow_with_room(void *p, size_t old, size_t len)
 		errno = saved;
 		return to;
 	}
-	if (to) /* (mapped again if the kernel unmapped it before it refused) */
+	if (to) /* (what the kernel left of it: it may have unmapped the target first) */
 		os_unmap(to, len + room, pc());
 	errno = saved;
 	return os_remap(p, old, len, pc());

@@ -304,37 +304,31 @@ static void map_target_again(const char *who, void *to, size_t size, struct la_c
 	STAT_ADD(c, mmap_calls, 1);
 }
 
+int os_remap_to(void *p, size_t old_size, size_t new_size, void *to, struct la_counters *c)
+{
+	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q != to)
+		return errno;
+	if (new_size > old_size)
+		STAT_ADD(c, mmap_bytes, new_size - old_size);
+	return 0;
+}
+
 int os_move(void *p, size_t size, void *to, struct la_counters *c)
 {
-	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
-	STAT_ADD(c, mmap_calls, 1);
-	if (q == to)
-		return 0;
-	int err = errno;
+	int err = os_remap_to(p, size, size, to, c);
 	/* Older kernels (Debian 12's 6.1 among them) unmap the target range before they check
 	 * the source, and refuse a source that spans two mappings (part of the block advised
 	 * or protected apart): the move fails and leaves a hole where the caller's pages were. */
-	map_target_again(__func__, to, size, c);
+	if (err)
+		map_target_again(__func__, to, size, c);
 	return err;
 }
 
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
 #endif
-
-int os_remap_to(void *p, size_t old_size, size_t new_size, void *to, struct la_counters *c)
-{
-	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
-	STAT_ADD(c, mmap_calls, 1);
-	if (q == to) {
-		if (new_size > old_size)
-			STAT_ADD(c, mmap_bytes, new_size - old_size);
-		return 0;
-	}
-	int err = errno;
-	map_target_again(__func__, to, new_size, c); /* (as os_move) */
-	return err;
-}
 
 int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
 {
