@@ -176,6 +176,16 @@ int os_huge(void *p, size_t size, bool on, struct la_counters *c)
 	return os_advise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE, c);
 }
 
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#define MADV_KEEPONFORK 19
+#endif
+
+int os_wipe_on_fork(void *p, size_t size, bool wipe, struct la_counters *c)
+{
+	return os_advise(p, size, wipe ? MADV_WIPEONFORK : MADV_KEEPONFORK, c);
+}
+
 static int thp_always = -1;  /* the kernel backs unadvised ranges too (atomic; -1: not read) */
 static size_t huge_size = 1; /* os_huge_size (atomic; 1: not read yet) */
 static int pmd_always = -1;  /* os_thp_pmd_always (atomic; -1: not read) */

@@ -43,6 +43,10 @@ extern uint64_t os_populate_calls, os_populate_bytes;
  * faults on (MADV_HUGEPAGE), or off again (MADV_NOHUGEPAGE: its faults are a page each and
  * khugepaged leaves it alone): 0 or an errno value (EINVAL: a kernel without THP). */
 int os_huge(void *p, size_t size, bool on, struct la_counters *c);
+/* Pages [p, p+size) left out of a forked child (MADV_WIPEONFORK: the fork neither copies
+ * nor write-protects them, the child reads zeros there), or copied again (MADV_KEEPONFORK):
+ * 0 or an errno value (EINVAL: a kernel before 4.14). Counted with the other advice. */
+int os_wipe_on_fork(void *p, size_t size, bool wipe, struct la_counters *c);
 /* The size of a transparent huge page when the kernel gives them to ranges advised with
  * os_huge (THP `enabled` is `always` or `madvise`), 0 if not (`never`, no THP, unknown). */
 size_t os_huge_size(void);

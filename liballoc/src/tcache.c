@@ -114,6 +114,8 @@ static struct tslots *slots_get(struct arena *a)
 	                        la_align_up(sizeof(struct tslots), LA_PAGE), NULL);
 }
 
+static void rows_for_fork(struct tcache *tc, bool wipe);
+
 /* The rows past the first tslots' (struct tmore), counted as metadata. */
 #define TC_MORE_META la_align_up(sizeof(struct tmore), LA_PAGE)
 
@@ -275,9 +277,14 @@ static void bin_take_row(struct tcache *tc, unsigned c)
 	struct tgroup *g = t->group;
 	unsigned r = tc->rows;
 	if (r >= TC_ROWS_FIRST) {
-		if (!t->more &&
-		    !(t->more = arena_alloc_meta(tc->arena, TC_MORE_META, TC_MORE_META, NULL)))
-			return; /* no memory: the bin goes without a row, as uncached */
+		if (!t->more) {
+			struct tmore *m =
+			        arena_alloc_meta(tc->arena, TC_MORE_META, TC_MORE_META, NULL);
+			if (!m)
+				return; /* no memory: the bin goes without a row, as uncached */
+			/* (a forking thread reads it: rows_for_fork) */
+			__atomic_store_n(&t->more, m, __ATOMIC_RELEASE);
+		}
 		g = t->more->group;
 		r -= TC_ROWS_FIRST;
 	}
@@ -624,8 +631,12 @@ static uint32_t flush_bin(struct tcache *tc, unsigned cls, uint32_t keep)
 static bool bin_take_wide(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
-	if (!t->wide && !(t->wide = arena_alloc_meta(tc->arena, TC_WIDE_META, TC_WIDE_META, NULL)))
-		return false;
+	if (!t->wide) {
+		struct twide *w = arena_alloc_meta(tc->arena, TC_WIDE_META, TC_WIDE_META, NULL);
+		if (!w)
+			return false;
+		__atomic_store_n(&t->wide, w, __ATOMIC_RELEASE); /* (rows_for_fork reads it) */
+	}
 	struct tbin *b = &tc->bins[c];
 	void **row = t->wide[c].slot;
 	uint32_t count = tbin_count(b);
@@ -1194,15 +1205,23 @@ void tcache_thread_exit(void *arg)
 		tc_list = tc->next;
 	if (tc->next)
 		tc->next->prev = tc->prev;
+	/* rows a fork left out of its child are copied again before their pages go back to
+	 * the arena, which may hand them out as blocks (a fork cannot mark them now: the
+	 * cache is off the list) */
+	rows_for_fork(tc, false);
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
 	flush_bins(tc, ~(uint64_t)0);
 	if (tc->slots) {
-		if (tc->slots->more)
+		/* (rows still left out of a child, where the advice failed: kept, not reused) */
+		uint8_t kept = tc->slots->wiped;
+		if (tc->slots->more && !(kept & 2))
 			arena_free_meta(tc->arena, tc->slots->more, TC_MORE_META);
-		if (tc->slots->wide)
+		if (tc->slots->wide && !(kept & 4))
 			arena_free_meta(tc->arena, tc->slots->wide, TC_WIDE_META);
-		arena_free_meta(tc->arena, tc->slots, la_align_up(sizeof(*tc->slots), LA_PAGE));
+		if (!kept)
+			arena_free_meta(tc->arena, tc->slots,
+			                la_align_up(sizeof(*tc->slots), LA_PAGE));
 	}
 	tc->slots = NULL;
 	reset_bins(tc); /* limit 0: every later call takes the slow path */
@@ -1557,6 +1576,39 @@ void tcache_flush_large_all(void)
 	la_unlock(&tc_list_lock);
 }
 
+/* Caches whose rows are left out of forked children (tc_list_lock): a bound, so that a
+ * process of thousands of threads does not split its heaps' mappings into thousands of
+ * pieces (vm.max_map_count); the caches past it are copied as before. */
+#define TC_WIPED_MAX 64u
+static uint32_t tc_wiped;
+
+/* A cache's slot rows left out of a forked child (wipe), or copied again (tc_list_lock
+ * held). A child never uses the rows of a thread other than the one that forked (their
+ * caches are lost to it: tcache_fork_child), and every page of rows the fork copies is
+ * write-protected in the parent: its thread's next free into that row page faults
+ * (~16 us here, even once the child is gone), after every fork (the fork loop: 14.4
+ * such faults a cycle, bench/README.md). MADV_WIPEONFORK makes the fork skip them: the
+ * child reads zeros there, the parent keeps writing. The forking thread's own rows are
+ * copied again first (tcache_fork_prepare); a thread's exit copies them again before
+ * its rows go back to the arena as free pages. */
+static void rows_for_fork(struct tcache *tc, bool wipe)
+{
+	struct tslots *t = tc->slots;
+	if (!t || (wipe && !t->wiped && tc_wiped >= TC_WIPED_MAX))
+		return;
+	void *r[3] = {t, __atomic_load_n(&t->more, __ATOMIC_ACQUIRE),
+	              __atomic_load_n(&t->wide, __ATOMIC_ACQUIRE)};
+	size_t len[3] = {la_align_up(sizeof(struct tslots), LA_PAGE), TC_MORE_META, TC_WIDE_META};
+	bool was = t->wiped != 0;
+	for (unsigned k = 0; k < 3; k++) {
+		uint8_t bit = (uint8_t)(1u << k);
+		if (r[k] && !(t->wiped & bit) == wipe &&
+		    os_wipe_on_fork(r[k], len[k], wipe, tc->arena->c) == 0)
+			t->wiped ^= bit;
+	}
+	tc_wiped += (uint32_t)(t->wiped != 0) - (uint32_t)was;
+}
+
 void tcache_fork_prepare(void)
 {
 	/* the forking thread's large slot goes back to its arena, as its free would have
@@ -1570,6 +1622,8 @@ void tcache_fork_prepare(void)
 		tc_leave(self);
 	}
 	la_lock(&tc_list_lock);
+	for (struct tcache *tc = tc_list; tc; tc = tc->next)
+		rows_for_fork(tc, tc != self);
 }
 
 void tcache_fork_parent(void)
@@ -1593,6 +1647,7 @@ void tcache_fork_child(void)
 		STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	}
 	tc_list = NULL;
+	tc_wiped = 0; /* (the forking thread's rows were copied: tcache_fork_prepare) */
 	if (self->state == TC_LIVE) {
 		self->next = self->prev = NULL;
 		self->busy = self->steal = 0;

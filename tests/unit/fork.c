@@ -1521,3 +1521,95 @@ Test(fork, a_child_starts_its_control_thread_with_the_attributes_its_parent_made
 	cr_assert_neq(got, 2, "the child's control thread does not run");
 	cr_assert_eq(got, 0, "the child made its control thread's attributes again");
 }
+
+/* Another thread's cache rows are left out of a forked child (MADV_WIPEONFORK, tcache.c
+ * rows_for_fork): the child reads zeros there, so the fork neither copied nor
+ * write-protected them (the parent's next free into them would fault, after every fork),
+ * while the forking thread's own cache works in the child; the thread's exit copies its
+ * rows again before they go back to its arena. */
+static struct {
+	void *block;  /* the block the worker freed into its cache */
+	void **slotp; /* the row slot that holds it */
+	void *rows;   /* its cache's slot rows (struct tslots) */
+	int stage;    /* 1: ready, 2: may exit (futex word) */
+} rows_w;
+
+static void stage_wait(int want)
+{
+	while (__atomic_load_n(&rows_w.stage, __ATOMIC_ACQUIRE) != want)
+		syscall(SYS_futex, &rows_w.stage, FUTEX_WAIT_PRIVATE,
+		        __atomic_load_n(&rows_w.stage, __ATOMIC_RELAXED), NULL, NULL, 0);
+}
+
+static void stage_set(int v)
+{
+	__atomic_store_n(&rows_w.stage, v, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &rows_w.stage, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void *rows_worker(void *arg)
+{
+	(void)arg;
+	void *p = A(malloc)(64);
+	A(free)(p); /* on its bin's row, at the top */
+	for (unsigned c = 0; c < LA_NCLASSES; c++) {
+		struct tbin *b = &la_tcache.bins[c];
+		if (b->top != b->slot && *b->top == p)
+			rows_w.slotp = b->top;
+	}
+	rows_w.block = p;
+	rows_w.rows = la_tcache.slots;
+	stage_set(1);
+	stage_wait(2);
+	return NULL;
+}
+
+/* The VmFlags of the mapping that holds p include "wf" (MADV_WIPEONFORK). */
+static bool wipe_on_fork(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	cr_assert(f);
+	char line[512];
+	bool in = false, wf = false;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = lo <= (uintptr_t)p && (uintptr_t)p < hi;
+		else if (in && strncmp(line, "VmFlags:", 8) == 0)
+			wf = strstr(line, " wf") != NULL;
+	}
+	fclose(f);
+	return wf;
+}
+
+Test(fork, another_threads_cache_rows_are_left_out_of_a_child)
+{
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, rows_worker, NULL), 0);
+	stage_wait(1);
+	cr_assert(rows_w.slotp, "the worker's freed block is on a row");
+	cr_assert_eq(*rows_w.slotp, rows_w.block);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		int bad = *(void *volatile *)rows_w.slotp != NULL;
+		void *q = A(malloc)(64); /* this thread's own cache, copied */
+		A(free)(q);
+		q = A(malloc)(64);
+		bad |= (q == NULL) << 1;
+		A(free)(q);
+		_exit(bad);
+	}
+	int status = wait_child(pid);
+	cr_assert(WIFEXITED(status), "the child ended with status %#x", status);
+	cr_assert_eq(WEXITSTATUS(status) & 2, 0, "the child's own cache failed it");
+	cr_assert_eq(WEXITSTATUS(status), 0,
+	             "the child read the worker's row slot as its parent wrote it (%p): copied",
+	             rows_w.block);
+	cr_assert_eq(*rows_w.slotp, rows_w.block, "the parent's row is as it was");
+	cr_assert(wipe_on_fork(rows_w.rows));
+	stage_set(2);
+	pthread_join(t, NULL);
+	cr_assert(!wipe_on_fork(rows_w.rows), "the worker's rows, given back, are copied again");
+}
