@@ -1622,6 +1622,9 @@ void tcache_fork_prepare(void)
 		tc_leave(self);
 	}
 	la_lock(&tc_list_lock);
+	/* (where this thread's rows cannot be copied again — MADV_KEEPONFORK refused at
+	 * vm.max_map_count — the child reads zeros there: its bins find no block and refill,
+	 * the cached blocks are lost to it, as another thread's are, and stay counted cached) */
 	for (struct tcache *tc = tc_list; tc; tc = tc->next)
 		rows_for_fork(tc, tc != self);
 }
