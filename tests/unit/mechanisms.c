@@ -3482,6 +3482,46 @@ Test(mapping_cache, the_room_refused_maps_the_size_asked_and_keeps_errno)
 	A(free)(r);
 }
 
+/* The room after a growing block's mapping is address space only: where the process may
+ * not map it (RLIMIT_AS), the block's move past the threshold and its next growth take
+ * the size asked, as before the room, with its bytes and with errno as it was. */
+Test(direct_realloc, a_growing_block_whose_room_is_refused_still_grows)
+{
+	A(malloc_trim)(0);
+	size_t n = 64 << 10;
+	unsigned char *p = A(malloc)(n);
+	memset(p, 3, n);
+	/* its mapping: 320 KiB (256 KiB and a quarter), with room 640 KiB: refused */
+	struct rlimit old = limit_address_space(448 << 10);
+	struct la_counters before = stats();
+	errno = 4242;
+	p = A(realloc)(p, 4 * n);
+	int err = errno;
+	struct la_counters after = stats();
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_eq(after.munmap_calls, before.munmap_calls, "no room was mapped (and unmapped)");
+	cr_assert_not_null(p, "refused: %s", strerror(err));
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	cr_assert_eq(p[n - 1], 3);
+	memset(p + n, 4, 3 * n);
+	/* the next growth (to 384 KiB, 480 with its quarter): 160 KiB more fit, room does not */
+	old = limit_address_space(256 << 10);
+	before = stats();
+	errno = 4242;
+	unsigned char *q = A(realloc)(p, 6 * n);
+	err = errno;
+	after = stats();
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_eq(after.munmap_calls, before.munmap_calls, "no room was mapped (and unmapped)");
+	cr_assert_not_null(q, "refused: %s", strerror(err));
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	cr_assert_eq(q[n - 1], 3);
+	cr_assert_eq(q[4 * n - 1], 4);
+	q[6 * n - 1] = 5;
+	A(free)(q);
+}
+
 Test(mapping_cache, a_longer_request_grows_a_cached_mapping_with_its_pages)
 {
 	set("decay_ms", 0);
