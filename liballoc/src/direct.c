@@ -429,41 +429,37 @@ static size_t room_after(size_t len)
 	return len < (size_t)TUN(mmap_threshold_max) ? len : 0;
 }
 
-/* A new mapping of len bytes with room after it (room_after): NULL without memory. */
+/* A new mapping of len bytes with room after it (room_after), or (none below the ceiling)
+ * one placed as map_on_table places it: NULL when the room is refused (RLIMIT_AS), and
+ * the caller maps the block without it (realloc_slow's malloc of the size asked). */
 static void *map_with_room(size_t len)
 {
 	size_t room = room_after(len);
-	int saved = errno;
-	char *p = room ? os_map(len + room, pc()) : NULL;
-	if (!p) {
-		errno = saved;
+	if (!room)
 		return map_on_table(len);
-	}
-	os_unmap(p + len, room, pc());
+	char *p = os_map(len + room, pc());
+	if (p)
+		os_unmap(p + len, room, pc());
 	return p;
 }
 
 /* Mapping p of old bytes grown to len: in place, else moved where it has room after it
- * (room_after), else where the kernel puts it; NULL when it cannot grow. */
+ * (room_after) by one mremap to len and the room, whose tail is unmapped again (the
+ * kernel places the whole where it fits, and no other mapping is ever in the range
+ * unmapped); NULL when neither (beyond the ceiling, or refused: direct_realloc remaps it
+ * without the room). */
 static void *grow_with_room(void *p, size_t old, size_t len)
 {
 	size_t room = room_after(len);
 	if (!room)
-		return os_remap(p, old, len, pc());
-	int saved = errno;
-	void *q = os_remap_in_place(p, old, len, pc());
+		return NULL;
+	char *q = os_remap_in_place(p, old, len, pc());
 	if (q)
 		return q;
-	char *to = os_map(len + room, pc());
-	if (to && os_remap_to(p, old, len, to, pc()) == 0) {
-		os_unmap(to + len, room, pc());
-		errno = saved;
-		return to;
-	}
-	if (to) /* (what the kernel left of it: it may have unmapped the target first) */
-		os_unmap(to, len + room, pc());
-	errno = saved;
-	return os_remap(p, old, len, pc());
+	q = os_remap(p, old, len + room, pc());
+	if (q)
+		os_unmap(q + len, room, pc());
+	return q;
 }
 
 /* Lock held: mappings are being recycled (see the top). */
@@ -1179,11 +1175,18 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
 	la_unlock(&direct_lock);
-	void *q = len > old ? grow_with_room(p, old, slack) : os_remap(p, old, slack, pc());
+	/* a growth in place or with room after it, else where the kernel puts it, else (the
+	 * quarter more refused) the size asked; errno as it was (when all are refused, the
+	 * caller's copy sets it, or succeeds) */
+	int saved = errno;
+	void *q = len > old ? grow_with_room(p, old, slack) : NULL;
+	if (!q)
+		q = os_remap(p, old, slack, pc());
 	if (q)
 		len = slack;
 	else if (slack != len)
 		q = os_remap(p, old, len, pc());
+	errno = saved;
 	la_lock(&direct_lock);
 	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked,
 	                 q ? 0 : was_link);

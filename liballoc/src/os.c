@@ -314,25 +314,17 @@ static void map_target_again(const char *who, void *to, size_t size, struct la_c
 	STAT_ADD(c, mmap_calls, 1);
 }
 
-int os_remap_to(void *p, size_t old_size, size_t new_size, void *to, struct la_counters *c)
-{
-	void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
-	STAT_ADD(c, mmap_calls, 1);
-	if (q != to)
-		return errno;
-	if (new_size > old_size)
-		STAT_ADD(c, mmap_bytes, new_size - old_size);
-	return 0;
-}
-
 int os_move(void *p, size_t size, void *to, struct la_counters *c)
 {
-	int err = os_remap_to(p, size, size, to, c);
+	void *q = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	STAT_ADD(c, mmap_calls, 1);
+	if (q == to)
+		return 0;
+	int err = errno;
 	/* Older kernels (Debian 12's 6.1 among them) unmap the target range before they check
 	 * the source, and refuse a source that spans two mappings (part of the block advised
 	 * or protected apart): the move fails and leaves a hole where the caller's pages were. */
-	if (err)
-		map_target_again(__func__, to, size, c);
+	map_target_again(__func__, to, size, c);
 	return err;
 }
 

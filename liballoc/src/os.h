@@ -83,10 +83,6 @@ void *os_remap_in_place(void *p, size_t old_size, size_t new_size, struct la_cou
  * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was, and
  * the target range is mapped: fresh pages where the kernel unmapped it before refusing). */
 int os_move(void *p, size_t size, void *to, struct la_counters *c);
-/* mremap MREMAP_FIXED of mapping [p, p + old_size) to [to, to + new_size): 0 or an errno
- * value; on failure the target range is NOT mapped again (os_move does that): some kernels
- * unmap it before they refuse, so the caller unmaps what it reserved there. */
-int os_remap_to(void *p, size_t old_size, size_t new_size, void *to, struct la_counters *c);
 /* os_move within a mapping (MREMAP_DONTUNMAP): [p, p + size) stays mapped, with no pages
  * (fresh zero pages where it is written again); 0 or an errno value (the pages stay at p;
  * the target range is mapped: as it was for ENOMEM, else fresh). */

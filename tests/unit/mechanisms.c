@@ -3062,7 +3062,7 @@ Test(direct_realloc, a_growing_mapping_is_remapped_a_logarithmic_number_of_times
 	}
 	uint64_t remaps = stats().mmap_calls - calls;
 	/* a remap at every page: 960; with a quarter more each time, about 13 (a growth that
-	 * moves with room after it takes 4 calls: the try in place, the new range, the move and
+	 * moves with room after it takes 3 calls: the try in place, the move with its room and
 	 * the room's unmapping; direct.c, grow_with_room) */
 	cr_assert_leq(remaps, 24, "%llu remaps", (unsigned long long)remaps);
 	for (size_t n = from + 4096; n <= to; n += 4096)
@@ -3115,10 +3115,17 @@ Test(direct_realloc, a_mapping_made_for_a_growing_block_grows_in_place_into_its_
 	cr_assert_leq(stats().mmap_calls - calls, grows, "one mremap a growth at most");
 	cr_assert_eq(p[n - 1], 3);
 	cr_assert_eq(p[4 * n - 1], 4);
-	/* beyond: moved once, with room again */
+	/* beyond: moved once, with room again: the try in place, one mremap to its length and
+	 * the room (no range of the kernel's choosing mapped first and moved into), the room's
+	 * unmapping */
 	size = 3 * len;
+	struct la_counters before = stats();
 	p = A(realloc)(p, size);
+	struct la_counters after = stats();
 	cr_assert_neq(p, was, "beyond its room it moves");
+	cr_assert_eq(after.mmap_calls - before.mmap_calls, 2, "%llu mmap/mremap calls",
+	             (unsigned long long)(after.mmap_calls - before.mmap_calls));
+	cr_assert_eq(after.munmap_calls - before.munmap_calls, 1);
 	was = p;
 	for (int i = 0; i < 2; i++) {
 		size += size / 4;
@@ -3519,6 +3526,31 @@ Test(direct_realloc, a_growing_block_whose_room_is_refused_still_grows)
 	cr_assert_eq(q[n - 1], 3);
 	cr_assert_eq(q[4 * n - 1], 4);
 	q[6 * n - 1] = 5;
+	A(free)(q);
+}
+
+/* A growth of a block's mapping whose quarter more the process may not map (RLIMIT_AS)
+ * takes the size asked, and the realloc that succeeds leaves errno as it was (the refused
+ * tries set ENOMEM). */
+Test(direct_realloc, a_growth_whose_quarter_more_is_refused_keeps_errno)
+{
+	A(malloc_trim)(0);
+	unsigned char *p = A(malloc)(1 << 20);
+	cr_assert(!heap_registered(p), "a mapping of its own");
+	size_t old = A(malloc_usable_size)(p);
+	memset(p, 3, old);
+	/* 64 KiB more fit; its quarter more (over 300 KiB), or room, do not */
+	struct rlimit was = limit_address_space(128 << 10);
+	errno = 4242;
+	unsigned char *q = A(realloc)(p, old + (64 << 10));
+	int err = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &was), 0);
+	cr_assert_not_null(q, "refused: %s", strerror(err));
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	cr_assert(!heap_registered(q), "a mapping of its own");
+	cr_assert_eq(A(malloc_usable_size)(q), old + (64 << 10), "the size asked");
+	cr_assert_eq(q[old - 1], 3);
+	q[old + (64 << 10) - 1] = 4;
 	A(free)(q);
 }
 
