@@ -18,6 +18,9 @@
 #ifndef MAP_NORESERVE
 #define MAP_NORESERVE 0
 #endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17 */
+#endif
 
 void *os_map(size_t size, struct la_counters *c)
 {
@@ -301,17 +304,30 @@ bool os_thp_pmd_always(void)
 	return v != 0;
 }
 
-/* A move to `to` refused after the kernel may have unmapped the target range: it is mapped
- * again, fresh (the callers move only into pages never used or not resident: fresh ones are
- * what was there); a range that cannot be is a hole in a heap, which would fault wherever a
- * block lands in it later. who: the caller, named in the message. */
+/* A move to `to` refused. A kernel may have unmapped the target range first: older ones
+ * (Debian 12's 6.1 among them) check the source only after that (a source over two
+ * mappings: part of the block advised or protected apart), and a move that keeps its
+ * source (MREMAP_DONTUNMAP) over the address-space limit is refused so; other refusals
+ * come before the target is touched. Still mapped whole (msync tells), the range is as it
+ * was; else it is mapped again, fresh (the callers move only into pages never used or
+ * not resident: fresh ones are what was there), and only where nothing else is
+ * (MAP_FIXED_NOREPLACE): another thread's mapping made in the hole meanwhile is not
+ * replaced (one that fills it exactly is not told from the range itself). A range that
+ * cannot be mapped again, whole, is a hole in a heap (or another mapping in it) where a
+ * block would land later: the process stops. who: the caller, named in the message. */
 static void map_target_again(const char *who, void *to, size_t size, struct la_counters *c)
 {
-	if (mmap(to, size, PROT_READ | PROT_WRITE,
-	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != to)
-		la_fatal(who, "a move into a heap was refused, and its target range "
-		              "could not be mapped again (a hole in the heap)");
+	if (msync(to, size, MS_ASYNC) == 0)
+		return;
+	void *q = mmap(to, size, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 	STAT_ADD(c, mmap_calls, 1);
+	if (q == to)
+		return;
+	if (q != MAP_FAILED) /* (a kernel before 4.17: the flag unknown, a hint) */
+		munmap(q, size);
+	la_fatal(who, "a move into a heap was refused, and its target range "
+	              "could not be mapped again (a hole in the heap)");
 }
 
 int os_move(void *p, size_t size, void *to, struct la_counters *c)
@@ -321,9 +337,6 @@ int os_move(void *p, size_t size, void *to, struct la_counters *c)
 	if (q == to)
 		return 0;
 	int err = errno;
-	/* Older kernels (Debian 12's 6.1 among them) unmap the target range before they check
-	 * the source, and refuse a source that spans two mappings (part of the block advised
-	 * or protected apart): the move fails and leaves a hole where the caller's pages were. */
 	map_target_again(__func__, to, size, c);
 	return err;
 }
@@ -338,13 +351,10 @@ int os_move_out(void *p, size_t size, void *to, struct la_counters *c)
 	STAT_ADD(c, mmap_calls, 1);
 	if (q == to)
 		return 0;
+	/* (ENOMEM for the mapping count: refused before anything changed; a kernel before
+	 * 5.7, a source over two mappings, or the address-space limit: perhaps after the
+	 * target's unmapping) */
 	int err = errno;
-	/* ENOMEM for the mapping count: refused before anything changed (a new mapping below
-	 * could only fail too), where the target range is still mapped (msync tells); refused
-	 * otherwise (a kernel before 5.7, a source over two mappings, or ENOMEM after the
-	 * target's unmapping): the target range may have been unmapped first (os_move) */
-	if (err == ENOMEM && msync(to, size, MS_ASYNC) == 0)
-		return err;
 	map_target_again(__func__, to, size, c);
 	return err;
 }

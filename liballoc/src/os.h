@@ -81,11 +81,12 @@ void *os_remap(void *p, size_t old_size, size_t new_size, struct la_counters *c)
 void *os_remap_in_place(void *p, size_t old_size, size_t new_size, struct la_counters *c);
 /* Move the pages of mapping [p, p + size) to [to, to + size), replacing what was mapped
  * there (mremap MREMAP_FIXED): 0 or an errno value (the mapping stays where it was, and
- * the target range is mapped: fresh pages where the kernel unmapped it before refusing). */
+ * the target range is mapped: as it was, or fresh pages where the kernel unmapped it
+ * before refusing). */
 int os_move(void *p, size_t size, void *to, struct la_counters *c);
 /* os_move within a mapping (MREMAP_DONTUNMAP): [p, p + size) stays mapped, with no pages
  * (fresh zero pages where it is written again); 0 or an errno value (the pages stay at p;
- * the target range is mapped: as it was for ENOMEM, else fresh). */
+ * the target range is mapped, as os_move's). */
 int os_move_out(void *p, size_t size, void *to, struct la_counters *c);
 /* Whether the process's address space is limited (RLIMIT_AS not infinite): a move that
  * keeps its source mapped (os_move_out) needs its size again, and a process that is over

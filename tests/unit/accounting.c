@@ -1245,9 +1245,9 @@ static char *mapping_to_adopt(size_t n, struct la_counters *c0)
 }
 
 /* mremap fails with ENOMEM (as the kernel's does at the limit of mappings) when asked to
- * move to a fixed address, and with maps_too so does mmap at a fixed address, in this
- * test's process only (a seccomp filter; the other system calls and other mremap and mmap
- * calls pass). False where the filter cannot be installed; asserts (a criterion test's own
+ * move to a fixed address, and with maps_too so does mmap at a fixed address (either
+ * flag), in this test's process only (a seccomp filter; the other system calls and other
+ * mremap and mmap calls pass). False where the filter cannot be installed; asserts (a criterion test's own
  * process) or exits 99 (a forked child) when it fails. */
 static bool refuse_fixed(bool maps_too, bool child)
 {
@@ -1268,7 +1268,7 @@ static bool refuse_fixed(bool maps_too, bool child)
 	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MREMAP_FIXED, 3, 4),
 	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, maps_too ? SYS_mmap : 0xffffffffu, 0, 3),
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, flags_low),
-	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED, 0, 1),
+	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED | MAP_FIXED_NOREPLACE, 0, 1),
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -1380,6 +1380,51 @@ static void refused_move_stops(int (*child)(void *), const char *who)
 Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_process)
 {
 	refused_move_stops(refused_move_child, "liballoc: os_move: ");
+}
+
+/* (in a forked child) the move refused and the target range unmapped, as an older kernel
+ * does, and another thread's new mapping made in that moment in the range's second page */
+static int refused_move_raced_child(void *arg)
+{
+	struct refused_move *m = arg;
+	if (!refuse_fixed(false, true))
+		return 98;
+	munmap(m->dst, 2 * (size_t)m->pg); /* what an older kernel does before refusing */
+	char *other = mmap(m->dst + m->pg, (size_t)m->pg, PROT_READ | PROT_WRITE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (other != m->dst + m->pg)
+		return 97;
+	other[0] = 5;
+	struct la_counters c = {0};
+	os_move(m->src, 2 * (size_t)m->pg, m->dst, &c);
+	return other[0] == 5 ? 0 : 96; /* (without the stop: its mapping replaced, or not) */
+}
+
+/* A refused move whose target range another thread mapped into in the moment between the
+ * kernel's unmapping and the refusal (the kernel places a new mapping in any hole that
+ * fits): that mapping is not replaced by the heap's pages (they would be two owners' then),
+ * and the process stops, saying so. */
+Test(accounting, a_refused_move_does_not_replace_a_mapping_made_in_its_hole)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *src = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	src[0] = 1;
+	struct refused_move m = {src, dst, pg};
+	char out[512];
+	int st = run_child_stderr(refused_move_raced_child, &m, out, sizeof(out));
+	cr_assert_neq(st, -1, "the child could not be run");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
+	          (unsigned)st, out);
+	cr_assert(strstr(out, "liballoc: os_move: ") && strstr(out, "could not be mapped again"),
+	          "its message: %s", out);
+	munmap(src, 2 * (size_t)pg);
+	munmap(dst, 2 * (size_t)pg);
 }
 
 /* (in a forked child) a move that keeps its source (os_move_out: realloc's page moves) in
