@@ -734,10 +734,14 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 	 * block's pages was resident, the mapping's pages (as many as the block has) move
 	 * under its first pages (heap_move_under), the rest is unmapped: the program writes
 	 * its new block on the pages it wrote before, not on pages it faults in while those
-	 * are unmapped (m2-4mib: each thread's second block, 1,025 faults); else all of it
-	 * is unmapped */
+	 * are unmapped (m2-4mib: each thread's second block, 1,025 faults). When its first
+	 * pages were resident (a small growth just before took a chunk of the mapping, which
+	 * the block's run starts on: a printf's buffer between the free and the next block),
+	 * they move under the block's first run of pages that are not (heap_fresh_run), as
+	 * lend_grown's do; unmapped, that block faulted in all its other pages */
 	bool drop = fresh > LEND_CHUNK_PAGES && fresh >= (e->len >> LA_PAGE_SHIFT) / 2;
-	bool under = drop && fresh == n;
+	uint32_t at = from, run = drop ? heap_fresh_run(h, from, n, &at) : 0;
+	bool under = run != 0;
 	void *p = e->base;
 	size_t want = (size_t)LA_MAX(fresh, LEND_MIN_PAGES) << LA_PAGE_SHIFT;
 	size_t k = drop ? e->len : LA_MIN(e->len, LA_MIN(want, LEND_CHUNK));
@@ -748,9 +752,9 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		cache_cut(e, k); /* (a mapping kept for the heaps is on trial: trial bytes too) */
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
-	size_t m = LA_MIN(k, (size_t)n << LA_PAGE_SHIFT);
+	size_t m = LA_MIN(k, (size_t)run << LA_PAGE_SHIFT);
 	int saved = errno; /* a move refused (mremap's errno), a malloc that succeeds */
-	if (under && heap_move_under(h, p, from, (uint32_t)(m >> LA_PAGE_SHIFT))) {
+	if (under && heap_move_under(h, p, at, (uint32_t)(m >> LA_PAGE_SHIFT))) {
 		if (k > m)
 			os_unmap((char *)p + m, k - m, pc());
 		return (uint32_t)(m >> LA_PAGE_SHIFT);

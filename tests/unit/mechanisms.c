@@ -2620,6 +2620,36 @@ Test(dynamic_threshold, a_block_of_the_kept_mappings_size_from_the_heap_takes_it
 	A(free)(q);
 }
 
+/* The same when a small growth of the heap came between the free and the block (a
+ * printf's buffer): it took a chunk of the kept mapping, on whose resident pages the
+ * block's run then starts. The rest of the mapping moves under the block's pages that are
+ * not resident (without it: unmapped, and every other page of the block a fault). */
+Test(dynamic_threshold, a_block_of_the_kept_mappings_size_after_a_small_growth_takes_its_pages)
+{
+	size_t n = 4 << 20;
+	kept_for_the_heaps(n);
+	char *small = A(malloc)(4096); /* the heap grows: a chunk of the mapping goes to it */
+	cr_assert_not_null(small);
+	memset(small, 4, 4096);
+	cr_assert_lt(stats().direct_cache_bytes, n, "the small growth took a chunk");
+	char *q = A(malloc)(n);
+	cr_assert_not_null(q);
+	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
+	cr_assert_eq(stats().direct_cache_bytes, 0, "nothing is kept: %llu bytes",
+	             (unsigned long long)stats().direct_cache_bytes);
+	long pages = (long)(n / 4096);
+	long res = (long)resident_pages((void *)((uintptr_t)q & ~(uintptr_t)4095), n);
+	cr_assert_geq(res, pages - 1, "the block's pages are the mapping's: %ld of %ld resident",
+	              res, pages);
+	long f0 = thread_faults();
+	memset(q, 2, n);
+	long faults = thread_faults() - f0;
+	/* (ASan's shadow adds an eighth) */
+	cr_assert_lt(faults, pages / 4, "faults writing %ld pages: %ld", pages, faults);
+	A(free)(q);
+	A(free)(small);
+}
+
 /* The memory bound: the heaps hold as many free pages as the mapping has (their growth
  * takes those first), so it is unmapped at its free, as before. */
 Test(dynamic_threshold, a_mapping_is_unmapped_when_the_heaps_hold_its_size_in_free_pages)
