@@ -913,13 +913,17 @@ void shm_publish_file(void)
 		seg_path[0] = 0;
 		return;
 	}
-	/* write what is in use now (header .. live arena blocks, and the mailbox); the rest
-	 * stays sparse. Both are then in the page cache, so faulting them in reads nothing
+	/* write what is in use now (header .. live arena blocks and the next arena's block, as
+	 * START_USED: not that arena's class statistics, a page of zeros the start never
+	 * touched, which the write read (a fault) and the file then held; the mailbox); the
+	 * rest stays sparse. Both are then in the page cache, so faulting them in reads nothing
 	 * around them: on a disk file system a fault that reads pulls in its neighbours
 	 * (read-around), and the kernel then maps every cached page near each fault. The
 	 * mailbox's page, zeros nothing wrote yet, is allocated on tmpfs (write_zeros). A
 	 * prepared file is all that already, mapped. */
-	size_t used = ARENAS_END(h->arena_count + 1);
+	size_t used = ARENAS_END(h->arena_count) + sizeof(struct la_shm_arena);
+	if (used > ARENAS_END(LA_ARENAS_MAX))
+		used = ARENAS_END(LA_ARENAS_MAX);
 	bool tmpfs = !prepared && on_tmpfs(fd);
 	bool ok = prepared ||
 	          (write_range(fd, seg, 0, used) &&
