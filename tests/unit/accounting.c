@@ -1350,6 +1350,23 @@ static int refused_move_child(void *arg)
 	return 0;
 }
 
+/* child, run with m, stops the process (SIGABRT) with the message that its target range
+ * could not be mapped again, beginning with who; skipped where the child returns 98 (no
+ * seccomp filter). */
+static void child_stops_unmapped_again(int (*child)(void *), struct refused_move *m,
+                                       const char *who)
+{
+	char out[512];
+	int st = run_child_stderr(child, m, out, sizeof(out));
+	cr_assert_neq(st, -1, "the child could not be run");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
+	          (unsigned)st, out);
+	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again"), "its message: %s",
+	          out);
+}
+
 /* A page moved from src into the second page of a 2-page dst (os_move or os_move_out, by
  * the child) and refused where the target range cannot be mapped again: the child stops,
  * saying so in a message that begins with who; skipped where the child returns 98 (no
@@ -1363,16 +1380,7 @@ static void refused_move_stops(int (*child)(void *), const char *who)
 	                 -1, 0);
 	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
 	src[0] = 1;
-	struct refused_move m = {src, dst, pg};
-	char out[512];
-	int st = run_child_stderr(child, &m, out, sizeof(out));
-	cr_assert_neq(st, -1, "the child could not be run");
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
-		cr_skip_test("no seccomp filter for this architecture");
-	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
-	          (unsigned)st, out);
-	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again"), "its message: %s",
-	          out);
+	child_stops_unmapped_again(child, &(struct refused_move){src, dst, pg}, who);
 	munmap(src, (size_t)pg);
 	munmap(dst, 2 * (size_t)pg);
 }
@@ -1413,16 +1421,8 @@ Test(accounting, a_refused_move_does_not_replace_a_mapping_made_in_its_hole)
 	                 -1, 0);
 	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
 	src[0] = 1;
-	struct refused_move m = {src, dst, pg};
-	char out[512];
-	int st = run_child_stderr(refused_move_raced_child, &m, out, sizeof(out));
-	cr_assert_neq(st, -1, "the child could not be run");
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
-		cr_skip_test("no seccomp filter for this architecture");
-	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
-	          (unsigned)st, out);
-	cr_assert(strstr(out, "liballoc: os_move: ") && strstr(out, "could not be mapped again"),
-	          "its message: %s", out);
+	child_stops_unmapped_again(refused_move_raced_child, &(struct refused_move){src, dst, pg},
+	                           "liballoc: os_move: ");
 	munmap(src, 2 * (size_t)pg);
 	munmap(dst, 2 * (size_t)pg);
 }

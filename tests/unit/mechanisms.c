@@ -2550,6 +2550,21 @@ static long heap_growth_faults(size_t n, void **blocks)
 	return thread_faults() - f0;
 }
 
+/* Block q of n bytes, taken after a mapping was kept for the heaps, sits on the mapping's
+ * resident pages: writing it all faults in few (its last page, past the mapping's: the block
+ * starts LA_COLOUR bytes into its first page; ASan's shadow adds an eighth). */
+static void block_on_the_kept_pages(char *q, size_t n)
+{
+	long pages = (long)(n / 4096);
+	long res = (long)resident_pages((void *)((uintptr_t)q & ~(uintptr_t)4095), n);
+	cr_assert_geq(res, pages - 1, "the block's pages are the mapping's: %ld of %ld resident",
+	              res, pages);
+	long f0 = thread_faults();
+	memset(q, 2, n);
+	long faults = thread_faults() - f0;
+	cr_assert_lt(faults, pages / 4, "faults writing %ld pages: %ld", pages, faults);
+}
+
 /* A mapping of n bytes, written and freed in a process whose heaps hold no free pages: its
  * free raises the threshold past n and it is kept for the heaps, not unmapped. The
  * counters after the free. */
@@ -2607,16 +2622,7 @@ Test(dynamic_threshold, a_block_of_the_kept_mappings_size_from_the_heap_takes_it
 	cr_assert_eq(c2.direct_cache_bytes, 0, "nothing is kept: %llu bytes",
 	             (unsigned long long)c2.direct_cache_bytes);
 	cr_assert_eq(c2.munmap_calls, c1.munmap_calls, "the kept mapping was not unmapped");
-	long pages = (long)(n / 4096);
-	long res = (long)resident_pages((void *)((uintptr_t)q & ~(uintptr_t)4095), n);
-	cr_assert_geq(res, pages - 1, "the block's pages are the mapping's: %ld of %ld resident",
-	              res, pages);
-	long f0 = thread_faults();
-	memset(q, 2, n);
-	long faults = thread_faults() - f0;
-	/* (its last page, past the mapping's: the block starts LA_COLOUR bytes into its first
-	 * page; ASan's shadow adds an eighth) */
-	cr_assert_lt(faults, pages / 4, "faults writing %ld pages: %ld", pages, faults);
+	block_on_the_kept_pages(q, n);
 	A(free)(q);
 }
 
@@ -2637,15 +2643,7 @@ Test(dynamic_threshold, a_block_of_the_kept_mappings_size_after_a_small_growth_t
 	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
 	cr_assert_eq(stats().direct_cache_bytes, 0, "nothing is kept: %llu bytes",
 	             (unsigned long long)stats().direct_cache_bytes);
-	long pages = (long)(n / 4096);
-	long res = (long)resident_pages((void *)((uintptr_t)q & ~(uintptr_t)4095), n);
-	cr_assert_geq(res, pages - 1, "the block's pages are the mapping's: %ld of %ld resident",
-	              res, pages);
-	long f0 = thread_faults();
-	memset(q, 2, n);
-	long faults = thread_faults() - f0;
-	/* (ASan's shadow adds an eighth) */
-	cr_assert_lt(faults, pages / 4, "faults writing %ld pages: %ld", pages, faults);
+	block_on_the_kept_pages(q, n);
 	A(free)(q);
 	A(free)(small);
 }
