@@ -1329,6 +1329,34 @@ Test(accounting, a_refused_move_leaves_its_target_range_mapped)
 	munmap(dst, 4 * (size_t)pg);
 }
 
+/* A move refused before the kernel touched the target range (every refusal but the two that
+ * come after its unmapping): the range, still mapped whole, is left as it was, its bytes
+ * and all, with no mapping made over it (os_move tells it by msync, 8d5517a), and the
+ * source stays where it was. */
+Test(accounting, a_move_refused_before_its_target_was_touched_leaves_the_range_as_it_was)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *src = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	char *dst = mmap(NULL, 4 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	memset(src, 7, 2 * (size_t)pg);
+	memset(dst, 9, 4 * (size_t)pg);
+	if (!refuse_fixed_moves())
+		cr_skip_test("no seccomp filter for this architecture");
+	struct la_counters c = {0};
+	cr_assert_eq(os_move(src, 2 * (size_t)pg, dst + pg, &c), ENOMEM);
+	cr_assert_eq(c.mmap_calls, 1, "the move only, nothing mapped over the range: %llu calls",
+	             (unsigned long long)c.mmap_calls);
+	for (long i = 0; i < 4 * pg; i++)
+		cr_assert_eq(dst[i], 9, "byte %ld of the target's mapping is %d", i, dst[i]);
+	for (long i = 0; i < 2 * pg; i++)
+		cr_assert_eq(src[i], 7, "the source's byte %ld is %d", i, src[i]);
+	munmap(src, 2 * (size_t)pg);
+	munmap(dst, 4 * (size_t)pg);
+}
+
 /* The same refusal where the range cannot be mapped again either (fixed maps refused too:
  * the limit of mappings): the process stops, saying so, rather than let a heap hand out
  * blocks in a hole. */
