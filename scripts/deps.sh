@@ -8,7 +8,7 @@ set -eu
 
 pkgs_build="gcc make pkg-config clang-format libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler liburcu-dev libsystemd-dev libinih-dev libjansson-dev"
 pkgs_demo="python3"
-pkgs_test="libcriterion-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 bats perl procps util-linux curl tmux python3 python3-yaml python3-jsonschema libpython3.11-testsuite git sqlite3 bash man-db redis-server redis-tools clang libclang-rt-14-dev llvm chromium prometheus nginx-light"
+pkgs_test="libcriterion-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 bats perl procps util-linux curl tmux python3 python3-yaml python3-jsonschema libpython3.11-testsuite git sqlite3 bash man-db redis-server redis-tools clang libclang-rt-14-dev llvm chromium prometheus nginx-light strace"
 pkgs_bench="libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox redis-server redis-tools sqlite3 python3 libpython3.11-testsuite valgrind strace time"
 pkgs_fuzz="clang libclang-rt-14-dev llvm"
 
