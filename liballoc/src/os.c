@@ -324,10 +324,13 @@ static void map_target_again(const char *who, void *to, size_t size, struct la_c
 	STAT_ADD(c, mmap_calls, 1);
 	if (q == to)
 		return;
+	bool taken = q == MAP_FAILED && errno == EEXIST;
 	if (q != MAP_FAILED) /* (a kernel before 4.17: the flag unknown, a hint) */
 		munmap(q, size);
-	la_fatal(who, "a move into a heap was refused, and its target range "
-	              "could not be mapped again (a hole in the heap)");
+	la_fatal(who, taken ? "a move into a heap was refused, and its target range "
+	                      "could not be mapped again (another mapping is in it now)"
+	                    : "a move into a heap was refused, and its target range "
+	                      "could not be mapped again (a hole in the heap)");
 }
 
 int os_move(void *p, size_t size, void *to, struct la_counters *c)

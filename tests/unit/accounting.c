@@ -1373,44 +1373,36 @@ static int refused_move_child(void *arg)
 	return 0;
 }
 
-/* child, run with m, stops the process (SIGABRT) with the message that its target range
- * could not be mapped again, beginning with who; skipped where the child returns 98 (no
- * seccomp filter). */
-static void child_stops_unmapped_again(int (*child)(void *), struct refused_move *m,
-                                       const char *who)
+/* src_pages pages at src, one of them moved into the second page of a 2-page dst by child
+ * (os_move or os_move_out), refused where the target range cannot be mapped again: the
+ * child stops (SIGABRT), saying so in a message that begins with who and gives why;
+ * skipped where the child returns 98 (no seccomp filter). */
+static void refused_move_stops(int (*child)(void *), long src_pages, const char *who,
+                               const char *why)
 {
+	long pg = sysconf(_SC_PAGESIZE);
+	char *src = mmap(NULL, (size_t)(src_pages * pg), PROT_READ | PROT_WRITE,
+	                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
+	src[0] = 1;
 	char out[512];
-	int st = run_child_stderr(child, m, out, sizeof(out));
+	int st = run_child_stderr(child, &(struct refused_move){src, dst, pg}, out, sizeof(out));
 	cr_assert_neq(st, -1, "the child could not be run");
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
 		cr_skip_test("no seccomp filter for this architecture");
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
 	          (unsigned)st, out);
-	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again"), "its message: %s",
-	          out);
-}
-
-/* A page moved from src into the second page of a 2-page dst (os_move or os_move_out, by
- * the child) and refused where the target range cannot be mapped again: the child stops,
- * saying so in a message that begins with who; skipped where the child returns 98 (no
- * seccomp filter). */
-static void refused_move_stops(int (*child)(void *), const char *who)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	char *src =
-	        mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
-	src[0] = 1;
-	child_stops_unmapped_again(child, &(struct refused_move){src, dst, pg}, who);
-	munmap(src, (size_t)pg);
+	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again") && strstr(out, why),
+	          "its message: %s", out);
+	munmap(src, (size_t)(src_pages * pg));
 	munmap(dst, 2 * (size_t)pg);
 }
 
 Test(accounting, a_refused_move_whose_target_cannot_be_mapped_again_stops_the_process)
 {
-	refused_move_stops(refused_move_child, "liballoc: os_move: ");
+	refused_move_stops(refused_move_child, 1, "liballoc: os_move: ", "a hole in the heap");
 }
 
 /* (in a forked child) the move refused and the target range unmapped, as an older kernel
@@ -1437,17 +1429,8 @@ static int refused_move_raced_child(void *arg)
  * and the process stops, saying so. */
 Test(accounting, a_refused_move_does_not_replace_a_mapping_made_in_its_hole)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	char *src = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	char *dst = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
-	src[0] = 1;
-	child_stops_unmapped_again(refused_move_raced_child, &(struct refused_move){src, dst, pg},
-	                           "liballoc: os_move: ");
-	munmap(src, 2 * (size_t)pg);
-	munmap(dst, 2 * (size_t)pg);
+	refused_move_stops(refused_move_raced_child, 2,
+	                   "liballoc: os_move: ", "another mapping is in it");
 }
 
 /* (in a forked child) a move that keeps its source (os_move_out: realloc's page moves) in
@@ -1481,7 +1464,8 @@ static int refused_move_out_child(void *arg)
  * range went and cannot be mapped again: an ENOMEM is no sign that nothing changed. */
 Test(accounting, a_refused_move_out_that_left_a_hole_stops_the_process)
 {
-	refused_move_stops(refused_move_out_child, "liballoc: os_move_out: ");
+	refused_move_stops(refused_move_out_child, 1,
+	                   "liballoc: os_move_out: ", "a hole in the heap");
 }
 
 /* The adoption itself: the heap counts the pages it took, as a walk of it finds them, and
