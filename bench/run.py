@@ -459,6 +459,11 @@ def scenarios(ctx):
                  "256 KiB",
                  lambda: [p("realloc_growth"), "64", "1000000" if q else "6000000"],
                  [ops(), PEAK_RSS]),
+        Scenario("strbuild", "core", "1000 strings built at once by appending 1-16 B per "
+                 "realloc (a random string each step) to random lengths of 8 B-2 KiB, each "
+                 "freed at its length and started again",
+                 lambda: [p("strbuild"), "1000", "2000000" if q else "12000000", "2000"],
+                 [ops(), EXACT_PEAK_RSS]),
         Scenario("fragmentation", "memory", "long-lived fragmentation: many sizes (16 B-64 "
                  "KiB), random lifetimes, 1 in 256 blocks survives; final RSS after freeing "
                  "all but the survivors",
@@ -658,6 +663,7 @@ def callgrind_programs(ctx):
         ("logicmin", [p("logicmin"), "60"]),
         ("nbody-tree", [p("nbody_tree"), "3000", "2"]),
         ("realloc-growth", [p("realloc_growth"), "64", "300000"]),
+        ("strbuild", [p("strbuild"), "1000", "500000", "2000"]),
         ("fragmentation", [p("frag"), "300000", "100000"]),
         ("large-random", [p("large_random"), "8", "300", "2", "32", "1"]),
         ("cpython-dict", CPYTHON_TEST + CPYTHON_CALLGRIND_TESTS),
