@@ -313,3 +313,49 @@ pages() {
 	[ "$status" -eq 0 ]
 	[ "$output" -le 3 ]
 }
+
+# text_load: "OFFSET SIZE" (hex) of liballoc.so's executable segment
+text_load() {
+	readelf -l -W "$LIBALLOC_SO" | awk '$1 == "LOAD" && $7 == "R" && $8 == "E" { print $3, $5; exit }'
+}
+
+@test "the functions every process runs at start lie in the first 64 KiB of liballoc.so's text" {
+	# liballoc/text-order.ld (scripts/text-order.py) puts them first, next to .init and the
+	# PLT: the kernel maps a file's cached pages in 64 KiB windows around a fault, so a
+	# small process maps one window of the text, not all of it (main before proc30: 41 of
+	# 41 pages; control_main, shm_boot, tcache_init 80-150 KiB in)
+	read -r text_at text_size < <(text_load)
+	[ -n "$text_at" ]
+	for fn in liballoc_ctor la_init arena_boot heap_create tcache_init tcache_alloc_refill \
+		shm_boot control_main malloc free calloc realloc; do
+		at=$(symbol "$fn")
+		echo "$fn ${at:-missing} (text at $text_at)"
+		[ -n "$at" ]
+		[ "$((16#$at - text_at))" -lt 65536 ]
+	done
+}
+
+@test "a small process maps the start of liballoc.so's text, not all of it" {
+	# pages of the executable segment present after libpages' start (free(NULL),
+	# realloc(NULL, n), malloc, fopen): 16 (one 64 KiB fault-around window) with the file
+	# ld wrote; 29 with a copy the page cache holds in 128 KiB folios (a fault maps the whole
+	# folio); 41 of 41 on main before proc30, whichever.
+	read -r text_at text_size < <(text_load)
+	[ -n "$text_at" ]
+	end=$(printf '%x' $((text_at + text_size)))
+	run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" --count \
+		"$(printf '%x' "$text_at")" "$end"
+	echo "text pages present: $output of $(((text_size + 4095) / 4096))"
+	[ "$status" -eq 0 ]
+	[ "$output" -le 32 ]
+}
+
+@test "liballoc.so has no DT_FINI: a process's exit runs no code on its text's last page" {
+	# _fini (crti/crtn) is empty; ld.so called it at every exit, after the destructors
+	# (.fini_array, kept), faulting in the window of rare code at the text's end
+	run readelf -d -W "$LIBALLOC_SO"
+	echo "$output" | grep -E '\((INIT|FINI)'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c '(FINI)')" -eq 0 ]
+	[ "$(echo "$output" | grep -c '(FINI_ARRAY)')" -eq 1 ]
+}
