@@ -167,6 +167,16 @@ static uint32_t bin_base_limit(unsigned c, uint64_t max)
 	return (uint32_t)LA_MIN(bin_max_bytes(c, max) / sc_size[c], TC_MAX_BLOCKS);
 }
 
+/* The limit of bin c while the thread has never allocated its class (a consumer of blocks
+ * another thread of its arena allocates: its bin only fills and flushes, whole): at most
+ * TC_FREE_ONLY_BYTES of blocks, at least TC_FREE_ONLY_BLOCKS, within the base limit; the
+ * class's first refill raises it to the base limit (bin_alloc). */
+static uint32_t bin_free_only_limit(unsigned c, uint64_t max)
+{
+	uint32_t n = LA_MAX(TC_FREE_ONLY_BYTES / sc_size[c], TC_FREE_ONLY_BLOCKS);
+	return LA_MIN(n, bin_base_limit(c, max));
+}
+
 /* The limit bin c may grow to (bin_grow): TC_GROW_BYTES, within bin_max_bytes, at most a
  * wide row's blocks; the base limit for the other classes. */
 static uint32_t bin_grown_limit(unsigned c, uint64_t max)
@@ -205,7 +215,10 @@ static void bin_limit_to(struct tcache *tc, unsigned c, uint32_t limit, bool who
 static void bin_set_limit(struct tcache *tc, unsigned c, uint64_t max)
 {
 	struct tbin *b = &tc->bins[c];
-	bin_limit_to(tc, c, bin_base_limit(c, max), true);
+	bin_limit_to(tc, c,
+	             tc->refilled_bins >> c & 1 ? bin_base_limit(c, max)
+	                                        : bin_free_only_limit(c, max),
+	             true);
 	/* the first refill takes at most SC_BATCH_BYTES (one block of the larger classes);
 	 * refills double from there */
 	uint32_t first = LA_MAX(1u, SC_BATCH_BYTES / sc_size[c]);
@@ -889,6 +902,26 @@ LA_INLINE void *list_pop(struct tlist *l)
 	return p;
 }
 
+/* A refill of bin cls whose batch (want) is below most: the next batch doubles. Where the
+ * class has not refilled before and its bin took its row at a free (a consumer that now
+ * allocates the class too: bin_free_only_limit), the bin takes its base limit. Such a bin's
+ * batch is bin_set_limit's, below most wherever that limit is below the base one (a limit
+ * of 8 or more: most 5 or more, the batch 4 at most; of 4 to 7: blocks above 2 KiB, a
+ * batch of 1, most 3 or more), so its first refill comes here; out of line, so that a
+ * refill pays only the test of the batch (logicmin 60: a test of the class's mark on every
+ * refill took 8k-17k instructions more). */
+static LA_NOINLINE void bin_batch_grows(struct tcache *tc, unsigned cls, uint32_t want,
+                                        uint32_t most)
+{
+	struct tbin *b = &tc->bins[cls];
+	b->batch = (uint16_t)LA_MIN(want * 2, most);
+	if (tc->refilled_bins >> cls & 1)
+		return;
+	uint32_t base = bin_base_limit(cls, cache_max(tc));
+	if (b->limit < base)
+		bin_limit_to(tc, cls, base, false);
+}
+
 /* A block of class cls from its bin, refilled from the arena when empty (cache entered by
  * its owner: live, set up, no flusher); leaves the cache. empty: the caller found the bin
  * empty in the cache's own bins (malloc's fast path: tcache_alloc_empty), which no flusher
@@ -900,9 +933,12 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls, bool empty)
 	__asm__("" : "+r"(b)); /* kept in a register, not recomputed from the TLS base */
 	/* a bin without a row has a limit of 0 (reset_bins): the test of the limit, which
 	 * the refill makes anyway, leads to its first row, where a test of the row came
-	 * first (with the top's: logicmin 60 -43k instructions, CPython test_dict -64k) */
-	if (unlikely(b->limit == 0) && b->slot == tc_no_slots)
+	 * first (with the top's: logicmin 60 -43k instructions, CPython test_dict -64k); a
+	 * class the thread allocates, whose row takes the base limit */
+	if (unlikely(b->limit == 0) && b->slot == tc_no_slots) {
+		tc->refilled_bins |= (uint64_t)1 << cls;
 		bin_take_row(tc, cls);
+	}
 	void *p;
 	if (!empty && b->top != b->slot) {
 		/* the fast path found a flush in progress */
@@ -914,7 +950,7 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls, bool empty)
 		 * (which touch memory) at most sc_batch at a time */
 		uint32_t want = b->batch, most = b->limit / 2u + 1;
 		if (unlikely(want < most)) /* (batch <= most: at most once it got there) */
-			b->batch = (uint16_t)LA_MIN(want * 2, most);
+			bin_batch_grows(tc, cls, want, most);
 		if (unlikely(tc->gc_flushed >> cls & 1)) /* the last sweep emptied it too early */
 			gc_missed(tc, cls);
 		tc->refilled_bins |= (uint64_t)1 << cls;

@@ -55,33 +55,41 @@ LA_INLINE uint32_t tbin_count(const struct tbin *b)
 }
 
 enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
-#define TC_REMOTE_BATCH    64u             /* foreign frees handed over at a time */
-#define TC_SLOTS           64u             /* slots of a bin's row, slot 0 included */
-#define TC_MAX_BLOCKS      (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
+#define TC_REMOTE_BATCH     64u             /* foreign frees handed over at a time */
+#define TC_SLOTS            64u             /* slots of a bin's row, slot 0 included */
+#define TC_MAX_BLOCKS       (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
 /* A bin of one of the first TC_WIDE_CLASSES classes (16-48 bytes) that both refills and
  * flushes often grows past TC_MAX_BLOCKS (tcache.c, bin_grow): onto a wide row of
  * TC_WIDE_SLOTS slots, up to TC_GROW_BYTES of blocks (255 of 16 bytes, 127 of 32, 85 of
  * 48; from 64 bytes on, 63 blocks fill them already), and back to its base limit at the
  * first cold-bin sweep that finds it quiet. 8 KiB (255 blocks of 32 bytes) took logicmin
  * 60 0.8M instructions lower still, but its peak 4,492 -> 4,624 KiB. */
-#define TC_WIDE_SLOTS      256u
-#define TC_WIDE_CLASSES    3u
-#define TC_GROW_BYTES      4096u
+/* A bin of a class the thread has never allocated (it frees blocks of the class that
+ * other threads of its arena allocated: a consumer) holds at most TC_FREE_ONLY_BYTES of
+ * blocks, at least TC_FREE_ONLY_BLOCKS (tcache.c, bin_free_only_limit), and flushes whole:
+ * such blocks only wait there for the arena's refills (a consumer of a producer of
+ * 16-4,096-byte blocks held ~0.8 MiB in bins of up to 63 blocks or 256 KiB each:
+ * mech_remote 1 300000 7 16 4096, bench/README.md, remote frees) */
+#define TC_FREE_ONLY_BYTES  16384u
+#define TC_FREE_ONLY_BLOCKS 4u
+#define TC_WIDE_SLOTS       256u
+#define TC_WIDE_CLASSES     3u
+#define TC_GROW_BYTES       4096u
 /* Refills and flushes of a bin (at least one of each), with no cold-bin sweep finding it
  * quiet in between, for a step of growth: a class in steady use (logicmin's 32-byte blocks:
  * 7,000 refills and 4,300 flushes a run), not one batch of it (sizes sweep, 256 blocks of
  * each size in turn: some 16 a batch; at 16, its bins grew and its peak went 8,968 ->
  * 9,740 KiB). */
-#define TC_GROW_EVENTS     64u
-#define TC_SMALL4_MAX      512u /* sizes malloc's fast path classes in TLS (small4) */
-#define TC_LARGE_SLOTS     32u  /* blocks of the large slot (struct tcache, large) ... */
-#define TC_LARGE_SLOTS_MAX 64u  /* ... and while its bound is raised (tcache.c, large_widen) */
+#define TC_GROW_EVENTS      64u
+#define TC_SMALL4_MAX       512u /* sizes malloc's fast path classes in TLS (small4) */
+#define TC_LARGE_SLOTS      32u  /* blocks of the large slot (struct tcache, large) ... */
+#define TC_LARGE_SLOTS_MAX  64u  /* ... and while its bound is raised (tcache.c, large_widen) */
 /* The large slot's bins: blocks of 1 to TC_LARGE_EXACT pages in the bin of their page
  * count (bin np - 1: malloc's look is a mask and one list head), longer ones in one more
  * bin, looked through for the closest fit. Each bin is a list through its spans' next
  * (newest first) and prev (the head's: the oldest; a block in the slot is in no other
  * list), so that a malloc takes the newest and the bound sends back the oldest. */
-#define TC_LARGE_EXACT     64u
+#define TC_LARGE_EXACT      64u
 _Static_assert(TC_LARGE_EXACT == 64, "a mask word has a bit per exact bin");
 
 /* A bin's row: its slots, and TC_ROOM bytes past each slot the room word free's fast path
@@ -228,7 +236,8 @@ struct tcache {
 	                                    * since */
 	uint64_t row_bins;                 /* owner: bins given a row (bit c: class c): the
 	                                    * only ones that can hold blocks or see events */
-	uint64_t refilled_bins;            /* owner: bins that ever refilled (bit c): a full
+	uint64_t refilled_bins;            /* owner: bins that ever refilled, or took their row
+	                                    * at a malloc (bit c: classes it allocates); a full
 	                                    * bin of another class (the thread only frees
 	                                    * blocks of that class: a consumer) flushes whole */
 	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread

@@ -4316,11 +4316,19 @@ Test(remote_frees, a_batch_begun_while_its_owner_had_threads_goes_under_its_lock
 	A(free)(own);
 }
 
-/* A thread of the arena that frees blocks of a class it never allocates (the consumer of a
- * producer that shares its arena): a full bin flushes whole, so that those blocks serve the
- * arena's refills at once instead of waiting in the consumer's cache; a bin that refilled
- * keeps half, for the thread's own next mallocs. */
-enum { FREE_ONLY_SIZE = 96, FREE_ONLY_BLOCKS = 2 * TC_SLOTS };
+/* A thread of the arena that frees blocks of classes it never allocates (the consumer of a
+ * producer that shares its arena) holds at most TC_FREE_ONLY_BYTES of each (at least
+ * TC_FREE_ONLY_BLOCKS blocks) before its bin flushes whole, not a full bin of up to 63
+ * blocks or 256 KiB (the consumers of one producer of 16-4,096-byte blocks held ~0.8 MiB
+ * each that way: mech_remote 1 300000 7 16 4096); once it allocates a class, that bin
+ * takes its base limit. */
+static const size_t free_only_sizes[] = {16, 48, 96, 256, 512, 1024, 2048, 4096};
+enum {
+	FREE_ONLY_CLASSES = sizeof(free_only_sizes) / sizeof(free_only_sizes[0]),
+	FREE_ONLY_EACH = 48, /* below every one of those bins' base limits: all kept before */
+	FREE_ONLY_BLOCKS = FREE_ONLY_CLASSES * FREE_ONLY_EACH,
+	FREE_ONLY_SIZE = 1024, /* a free-only limit below its base limit */
+};
 static void *free_only_blocks[FREE_ONLY_BLOCKS];
 struct free_only {
 	bool allocate_first; /* a malloc of the class first: the bin refilled */
@@ -4329,6 +4337,63 @@ struct free_only {
 	                                * free that found it full */
 };
 
+struct free_only_run {
+	uint64_t most;          /* the most bytes one class's bin held after a free */
+	size_t most_size;       /* of that class */
+	uint32_t limit, raised; /* FREE_ONLY_SIZE's bin's limit before and after a malloc */
+};
+
+static void *free_only_consumer_of_all(void *arg)
+{
+	struct free_only_run *r = arg;
+	/* the classes in turn, as a producer's random sizes come */
+	for (int i = 0; i < FREE_ONLY_EACH; i++)
+		for (int c = 0; c < FREE_ONLY_CLASSES; c++) {
+			A(free)(free_only_blocks[c * FREE_ONLY_EACH + i]);
+			unsigned cls = sc_class_of(free_only_sizes[c]);
+			uint64_t held = (uint64_t)tcache_count(cls) * sc_size[cls];
+			if (held > r->most) {
+				r->most = held;
+				r->most_size = sc_size[cls];
+			}
+		}
+	cr_assert_eq(la_tcache.arena, heap_of(free_only_blocks[0])->arena,
+	             "one arena for all threads");
+	unsigned cls = sc_class_of(FREE_ONLY_SIZE);
+	r->limit = la_tcache.bins[cls].limit;
+	/* a class it allocates now: more than its bin holds, so that the bin refills */
+	void *own[TC_MAX_BLOCKS + 1];
+	for (uint32_t i = 0; i <= r->limit; i++)
+		own[i] = A(malloc)(FREE_ONLY_SIZE);
+	r->raised = la_tcache.bins[cls].limit;
+	for (uint32_t i = 0; i <= r->limit; i++)
+		A(free)(own[i]);
+	return NULL;
+}
+
+Test(remote_frees, a_thread_holds_little_of_each_class_it_only_frees)
+{
+	set("decay_ms", 0);  /* no decay pass: only the test flushes */
+	set("arena_max", 1); /* the producer and its consumer share one arena */
+	for (int c = 0; c < FREE_ONLY_CLASSES; c++)
+		for (int i = 0; i < FREE_ONLY_EACH; i++)
+			memset(free_only_blocks[c * FREE_ONLY_EACH + i] =
+			               A(malloc)(free_only_sizes[c]),
+			       1, free_only_sizes[c]);
+	struct free_only_run r = {0};
+	run_thread(free_only_consumer_of_all, &r);
+	cr_assert_leq(r.most,
+	              LA_MAX((uint64_t)TC_FREE_ONLY_BYTES, TC_FREE_ONLY_BLOCKS * r.most_size),
+	              "a bin of %zu-byte blocks the thread never allocated held %llu bytes",
+	              r.most_size, (unsigned long long)r.most);
+	unsigned cls = sc_class_of(FREE_ONLY_SIZE);
+	cr_assert_eq(r.limit, LA_MIN(TC_FREE_ONLY_BYTES / sc_size[cls], TC_MAX_BLOCKS));
+	cr_assert_eq(r.raised, TC_MAX_BLOCKS, "a class it allocates: the base limit, not %u",
+	             r.raised);
+}
+
+/* A thread's bin of a class it allocates keeps half its blocks when it flushes full, for
+ * the thread's next mallocs. */
 static void *free_only_consumer(void *arg)
 {
 	struct free_only *f = arg;
@@ -4347,21 +4412,18 @@ static void *free_only_consumer(void *arg)
 	return NULL;
 }
 
-Test(remote_frees, a_full_bin_of_a_class_the_thread_never_allocates_flushes_whole)
+Test(remote_frees, a_full_bin_of_a_class_the_thread_allocates_keeps_half)
 {
 	set("decay_ms", 0);  /* no decay pass: only the test flushes */
 	set("arena_max", 1); /* the producer and its consumers share one arena */
-	for (int i = 0; i < FREE_ONLY_BLOCKS; i++)
-		memset(free_only_blocks[i] = A(malloc)(FREE_ONLY_SIZE), 1, FREE_ONLY_SIZE);
-	struct free_only consumer = {.allocate_first = false, .blocks = free_only_blocks};
-	run_thread(free_only_consumer, &consumer);
-	cr_assert_gt(consumer.limit, 1);
-	cr_assert_eq(consumer.before, consumer.limit);
-	cr_assert_eq(consumer.after, 1, "a free-only bin kept %u of its %u blocks at its flush",
-	             consumer.after - 1, consumer.limit);
-	struct free_only allocator = {.allocate_first = true,
-	                              .blocks = free_only_blocks + FREE_ONLY_BLOCKS / 2};
+	enum { N = 2 * TC_SLOTS };
+	static void *blocks[N];
+	for (int i = 0; i < N; i++)
+		memset(blocks[i] = A(malloc)(FREE_ONLY_SIZE), 1, FREE_ONLY_SIZE);
+	struct free_only allocator = {.allocate_first = true, .blocks = blocks};
 	run_thread(free_only_consumer, &allocator);
+	cr_assert_gt(allocator.limit, 1);
+	cr_assert_eq(allocator.before, allocator.limit);
 	cr_assert_eq(allocator.after, allocator.limit / 2 + 1,
 	             "a bin that refilled kept %u of its %u blocks at its flush",
 	             allocator.after - 1, allocator.limit);
