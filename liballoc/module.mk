@@ -25,7 +25,8 @@ $(LIBALLOC_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS)
 # small process faults in one fault-around window of the text (16 of its 41 pages) rather
 # than all of it. -fini names no symbol: no DT_FINI, whose call at exit ran the empty _fini
 # (crti/crtn) on the text's last page, a fault and a window of rare code in every process;
-# the destructors run from .fini_array as before.
+# the destructors run from .fini_array as before. (GNU ld emits no DT_FINI for a -fini symbol
+# that is not defined; another linker may refuse it: tests/e2e/startup.bats checks the result.)
 $(BUILD)/liballoc.so: $(LIBALLOC_OBJS) $(ROOT)/liballoc/owner.ld $(ROOT)/liballoc/text-order.ld
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -o $@ $(filter %.o,$^) $(LDFLAGS) -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--sort-section=alignment -Wl,-T,$(ROOT)/liballoc/owner.ld -Wl,-T,$(ROOT)/liballoc/text-order.ld -Wl,-fini=la_no_fini -lpthread
