@@ -195,7 +195,7 @@ static uint64_t op_burst(uint64_t now, bool kicked)
 		due = la_earlier(due, arena_burst_look(&arenas[i], now, kicked));
 		due = la_earlier(due, arena_empty_tick(&arenas[i], now));
 	}
-	return due;
+	return la_earlier(due, direct_lend_tick(now));
 }
 
 bool control_decays(void)

@@ -29,7 +29,11 @@
  * no threshold raise sends to the heaps: the next one is a mapping either way) a freed
  * mapping is kept at once, on trial: it leaves the cache when any heap grows into memory
  * it never used (direct_heaps_grew: the program now builds from heaps, which cannot use
- * its pages) or with the decay pass; a request that takes it starts the recycling. */
+ * its pages) or with the decay pass; a request that takes it starts the recycling.
+ * Below glibc's 32 MiB and above ADOPT_MAX_PAGES, a freed mapping whose size the heaps serve
+ * now is kept for them only a short while (direct_free, LEND_WAIT_NS_PAGE), for the next
+ * block of about its size, which takes it as it is (direct_alloc_kept); the control thread
+ * unmaps it after that wait (direct_lend_tick). */
 #include "direct.h"
 
 #include "arena.h"
@@ -68,6 +72,7 @@ struct dcached {
 	size_t grow;            /* (cache_take's answer) the length a shorter one grows to */
 	bool grown;             /* lend: a buffer realloc grew (direct_alloc_grown may take it) */
 	uint64_t link, tail_of; /* as struct dmap's link; the link of what it continues */
+	uint64_t due;           /* lend above ADOPT_MAX_PAGES: when the control thread unmaps it */
 };
 
 #define DCACHE_SLOTS       64
@@ -115,6 +120,14 @@ uint64_t direct_lend_bytes;
 /* what a heap's growth into memory it never used takes of them at a time (lend_to) */
 #define LEND_CHUNK     ((size_t)LEND_CHUNK_PAGES << LA_PAGE_SHIFT)
 #define LEND_MIN_PAGES 16u
+/* the earliest due of the mappings above ADOPT_MAX_PAGES kept for the heaps (0: none; atomic:
+ * the control thread looks without the lock, direct_lend_tick) */
+uint64_t direct_lend_due_ns;
+/* how long such a mapping waits for the heaps' growth or a new mapping, a page: about twice
+ * what a fault costs on a shadow-paged guest (~10-16 us, bench/README), so that it is held at
+ * most about as long as faulting its pages in again would take the program (a thread that
+ * writes its own block of that size meanwhile, before it makes the next: mech_bigblock 2 16) */
+#define LEND_WAIT_NS_PAGE 25000u
 /* Which cached mappings drop_cache unmaps. */
 enum { DROP_ALL, DROP_OLD, DROP_TRIAL, DROP_LEND };
 static void drop_cache(int which);
@@ -847,6 +860,34 @@ void *direct_alloc_grown(size_t size)
 	return c.base;
 }
 
+void *direct_alloc_kept_slow(size_t size)
+{
+	if (size > PTRDIFF_MAX / 2)
+		return NULL;
+	size_t len = la_align_up(size, LA_PAGE);
+	la_lock(&direct_lock);
+	int best = -1;
+	for (unsigned i = 0; i < dcached_n; i++) {
+		size_t l = dcache[i].len;
+		if (dcache[i].lend && dcache[i].due && l >= len && l - len <= len / 4 &&
+		    (best < 0 || l < dcache[best].len))
+			best = (int)i;
+	}
+	if (best < 0) {
+		la_unlock(&direct_lock);
+		return NULL;
+	}
+	/* (not a sign of recycling: the threshold stays where it is, and so does the wait of
+	 * the next free of it) */
+	struct dcached c = cache_remove((unsigned)best);
+	int saved = errno; /* (a table that cannot grow: the caller goes on without it) */
+	if (!hit_register(&c, 0, pc())) {
+		errno = saved;
+		return NULL;
+	}
+	return c.base;
+}
+
 static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 {
 	drop_stale_trial();
@@ -1009,6 +1050,19 @@ int direct_free(void *p)
 	bool lend = !cached && !served && fits && TUN(mmap_dynamic) &&
 	            len <= (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT &&
 	            arena_short_of(len + direct_lend_bytes);
+	/* one above ADOPT_MAX_PAGES, up to glibc's 32 MiB, whose size the heaps serve now (its
+	 * own free raised the threshold, or another's did before): kept for them the same way,
+	 * but only as long as LEND_WAIT_NS_PAGE says, with the control thread to unmap it then
+	 * (direct_lend_tick):
+	 * the program that makes its next block of that size at once (a loop of big buffers)
+	 * writes it on the pages it wrote before, where that block faulted every page in again
+	 * (and the first block faulted them in once), and one that does not holds it a fraction
+	 * of a second (0.2 s at 32 MiB), not until the decay pass */
+	bool big = len > (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT;
+	if (big && !cached && fits && TUN(mmap_dynamic) && (int64_t)len < BEYOND_MAX &&
+	    (int64_t)asked < TUN(mmap_threshold) && control_decays() &&
+	    arena_short_of(len + direct_lend_bytes))
+		lend = true;
 	/* one that realloc grew (a buffer built past the threshold), of a size the heaps serve
 	 * now: kept for them too, in place, rather than moved into a heap at once. The next
 	 * buffer that realloc grows to about its size takes it where it is (direct_alloc_grown),
@@ -1021,6 +1075,15 @@ int direct_free(void *p)
 		lend = true;
 	if (lend)
 		trial = cached = true;
+	uint64_t until = 0, kick = 0;
+	if (lend && big) {
+		until = os_now_ns() + (uint64_t)LEND_WAIT_NS_PAGE * (len >> LA_PAGE_SHIFT);
+		/* (one due already: the control thread wakes before this one, and looks again) */
+		if (!direct_lend_due_ns) {
+			kick = until;
+			__atomic_store_n(&direct_lend_due_ns, until, __ATOMIC_RELAXED);
+		}
+	}
 	STAT_SUB_LOCKED(sc, allocated_bytes, len);
 	if (!cached) {
 		dfreed[dfreed_next++ % DFREED_RING] = user;
@@ -1065,7 +1128,8 @@ int direct_free(void *p)
 	                                       .lend = lend,
 	                                       .uses = uses,
 	                                       .grown = grown,
-	                                       .link = link};
+	                                       .link = link,
+	                                       .due = until};
 	dcache_bytes += len;
 	STAT_ADD_LOCKED(sc, direct_cache_bytes, len);
 	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
@@ -1081,7 +1145,9 @@ int direct_free(void *p)
 		os_unmap(evict[i], evict_len[i], sc);
 	}
 	shm_note_retained();
-	op_measure_soon(); /* counted whole until then */
+	if (kick)
+		shm_kick_control(kick); /* it sleeps until the next deadline it knows */
+	op_measure_soon();              /* counted whole until then */
 	return 0;
 }
 
@@ -1297,6 +1363,33 @@ uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t f
 uint32_t direct_heaps_refill_slow(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
 	return lend_to(h, from, n, fresh, true);
+}
+
+uint64_t direct_lend_tick(uint64_t now)
+{
+	uint64_t due = __atomic_load_n(&direct_lend_due_ns, __ATOMIC_RELAXED);
+	if (!due || now < due)
+		return due;
+	struct dcached gone[DCACHE_SLOTS];
+	unsigned n = 0;
+	la_lock(&direct_lock);
+	due = 0;
+	for (unsigned i = 0; i < dcached_n;) {
+		if (!dcache[i].lend || !dcache[i].due || dcache[i].due > now) {
+			if (dcache[i].lend && dcache[i].due)
+				due = la_earlier(due, dcache[i].due);
+			i++;
+			continue;
+		}
+		gone[n++] = lend_remove(i);
+	}
+	__atomic_store_n(&direct_lend_due_ns, due, __ATOMIC_RELAXED);
+	la_unlock(&direct_lock);
+	for (unsigned i = 0; i < n; i++) {
+		STAT_SUB(pc(), address_space_bytes, gone[i].len);
+		os_unmap(gone[i].base, gone[i].len, pc());
+	}
+	return due;
 }
 
 bool direct_decay(void)

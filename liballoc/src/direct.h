@@ -57,6 +57,22 @@ LA_INLINE uint32_t direct_heaps_refill(struct heap *h, uint32_t from, uint32_t n
 		return 0;
 	return direct_heaps_refill_slow(h, from, n, fresh);
 }
+/* A block of size bytes (above ADOPT_MAX_PAGES, below the threshold: a heap's) taken as it is
+ * from a mapping above ADOPT_MAX_PAGES kept for the heaps a while (direct_free) of at most a
+ * quarter more: the program writes its next block of that size on the pages it wrote, with
+ * no system call and no page moved. NULL when none is kept. */
+void *direct_alloc_kept_slow(size_t size);
+/* the earliest time the control thread unmaps one of those (0: none kept; atomic) */
+extern uint64_t direct_lend_due_ns;
+LA_INLINE void *direct_alloc_kept(size_t size)
+{
+	if (likely(!__atomic_load_n(&direct_lend_due_ns, __ATOMIC_RELAXED)))
+		return NULL;
+	return direct_alloc_kept_slow(size);
+}
+/* The control thread's turn at the mappings above ADOPT_MAX_PAGES kept for the heaps
+ * (direct_free): unmaps those whose wait ended; returns when the next is due (0: none). */
+uint64_t direct_lend_tick(uint64_t now);
 /* Unmap cached mappings not reused during the last decay period and measure the others;
  * true while the cache still holds some (a later pass may unmap them). */
 bool direct_decay(void);

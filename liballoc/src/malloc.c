@@ -109,6 +109,13 @@ LA_INLINE void *alloc_large_in(size_t size, size_t align, bool *fresh, bool room
 			p = direct_alloc(size, align, fresh);
 		}
 	} else {
+		/* a mapping above ADOPT_MAX_PAGES freed a moment ago, kept for the heaps: taken
+		 * as it is (its pages need no fault nor move) */
+		if (unlikely(size > (size_t)ADOPT_MAX_PAGES << LA_PAGE_SHIFT) && align <= LA_PAGE) {
+			p = direct_alloc_kept(size);
+			if (p)
+				return p;
+		}
 		p = tcache_large_take(tc, size + c, align, room); /* the large slot */
 		if (!p)
 			p = tcache_alloc_large_slow(tc, size + c, align, room); /* the arena */
