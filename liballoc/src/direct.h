@@ -57,10 +57,11 @@ LA_INLINE uint32_t direct_heaps_refill(struct heap *h, uint32_t from, uint32_t n
 		return 0;
 	return direct_heaps_refill_slow(h, from, n, fresh);
 }
-/* A block of size bytes (above ADOPT_MAX_PAGES, below the threshold: a heap's) taken as it is
- * from a mapping above ADOPT_MAX_PAGES kept for the heaps a while (direct_free) of at most a
- * quarter more: the program writes its next block of that size on the pages it wrote, with
- * no system call and no page moved. NULL when none is kept. */
+/* A block of size bytes (above ADOPT_MAX_PAGES, below the threshold: a heap's) taken from a
+ * mapping above ADOPT_MAX_PAGES kept for the heaps a while (direct_free), the shortest at
+ * least that long: as it is when at most a quarter longer (no system call), else its start,
+ * the rest unmapped. The program writes its next block on the pages it wrote, none moved.
+ * NULL when none is kept. */
 void *direct_alloc_kept_slow(size_t size);
 /* the earliest time the control thread unmaps one of those (0: none kept; atomic) */
 extern uint64_t direct_lend_due_ns;
