@@ -195,7 +195,10 @@ static uint64_t op_burst(uint64_t now, bool kicked)
 		due = la_earlier(due, arena_burst_look(&arenas[i], now, kicked));
 		due = la_earlier(due, arena_empty_tick(&arenas[i], now));
 	}
-	return la_earlier(due, direct_lend_tick(now));
+	/* (a look without a call: the function sits with the rare code) */
+	if (__atomic_load_n(&direct_lend_due_ns, __ATOMIC_RELAXED))
+		due = la_earlier(due, direct_lend_tick(now));
+	return due;
 }
 
 bool control_decays(void)
