@@ -19,6 +19,11 @@ int main(int argc, char **argv)
 	long nstr = bench_arg(argc, argv, 1, 1000, USAGE);
 	long ops = bench_arg(argc, argv, 2, 2000000, USAGE);
 	long maxlen = bench_arg(argc, argv, 3, 2000, USAGE);
+	if (maxlen < 8) { /* lengths are drawn from 8..MAXLEN */
+		fprintf(stderr, "%s: bad argument '%s' (MAXLEN is at least 8)\nusage: %s %s\n",
+		        argv[0], argv[3], argv[0], USAGE);
+		return 2;
+	}
 	struct bench_rng rng;
 	bench_rng_seed(&rng, 11);
 	char **str = calloc((size_t)nstr, sizeof(*str));
