@@ -155,3 +155,9 @@ void bench_die(const char *what)
 	fprintf(stderr, "bench: %s failed\n", what);
 	abort();
 }
+
+void bench_report(long ops, double elapsed, long peak_kb)
+{
+	printf("ops_per_sec=%.0f elapsed=%.6f ops=%ld peak_rss_kb=%ld\n", (double)ops / elapsed,
+	       elapsed, ops, peak_kb);
+}

@@ -26,6 +26,9 @@ long bench_status_kb(const char *field);
  * kernel's per-CPU RSS counters (ru_maxrss reads them unsummed: hundreds of KiB off for a
  * program of a few MiB). Written with write(2), so it may come before buffered stdout. */
 void bench_report_peak_at_exit(void);
+/* Print "ops_per_sec=... elapsed=... ops=... peak_rss_kb=PEAK_KB": a workload that read its
+ * peak (VmHWM) when its timed loop ended, before it frees what it built. */
+void bench_report(long ops, double elapsed, long peak_kb);
 /* Minor page faults of the whole process so far (getrusage RUSAGE_SELF). */
 long bench_minflt(void);
 

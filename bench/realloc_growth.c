@@ -48,7 +48,6 @@ int main(int argc, char **argv)
 		free(buf[k]);
 	free(buf);
 	free(len);
-	printf("ops_per_sec=%.0f elapsed=%.6f ops=%ld peak_rss_kb=%ld\n", (double)ops / elapsed,
-	       elapsed, ops, peak);
+	bench_report(ops, elapsed, peak);
 	return 0;
 }
