@@ -521,13 +521,16 @@ os_create_fn os_real_pthread_create(void)
 #endif
 }
 
-int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem)
+/* Every signal but SIGBUS: a write to the segment after its file was truncated faults, and
+ * the kernel kills a thread that blocks the signal its fault raises (sigbus.c). */
+LA_INLINE void thread_mask(sigset_t *all)
 {
-	sigset_t all;
-	sigfillset(&all);
-	/* but SIGBUS: a write to the segment after its file was truncated faults, and the
-	 * kernel kills a thread that blocks the signal its fault raises (sigbus.c) */
-	sigdelset(&all, SIGBUS);
+	sigfillset(all);
+	sigdelset(all, SIGBUS);
+}
+
+LA_INLINE int thread_attr(pthread_attr_t *attr, size_t stack, void *mem)
+{
 	int err = pthread_attr_init(attr);
 	if (err)
 		return err;
@@ -536,9 +539,18 @@ int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem)
 		pthread_attr_setstack(attr, mem, stack);
 	else
 		pthread_attr_setstacksize(attr, stack);
+	return 0;
+}
+
+int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem)
+{
+	sigset_t all;
+	thread_mask(&all);
+	int err = thread_attr(attr, stack, mem);
+	if (err)
+		return err;
 	/* the thread starts with that mask (libc blocks every signal around the clone and
-	 * gives the new thread this one): no signal meant for the program runs there, and
-	 * this thread's own mask is not changed and put back (two system calls) */
+	 * gives the new thread this one): kept for many starts, its allocation is made once */
 	err = pthread_attr_setsigmask_np(attr, &all);
 	if (err)
 		pthread_attr_destroy(attr);
@@ -555,10 +567,21 @@ int os_thread_start_attr(void *(*fn)(void *), void *arg, const pthread_attr_t *a
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem)
 {
 	pthread_attr_t attr;
-	int err = os_thread_attr(&attr, stack, mem);
+	int err = thread_attr(&attr, stack, mem);
 	if (err)
 		return err;
-	err = os_thread_start_attr(fn, arg, &attr);
+	/* The new thread inherits this thread's mask (libc blocks every signal around the
+	 * clone and gives the new thread the mask it found): blocked here for the creation and
+	 * put back after. Two system calls instead of pthread_attr_setsigmask_np's calloc (152
+	 * bytes) and free: a class and a heap page (one fault) that a small process used for
+	 * nothing else (bench/README.md, fixed31). */
+	sigset_t all, old;
+	thread_mask(&all);
+	err = pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!err) {
+		err = os_thread_start_attr(fn, arg, &attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	pthread_attr_destroy(&attr);
 	return err;
 }

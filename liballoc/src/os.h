@@ -113,11 +113,13 @@ int os_rename(const char *from, const char *to); /* 0 or an errno value */
 /* A detached thread of STACK bytes running fn(arg), started with every signal blocked (the
  * program's handlers never run on it), through libc's pthread_create (not liballoc's, which
  * counts application threads: control.c): 0 or an errno value. Its stack is mem (STACK
- * bytes, page-aligned, used by no other live thread) when given, else libc's mapping. */
+ * bytes, page-aligned, used by no other live thread) when given, else libc's mapping. The
+ * mask is this thread's for the creation (two system calls), which allocates nothing. */
 int os_thread_start(void *(*fn)(void *), void *arg, size_t stack, void *mem);
 /* The same in two steps, for a thread started again with the same attributes (the control
  * thread of each forked child): attr made once (every signal but SIGBUS blocked, detached,
- * the stack as above; 0 or an errno value, attr then not made), each start with it. */
+ * the stack as above: pthread_attr_setsigmask_np, one allocation kept with attr; 0 or an
+ * errno value, attr then not made), each start with it. */
 int os_thread_attr(pthread_attr_t *attr, size_t stack, void *mem);
 int os_thread_start_attr(void *(*fn)(void *), void *arg, const pthread_attr_t *attr);
 

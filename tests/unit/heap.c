@@ -832,12 +832,28 @@ static unsigned in_core(void *p, size_t pages)
 	return resident_pages(p, pages);
 }
 
+/* Is there a free span of 9 pages or more in h other than its top (the one that reaches
+ * the heap's end)? (arena lock held) */
+static bool free_run_below_top(const struct heap *h)
+{
+	for (uint32_t q = h->first_page; q < h->hwm && q < LA_HEAP_PAGES; q++) {
+		const struct span *s = &h->desc[h->spanidx[q]];
+		if (h->spanidx[q] && s->kind == SPAN_FREE && s->npages >= 9 &&
+		    s->first + s->npages < LA_HEAP_PAGES)
+			return true;
+	}
+	return false;
+}
+
 /* The heap's free runs of 9 pages or more below its fresh top take a large block before
  * the top does: the tests that lay blocks side by side or move them to fresh pages need
  * the top. Such runs are the small spans that the test's start (the runner's and the
  * library's first allocations) used and gave back, where and how many as the thread
  * cache's refills and flushes fall. Blocks of 9 pages (the smallest large block) fill
- * them until one comes from the top; all stay allocated for the test's life. */
+ * them until one comes from the top and no such run is left: a top whose pages were
+ * populated ahead (resident) serves them first, before a run returned lower down, which
+ * the blocks then take once the top's resident pages are used up. All stay allocated for
+ * the test's life. */
 static void fill_free_runs(void)
 {
 	for (int i = 0; i < 1024; i++) {
@@ -845,7 +861,8 @@ static void fill_free_runs(void)
 		cr_assert_not_null(p);
 		struct heap *h = heap_of(p);
 		arena_lock(h->arena);
-		bool top = heap_page_of(h, p) + 9 + 1 >= h->hwm; /* (hwm_update) */
+		bool top = heap_page_of(h, p) + 9 + 1 >= h->hwm && /* (hwm_update) */
+		           !free_run_below_top(h);
 		arena_unlock(h->arena);
 		if (top)
 			return;
