@@ -272,10 +272,10 @@ uint32_t arena_refill_shared(struct arena *a, unsigned cls, void **out, uint32_t
                              uint32_t carve, struct arena **from);
 uint32_t arena_refill_pop(struct arena *a, unsigned cls, void **out, uint32_t want);
 /* A refill of want blocks of cls (want >= POP_WAYS_MIN, its thread cache's bin empty) in an
- * arena with one thread, after a teardown (POP_WAYS spans of the class or more on the
- * partial list): the first span's whole free list into *l, its blocks counted out at once
- * (tcache.h, struct tlist); 0 (no list, nothing taken) when the refill should walk as
- * before. arena_return_list gives a list's blocks left back to its span. */
+ * arena with one thread, after a teardown, down to its last span holding freed blocks: the
+ * first partial span's whole free list into *l, its blocks counted out at once (tcache.h,
+ * struct tlist); 0 (no list, nothing taken) when the refill should walk as before.
+ * arena_return_list gives a list's blocks left back to its span. */
 struct tlist;
 uint32_t arena_take_list(struct arena *a, unsigned cls, uint32_t want, struct tlist *l);
 void arena_return_list(struct arena *a, unsigned cls, struct tlist *l);

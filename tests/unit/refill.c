@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "common.h"
 #include "liballoc.h"
+#include "os.h"
 #include "shm.h"
 #include "sizeclass.h"
 #include "tcache.h"
@@ -915,6 +916,139 @@ Test(cold_bins, a_bin_emptied_too_early_is_skipped_by_the_next_sweeps)
 	cr_assert_eq(tbin_count(b), 0, "refilled long after: emptied at the first cold sweep");
 }
 
+/* A cold flush (the sweep's, tcache_gc) of a bin whose oldest blocks are the untaken tail
+ * of its last carving (each a size below the span's bump, down to the lowest block not
+ * handed out) gives them back to the span's unused space when a page lies wholly above
+ * the blocks handed out: linking them on the span's free list would write (and fault)
+ * pages no malloc took (redis, CPython: ~100-150 faults a run, bench/README faults31). */
+
+/* Allocates blocks of size until one is the lowest of a carving from a span that was not
+ * warm whose untaken rest, past the next `after` blocks, holds a block starting on a page
+ * beyond their last byte (where a free-list link would be written) and a page of blocks
+ * (a cold flush of less does not un-carve): the block; *s its span. The blocks allocated
+ * before it stay allocated. */
+static char *lowest_of_a_carving(size_t size, uint32_t after, struct span **s)
+{
+	unsigned cls = sc_class_of(size);
+	for (int i = 0; i < 64; i++) {
+		char *p = A(malloc)(size);
+		cr_assert_not_null(p);
+		struct heap *h = heap_of(p);
+		struct span *t = span_lookup(h, p);
+		uint32_t idx = (uint32_t)((size_t)(p - (char *)span_base(h, t)) / sc_size[cls]);
+		uint32_t held = tcache_count(cls);
+		uintptr_t top = (uintptr_t)span_base(h, t) + (size_t)(t->bump - 1) * sc_size[cls];
+		uintptr_t clean =
+		        ((uintptr_t)p + (after + 1) * sc_size[cls] - 1 + LA_PAGE) & ~(LA_PAGE - 1);
+		if (!t->warm && held > after && t->bump == idx + 1 + held &&
+		    (size_t)held * sc_size[cls] >= LA_PAGE && top >= clean) {
+			*s = t;
+			return p;
+		}
+	}
+	cr_assert_fail("no carving of %zu-byte blocks reaching a page beyond its first block",
+	               size);
+	return NULL;
+}
+
+/* Pages of [lo, hi) resident (mincore). */
+static uint32_t resident_pages(uintptr_t lo, uintptr_t hi)
+{
+	unsigned char vec[64];
+	size_t n = (hi - lo) >> LA_PAGE_SHIFT;
+	cr_assert_leq(n, sizeof(vec));
+	cr_assert_eq(mincore((void *)lo, n << LA_PAGE_SHIFT, vec), 0);
+	uint32_t r = 0;
+	for (size_t i = 0; i < n; i++)
+		r += vec[i] & 1;
+	return r;
+}
+
+/* The set-up of the two tests below: the class of 1536-byte blocks (*size, its blocks'
+ * size), its sweep state fresh, the heaps trimmed, its bin emptied (the leftovers into
+ * *left), so that what follows starts from a refill. Returns the class. */
+static unsigned cold_flush_class(size_t *size, struct leftovers *left)
+{
+	unsigned cls = sc_class_of(1536);
+	*size = sc_size[cls];
+	la_tcache.gc_level[cls] = la_tcache.gc_skip[cls] = 0;
+	A(malloc_trim)(0);
+	take_leftovers(*size, left);
+	return cls;
+}
+
+Test(cold_bins, a_cold_flush_gives_never_taken_blocks_back_to_their_span)
+{
+	size_t size;
+	struct leftovers left;
+	unsigned cls = cold_flush_class(&size, &left);
+	struct span *s;
+	char *p = lowest_of_a_carving(size, 0, &s);
+	memset(p, 0xa5, size);
+	struct heap *h = heap_of(p);
+	uint32_t bump = s->bump, used = s->used, idx = bump - 1 - tcache_count(cls);
+	uintptr_t clean = ((uintptr_t)p + size - 1 + LA_PAGE) & ~(LA_PAGE - 1);
+	uintptr_t end =
+	        ((uintptr_t)span_base(h, s) + (size_t)bump * size + LA_PAGE - 1) & ~(LA_PAGE - 1);
+	uint32_t pages = (uint32_t)((end - clean) >> LA_PAGE_SHIFT);
+	cr_assert_gt(pages, 0);
+	/* (THP "always": the kernel may fault in pages nothing wrote) */
+	bool pages_tell = !os_thp_always();
+	if (pages_tell)
+		cr_assert_eq(resident_pages(clean, end), 0, "the carving's pages above it are new");
+	until_a_sweep();
+	until_a_sweep();
+	cr_assert_eq(tcache_count(cls), 0, "cold for a whole sweep: emptied");
+	cr_assert_eq(s->bump, idx + 1, "the untaken blocks are back under the bump (was %u)", bump);
+	cr_assert_eq(s->used, used - (bump - 1 - idx));
+	uint32_t written = pages_tell ? resident_pages(clean, end) : 0;
+	cr_assert_eq(written, 0, "%u of the %u pages wholly above the taken block were written",
+	             written, pages);
+	for (size_t i = 0; i < size; i++)
+		cr_assert_eq((unsigned char)p[i], 0xa5);
+	/* the class carves them again, in their place, the next above the taken block first */
+	char *q = A(malloc)(size);
+	cr_assert_eq(q, p + size);
+	A(free)(q);
+	A(free)(p);
+	free_leftovers(&left);
+}
+
+Test(cold_bins, a_cold_flush_gives_back_no_block_below_one_in_use)
+{
+	/* the carving's lowest two blocks taken and the lowest freed again: the flush's run
+	 * (the untaken blocks from the bump down, then the freed one) stops at the block in
+	 * use; only the blocks above it go back, it stays allocated, its bytes untouched */
+	size_t size;
+	struct leftovers left;
+	unsigned cls = cold_flush_class(&size, &left);
+	struct span *s;
+	char *p = lowest_of_a_carving(size, 1, &s);
+	char *kept = A(malloc)(size);
+	cr_assert_eq(kept, p + size, "the next block of the carving");
+	uint32_t bump = s->bump;
+	memset(kept, 0x5a, size);
+	uint32_t idx = (uint32_t)((size_t)(kept - (char *)span_base(heap_of(p), s)) / size);
+	cr_assert_lt(idx + 1, s->bump, "untaken blocks above it");
+	A(free)(p);
+	until_a_sweep();
+	until_a_sweep();
+	cr_assert_eq(tcache_count(cls), 0, "cold for a whole sweep: emptied");
+	cr_assert_eq(s->bump, idx + 1, "the blocks above the one in use went back, not it (was %u)",
+	             bump);
+	enum { N = 64 };
+	void *again[N];
+	for (int i = 0; i < N; i++) {
+		again[i] = A(malloc)(size);
+		cr_assert_neq(again[i], kept, "a block in use was handed out again");
+	}
+	for (size_t i = 0; i < size; i++)
+		cr_assert_eq((unsigned char)kept[i], 0x5a, "byte %zu of the block in use", i);
+	for (int i = 0; i < N; i++)
+		A(free)(again[i]);
+	A(free)(kept);
+	free_leftovers(&left);
+}
 /* A thread that moved on from small blocks to large ones (a buffer realloc grows past the
  * classes: bench realloc_growth) makes no refill or flush any more; its large allocations
  * are events of the sweep too, so the classes it left go back to their spans and their
@@ -1500,6 +1634,65 @@ Test(spans, after_a_bulk_free_malloc_takes_a_spans_whole_list_one_block_at_a_tim
 	free_leftovers(&left);
 	liballoc_flush_caches();
 	cr_assert_leq(class_spans(cls) - spans0, 1, "the spans of the class went back");
+	A(free)(p);
+}
+
+/* How many spans on cls's partial list hold freed blocks (a list of their own) */
+static unsigned spans_holding_freed(struct arena *a, unsigned cls)
+{
+	unsigned n = 0;
+	arena_lock(a);
+	for (struct span *s = a->partial[cls]; s; s = s->next)
+		n += s->free != NULL;
+	arena_unlock(a);
+	return n;
+}
+
+/* After a bulk free, the class's last spans holding freed blocks give their whole lists
+ * too: with fewer than four of them on its partial list (the side-by-side walk's four),
+ * malloc still takes each span's list and reads each link as its block goes out, where a
+ * refill would walk 32 cold links in a row into the bin (arena.c, arena_take_list;
+ * bench/README.md, growth). Every span that held freed blocks after the first refill gives
+ * one list, and the spans count right after it all went back. */
+Test(spans, after_a_bulk_free_the_last_spans_give_their_lists_too)
+{
+	void **p = A(malloc)(LIST_N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	struct leftovers left;
+	struct arena *a = bulk_freed_n(p, LIST_N, &left);
+	static struct before_list pre;
+	pre.n = 0;
+	cr_assert_not_null(pre.p[pre.n++] = A(malloc)(64));
+	cr_assert(la_tcache.lists_out >> cls & 1, "the class is in list mode");
+	while (tcache_count(cls))
+		pre.p[pre.n++] = A(malloc)(64);
+	unsigned held = spans_holding_freed(a, cls);
+	cr_assert_geq(held, 16, "%u spans hold freed blocks", held);
+	/* every freed block taken back: until no span holds any and the last list is used up */
+	static void *q[LIST_N];
+	unsigned nq = 0, lists = 0;
+	uintptr_t last = 0;
+	const struct tlist *l = &la_tcache.lists[cls];
+	while (spans_holding_freed(a, cls) || l->head) {
+		cr_assert_lt(nq, LIST_N, "more mallocs than blocks freed");
+		cr_assert_not_null(q[nq++] = A(malloc)(64));
+		if (l->base && l->base != last) {
+			lists++;
+			last = l->base;
+		}
+	}
+	cr_assert_eq(lists, held, "%u lists taken of the %u spans that held freed blocks", lists,
+	             held);
+	cr_assert_eq(tcache_count(cls), 0, "no refill filled the bin");
+	for (unsigned i = 0; i < nq; i++)
+		A(free)(q[i]);
+	liballoc_flush_caches();
+	spans_counted();
+	free_before_list(&pre);
+	for (int i = 0; i < LIST_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
 	A(free)(p);
 }
 
