@@ -30,6 +30,7 @@
 #include "api/api.h"
 #include "arena.h"
 #include "control.h"
+#include "direct.h"
 #include "heap.h"
 #include "childerr.h"
 #include "grown.h"
@@ -1591,6 +1592,254 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 	check_all();
 }
 
+/* ---- error paths of the mappings above ADOPT_MAX_PAGES kept a while for the heaps ------ */
+/* (direct.c, direct_free: a mapping above 4 MiB and below 32 MiB whose own free raised the
+ * threshold past its size is kept for the heaps 25 us a page, then the control thread
+ * unmaps it; the next block of about its size takes it, direct_alloc_kept, and a heap's
+ * small growth takes its pages under the growth's, lend_to) */
+
+/* (in a forked child) a check that fails: says which and what, and ends the child with
+ * code, which the test reports with this message */
+#define CHILD_CHECK(cond, code, ...)                  \
+	do {                                          \
+		if (!(cond)) {                        \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr);          \
+			return code;                  \
+		}                                     \
+	} while (0)
+
+/* the child's answer when more than this passed between a kept mapping's free and the
+ * step that takes it (the test descheduled: its wait may have ended, 25 us a page): run
+ * again */
+#define KEPT_LATE     90
+#define KEPT_LATE_NS  50000000u
+#define KEPT_TRIES    5
+#define KEPT_FILL     (256u << 10) /* a block above the first threshold: a mapping of its own */
+#define KEPT_FILL_MAX 4096
+
+/* child, KEPT_TRIES times while it answers KEPT_LATE (a fresh fork of this process's state
+ * each time), and its other answers: 0 passes, 98 skips (no seccomp filter here), any other
+ * fails with what the child wrote */
+static void kept_in_child(int (*child)(void *), void *arg)
+{
+	A(malloc_trim)(0);      /* no free resident pages: a freed mapping is kept for heaps */
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	char out[1024];
+	int st = -1;
+	for (int t = 0; t < KEPT_TRIES; t++) {
+		st = run_child_stderr(child, arg, out, sizeof(out));
+		cr_assert_neq(st, -1, "the child could not be run");
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != KEPT_LATE)
+			break;
+	}
+	cr_assert(WIFEXITED(st), "the child ended with status %#x: %s", (unsigned)st, out);
+	if (WEXITSTATUS(st) == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert_neq(WEXITSTATUS(st), KEPT_LATE,
+	              "%d tries: more than 50 ms passed between the free and the next step "
+	              "each time",
+	              KEPT_TRIES);
+	cr_assert_eq(WEXITSTATUS(st), 0, "child (exit %d): %s", WEXITSTATUS(st), out);
+}
+
+/* (in a forked child) the control thread the fork started runs (the keep needs it, and a
+ * thread started under an address-space limit may fail) */
+static bool child_control_runs(void)
+{
+	char path[300];
+	return shm_header()->control_state == LA_CONTROL_RUNNING &&
+	       control_task_status(path, sizeof(path), 3000);
+}
+
+/* Whether none of the pages of [p, p + n) outside [q, q + qn) is mapped. */
+static bool unmapped_but(const char *p, size_t n, const char *q, size_t qn)
+{
+	unsigned char v;
+	for (const char *pg = p; pg < p + n; pg += 4096)
+		if (!(pg >= q && pg < q + qn) &&
+		    !(mincore((void *)pg, 4096, &v) == -1 && errno == ENOMEM))
+			return false;
+	return true;
+}
+
+static void *kept_fill[KEPT_FILL_MAX];
+
+/* (in a forked child) the table of direct mappings made to grow at the next registration but
+ * one: mappings of their own made until the table is rehashed (then its non-empty slots
+ * are its live entries, no tombstones), and on until it holds one entry fewer than the
+ * 3/4 of its slots from which the next one grows it. False when the table did not behave
+ * so. */
+static bool table_one_below_growth(void)
+{
+	size_t slots;
+	const void *t0 = direct_table(&slots);
+	int k = 0;
+	for (bool rehashed = false; !rehashed; k++) {
+		if (k == KEPT_FILL_MAX)
+			return false;
+		kept_fill[k] = A(malloc)(KEPT_FILL);
+		if (!kept_fill[k] || heap_registered(kept_fill[k]))
+			return false;
+		rehashed = direct_table(&slots) != t0;
+	}
+	while (direct_count() + 1 < slots * 3 / 4) {
+		if (k == KEPT_FILL_MAX)
+			return false;
+		kept_fill[k] = A(malloc)(KEPT_FILL);
+		if (!kept_fill[k] || heap_registered(kept_fill[k++]))
+			return false;
+	}
+	return direct_count() + 1 == slots * 3 / 4;
+}
+
+/* (in a forked child) a 16 MiB block freed, kept, and taken by the next block of its size
+ * while the table of direct mappings cannot grow to register it (its new table refused by
+ * the address-space limit) */
+static int kept_unregistered_child(void *arg)
+{
+	(void)arg;
+	size_t n = 16 << 20;
+	CHILD_CHECK(child_control_runs(), 95, "no control thread in the child");
+	CHILD_CHECK(table_one_below_growth(), 94, "set-up: the table of direct mappings");
+	char *p = A(malloc)(n); /* the last entry before the table grows */
+	CHILD_CHECK(p && !heap_registered(p), 93, "set-up: %zu bytes, not a mapping", n);
+	memset(p, 1, n);
+	uint64_t live = direct_count();
+	size_t slots;
+	const void *t = direct_table(&slots);
+	/* no new table (a page or more), nor any other mapping */
+	struct rlimit was;
+	long vm_kib = status_kib("VmSize:");
+	CHILD_CHECK(vm_kib > 0 && getrlimit(RLIMIT_AS, &was) == 0 &&
+	                    setrlimit(RLIMIT_AS, &(struct rlimit){(rlim_t)vm_kib * 1024 + 4096,
+	                                                          was.rlim_max}) == 0,
+	            97, "set-up: RLIMIT_AS: %s", strerror(errno));
+	struct la_counters c0, c1;
+	uint64_t t0 = os_now_ns();
+	A(free)(p);
+	liballoc_stats(&c0);
+	errno = 4242;
+	char *q = A(malloc)(n);
+	int err = errno;
+	uint64_t t1 = os_now_ns();
+	liballoc_stats(&c1);
+	CHILD_CHECK(setrlimit(RLIMIT_AS, &was) == 0, 97, "RLIMIT_AS: %s", strerror(errno));
+	if (t1 - t0 > KEPT_LATE_NS)
+		return KEPT_LATE;
+	CHILD_CHECK(c0.direct_cache_bytes == n, 10, "not kept at its free: %llu bytes kept",
+	            (unsigned long long)c0.direct_cache_bytes);
+	CHILD_CHECK(q, 11, "the malloc failed: %s", strerror(err));
+	CHILD_CHECK(err == 4242, 12, "errno %d after a malloc that succeeded", err);
+	CHILD_CHECK(heap_registered(q), 13, "the block is not a heap's (%p, the kept one %p)",
+	            (void *)q, (void *)p);
+	CHILD_CHECK(c1.mmap_calls > c0.mmap_calls && direct_table(&slots) == t, 14,
+	            "the table's growth was not tried, or it grew");
+	CHILD_CHECK(direct_count() == live - 1 && c1.direct_mappings == c0.direct_mappings &&
+	                    c1.direct_bytes == c0.direct_bytes &&
+	                    c1.direct_cache_hits == c0.direct_cache_hits,
+	            15, "registered: %llu live mappings, %llu counted (%llu before), hits %llu",
+	            (unsigned long long)direct_count(), (unsigned long long)c1.direct_mappings,
+	            (unsigned long long)c0.direct_mappings,
+	            (unsigned long long)(c1.direct_cache_hits - c0.direct_cache_hits));
+	CHILD_CHECK(c1.direct_cache_bytes == 0, 16, "still kept: %llu bytes",
+	            (unsigned long long)c1.direct_cache_bytes);
+	CHILD_CHECK(unmapped_but(p, n, q, n), 17, "the kept mapping's pages are still mapped");
+	CHILD_CHECK(c0.address_space_bytes - c1.address_space_bytes == n, 18,
+	            "address space %llu -> %llu: the kept %zu bytes not uncounted",
+	            (unsigned long long)c0.address_space_bytes,
+	            (unsigned long long)c1.address_space_bytes, n);
+	memset(q, 2, n);
+	A(free)(q);
+	char *r = A(malloc)(n); /* (the limit lifted) */
+	CHILD_CHECK(r, 19, "the next malloc failed");
+	memset(r, 3, n);
+	A(free)(r);
+	return 0;
+}
+
+/* The next block of a kept mapping's size takes it, but the table of direct mappings must
+ * grow to register it and cannot (its new table refused: the address-space limit): the
+ * mapping is unmapped, uncounted, and the block comes from a heap, with errno as it was
+ * (direct_alloc_kept_slow, hit_register's refusal). */
+Test(accounting, a_kept_mapping_the_table_cannot_register_is_unmapped_and_a_heap_serves)
+{
+	kept_in_child(kept_unregistered_child, NULL);
+}
+
+/* (in a forked child) a 20 MiB block freed and kept, then 2 MiB of small blocks, whose
+ * heap's growths would take the kept pages in place of their faults (lend_to), each move
+ * refused (a seccomp filter: mremap to a fixed address fails, as at the limit of mappings) */
+static int kept_refused_move_child(void *arg)
+{
+	(void)arg;
+	size_t n = 20 << 20;
+	enum { N = 8192, SIZE = 256 }; /* 2 MiB: growths of less than a chunk each */
+	static char *blocks[N];
+	CHILD_CHECK(child_control_runs(), 95, "no control thread in the child");
+	if (!refuse_fixed(false, true))
+		return 98;
+	char *p = A(malloc)(n);
+	CHILD_CHECK(p && !heap_registered(p), 93, "set-up: %zu bytes, not a mapping", n);
+	memset(p, 1, n);
+	struct la_counters c0, c1;
+	uint64_t t0 = os_now_ns();
+	A(free)(p);
+	liballoc_stats(&c0);
+	errno = 4242;
+	for (int i = 0; i < N; i++) {
+		blocks[i] = A(malloc)(SIZE);
+		CHILD_CHECK(blocks[i], 11, "malloc %d failed: %s", i, strerror(errno));
+		memset(blocks[i], 2, SIZE);
+	}
+	int err = errno;
+	uint64_t t1 = os_now_ns();
+	liballoc_stats(&c1);
+	if (t1 - t0 > KEPT_LATE_NS)
+		return KEPT_LATE;
+	CHILD_CHECK(c0.direct_cache_bytes == n, 10, "not kept at its free: %llu bytes kept",
+	            (unsigned long long)c0.direct_cache_bytes);
+	CHILD_CHECK(err == 4242, 12, "errno %d after mallocs that succeeded", err);
+	CHILD_CHECK(c1.mmap_calls > c0.mmap_calls, 14, "no move was tried");
+	CHILD_CHECK(c1.direct_cache_bytes == n && c1.address_space_bytes == c0.address_space_bytes,
+	            15, "kept %llu bytes of %zu, address space %llu -> %llu",
+	            (unsigned long long)c1.direct_cache_bytes, n,
+	            (unsigned long long)c0.address_space_bytes,
+	            (unsigned long long)c1.address_space_bytes);
+	for (size_t o = 0; o < n; o += 4096)
+		CHILD_CHECK(p[o] == 1 && p[o + 4095] == 1, 16, "the kept page at %zu changed", o);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < SIZE; j++)
+			CHILD_CHECK(blocks[i][j] == 2, 17, "block %d's byte %d is %d", i, j,
+			            blocks[i][j]);
+	/* it goes at the end of its wait (the control thread), whole */
+	uint64_t deadline = os_now_ns() + 60000000000u;
+	struct la_counters c2;
+	for (liballoc_stats(&c2); c2.direct_cache_bytes && os_now_ns() < deadline;
+	     liballoc_stats(&c2))
+		usleep(1000);
+	CHILD_CHECK(c2.direct_cache_bytes == 0, 18, "still kept after 60 s: %llu bytes",
+	            (unsigned long long)c2.direct_cache_bytes);
+	CHILD_CHECK(unmapped_but(p, n, NULL, 0), 19, "the kept mapping's pages are still mapped");
+	CHILD_CHECK(c1.address_space_bytes - c2.address_space_bytes == n, 20,
+	            "address space %llu -> %llu after its unmapping",
+	            (unsigned long long)c1.address_space_bytes,
+	            (unsigned long long)c2.address_space_bytes);
+	for (int i = 0; i < N; i++)
+		A(free)(blocks[i]);
+	return 0;
+}
+
+/* A heap's small growths meet a kept mapping's pages, and the kernel refuses each move of
+ * them under the growth (lend_to's kept-a-while branch): the heap faults its pages in as
+ * without the keep, the blocks hold what the program wrote, the kept mapping stays kept
+ * whole, counted as it was, with its bytes, until the control thread unmaps it at the end
+ * of its wait, and errno is as it was. */
+Test(accounting, a_kept_mapping_whose_moves_under_a_heaps_growth_are_refused_stays_whole)
+{
+	kept_in_child(kept_refused_move_child, NULL);
+}
+
 /* The process block's figures of direct mappings (direct.c writes them alone), against
  * the kernel: what is allocated is the live mappings' bytes; the cache holds the pages of
  * ranges r[0..2) (where the kept mappings were) that are still mapped and in no live
@@ -1682,6 +1931,169 @@ Test(accounting, a_grown_buffer_kept_in_place_counts_what_the_kernel_holds)
 	op_measure();
 	check_all();
 	check_direct(NULL, 0, r, klen);
+	A(malloc_trim)(0);
+	check_all();
+	check_direct(NULL, 0, r, klen);
+	cr_assert_eq(pb->direct_cache_bytes, 0);
+}
+
+/* The set-up of the refused moves below: the thread's arena and its heap, then a mapping
+ * of n bytes of its own, written with 1s and freed, kept for the heaps (its own free raised
+ * the threshold); the counters then into *c0. Returns where the mapping lies. */
+static char *kept_for_the_heaps(size_t n, struct la_counters *c0)
+{
+	set("decay_ms", 0); /* nothing moves the gauges but the test */
+	A(malloc_trim)(0);
+	A(free)(A(malloc)(64)); /* the thread's arena and its heap */
+	char *p = A(malloc)(n);
+	cr_assert(p && !heap_registered(p), "(set-up) a mapping of its own");
+	memset(p, 1, n);
+	A(free)(p);
+	liballoc_stats(c0);
+	cr_assert_eq(c0->direct_cache_bytes, n, "(set-up) kept for the heaps: %llu bytes",
+	             (unsigned long long)c0->direct_cache_bytes);
+	return p;
+}
+
+/* A mapping of at most 4 MiB kept for the heaps (its own free raised the threshold), then a
+ * block of its size from a heap: the heap's growth ends the keep, and the kept pages would
+ * move under the block's (lend_to); the kernel refuses the move (refuse_fixed): the mapping
+ * is unmapped whole, uncounted, none of its pages left mapped, the block is the heap's on
+ * pages it faulted in, and errno is as it was. */
+Test(accounting, a_kept_mapping_whose_move_under_a_block_of_its_size_is_refused_is_unmapped)
+{
+	size_t n = 4 << 20;
+	struct la_counters c0, c1;
+	char *p = kept_for_the_heaps(n, &c0);
+	if (!refuse_fixed_moves())
+		cr_skip_test("no seccomp filter for this architecture");
+	errno = 4242;
+	char *q = A(malloc)(n);
+	int err = errno;
+	liballoc_stats(&c1);
+	cr_assert_not_null(q);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
+	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
+	cr_assert_eq(c1.direct_cache_bytes, 0, "still kept: %llu bytes",
+	             (unsigned long long)c1.direct_cache_bytes);
+	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "unmapped whole, in one call");
+	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, n);
+	unsigned char v;
+	for (char *pg = p; pg < p + n; pg += 4096)
+		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
+		          "page %p of the kept mapping is still mapped", (void *)pg);
+	check_all();
+	memset(q, 2, n);
+	for (size_t i = 0; i < n; i += 4096)
+		cr_assert_eq(q[i], 2);
+	check_all();
+	A(free)(q);
+	check_all();
+}
+
+/* A mapping of 1 MiB kept for the heaps (its own free raised the threshold), then a small
+ * block whose heap grows into memory it never used: a chunk of the kept mapping would move
+ * into the heap's free pages (lend_to, heap_adopt); the kernel refuses the move
+ * (refuse_fixed): that chunk is unmapped, uncounted, the rest stays kept as it was, bytes
+ * and all, and errno is as it was. */
+Test(accounting, a_kept_chunk_whose_move_into_a_heap_is_refused_is_unmapped_the_rest_kept)
+{
+	size_t n = 1 << 20;
+	struct la_counters c0, c1;
+	char *p = kept_for_the_heaps(n, &c0);
+	if (!refuse_fixed_moves())
+		cr_skip_test("no seccomp filter for this architecture");
+	errno = 4242;
+	char *q = A(malloc)(4096); /* the heap grows a few pages */
+	int err = errno;
+	liballoc_stats(&c1);
+	cr_assert_not_null(q);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
+	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "the chunk was unmapped");
+	size_t cut = n - c1.direct_cache_bytes;
+	cr_assert(cut > 0 && cut < n, "kept %llu bytes of %zu: a chunk went",
+	          (unsigned long long)c1.direct_cache_bytes, n);
+	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, cut);
+	unsigned char v;
+	for (char *pg = p; pg < p + cut; pg += 4096)
+		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
+		          "page %p of the chunk is still mapped", (void *)pg);
+	for (char *pg = p + cut; pg < p + n; pg += 4096)
+		cr_assert(pg[0] == 1 && pg[4095] == 1, "kept page %p changed", (void *)pg);
+	memset(q, 2, 4096);
+	check_all();
+	A(free)(q);
+	A(malloc_trim)(0); /* the rest goes */
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.direct_cache_bytes, 0);
+	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, n);
+	check_all();
+}
+
+/* A sum of n bytes at p (what a kept buffer held). */
+static uint64_t bytes_sum(const unsigned char *p, size_t n)
+{
+	uint64_t s = 0;
+	for (size_t i = 0; i < n; i++)
+		s = s * 31 + p[i];
+	return s;
+}
+
+/* Buffers realloc grew, kept in place at their free below a risen threshold; a heap's
+ * growth would take their pages under its own (lend_grown), and the kernel refuses each
+ * move (refuse_fixed): the small blocks hold what was written on pages the heap faulted
+ * in, the kept buffers stay kept as they were, bytes and all, counted as the kernel holds
+ * them, errno is as it was, and a trim unmaps them. */
+Test(accounting, grown_buffers_kept_whose_moves_under_a_heaps_growth_are_refused_stay_as_they_were)
+{
+	set("decay_ms", 0);
+	unsigned char *b[3];
+	grown_past_threshold(b);
+	unsigned char *r[2] = {b[1], b[2]};
+	size_t klen[2];
+	uint64_t sum[2];
+	for (int i = 0; i < 2; i++) {
+		klen[i] = A(malloc_usable_size)(r[i]);
+		sum[i] = bytes_sum(r[i], klen[i]);
+		A(free)(r[i]);
+	}
+	struct la_counters *pb = &shm_process_block()->c;
+	cr_assert_eq(pb->direct_cache_bytes, klen[0] + klen[1], "(set-up) kept: %llu bytes cached",
+	             (unsigned long long)pb->direct_cache_bytes);
+	if (!refuse_fixed_moves())
+		cr_skip_test("no seccomp filter for this architecture");
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	/* small blocks: the heap grows past what it holds, into memory it never used */
+	size_t want = (size_t)c0.free_resident_bytes + (1 << 20);
+	void **x = A(malloc)(want / 1024 * sizeof(void *));
+	cr_assert_not_null(x);
+	errno = 4242;
+	for (size_t i = 0; i < want / 1024; i++) {
+		x[i] = A(malloc)(1024);
+		cr_assert_not_null(x[i]);
+		memset(x[i], 9, 1024);
+	}
+	int err = errno;
+	liballoc_stats(&c1);
+	cr_assert_eq(err, 4242, "errno %d after mallocs that succeeded", err);
+	cr_assert_gt(c1.mmap_calls, c0.mmap_calls, "no move was tried");
+	cr_assert_eq(c1.direct_cache_bytes, klen[0] + klen[1], "kept %llu bytes, %zu before",
+	             (unsigned long long)c1.direct_cache_bytes, klen[0] + klen[1]);
+	cr_assert_eq(c1.address_space_bytes, c0.address_space_bytes);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(bytes_sum(r[i], klen[i]), sum[i], "kept buffer %d changed", i);
+	for (size_t i = 0; i < want / 1024; i++)
+		for (int j = 0; j < 1024; j++)
+			cr_assert_eq(((unsigned char *)x[i])[j], 9);
+	op_measure();
+	check_all();
+	check_direct(NULL, 0, r, klen);
+	for (size_t i = 0; i < want / 1024; i++)
+		A(free)(x[i]);
+	A(free)(x);
 	A(malloc_trim)(0);
 	check_all();
 	check_direct(NULL, 0, r, klen);

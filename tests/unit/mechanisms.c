@@ -2321,6 +2321,38 @@ Test(decay, aging_pages_wake_the_control_thread_only_when_something_is_due)
 	aging_end(&b);
 }
 
+static void *alloc_and_exit(void *arg)
+{
+	(void)arg;
+	void *p[8];
+	for (int i = 0; i < 8; i++)
+		p[i] = A(malloc)(16 + (size_t)i * 64);
+	for (int i = 0; i < 8; i++)
+		A(free)(p[i]);
+	return NULL;
+}
+
+/* A thread that exits while another application thread stays (main here) does not wake the
+ * control thread: it looks for the process's end only once no such thread is left, and the
+ * last one to exit tells it (control_thread_exiting). Every exit woke it before 057de7f (a
+ * futex wake, a context switch, its clock read): a program that starts a thread per task
+ * paid them at each (thread churn, bench/tchurn). 200 threads made and joined one after the
+ * other, each allocating and freeing (its cache made and released at its exit): the
+ * control thread wakes for other reasons only (a decay pass armed by the freed caches, a
+ * burst look), a few times. Sanitizer builds count no thread (os.h): skipped there. */
+Test(control, thread_exits_while_main_runs_do_not_wake_the_control_thread)
+{
+	if (!LA_WRAP_THREADS) /* sanitizer builds: threads are not counted (os.h) */
+		cr_skip_test("pthread_create is not interposed in this build");
+	cr_assert(control_goes_quiet(), "the control thread goes quiet");
+	long before = control_wakeups();
+	for (int i = 0; i < 200; i++)
+		run_thread(alloc_and_exit, NULL);
+	long wakes = control_wakeups() - before;
+	cr_log_info("%ld wake-ups of the control thread over 200 thread exits", wakes);
+	cr_assert_lt(wakes, 40, "%ld wake-ups of the control thread over 200 thread exits", wakes);
+}
+
 /* A thread that allocates blocks for others to free, then waits without touching its
  * arena again. */
 struct idle_owner {
