@@ -977,12 +977,14 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		lent = lend_take(len, fresh != NULL, &c);
 		la_unlock(&direct_lock);
 		if (lent) {
+			int saved = errno; /* a remap refused, a new mapping that succeeds */
 			base = os_remap(c.base, c.len, len, pc());
 			if (base) {
 				STAT_ADD(pc(), address_space_bytes, len);
 				hit = true;
 			} else {
 				os_unmap(c.base, c.len, pc());
+				errno = saved;
 			}
 			STAT_SUB(pc(), address_space_bytes, c.len);
 			got = len;

@@ -2099,3 +2099,143 @@ Test(accounting, grown_buffers_kept_whose_moves_under_a_heaps_growth_are_refused
 	check_direct(NULL, 0, r, klen);
 	cr_assert_eq(pb->direct_cache_bytes, 0);
 }
+
+/* ---- a mapping kept for the heaps taken by a new mapping, its remap refused ------------- */
+/* (direct.c, direct_get: a request at or above the threshold that no cached mapping nor
+ * heap run serves takes the largest mapping kept for the heaps, grown by mremap to its
+ * size; where the kernel refuses that, the kept mapping is unmapped and a new one made) */
+
+/* Every mremap fails with ENOMEM (as the kernel's does at the limit of mappings or of the
+ * address space), and with maps_too every mmap, in this process only (a seccomp filter).
+ * 0 when it is set, 98 where this build knows no architecture to filter (SECCOMP_ARCH),
+ * 99 when the kernel refused the filter (errno says why). */
+static int refuse_remaps(bool maps_too)
+{
+	const uint32_t arch = SECCOMP_ARCH;
+	struct sock_filter f[] = {
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mremap, 2, 0),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, maps_too ? SYS_mmap : 0xffffffffu, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	if (!arch)
+		return 98;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return 99;
+	return 0;
+}
+
+/* A mapping of 1 MiB kept for the heaps (its own free raised the threshold past it), then a
+ * block of 2 MiB, above the threshold: no cached mapping nor heap run serves it, so the kept
+ * one is taken and grown to its size (os_remap); the kernel refuses every mremap: the kept
+ * mapping is unmapped (none of its pages mapped but where the new block lies), uncounted,
+ * and the block is a new mapping of its own, counted live once, with errno as it was; its
+ * free and a trim leave the address space as before the kept mapping. */
+Test(accounting, a_kept_mapping_a_larger_block_cannot_grow_is_unmapped_and_a_new_one_made)
+{
+	size_t n = 1 << 20, m = 2 << 20;
+	struct la_counters c0, c1;
+	char *p = kept_for_the_heaps(n, &c0);
+	int filter = refuse_remaps(false);
+	if (filter == 98)
+		cr_skip_test("no seccomp filter for this architecture");
+	cr_assert_eq(filter, 0, "seccomp: %s", strerror(errno));
+	errno = 4242;
+	char *q = A(malloc)(m);
+	int err = errno;
+	liballoc_stats(&c1);
+	cr_assert_not_null(q);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	cr_assert(!heap_registered(q), "a block of 2 MiB is a mapping of its own");
+	cr_assert_eq(A(malloc_usable_size)(q), m);
+	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 2, "the refused remap, then a new mapping");
+	cr_assert_eq(c1.direct_cache_bytes, 0, "still kept: %llu bytes",
+	             (unsigned long long)c1.direct_cache_bytes);
+	cr_assert_eq(c1.direct_mappings - c0.direct_mappings, 1);
+	cr_assert_eq(c1.direct_bytes - c0.direct_bytes, m);
+	cr_assert_eq(c1.allocated_bytes - c0.allocated_bytes, m);
+	cr_assert_eq(c1.direct_cache_hits, c0.direct_cache_hits, "counted as a hit");
+	cr_assert_eq(c0.free_resident_bytes - c1.free_resident_bytes, n,
+	             "the kept mapping's free resident bytes not uncounted");
+	cr_assert_eq(c1.data_resident_bytes - c0.data_resident_bytes, m - n);
+	cr_assert_eq(c1.address_space_bytes - c0.address_space_bytes, m - n,
+	             "address space %llu -> %llu: the kept %zu bytes out, %zu in",
+	             (unsigned long long)c0.address_space_bytes,
+	             (unsigned long long)c1.address_space_bytes, n, m);
+	cr_assert(unmapped_but(p, n, q, m), "the kept mapping's pages are still mapped");
+	check_all();
+	memset(q, 2, m);
+	for (size_t i = 0; i < m; i += 4096)
+		cr_assert_eq(q[i], 2);
+	A(free)(q);
+	A(malloc_trim)(0);
+	liballoc_stats(&c1);
+	cr_assert_eq(c1.direct_cache_bytes, 0);
+	cr_assert_eq(c1.direct_mappings, c0.direct_mappings);
+	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, n);
+	check_all();
+}
+
+/* (in a forked child) the same with every mmap refused too: no new mapping either */
+static int kept_remap_refused_child(void *arg)
+{
+	(void)arg;
+	size_t n = 1 << 20, m = 2 << 20;
+	char *p = A(malloc)(n);
+	CHILD_CHECK(p && !heap_registered(p), 93, "set-up: %zu bytes, not a mapping", n);
+	memset(p, 1, n);
+	A(free)(p);
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	CHILD_CHECK(c0.direct_cache_bytes == n, 10, "not kept at its free: %llu bytes kept",
+	            (unsigned long long)c0.direct_cache_bytes);
+	int filter = refuse_remaps(true);
+	if (filter == 98)
+		return 98;
+	CHILD_CHECK(filter == 0, 97, "seccomp: %s", strerror(errno));
+	errno = 4242;
+	char *q = A(malloc)(m);
+	int err = errno;
+	liballoc_stats(&c1);
+	CHILD_CHECK(!q && err == ENOMEM, 11, "the malloc returned %p, errno %d", (void *)q, err);
+	CHILD_CHECK(c1.mmap_calls - c0.mmap_calls >= 2, 12,
+	            "%llu calls: not the remap and a new mapping tried",
+	            (unsigned long long)(c1.mmap_calls - c0.mmap_calls));
+	CHILD_CHECK(c1.direct_cache_bytes == 0, 13, "still kept: %llu bytes",
+	            (unsigned long long)c1.direct_cache_bytes);
+	CHILD_CHECK(unmapped_but(p, n, NULL, 0), 14, "the kept mapping's pages are still mapped");
+	CHILD_CHECK(c0.address_space_bytes - c1.address_space_bytes == n, 15,
+	            "address space %llu -> %llu: the kept %zu bytes not uncounted",
+	            (unsigned long long)c0.address_space_bytes,
+	            (unsigned long long)c1.address_space_bytes, n);
+	CHILD_CHECK(c1.direct_mappings == c0.direct_mappings &&
+	                    c1.direct_bytes == c0.direct_bytes &&
+	                    c1.allocated_bytes == c0.allocated_bytes &&
+	                    c1.direct_cache_hits == c0.direct_cache_hits,
+	            16, "counted live: %llu mappings (%llu before), %llu bytes (%llu)",
+	            (unsigned long long)c1.direct_mappings, (unsigned long long)c0.direct_mappings,
+	            (unsigned long long)c1.direct_bytes, (unsigned long long)c0.direct_bytes);
+	CHILD_CHECK(c0.free_resident_bytes - c1.free_resident_bytes == n &&
+	                    c0.data_resident_bytes - c1.data_resident_bytes == n,
+	            17, "resident: free %llu -> %llu, data %llu -> %llu",
+	            (unsigned long long)c0.free_resident_bytes,
+	            (unsigned long long)c1.free_resident_bytes,
+	            (unsigned long long)c0.data_resident_bytes,
+	            (unsigned long long)c1.data_resident_bytes);
+	return 0;
+}
+
+/* The same where no new mapping can be made either (every mmap refused too): the malloc
+ * fails with ENOMEM, and the kept mapping is unmapped and uncounted all the same, nothing
+ * of it counted live, cached or resident. */
+Test(accounting, a_kept_mapping_a_larger_block_cannot_grow_nor_replace_fails_cleanly)
+{
+	set("decay_ms", 0);
+	kept_in_child(kept_remap_refused_child, NULL);
+}
