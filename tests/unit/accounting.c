@@ -1173,9 +1173,31 @@ Test(accounting, a_batch_the_kernel_stops_part_way_counts_what_went_back)
 #define SECCOMP_ARCH 0
 #endif
 
+/* What a forked child returns where it set no seccomp filter: this build knows no
+ * architecture to filter (SECCOMP_ARCH 0) */
+#define NO_FILTER 98
+
+/* The one skip of the error-path tests below that a seccomp filter makes: set says whether
+ * the filter was set (refuse_fixed_moves' answer, refuse_remaps' not NO_FILTER, a forked
+ * child's status not NO_FILTER). It is not set only where SECCOMP_ARCH is 0, a build for an
+ * architecture other than x86_64 and aarch64 (a filter must check the calls' architecture:
+ * their numbers differ): a property of the build, not of the machine, so on those two the
+ * tests never skip. A kernel without seccomp filters (CONFIG_SECCOMP_FILTER off: prctl
+ * fails, EINVAL) or a sandbox whose policy refuses PR_SET_NO_NEW_PRIVS or PR_SET_SECCOMP
+ * does not skip: the filter's set-up fails the test with its errno (refuse_fixed asserts,
+ * refuse_remaps returns 99, a child exits 99 or 97), as a skip there would leave the error
+ * paths untested without a word. The kernel these tests were last run on (6.18, its
+ * /proc/config.gz with CONFIG_SECCOMP_FILTER=y) sets them. */
+static void skip_unless_filtered(bool set)
+{
+	if (!set)
+		cr_skip_test("no seccomp filter for this architecture");
+}
+
 /* (in a forked child) the same trim where a seccomp filter refuses process_madvise (EPERM,
- * as a sandbox may): 98 where no filter can be set, 0 when the trim still returned and
- * reported to the page what left the RSS with a madvise per span, else 1-4 */
+ * as a sandbox may): NO_FILTER where this build knows no architecture to filter, 99 where
+ * the kernel refused the filter, 0 when the trim still returned and reported to the page
+ * what left the RSS with a madvise per span, else 1-4 */
 static int refused_purge_many_child(void)
 {
 	const uint32_t arch = SECCOMP_ARCH;
@@ -1189,9 +1211,13 @@ static int refused_purge_many_child(void)
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
-	if (!arch || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-		return 98;
+	if (!arch)
+		return NO_FILTER;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+		fprintf(stderr, "child: seccomp: %s\n", strerror(errno));
+		return 99;
+	}
 	struct many_spans m = {.lock = -1};
 	if (!trim_many_spans(&m))
 		return 1;
@@ -1219,11 +1245,10 @@ Test(accounting, a_refused_batch_purges_each_span_alone)
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st), "the child ended with status %#x", st);
-	if (WEXITSTATUS(st) == 98)
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(WEXITSTATUS(st) != NO_FILTER);
 	cr_assert_eq(WEXITSTATUS(st), 0,
 	             "child: 1 set-up, 2 too few spans, 3 said != left the RSS, 4 fewer madvise "
-	             "calls than spans: %d",
+	             "calls than spans, 99 the kernel refused the filter: %d",
 	             WEXITSTATUS(st));
 }
 
@@ -1248,8 +1273,9 @@ static char *mapping_to_adopt(size_t n, struct la_counters *c0)
 /* mremap fails with ENOMEM (as the kernel's does at the limit of mappings) when asked to
  * move to a fixed address, and with maps_too so does mmap at a fixed address (either
  * flag), in this test's process only (a seccomp filter; the other system calls and other
- * mremap and mmap calls pass). False where the filter cannot be installed; asserts (a criterion test's own
- * process) or exits 99 (a forked child) when it fails. */
+ * mremap and mmap calls pass). False where this build knows no architecture to filter
+ * (skip_unless_filtered); asserts (a criterion test's own process) or exits 99 (a forked
+ * child) when the kernel refuses the filter. */
 static bool refuse_fixed(bool maps_too, bool child)
 {
 	const uint32_t arch = SECCOMP_ARCH;
@@ -1313,8 +1339,7 @@ static void refused_move_into_the_middle(bool target_unmapped)
 	cr_assert(src != MAP_FAILED && dst != MAP_FAILED);
 	memset(src, 7, 2 * (size_t)pg);
 	memset(dst, 9, 4 * (size_t)pg);
-	if (!refuse_fixed_moves())
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(refuse_fixed_moves());
 	if (target_unmapped)
 		cr_assert_eq(munmap(dst + pg, 2 * (size_t)pg), 0);
 	struct la_counters c = {0};
@@ -1362,12 +1387,12 @@ struct refused_move {
 };
 
 /* (in a forked child) the move refused and the target range unmapped, as an older kernel
- * does; 98 where no seccomp filter can be set */
+ * does; NO_FILTER where no seccomp filter can be set */
 static int refused_move_child(void *arg)
 {
 	struct refused_move *m = arg;
 	if (!refuse_fixed(true, true))
-		return 98;
+		return NO_FILTER;
 	munmap(m->dst + m->pg, (size_t)m->pg); /* what an older kernel does before refusing */
 	struct la_counters c = {0};
 	os_move(m->src, (size_t)m->pg, m->dst + m->pg, &c);
@@ -1377,7 +1402,7 @@ static int refused_move_child(void *arg)
 /* src_pages pages at src, one of them moved into the second page of a 2-page dst by child
  * (os_move or os_move_out), refused where the target range cannot be mapped again: the
  * child stops (SIGABRT), saying so in a message that begins with who and gives why;
- * skipped where the child returns 98 (no seccomp filter). */
+ * skipped where the child returns NO_FILTER. */
 static void refused_move_stops(int (*child)(void *), long src_pages, const char *who,
                                const char *why)
 {
@@ -1391,8 +1416,7 @@ static void refused_move_stops(int (*child)(void *), long src_pages, const char 
 	char out[512];
 	int st = run_child_stderr(child, &(struct refused_move){src, dst, pg}, out, sizeof(out));
 	cr_assert_neq(st, -1, "the child could not be run");
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 98)
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(!(WIFEXITED(st) && WEXITSTATUS(st) == NO_FILTER));
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child ended with status %#x: %s",
 	          (unsigned)st, out);
 	cr_assert(strstr(out, who) && strstr(out, "could not be mapped again") && strstr(out, why),
@@ -1412,7 +1436,7 @@ static int refused_move_raced_child(void *arg)
 {
 	struct refused_move *m = arg;
 	if (!refuse_fixed(false, true))
-		return 98;
+		return NO_FILTER;
 	munmap(m->dst, 2 * (size_t)m->pg); /* what an older kernel does before refusing */
 	char *other = mmap(m->dst + m->pg, (size_t)m->pg, PROT_READ | PROT_WRITE,
 	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -1564,8 +1588,7 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 	size_t n = 1 << 20;
 	struct la_counters c0, c1;
 	char *p = mapping_to_adopt(n, &c0);
-	if (!refuse_fixed_moves())
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(refuse_fixed_moves());
 	A(free)(p);
 	liballoc_stats(&c1);
 	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
@@ -1619,8 +1642,8 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 #define KEPT_FILL_MAX 4096
 
 /* child, KEPT_TRIES times while it answers KEPT_LATE (a fresh fork of this process's state
- * each time), and its other answers: 0 passes, 98 skips (no seccomp filter here), any other
- * fails with what the child wrote */
+ * each time), and its other answers: 0 passes, NO_FILTER skips (skip_unless_filtered),
+ * any other fails with what the child wrote */
 static void kept_in_child(int (*child)(void *), void *arg)
 {
 	A(malloc_trim)(0);      /* no free resident pages: a freed mapping is kept for heaps */
@@ -1634,8 +1657,7 @@ static void kept_in_child(int (*child)(void *), void *arg)
 			break;
 	}
 	cr_assert(WIFEXITED(st), "the child ended with status %#x: %s", (unsigned)st, out);
-	if (WEXITSTATUS(st) == 98)
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(WEXITSTATUS(st) != NO_FILTER);
 	cr_assert_neq(WEXITSTATUS(st), KEPT_LATE,
 	              "%d tries: more than 50 ms passed between the free and the next step "
 	              "each time",
@@ -1778,7 +1800,7 @@ static int kept_refused_move_child(void *arg)
 	static char *blocks[N];
 	CHILD_CHECK(child_control_runs(), 95, "no control thread in the child");
 	if (!refuse_fixed(false, true))
-		return 98;
+		return NO_FILTER;
 	char *p = A(malloc)(n);
 	CHILD_CHECK(p && !heap_registered(p), 93, "set-up: %zu bytes, not a mapping", n);
 	memset(p, 1, n);
@@ -1965,8 +1987,7 @@ Test(accounting, a_kept_mapping_whose_move_under_a_block_of_its_size_is_refused_
 	size_t n = 4 << 20;
 	struct la_counters c0, c1;
 	char *p = kept_for_the_heaps(n, &c0);
-	if (!refuse_fixed_moves())
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(refuse_fixed_moves());
 	errno = 4242;
 	char *q = A(malloc)(n);
 	int err = errno;
@@ -2002,8 +2023,7 @@ Test(accounting, a_kept_chunk_whose_move_into_a_heap_is_refused_is_unmapped_the_
 	size_t n = 1 << 20;
 	struct la_counters c0, c1;
 	char *p = kept_for_the_heaps(n, &c0);
-	if (!refuse_fixed_moves())
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(refuse_fixed_moves());
 	errno = 4242;
 	char *q = A(malloc)(4096); /* the heap grows a few pages */
 	int err = errno;
@@ -2062,8 +2082,7 @@ Test(accounting, grown_buffers_kept_whose_moves_under_a_heaps_growth_are_refused
 	struct la_counters *pb = &shm_process_block()->c;
 	cr_assert_eq(pb->direct_cache_bytes, klen[0] + klen[1], "(set-up) kept: %llu bytes cached",
 	             (unsigned long long)pb->direct_cache_bytes);
-	if (!refuse_fixed_moves())
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(refuse_fixed_moves());
 	struct la_counters c0, c1;
 	liballoc_stats(&c0);
 	/* small blocks: the heap grows past what it holds, into memory it never used */
@@ -2107,7 +2126,7 @@ Test(accounting, grown_buffers_kept_whose_moves_under_a_heaps_growth_are_refused
 
 /* Every mremap fails with ENOMEM (as the kernel's does at the limit of mappings or of the
  * address space), and with maps_too every mmap, in this process only (a seccomp filter).
- * 0 when it is set, 98 where this build knows no architecture to filter (SECCOMP_ARCH),
+ * 0 when it is set, NO_FILTER where this build knows no architecture to filter,
  * 99 when the kernel refused the filter (errno says why). */
 static int refuse_remaps(bool maps_too)
 {
@@ -2124,7 +2143,7 @@ static int refuse_remaps(bool maps_too)
 	};
 	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
 	if (!arch)
-		return 98;
+		return NO_FILTER;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
 		return 99;
@@ -2143,8 +2162,7 @@ Test(accounting, a_kept_mapping_a_larger_block_cannot_grow_is_unmapped_and_a_new
 	struct la_counters c0, c1;
 	char *p = kept_for_the_heaps(n, &c0);
 	int filter = refuse_remaps(false);
-	if (filter == 98)
-		cr_skip_test("no seccomp filter for this architecture");
+	skip_unless_filtered(filter != NO_FILTER);
 	cr_assert_eq(filter, 0, "seccomp: %s", strerror(errno));
 	errno = 4242;
 	char *q = A(malloc)(m);
@@ -2196,8 +2214,8 @@ static int kept_remap_refused_child(void *arg)
 	CHILD_CHECK(c0.direct_cache_bytes == n, 10, "not kept at its free: %llu bytes kept",
 	            (unsigned long long)c0.direct_cache_bytes);
 	int filter = refuse_remaps(true);
-	if (filter == 98)
-		return 98;
+	if (filter == NO_FILTER)
+		return NO_FILTER;
 	CHILD_CHECK(filter == 0, 97, "seccomp: %s", strerror(errno));
 	errno = 4242;
 	char *q = A(malloc)(m);
