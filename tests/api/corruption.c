@@ -359,6 +359,30 @@ Test(corruption, free_of_a_pointer_never_allocated)
 	expect_abort(static_pointer, "liballoc: free(): invalid pointer");
 }
 
+/* Pointers with no slot in the heap-owner table: in the first 64 MiB (a non-PIE program's
+ * static data starts at 4 MiB) and past the 47 address bits. free and realloc leave their
+ * fast path on the table's bound test for them as for NULL (heap_owner_entry_in): they are
+ * still reported, as any pointer never allocated, not taken for NULL. */
+static void *volatile wild;
+static void free_wild(void)
+{
+	A(free)(wild);
+}
+static void realloc_wild(void)
+{
+	sink = A(realloc)(wild, 100);
+}
+Test(corruption, free_and_realloc_of_a_pointer_outside_the_owner_tables_range)
+{
+	void *outside[] = {(void *)(uintptr_t)0x400040, (void *)(uintptr_t)((64u << 20) - 64),
+	                   (void *)(((uintptr_t)1 << 47) + 64)};
+	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+		wild = outside[i];
+		expect_abort(free_wild, "liballoc: free(): invalid pointer");
+		expect_abort(realloc_wild, "liballoc: realloc(): invalid pointer");
+	}
+}
+
 static void realloc_invalid(void)
 {
 	char buf[32];
