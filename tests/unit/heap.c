@@ -1553,3 +1553,25 @@ Test(heap, creating_a_heap_faults_each_header_page_once)
 #endif
 	cr_assert_leq(faults, 4, "%ld minor faults", faults);
 }
+
+/* A small block realloc'd to its usable size, or to the size it was asked for, keeps its
+ * place and its size: no move, no room added. Every request size up to 16 KiB
+ * (REALLOC_LARGE_FROM). (review32: realloc's fast path taking n equal to the block's size
+ * for a growth, which moved these blocks to larger ones, passed every other suite.) */
+Test(heap, a_small_block_realloced_to_its_usable_size_keeps_its_place)
+{
+	for (size_t n = 1; n <= 16384; n++) {
+		char *p = A(malloc)(n);
+		cr_assert_not_null(p);
+		size_t have = A(malloc_usable_size)(p);
+		p[have - 1] = 7;
+		cr_assert_eq(A(realloc)(p, have), p, "realloc of a %zu-byte block to %zu moved it",
+		             have, have);
+		cr_assert_eq(A(realloc)(p, n), p, "realloc of a %zu-byte block to %zu moved it",
+		             have, n);
+		cr_assert_eq(A(malloc_usable_size)(p), have, "malloc(%zu): %zu bytes, now %zu", n,
+		             have, A(malloc_usable_size)(p));
+		cr_assert_eq(p[have - 1], 7);
+		A(free)(p);
+	}
+}
