@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# readme.bats — README.md stays true (the project's rule: every CLI command, every tunable,
+# the metrics, the environment, the daemon's flags and settings). Each test asks the built
+# programs for the truth — `allocctl help tunables`, `allocctl --help` and each command's
+# usage, the `# TYPE` lines of a live daemon's /metrics in both metrics modes, `allocctld
+# --help` and its `--check-config` refusals, the library's answer to a LIBALLOC_ variable
+# — and compares it with README.md both ways (tests/helpers/readme_check.py) where the
+# programs can say what exists; the daemon's configuration keys and the variables read by
+# getenv are taken from the sources' literal calls. A failure names the README line to fix.
+
+setup() {
+	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
+	ctld_setup
+	README="$ROOT/README.md"
+	CHECK="$ROOT/tests/helpers/readme_check.py"
+	ALLOCCTL="$BUILD/allocctl"
+}
+
+teardown() {
+	ctld_teardown
+}
+
+# section HEADING: the text of one README section
+section() {
+	"$CHECK" section "$README" "$1"
+}
+
+@test "every tunable is in README's table with allocctl's default and range, and no other" {
+	"$ALLOCCTL" help tunables >"$T/tunables"
+	[ "$(wc -l <"$T/tunables")" -gt 10 ]
+	run "$CHECK" tunables "$README" "$T/tunables"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "every allocctl command is in README's CLI block with its usage, every option named, nothing else" {
+	"$ALLOCCTL" --help >"$T/help"
+	local cmds
+	cmds=$(sed -n '/^Commands:/,/^$/p' "$T/help" | awk 'NR > 1 && NF { print $1 }')
+	[ "$(echo "$cmds" | wc -l)" -gt 10 ]
+	for c in $cmds; do
+		"$ALLOCCTL" "$c" --help | head -n 1
+	done >"$T/usages"
+	run "$CHECK" cli "$README" "$T/help" "$T/usages"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+# scrape_families [allocctld options]: a daemon's /metrics families (its # TYPE lines),
+# appended to $T/families; the daemon is stopped again
+scrape_families() {
+	start_daemon "$@"
+	metrics | awk '$1 == "#" && $2 == "TYPE" { print $3 }' >>"$T/families"
+	kill -TERM "$DPID"
+	wait_until -t 30 ended "$DPID"
+	DPID=
+}
+
+@test "every family /metrics exports is in README's Metrics section, and every name there is exported" {
+	# per process (with the per-class families, off by default) and per service: together
+	# every family the daemon can export; each is declared whether or not a process is seen
+	printf 'metrics_classes = yes\n' >"$T/classes.conf"
+	: >"$T/families"
+	scrape_families --config "$T/classes.conf"
+	scrape_families --metrics-mode service
+	grep -qx liballoc_class_spans "$T/families"
+	grep -qx liballoc_service_processes "$T/families"
+	grep -qx liballoc_ctld_rescans_total "$T/families"
+	"$ALLOCCTL" help tunables >"$T/tunables"
+	run "$CHECK" metrics "$README" "$T/families" "$T/tunables"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "every variable the library, the daemon and allocctl read is in README" {
+	# the sources' getenv calls name their variable literally; allocctl names its own in --help
+	local vars missing=
+	vars=$(grep -rhoE '(tun_)?getenv\("[A-Z_]+"\)' "$ROOT/liballoc/src" "$ROOT/ctld" "$ROOT/cli" |
+		sed -E 's/.*"([A-Z_]+)".*/\1/' | sort -u)
+	vars+=" $("$ALLOCCTL" --help | grep -oE '\$[A-Z_]+' | tr -d '$' | sort -u)"
+	[[ "$vars" == *LIBALLOC_RUN_DIR* && "$vars" == *ALLOCCTL_SOCKET* ]]
+	for v in $vars; do
+		grep -q "\b$v\b" "$README" || missing+=" $v"
+	done
+	[ -z "$missing" ] || { echo "not in README.md:$missing"; false; }
+}
+
+@test "every LIBALLOC_ variable README names is one the library knows" {
+	[ -z "${SAN:-}" ] || skip "preloads liballoc.so"
+	# the library names an unknown LIBALLOC_ variable on stderr ("... is not a liballoc
+	# setting"); README's own example of that line is left out
+	local names bad=
+	names=$(grep -v 'is not a liballoc setting' "$README" | grep -oE 'LIBALLOC_[A-Z][A-Z_]*[A-Z]' |
+		sort -u)
+	[[ "$names" == *LIBALLOC_PUBLISH_DELAY* ]]
+	for n in $names; do
+		# a value that names the test's directory: LIBALLOC_RUN_DIR would create it
+		env "$n=$T/v" LD_PRELOAD="$LIBALLOC_SO" /bin/true 2>"$T/err"
+		if grep -q 'is not a liballoc setting' "$T/err"; then bad+=" $n"; fi
+	done
+	[ -z "$bad" ] || { echo "README names variables liballoc does not know:$bad"; false; }
+}
+
+@test "allocctld's flags and settings are in README's daemon section, and its flags exist" {
+	local sec flags missing= bad= f k
+	sec=$(section "## The daemon: allocctld")
+	flags=$("$CTLD" --help | grep -oE '(^|[ ,])--[a-z][a-z-]*' | tr -d ' ,' | sort -u)
+	[[ "$flags" == *--check-config* ]]
+	for f in $flags; do
+		grep -q -- "\`$f[\` ]" <<<"$sec" || missing+=" $f"
+	done
+	for f in $(grep -oE '(^|[^a-z-])--[a-z][a-z-]*' <<<"$sec" | grep -oE -- '--[a-z-]+' | sort -u); do
+		grep -qx -- "$f" <<<"$flags" || bad+=" $f"
+	done
+	# README: each flag but these is a setting of the file under its name with underscores
+	local flagkeys=" "
+	for f in $flags; do
+		case $f in --config | --daemon | --check-config | --help | --version) continue ;; esac
+		k=${f#--}
+		k=${k#no-}
+		k=${k//-/_}
+		flagkeys+="$k "
+		printf '%s = ?\n' "$k" >"$T/one.conf"
+		if "$CTLD" --config "$T/one.conf" --check-config 2>&1 | grep -q 'unknown key'; then
+			bad+=" $f(no setting $k)"
+		fi
+	done
+	# the [daemon] settings the configuration parser knows (ctld/config.c)
+	for k in $(grep -ohE 'strcmp\(key, "[a-z_]+"\)' "$ROOT/ctld/config.c" | sed -E 's/.*"(.*)".*/\1/'); do
+		[[ "$flagkeys" == *" $k "* ]] || grep -q "\`$k\b" <<<"$sec" || missing+=" $k"
+	done
+	[ -z "$missing$bad" ] || { echo "not in README's daemon section:$missing; not allocctld's:$bad"; false; }
+}
+
+@test "every key of a profile and of a policy allocctld accepts is in README's sections on them" {
+	local keys missing= sec
+	printf '[profile p]\nname = x\nnot_a_key = 1\n' >"$T/p.conf"
+	run "$CTLD" --config "$T/p.conf" --check-config
+	[[ "$output" == *"matches are name, exe, cgroup, uid, cmdline"* ]] || { echo "$output"; false; }
+	keys=$(sed -E 's/.*matches are ([a-z, _]+);.*/\1/' <<<"$output" | tr -d ,)
+	sec=$(section "### Profiles")
+	for k in $keys; do
+		grep -q "\`$k = " <<<"$sec" || missing+=" profile:$k"
+	done
+	printf '[policy p]\nnot_a_key = 1\n' >"$T/p.conf"
+	run "$CTLD" --config "$T/p.conf" --check-config
+	keys=$(sed -nE 's/.*unknown key .* in \[policy p\] \(([a-z_, ]+)\).*/\1/p' <<<"$output" | tr -d ,)
+	[[ "$keys" == *cpu_budget* ]] || { echo "$output"; false; }
+	sec=$(section "### Policies: release without being asked")
+	for k in $keys; do
+		grep -q "\`$k\b" <<<"$sec" || missing+=" policy:$k"
+	done
+	[ -z "$missing" ] || { echo "not in README:$missing"; false; }
+}
