@@ -899,8 +899,19 @@ static void *control_main(void *arg)
  * or a forked child's, started where no other thread of the child exists: the parent's
  * thread on this memory is not in the child), so one stack serves. Its size is what the
  * mapping gave (64 KiB and the guard's page; libc puts the thread's TLS at the top of
- * either); no guard page below it, the depth being what it was on the mapping. */
-#define CONTROL_STACK (68 * 1024)
+ * either) less the first arena's bytes; no guard page below it, the depth being what it
+ * was on the mapping.
+ * It ends inside the first arena's page, right where arenas[0] starts (liballoc/owner.ld
+ * puts it before the arenas, its size ends it 2,368 bytes into a page): libc puts the
+ * thread's `struct pthread` (2,304 bytes in glibc 2.36) at the top of a given stack, on
+ * the page that arenas[0] takes in every process anyway; the static TLS and the frames
+ * below it take two pages of its own instead of three. One page and one fault fewer a
+ * process, and one copy-on-write fault fewer a forked child, whose start writes both
+ * (tests/e2e/startup.bats). A second arena, on the next page now, shares it with the
+ * third: never more pages than before, whatever the number of arenas. */
+#define CONTROL_STACK (68 * 1024 - sizeof(struct arena))
+_Static_assert((68 * 1024 - CONTROL_STACK) % 64 == 0 && CONTROL_STACK % LA_PAGE >= 2304,
+               "the stack ends on a cache line, with room for struct pthread on its last page");
 /* Sanitizer builds keep libc's mapping: TSan refuses a given stack smaller than ~900 KiB
  * ("pre-allocated stack size is insufficient": the control thread did not start in
  * tests/policy/inprocess.bats under TSan). */
@@ -910,7 +921,7 @@ static void *control_stack_mem(void)
 	return NULL;
 }
 #else
-LA_START_BSS(2) static char control_stack[CONTROL_STACK] __attribute__((aligned(4096)));
+LA_START_BSS(0) static char control_stack[CONTROL_STACK] __attribute__((aligned(4096)));
 static void *control_stack_mem(void)
 {
 	return control_stack;

@@ -430,7 +430,7 @@ ssize_t os_read_small(const char *path, char *buf, size_t len)
 
 void os_dir_each(int dfd, bool (*fn)(void *ctx, int dfd, const char *name), void *ctx)
 {
-	char buf[2048];
+	char buf[1024];
 	long got;
 	while ((got = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
 		for (long off = 0; off < got;) {

@@ -263,7 +263,11 @@ static bool watch_v1_level(void)
 	return true;
 }
 
-static bool watch_own(void)
+/* Out of line, as is watch_service: their buffers (~1.5 KiB) stayed in
+ * pressure_configure's frame, which every control thread's start runs (a process without
+ * a watch too): its deepest frame, which put the thread's stack across one page more than
+ * the rest of it needs (control.c, CONTROL_STACK; tests/e2e/startup.bats). */
+static LA_NOINLINE bool watch_own(void)
 {
 	const char *trigger = tun_getenv("LIBALLOC_PRESSURE_TRIGGER");
 	if (!trigger || !*trigger)
@@ -304,6 +308,27 @@ void pressure_fork_child(void)
 	v1_limit = 0;
 }
 
+/* The watch the service manager asks for (MEMORY_PRESSURE_WATCH) */
+static LA_NOINLINE bool watch_service(const char *watch)
+{
+	if (!strcmp(watch, "/dev/null"))
+		return false; /* the service manager says: do not watch */
+	char text[256] = "";
+	ssize_t len = 0;
+	const char *w = tun_getenv("MEMORY_PRESSURE_WRITE");
+	if (w && *w && (len = b64_decode(w, text, sizeof(text))) < 0) {
+		la_warn("MEMORY_PRESSURE_WRITE is not base64; the watch uses its default",
+		        (char *)NULL);
+		text[0] = 0;
+		len = 0;
+	}
+	if (watch_systemd(watch, text, (size_t)len)) {
+		la_strlcpy(watch_what, watch, sizeof(watch_what));
+		return true;
+	}
+	return false;
+}
+
 bool pressure_configure(void)
 {
 	if (watch_fd >= 0)
@@ -319,24 +344,8 @@ bool pressure_configure(void)
 	}
 	bool off = mode && !on;
 	const char *watch = tun_getenv("MEMORY_PRESSURE_WATCH");
-	if (!off && watch && *watch) {
-		if (!strcmp(watch, "/dev/null"))
-			return false; /* the service manager says: do not watch */
-		char text[256] = "";
-		ssize_t len = 0;
-		const char *w = tun_getenv("MEMORY_PRESSURE_WRITE");
-		if (w && *w && (len = b64_decode(w, text, sizeof(text))) < 0) {
-			la_warn("MEMORY_PRESSURE_WRITE is not base64; the watch uses its default",
-			        (char *)NULL);
-			text[0] = 0;
-			len = 0;
-		}
-		if (watch_systemd(watch, text, (size_t)len)) {
-			la_strlcpy(watch_what, watch, sizeof(watch_what));
-			return true;
-		}
-		return false;
-	}
+	if (!off && watch && *watch)
+		return watch_service(watch);
 	if (on)
 		return watch_own();
 	return false;

@@ -1038,16 +1038,39 @@ static int reopen_mapped(void)
 	return fd;
 }
 
+/* Is fd the segment's file? (name_file's, out of its frame: below) */
+static LA_NOINLINE bool is_seg_file(int fd)
+{
+	struct stat f;
+	return fstat(fd, &f) == 0 && f.st_dev == seg_file_dev && f.st_ino == seg_file_ino;
+}
+
+/* The segment's path in seg_path, its first byte last: the program's threads may read it
+ * (name_file's last step, out of its frame: below) */
+static LA_NOINLINE void publish_path(void)
+{
+	char path[sizeof(seg_path)];
+	size_t n = la_strlcpy(path, seg_dir, sizeof(path));
+	n = append(path, n, sizeof(path), "/");
+	append(path, n, sizeof(path), seg_name);
+	memcpy(seg_path + 1, path + 1, sizeof(seg_path) - 1);
+	__atomic_store_n(&seg_path[0], path[0], __ATOMIC_RELEASE);
+}
+
 /* Name the unnamed file (name_state NAME_BUSY: this thread alone): its identity written,
  * locked, linked under its name (over an earlier image's after an exec, by a rename, as a
  * start's rename did). The directory is the one it was made in; the descriptor must still
  * be that file's, or the mapping's file must open again (a program that closed it, e.g. by
  * closefrom, and may not open map_files gets nothing named: the process runs on
- * unpublished, with one line). */
-static void name_file(bool keep)
+ * unpublished, with one line). True when it is named: the caller installs the SIGBUS
+ * handler then, out of this frame. The control thread runs it 50 ms into every process that
+ * lives that long: its frame is kept small (the stat buffer and the path's are its helpers'),
+ * as that path (with write_identity's read of /proc/self/stat, or the handler's dlsym
+ * lookups, ~1.2 KiB of ld.so's frames, below it) was the deepest its start went, one page
+ * of its stack more (control.c, CONTROL_STACK). */
+static LA_NOINLINE bool name_file(bool keep)
 {
 	char tmp[SHM_TMP_CAP];
-	struct stat f;
 	int dfd = name_dfd;
 	name_dfd = -1;
 	if (dfd >= 0 && !is_seg_dir(dfd))
@@ -1057,13 +1080,12 @@ static void name_file(bool keep)
 	if (dfd < 0) {
 		la_warn("statistics not published: run directory ", seg_dir,
 		        ": cannot be opened again", (char *)NULL);
-		return;
+		return false;
 	}
 	pid_t pid = seg_pid;
 	write_identity(pid);
 	seg_names(seg_dir, pid, tmp, false);
-	bool ok = seg_on_file && seg_fd >= 0 && fstat(seg_fd, &f) == 0 &&
-	          f.st_dev == seg_file_dev && f.st_ino == seg_file_ino;
+	bool ok = seg_on_file && seg_fd >= 0 && is_seg_file(seg_fd);
 	if (!ok && seg_on_file) {
 		/* the program closed it (closefrom: sshd does at its start): the mapping holds the
 		 * file still, and /proc/self/map_files opens it again where the process may
@@ -1095,20 +1117,14 @@ static void name_file(bool keep)
 		if (renamed)
 			unlinkat(dfd, tmp, 0);
 		close(dfd);
-		return;
+		return false;
 	}
-	/* the path last, its first byte last: the program's threads may read it */
-	char path[sizeof(seg_path)];
-	size_t n = la_strlcpy(path, seg_dir, sizeof(path));
-	n = append(path, n, sizeof(path), "/");
-	append(path, n, sizeof(path), seg_name);
-	memcpy(seg_path + 1, path + 1, sizeof(seg_path) - 1);
-	__atomic_store_n(&seg_path[0], path[0], __ATOMIC_RELEASE);
-	sigbus_install();
+	publish_path();
 	if (keep && kept_dfd < 0)
 		kept_dfd = dfd;
 	else
 		close(dfd);
+	return true;
 }
 
 /* Wait while another thread names the file (NAME_BUSY); false when this thread is the one
@@ -1136,7 +1152,8 @@ void shm_name_now(bool keep)
 	}
 	int e = errno;
 	__atomic_store_n(&name_tid, (pid_t)la_self(), __ATOMIC_RELAXED); /* (cached: lock.h) */
-	name_file(keep);
+	if (name_file(keep))
+		sigbus_install();
 	__atomic_store_n(&name_tid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&name_state, NAME_IDLE, __ATOMIC_RELEASE);
 	la_futex(&name_state, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);

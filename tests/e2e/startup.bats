@@ -74,7 +74,7 @@ size_of() {
 }
 
 @test "the zero-filled tables every process touches at start follow the heap-owner table, packed" {
-	# the arenas (the first one's page), the control thread's stack (its top pages), the
+	# the control thread's stack (its top pages), the arenas (the first one's page), the
 	# first direct-mapping table and the rings beside it, the segment's first page
 	# (LA_START_BSS, common.h): each starts where the one before ends (within a page of
 	# alignment), right after the heap-owner table, whose entries of the heaps are its last
@@ -85,7 +85,7 @@ size_of() {
 	owner=$(symbol heap_owner)
 	[ -n "$owner" ] || skip "liballoc.so has no symbol table"
 	at=$((16#$owner + 16#$(size_of heap_owner)))
-	for group in arenas control_stack "dtab_first dfreed dropped dcache dspare" shm_seg_area; do
+	for group in control_stack arenas "dtab_first dfreed dropped dcache dspare" shm_seg_area; do
 		lo="" hi=0
 		for s in $group; do
 			a=$(symbol "$s")
@@ -312,6 +312,34 @@ pages() {
 	echo "the control thread's stack: $output"
 	[ "$status" -eq 0 ]
 	[ "$output" -le 3 ]
+}
+
+@test "the control thread's stack ends on the first arena's page and takes two of its own" {
+	# libc puts the thread's struct pthread (2,304 bytes) at the top of the stack it is
+	# given: on the page arenas[0] takes in every process anyway (control.c, CONTROL_STACK),
+	# the static TLS and the frames below it on two pages of the stack's own, also once the
+	# thread named the segment's file (50 ms) and swept the run directory (1 s). Main
+	# aef93e1: the stack page-aligned after the arenas, three pages. With the stack moved
+	# but a frame as it was, three: from the start (pressure_configure's inlined buffers),
+	# after 50 ms (name_file's, the SIGBUS handler's dlsym below them) or after a second
+	# (os_dir_each's getdents64 buffer).
+	command -v nm >/dev/null || skip "no nm"
+	read -r stack_at stack_size < <(nm -S "$LIBALLOC_SO" 2>/dev/null |
+		awk '$4 == "control_stack" { print $1, $2; exit }')
+	arenas=$(symbol arenas)
+	[ -n "$stack_at" ] && [ -n "$arenas" ] || skip "liballoc.so has no symbol table"
+	stack_end=$((16#$stack_at + 16#$stack_size))
+	printf 'control_stack 0x%s-0x%x, arenas 0x%s\n' "$stack_at" "$stack_end" "$arenas"
+	[ "$stack_end" -eq "$((16#$arenas))" ]
+	[ "$((stack_end % 4096))" -ge 2304 ]
+	own_end=$(printf '%x' $((stack_end / 4096 * 4096)))
+	for after in 0 300 1300; do
+		run env -i LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/libpages" "$LIBALLOC_SO" \
+			--after "$after" --count "$stack_at" "$own_end"
+		echo "after $after ms: $output of the stack's own pages present"
+		[ "$status" -eq 0 ]
+		[ "$output" -le 2 ]
+	done
 }
 
 # text_load: "OFFSET SIZE" (hex) of liballoc.so's executable segment

@@ -5,13 +5,17 @@
  * each offset of LIB's image (its first mapping with file offset 0 is the base; .bss and
  * the tables after it follow it), read from /proc/self/pagemap: a page the process never
  * touched has no entry (a read maps the zero page, which counts). With --count FROM TO it
- * prints how many pages of [FROM, TO) are present instead. */
+ * prints how many pages of [FROM, TO) are present instead. --after MS, first, waits MS ms
+ * before it looks (the control thread's work 50 ms and 1 s into a process: its naming, its
+ * sweep). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The next line of /proc/self/maps: its range, file offset and path ("" for anonymous
@@ -86,8 +90,17 @@ static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, u
 
 int main(int argc, char **argv)
 {
+	if (argc >= 5 && strcmp(argv[2], "--after") == 0) {
+		struct timespec ts = {atoi(argv[3]) / 1000, atoi(argv[3]) % 1000 * 1000000L};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		argv[3] = argv[1];
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: libpages LIB OFFSET... | libpages LIB --count FROM TO\n");
+		fprintf(stderr, "usage: libpages LIB [--after MS] OFFSET... | libpages LIB [--after MS] "
+		                "--count FROM TO\n");
 		return 2;
 	}
 	free(NULL);
