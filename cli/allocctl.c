@@ -702,8 +702,8 @@ static const struct command commands[] = {
          "Memory figures, system calls, remote frees, per arena, per size class, tunables.\n",
          true},
         {"get", cmd_get, "PID [NAME...]", "show tunables of one process (all without NAME)",
-         "Value, its source (default, environment, mallopt, command, api, dynamic), its\n"
-         "valid range and whether it can change live.\n",
+         "Value, its source (default, environment, mallopt, command, api, dynamic,\n"
+         "policy), its valid range and whether it can change live.\n",
          true},
         {"set", cmd_set, "PID|--exe NAME|--all NAME=VALUE... [--for DURATION]",
          "change tunables live in one process, all of an executable, or all",

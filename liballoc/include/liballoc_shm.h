@@ -271,7 +271,7 @@ static inline void la_memory_of(const struct la_counters *c, struct la_memory *m
 	X(arena_test, LA_T_INT, 8, 1, 1024, 1, -7,                                                 \
 	  "Accepted for glibc compatibility (mallopt M_ARENA_TEST)")                               \
 	X(tcache_max_bytes, LA_T_SIZE, 256 * 1024, 0, 64 * LA_MIB, 1, 0,                           \
-	  "Bytes of free blocks a thread cache may hold per size class (at most 64 blocks; a "     \
+	  "Bytes of free blocks a thread cache may hold per size class (at most 63 blocks; a "     \
 	  "quarter of it above 4 KiB; 0: off)")                                                    \
 	X(madvise_throttle, LA_T_BOOL, 1, 0, 1, 1, 0,                                              \
 	  "Defer returning pages while a heap is steady or growing")                               \

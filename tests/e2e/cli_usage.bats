@@ -152,6 +152,21 @@ teardown() { cli_cleanup; }
 	[ "$(awk 'NR > 1 {print $1}' <<<"$output")" = "$names" ]
 	grep -Eq '^mmap_threshold +size +128.0 KiB +0 B \.\. 32.0 MiB +yes ' <<<"$output"
 	grep -Eq '^arena_max +int +auto +1 \.\. 1024 ' <<<"$output"
+	# the thread cache's bound in blocks is its row's slots but one (tcache.h TC_MAX_BLOCKS)
+	slots=$(sed -n 's/^#define TC_SLOTS *\([0-9]*\)u.*/\1/p' "$ROOT/liballoc/src/tcache.h")
+	[ -n "$slots" ]
+	grep -Eq "^tcache_max_bytes .*\(at most $((slots - 1)) blocks;" <<<"$output"
+}
+
+@test "get --help names every source a tunable's value can come from" {
+	run -0 "$ALLOCCTL" get --help
+	sources=$(sed -n '/^#define LA_SOURCES(X)/,/^$/p' "$ROOT/liballoc/include/liballoc_shm.h" |
+		grep -o 'X([a-z]*, [0-9]*, "[a-z]*")' | sed 's/.*"\([a-z]*\)")/\1/')
+	[ "$(wc -w <<<"$sources")" -ge 7 ]
+	text=$(tr '\n' ' ' <<<"$output")
+	for s in $sources; do
+		[[ "$text" == *"$s"[,\)]* ]] || { echo "get --help does not name the source $s"; false; }
+	done
 }
 
 @test "the man page renders without warnings and documents every command" {
