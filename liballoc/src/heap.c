@@ -14,9 +14,9 @@
 #include "shm.h"
 
 /* zero-filled like LA_BIG_BSS, but placed right after .bss (liballoc/owner.ld): its first
- * entries share the page the loader writes anyway, so slot 0, which free(NULL) and
- * realloc(NULL, n) read in every program, costs no page fault (it was one, a read of the
- * zero page, `python3 -c pass`) */
+ * entries share the page the loader writes anyway (free(NULL) and realloc(NULL, n) read
+ * slot 0 in every program until they left on the bound test instead: a read of the zero
+ * page there was a fault, `python3 -c pass`) */
 __attribute__((section(".lbss.owner"))) uint64_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
 uint32_t heap_skip;  /* atomic: the decay pass sleeps through ticks (heap.h) */
@@ -574,7 +574,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 	STAT_ADD_LOCKED(c, address_space_bytes, LA_HEAP_SIZE);
 	make_free(h, desc_new(h, HEADER_PAGES), heap_data_pages(), 0, 0, false);
 	meta_update(h);
-	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
+	uintptr_t slot = heap_owner_index((uintptr_t)h);
 	/* the owner table's page of this slot is resident from now on: metadata, counted once
 	 * (by the call that finds the page's first slot 0 and makes it no longer so; the first
 	 * slot is not page-aligned: owner.ld) */
@@ -591,7 +591,7 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 void heap_make_large(struct heap *h, uint32_t arena_index)
 {
 	h->large = 1;
-	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT],
+	__atomic_store_n(&heap_owner[heap_owner_index((uintptr_t)h)],
 	                 heap_owner_base(h) | (heap_tag(arena_index) | HEAP_TAG_LARGE),
 	                 __ATOMIC_RELEASE);
 }
@@ -608,7 +608,7 @@ void heap_destroy(struct heap *h)
 	STAT_SUB_LOCKED(c, metadata_bytes, meta);
 	if (h->idle)
 		STAT_SUB_LOCKED(c, idle_metadata_bytes, meta);
-	__atomic_store_n(&heap_owner[(uintptr_t)h >> LA_HEAP_SHIFT], HEAP_OWNER_GONE,
+	__atomic_store_n(&heap_owner[heap_owner_index((uintptr_t)h)], HEAP_OWNER_GONE,
 	                 __ATOMIC_RELEASE); /* not 0: the first slot of a page says it is counted */
 	os_unmap(h, LA_HEAP_SIZE, c);
 }

@@ -257,10 +257,19 @@ LA_INLINE unsigned pm_class(uint32_t e)
  * for the base and two for the index, where the heap's address and the pointer's offset in
  * it took five). A slot whose heap went holds HEAP_OWNER_GONE (tag 0). The first slot on
  * each memory page of the table is not 0 once the page was counted as metadata (set once,
- * kept: the page stays resident). */
+ * kept: the page stays resident). The 64 MiB at address 0 have no slot (no heap starts at
+ * NULL: a heap is a mapping aligned to its size), so the slot of the 64 MiB at a is at
+ * index (a >> LA_HEAP_SHIFT) - 1 (heap_owner_index). */
 #define LA_ADDR_BITS  47
-#define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
+#define LA_HEAP_SLOTS ((1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT)) - 1)
 extern uint64_t heap_owner[LA_HEAP_SLOTS];
+
+/* The owner-table index of the 64 MiB around address a (a at least LA_HEAP_SIZE; below it,
+ * and NULL, the index wraps round above the table) */
+LA_INLINE uintptr_t heap_owner_index(uintptr_t a)
+{
+	return (a - LA_HEAP_SIZE) >> LA_HEAP_SHIFT;
+}
 #define HEAP_OWNER_TAG_MASK  0xffffu
 #define HEAP_OWNER_ADDR_MASK (~(uint64_t)HEAP_OWNER_TAG_MASK)
 #define HEAP_OWNER_GONE      ((uint64_t)1 << 16) /* no heap (tag 0), the page counted */
@@ -298,13 +307,27 @@ LA_INLINE uintptr_t heap_owner_page_first(uintptr_t slot)
 	return page <= base ? 0 : (page - base) / sizeof(heap_owner[0]);
 }
 
+/* Is p in the owner table's range, and then *oe its owner-table entry (the 64 MiB around
+ * p)? NULL and the pointers of the first 64 MiB (no slot: heap_owner_index) wrap round
+ * above the table and fail the one bound test that also rejects pointers above it, with
+ * no more instructions than the index took before the first 64 MiB lost their slot (a
+ * `lea` where a `mov` copied p): free(NULL) and realloc(NULL, n) leave on that branch,
+ * without a load of the table or a test of their own before it (logicmin: 8k free(NULL),
+ * 54k realloc(NULL, n)). */
+LA_INLINE bool heap_owner_entry_in(const void *p, uint64_t *oe)
+{
+	uintptr_t u = heap_owner_index((uintptr_t)p);
+	if (unlikely(u >= LA_HEAP_SLOTS))
+		return false;
+	*oe = __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
+	return true;
+}
+
 /* The owner-table entry of the 64 MiB around p: tag 0 when p is in no heap of ours. */
 LA_INLINE uint64_t heap_owner_entry(const void *p)
 {
-	uintptr_t u = (uintptr_t)p >> LA_HEAP_SHIFT;
-	if (unlikely(u >= LA_HEAP_SLOTS))
-		return 0;
-	return __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
+	uint64_t oe;
+	return heap_owner_entry_in(p, &oe) ? oe : 0;
 }
 
 LA_INLINE uint16_t heap_entry_tag(uint64_t e)

@@ -242,6 +242,50 @@ Test(heap_owner, tells_our_heaps_from_other_memory)
 	A(free)(p);
 }
 
+/* The first 64 MiB (NULL's) have no slot: the table's first entry is the next 64 MiB's,
+ * and NULL, the pointers below LA_HEAP_SIZE and those past the table are out of range on
+ * the one bound test (heap_owner_index wraps them round). */
+Test(heap_owner, the_first_64_mib_have_no_slot)
+{
+	uint64_t oe = 1;
+	cr_assert_eq(heap_owner_index(LA_HEAP_SIZE), 0);
+	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE - 1), 0);
+	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE), 1);
+	cr_assert_not(heap_owner_entry_in(NULL, &oe));
+	cr_assert_not(heap_owner_entry_in((void *)(uintptr_t)(LA_HEAP_SIZE - 16), &oe));
+	cr_assert_eq(oe, 1, "no entry read");
+	cr_assert(heap_owner_entry_in((void *)(uintptr_t)LA_HEAP_SIZE, &oe));
+	cr_assert(heap_owner_entry_in((void *)(((uintptr_t)1 << LA_ADDR_BITS) - 16), &oe));
+	cr_assert_eq(&heap_owner[heap_owner_index(((uintptr_t)1 << LA_ADDR_BITS) - 16)],
+	             &heap_owner[LA_HEAP_SLOTS - 1], "the last slot is the table's last entry");
+	cr_assert_not(heap_owner_entry_in((void *)((uintptr_t)1 << LA_ADDR_BITS), &oe));
+	cr_assert_not(heap_owner_entry_in((void *)~(uintptr_t)15, &oe));
+	void *p = A(malloc)(64);
+	cr_assert_not_null(p);
+	cr_assert(heap_owner_entry_in(p, &oe));
+	cr_assert_eq(heap_entry_heap(oe), heap_of(p));
+	A(free)(p);
+}
+
+/* free(NULL) and realloc(NULL, n) leave on the owner table's bound test: they read no
+ * entry. The table's first entry made to carry this thread's tag and a page map at
+ * address 0 (where it was NULL's slot, free and realloc followed it to a load at 0xc9c:
+ * SIGSEGV) is not read. */
+Test(heap_owner, free_and_realloc_of_null_read_no_entry)
+{
+	void *p = A(malloc)(64); /* the cache set up: la_tcache.tag is the arena's */
+	cr_assert_not_null(p);
+	uint64_t saved = __atomic_load_n(&heap_owner[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&heap_owner[0], (uint64_t)la_tcache.tag, __ATOMIC_RELAXED);
+	A(free)(NULL);
+	void *q = A(realloc)(NULL, 48);
+	__atomic_store_n(&heap_owner[0], saved, __ATOMIC_RELAXED);
+	cr_assert_not_null(q);
+	cr_assert_eq(heap_owner_tag(q), la_tcache.tag, "a block of the thread's arena");
+	A(free)(q);
+	A(free)(p);
+}
+
 /* free's fast path takes the heap's page map from the owner-table entry (its low bits
  * cleared, biased by the heap's address bits 26-31: heap_owner_base) and indexes it by the
  * pointer's low 32 bits, not by its offset in the heap; the entry names the heap and the
@@ -304,7 +348,7 @@ Test(heap_owner, a_page_of_the_table_counts_once_and_a_destroyed_heap_is_no_heap
 	uint64_t m0 = __atomic_load_n(&pc->metadata_bytes, __ATOMIC_RELAXED);
 	struct heap *h = heap_create(a, a->index, a->c);
 	uint64_t m1 = __atomic_load_n(&pc->metadata_bytes, __ATOMIC_RELAXED);
-	uintptr_t slot = (uintptr_t)h >> LA_HEAP_SHIFT;
+	uintptr_t slot = h ? heap_owner_index((uintptr_t)h) : 0;
 	uint64_t e = h ? heap_owner[slot] : 0, first = heap_owner[heap_owner_page_first(slot)];
 	if (h)
 		heap_destroy(h);
@@ -323,7 +367,7 @@ Test(heap_owner, a_page_of_the_table_counts_once_and_a_destroyed_heap_is_no_heap
 	cr_assert_leq(m1 - m0, LA_PAGE, "a page at most");
 	cr_assert_eq(tag_after, 0, "a destroyed heap is no heap");
 	cr_assert_neq(first_after, 0, "the mark stays");
-	uintptr_t slot2 = (uintptr_t)h2 >> LA_HEAP_SHIFT;
+	uintptr_t slot2 = h2 ? heap_owner_index((uintptr_t)h2) : 0;
 	bool same_page = ((uintptr_t)&heap_owner[slot2] ^ (uintptr_t)&heap_owner[slot]) < LA_PAGE;
 	cr_assert_eq(heap_owner_page_first(slot) <= slot, true);
 	cr_assert_eq((uintptr_t)&heap_owner[heap_owner_page_first(slot)] / LA_PAGE,
