@@ -834,29 +834,49 @@ LA_NOINLINE static void *realloc_mapped(void *p, size_t n)
  * copies, 12.7M of them in memcpy). A large block resizes in place above it too. */
 #define REALLOC_LARGE_FROM 16384u
 _Static_assert(REALLOC_LARGE_FROM < LA_SMALL_MAX, "classes serve sizes above it");
+_Static_assert(SC_GROW_MAX == REALLOC_LARGE_FROM, "a small block realloc grows stays small");
 
 /* realloc of a small block the fast path found a block start of its class (page-map entry
  * e, offset off in its span) that does not keep its place for n (0 < n <= PTRDIFF_MAX):
- * moved to a block of n's size without realloc_slow's frame and lookups (heap_registered,
- * span_lookup: ~80 of its ~116 instructions of its own a call; CPython test_dict moves 4k
- * blocks so). Its one test left, as span_lookup's: a block the span handed out (below its
- * bump); a freed one is free's to find, as before. A block growing past
- * REALLOC_LARGE_FROM takes realloc_slow (a large block with slack). */
-LA_NOINLINE LA_RACY_METADATA static void *realloc_small_move(void *p, size_t n, uint32_t e,
-                                                             uint32_t off)
+ * moved without realloc_slow's frame and lookups (heap_registered, span_lookup: ~80 of its
+ * ~116 instructions of its own a call; CPython test_dict moves 4k blocks so). Its one test
+ * left, as span_lookup's: a block the span handed out (below its bump); a freed one is
+ * free's to find, as before. A shrink moves to n's class. A block that grows past its
+ * class (n > its size) moves to sc_grow's size, half as large again, when n is below that
+ * (a string appended to a few bytes a step crossed every class boundary, a copy each:
+ * bench strbuild), else to n's class (an array doubling); one growing past
+ * REALLOC_LARGE_FROM takes realloc_slow (a large block with slack). Two instances (a
+ * shrink's, a growth's) so that each knows the length it copies and the growth test costs
+ * the realloc fast path's own comparison only. */
+LA_INLINE LA_RACY_METADATA void *realloc_small_move(void *p, size_t n, uint32_t e, uint32_t off,
+                                                    bool grows)
 {
 	unsigned cls = pm_class1(e) - 1;
 	struct heap *h = heap_of(p);
 	if (unlikely(sc_index(off, cls) >= span_at(h, pm_head(e))->bump))
 		invalid_pointer("realloc()");
-	if (unlikely(n > REALLOC_LARGE_FROM))
+	if (grows && unlikely(n > REALLOC_LARGE_FROM))
 		return realloc_slow(p, n);
-	void *q = la_own_malloc(n);
+	void *q = la_own_malloc(grows ? LA_MAX(n, (size_t)sc_grow[cls]) : n);
 	if (unlikely(!q))
 		return NULL;
-	memcpy(q, p, LA_MIN(sc_size[cls], n));
+	memcpy(q, p, grows ? sc_size[cls] : n);
 	la_own_free(p);
 	return q;
+}
+
+/* n below the block's class size, not kept: n's class (n <= LA_SMALL_MAX / 2) */
+LA_NOINLINE LA_RACY_METADATA static void *realloc_small_shrink(void *p, size_t n, uint32_t e,
+                                                               uint32_t off)
+{
+	return realloc_small_move(p, n, e, off, false);
+}
+
+/* n above the block's class size */
+LA_NOINLINE LA_RACY_METADATA static void *realloc_small_grow(void *p, size_t n, uint32_t e,
+                                                             uint32_t off)
+{
+	return realloc_small_move(p, n, e, off, true);
 }
 
 /* The common case in a frame of its own (no call, no saved register): a block of one of
@@ -892,10 +912,11 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 			        lo - (e & ~(uint32_t)PM_CLASS_MASK); /* the heap bits cancel */
 			if (c1 && sc_divisible_pm(off, c1)) {
 				unsigned cls = c1 - 1;
-				if (likely(n <= sc_size[cls] &&
-				           (n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= cls)))
+				if (unlikely(n > sc_size[cls]))
+					return realloc_small_grow(p, n, e, off);
+				if (likely(n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= cls))
 					return p;
-				return realloc_small_move(p, n, e, off);
+				return realloc_small_shrink(p, n, e, off);
 			}
 		}
 	}

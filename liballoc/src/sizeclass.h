@@ -64,6 +64,14 @@ extern const uint32_t sc_recip_pm[LA_NCLASSES + 1];
  * rest of .data and .bss share the page the heap-owner table starts on, owner.ld) */
 #define sc_recip (sc_recip_pm + 1)
 extern const uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
+/* The size realloc moves a block of the class to when it grows past it by a few bytes:
+ * half as large again, at most SC_GROW_MAX (malloc.c, realloc_small_move; a block that
+ * grows by more, an array doubling, moves to n's class). A string appended to 1-16 B a
+ * step crossed every class boundary on its way up, a copy each (27 to 2 KiB), and the
+ * strings growing together left blocks spread over spans in every class they crossed
+ * (bench strbuild, bench/README.md: spread31, strbuild32). */
+extern const uint16_t sc_grow[LA_NCLASSES];
+#define SC_GROW_MAX 16384u
 /* The class of each request size n <= SC_UPPER_FROM, times 4: a constant table (.rodata,
  * shared, written by no process), indexed by n itself, so that malloc's fast path finds its
  * bin with one load and no arithmetic (times 8, a thread cache's bin is 32 bytes: the bin's
@@ -106,6 +114,7 @@ struct sc_tables {
 	uint32_t blocks[LA_NCLASSES];
 	uint32_t recip_pm[LA_NCLASSES + 1];
 	uint16_t batch[LA_NCLASSES];
+	uint16_t grow[LA_NCLASSES];
 	uint8_t upper[SC_UPPER_BUCKETS];
 };
 void sc_compute(struct sc_tables *t);

@@ -230,6 +230,75 @@ Test(heap, growing_large_block_moves_logarithmically)
 	}
 }
 
+/* A small block realloc grows past its class by a few bytes (a string appended to) moves to
+ * a block half as large again as its class, where the next steps keep their place: a string
+ * grown 1-16 B a step to 2 KiB moved at each of its classes' boundaries (27) before. A block
+ * that grows by more (an array doubling) or shrinks gets n's class, no more; near
+ * REALLOC_LARGE_FROM (16 KiB) the room stops there (bench strbuild, strbuild32). */
+Test(realloc_small, a_block_grown_by_a_few_bytes_moves_to_half_as_large_again)
+{
+	char *p = A(malloc)(100);
+	cr_assert_not_null(p);
+	size_t have = A(malloc_usable_size)(p);
+	memset(p, 'x', have);
+	char *q = A(realloc)(p, have + 1);
+	cr_assert_not_null(q);
+	cr_assert_geq(A(malloc_usable_size)(q), have + have / 2, "%zu bytes for %zu + 1",
+	              A(malloc_usable_size)(q), have);
+	for (size_t i = 0; i < have; i++)
+		cr_assert_eq(q[i], 'x', "contents lost at %zu", i);
+	cr_assert_eq(A(realloc)(q, have + have / 2), q, "the room kept no place");
+	A(free)(q);
+
+	char *d = A(malloc)(64);
+	cr_assert_not_null(d);
+	char *d2 = A(realloc)(d, 128); /* doubled: its own class */
+	cr_assert_not_null(d2);
+	cr_assert_eq(A(malloc_usable_size)(d2), 128);
+	A(free)(d2);
+
+	char *s = A(malloc)(2000);
+	cr_assert_not_null(s);
+	memset(s, 'y', 2000);
+	char *s2 = A(realloc)(s, 100); /* a shrink: n's class */
+	cr_assert_not_null(s2);
+	cr_assert_eq(A(malloc_usable_size)(s2), 112u, "%zu", A(malloc_usable_size)(s2));
+	for (size_t i = 0; i < 100; i++)
+		cr_assert_eq(s2[i], 'y', "contents lost at %zu", i);
+	A(free)(s2);
+
+	char *b = A(malloc)(12000);
+	cr_assert_not_null(b);
+	size_t bh = A(malloc_usable_size)(b);
+	cr_assert_gt(bh + bh / 2, 16384u);
+	char *b2 = A(realloc)(b, bh + 1);
+	cr_assert_not_null(b2);
+	cr_assert_eq(A(malloc_usable_size)(b2), 16384u, "%zu", A(malloc_usable_size)(b2));
+	A(free)(b2);
+}
+
+Test(realloc_small, a_string_grown_a_few_bytes_a_step_moves_a_few_times)
+{
+	char *s = NULL;
+	unsigned moves = 0;
+	size_t len = 0;
+	while (len < 2000) {
+		size_t add = 1 + len % 16;
+		char *q = A(realloc)(s, len + add + 1);
+		cr_assert_not_null(q);
+		if (s && q != s)
+			moves++;
+		if (len)
+			cr_assert_eq(q[len - 1], 'a', "contents lost");
+		memset(q + len, 'a', add);
+		len += add;
+		q[len] = '\0';
+		s = q;
+	}
+	cr_assert_leq(moves, 14, "moved %u times", moves);
+	A(free)(s);
+}
+
 /* ---- populate-ahead ------------------------------------------------------------------- */
 
 /* In every heap of arena a, the `resident` bits of free pages agree with the kernel

@@ -30,6 +30,7 @@ Test(sizeclass, the_tables_are_what_the_rules_compute)
 		cr_assert_eq(sc_blocks[c], t.blocks[c], "class %u", c);
 		cr_assert_eq(sc_recip[c], t.recip_pm[c + 1], "class %u", c);
 		cr_assert_eq(sc_batch[c], t.batch[c], "class %u", c);
+		cr_assert_eq(sc_grow[c], t.grow[c], "class %u", c);
 	}
 	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++)
 		cr_assert_eq(sc_upper[i], t.upper[i], "bucket %u", i);
