@@ -1580,6 +1580,15 @@ Test(accounting, a_measurement_finds_the_pages_of_a_moved_mapping_never_touched)
 	check_free_pages_measured();
 }
 
+/* Every page of [p, p + len) is unmapped (mincore: ENOMEM), p rounded down to its page. */
+static void assert_unmapped(const char *p, size_t len, const char *what)
+{
+	unsigned char v;
+	for (const char *pg = p - ((uintptr_t)p & 4095); pg < p + len; pg += 4096)
+		cr_assert(mincore((void *)pg, 4096, &v) == -1 && errno == ENOMEM,
+		          "page %p of %s is still mapped", (const void *)pg, what);
+}
+
 /* The kernel refuses the move (the fallback of heap_adopt): the mapping is unmapped as
  * before adoption existed, nothing of it stays mapped, the heap counts none of it, and the
  * heap's pages it was to go into serve the next block of its size. */
@@ -1593,10 +1602,7 @@ Test(accounting, a_mapping_the_kernel_refuses_to_move_into_a_heap_is_unmapped)
 	liballoc_stats(&c1);
 	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
 	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "then the mapping was unmapped");
-	unsigned char v;
-	for (char *pg = p - ((uintptr_t)p & 4095); pg < p + n; pg += 4096)
-		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
-		          "page %p of the freed block is still mapped", (void *)pg);
+	assert_unmapped(p, n, "the freed block");
 	cr_assert_eq(c1.direct_mappings, 0);
 	cr_assert_eq(c0.direct_bytes - c1.direct_bytes, c0.direct_bytes);
 	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, c0.direct_bytes);
@@ -2000,10 +2006,7 @@ Test(accounting, a_kept_mapping_whose_move_under_a_block_of_its_size_is_refused_
 	             (unsigned long long)c1.direct_cache_bytes);
 	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "unmapped whole, in one call");
 	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, n);
-	unsigned char v;
-	for (char *pg = p; pg < p + n; pg += 4096)
-		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
-		          "page %p of the kept mapping is still mapped", (void *)pg);
+	assert_unmapped(p, n, "the kept mapping");
 	check_all();
 	memset(q, 2, n);
 	for (size_t i = 0; i < n; i += 4096)
@@ -2036,10 +2039,7 @@ Test(accounting, a_kept_chunk_whose_move_into_a_heap_is_refused_is_unmapped_the_
 	cr_assert(cut > 0 && cut < n, "kept %llu bytes of %zu: a chunk went",
 	          (unsigned long long)c1.direct_cache_bytes, n);
 	cr_assert_eq(c0.address_space_bytes - c1.address_space_bytes, cut);
-	unsigned char v;
-	for (char *pg = p; pg < p + cut; pg += 4096)
-		cr_assert(mincore(pg, 4096, &v) == -1 && errno == ENOMEM,
-		          "page %p of the chunk is still mapped", (void *)pg);
+	assert_unmapped(p, cut, "the chunk");
 	for (char *pg = p + cut; pg < p + n; pg += 4096)
 		cr_assert(pg[0] == 1 && pg[4095] == 1, "kept page %p changed", (void *)pg);
 	memset(q, 2, 4096);
