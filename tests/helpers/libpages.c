@@ -99,8 +99,9 @@ int main(int argc, char **argv)
 		argc -= 2;
 	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: libpages LIB [--after MS] OFFSET... | libpages LIB [--after MS] "
-		                "--count FROM TO\n");
+		fprintf(stderr,
+		        "usage: libpages LIB [--after MS] OFFSET... | libpages LIB [--after MS] "
+		        "--count FROM TO\n");
 		return 2;
 	}
 	free(NULL);
