@@ -1137,7 +1137,7 @@ LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *
 LA_INLINE struct span *push_span_of(struct arena *a, void *p, uintptr_t *nbase)
 {
 	struct heap *h = heap_of(p);
-	uint32_t e = h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
+	uint32_t e = heap_pm_entry_of(h, p);
 	struct span *s = span_at(h, pm_head(e));
 	*nbase = 0 - ((uintptr_t)h + pm_off(e));
 	/* s opaque: gcc 12 computed it a second time for the test */
@@ -2098,7 +2098,7 @@ LA_INLINE uint32_t uncarve_tail(struct arena *a, unsigned cls, void *const *bloc
 	struct heap *h = heap_of(p);
 	if (h->arena != a)
 		return 0;
-	uint32_t e = h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
+	uint32_t e = heap_pm_entry_of(h, p);
 	struct span *s = span_at(h, pm_head(e));
 	size_t size = sc_size[cls];
 	char *base = (char *)h + pm_off(e);

@@ -370,6 +370,13 @@ LA_INLINE uint32_t heap_page_of(const struct heap *h, const void *p)
 	return (uint32_t)(((uintptr_t)p - (uintptr_t)h) >> LA_PAGE_SHIFT);
 }
 
+/* The page-map entry of p's page in h, its heap: the heap is aligned to its size, so p's
+ * page index is its own address bits (one instruction fewer than heap_page_of's) */
+LA_INLINE uint32_t heap_pm_entry_of(const struct heap *h, const void *p)
+{
+	return h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
+}
+
 /* The descriptor of the span starting at page pg: a SPAN_NONE one (npages 0) if none does. */
 LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
 {

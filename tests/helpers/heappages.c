@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pagemap.h"
+
 static char maps[1 << 20];
 
 /* What went wrong, on stderr (no stdio, as above), and the exit status 1 */
@@ -84,8 +86,6 @@ static int masks(void)
 	int len = snprintf(out, sizeof(out), "%s %s\n", mine, ctl);
 	return write(1, out, (size_t)len) == len ? 0 : 1;
 }
-static uint64_t entries[4096];
-
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "masks") == 0)
@@ -124,24 +124,11 @@ int main(int argc, char **argv)
 	int pm = open("/proc/self/pagemap", O_RDONLY);
 	if (pm < 0)
 		return fail("open /proc/self/pagemap");
-	unsigned long present = 0;
-	for (unsigned long a = lo; a < hi;) {
-		size_t want = (size_t)((hi - a) / (unsigned long)page);
-		if (want > sizeof(entries) / sizeof(entries[0]))
-			want = sizeof(entries) / sizeof(entries[0]);
-		ssize_t got = pread(pm, entries, want * sizeof(uint64_t),
-		                    (off_t)(a / (unsigned long)page * sizeof(uint64_t)));
-		if (got <= 0) {
-			errno = got < 0 ? errno : EIO;
-			return fail("read /proc/self/pagemap");
-		}
-		size_t k = (size_t)got / sizeof(uint64_t);
-		for (size_t i = 0; i < k; i++)
-			present += (unsigned long)(entries[i] >> 63);
-		a += k * (unsigned long)page;
-	}
+	long present = pagemap_present(pm, lo, hi);
+	if (present < 0)
+		return fail("read /proc/self/pagemap");
 	close(pm);
 	char out[64];
-	int len = snprintf(out, sizeof(out), "%lu %lu\n", present, (hi - lo) / (unsigned long)page);
+	int len = snprintf(out, sizeof(out), "%ld %lu\n", present, (hi - lo) / (unsigned long)page);
 	return write(1, out, (size_t)len) == len ? 0 : 1;
 }

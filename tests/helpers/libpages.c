@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pagemap.h"
+
 /* The next line of /proc/self/maps: its range, file offset and path ("" for anonymous
  * memory); false at the end. */
 static bool next_map(FILE *f, unsigned long *lo, unsigned long *hi, unsigned long *off,
@@ -40,15 +42,10 @@ static bool is_lib(const char *path, const char *lib)
 	return slash && strcmp(slash + 1, name) == 0;
 }
 
-/* Is the page holding address a present (pagemap's bit 63): 1 or 0, -1 when unreadable */
+/* Is the page holding address a present: 1 or 0, -1 when unreadable */
 static int page_present(int pm, uintptr_t a)
 {
-	uint64_t e = 0;
-	long page = sysconf(_SC_PAGESIZE);
-	if (pread(pm, &e, sizeof(e), (off_t)(a / (uintptr_t)page * sizeof(e))) !=
-	    (ssize_t)sizeof(e))
-		return -1;
-	return (int)(e >> 63);
+	return (int)pagemap_present(pm, a, a + 1);
 }
 
 static uintptr_t image_base(const char *lib)

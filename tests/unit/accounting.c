@@ -1983,6 +1983,19 @@ static char *kept_for_the_heaps(size_t n, struct la_counters *c0)
 	return p;
 }
 
+/* A malloc of n that succeeds and leaves errno as it was (a value no call sets, put there
+ * before it), the counters after it in *c. */
+static char *malloc_keeps_errno(size_t n, struct la_counters *c)
+{
+	errno = 4242;
+	char *q = A(malloc)(n);
+	int err = errno;
+	liballoc_stats(c);
+	cr_assert_not_null(q);
+	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	return q;
+}
+
 /* A mapping of at most 4 MiB kept for the heaps (its own free raised the threshold), then a
  * block of its size from a heap: the heap's growth ends the keep, and the kept pages would
  * move under the block's (lend_to); the kernel refuses the move (refuse_fixed): the mapping
@@ -1994,12 +2007,7 @@ Test(accounting, a_kept_mapping_whose_move_under_a_block_of_its_size_is_refused_
 	struct la_counters c0, c1;
 	char *p = kept_for_the_heaps(n, &c0);
 	skip_unless_filtered(refuse_fixed_moves());
-	errno = 4242;
-	char *q = A(malloc)(n);
-	int err = errno;
-	liballoc_stats(&c1);
-	cr_assert_not_null(q);
-	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	char *q = malloc_keeps_errno(n, &c1);
 	cr_assert(heap_registered(q), "a block of its size comes from a heap now");
 	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
 	cr_assert_eq(c1.direct_cache_bytes, 0, "still kept: %llu bytes",
@@ -2027,12 +2035,7 @@ Test(accounting, a_kept_chunk_whose_move_into_a_heap_is_refused_is_unmapped_the_
 	struct la_counters c0, c1;
 	char *p = kept_for_the_heaps(n, &c0);
 	skip_unless_filtered(refuse_fixed_moves());
-	errno = 4242;
-	char *q = A(malloc)(4096); /* the heap grows a few pages */
-	int err = errno;
-	liballoc_stats(&c1);
-	cr_assert_not_null(q);
-	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	char *q = malloc_keeps_errno(4096, &c1); /* the heap grows a few pages */
 	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 1, "a move was tried");
 	cr_assert_eq(c1.munmap_calls - c0.munmap_calls, 1, "the chunk was unmapped");
 	size_t cut = n - c1.direct_cache_bytes;
@@ -2164,12 +2167,7 @@ Test(accounting, a_kept_mapping_a_larger_block_cannot_grow_is_unmapped_and_a_new
 	int filter = refuse_remaps(false);
 	skip_unless_filtered(filter != NO_FILTER);
 	cr_assert_eq(filter, 0, "seccomp: %s", strerror(errno));
-	errno = 4242;
-	char *q = A(malloc)(m);
-	int err = errno;
-	liballoc_stats(&c1);
-	cr_assert_not_null(q);
-	cr_assert_eq(err, 4242, "errno %d after a malloc that succeeded", err);
+	char *q = malloc_keeps_errno(m, &c1);
 	cr_assert(!heap_registered(q), "a block of 2 MiB is a mapping of its own");
 	cr_assert_eq(A(malloc_usable_size)(q), m);
 	cr_assert_geq(c1.mmap_calls - c0.mmap_calls, 2, "the refused remap, then a new mapping");
