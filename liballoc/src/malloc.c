@@ -1025,13 +1025,9 @@ static void *aligned(size_t align, size_t size)
 {
 	if (align <= LA_ALIGN)
 		return la_own_malloc(size);
-	if (size <= LA_SMALL_MAX && align <= LA_PAGE) {
-		/* a class whose size is a multiple of align: its blocks are aligned (spans
-		 * start on a page) */
-		for (unsigned c = sc_class_of(size ? size : 1); c < LA_NCLASSES; c++)
-			if (sc_size[c] % align == 0)
-				return la_own_malloc(sc_size[c]);
-	}
+	/* a class whose size is a multiple of align: its blocks are aligned */
+	if (size <= LA_SMALL_MAX && align <= LA_PAGE)
+		return la_own_malloc(sc_size[sc_class_aligned(size ? size : 1, align)]);
 	return alloc_large(LA_MAX(size, LA_SMALL_MAX + 1), align, NULL, false, false);
 }
 

@@ -128,6 +128,21 @@ LA_INLINE unsigned sc_class_of(size_t n)
 	return c + (n > sc_size[c]);
 }
 
+/* The class an aligned request of n bytes (1 <= n <= LA_SMALL_MAX) takes: the smallest one
+ * that holds n and whose size is a multiple of align (a power of two, LA_ALIGN < align <=
+ * LA_PAGE: spans start on a page, so its blocks are aligned); one exists (LA_SMALL_MAX is a
+ * multiple of LA_PAGE). A multiple of align that holds n is at least n rounded up to align,
+ * so the search starts at that size's class and tests a class with a mask (at most 7 past
+ * it, in 4-8 KiB). aligned() went up from n's class with a 64-bit division a class: 32 for
+ * 8 bytes at 4 KiB, 22 % of `sizes aligned 20`'s instructions. */
+LA_INLINE unsigned sc_class_aligned(size_t n, size_t align)
+{
+	unsigned c = sc_class_of((n + align - 1) & ~(align - 1));
+	while (sc_size[c] & (align - 1))
+		c++;
+	return c;
+}
+
 /* The grid (pages) a span of class cls made of fresh pages starts on, counted from its
  * heap's start (heap.c, on_grid): the block's pages for the classes above SC_QUARTERS_FROM
  * that are whole pages (blocks of 5-8 pages, spans of 4), the span's for the one of 17,408

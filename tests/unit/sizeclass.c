@@ -111,6 +111,37 @@ Test(sizeclass, every_size_gets_the_smallest_class_that_fits)
 	}
 }
 
+/* An aligned request of up to 32 KiB at 32 B to 4 KiB takes the smallest class that holds it
+ * and is a multiple of the alignment, found from the rounded-up size's class (no division;
+ * the old search went up from the size's own class): every size at every alignment, against
+ * that search. */
+Test(sizeclass, an_aligned_request_takes_the_smallest_aligned_class_that_holds_it)
+{
+	for (size_t align = 2 * LA_ALIGN; align <= LA_PAGE; align *= 2) {
+		for (size_t n = 1; n <= LA_SMALL_MAX; n++) {
+			unsigned want = sc_class_of(n);
+			while (sc_size[want] % align)
+				want++;
+			unsigned c = sc_class_aligned(n, align);
+			cr_assert_eq(c, want, "size %zu align %zu: class %u, not %u", n, align, c,
+			             want);
+			cr_assert_leq(c - sc_class_of((n + align - 1) & ~(align - 1)), 7,
+			              "size %zu align %zu", n, align);
+		}
+	}
+	/* through the API: an 8-byte block at 4 KiB is a 4 KiB class's, aligned */
+	void *p = NULL;
+	cr_assert_eq(A(posix_memalign)(&p, 4096, 8), 0);
+	cr_assert_eq((uintptr_t)p % 4096, 0);
+	cr_assert_eq(A(malloc_usable_size)(p), 4096);
+	A(free)(p);
+	p = A(aligned_alloc)(256, 4352);
+	cr_assert_not_null(p);
+	cr_assert_eq((uintptr_t)p % 256, 0);
+	cr_assert_eq(A(malloc_usable_size)(p), 8192, "4,368 to 7,280 are not multiples of 256");
+	A(free)(p);
+}
+
 /* sc_small4 (malloc's fast path, a constant table restating sc_compute's rules below 1 KiB):
  * each size's smallest class that fits, times 4 (times 8 more, the bin's byte offset) */
 Test(sizeclass, the_table_of_sizes_up_to_1k_names_the_smallest_class_times_4)
