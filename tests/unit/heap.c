@@ -299,6 +299,81 @@ Test(realloc_small, a_string_grown_a_few_bytes_a_step_moves_a_few_times)
 	A(free)(s);
 }
 
+/* Blocks of n bytes until malloc fails, each holding the one before (a chain through their
+ * first word): the list's head. */
+static void *exhaust(size_t n, void *head)
+{
+	for (void **b; (b = A(malloc)(n)) != NULL; head = b)
+		*b = head;
+	return head;
+}
+
+static void free_chain(void *head)
+{
+	while (head) {
+		void *next = *(void **)head;
+		A(free)(head);
+		head = next;
+	}
+}
+
+/* Out of memory (RLIMIT_AS at the process's size: no new heap; the heaps' pages taken),
+ * a block grown past its class by a byte whose block half as large again cannot be had
+ * still grows into one of n's size, as malloc(n) would give, with its bytes and errno as
+ * it was; where n's size cannot be had either, realloc fails with ENOMEM and the block is
+ * left as it was. */
+Test(realloc_small, out_of_memory_a_growth_falls_back_to_the_size_asked)
+{
+	set("mmap_threshold", 32 << 20);
+	char *p = A(malloc)(100);
+	cr_assert_not_null(p);
+	size_t have = A(malloc_usable_size)(p), n = have + 1, m = have + have / 2;
+	memset(p, 'x', have);
+	char *pin = A(malloc)(n); /* n's class has a span with room: its other blocks */
+	char *probe = A(malloc)(m);
+	cr_assert(pin && probe, "(set-up)");
+	cr_assert_lt(A(malloc_usable_size)(pin), m, "(set-up: n's class holds %zu bytes)", m);
+	A(free)(probe);
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	long vm_kib = status_kib("VmSize:");
+	cr_assert_gt(vm_kib, 0);
+	cr_assert_eq(setrlimit(RLIMIT_AS,
+	                       &(struct rlimit){(rlim_t)(vm_kib + 1024) * 1024, old.rlim_max}),
+	             0);
+	void *held = exhaust(64 << 10, NULL);
+	held = exhaust(LA_SMALL_MAX, held);
+	held = exhaust(m, held);
+	errno = 4242;
+	char *q = A(realloc)(p, n);
+	int err = errno;
+	/* then a growth of that block with neither its sizes to be had */
+	size_t qhave = q ? A(malloc_usable_size)(q) : 0;
+	void *more = q ? exhaust(qhave + qhave / 2, exhaust(qhave + 1, NULL)) : NULL;
+	errno = 4242;
+	char *r = q ? A(realloc)(q, qhave + 1) : NULL;
+	int err2 = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	free_chain(more);
+	free_chain(held);
+	cr_assert_not_null(q, "realloc failed where malloc(%zu) would not: %s", n, strerror(err));
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	cr_assert_geq(qhave, n);
+	cr_assert_lt(qhave, m, "%zu bytes: the block half as large again", qhave);
+	for (size_t i = 0; i < have; i++)
+		cr_assert_eq(q[i], 'x', "contents lost at %zu", i);
+	cr_assert_null(r, "a growth with neither size to be had succeeded");
+	cr_assert_eq(err2, ENOMEM, "errno %d", err2);
+	cr_assert_eq(A(malloc_usable_size)(q), qhave);
+	for (size_t i = 0; i < have; i++)
+		cr_assert_eq(q[i], 'x', "the block's bytes changed at %zu", i);
+	char *s = A(realloc)(q, qhave + 1); /* memory again: it grows */
+	cr_assert_not_null(s);
+	cr_assert_eq(s[have - 1], 'x');
+	A(free)(s);
+	A(free)(pin);
+}
+
 /* ---- populate-ahead ------------------------------------------------------------------- */
 
 /* In every heap of arena a, the `resident` bits of free pages agree with the kernel
