@@ -5,9 +5,13 @@
  * each offset of LIB's image (its first mapping with file offset 0 is the base; .bss and
  * the tables after it follow it), read from /proc/self/pagemap: a page the process never
  * touched has no entry (a read maps the zero page, which counts). With --count FROM TO it
- * prints how many pages of [FROM, TO) are present instead. --after MS, first, waits MS ms
- * before it looks (the control thread's work 50 ms and 1 s into a process: its naming, its
- * sweep). */
+ * prints how many pages of [FROM, TO) are present instead. With --stack FROM TO (a stack
+ * that ends at TO, zero-filled memory before it was used) it prints "PAGES DEPTH TOP":
+ * the pages present of its own, [FROM, TO's page), then how far below TO the lowest byte
+ * not zero is, and how many bytes not zero lie on TO's page below TO (the stack's top
+ * there), the pages counted first (the scan reads every page: a page never touched maps
+ * the zero page). --after MS, first, waits MS ms before it looks (the control thread's
+ * work 50 ms and 1 s into a process: its naming, its sweep). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -85,6 +89,26 @@ static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, u
 	return n;
 }
 
+/* --stack: see the head comment */
+static int print_stack(const char *lib, uintptr_t base, uintptr_t from, uintptr_t to, int pm)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), top_page = (base + to) & ~(page - 1);
+	if (to <= from || top_page < base + from)
+		return 2;
+	unsigned own = count_present(lib, base, from, top_page - base, pm);
+	const volatile unsigned char *b = (const volatile unsigned char *)(base + from);
+	size_t len = to - from, low = len, top = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!b[i])
+			continue;
+		if (low == len)
+			low = i;
+		top += (uintptr_t)&b[i] >= top_page;
+	}
+	printf("%u %zu %zu\n", own, len - low, top);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && strcmp(argv[2], "--after") == 0) {
@@ -98,7 +122,7 @@ int main(int argc, char **argv)
 	if (argc < 3) {
 		fprintf(stderr,
 		        "usage: libpages LIB [--after MS] OFFSET... | libpages LIB [--after MS] "
-		        "--count FROM TO\n");
+		        "--count FROM TO | libpages LIB [--after MS] --stack FROM TO\n");
 		return 2;
 	}
 	free(NULL);
@@ -112,6 +136,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "libpages: %s not mapped, or no pagemap\n", argv[1]);
 		return 2;
 	}
+	if (strcmp(argv[2], "--stack") == 0 && argc == 5)
+		return print_stack(argv[1], base, (uintptr_t)strtoull(argv[3], NULL, 16),
+		                   (uintptr_t)strtoull(argv[4], NULL, 16), fd);
 	if (strcmp(argv[2], "--count") == 0 && argc == 5) {
 		printf("%u\n", count_present(argv[1], base, (uintptr_t)strtoull(argv[3], NULL, 16),
 		                             (uintptr_t)strtoull(argv[4], NULL, 16), fd));
