@@ -37,6 +37,7 @@
 #include "control.h"
 #include "liballoc.h"
 #include "os.h"
+#include "pagemap.h"
 #include "shm.h"
 #include "tcache.h"
 #include "thpdir.h"
@@ -1086,10 +1087,9 @@ static int mailbox_mapped(void)
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	uint64_t e = 0;
-	ssize_t r = pread(fd, &e, sizeof(e), (off_t)(va / 4096 * sizeof(e)));
+	long r = pagemap_present(fd, va, va + 1);
 	close(fd);
-	return r == (ssize_t)sizeof(e) ? (int)(e >> 63) : -1;
+	return (int)r;
 }
 
 /* 0: the child's control thread, asleep while the child's file waits for its name, left the
