@@ -1409,8 +1409,8 @@ static void rotate_blocks(void **out, uint32_t a, uint32_t b)
 
 /* How many of pages [first, first + n) of h are not marked as possibly resident (a
  * carving's few pages: one word of the bitmap as a rule, counted inline; heap_bits_set
- * tests all-resident and all-new before libgcc's popcount: idle_sweep 4 10, 43,151 calls
- * from the shared arenas' refills, 0.9M instructions). */
+ * tests all-resident and all-new before the popcount, then libgcc's: idle_sweep 4 10,
+ * 43,151 calls from the shared arenas' refills, 0.9M instructions). */
 LA_INLINE uint32_t pages_new(const struct heap *h, uint32_t first, uint32_t n)
 {
 	return n - heap_resident_few(h, first, n);

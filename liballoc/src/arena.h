@@ -68,7 +68,7 @@ LA_INLINE uint64_t xfer_chunk_pages(uint32_t chunks)
 /* Metadata bytes of a transfer cache whose pages `pages` (xfer_pages) are counted. */
 LA_INLINE uint64_t xfer_meta_bytes(uint64_t pages)
 {
-	return (uint64_t)__builtin_popcountll(pages) << LA_PAGE_SHIFT;
+	return (uint64_t)la_popcount64(pages) << LA_PAGE_SHIFT;
 }
 
 struct arena {

@@ -239,10 +239,10 @@ static void measure_vec(struct heap *h, uint32_t at, uint32_t k, const unsigned 
 		res <<= lo;
 		uint64_t known = *w & mask, gone = known & ~res, found = res & ~known;
 		if (gone | found) {
-			*cleared += gone ? (uint32_t)__builtin_popcountll(gone) : 0;
+			*cleared += gone ? la_popcount64(gone) : 0;
 			/* resident though no allocator write made it so (a huge page the kernel
 			 * backed a span with): counted */
-			*set += found ? __builtin_popcountll(found) : 0;
+			*set += found ? la_popcount64(found) : 0;
 			*w = (*w & ~mask) | res;
 		}
 		at += m;
@@ -1135,7 +1135,7 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 		huge = huge_plan(h, fresh ? s->first : base, base, rs, &want, rate, now);
 		if (huge) {
 			uint32_t k0 = (uint32_t)__builtin_ctz(huge);
-			uint32_t n = (uint32_t)__builtin_popcount(huge) * HEAP_HUGE_PAGES;
+			uint32_t n = la_popcount64(huge) * HEAP_HUGE_PAGES;
 			int e = os_huge((char *)h + ((size_t)k0 * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
 			                (size_t)n << LA_PAGE_SHIFT, true, h->c);
 			if (e == 0) {

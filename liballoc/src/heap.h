@@ -460,12 +460,12 @@ void heap_untouch(struct heap *h, uint32_t first, uint32_t n);
 /* Set `resident` bits among pages [first, first + n). */
 uint32_t heap_resident_in(const struct heap *h, uint32_t first, uint32_t n);
 /* Set bits of the k bits of x under mask: ranges of pages are mostly all resident or all
- * not, and the build targets baseline x86-64 (no popcnt instruction: libgcc's count costs
- * some 20-30 instructions a word), so those two cases are tested first. */
+ * not, so those two cases are tested first (la_popcount64 is libgcc's count, 20-30
+ * instructions a word, on a CPU without popcnt). */
 LA_INLINE uint32_t heap_bits_set(uint64_t x, uint64_t mask, uint32_t k)
 {
 	x &= mask;
-	return x == mask ? k : x ? (uint32_t)__builtin_popcountll(x) : 0;
+	return x == mask ? k : x ? la_popcount64(x) : 0;
 }
 /* heap_touch for a few pages (a refill's carving), with no call: none when their bits are
  * set already (a page of small blocks takes two or more carvings), and the update of one

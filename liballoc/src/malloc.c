@@ -30,6 +30,7 @@ LA_COLD static void la_init(void)
 {
 	la_lock(&init_lock);
 	if (!la_ready) {
+		la_popcount_boot();
 		shm_boot();
 		tun_init_from_env();
 		tun_publish();

@@ -14,6 +14,9 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #ifndef MAP_NORESERVE
 #define MAP_NORESERVE 0
@@ -469,6 +472,17 @@ uint64_t os_wall_ns(void)
 uint64_t os_boot_ns(void)
 {
 	return clock_ns(CLOCK_BOOTTIME);
+}
+
+bool la_popcnt;
+
+void la_popcount_boot(void)
+{
+#if defined(__x86_64__) && !defined(__POPCNT__)
+	unsigned a, b, c, d;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_POPCNT))
+		__atomic_store_n(&la_popcnt, true, __ATOMIC_RELAXED);
+#endif
 }
 
 int os_ncpus(void)

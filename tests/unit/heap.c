@@ -5,6 +5,9 @@
  * header pages a heap touches follow its spans, not its pages. Linked with liballoc.a;
  * every test runs in its own process. */
 #include <criterion/criterion.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -1763,4 +1766,29 @@ Test(heap, a_small_block_realloced_to_its_usable_size_keeps_its_place)
 		cr_assert_eq(p[have - 1], 7);
 		A(free)(p);
 	}
+}
+
+/* la_popcount64 counts as libgcc's count does, with the popcnt instruction (la_popcnt, set
+ * at the start where the CPU has it: cpuid's leaf 1) and without it. */
+Test(heap, popcount_uses_the_instruction_where_the_cpu_has_it)
+{
+	A(free)(A(malloc)(32)); /* (the start: la_init) */
+#if defined(__x86_64__) && !defined(__POPCNT__)
+	unsigned a, b, c, d;
+	bool has = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_POPCNT);
+	cr_assert_eq(la_popcnt, has, "la_popcnt %d, cpuid's popcnt bit %d", la_popcnt, has);
+#endif
+	bool was = la_popcnt;
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	for (int pass = 0; pass < 2; pass++) {
+		la_popcnt = pass == 0 ? was : false;
+		cr_assert_eq(la_popcount64(0), 0);
+		cr_assert_eq(la_popcount64(~0ULL), 64);
+		for (int i = 0; i < 1000; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			cr_assert_eq(la_popcount64(x), (uint32_t)__builtin_popcountll(x), "%#llx",
+			             (unsigned long long)x);
+		}
+	}
+	la_popcnt = was;
 }
