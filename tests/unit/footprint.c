@@ -83,3 +83,16 @@ Test(direct, the_first_mappings_fault_one_page_of_registry_and_one_of_cache)
 	cr_assert_leq(mapped - before, 1, "8 direct mallocs: %ld faults", mapped - before);
 	cr_assert_leq(freed - mapped, 1, "8 direct frees: %ld faults", freed - mapped);
 }
+
+/* The look for other allocators at the start and after each dlopen (shm.c, foreign_one)
+ * passes over every loaded object whose name does not start "lib", and tells the table's
+ * names apart by their fourth byte before it compares the rest: every name of LA_FOREIGN
+ * starts "lib" and goes on past it. */
+Test(footprint, every_foreign_allocators_library_name_starts_lib)
+{
+#define T_FOREIGN(name, bit, lib)                                                        \
+	cr_assert(strncmp(lib, "lib", 3) == 0 && strlen(lib) > 3, "%s: %s", #name, lib); \
+	cr_assert_eq(sizeof(lib) - 1, strlen(lib));
+	LA_FOREIGN(T_FOREIGN)
+#undef T_FOREIGN
+}
