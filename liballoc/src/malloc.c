@@ -837,22 +837,25 @@ LA_NOINLINE static void *realloc_mapped(void *p, size_t n)
 _Static_assert(REALLOC_LARGE_FROM < LA_SMALL_MAX, "classes serve sizes above it");
 _Static_assert(SC_GROW_MAX == REALLOC_LARGE_FROM, "a small block realloc grows stays small");
 
-/* realloc_small_move's block of m bytes (half as large again: sc_grow; n <= m) when its
- * bin had none: malloc's own way (a refill, a new span). Where no block of m bytes can be
- * had (out of memory) one of n's size, as malloc(n) would give: a realloc must not fail
- * where malloc(n) would not (the refused try set ENOMEM: errno as it was on a success).
- * The pop inline and errno saved here, before a refill only: the malloc called as before
- * with the fallback after it kept n in a register more (logicmin 60 +55k instructions,
+/* realloc_small_move's block of m bytes (a growth's: max(n, sc_grow), half as large again;
+ * a shrink's: n) when its bin had none: malloc's own way (a refill, a new span). Where no
+ * block of m bytes can be had (out of memory), one of n's size, as malloc(n) would give: a
+ * realloc must not fail where malloc(n) would not. NULL where neither can be had; errno as
+ * it was either way (the refused tries set ENOMEM: the caller says whether it fails). The
+ * pop inline and errno saved here, before a refill only: the malloc called as before with
+ * the fallback after it kept n in a register more (logicmin 60 +55k instructions,
  * callgrind); this way +8.5k (a move or two more a growth: 7,637 in logicmin). */
-LA_NOINLINE static void *realloc_grow_block(size_t n, size_t m)
+LA_NOINLINE static void *realloc_move_block(size_t n, size_t m)
 {
 	int saved = errno;
 	void *q = la_own_malloc(m);
-	if (likely(q != NULL) || m == n)
-		return q;
+	if (unlikely(!q) && m != n)
+		q = la_own_malloc(n);
 	errno = saved;
-	return la_own_malloc(n);
+	return q;
 }
+
+_Static_assert(LA_SMALL_MAX / 2 <= SC_GROW_MAX, "a shrink that moves asks for a small block");
 
 /* realloc of a small block the fast path found a block start of its class (page-map entry
  * e, offset off in its span) that does not keep its place for n (0 < n <= PTRDIFF_MAX):
@@ -863,8 +866,9 @@ LA_NOINLINE static void *realloc_grow_block(size_t n, size_t m)
  * class (n > its size) moves to sc_grow's size, half as large again, when n is below that
  * (a string appended to a few bytes a step crossed every class boundary, a copy each:
  * bench strbuild), else to n's class (an array doubling); one growing past
- * REALLOC_LARGE_FROM takes realloc_slow (a large block with slack). A growth pops its
- * block from the bin here, the rest is realloc_grow_block's (out of memory: n's class).
+ * REALLOC_LARGE_FROM takes realloc_slow (a large block with slack). The block is popped
+ * from its bin here, the rest is realloc_move_block's; out of memory a growth takes n's
+ * class, and a shrink keeps the block where it is (it failed before, as malloc(n) did).
  * Two instances (a shrink's, a growth's) so that each knows the length it copies and the
  * growth test costs the realloc fast path's own comparison only. */
 LA_INLINE LA_RACY_METADATA void *realloc_small_move(void *p, size_t n, uint32_t e, uint32_t off,
@@ -876,19 +880,18 @@ LA_INLINE LA_RACY_METADATA void *realloc_small_move(void *p, size_t n, uint32_t 
 		invalid_pointer("realloc()");
 	if (grows && unlikely(n > REALLOC_LARGE_FROM))
 		return realloc_slow(p, n);
-	void *q;
-	if (grows) {
-		size_t m = LA_MAX(n, (size_t)sc_grow[cls]);
-		if (m > SC_GROW_MAX) /* (n is not: above; nor sc_grow: sc_compute) */
-			__builtin_unreachable();
-		q = malloc_pop(m);
-		if (!q)
-			q = realloc_grow_block(n, m);
-	} else {
-		q = la_own_malloc(n);
-	}
-	if (unlikely(!q))
+	size_t m = grows ? LA_MAX(n, (size_t)sc_grow[cls]) : n;
+	if (m > SC_GROW_MAX) /* (a growth's n: above; sc_grow: sc_compute; a shrink's n) */
+		__builtin_unreachable();
+	void *q = malloc_pop(m);
+	if (!q)
+		q = realloc_move_block(n, m);
+	if (unlikely(!q)) {
+		if (!grows)
+			return p; /* out of memory: the block as it is holds n bytes */
+		errno = ENOMEM;
 		return NULL;
+	}
 	memcpy(q, p, grows ? sc_size[cls] : n);
 	la_own_free(p);
 	return q;
@@ -1029,8 +1032,14 @@ __attribute__((noinline)) LA_RACY_METADATA static void *realloc_slow(void *p, si
 		if (moved)
 			return q;
 	}
-	if (!q)
+	if (!q) {
+		int saved = errno;
 		q = la_own_malloc(n);
+		if (!q && n <= have) {
+			errno = saved;
+			return p; /* a shrink out of memory: the block as it is holds n bytes */
+		}
+	}
 	if (!q)
 		return NULL;
 	memcpy(q, p, LA_MIN(have, n));

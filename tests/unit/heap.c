@@ -377,6 +377,44 @@ Test(realloc_small, out_of_memory_a_growth_falls_back_to_the_size_asked)
 	A(free)(pin);
 }
 
+/* Out of memory as above, a realloc that shrinks a block to a class of its own (a small
+ * block past four classes, a large block to a small size) keeps the block where it is,
+ * its bytes and errno as they were: it failed, where the block it has holds n bytes. */
+Test(realloc_small, out_of_memory_a_shrink_keeps_the_block)
+{
+	set("mmap_threshold", 32 << 20);
+	char *s = A(malloc)(2000), *l = A(malloc)(64 << 10);
+	cr_assert(s && l, "(set-up)");
+	memset(s, 's', 2000);
+	memset(l, 'l', 64 << 10);
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	long vm_kib = status_kib("VmSize:");
+	cr_assert_gt(vm_kib, 0);
+	cr_assert_eq(setrlimit(RLIMIT_AS,
+	                       &(struct rlimit){(rlim_t)(vm_kib + 1024) * 1024, old.rlim_max}),
+	             0);
+	void *held = exhaust(64 << 10, NULL);
+	held = exhaust(LA_SMALL_MAX, held);
+	held = exhaust(100, held);
+	errno = 4242;
+	char *s2 = A(realloc)(s, 100);
+	int err = errno;
+	errno = 4242;
+	char *l2 = A(realloc)(l, 100);
+	int err2 = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	free_chain(held);
+	cr_assert_eq(s2, s, "a small block's shrink: %p, not the block", (void *)s2);
+	cr_assert_eq(err, 4242, "errno %d after a realloc that succeeded", err);
+	cr_assert_eq(l2, l, "a large block's shrink: %p, not the block", (void *)l2);
+	cr_assert_eq(err2, 4242, "errno %d after a realloc that succeeded", err2);
+	for (size_t i = 0; i < 100; i++)
+		cr_assert(s[i] == 's' && l[i] == 'l', "contents lost at %zu", i);
+	A(free)(s);
+	A(free)(l);
+}
+
 /* ---- populate-ahead ------------------------------------------------------------------- */
 
 /* In every heap of arena a, the `resident` bits of free pages agree with the kernel
