@@ -1533,12 +1533,28 @@ static bool fork_file(size_t used)
 LA_BIG_BSS static unsigned char fork_stats[OFF_MAILBOX - OFF_CLASSES]
         __attribute__((aligned(LA_SHM_PAGE)));
 static size_t fork_stats_len; /* 0: none taken (an unpublished segment: the clone's copy) */
+/* The header's fields the child reads before it moves to a file of its own, read here too:
+ * the fork copies no page-table entry of the parent's shared file, so the child's read of
+ * its header faulted that page in (with the pages around it) just before the child mapped
+ * its own file over it: a fault in every forked child of a published process. */
+static bool fork_header_taken, fork_parent_controlled, fork_named;
+static uint64_t fork_parent_pidns;
 
 void shm_fork_snapshot(void)
 {
 	fork_stats_len = 0;
+	fork_header_taken = fork_named = false;
 	if (!seg_on_file)
-		return;
+		return; /* private memory: the clone's copy is the child's own */
+	fork_header_taken = true;
+	/* (the control thread writes it at its stop) */
+	fork_parent_controlled = __atomic_load_n(&shm_header()->control_state, __ATOMIC_RELAXED) ==
+	                         LA_CONTROL_RUNNING;
+	/* the pid namespace is written at the naming (write_identity), before the path's first
+	 * byte: a file named after this snapshot (by the control thread) is read in the child,
+	 * as before */
+	fork_named = __atomic_load_n(&seg_path[0], __ATOMIC_ACQUIRE) != 0;
+	fork_parent_pidns = fork_named ? shm_header()->pidns_ino : 0;
 	uint32_t n = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
 	size_t len = ARENAS_END(n) - OFF_CLASSES;
 	memcpy(fork_stats, seg + OFF_CLASSES, len);
@@ -1556,7 +1572,8 @@ void shm_fork_child(void)
 	 * through a buffer of its own: a child without room for one (RLIMIT_AS) stayed on its
 	 * parent's file and wrote its pid, its thread count and a cleared mailbox there. An
 	 * unpublished segment is private memory the fork copied. */
-	uint32_t arenas = shm_header()->arena_count;
+	/* (the arena count at the clone: the header's is the parent's file's) */
+	uint32_t arenas = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
 	size_t used = SEG_ALIGN(ARENAS_END(arenas), LA_SHM_PAGE);
 	/* the copy holds the parent's identity if the parent's file was named (write_identity) */
 	seg_forked = seg_on_file && seg_path[0];
@@ -1574,9 +1591,14 @@ void shm_fork_child(void)
 	}
 	start_pidns = 0;     /* the parent's (its children may be in another pid namespace) */
 	reap_wanted = false; /* the parent's sweep */
-	seg_parent_controlled = shm_header()->control_state == LA_CONTROL_RUNNING;
+	/* from the prepare handler's snapshot where it took one, not the parent's file */
+	seg_parent_controlled = fork_header_taken
+	                                ? fork_parent_controlled
+	                                : shm_header()->control_state == LA_CONTROL_RUNNING;
 	if (seg_forked)
-		fork_pidns = syscall(SYS_getppid) == 0 ? ns_inode("pid") : shm_header()->pidns_ino;
+		fork_pidns = syscall(SYS_getppid) == 0 ? ns_inode("pid")
+		             : fork_named              ? fork_parent_pidns
+		                                       : shm_header()->pidns_ino;
 	fork_unpublished = false;
 	bool fresh = false; /* the segment is a new file or new memory: the mailbox zeros */
 	if (seg_on_file && seg_fd >= 0) {

@@ -114,6 +114,29 @@ static void stats_child(void)
 		syscall(SYS_futex, stats_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
 }
 
+/* The same for a field of the segment's header: the parent's handler writes another pid
+ * namespace into its file after the clone, the child's waits until it did. */
+static uint32_t *ident_flag; /* shared with the child: 1 armed, 2 the parent wrote */
+static uint64_t ident_pidns; /* the parent's own (the test's, before the fork) */
+
+static void ident_parent(void)
+{
+	if (!ident_flag || *ident_flag != 1)
+		return;
+	shm_header()->pidns_ino = ident_pidns + 1;
+	__atomic_store_n(ident_flag, 2, __ATOMIC_RELEASE);
+	syscall(SYS_futex, ident_flag, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static void ident_child(void)
+{
+	if (!ident_flag)
+		return;
+	struct timespec ms = {0, 1000000};
+	for (int i = 0; i < 10000 && __atomic_load_n(ident_flag, __ATOMIC_ACQUIRE) == 1; i++)
+		syscall(SYS_futex, ident_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
+}
+
 /* The child's minor faults when its first fork handler runs (this file's: registered
  * before liballoc's, child handlers run in the order of registration) and, where a test
  * registered faults_child_last after liballoc's, when its last one does: the faults of
@@ -139,6 +162,7 @@ static void faults_child_last(void)
 __attribute__((constructor)) static void register_cut(void)
 {
 	pthread_atfork(stats_prepare, stats_parent, stats_child);
+	pthread_atfork(NULL, ident_parent, ident_child);
 	pthread_atfork(lock_waiter_prepare, NULL, NULL);
 	pthread_atfork(cut_prepare, NULL, NULL);
 	pthread_atfork(ring_cut_prepare, NULL, NULL);
@@ -1394,6 +1418,37 @@ Test(fork, a_child_counts_what_it_held_at_the_fork_not_what_its_parent_wrote_aft
 	stats_flag = NULL;
 	__atomic_fetch_sub(&arenas[0].c->munmap_calls, 1000, __ATOMIC_RELAXED);
 	cr_assert_eq(got, 0, "the child counts the 1000 calls its parent added after the fork");
+}
+
+/* 0: the child named its file in the pid namespace its parent's was named in; 1: in the
+ * one its parent's file said after the clone */
+static int child_pidns(void)
+{
+	shm_name_now(false);
+	return shm_header()->pidns_ino != ident_pidns;
+}
+
+/* The header's fields a forked child reads before it moves to a file of its own (the pid
+ * namespace its file is named in, whether its parent's control thread ran) come from the
+ * parent's prepare handler, not from the parent's file: the fork copies no page-table
+ * entry of a shared mapping, so that read faulted the parent's header page in (and the
+ * cached pages around it) just before the child mapped its own file over it, a fault in
+ * every forked child of a published process (forkfree 20 4 plain: shm_fork_child's read
+ * of arena_count, 20 faults in 20 children). */
+Test(fork, a_child_reads_its_parents_header_fields_from_before_the_clone)
+{
+	wait_named();
+	ident_flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(ident_flag, MAP_FAILED);
+	*ident_flag = 1;
+	ident_pidns = shm_header()->pidns_ino;
+	int got = fork_run(child_pidns);
+	cr_assert_eq(*ident_flag, 2, "the parent wrote the header after the clone");
+	ident_flag = NULL;
+	shm_header()->pidns_ino = ident_pidns;
+	cr_assert_eq(got, 0,
+	             "the child took the pid namespace its parent's file said after the "
+	             "fork");
 }
 
 static int child_exits(void)
