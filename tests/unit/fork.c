@@ -137,6 +137,16 @@ static void ident_child(void)
 		syscall(SYS_futex, ident_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
 }
 
+/* Set by a test: the child's first handlers (before liballoc's) make the parent's header
+ * page, still mapped from the parent's file until liballoc's handler maps the child's own
+ * over it, unreadable: a read of it there is a SIGSEGV. */
+static bool header_guard;
+static void header_guard_child(void)
+{
+	if (header_guard)
+		mprotect(shm_header(), LA_SHM_PAGE, PROT_NONE);
+}
+
 /* The child's minor faults when its first fork handler runs (this file's: registered
  * before liballoc's, child handlers run in the order of registration) and, where a test
  * registered faults_child_last after liballoc's, when its last one does: the faults of
@@ -168,6 +178,7 @@ __attribute__((constructor)) static void register_cut(void)
 	pthread_atfork(ring_cut_prepare, NULL, NULL);
 	pthread_atfork(stamp_prepare, NULL, NULL);
 	pthread_atfork(NULL, NULL, faults_child_first);
+	pthread_atfork(NULL, NULL, header_guard_child);
 }
 
 static void set(const char *name, int64_t v)
@@ -1418,6 +1429,26 @@ Test(fork, a_child_counts_what_it_held_at_the_fork_not_what_its_parent_wrote_aft
 	stats_flag = NULL;
 	__atomic_fetch_sub(&arenas[0].c->munmap_calls, 1000, __ATOMIC_RELAXED);
 	cr_assert_eq(got, 0, "the child counts the 1000 calls its parent added after the fork");
+}
+
+/* A forked child of a published process does not read its parent's header (a fault for
+ * nothing, the page the child maps its own file over at once: 5fdcb25): the header's fields
+ * it needs come from the prepare handler's snapshot, and the child, its parent's header
+ * page made unreadable before liballoc's handler runs, starts and exits. */
+Test(fork, a_child_does_not_read_its_parents_header)
+{
+	wait_named();
+	header_guard = true;
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(shm_header()->magic == LA_SHM_MAGIC ? 0 : 3); /* its own file's */
+	header_guard = false;
+	cr_assert_gt(pid, 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child: %s %d",
+	          WIFSIGNALED(st) ? "signal" : "exit status",
+	          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
 /* 0: the child named its file in the pid namespace its parent's was named in; 1: in the
