@@ -323,6 +323,37 @@ LA_INLINE bool heap_owner_entry_in(const void *p, uint64_t *oe)
 	return true;
 }
 
+/* The address of p's page-map entry, p in a heap of ours, from p's own bits and u, its
+ * owner-table index (heap_owner_index: free computes it anyway), with no load: free's fast path loads the
+ * entry from here, not from the owner entry's base (heap_entry_pagemap), so that the
+ * page-map load does not wait for the owner-table load. It is &h->pagemap[page] because a
+ * heap h is aligned to its size: p in h gives h = (u + 1) * LA_HEAP_SIZE and
+ * p >> LA_PAGE_SHIFT = h >> LA_PAGE_SHIFT plus p's page in h, so 4 times that is
+ * h / 1024 + 4 * page, and h less h / 1024 is (u + 1) * HEAP_PM_STEP: one multiply, the
+ * constant part in the load's displacement. The same address as heap_entry_pagemap's
+ * from h's owner entry (tests/unit/sizeclass.c checks both, from the first slot's heap to
+ * the last's). */
+#define HEAP_PM_STEP (LA_HEAP_SIZE - (LA_HEAP_SIZE >> (LA_PAGE_SHIFT - 2)))
+_Static_assert(HEAP_PM_STEP + offsetof(struct heap, pagemap) < 0x80000000u &&
+                       HEAP_PM_STEP < 0x80000000u,
+               "the multiplier is an imm32 and the constant part a load's displacement");
+_Static_assert(2 * HEAP_PM_STEP + offsetof(struct heap, pagemap) +
+                               4 * ((2 * LA_HEAP_SIZE + 5 * LA_PAGE + 48) >> LA_PAGE_SHIFT) ==
+                       2 * LA_HEAP_SIZE + offsetof(struct heap, pagemap) + 4 * 5,
+               "slot 1's heap: page 5's entry");
+LA_INLINE const uint32_t *heap_pm_entry_at(const void *p, uintptr_t u)
+{
+	uintptr_t hb;
+#if defined(__x86_64__)
+	/* one imul: gcc 12 makes the multiply by this constant shl, sub, shl and two movs */
+	__asm__("imulq %2, %1, %0" : "=r"(hb) : "r"(u), "i"(HEAP_PM_STEP));
+#else
+	hb = u * HEAP_PM_STEP;
+#endif
+	return (const uint32_t *)(hb + HEAP_PM_STEP + offsetof(struct heap, pagemap) +
+	                          4 * ((uintptr_t)p >> LA_PAGE_SHIFT));
+}
+
 /* The owner-table entry of the 64 MiB around p: tag 0 when p is in no heap of ours. */
 LA_INLINE uint64_t heap_owner_entry(const void *p)
 {

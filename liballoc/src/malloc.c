@@ -665,12 +665,9 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		return;
 	}
 	if (likely(entry_take_mine(&oe, tc))) {
-		uint32_t lo = (uint32_t)(uintptr_t)p; /* the heap's bits 26-31 and the offset */
-		/* the heap's page map, biased by the heap's bits 26-31 (heap_owner_base: oe is
-		 * that now, no tag) */
-		const uint32_t *pm =
-		        (const uint32_t *)(uintptr_t)(oe + offsetof(struct heap, pagemap));
-		uint32_t e = pm[lo >> LA_PAGE_SHIFT];
+		/* p's page-map entry, addressed from p alone (heap_pm_entry_at), not from oe:
+		 * its load does not wait for the owner table's */
+		uint32_t e = *heap_pm_entry_at(p, heap_owner_index((uintptr_t)p));
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
 		 * is not ours (pages of other spans carry class 0: nothing divides there). The

@@ -365,6 +365,50 @@ Test(heap_owner, an_entry_names_its_heap_its_page_map_and_its_arena)
 	A(free)(p);
 }
 
+/* free's fast path addresses p's page-map entry from p's bits and its owner-table index
+ * (heap_pm_entry_at), not from the owner entry: that is &h->pagemap[page] only while a heap
+ * is aligned to its size and the multiplier is (1 - 1/1024) of it. Checked for a block of
+ * ours, and for heaps at the first slot (the 64 MiB above the first 64 MiB, which have no
+ * slot) and the next, at each value of bits 26-31 and on into the next 4 GiB (every 997th
+ * page), and at the table's last slot: at a page's first byte, inside it and at its last,
+ * against the heap's own page map and the owner entry's (heap_entry_pagemap). */
+static void check_pm_entry_at(uintptr_t h, uint32_t pg, uintptr_t in)
+{
+	uintptr_t q = h + ((uintptr_t)pg << LA_PAGE_SHIFT) + in;
+	uintptr_t u = heap_owner_index(q);
+	cr_assert_eq(u, heap_owner_index(h), "p's slot is its heap's");
+	cr_assert_eq((uintptr_t)heap_pm_entry_at((void *)q, u),
+	             (uintptr_t)(((struct heap *)h)->pagemap + pg), "heap %#lx page %u +%lu",
+	             (unsigned long)h, pg, (unsigned long)in);
+	cr_assert_eq(heap_pm_entry_at((void *)q, u),
+	             &heap_entry_pagemap(heap_owner_base((void *)h))[(uint32_t)q >> LA_PAGE_SHIFT],
+	             "the owner entry's address: heap %#lx page %u", (unsigned long)h, pg);
+}
+
+Test(heap_owner, free_addresses_the_page_map_entry_from_the_pointer)
+{
+	void *p = A(malloc)(64);
+	cr_assert_not_null(p);
+	struct heap *h = heap_of(p);
+	cr_assert_eq(heap_pm_entry_at(p, heap_owner_index((uintptr_t)p)),
+	             &h->pagemap[heap_page_of(h, p)]);
+	cr_assert_eq(*heap_pm_entry_at(p, heap_owner_index((uintptr_t)p)), heap_pm_entry_of(h, p));
+	A(free)(p);
+	uintptr_t heaps[] = {LA_HEAP_SIZE, 2 * LA_HEAP_SIZE, (uintptr_t)h};
+	for (unsigned i = 0; i < sizeof heaps / sizeof heaps[0]; i++)
+		for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg++) {
+			check_pm_entry_at(heaps[i], pg, 0);
+			check_pm_entry_at(heaps[i], pg, LA_PAGE - 1);
+		}
+	for (uintptr_t v = 1; v < 70; v++) /* bits 26-31 wrap at 64: into the next 4 GiB */
+		for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg += 997)
+			check_pm_entry_at(v << LA_HEAP_SHIFT, pg, 48);
+	uintptr_t last = (uintptr_t)LA_HEAP_SLOTS << LA_HEAP_SHIFT; /* the last slot's heap */
+	cr_assert_eq(heap_owner_index(last), LA_HEAP_SLOTS - 1);
+	for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg++)
+		check_pm_entry_at(last, pg, pg % LA_PAGE);
+}
+
 /* A heap's slot holds its page map's base and tag while it lives and no tag after (a
  * pointer into its old range is in no heap); each page of the table counts as metadata
  * once, when a heap is first registered on it (its first slot is not 0 from then on): a
