@@ -7,6 +7,10 @@
 # — and compares it with README.md both ways (tests/helpers/readme_check.py) where the
 # programs can say what exists; the daemon's configuration keys and the variables read by
 # getenv are taken from the sources' literal calls. A failure names the README line to fix.
+# The same for the other documents: allocctl(1) (cli/allocctl.1) and the bash completion
+# against allocctl's usages and tunables, ctld/README.md's synopsis and metric names against
+# allocctld, and the figures README's Limits section and ctld/README.md take from liballoc's
+# headers (readme_check.py's LIMITS).
 
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
@@ -151,4 +155,69 @@ scrape_families() {
 		grep -q "\`$k\b" <<<"$sec" || missing+=" policy:$k"
 	done
 	[ -z "$missing" ] || { echo "not in README:$missing"; false; }
+}
+
+# allocctl_helps: `allocctl --help` in $T/help, each command's whole --help in $T/cmdhelp,
+# `allocctl help tunables` in $T/tunables
+allocctl_helps() {
+	"$ALLOCCTL" --help >"$T/help"
+	local c
+	for c in $(sed -n '/^Commands:/,/^$/p' "$T/help" | awk 'NR > 1 && NF { print $1 }'); do
+		"$ALLOCCTL" "$c" --help
+	done >"$T/cmdhelp"
+	[ "$(grep -c '^usage: ' "$T/cmdhelp")" -gt 10 ]
+	"$ALLOCCTL" help tunables >"$T/tunables"
+}
+
+@test "allocctl.1 has every command with its usage, every global option, tunable and variable, and no other" {
+	command -v man >/dev/null || { echo "man is not installed (scripts/deps.sh test installs man-db)"; false; }
+	allocctl_helps
+	# as man renders it, a paragraph a line (cli_usage.bats checks the warnings); the
+	# entries' tags from the page itself
+	LC_ALL=C.UTF-8 MANWIDTH=1000 man -l "$ROOT/cli/allocctl.1" >"$T/man" 2>/dev/null
+	grep -q '^COMMANDS$' "$T/man"
+	run "$CHECK" man "$T/man" "$ROOT/cli/allocctl.1" "$T/help" "$T/cmdhelp" "$T/tunables"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "the bash completion offers every command and each command's options, and no other" {
+	allocctl_helps
+	# run by bash with the built allocctl on PATH (its tunables), the daemon's list stubbed
+	PATH="$BUILD:$PATH" run "$CHECK" completion "$ROOT/cli/allocctl.bash-completion" \
+		"$T/help" "$T/cmdhelp"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "README's Limits and ctld/README.md state the figures liballoc's headers define" {
+	run "$CHECK" limits "$README" "$ROOT/ctld/README.md" "$ROOT"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "ctld/README.md's synopsis has allocctld's flags and no other, its metric names are exported" {
+	local flags listed missing= bad= f n
+	flags=$("$CTLD" --help | grep -oE '(^|[ ,])--[a-z][a-z-]*' | tr -d ' ,' | sort -u)
+	[[ "$flags" == *--metrics-mode* ]]
+	# the synopsis: the first ``` block
+	listed=$(awk '/^```/ { n++; next } n == 1' "$ROOT/ctld/README.md" | grep -oE -- '--[a-z][a-z-]*' |
+		sort -u)
+	for f in $flags; do
+		grep -qx -- "$f" <<<"$listed" || missing+=" $f"
+	done
+	for f in $listed; do
+		grep -qx -- "$f" <<<"$flags" || bad+=" $f"
+	done
+	[ -z "$missing$bad" ] || {
+		echo "not in ctld/README.md's synopsis:$missing; not allocctld's:$bad"
+		false
+	}
+	# every name there a family of a daemon's /metrics (the per-pid mode has the ctld_ ones)
+	: >"$T/families"
+	scrape_families
+	for n in $("$CHECK" names "$ROOT/ctld/README.md"); do
+		grep -qx "$n" "$T/families" || bad+=" $n"
+	done
+	[ -z "$bad" ] || { echo "ctld/README.md names metrics allocctld does not export:$bad"; false; }
 }

@@ -3,6 +3,8 @@
 
   readme_check.py section README HEADING     the text of one section (to the next heading
                                              of its level or above)
+  readme_check.py names FILE                 the metric names FILE's `code` spans give
+                                             (braces expanded)
   readme_check.py tunables README HELP       HELP: `allocctl help tunables`; every tunable is
                                              a row of README's table with its default and
                                              range, and every row a tunable
@@ -15,10 +17,31 @@
                                              scrapes; every family is listed in the Metrics
                                              section and every name listed there exported
 
+  readme_check.py man MAN SOURCE HELP CMDHELP TUNABLES
+                                             MAN: allocctl.1 as man renders it, SOURCE
+                                             the page (its .TP tags); CMDHELP:
+                                             each `allocctl CMD --help`, concatenated;
+                                             every command is an entry of COMMANDS with
+                                             its usage, every global option one of OPTIONS,
+                                             every tunable in TUNABLES, every variable in
+                                             ENVIRONMENT, and nothing else
+  readme_check.py limits README CTLD_README ROOT
+                                             the figures README's Limits section and
+                                             ctld/README.md state that liballoc's headers
+                                             define (the LIMITS table) are theirs
+  readme_check.py completion COMPLETION HELP CMDHELP
+                                             COMPLETION: allocctl.bash-completion, run in
+                                             bash (allocctl on PATH); it offers every
+                                             command and each command's options, and an
+                                             option's value does not count as an argument
+
 Each problem is one line on stdout; the status is 1 when there was one. Python's standard
 library only.
 """
+import glob
 import re
+import shlex
+import subprocess
 import sys
 
 problems = []
@@ -249,17 +272,351 @@ def check_metrics(readme, familiesfile, tunablesfile):
             problem(f"README's Metrics section lists {n}, which is not exported")
 
 
+# --- allocctl's interface, for the man page and the completion -------------------------
+
+# an option in a usage and its argument: `--pad BYTES`, `--res fine|coarse`, `--all`
+# (NAME=VALUE after --all is the command's argument, not the option's)
+USAGE_OPTION = r"(--[a-z-]+)(?: ([A-Z]+|[a-z]+(?:\|[a-z]+)+)(?![=\w]))?"
+
+
+def interface(helpfile, cmdhelpfile):
+    """allocctl's commands, global options, usages and options, as the programs say."""
+    helptext = open(helpfile).read()
+    commands = re.findall(r"^  ([a-z]+) ", helptext.split("Commands:")[1].split("\n\n")[0],
+                          re.M)
+    # "  --socket PATH        daemon socket ..." -> {"--socket": "--socket PATH"}
+    globals_ = {}
+    for line in helptext.split("Global options")[1].split("\n\n")[0].splitlines()[1:]:
+        tag = re.split(r"  +", line.strip())[0]
+        for o in re.findall(r"--?[a-z-]+", tag):
+            globals_[o] = tag
+    usages, options, cmd_globals, alternatives = {}, {}, {}, {}
+    for part in re.split(r"^(?=usage: allocctl )", open(cmdhelpfile).read(), flags=re.M):
+        m = re.match(r"usage: allocctl \[GLOBAL OPTIONS\] ([a-z]+)(.*)", part)
+        if not m:
+            continue
+        c = m[1]
+        usages[c] = (m[1] + m[2]).strip()
+        options[c] = dict(re.findall(USAGE_OPTION, usages[c]))
+        g = re.search(r"^Global options: (.*?)\. ", part, re.M)
+        cmd_globals[c] = dict(re.findall(USAGE_OPTION, g[1])) if g else {}
+        # PID|--exe NAME|--all: the options that stand for the PID
+        alt = re.search(r"PID((?:\|--[a-z-]+(?: [A-Z]+)?)+)", usages[c])
+        alternatives[c] = set(re.findall(r"--[a-z-]+", alt[1])) if alt else set()
+    return commands, globals_, usages, options, cmd_globals, alternatives
+
+
+def man_sections(text):
+    """{HEADING: text} of a page as man renders it (headings at column 0)."""
+    out, name = {}, None
+    for line in text.splitlines():
+        if re.fullmatch(r"[A-Z][A-Z ]*[A-Z]", line):
+            name = line
+            out[name] = []
+        elif name:
+            out[name].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def roff_text(line):
+    """The text a roff line shows: a font macro's arguments (.B, .BI, .BR...: the
+    alternating ones join theirs without spaces), font escapes dropped, \\- as -."""
+    m = re.match(r"\.([BIR]{1,2})(?:\s+(.*))?$", line)
+    if m:
+        args = [a[1] if a[1] is not None else a[2]
+                for a in re.finditer(r'"((?:[^"]|"")*)"|(\S+)', m[2] or "")]
+        line = (" " if len(m[1]) == 1 else "").join(args)
+    line = re.sub(r"\\f(?:\(..|\[[^]]*\]|.)", "", line)
+    return line.replace("\\-", "-").replace("\\ ", " ").strip()
+
+
+def man_source_sections(src):
+    """{HEADING: [tag, ...]} of a roff man page: the line after each .TP, as it shows."""
+    out, name, lines = {}, None, src.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'\.SH\s+"?([^"]*)"?$', line)
+        if m:
+            name = m[1].strip()
+            out[name] = []
+        elif name and line.strip() == ".TP" and i + 1 < len(lines):
+            out[name].append(roff_text(lines[i + 1]))
+    return out
+
+
+def check_man(man, sourcefile, helpfile, cmdhelpfile, tunablesfile):
+    commands, globals_, usages, _, _, _ = interface(helpfile, cmdhelpfile)
+    secs = man_sections(man)
+    tagged = man_source_sections(open(sourcefile).read())
+    for h in ("SYNOPSIS", "COMMANDS", "OPTIONS", "TUNABLES", "ENVIRONMENT"):
+        if h not in secs:
+            problem(f"allocctl.1 has no section {h}")
+            secs[h] = ""
+    synopsis = " ".join(secs["SYNOPSIS"].split())
+    usage = open(helpfile).read().splitlines()[0].replace("usage: ", "")
+    if synopsis != usage:
+        problem(f"allocctl.1's SYNOPSIS is {synopsis!r}, allocctl --help says {usage!r}")
+    tags = {t.split()[0]: t for t in tagged.get("COMMANDS", []) if t}
+    for c in commands:
+        if c not in tags:
+            problem(f"allocctl {c} (allocctl --help) has no entry in allocctl.1's COMMANDS")
+        elif c in usages and tags[c] != usages[c]:
+            problem(f"allocctl {c}: allocctl.1 says {tags[c]!r}, its usage is {usages[c]!r}")
+    for c in tags:
+        if c not in commands:
+            problem(f"allocctl.1's COMMANDS has {c}, which allocctl does not have")
+    opt_tags = tagged.get("OPTIONS", [])
+    for tag in sorted(set(globals_.values())):
+        if tag not in opt_tags:
+            problem(f"allocctl's global option {tag!r} is not an entry of allocctl.1's OPTIONS")
+    for tag in opt_tags:
+        if tag not in globals_.values():
+            problem(f"allocctl.1's OPTIONS has {tag!r}, which allocctl --help does not")
+    known = set(globals_) | {o for c in usages for o in re.findall(r"--[a-z-]+", usages[c])}
+    for o in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", man))):
+        if o not in known:
+            problem(f"allocctl.1 names {o}, which no allocctl usage or global option has")
+    tunables = [ln.split()[0] for ln in open(tunablesfile).read().splitlines()[1:] if ln]
+    m = re.search(r"\(LA_TUNABLES\):(.*?)\.\s", secs["TUNABLES"], re.S)
+    listed = [n.strip() for n in m[1].split(",")] if m else []
+    if not m:
+        problem("allocctl.1's TUNABLES does not list the tunables after '(LA_TUNABLES):'")
+    for t in tunables:
+        if t not in listed:
+            problem(f"tunable {t} (allocctl help tunables) is not in allocctl.1's TUNABLES")
+    for t in listed:
+        if t not in tunables:
+            problem(f"allocctl.1's TUNABLES lists {t}, which allocctl does not know")
+    variables = set(re.findall(r"\$([A-Z_]+)", open(helpfile).read()))
+    env = set(tagged.get("ENVIRONMENT", []))
+    for v in sorted(variables - env):
+        problem(f"{v} (allocctl --help) is not an entry of allocctl.1's ENVIRONMENT")
+    for v in sorted(env - variables):
+        problem(f"allocctl.1's ENVIRONMENT has {v}, which allocctl --help does not name")
+
+
+# the bash completion run on given lines: each line's COMPREPLY, _allocctl_ps answering
+# pid 4242 and exe svc (the daemon's list)
+COMPLETE = r'''
+source "$1"
+_allocctl_ps() { if [ "$1" = pid ]; then echo 4242; else echo svc; fi; }
+while IFS= read -r line; do
+	eval "COMP_WORDS=($line)"
+	COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+	COMPREPLY=()
+	_allocctl 2>/dev/null
+	printf '%s\n' "${COMPREPLY[*]}"
+done
+'''
+
+
+def check_completion(compfile, helpfile, cmdhelpfile):
+    commands, globals_, usages, options, cmd_globals, alternatives = \
+        interface(helpfile, cmdhelpfile)
+    cases = []
+
+    def case(*words):
+        cases.append(words)
+        return len(cases) - 1
+
+    first = case("allocctl", "")
+    value_first = {o: case("allocctl", o, "x", "") for o, tag in globals_.items()
+                   if re.search(r"--[a-z-]+ [A-Z]", tag)}
+    per = {}
+    for c in commands:
+        if c not in usages:
+            problem(f"allocctl {c}: no usage from `allocctl {c} --help`")
+            continue
+        d = {"opts": case("allocctl", c, "-"), "plain": case("allocctl", c, ""),
+             "pid": case("allocctl", c, "4242", ""), "values": {}, "choices": {}}
+        for o, arg in list(options[c].items()) + list(cmd_globals[c].items()):
+            if arg or o in alternatives[c]:
+                d["values"][o] = case("allocctl", c, o, "x", "") if arg else \
+                    case("allocctl", c, o, "")
+            if "|" in arg:
+                d["choices"][o] = case("allocctl", c, "4242", o, "")
+        per[c] = d
+    script = "".join(" ".join(shlex.quote(w) for w in ws) + "\n" for ws in cases)
+    run = subprocess.run(["bash", "-c", COMPLETE, "complete", compfile], input=script,
+                         capture_output=True, text=True)
+    out = run.stdout.split("\n")
+    if len(out) < len(cases):
+        problem(f"the completion did not run: {run.stderr.strip()!r}")
+        return
+    got = [set(out[i].split()) for i in range(len(cases))]
+
+    def show(i):
+        return " ".join(sorted(got[i])) or "nothing"
+
+    long_globals = {o for o in globals_ if o.startswith("--")}
+    for c in commands:
+        if c not in got[first]:
+            problem(f"the completion does not offer the command {c} (allocctl --help)")
+    for w in sorted(got[first] - set(commands) - long_globals):
+        problem(f"the completion offers {w} as a command, which allocctl --help does not have")
+    for o in sorted(long_globals - got[first]):
+        problem(f"the completion does not offer the global option {o} before a command")
+    for o, i in value_first.items():
+        if got[i] != got[first]:
+            problem(f"the completion counts the value of {o} as the command "
+                    f"(after `{o} x` it offers {show(i)})")
+    for c, d in per.items():
+        want = set(options[c]) | set(cmd_globals[c]) | {"--help"}
+        for o in sorted(want - got[d["opts"]]):
+            problem(f"the completion does not offer {o} for `allocctl {c}` "
+                    f"(`allocctl {c} --help` names it)")
+        for o in sorted(got[d["opts"]] - want):
+            problem(f"the completion offers {o} for `allocctl {c}`, "
+                    f"which `allocctl {c} --help` does not name")
+        for o, i in d["values"].items():
+            ref = d["pid"] if o in alternatives[c] else d["plain"]
+            if got[i] != got[ref]:
+                arg = options[c].get(o) or cmd_globals[c].get(o)
+                problem(f"the completion of `allocctl {c} {o}{' x' if arg else ''} ` offers "
+                        f"{show(i)}, not what it offers after `allocctl {c} "
+                        f"{'4242 ' if ref == d['pid'] else ''}` ({show(ref)}): "
+                        + (f"{o} stands for the PID" if ref == d["pid"] else
+                           f"{o}'s value is taken for an argument"))
+        for o, i in d["choices"].items():
+            arg = options[c].get(o) or cmd_globals[c].get(o)
+            if got[i] != set(arg.split("|")):
+                problem(f"the completion after `allocctl {c} ... {o}` offers {show(i)}, "
+                        f"its usage says {arg}")
+    if "help" in per and "COMMAND" in usages.get("help", ""):
+        want = set(commands) | set(re.findall(r"\|([a-z]+)", usages["help"]))
+        if got[per["help"]["plain"]] != want:
+            problem(f"the completion of `allocctl help ` offers {show(per['help']['plain'])}, "
+                    f"its usage gives {' '.join(sorted(want))}")
+
+# --- the figures README's Limits section and ctld/README.md take from the headers ----------
+
+def constants(root):
+    """The integer #defines of liballoc's headers: {NAME: value} (those that evaluate)."""
+    exprs = {}
+    for d in ("liballoc/include", "liballoc/src"):
+        for path in sorted(glob.glob(f"{root}/{d}/*.h")):
+            for m in re.finditer(r"^#define ([A-Z_][A-Z0-9_]*)[ \t]+([^\\\n]+?)\s*(?:/\*.*)?$",
+                                 open(path).read(), re.M):
+                exprs.setdefault(m[1], m[2])
+    values = {}
+
+    def value(name, depth=0):
+        if name in values or depth > 8:
+            return values.get(name)
+        e = re.sub(r"\((?:size_t|uint64_t|uint32_t|int64_t)\)", "", exprs[name])
+        e = re.sub(r"\b(\d+)(?:[uU]?[lL]{0,2}[uU]?)\b", r"\1", e)
+        for ref in set(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", e)):
+            v = value(ref, depth + 1) if ref in exprs else None
+            if v is None:
+                return None
+            e = re.sub(r"\b%s\b" % ref, str(v), e)
+        if not re.fullmatch(r"[\d\s()+\-*/<>]+", e):
+            return None
+        values[name] = int(eval(e.replace("/", "//")))
+        return values[name]
+
+    for name in exprs:
+        value(name)
+    return values
+
+
+def size(v):
+    """4096 -> '4 KiB', 1 << 20 -> '1 MiB' (README's spelling of a whole size)."""
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v % n == 0:
+            return f"{v // n} {unit}"
+    return f"{v} bytes"
+
+
+# (where, the words as README says them with a group per figure, the figures the headers
+# give). A failure names the words: change README or, where the code moved on, both.
+LIMITS = [
+    ("Limits", r"the heap-owner table, (2\^\d+(?: - 1)?) eight-byte entries",
+     lambda k: [f"2^{k['LA_ADDR_BITS'] - k['LA_HEAP_SHIFT']} - 1"]),
+    ("Limits", r"Heaps are (\d+ [KMG]iB) reservations", lambda k: [size(k["LA_HEAP_SIZE"])]),
+    ("Limits", r"a request larger than (\d+ [KMG]iB) \(less than a heap's data area\)",
+     lambda k: [size(k["LA_LARGE_MAX"])]),
+    ("Limits", r"once an arena has served (\d+) large blocks of (\d+) to (\d+) pages",
+     lambda k: [str(k["LARGE_HEAP_AFTER"]), str(k["LA_SMALL_MAX"] // k["LA_PAGE"] + 1),
+                str(k["LARGE_HEAP_MAX_PAGES"])]),
+    ("Limits", r"hold at least (\d+ [KMG]iB) of free pages that may be resident",
+     lambda k: [size(k["HEAP_HOLES_PAGES"] * k["LA_PAGE"])]),
+    ("Limits", r"its thread freed, up to (\d+) blocks and", lambda k: [str(k["TC_LARGE_SLOTS"])]),
+    ("Limits", r"its base \(4 MiB\) and (\d+) blocks", lambda k: [str(k["TC_LARGE_SLOTS_MAX"])]),
+    ("Limits", r"every (\d+) refills and\s+flushes of a thread's cache",
+     lambda k: [str(k["TC_GC_EVENTS"])]),
+    ("Limits", r"refills within (\d+) sweeps of being emptied", lambda k: [str(k["TC_GC_WINDOW"])]),
+    ("Limits", r"sweeps \(at most (\d+)\) skip it", lambda k: [str(2 ** k["TC_GC_BACKOFF"] - 1)]),
+    ("Limits", r"holds at most (\d+ [KMG]iB) of\s+blocks \(at least (\d+)\)",
+     lambda k: [size(k["TC_FREE_ONLY_BYTES"]), str(k["TC_FREE_ONLY_BLOCKS"])]),
+    ("Limits", r"up to (\d+) blocks or 256 KiB\s+a class", lambda k: [str(k["TC_MAX_BLOCKS"])]),
+    ("Limits", r"blocks that took (\d+) refills", lambda k: [str(k["TC_GROW_EVENTS"])]),
+    ("Limits", r"its limit, up to (\d+ [KMG]iB) of blocks", lambda k: [size(k["TC_GROW_BYTES"])]),
+    ("Limits", r"(\d+) at a time through its ring of ([\d,]+) slots",
+     lambda k: [str(k["TC_REMOTE_BATCH"]), f"{k['RR_SLOTS']:,}"]),
+    ("Limits", r"a thread of more than (\d+)\s+classes takes another 32 KiB \(the rows of the "
+     r"other (\d+)\) at the (\d+)th",
+     lambda k: [str(k["TC_ROWS_FIRST"]), str(k["TC_ROWS_MORE"]), str(k["TC_ROWS_FIRST"] + 1)]),
+    ("Limits", r"Small blocks \(up to (\d+ [KMG]iB)\) come in (\d+) size classes",
+     lambda k: [size(k["LA_SMALL_MAX"]), str(k["LA_NCLASSES"])]),
+    ("Limits", r"moves to a block half as large again\s+\(at most (\d+ [KMG]iB)\)",
+     lambda k: [size(k["SC_GROW_MAX"])]),
+    ("Limits", r"A large block of more than (\d+ [KMG]iB) from a heap",
+     lambda k: [size(k["LA_COLOUR_FROM"] - 1)]),
+    ("Limits", r"starts (\d+) bytes into its first page", lambda k: [str(k["LA_COLOUR"])]),
+    ("Limits", r"Large blocks of (\d+)-(\d+) pages \(above 32 KiB, up to 256 KiB\) start on a "
+     r"(\d+)-page grid",
+     lambda k: [str(k["LA_SMALL_MAX"] // k["LA_PAGE"] + 1), str(k["LARGE_GRID_MAX_PAGES"]),
+                str(k["LARGE_GRID_PAGES"])]),
+    ("Limits", r"every (\d+)th of\s+these blocks allocated \(every (\d+)nd",
+     lambda k: [str(k["LARGE_PROBE_EVERY"]), str(k["LARGE_SAMPLE_EVERY"])]),
+    ("ctld", r"ABI\s+version \((\d+):", lambda k: [str(k["LA_SHM_ABI_VERSION"])]),
+    ("ctld", r"`LA_SHM_\*_MAX` in `liballoc_shm.h`: (\d+)\s+arena slots, (\d+) size classes",
+     lambda k: [str(k["LA_SHM_ARENAS_MAX"]), str(k["LA_SHM_CLASSES_MAX"])]),
+]
+
+
+def check_limits(readme, ctld_readme, root):
+    k = constants(root)
+    texts = {"Limits": section(readme, "## Limits"), "ctld": open(ctld_readme).read()}
+    where = {"Limits": "README's Limits", "ctld": "ctld/README.md"}
+    for w, words, figures in LIMITS:
+        m = re.search(words, texts[w])
+        if not m:
+            problem(f"{where[w]} no longer says /{words}/: say it again, or change "
+                    "tests/helpers/readme_check.py's LIMITS with it")
+            continue
+        try:
+            want = figures(k)
+        except KeyError as e:
+            problem(f"{e.args[0]} is not a constant of liballoc's headers any more "
+                    f"(readme_check.py's LIMITS: /{words}/)")
+            continue
+        for got, exp in zip(m.groups(), want):
+            if got != exp:
+                problem(f"{where[w]} says {got!r} in {m[0]!r}; the headers give {exp!r}")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     readme = open(args[0]).read()
     if cmd == "section":
         print(section(readme, args[1]))
+    elif cmd == "names":
+        text = re.sub(r"^```.*?^```", "", readme, flags=re.M | re.S)  # code blocks
+        print("\n".join(sorted(n for n in listed_names(text)
+                               if n.startswith("liballoc_") and "<" not in n)))
     elif cmd == "tunables":
         check_tunables(readme, args[1])
     elif cmd == "cli":
         check_cli(readme, args[1], args[2])
     elif cmd == "metrics":
         check_metrics(readme, args[1], args[2])
+    elif cmd == "man":
+        check_man(readme, args[1], args[2], args[3], args[4])
+    elif cmd == "limits":
+        check_limits(readme, args[1], args[2])
+    elif cmd == "completion":
+        check_completion(args[0], args[1], args[2])
     else:
         sys.exit(f"readme_check.py: unknown command {cmd!r}")
     for p in problems:
