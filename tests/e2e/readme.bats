@@ -10,7 +10,7 @@
 # The same for the other documents: allocctl(1) (cli/allocctl.1) and the bash completion
 # against allocctl's usages and tunables, ctld/README.md's synopsis and metric names against
 # allocctld, and the figures README's Limits section and ctld/README.md take from liballoc's
-# headers (readme_check.py's LIMITS).
+# headers and sources (readme_check.py's LIMITS).
 
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
@@ -190,7 +190,7 @@ allocctl_helps() {
 	[ "$status" -eq 0 ]
 }
 
-@test "README's Limits and ctld/README.md state the figures liballoc's headers define" {
+@test "README's Limits and ctld/README.md state the figures liballoc's #defines give" {
 	run "$CHECK" limits "$README" "$ROOT/ctld/README.md" "$ROOT"
 	echo "$output"
 	[ "$status" -eq 0 ]

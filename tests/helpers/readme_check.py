@@ -27,8 +27,8 @@
                                              ENVIRONMENT, and nothing else
   readme_check.py limits README CTLD_README ROOT
                                              the figures README's Limits section and
-                                             ctld/README.md state that liballoc's headers
-                                             define (the LIMITS table) are theirs
+                                             ctld/README.md state that liballoc's #defines
+                                             give (the LIMITS table) are theirs
   readme_check.py completion COMPLETION HELP CMDHELP
                                              COMPLETION: allocctl.bash-completion, run in
                                              bash (allocctl on PATH); it offers every
@@ -487,13 +487,15 @@ def check_completion(compfile, helpfile, cmdhelpfile):
             problem(f"the completion of `allocctl help ` offers {show(per['help']['plain'])}, "
                     f"its usage gives {' '.join(sorted(want))}")
 
-# --- the figures README's Limits section and ctld/README.md take from the headers ----------
+# --- the figures README's Limits section and ctld/README.md take from the code ------------
 
 def constants(root):
-    """The integer #defines of liballoc's headers: {NAME: value} (those that evaluate)."""
+    """The integer #defines of liballoc's headers and sources: {NAME: value} (those that
+    evaluate)."""
     exprs = {}
-    for d in ("liballoc/include", "liballoc/src"):
-        for path in sorted(glob.glob(f"{root}/{d}/*.h")):
+    # the headers first: a name a .c file defines too is the header's
+    for pattern in ("liballoc/include/*.h", "liballoc/src/*.h", "liballoc/src/*.c"):
+        for path in sorted(glob.glob(f"{root}/{pattern}")):
             for m in re.finditer(r"^#define ([A-Z_][A-Z0-9_]*)[ \t]+([^\\\n]+?)\s*(?:/\*.*)?$",
                                  open(path).read(), re.M):
                 exprs.setdefault(m[1], m[2])
@@ -527,7 +529,7 @@ def size(v):
     return f"{v} bytes"
 
 
-# (where, the words as README says them with a group per figure, the figures the headers
+# (where, the words as README says them with a group per figure, the figures the #defines
 # give). A failure names the words: change README or, where the code moved on, both.
 LIMITS = [
     ("Limits", r"the heap-owner table, (2\^\d+(?: - 1)?) eight-byte entries",
@@ -556,6 +558,16 @@ LIMITS = [
     ("Limits", r"a thread of more than (\d+)\s+classes takes another 32 KiB \(the rows of the "
      r"other (\d+)\) at the (\d+)th",
      lambda k: [str(k["TC_ROWS_FIRST"]), str(k["TC_ROWS_MORE"]), str(k["TC_ROWS_FIRST"] + 1)]),
+    ("Limits", r"a transfer cache of blocks that thread caches flushed \(up to (\d+) and\s+"
+     r"(\d+ [KMG]iB) per size class, (\d+ [KMG]iB) in all",
+     lambda k: [str(k["XF_SLOTS"]), size(k["XF_CLASS_BYTES"]), size(k["XF_ARENA_BYTES"])]),
+    ("Limits", r"until the (\d+)th such reuse purges them",
+     lambda k: [str(k["DCACHE_PURGE_EVERY"])]),
+    ("Limits", r"When such a block of at\s+least (\d+) pages cannot grow where it is",
+     lambda k: [str(k["MOVE_FROM_PAGES"])]),
+    ("Limits", r"a heap takes part in at most (\d+) of them, a process in at most ([\d,]+)",
+     lambda k: [str(k["MOVE_MAX_PER_HEAP"]), f"{k['MOVE_MAX_PER_PROCESS']:,}"]),
+    ("Limits", r"the caches of at most (\d+) threads", lambda k: [str(k["TC_WIPED_MAX"])]),
     ("Limits", r"Small blocks \(up to (\d+ [KMG]iB)\) come in (\d+) size classes",
      lambda k: [size(k["LA_SMALL_MAX"]), str(k["LA_NCLASSES"])]),
     ("Limits", r"moves to a block half as large again\s+\(at most (\d+ [KMG]iB)\)",
@@ -588,12 +600,12 @@ def check_limits(readme, ctld_readme, root):
         try:
             want = figures(k)
         except KeyError as e:
-            problem(f"{e.args[0]} is not a constant of liballoc's headers any more "
+            problem(f"{e.args[0]} is not a #define of liballoc's headers or sources any more "
                     f"(readme_check.py's LIMITS: /{words}/)")
             continue
         for got, exp in zip(m.groups(), want):
             if got != exp:
-                problem(f"{where[w]} says {got!r} in {m[0]!r}; the headers give {exp!r}")
+                problem(f"{where[w]} says {got!r} in {m[0]!r}; liballoc's #defines give {exp!r}")
 
 
 def main():
