@@ -487,6 +487,7 @@ def check_completion(compfile, helpfile, cmdhelpfile):
             problem(f"the completion of `allocctl help ` offers {show(per['help']['plain'])}, "
                     f"its usage gives {' '.join(sorted(want))}")
 
+
 # --- the figures README's Limits section and ctld/README.md take from the code ------------
 
 def constants(root):
