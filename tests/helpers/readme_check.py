@@ -491,11 +491,12 @@ def check_completion(compfile, helpfile, cmdhelpfile):
 # --- the figures README's Limits section and ctld/README.md take from the code ------------
 
 def constants(root):
-    """The integer #defines of liballoc's headers and sources: {NAME: value} (those that
-    evaluate)."""
+    """The integer #defines of liballoc's, the protocol's and allocctld's headers and
+    sources: {NAME: value} (those that evaluate)."""
     exprs = {}
     # the headers first: a name a .c file defines too is the header's
-    for pattern in ("liballoc/include/*.h", "liballoc/src/*.h", "liballoc/src/*.c"):
+    for pattern in ("liballoc/include/*.h", "liballoc/src/*.h", "liballoc/src/*.c",
+                    "proto/*.h", "ctld/*.h", "ctld/*.c"):
         for path in sorted(glob.glob(f"{root}/{pattern}")):
             for m in re.finditer(r"^#define ([A-Z_][A-Z0-9_]*)[ \t]+([^\\\n]+?)\s*(?:/\*.*)?$",
                                  open(path).read(), re.M):
@@ -583,6 +584,23 @@ LIMITS = [
     ("Limits", r"every (\d+)th of\s+these blocks allocated \(every (\d+)nd",
      lambda k: [str(k["LARGE_PROBE_EVERY"]), str(k["LARGE_SAMPLE_EVERY"])]),
     ("ctld", r"ABI\s+version \((\d+):", lambda k: [str(k["LA_SHM_ABI_VERSION"])]),
+    ("ctld", r"pid order, at most (\d+) and (\d+) ms of work each",
+     lambda k: [str(k["LIST_MAX"]), str(k["LIST_BUDGET_NS"] // 1000000)]),
+    ("ctld", r"sends the arenas in pages of (\d+)", lambda k: [str(k["ARENA_PAGE_MAX"])]),
+    ("ctld", r"a back-off\s+doubling from (\d+) ms to (\d+) s",
+     lambda k: [str(k["BACKOFF_MIN"]), str(k["BACKOFF_MAX"] // 1000)]),
+    ("ctld", r"the request line and headers \((\d+ KiB) at most\)",
+     lambda k: [size(k["HEAD_MAX"])]),
+    ("ctld", r"response is produced in\s+(\d+) ms slices while less than (\d+ MiB) waits for "
+     r"the client, at most (\d+) scrapes",
+     lambda k: [str(k["SLICE_NS"] // 1000000), size(k["OUT_HIGH"]), str(k["MAX_SCRAPES"])]),
+    ("ctld", r"unread replies reach (\d+) MiB", lambda k: [str(round(k["OUT_CAP"] / (1 << 20)))]),
+    ("ctld", r"a (\d+) ms pause of the listener", lambda k: [str(k["PAUSE_MS"])]),
+    ("ctld", r"slices of at most (\d+) processes", lambda k: [str(k["SLICE"])]),
+    ("ctld", r"up to (\d+) \+ ([\d,]+) samples",
+     lambda k: [str(k["HIST_FINE_SLOTS"]), f"{k['HIST_COARSE_SLOTS']:,}"]),
+    ("ctld", r"first after (\d+) µs, backing off to (\d+) µs",
+     lambda k: [str(k["POLL_MIN_US"]), str(k["POLL_MAX_US"])]),
     ("ctld", r"`LA_SHM_\*_MAX` in `liballoc_shm.h`: (\d+)\s+arena slots, (\d+) size classes",
      lambda k: [str(k["LA_SHM_ARENAS_MAX"]), str(k["LA_SHM_CLASSES_MAX"])]),
 ]
@@ -606,7 +624,7 @@ def check_limits(readme, ctld_readme, root):
             continue
         for got, exp in zip(m.groups(), want):
             if got != exp:
-                problem(f"{where[w]} says {got!r} in {m[0]!r}; liballoc's #defines give {exp!r}")
+                problem(f"{where[w]} says {got!r} in {m[0]!r}; the code's #define gives {exp!r}")
 
 
 def main():
