@@ -570,6 +570,11 @@ LIMITS = [
     ("Limits", r"a heap takes part in at most (\d+) of them, a process in at most ([\d,]+)",
      lambda k: [str(k["MOVE_MAX_PER_HEAP"]), f"{k['MOVE_MAX_PER_PROCESS']:,}"]),
     ("Limits", r"the caches of at most (\d+) threads", lambda k: [str(k["TC_WIPED_MAX"])]),
+    ("Limits", r"\(up to (\d+) at a time, only for processes that are gone",
+     lambda k: [str(k["REAP_MAX"])]),
+    ("Limits", r"when the directory holds more than (\d+) names \(its size tells,\s+on tmpfs; on "
+     r"other file systems, more than (\d+ KiB) of directory\)",
+     lambda k: [str(k["REAP_BACKLOG"]), size(k["REAP_BACKLOG_BYTES"])]),
     ("Limits", r"Small blocks \(up to (\d+ [KMG]iB)\) come in (\d+) size classes",
      lambda k: [size(k["LA_SMALL_MAX"]), str(k["LA_NCLASSES"])]),
     ("Limits", r"moves to a block half as large again\s+\(at most (\d+ [KMG]iB)\)",
