@@ -450,6 +450,8 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
 #define LARGE_GRID_MAX_PAGES 64u
 extern uint32_t arena_large_grid;
 _Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid masks by it");
+_Static_assert(LARGE_GRID_PAGES == HEAP_GRID_PAGES,
+               "a large heap's blocks on the grid have their grid page's descriptor");
 /* ... unless the program writes them whole (arena.c, large_probe): every LARGE_PROBE_EVERY-th
  * allocation of such a block, once LARGE_SAMPLE_EVERY of them were freed every
  * LARGE_SAMPLE_EVERY-th, takes the block as the probe if pages after its first are not

@@ -148,8 +148,9 @@ void heap_untouch(struct heap *h, uint32_t first, uint32_t n)
 }
 
 /* Header pages written: the fields and the resident bitmap, the page map and the
- * descriptor index entries of pages [first_page, hwm), and descriptors [1, desc_top). The
- * header is never purged, so these are its resident pages for the heap's life. */
+ * descriptor index entries of pages [first_page, hwm), descriptors [1, desc_top), and a
+ * large heap's grid descriptors handed out (desc_grid). The header is never purged, so
+ * these are its resident pages for the heap's life. */
 static uint32_t meta_pages(const struct heap *h)
 {
 	const size_t pm = offsetof(struct heap, pagemap), si = offsetof(struct heap, spanidx),
@@ -172,6 +173,11 @@ static uint32_t meta_pages(const struct heap *h)
 			pages += (uint32_t)(hi - lo + 1);
 		if (hi + 1 > next)
 			next = hi + 1;
+	}
+	if (h->grid_hi) { /* past the pool's pages (heap.h, span_at_grid) */
+		size_t g = de + sizeof(struct span) * HEAP_GRID_DESC;
+		pages += (uint32_t)(((g + sizeof(struct span) * h->grid_hi - 1) >> LA_PAGE_SHIFT) -
+		                    ((g + sizeof(struct span) * h->grid_lo) >> LA_PAGE_SHIFT) + 1);
 	}
 	return pages;
 }
@@ -519,12 +525,31 @@ static struct span *desc_new(struct heap *h, uint32_t first)
 	return s;
 }
 
+/* The descriptor of grid page first of a large heap (heap.h, span_at_grid), for a span
+ * starting there (kind SPAN_NONE until the caller sets it): no span heads the page now. */
+static struct span *desc_grid(struct heap *h, uint32_t first)
+{
+	struct span *s = span_at_grid(h, first);
+	uint16_t k = (uint16_t)(first / HEAP_GRID_PAGES);
+	if (h->grid_hi == 0 || k < h->grid_lo || k >= h->grid_hi) {
+		h->grid_lo = h->grid_hi == 0 || k < h->grid_lo ? k : h->grid_lo;
+		h->grid_hi = (uint16_t)LA_MAX(h->grid_hi, k + 1u);
+		meta_update(h); /* the grid's descriptors may reach into a new page */
+	}
+	memset(s, 0, sizeof(*s));
+	s->first = first;
+	h->spanidx[first] = (uint16_t)(s - h->desc);
+	return s;
+}
+
 /* The span s ends (merged into a neighbour): its first page starts no span now. */
 static void desc_drop(struct heap *h, struct span *s)
 {
 	h->spanidx[s->first] = 0;
 	s->kind = SPAN_NONE;
 	s->npages = 0;
+	if (s - h->desc >= (ptrdiff_t)HEAP_GRID_DESC)
+		return; /* the grid page's own: stays there */
 	s->next = h->desc_free;
 	h->desc_free = s;
 }
@@ -591,6 +616,17 @@ struct heap *heap_create(struct arena *a, uint32_t arena_index, struct la_counte
 void heap_make_large(struct heap *h, uint32_t arena_index)
 {
 	h->large = 1;
+	/* its data pages start HEAP_GRID_DESC_PAGES later: the grid's descriptors there
+	 * (span_at_grid), written as blocks take them; the one free span made again */
+	struct span *s = span_at(h, h->first_page);
+	bin_remove(h, s);
+	h->pagemap[h->first_page] = 0;
+	desc_drop(h, s);
+	h->first_page += HEAP_GRID_DESC_PAGES;
+	h->free_pages -= HEAP_GRID_DESC_PAGES;
+	h->hwm = h->first_page + 1;
+	make_free(h, desc_new(h, h->first_page), h->free_pages, 0, 0, false);
+	meta_update(h);
 	__atomic_store_n(&heap_owner[heap_owner_index((uintptr_t)h)],
 	                 heap_owner_base(h) | (heap_tag(arena_index) | HEAP_TAG_LARGE),
 	                 __ATOMIC_RELEASE);
@@ -916,14 +952,50 @@ done:
 static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint32_t n,
                                uint32_t resident, uint32_t *dirty_used);
 
+/* Span s (kind SPAN_NONE), just taken by a block placed on the grid (fit_on_grid,
+ * HEAP_GRID_ALWAYS) of large heap h: at a grid page it has the page's own descriptor
+ * (heap.h, span_at_grid: free finds it without the index), its pool one given back.
+ * Other spans keep the pool's: a page of the grid's descriptors serves 85 grid pages (5.3
+ * MiB of the heap), and spans that start on one by chance (blocks written whole leave the
+ * grid: fragmentation's) would write a page of them each where the pool packs theirs. */
+LA_NOINLINE static struct span *grid_own(struct heap *h, struct span *s)
+{
+	uint32_t first = s->first;
+	if (first % HEAP_GRID_PAGES || s == span_at_grid(h, first))
+		return s;
+	struct span *t = desc_grid(h, first); /* (names it in the index) */
+	*t = *s;
+	s->kind = SPAN_NONE; /* the pool's again (desc_drop, the index aside) */
+	s->npages = 0;
+	s->next = h->desc_free;
+	h->desc_free = s;
+	return t;
+}
+
+LA_INLINE struct span *alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only,
+                                   bool room, uint32_t *dirty_used)
+{
+	uint32_t at, resident;
+	struct span *s = find_fit(h, n, grid, dirty_only, room, &at, &resident);
+	return s ? take_pages(h, s, at, n, resident, dirty_used) : NULL;
+}
+
+/* heap_alloc_pages in a large heap (grid_own: the test kept off the others' path) */
+LA_NOINLINE static struct span *alloc_pages_large(struct heap *h, uint32_t n, uint32_t grid,
+                                                  bool dirty_only, bool room, uint32_t *dirty_used)
+{
+	struct span *s = alloc_pages(h, n, grid, dirty_only, room, dirty_used);
+	return s && (grid & HEAP_GRID_ALWAYS) ? grid_own(h, s) : s;
+}
+
 struct span *heap_alloc_pages(struct heap *h, uint32_t n, uint32_t grid, bool dirty_only, bool room,
                               uint32_t *dirty_used)
 {
 	if (n > h->free_pages)
 		return NULL;
-	uint32_t at, resident;
-	struct span *s = find_fit(h, n, grid, dirty_only, room, &at, &resident);
-	return s ? take_pages(h, s, at, n, resident, dirty_used) : NULL;
+	if (unlikely(h->large))
+		return alloc_pages_large(h, n, grid, dirty_only, room, dirty_used);
+	return alloc_pages(h, n, grid, dirty_only, room, dirty_used);
 }
 
 struct span *heap_alloc_resident(struct heap *h, uint32_t n)

@@ -72,6 +72,11 @@ struct span {
 	struct span *prev;
 };
 
+/* (span_at_grid) */
+#define HEAP_GRID_PAGES      16u
+#define HEAP_GRID_DESC       LA_HEAP_PAGES
+#define HEAP_GRID_DESC_PAGES 12u /* pages of a large heap's grid descriptors */
+
 #define HEAP_NBINS 84
 #define HEAP_MAGIC 0x50414548434f4c4cULL /* "LLOCHEAP" */
 
@@ -171,6 +176,8 @@ struct heap {
 			uint32_t *arena_used; /* the owning arena's sum of used_pages over its
 			                       * heaps (arena.h, used_pages), as arena_dirty */
 			uint32_t own_used;
+			uint16_t grid_lo; /* a large heap's grid descriptors [grid_lo, grid_hi) */
+			uint16_t grid_hi; /* were handed out (span_at_grid; 0, 0: none) */
 			uint64_t
 			        resident[LA_HEAP_PAGES / 64]; /* page may be resident (see above) */
 		};
@@ -182,6 +189,7 @@ struct heap {
 	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
 	char pad_de[HEAP_PAD_DE];
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
+	/* (a heap of large blocks: the grid's descriptors right after, span_at_grid) */
 };
 _Static_assert(offsetof(struct heap, resident) + sizeof(((struct heap *)0)->resident) <=
                        HEAP_FIELDS_ROOM,
@@ -197,7 +205,13 @@ _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
  * is aligned to its size). The heap's `huge` mask has a bit per such range. */
 #define HEAP_HUGE_PAGES 512u
 _Static_assert(LA_HEAP_PAGES / HEAP_HUGE_PAGES <= 32, "a bit per huge range in `huge`");
-_Static_assert(LA_HEAP_PAGES <= 65536, "spanidx holds any descriptor index");
+_Static_assert(LA_HEAP_PAGES + LA_HEAP_PAGES / HEAP_GRID_PAGES <= 65536,
+               "spanidx holds any descriptor index, the grid's too");
+_Static_assert(offsetof(struct heap, desc) + sizeof(((struct heap *)0)->desc) ==
+                               (size_t)HEAP_HDR_PAGES * LA_PAGE &&
+                       HEAP_GRID_DESC_PAGES * LA_PAGE >=
+                               LA_HEAP_PAGES / HEAP_GRID_PAGES * sizeof(struct span),
+               "a large heap's grid descriptors follow the pool, on the pages before its data");
 
 /* pagemap entries: the low 32 bits of the covering span's first byte (page-aligned: bits
  * 12-25 its first page in the heap, bits 26-31 the heap's own address bits, the same in
@@ -411,7 +425,27 @@ LA_INLINE uint32_t heap_pm_entry_of(const struct heap *h, const void *p)
 /* The descriptor of the span starting at page pg: a SPAN_NONE one (npages 0) if none does. */
 LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
 {
-	return &h->desc[h->spanidx[pg]];
+	/* (not &h->desc[...]: the grid's descriptors lie past the array) */
+	return (struct span *)((char *)h + offsetof(struct heap, desc)) + h->spanidx[pg];
+}
+
+/* In a heap of large blocks (heap_make_large) a block placed on the large blocks' grid
+ * (a page that is a multiple of HEAP_GRID_PAGES: arena.h, LARGE_GRID_PAGES; heap.c,
+ * grid_own) has that grid page's own descriptor, desc[HEAP_GRID_DESC + page /
+ * HEAP_GRID_PAGES], not one of the pool (spanidx names it as it names any; it stays with
+ * the span when freed, until the span merges into its left neighbour): free_in_large_heap
+ * finds a large block's descriptor from its address, without the index's load before it
+ * (medsizes: the index entry missed the first-level cache on 0.75 of the large frees, the
+ * descriptor right after it on 0.92). The grid's descriptors follow the pool's
+ * LA_HEAP_PAGES slots (struct heap, desc), which it never leaves (a span per data page at
+ * most), on the HEAP_GRID_DESC_PAGES pages a large heap keeps before its data
+ * (heap_make_large; spanidx names them past the array). A grid page whose
+ * span has none of them (or that heads no span) has a SPAN_NONE descriptor there (never
+ * written, or desc_drop's), as span_at's desc[0]. */
+LA_INLINE struct span *span_at_grid(struct heap *h, uint32_t pg)
+{
+	return (struct span *)((char *)h + offsetof(struct heap, desc)) + HEAP_GRID_DESC +
+	       pg / HEAP_GRID_PAGES;
 }
 
 LA_INLINE void *span_base(struct heap *h, const struct span *s)
@@ -625,7 +659,9 @@ LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uin
 	uint32_t r = s->first + s->npages;
 	if (h->fresh_pages + h->fresh_prev < HEAP_HUGE_RATE || r >= LA_HEAP_PAGES)
 		return false;
-	const struct span *rs = &h->desc[h->spanidx[r]];
+	const struct span *rs =
+	        (const struct span *)((const char *)h + offsetof(struct heap, desc)) +
+	        h->spanidx[r];
 	return rs->kind == SPAN_FREE && rs->dirty < s->npages;
 }
 /* Burst preparation (burst.h, arena_burst_tick): populate up to max pages of one free

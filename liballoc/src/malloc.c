@@ -619,7 +619,11 @@ LA_NOINLINE LA_RACY_METADATA static void free_in_large_heap(void *p, uint64_t oe
 		 * starts here (one dependent load fewer a large free: medsizes' page-map entry
 		 * of a large block's page missed the first-level cache on 86 % of them) */
 		struct heap *h = heap_of(p);
-		if (large_mine_take_span(h, span_at(h, heap_page_of(h, p))))
+		uint32_t pg = heap_page_of(h, p);
+		/* on the grid (all of medsizes' blocks of 9-64 pages: arena.h,
+		 * LARGE_GRID_PAGES) the grid page's descriptor, no index load either */
+		struct span *s = pg % HEAP_GRID_PAGES ? span_at(h, pg) : span_at_grid(h, pg);
+		if (large_mine_take_span(h, s))
 			return;
 	}
 	const uint32_t *pm =

@@ -1,9 +1,10 @@
 /* heap.c — the page allocator inside a heap: after any mix of splits (large and aligned
  * blocks, in-place shrinks), merges (frees, in-place growth) and small spans, the spans
  * tile the heap's data pages exactly, no two free spans touch, the page counts agree, and
- * every span has one descriptor from the pool (the rest are on its free list); and the
- * header pages a heap touches follow its spans, not its pages. Linked with liballoc.a;
- * every test runs in its own process. */
+ * every span has one descriptor from the pool (the rest are on its free list) or, a
+ * block on the grid of a heap of large blocks, its grid page's own; and the header pages
+ * a heap touches follow its spans, not its pages. Linked with liballoc.a; every test runs
+ * in its own process. */
 #include <criterion/criterion.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -43,11 +44,19 @@ static void check_arena(struct arena *a)
 	arena_lock(a);
 	for (struct heap *h = a->heaps; h; h = h->next) {
 		uint32_t pg = h->first_page, spans = 0, free_pages = 0, used_pages = 0;
+		uint32_t grid_spans = 0; /* with their grid page's descriptor, not the pool's */
 		bool prev_free = false;
 		while (pg < LA_HEAP_PAGES) {
 			struct span *s = span_at(h, pg);
 			cr_assert_neq(s->kind, SPAN_NONE, "heap %p: page %u starts no span",
 			              (void *)h, pg);
+			if (s - h->desc >= (ptrdiff_t)HEAP_GRID_DESC) {
+				cr_assert(h->large && s == span_at_grid(h, pg),
+				          "heap %p (large %d): the span at page %u has grid "
+				          "descriptor %ld",
+				          (void *)h, h->large, pg, (long)(s - h->desc));
+				grid_spans++;
+			}
 			cr_assert_eq(s->first, pg, "descriptor of page %u names page %u", pg,
 			             s->first);
 			cr_assert_gt(s->npages, 0, "empty span at page %u", pg);
@@ -70,6 +79,7 @@ static void check_arena(struct arena *a)
 		}
 		cr_assert_eq(free_pages, h->free_pages);
 		cr_assert_eq(used_pages, h->used_pages);
+		spans -= grid_spans;
 		uint32_t given_back = 0;
 		for (struct span *d = h->desc_free; d; d = d->next) {
 			cr_assert_eq(d->kind, SPAN_NONE);
@@ -1022,7 +1032,7 @@ static unsigned in_core(void *p, size_t pages)
 static bool free_run_below_top(const struct heap *h)
 {
 	for (uint32_t q = h->first_page; q < h->hwm && q < LA_HEAP_PAGES; q++) {
-		const struct span *s = &h->desc[h->spanidx[q]];
+		const struct span *s = span_at((struct heap *)h, q);
 		if (h->spanidx[q] && s->kind == SPAN_FREE && s->npages >= 9 &&
 		    s->first + s->npages < LA_HEAP_PAGES)
 			return true;
@@ -1257,6 +1267,54 @@ Test(heap, a_first_large_heap_waits_while_other_heaps_hold_resident_free_runs)
 	A(free)(b);
 	A(free)(keep);
 	check_arena(a);
+}
+
+/* In a heap of large blocks a block placed on the grid has its grid page's own descriptor
+ * (heap.h, span_at_grid; free finds it from the block's address alone), through splits and
+ * merges, and every other span one of the pool (check_arena). */
+Test(heap, blocks_on_a_large_heaps_grid_have_their_grid_pages_descriptors, .timeout = 60)
+{
+	set("mmap_threshold", 32 << 20);
+	set("mmap_dynamic", 0);
+	large_heaps_now();
+	enum { SLOTS = 96, ROUNDS = 4000 };
+	static char *slot[SLOTS];
+	uint64_t rng = 0x2545f4914f6cdd1dULL;
+	struct heap *lh = NULL;
+	unsigned on_grid = 0;
+	for (int r = 0; r < ROUNDS; r++) {
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		uint32_t x = (uint32_t)(rng >> 33);
+		unsigned k = x % SLOTS;
+		A(free)(slot[k]);
+		slot[k] = NULL;
+		if ((x >> 8) % 4 == 0)
+			continue; /* some slots empty: merges */
+		size_t pages = 9 + (x >> 12) % (LARGE_HEAP_MAX_PAGES - 8); /* 9-64 */
+		char *p = A(malloc)(pages << LA_PAGE_SHIFT);
+		cr_assert_not_null(p);
+		memset(p, 1, 64); /* written at its start: the grid's blocks */
+		slot[k] = p;
+		struct heap *h = heap_of(p);
+		if (!h->large)
+			continue;
+		lh = h;
+		uint32_t pg = heap_page_of(h, p);
+		if (pg % HEAP_GRID_PAGES == 0 && !((uintptr_t)p & (LA_PAGE - 1))) {
+			on_grid++;
+			cr_assert_eq(span_at(h, pg), span_at_grid(h, pg),
+			             "block %p on grid page %u: descriptor %ld from the pool",
+			             (void *)p, pg, (long)(span_at(h, pg) - h->desc));
+		}
+		if (r % 200 == 0)
+			check_arena(h->arena);
+	}
+	cr_assert_not_null(lh, "no heap of large blocks");
+	cr_assert_gt(on_grid, ROUNDS / 4, "%u blocks on the grid", on_grid);
+	check_arena(lh->arena);
+	for (int k = 0; k < SLOTS; k++)
+		A(free)(slot[k]);
+	check_arena(lh->arena);
 }
 
 /* A block realloc moves is growing: with no resident free pages for it, it takes fresh
