@@ -167,15 +167,18 @@ setup() {
 	[ "$selfkicks" -eq 0 ]
 }
 
-@test "rtflush: a SCHED_FIFO thread allocating every 1 ms while caches are flushed on its CPU waits <= 10 ms" {
+@test "rtflush: a SCHED_FIFO thread allocating every 1 ms while caches are flushed on its CPU waits <= 50 ms" {
 	# the flusher runs at normal priority on the same CPU: a real-time thread that waited
 	# for it (the cache handshake, an arena lock held without priority inheritance) stalled
 	# until RT throttling let it run (1,001 ms)
-	# under TSan every section runs several times slower (and each cache is flushed under
-	# its lock, as TSan cannot see the handshake): the bound is 50 ms there, still far
-	# from the 1,001 ms stall this test exists for
-	local bound=10
-	if [ "${SAN:-}" = tsan ]; then bound=50; fi
+	# the bound is 50 ms, twenty times below the 1,001 ms stall this test exists for: on a
+	# busy machine a section's wall time also holds what the test cannot attribute (a page
+	# fault waiting on the mm's lock held by a thread preempted on the other CPU, the
+	# hypervisor's steal); a worst section of 17.6 ms was seen at load 10-15 (session 33),
+	# against ~1 ms on a quiet one. Under TSan every section runs several times slower (and
+	# each cache is flushed under its lock, as TSan cannot see the handshake): 100 ms there
+	local bound=50
+	if [ "${SAN:-}" = tsan ]; then bound=100; fi
 	run "${PRE[@]}" "$TESTS_BIN/rtflush" 3 "$bound"
 	echo "$output"
 	if [ "$status" -eq 77 ]; then skip "the kernel refuses SCHED_FIFO here: $output"; fi
