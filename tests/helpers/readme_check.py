@@ -427,13 +427,16 @@ def check_completion(compfile, helpfile, cmdhelpfile):
             problem(f"allocctl {c}: no usage from `allocctl {c} --help`")
             continue
         d = {"opts": case("allocctl", c, "-"), "plain": case("allocctl", c, ""),
-             "pid": case("allocctl", c, "4242", ""), "values": {}, "choices": {}}
+             "pid": case("allocctl", c, "4242", ""), "values": {}, "choices": {},
+             "at_value": {}}
         for o, arg in list(options[c].items()) + list(cmd_globals[c].items()):
             if arg or o in alternatives[c]:
                 d["values"][o] = case("allocctl", c, o, "x", "") if arg else \
                     case("allocctl", c, o, "")
             if "|" in arg:
                 d["choices"][o] = case("allocctl", c, "4242", o, "")
+            elif arg:
+                d["at_value"][o] = case("allocctl", c, o, "")
         per[c] = d
     script = "".join(" ".join(shlex.quote(w) for w in ws) + "\n" for ws in cases)
     run = subprocess.run(["bash", "-c", COMPLETE, "complete", compfile], input=script,
@@ -476,6 +479,11 @@ def check_completion(compfile, helpfile, cmdhelpfile):
                         f"{'4242 ' if ref == d['pid'] else ''}` ({show(ref)}): "
                         + (f"{o} stands for the PID" if ref == d["pid"] else
                            f"{o}'s value is taken for an argument"))
+        for o, i in d["at_value"].items():
+            arg = options[c].get(o) or cmd_globals[c].get(o)
+            if got[i] & (set(commands) | want) or (got[i] and got[i] == got[d["plain"]]):
+                problem(f"the completion of `allocctl {c} {o} ` (its {arg}) offers {show(i)}: "
+                        f"an option, a command or the PIDs, not a value")
         for o, i in d["choices"].items():
             arg = options[c].get(o) or cmd_globals[c].get(o)
             if got[i] != set(arg.split("|")):
