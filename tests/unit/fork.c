@@ -105,13 +105,19 @@ static void stats_parent(void)
 	syscall(SYS_futex, stats_flag, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-static void stats_child(void)
+/* A child's handler: until the parent's handler moved *flag past 1 (armed), at most 10 s */
+static void wait_parent(const uint32_t *flag)
 {
-	if (!stats_flag)
+	if (!flag)
 		return;
 	struct timespec ms = {0, 1000000};
-	for (int i = 0; i < 10000 && __atomic_load_n(stats_flag, __ATOMIC_ACQUIRE) == 1; i++)
-		syscall(SYS_futex, stats_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
+	for (int i = 0; i < 10000 && __atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1; i++)
+		syscall(SYS_futex, flag, FUTEX_WAIT, 1, &ms, NULL, 0);
+}
+
+static void stats_child(void)
+{
+	wait_parent(stats_flag);
 }
 
 /* The same for a field of the segment's header: the parent's handler writes another pid
@@ -130,11 +136,7 @@ static void ident_parent(void)
 
 static void ident_child(void)
 {
-	if (!ident_flag)
-		return;
-	struct timespec ms = {0, 1000000};
-	for (int i = 0; i < 10000 && __atomic_load_n(ident_flag, __ATOMIC_ACQUIRE) == 1; i++)
-		syscall(SYS_futex, ident_flag, FUTEX_WAIT, 1, &ms, NULL, 0);
+	wait_parent(ident_flag);
 }
 
 /* Set by a test: the child's first handlers (before liballoc's) make the parent's header

@@ -330,6 +330,20 @@ static void free_chain(void *head)
 	}
 }
 
+/* Out of memory: RLIMIT_AS set to the process's size and 1 MiB (no new heap; *old the
+ * limit to put back), then the heaps' free pages taken by blocks of 64 KiB and of the
+ * largest class: the chain of those blocks (free_chain). */
+static void *out_of_memory(struct rlimit *old)
+{
+	cr_assert_eq(getrlimit(RLIMIT_AS, old), 0);
+	long vm_kib = status_kib("VmSize:");
+	cr_assert_gt(vm_kib, 0);
+	cr_assert_eq(setrlimit(RLIMIT_AS,
+	                       &(struct rlimit){(rlim_t)(vm_kib + 1024) * 1024, old->rlim_max}),
+	             0);
+	return exhaust(LA_SMALL_MAX, exhaust(64 << 10, NULL));
+}
+
 /* Out of memory (RLIMIT_AS at the process's size: no new heap; the heaps' pages taken),
  * a block grown past its class by a byte whose block half as large again cannot be had
  * still grows into one of n's size, as malloc(n) would give, with its bytes and errno as
@@ -348,14 +362,7 @@ Test(realloc_small, out_of_memory_a_growth_falls_back_to_the_size_asked)
 	cr_assert_lt(A(malloc_usable_size)(pin), m, "(set-up: n's class holds %zu bytes)", m);
 	A(free)(probe);
 	struct rlimit old;
-	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
-	long vm_kib = status_kib("VmSize:");
-	cr_assert_gt(vm_kib, 0);
-	cr_assert_eq(setrlimit(RLIMIT_AS,
-	                       &(struct rlimit){(rlim_t)(vm_kib + 1024) * 1024, old.rlim_max}),
-	             0);
-	void *held = exhaust(64 << 10, NULL);
-	held = exhaust(LA_SMALL_MAX, held);
+	void *held = out_of_memory(&old);
 	held = exhaust(m, held);
 	errno = 4242;
 	char *q = A(realloc)(p, n);
@@ -398,14 +405,7 @@ Test(realloc_small, out_of_memory_a_shrink_keeps_the_block)
 	memset(s, 's', 2000);
 	memset(l, 'l', 64 << 10);
 	struct rlimit old;
-	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
-	long vm_kib = status_kib("VmSize:");
-	cr_assert_gt(vm_kib, 0);
-	cr_assert_eq(setrlimit(RLIMIT_AS,
-	                       &(struct rlimit){(rlim_t)(vm_kib + 1024) * 1024, old.rlim_max}),
-	             0);
-	void *held = exhaust(64 << 10, NULL);
-	held = exhaust(LA_SMALL_MAX, held);
+	void *held = out_of_memory(&old);
 	held = exhaust(100, held);
 	errno = 4242;
 	char *s2 = A(realloc)(s, 100);
