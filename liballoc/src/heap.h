@@ -422,11 +422,17 @@ LA_INLINE uint32_t heap_pm_entry_of(const struct heap *h, const void *p)
 	return h->pagemap[((uintptr_t)p >> LA_PAGE_SHIFT) & (LA_HEAP_PAGES - 1)];
 }
 
+/* Descriptor i of h, the pool's (i < LA_HEAP_PAGES) or a large heap's grid's (span_at_grid):
+ * not &h->desc[i], as the grid's lie past the array */
+LA_INLINE struct span *heap_desc_at(const struct heap *h, uint32_t i)
+{
+	return (struct span *)((char *)(uintptr_t)h + offsetof(struct heap, desc)) + i;
+}
+
 /* The descriptor of the span starting at page pg: a SPAN_NONE one (npages 0) if none does. */
 LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
 {
-	/* (not &h->desc[...]: the grid's descriptors lie past the array) */
-	return (struct span *)((char *)h + offsetof(struct heap, desc)) + h->spanidx[pg];
+	return heap_desc_at(h, h->spanidx[pg]);
 }
 
 /* In a heap of large blocks (heap_make_large) a block placed on the large blocks' grid
@@ -444,8 +450,7 @@ LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
  * written, or desc_drop's), as span_at's desc[0]. */
 LA_INLINE struct span *span_at_grid(struct heap *h, uint32_t pg)
 {
-	return (struct span *)((char *)h + offsetof(struct heap, desc)) + HEAP_GRID_DESC +
-	       pg / HEAP_GRID_PAGES;
+	return heap_desc_at(h, HEAP_GRID_DESC + pg / HEAP_GRID_PAGES);
 }
 
 LA_INLINE void *span_base(struct heap *h, const struct span *s)
@@ -659,9 +664,7 @@ LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uin
 	uint32_t r = s->first + s->npages;
 	if (h->fresh_pages + h->fresh_prev < HEAP_HUGE_RATE || r >= LA_HEAP_PAGES)
 		return false;
-	const struct span *rs =
-	        (const struct span *)((const char *)h + offsetof(struct heap, desc)) +
-	        h->spanidx[r];
+	const struct span *rs = heap_desc_at(h, h->spanidx[r]);
 	return rs->kind == SPAN_FREE && rs->dirty < s->npages;
 }
 /* Burst preparation (burst.h, arena_burst_tick): populate up to max pages of one free

@@ -1537,19 +1537,19 @@ static size_t fork_stats_len; /* 0: none taken (an unpublished segment: the clon
  * the fork copies no page-table entry of the parent's shared file, so the child's read of
  * its header faulted that page in (with the pages around it) just before the child mapped
  * its own file over it: a fault in every forked child of a published process. */
-static bool fork_header_taken, fork_parent_controlled, fork_named;
+static bool fork_parent_controlled, fork_named;
 static uint64_t fork_parent_pidns;
 
 void shm_fork_snapshot(void)
 {
 	fork_stats_len = 0;
-	fork_header_taken = fork_named = false;
-	if (!seg_on_file)
-		return; /* private memory: the clone's copy is the child's own */
-	fork_header_taken = true;
-	/* (the control thread writes it at its stop) */
+	fork_named = false;
+	/* (the control thread writes it at its stop; read here in private memory too, where
+	 * the child's copy would hold the same) */
 	fork_parent_controlled = __atomic_load_n(&shm_header()->control_state, __ATOMIC_RELAXED) ==
 	                         LA_CONTROL_RUNNING;
+	if (!seg_on_file)
+		return; /* private memory: the clone's copy is the child's own */
 	/* the pid namespace is written at the naming (write_identity), before the path's first
 	 * byte: a file named after this snapshot (by the control thread) is read in the child,
 	 * as before */
@@ -1591,10 +1591,7 @@ void shm_fork_child(void)
 	}
 	start_pidns = 0;     /* the parent's (its children may be in another pid namespace) */
 	reap_wanted = false; /* the parent's sweep */
-	/* from the prepare handler's snapshot where it took one, not the parent's file */
-	seg_parent_controlled = fork_header_taken
-	                                ? fork_parent_controlled
-	                                : shm_header()->control_state == LA_CONTROL_RUNNING;
+	seg_parent_controlled = fork_parent_controlled; /* the prepare handler's, not the file's */
 	if (seg_forked)
 		fork_pidns = syscall(SYS_getppid) == 0 ? ns_inode("pid")
 		             : fork_named              ? fork_parent_pidns
