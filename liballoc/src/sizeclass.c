@@ -79,6 +79,17 @@ void sc_compute(struct sc_tables *t)
 			k++;
 		t->upper[i] = (uint8_t)k;
 	}
+	/* the first class from c up whose size is a multiple of the row's alignment (the last
+	 * class, LA_SMALL_MAX, is a multiple of every one); the rows' ends 0 */
+	for (unsigned a = 0; a < SC_ALIGNS; a++) {
+		uint32_t align = 1u << (SC_ALIGN_LG0 + a);
+		for (c = 0; c < SC_ALIGN_ROW; c++) {
+			unsigned up = c;
+			while (up < LA_NCLASSES && t->size[up] % align)
+				up++;
+			t->aligned[a * SC_ALIGN_ROW + c] = (uint8_t)(c < LA_NCLASSES ? up : 0);
+		}
+	}
 }
 
 #ifdef SC_GEN
@@ -112,6 +123,14 @@ int main(void)
 	row("BATCH", batch, LA_NCLASSES);
 	row("GROW", grow, LA_NCLASSES);
 	row("UPPER", upper, SC_UPPER_BUCKETS);
+	printf("#define SC_GEN_ALIGNED");
+	for (unsigned a = 0; a < SC_ALIGNS; a++) { /* a row each, its zeros written out */
+		printf(" \\\n\t");
+		for (unsigned c = 0; c < SC_ALIGN_ROW; c++)
+			printf("%u%s", t.aligned[a * SC_ALIGN_ROW + c],
+			       c + 1 < SC_ALIGN_ROW || a + 1 < SC_ALIGNS ? "," : "");
+	}
+	printf("\n");
 	return 0;
 }
 #else
@@ -124,4 +143,5 @@ const uint32_t sc_recip_pm[LA_NCLASSES + 1] = {SC_GEN_RECIP_PM};
 const uint16_t sc_batch[LA_NCLASSES] = {SC_GEN_BATCH};
 const uint16_t sc_grow[LA_NCLASSES] = {SC_GEN_GROW};
 const uint8_t sc_upper[SC_UPPER_BUCKETS] = {SC_GEN_UPPER};
+const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW] = {SC_GEN_ALIGNED};
 #endif

@@ -106,6 +106,13 @@ extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
 	}
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
 extern const uint8_t sc_upper[SC_UPPER_BUCKETS];
+/* Alignments of small aligned requests, 2 * LA_ALIGN to LA_PAGE (32 B to 4 KiB), and a row
+ * of sc_aligned for each: row log2(align) - SC_ALIGN_LG0, entry c the first class from c up
+ * whose size is a multiple of align, at row * SC_ALIGN_ROW + c (rows of 64: a shift) */
+#define SC_ALIGN_LG0 5u
+#define SC_ALIGNS    8u
+#define SC_ALIGN_ROW 64u
+extern const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW];
 
 /* The tables as sc_compute builds them (the build's program prints them as constants) */
 struct sc_tables {
@@ -116,6 +123,7 @@ struct sc_tables {
 	uint16_t batch[LA_NCLASSES];
 	uint16_t grow[LA_NCLASSES];
 	uint8_t upper[SC_UPPER_BUCKETS];
+	uint8_t aligned[SC_ALIGNS * SC_ALIGN_ROW];
 };
 void sc_compute(struct sc_tables *t);
 /* Fill the tables (sc_size ...) from the build's constants, before the first allocation */
@@ -128,19 +136,19 @@ LA_INLINE unsigned sc_class_of(size_t n)
 	return c + (n > sc_size[c]);
 }
 
-/* The class an aligned request of n bytes (1 <= n <= LA_SMALL_MAX) takes: the smallest one
- * that holds n and whose size is a multiple of align (a power of two, LA_ALIGN < align <=
- * LA_PAGE: spans start on a page, so its blocks are aligned); one exists (LA_SMALL_MAX is a
- * multiple of LA_PAGE). A multiple of align that holds n is at least n rounded up to align,
- * so the search starts at that size's class and tests a class with a mask (at most 7 past
- * it, in 4-8 KiB). aligned() went up from n's class with a 64-bit division a class: 32 for
- * 8 bytes at 4 KiB, 22 % of `sizes aligned 20`'s instructions. */
+/* The class an aligned request of n bytes (n <= LA_SMALL_MAX; 0 takes 1's) takes: the
+ * smallest one that holds n and whose size is a multiple of align (a power of two,
+ * LA_ALIGN < align <= LA_PAGE: spans start on a page, so its blocks are aligned); one exists
+ * (LA_SMALL_MAX is a multiple of LA_PAGE). Every class that holds n is n's class or above,
+ * so it is sc_aligned's entry for n's class in align's row: n's class as malloc finds it,
+ * and one load (tzcnt, shift, add). The search it replaces started at the class of n
+ * rounded up to align and tested classes with a mask, a loop of up to 8 loads (session 33);
+ * before that a 64-bit division a class from n's own (22 % of `sizes aligned 20`). */
 LA_INLINE unsigned sc_class_aligned(size_t n, size_t align)
 {
-	unsigned c = sc_class_of((n + align - 1) & ~(align - 1));
-	while (sc_size[c] & (align - 1))
-		c++;
-	return c;
+	/* (one index: the rows' - SC_ALIGN_LG0 folds into the load's displacement) */
+	size_t lg = (unsigned)__builtin_ctzl(align);
+	return sc_aligned[lg * SC_ALIGN_ROW + sc_class_of(n) - SC_ALIGN_LG0 * SC_ALIGN_ROW];
 }
 
 /* The grid (pages) a span of class cls made of fresh pages starts on, counted from its
