@@ -509,6 +509,7 @@ static void tcache_init(struct tcache *tc, struct arena *hint)
 {
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
+	tc->errp = &errno;
 	tc->arena = arena_attach(hint);
 	tc->tag = heap_tag(tc->arena->index);
 	tc->slots = slots_get(tc->arena); /* without (no memory) the cache stays disabled */
@@ -1190,11 +1191,13 @@ void tcache_free_slow(struct tcache *tc, void *p, unsigned cls)
 
 void tcache_free_full(struct tcache *tc, void *p, size_t ci)
 {
-	int saved = errno; /* a flush may lock, map or advise: free keeps errno */
+	/* a flush may lock, map or advise: free keeps errno (the thread's, through the
+	 * pointer its cache keeps: a live cache, as free's fast path found it) */
+	int saved = *tc->errp;
 	unsigned cls = (unsigned)(ci >> 2) - 1; /* (the page map is not read again) */
 	check_gen(tc);
 	bin_put(tc, tc->arena, p, cls, true);
-	errno = saved;
+	*tc->errp = saved;
 }
 
 /* Empty the bins in mask (bit c: class c) and hand over the foreign frees waiting for

@@ -302,6 +302,12 @@ struct tcache {
 	struct tlist lists[TC_LIST_CLASSES];
 	uint64_t lists_out;
 	uint8_t small4[TC_SMALL4_MAX + 1];
+	/* The thread's errno (__errno_location's answer, set at tcache_init, the same for
+	 * the thread's life and, after a fork, in the child), which a full bin's flush
+	 * keeps (tcache_free_full): a load where the call to libc through the PLT, and the
+	 * pointer kept across the flush, took ~7.5 instructions a flush (logicmin 60: 2,255
+	 * flushes, -17k). Last: no other field moves. */
+	int *errp;
 };
 /* The cold-bin sweep (tcache.c, tcache_gc): every TC_GC_EVENTS refills and flushes of a
  * cache, or large allocations of its thread with none of those between them; a bin it

@@ -3,6 +3,7 @@
  * parser the /proc readers use instead of strtol. Linked with liballoc.a; every test runs
  * in its own process. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/child.h"
@@ -310,6 +313,54 @@ Test(tcache, a_cache_another_thread_flushed_gets_its_fast_paths_back)
 	cr_assert_geq(n, ft.held, "%llu blocks flushed", (unsigned long long)n);
 	pthread_barrier_wait(&ft.flushed);
 	pthread_join(t, NULL);
+}
+
+/* A full bin's flush (tcache_free_full) keeps errno through the pointer the thread's cache
+ * took at its set-up: the thread's own errno, in every thread, and in a forked child (the
+ * forking thread's, at the same address). Frees of 48-byte blocks past the bin's limit,
+ * errno set before each, read after each. */
+static const char *flushes_keep_errno(void)
+{
+	void *p[300];
+	for (int i = 0; i < 300; i++)
+		p[i] = A(malloc)(48);
+	if (la_tcache.errp != &errno)
+		return "the cache's errno pointer is not this thread's errno";
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	for (int i = 0; i < 300; i++) {
+		errno = 4242 + i;
+		A(free)(p[i]);
+		if (errno != 4242 + i)
+			return "a free changed errno";
+	}
+	liballoc_stats(&c1);
+	if (c1.cache_flushes <= c0.cache_flushes)
+		return "no full bin flushed";
+	return NULL;
+}
+
+static void *flushes_keep_errno_thread(void *arg)
+{
+	(void)arg;
+	return (void *)flushes_keep_errno();
+}
+
+Test(tcache, a_full_bin_s_flush_keeps_the_thread_s_errno)
+{
+	const char *why = flushes_keep_errno();
+	cr_assert_null(why, "main thread: %s", why);
+	pthread_t t;
+	void *r;
+	pthread_create(&t, NULL, flushes_keep_errno_thread, NULL);
+	pthread_join(t, &r);
+	cr_assert_null(r, "second thread: %s", (const char *)r);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(flushes_keep_errno() ? 1 : 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "forked child: status %d", st);
 }
 
 /* free's fast path finds a block's class and its span's start in one page-map word (the
