@@ -65,7 +65,8 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
 		fprintf(stderr, "%s: ", cmd->name);
 	vfprintf(stderr, fmt, ap);
 	if (cmd)
-		fprintf(stderr, " (usage: allocctl %s %s)\n", cmd->name, cmd->args);
+		fprintf(stderr, " (usage: allocctl %s%s%s)\n", cmd->name, *cmd->args ? " " : "",
+		        cmd->args);
 	else
 		fputs(" (see allocctl --help)\n", stderr);
 	va_end(ap);

@@ -46,7 +46,7 @@ teardown() { cli_cleanup; }
 	one_line "$stderr"
 	[[ "$stderr" == *"unknown option '--frob'; valid here: --exe VALUE, --all, --pad VALUE"* ]]
 	run -2 --separate-stderr "$ALLOCCTL" ps --pad 1
-	[[ "$stderr" == *"this command takes no options"* ]]
+	[[ "$stderr" == *"this command takes no options (usage: allocctl ps)" ]]
 }
 
 @test "a malformed PID exits 2 and says what a PID is" {
