@@ -723,14 +723,14 @@ static const struct command commands[] = {
         {"flush", cmd_action, "PID|--exe NAME|--all",
          "return every thread cache to its arena (idle threads included)",
          "Prints what was released, how long it took and the system calls made.\n", true},
-        {"history", cmd_history, "PID [--since DURATION] [--res fine|coarse] [--points N]",
+        {"history", cmd_history, "PID [--since DURATION] [--res fine|coarse|auto] [--points N]",
          "memory of one process over time, and the events on it",
          "One line per figure (in use, cached, fragmented, free resident, metadata,\n"
          "reclaimable, RSS, non-allocator RSS) with its minimum, maximum, last value and a\n"
          "sparkline, then the events (commands, policy actions, start and exit).\n"
          "--since (default 15m) picks the window: the daemon keeps 15 minutes at 1 s and\n"
-         "24 hours at 1 min (--res chooses, default auto); --points (default 60) averages\n"
-         "the samples down to that many.\n",
+         "24 hours at 1 min; --res chooses (auto, the default: fine when the window lies\n"
+         "within it); --points (default 60) averages the samples down to that many.\n",
          true},
         {"top", cmd_top, "[--interval DURATION] [--iterations N]",
          "live view sorted by reclaimable memory (q quits)",
@@ -789,17 +789,18 @@ static void print_help(FILE *f)
 	           "Inspect and tune processes running under liballoc, through allocctld.\n\n"
 	           "Commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++) {
-		char head[64];
-		snprintf(head, sizeof(head), "%s %s", commands[i].name, commands[i].args);
-		fprintf(f, "  %-44s %s\n", head, commands[i].summary);
+		/* the whole usage, however long: the summaries line up after the short ones */
+		int w = fprintf(f, "  %s %s", commands[i].name, commands[i].args);
+		fprintf(f, "%*s %s\n", w >= 0 && w < 46 ? 46 - w : 0, "", commands[i].summary);
 	}
 	fprintf(f,
-	        "\nGlobal options (anywhere on the line):\n"
+	        "\nGlobal options (anywhere on the line; --version only in place of COMMAND):\n"
 	        "  --socket PATH        daemon socket (default $%s, else %s)\n"
-	        "  --json               machine-readable output (every command but top)\n"
+	        "  --json               machine-readable output (every command but top and help)\n"
 	        "  --bytes              plain byte counts instead of units like 812.0 MiB\n"
 	        "  --timeout DURATION   wait this long for each reply (default 10s)\n"
-	        "  -h, --help           help; COMMAND --help for one command\n\n"
+	        "  -h, --help           help; COMMAND --help for one command\n"
+	        "  --version            in place of COMMAND: the version command\n\n"
 	        "Exit status: 0 success, 1 failure, 2 usage error. See allocctl(1).\n",
 	        CTL_SOCKET_ENV, CTL_DEFAULT_SOCKET);
 }

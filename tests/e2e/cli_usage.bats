@@ -25,6 +25,16 @@ teardown() { cli_cleanup; }
 	[[ "$output" == *"ALLOCCTL_SOCKET"* ]]
 }
 
+@test "--help gives each command's whole usage, however long" {
+	run -0 "$ALLOCCTL" --help
+	local c usage
+	for c in $(sed -n '/^Commands:/,/^$/p' <<<"$output" | awk 'NR > 1 && NF { print $1 }'); do
+		usage=$("$ALLOCCTL" "$c" --help | head -n 1)
+		usage=${usage#usage: allocctl \[GLOBAL OPTIONS\] }
+		[[ "$output" == *"  $usage "* ]] || { echo "--help cuts the usage of $c: $usage"; false; }
+	done
+}
+
 @test "every command has --help, help COMMAND too, exit 0" {
 	for c in ps stats get set trim release flush history top version help; do
 		run -0 --separate-stderr "$ALLOCCTL" "$c" --help

@@ -190,6 +190,15 @@ allocctl_helps() {
 	[ "$status" -eq 0 ]
 }
 
+@test "allocctl's --help and usages name every option and choice its parser takes" {
+	allocctl_helps
+	# the options from cli/allocctl.c's comparisons; the choices (--res fine|coarse|auto)
+	# each given to allocctl, and another value's refusal, which lists what it expects
+	run "$CHECK" parser "$ROOT/cli/allocctl.c" "$T/help" "$T/cmdhelp" "$ALLOCCTL"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
 @test "README's Limits and ctld/README.md state the figures liballoc's #defines give" {
 	run "$CHECK" limits "$README" "$ROOT/ctld/README.md" "$ROOT"
 	echo "$output"

@@ -35,6 +35,15 @@
                                              command and each command's options, and an
                                              option's value does not count as an argument
 
+  readme_check.py parser SOURCE HELP CMDHELP ALLOCCTL
+                                             SOURCE: cli/allocctl.c; every option its
+                                             main() and its commands compare is in
+                                             allocctl --help or a usage, every choice of
+                                             an option (--res a|b) is what the parser
+                                             accepts and what its refusal lists, and
+                                             --help's --json line names the commands
+                                             without --json
+
 Each problem is one line on stdout; the status is 1 when there was one. Python's standard
 library only.
 """
@@ -496,6 +505,56 @@ def check_completion(compfile, helpfile, cmdhelpfile):
                     f"its usage gives {' '.join(sorted(want))}")
 
 
+# --- what allocctl's parser accepts, against what its help says --------------------------
+
+def check_parser(sourcefile, helpfile, cmdhelpfile, allocctl):
+    commands, globals_, usages, options, cmd_globals, _ = interface(helpfile, cmdhelpfile)
+    src = open(sourcefile).read()
+    main_src = src[src.index("\nint main("):]
+    # main() compares each global option it takes: strcmp(a, "--json"), strncmp(a, "--x=", n)
+    for o in sorted(set(re.findall(r'strn?cmp\(a, "(--?[a-z][a-z-]*)=?"', main_src))):
+        if o not in globals_:
+            problem(f"allocctl takes {o} before a command (cli/allocctl.c's main), "
+                    "but allocctl --help's global options do not list it")
+    # the commands' option tables: {"--since", true, NULL}
+    named = {o for c in usages for o in re.findall(r"--[a-z][a-z-]*", usages[c])}
+    for o in sorted(set(re.findall(r'\{"(--[a-z][a-z-]*)", (?:true|false), NULL\}', src))):
+        if o not in named:
+            problem(f"a command of allocctl takes {o} (cli/allocctl.c), which no usage names")
+    for c in commands:
+        for o, arg in options.get(c, {}).items():
+            if "|" not in arg:
+                continue
+            words = ["allocctl", "--socket", "/nonexistent/allocctl.sock", c] + \
+                (["1"] if usages[c].split()[1:2] == ["PID"] else []) + [o]
+            run = subprocess.run([allocctl] + words[1:] + ["not-a-choice"],
+                                 capture_output=True, text=True)
+            m = re.search(r"expected ([a-z]+(?:, [a-z]+)*(?:,? or [a-z]+)?)", run.stderr)
+            listed = set(re.split(r",? or |, ", m[1])) if m else set()
+            if run.returncode != 2 or not m:
+                problem(f"`allocctl {c} ... {o} not-a-choice` is not refused with what it "
+                        f"expects (status {run.returncode}): {run.stderr.strip()!r}")
+            elif listed != set(arg.split("|")):
+                problem(f"allocctl {c}'s usage gives {o} {arg}; its refusal of another value "
+                        f"expects {m[1]}")
+            for v in arg.split("|"):
+                run = subprocess.run([allocctl] + words[1:] + [v], capture_output=True,
+                                     text=True)
+                if run.returncode == 2:
+                    problem(f"allocctl {c}'s usage gives {o} {v}, which it refuses: "
+                            f"{run.stderr.strip()!r}")
+    # "--json  machine-readable output (every command but top and help)"
+    m = re.search(r"^  --json .*\(every command but ([a-z, ]+)\)", open(helpfile).read(), re.M)
+    said = set(re.split(r", | and |,? and ", m[1])) if m else set()
+    without = {c for c in commands if c in cmd_globals and "--json" not in cmd_globals[c]}
+    if not m:
+        problem("allocctl --help's --json line does not say which commands take it "
+                "('(every command but ...)')")
+    elif said != without:
+        problem(f"allocctl --help says --json is for every command but {m[1]}; the commands' "
+                f"own help leave it out of {', '.join(sorted(without))}")
+
+
 # --- the figures README's Limits section and ctld/README.md take from the code ------------
 
 def constants(root):
@@ -661,6 +720,8 @@ def main():
         check_limits(readme, args[1], args[2])
     elif cmd == "completion":
         check_completion(args[0], args[1], args[2])
+    elif cmd == "parser":
+        check_parser(args[0], args[1], args[2], args[3])
     else:
         sys.exit(f"readme_check.py: unknown command {cmd!r}")
     for p in problems:
