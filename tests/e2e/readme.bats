@@ -205,6 +205,35 @@ allocctl_helps() {
 	[ "$status" -eq 0 ]
 }
 
+# sources_copy DIR: the headers and sources readme_check.py's limits reads, copied under DIR
+sources_copy() {
+	local d
+	for d in liballoc/include liballoc/src proto ctld; do
+		mkdir -p "$1/$d"
+		cp "$ROOT/$d"/*.[ch] "$1/$d/"
+	done
+}
+
+@test "a figure of a #define the tree has twice comes from its own file's, or is refused" {
+	# ctld/metrics.c's scrapes in 3 ms slices: ctld/README.md's "2 ms slices" must fail,
+	# though discovery and the history keep their own SLICE_NS at 2 ms
+	sources_copy "$T/a"
+	sed -i -E 's/^(#define SLICE_NS[[:space:]]+)2000000ull/\13000000ull/' "$T/a/ctld/metrics.c"
+	grep -q '^#define SLICE_NS *3000000ull' "$T/a/ctld/metrics.c"
+	run "$CHECK" limits "$README" "$ROOT/ctld/README.md" "$T/a"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ctld/README.md says '2' in 'response is produced in"*"; the code's #define gives '3'" ]]
+	# a second definition of a name LIMITS takes by its bare name: refused, whatever its value
+	sources_copy "$T/b"
+	printf '#define TC_GC_EVENTS %s\n' "$(grep -hoE '^#define TC_GC_EVENTS +[0-9]+' \
+		"$ROOT"/liballoc/src/*.[ch] | awk '{ print $3 }')" >>"$T/b/ctld/pool.c"
+	run "$CHECK" limits "$README" "$ROOT/ctld/README.md" "$T/b"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "TC_GC_EVENTS is defined 2 times ("*"ctld/pool.c): readme_check.py's LIMITS must"* ]]
+}
+
 @test "ctld/README.md's synopsis has allocctld's flags and no other, its metric names are exported" {
 	local flags listed names missing= bad= f n
 	flags=$("$CTLD" --help | grep -oE '(^|[ ,])--[a-z][a-z-]*' | tr -d ' ,' | sort -u)

@@ -28,7 +28,10 @@
   readme_check.py limits README CTLD_README ROOT
                                              the figures README's Limits section and
                                              ctld/README.md state that liballoc's #defines
-                                             give (the LIMITS table) are theirs
+                                             give (the LIMITS table) are theirs; a
+                                             name defined more than once is taken from
+                                             the file LIMITS names (FILE:NAME) and
+                                             refused by its bare name
   readme_check.py completion COMPLETION HELP CMDHELP
                                              COMPLETION: allocctl.bash-completion, run in
                                              bash (allocctl on PATH); it offers every
@@ -557,37 +560,75 @@ def check_parser(sourcefile, helpfile, cmdhelpfile, allocctl):
 
 # --- the figures README's Limits section and ctld/README.md take from the code ------------
 
+class Ambiguous(Exception):
+    """A #define the tree has more than once, asked for by its bare name."""
+
+
+class Constants(dict):
+    """constants()'s answer: asking for a name defined more than once raises Ambiguous
+    (with the files), any other name not here KeyError."""
+
+    def __init__(self, values, ambiguous):
+        super().__init__(values)
+        self.ambiguous = ambiguous
+
+    def __missing__(self, key):
+        if key in self.ambiguous:
+            raise Ambiguous(key, self.ambiguous[key])
+        raise KeyError(key)
+
+
 def constants(root):
     """The integer #defines of liballoc's, the protocol's and allocctld's headers and
-    sources: {NAME: value} (those that evaluate)."""
-    exprs = {}
-    # the headers first: a name a .c file defines too is the header's
+    sources that evaluate: NAME for a name defined once among them, and FILE:NAME (FILE
+    from the root: ctld/metrics.c:SLICE_NS) for each file's own definition. A name
+    defined more than once (in two files, or twice in one under #if) has no NAME: asking
+    for it raises Ambiguous, so that a figure cannot come from another file's definition
+    than the one it describes. A definition's references are to its file's own names
+    first, then to names defined once."""
+    defs = {}  # NAME -> [(file, expression)], in file order
     for pattern in ("liballoc/include/*.h", "liballoc/src/*.h", "liballoc/src/*.c",
                     "proto/*.h", "ctld/*.h", "ctld/*.c"):
         for path in sorted(glob.glob(f"{root}/{pattern}")):
             for m in re.finditer(r"^#define ([A-Z_][A-Z0-9_]*)[ \t]+([^\\\n]+?)\s*(?:/\*.*)?$",
                                  open(path).read(), re.M):
-                exprs.setdefault(m[1], m[2])
+                defs.setdefault(m[1], []).append((path[len(root) + 1:], m[2]))
+    exprs, alias, ambiguous = {}, {}, {}  # FILE:NAME -> expression; NAME -> FILE:NAME
+    for name, ds in defs.items():
+        files = [f for f, _ in ds]
+        if len(ds) == 1:
+            alias[name] = f"{files[0]}:{name}"
+        else:
+            ambiguous[name] = files
+        for f, e in ds:
+            if files.count(f) == 1:
+                exprs[f"{f}:{name}"] = e
+            else:
+                ambiguous[f"{f}:{name}"] = [f] * files.count(f)
     values = {}
 
-    def value(name, depth=0):
-        if name in values or depth > 8:
-            return values.get(name)
-        e = re.sub(r"\((?:size_t|uint64_t|uint32_t|int64_t)\)", "", exprs[name])
+    def value(key, depth=0):
+        if key in values or depth > 8:
+            return values.get(key)
+        where = key.rpartition(":")[0]
+        e = re.sub(r"\((?:size_t|uint64_t|uint32_t|int64_t)\)", "", exprs[key])
         e = re.sub(r"\b(\d+)(?:[uU]?[lL]{0,2}[uU]?)\b", r"\1", e)
         for ref in set(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", e)):
-            v = value(ref, depth + 1) if ref in exprs else None
+            own = f"{where}:{ref}"
+            ref_key = own if own in exprs else alias.get(ref)
+            v = value(ref_key, depth + 1) if ref_key else None
             if v is None:
                 return None
             e = re.sub(r"\b%s\b" % ref, str(v), e)
         if not re.fullmatch(r"[\d\s()+\-*/<>]+", e):
             return None
-        values[name] = int(eval(e.replace("/", "//")))
-        return values[name]
+        values[key] = int(eval(e.replace("/", "//")))
+        return values[key]
 
-    for name in exprs:
-        value(name)
-    return values
+    for key in exprs:
+        value(key)
+    values.update({name: values[key] for name, key in alias.items() if key in values})
+    return Constants(values, ambiguous)
 
 
 def size(v):
@@ -665,10 +706,14 @@ LIMITS = [
      lambda k: [size(k["HEAD_MAX"])]),
     ("ctld", r"response is produced in\s+(\d+) ms slices while less than (\d+ MiB) waits for "
      r"the client, at most (\d+) scrapes",
-     lambda k: [str(k["SLICE_NS"] // 1000000), size(k["OUT_HIGH"]), str(k["MAX_SCRAPES"])]),
+     lambda k: [str(k["ctld/metrics.c:SLICE_NS"] // 1000000), size(k["OUT_HIGH"]),
+                str(k["MAX_SCRAPES"])]),
+    ("ctld", r"like the liveness sweep, in slices of at most (\d+) ms",
+     lambda k: [str(k["ctld/discover.c:SLICE_NS"] // 1000000)]),
     ("ctld", r"unread replies reach (\d+) MiB", lambda k: [str(round(k["OUT_CAP"] / (1 << 20)))]),
     ("ctld", r"a (\d+) ms pause of the listener", lambda k: [str(k["PAUSE_MS"])]),
-    ("ctld", r"slices of at most (\d+) processes", lambda k: [str(k["SLICE"])]),
+    ("ctld", r"slices of at most (\d+) processes and (\d+) ms",
+     lambda k: [str(k["SLICE"]), str(k["ctld/timeline.c:SLICE_NS"] // 1000000)]),
     ("ctld", r"up to (\d+) \+ ([\d,]+) samples",
      lambda k: [str(k["HIST_FINE_SLOTS"]), f"{k['HIST_COARSE_SLOTS']:,}"]),
     ("ctld", r"first after (\d+) µs, backing off to (\d+) µs",
@@ -690,9 +735,14 @@ def check_limits(readme, ctld_readme, root):
             continue
         try:
             want = figures(k)
+        except Ambiguous as e:
+            problem(f"{e.args[0]} is defined {len(e.args[1])} times ({', '.join(e.args[1])}): "
+                    f"readme_check.py's LIMITS must take /{words}/'s figure from the file it "
+                    f"describes (FILE:{e.args[0].rpartition(':')[2]}), or the code define it once")
+            continue
         except KeyError as e:
-            problem(f"{e.args[0]} is not a #define of liballoc's headers or sources any more "
-                    f"(readme_check.py's LIMITS: /{words}/)")
+            problem(f"{e.args[0]} is not a #define of liballoc's headers or sources that "
+                    f"evaluates (readme_check.py's LIMITS: /{words}/)")
             continue
         for got, exp in zip(m.groups(), want):
             if got != exp:
