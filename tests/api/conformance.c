@@ -212,11 +212,19 @@ Test(posix_memalign, bad_alignment_is_einval_and_leaves_the_pointer)
 	}
 }
 
+/* ENOMEM is the result: the pointer and errno stay as they were (alignments of 64 bytes,
+ * 8 KiB: above a page, and 1 GiB: above a heap's size) */
 Test(posix_memalign, impossible_size_is_enomem)
 {
-	void *p = (void *)0x1234;
-	cr_assert_eq(A(posix_memalign)(&p, 64, SIZE_MAX - 100), ENOMEM);
-	cr_assert_eq(p, (void *)0x1234);
+	size_t aligns[] = {64, 8192, (size_t)1 << 30};
+	for (unsigned i = 0; i < sizeof(aligns) / sizeof(aligns[0]); i++) {
+		void *p = (void *)0x1234;
+		errno = 4242;
+		cr_assert_eq(A(posix_memalign)(&p, aligns[i], SIZE_MAX - 100), ENOMEM, "align %zu",
+		             aligns[i]);
+		cr_assert_eq(p, (void *)0x1234);
+		cr_assert_eq(errno, 4242, "align %zu: errno %d after ENOMEM", aligns[i], errno);
+	}
 }
 
 Test(aligned_alloc, non_power_of_two_is_einval)
