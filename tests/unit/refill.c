@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "shm.h"
 #include "sizeclass.h"
 #include "tcache.h"
+#include "../helpers/seccomp_one.h"
 
 Test(refill, freed_blocks_come_back_in_batches)
 {
@@ -361,6 +363,74 @@ Test(tcache, a_full_bin_s_flush_keeps_the_thread_s_errno)
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "forked child: status %d", st);
+}
+
+/* A full bin's flush that waits for its arena's lock keeps errno: the lock's wait can set it
+ * (la_lock_slow: FUTEX_LOCK_PI's error, here ENOSYS from a seccomp filter on the flushing
+ * thread alone, after which it polls the lock with la_trylock). In a forked child: a second
+ * thread, never attached to the arena (it only takes the lock), holds the arena's lock
+ * while the first frees 300 blocks of 48 bytes past their bin's limit, and lets it go after
+ * a while. The result goes out through the exit status. */
+static struct arena *errno_lock_arena;
+static int errno_lock_held;
+
+static void *hold_arena_lock(void *arg)
+{
+	(void)arg;
+	arena_lock(errno_lock_arena);
+	__atomic_store_n(&errno_lock_held, 1, __ATOMIC_RELEASE);
+	struct timespec ts = {0, 300 * 1000 * 1000}; /* the flusher reaches the futex first */
+	nanosleep(&ts, NULL);
+	arena_unlock(errno_lock_arena);
+	return NULL;
+}
+
+static int flush_waits_and_keeps_errno(void)
+{
+	void *p[300];
+	for (int i = 0; i < 300; i++)
+		p[i] = A(malloc)(48);
+	errno_lock_arena = la_tcache.arena;
+	pthread_t t;
+	if (pthread_create(&t, NULL, hold_arena_lock, NULL) != 0)
+		return 10;
+	while (!__atomic_load_n(&errno_lock_held, __ATOMIC_ACQUIRE))
+		sched_yield();
+	if (__atomic_load_n(&errno_lock_arena->threads, __ATOMIC_RELAXED) != 1)
+		return 11; /* (the holder attached: a flush would hand its blocks to the ring) */
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	if (seccomp_one(SYS_futex, SECCOMP_RET_ERRNO | ENOSYS) != 0)
+		return 12;
+	int changed = 0;
+	for (int i = 0; i < 300; i++) {
+		errno = 4242 + i;
+		A(free)(p[i]);
+		changed += errno != 4242 + i;
+	}
+	liballoc_stats(&c1);
+	if (c1.lock_contended <= c0.lock_contended)
+		return 13; /* no flush waited for the lock */
+	return changed ? 1 : 0;
+}
+
+Test(tcache, a_full_bin_s_flush_that_waits_for_the_lock_keeps_errno)
+{
+#ifndef SECCOMP_ONE_ARCH
+	cr_skip_test("no seccomp filter for this architecture");
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* (the runtime's own locks in the filtered thread would find no futex either) */
+	cr_skip_test("a sanitizer's runtime");
+#endif
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(flush_waits_and_keeps_errno());
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "child: status %d", st);
+	cr_assert_neq(WEXITSTATUS(st), 1, "a free whose flush waited for the lock changed errno");
+	cr_assert_eq(WEXITSTATUS(st), 0, "child: set-up failed (%d)", WEXITSTATUS(st));
 }
 
 /* free's fast path finds a block's class and its span's start in one page-map word (the
