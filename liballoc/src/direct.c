@@ -40,6 +40,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -96,17 +97,12 @@ struct dtable {
 #define DSPARE_MAX 128
 LA_START_BSS(3) static struct dtable dspare[DSPARE_MAX];
 static unsigned dspare_n;
-LA_START_BSS(3) static struct dcached dcache[DCACHE_SLOTS];
 static unsigned dcached_n;
 static uint64_t dcache_bytes, decay_epoch, dcache_ids;
 /* decay_epoch + 1 when mappings were last seen recycled (0: not since the start or the
  * last trim), and the last mappings freed but not admitted for want of that sign */
 static uint64_t recycled_at;
 #define DROPPED_RING 8
-LA_START_BSS(3) static struct {
-	size_t len;
-	uint64_t epoch;
-} dropped[DROPPED_RING];
 static unsigned dropped_next;
 /* the largest request at or above the ceiling since the start or the last trim (lock
  * held): a cached mapping grown for a request is grown towards it (fit_cached) */
@@ -141,7 +137,6 @@ static void drop_stale_trial(void)
 /* the last freed direct mappings that were unmapped, to tell a double free from a wild
  * pointer */
 #define DFREED_RING 64
-LA_START_BSS(3) static uintptr_t dfreed[DFREED_RING];
 static unsigned dfreed_next;
 
 static struct la_counters *pc(void)
@@ -213,24 +208,36 @@ _Static_assert(DTAB_FIRST * sizeof(struct dmap) <= LA_PAGE, "the first table is 
 /* The first table itself: a page of the library's zero-filled memory (.lbss), not a
  * mapping of its own, which took an mmap and one more VMA (made, and torn down at exit)
  * in every process and forked child that maps a block directly (each child of the fork
- * loop maps one). Taken once; retired like the others (purged, kept for reuse). The page
- * is its own whole: the retirement purges table_bytes, a page, and the 2 KiB its slots
- * leave were the next variables' (the freed ring, the first 22 cached mappings, zeroed
- * when the table first grew past 48 mappings). */
-LA_START_BSS(3) static union {
+ * loop maps one). Taken once; retired like the others and kept for reuse, but zeroed
+ * slot by slot rather than purged: the rest of its page holds the rings of mappings
+ * dropped and freed and the first cached mappings, which a purge of the page would zero
+ * (it did once, when the table first grew past 48 mappings). A process that maps a few
+ * blocks directly and frees them (cached, or dropped and remembered) writes this one
+ * page, where the table and the cache were a page each: a fault fewer in it, and in each
+ * forked child that does so (its copy-on-write or zero-fill fault). The slots take 2.5
+ * KiB, the rings 640 bytes, the cache's first nine entries the rest; it goes on past the
+ * page. */
+LA_START_BSS(3) static struct {
 	struct dmap t[DTAB_FIRST];
-	char page[LA_PAGE];
-} dtab_first __attribute__((aligned(LA_PAGE)));
+	struct {
+		size_t len;
+		uint64_t epoch;
+	} dropped[DROPPED_RING];
+	uintptr_t freed[DFREED_RING];
+	struct dcached cache[DCACHE_SLOTS];
+} dfirst __attribute__((aligned(LA_PAGE)));
+_Static_assert(offsetof(__typeof__(dfirst), cache) + 9 * sizeof(struct dcached) <= LA_PAGE,
+               "the rings and the first nine cached mappings share the first table's page");
 static bool dtab_first_taken;
 
 /* Lock held: a table of cap slots, all empty: the first table, a retired one of that size
- * (purged: zero) or a new mapping. NULL without memory. */
+ * (purged or, the first, zeroed: zero) or a new mapping. NULL without memory. */
 static struct dmap *table_take(size_t cap)
 {
 	if (cap == DTAB_FIRST && !dtab_first_taken) {
 		dtab_first_taken = true;
 		STAT_ADD(pc(), metadata_bytes, table_bytes(cap));
-		return dtab_first.t;
+		return dfirst.t;
 	}
 	for (unsigned i = 0; i < dspare_n; i++)
 		if (dspare[i].cap == cap) {
@@ -254,7 +261,17 @@ static struct dmap *table_take(size_t cap)
  * of it resident. */
 static void table_retire(struct dmap *t, size_t cap)
 {
-	os_purge(t, table_bytes(cap), pc());
+	if (t == dfirst.t) /* (its page is not its own) */
+		for (size_t i = 0; i < cap; i++) {
+			SET(t[i].user, 0);
+			SET(t[i].base, NULL);
+			SET(t[i].len, 0);
+			SET(t[i].uses, 0);
+			SET(t[i].asked, 0);
+			SET(t[i].link, 0);
+		}
+	else
+		os_purge(t, table_bytes(cap), pc());
 	STAT_SUB(pc(), metadata_bytes, table_bytes(cap));
 	if (dspare_n < DSPARE_MAX)
 		dspare[dspare_n++] = (struct dtable){t, cap};
@@ -487,8 +504,8 @@ static void note_miss(size_t len)
 {
 	/* (nothing dropped yet: the ring is zeros, and reading them would map its page) */
 	for (unsigned i = 0; i < LA_MIN(dropped_next, DROPPED_RING); i++)
-		if (dropped[i].len && dropped[i].epoch + 1 >= decay_epoch &&
-		    serves(dropped[i].len, len))
+		if (dfirst.dropped[i].len && dfirst.dropped[i].epoch + 1 >= decay_epoch &&
+		    serves(dfirst.dropped[i].len, len))
 			recycled_at = decay_epoch + 1;
 	/* blocks from the ceiling up keep mappings of their own again */
 	if (recycling() && TUN(mmap_dynamic) && TUN(mmap_threshold) > TUN(mmap_threshold_max))
@@ -499,15 +516,15 @@ static void note_miss(size_t len)
  * a later request may show was worth one (note_miss). */
 static void remember_dropped(size_t len)
 {
-	dropped[dropped_next % DROPPED_RING].len = len;
-	dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
+	dfirst.dropped[dropped_next % DROPPED_RING].len = len;
+	dfirst.dropped[dropped_next++ % DROPPED_RING].epoch = decay_epoch;
 }
 
 /* Lock held: entry i leaves the cache (its bytes, its resident pages, and its trial bytes,
  * uncounted); the last entry takes its place. Returns it. */
 static struct dcached cache_remove(unsigned i)
 {
-	struct dcached e = dcache[i];
+	struct dcached e = dfirst.cache[i];
 	dcache_bytes -= e.len;
 	STAT_SUB_LOCKED(pc(), direct_cache_bytes, e.len);
 	uncache_locked(e.resident);
@@ -515,7 +532,7 @@ static struct dcached cache_remove(unsigned i)
 		__atomic_store_n(&trial_bytes, trial_bytes - e.len, __ATOMIC_RELAXED);
 	if (e.lend)
 		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes - e.len, __ATOMIC_RELAXED);
-	dcache[i] = dcache[--dcached_n];
+	dfirst.cache[i] = dfirst.cache[--dcached_n];
 	return e;
 }
 
@@ -525,7 +542,7 @@ static struct dcached cache_remove(unsigned i)
 static struct dcached lend_remove(unsigned i)
 {
 	struct dcached e = cache_remove(i);
-	dfreed[dfreed_next++ % DFREED_RING] = e.user;
+	dfirst.freed[dfreed_next++ % DFREED_RING] = e.user;
 	return e;
 }
 
@@ -541,14 +558,14 @@ static bool cache_take(size_t len, struct dcached *out)
 		dbig = len;
 	int above = -1, below = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
-		size_t l = dcache[i].len;
-		if (dcache[i].lend) /* the heaps' (a request here is above its size) */
+		size_t l = dfirst.cache[i].len;
+		if (dfirst.cache[i].lend) /* the heaps' (a request here is above its size) */
 			continue;
 		bool large = len >= ceiling && l >= ceiling;
 		if (l >= len && (large || l - len <= len / 4)) {
-			if (above < 0 || l < dcache[above].len)
+			if (above < 0 || l < dfirst.cache[above].len)
 				above = (int)i;
-		} else if (l < len && large && (below < 0 || l > dcache[below].len)) {
+		} else if (l < len && large && (below < 0 || l > dfirst.cache[below].len)) {
 			below = (int)i;
 		}
 	}
@@ -669,8 +686,8 @@ static bool lend_take(size_t len, bool zero, struct dcached *out)
 {
 	int best = -1;
 	for (unsigned i = 0; i < dcached_n; i++)
-		if (dcache[i].lend && (!zero || dcache[i].len >= len) &&
-		    (best < 0 || dcache[i].len > dcache[best].len))
+		if (dfirst.cache[i].lend && (!zero || dfirst.cache[i].len >= len) &&
+		    (best < 0 || dfirst.cache[i].len > dfirst.cache[best].len))
 			best = (int)i;
 	if (best < 0)
 		return false;
@@ -703,7 +720,7 @@ static uint32_t lend_grown(struct heap *h, struct dcached *e, uint32_t from, uin
 	bool whole = !k || k < (size_t)LEND_MIN_PAGES << LA_PAGE_SHIFT;
 	bool adopted = k && heap_adopt(h, p + m, (uint32_t)(k >> LA_PAGE_SHIFT));
 	if (whole || adopted)
-		lend_remove((unsigned)(e - dcache));
+		lend_remove((unsigned)(e - dfirst.cache));
 	else
 		cache_cut(e, m);
 	la_unlock(&direct_lock);
@@ -731,8 +748,9 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		return 0;
 	struct dcached *e = NULL;
 	for (unsigned i = 0; i < dcached_n && !e; i++)
-		if (dcache[i].lend && (dcache[i].grown || dcache[i].due || !only_grown))
-			e = &dcache[i];
+		if (dfirst.cache[i].lend &&
+		    (dfirst.cache[i].grown || dfirst.cache[i].due || !only_grown))
+			e = &dfirst.cache[i];
 	if (!e) {
 		la_unlock(&direct_lock);
 		return 0;
@@ -769,7 +787,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		bool moved =
 		        cnt && heap_move_under(h, e->base, at0, (uint32_t)(m >> LA_PAGE_SHIFT));
 		if (moved && m == e->len)
-			lend_remove((unsigned)(e - dcache));
+			lend_remove((unsigned)(e - dfirst.cache));
 		else if (moved)
 			cache_cut(e, m);
 		la_unlock(&direct_lock);
@@ -785,7 +803,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 	size_t k = drop ? e->len : LA_MIN(e->len, LA_MIN(want, LEND_CHUNK));
 	size_t res = LA_MIN(k, e->resident);
 	if (k == e->len)
-		lend_remove((unsigned)(e - dcache));
+		lend_remove((unsigned)(e - dfirst.cache));
 	else
 		cache_cut(e, k); /* (a mapping kept for the heaps is on trial: trial bytes too) */
 	la_unlock(&direct_lock);
@@ -855,9 +873,9 @@ void *direct_alloc_grown(size_t size)
 	la_lock(&direct_lock);
 	int best = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
-		size_t l = dcache[i].len;
-		if (dcache[i].grown && l >= want && l / 2 <= want &&
-		    (best < 0 || l < dcache[best].len))
+		size_t l = dfirst.cache[i].len;
+		if (dfirst.cache[i].grown && l >= want && l / 2 <= want &&
+		    (best < 0 || l < dfirst.cache[best].len))
 			best = (int)i;
 	}
 	if (best < 0) {
@@ -867,12 +885,12 @@ void *direct_alloc_grown(size_t size)
 	/* its first want bytes; the rest stays kept (the block grows into it in place,
 	 * direct_realloc, or the heaps' growth takes it) unless it is shorter than a
 	 * heap's growth would take */
-	struct dcached c = dcache[best];
+	struct dcached c = dfirst.cache[best];
 	if (c.len - want >= (size_t)LEND_MIN_PAGES << LA_PAGE_SHIFT) {
 		c.len = want;
-		cache_cut(&dcache[best], want);
+		cache_cut(&dfirst.cache[best], want);
 		/* (a new link: the two are one mapping; a link never names two of them) */
-		c.link = dcache[best].tail_of = ++dcache_ids;
+		c.link = dfirst.cache[best].tail_of = ++dcache_ids;
 	} else {
 		c = cache_remove((unsigned)best);
 	}
@@ -890,8 +908,8 @@ static uint64_t lend_next_due(void)
 {
 	uint64_t due = 0;
 	for (unsigned i = 0; i < dcached_n; i++)
-		if (dcache[i].lend && dcache[i].due)
-			due = la_earlier(due, dcache[i].due);
+		if (dfirst.cache[i].lend && dfirst.cache[i].due)
+			due = la_earlier(due, dfirst.cache[i].due);
 	return due;
 }
 
@@ -903,9 +921,9 @@ void *direct_alloc_kept_slow(size_t size)
 	la_lock(&direct_lock);
 	int best = -1;
 	for (unsigned i = 0; i < dcached_n; i++) {
-		size_t l = dcache[i].len;
-		if (dcache[i].lend && dcache[i].due && l >= len &&
-		    (best < 0 || l < dcache[best].len))
+		size_t l = dfirst.cache[i].len;
+		if (dfirst.cache[i].lend && dfirst.cache[i].due && l >= len &&
+		    (best < 0 || l < dfirst.cache[best].len))
 			best = (int)i;
 	}
 	if (best < 0) {
@@ -1058,10 +1076,10 @@ int direct_free(void *p)
 	if (!m) {
 		int was = -1;
 		for (unsigned i = 0; i < dcached_n; i++)
-			if (dcache[i].user == user)
+			if (dfirst.cache[i].user == user)
 				was = 1;
 		for (unsigned i = 0; i < DFREED_RING; i++)
-			if (dfreed[i] == user)
+			if (dfirst.freed[i] == user)
 				was = 1;
 		la_unlock(&direct_lock);
 		return was;
@@ -1131,7 +1149,7 @@ int direct_free(void *p)
 	}
 	STAT_SUB_LOCKED(sc, allocated_bytes, len);
 	if (!cached) {
-		dfreed[dfreed_next++ % DFREED_RING] = user;
+		dfirst.freed[dfreed_next++ % DFREED_RING] = user;
 		STAT_SUB_LOCKED(sc, data_resident_bytes, len);
 		la_unlock(&direct_lock);
 		STAT_SUB(sc, address_space_bytes, len);
@@ -1157,24 +1175,24 @@ int direct_free(void *p)
 	while (dcached_n && (dcache_bytes + len > limit || dcached_n == DCACHE_SLOTS)) {
 		unsigned old = 0; /* evict the oldest */
 		for (unsigned i = 1; i < dcached_n; i++)
-			if (dcache[i].epoch < dcache[old].epoch)
+			if (dfirst.cache[i].epoch < dfirst.cache[old].epoch)
 				old = i;
 		struct dcached e = cache_remove(old);
 		evict[nevict] = e.base;
 		evict_len[nevict++] = e.len;
 	}
-	dcache[dcached_n++] = (struct dcached){.base = base,
-	                                       .len = len,
-	                                       .user = user,
-	                                       .epoch = decay_epoch,
-	                                       .id = ++dcache_ids,
-	                                       .resident = resident,
-	                                       .trial = trial,
-	                                       .lend = lend,
-	                                       .uses = uses,
-	                                       .grown = grown,
-	                                       .link = link,
-	                                       .due = until};
+	dfirst.cache[dcached_n++] = (struct dcached){.base = base,
+	                                             .len = len,
+	                                             .user = user,
+	                                             .epoch = decay_epoch,
+	                                             .id = ++dcache_ids,
+	                                             .resident = resident,
+	                                             .trial = trial,
+	                                             .lend = lend,
+	                                             .uses = uses,
+	                                             .grown = grown,
+	                                             .link = link,
+	                                             .due = until};
 	dcache_bytes += len;
 	STAT_ADD_LOCKED(sc, direct_cache_bytes, len);
 	/* live -> free resident: its data_resident_bytes (len, counted whole live and cached)
@@ -1247,7 +1265,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 		                    ? la_align_up(size + size / 4, LA_PAGE)
 		                    : len;
 		for (unsigned i = 0; i < dcached_n; i++) {
-			struct dcached *e = &dcache[i];
+			struct dcached *e = &dfirst.cache[i];
 			/* (the rest of the mapping p was cut from: its link. Mappings that lie
 			 * side by side by chance are not joined: a range over two of them is one
 			 * that mremap refuses to move or grow) */
@@ -1336,14 +1354,15 @@ static void drop_cache(int which)
 		la_lock(&direct_lock);
 	}
 	for (unsigned i = 0; i < dcached_n;) {
-		if ((only_old && dcache[i].epoch == decay_epoch) ||
-		    (which == DROP_TRIAL && (!dcache[i].trial || dcache[i].lend)) ||
-		    (which == DROP_LEND && !dcache[i].lend)) {
+		if ((only_old && dfirst.cache[i].epoch == decay_epoch) ||
+		    (which == DROP_TRIAL && (!dfirst.cache[i].trial || dfirst.cache[i].lend)) ||
+		    (which == DROP_LEND && !dfirst.cache[i].lend)) {
 			i++;
 			continue;
 		}
-		if (dcache[i].trial && !dcache[i].lend)  /* remembered as one not admitted */
-			remember_dropped(dcache[i].len); /* (note_miss) */
+		if (dfirst.cache[i].trial &&
+		    !dfirst.cache[i].lend)                     /* remembered as one not admitted */
+			remember_dropped(dfirst.cache[i].len); /* (note_miss) */
 		gone[n++] = cache_remove(i);
 	}
 	if (which != DROP_TRIAL && which != DROP_LEND) {
@@ -1351,7 +1370,7 @@ static void drop_cache(int which)
 		if (!only_old) { /* trimmed: start over */
 			recycled_at = 0;
 			dbig = 0;
-			memset(dropped, 0, sizeof(dropped));
+			memset(dfirst.dropped, 0, sizeof(dfirst.dropped));
 		}
 	}
 	la_unlock(&direct_lock);
@@ -1366,23 +1385,24 @@ void direct_measure(void)
 	for (;;) {
 		la_lock(&direct_lock);
 		unsigned i = 0;
-		while (i < dcached_n && dcache[i].measured)
+		while (i < dcached_n && dfirst.cache[i].measured)
 			i++;
 		if (i == dcached_n) {
 			la_unlock(&direct_lock);
 			return;
 		}
-		struct dcached m = dcache[i];
-		dcache[i].measured = true; /* taken or not, the next round looks at the others */
+		struct dcached m = dfirst.cache[i];
+		dfirst.cache[i].measured =
+		        true; /* taken or not, the next round looks at the others */
 		la_unlock(&direct_lock);
 		/* the mapping may be taken (even unmapped) meanwhile: mincore on it is harmless,
 		 * and the figure is applied only to the entry it was made for */
 		size_t res = os_resident(m.base, m.len);
 		la_lock(&direct_lock);
 		for (unsigned j = 0; j < dcached_n; j++)
-			if (dcache[j].id == m.id && dcache[j].resident > res) {
-				uncache_locked(dcache[j].resident - res);
-				dcache[j].resident = res;
+			if (dfirst.cache[j].id == m.id && dfirst.cache[j].resident > res) {
+				uncache_locked(dfirst.cache[j].resident - res);
+				dfirst.cache[j].resident = res;
 			}
 		la_unlock(&direct_lock);
 	}
@@ -1419,7 +1439,7 @@ uint64_t direct_lend_tick(uint64_t now)
 	unsigned n = 0;
 	la_lock(&direct_lock);
 	for (unsigned i = 0; i < dcached_n;) {
-		if (!dcache[i].lend || !dcache[i].due || dcache[i].due > now)
+		if (!dfirst.cache[i].lend || !dfirst.cache[i].due || dfirst.cache[i].due > now)
 			i++;
 		else
 			gone[n++] = lend_remove(i);

@@ -86,7 +86,7 @@ size_of() {
 	owner=$(symbol heap_owner)
 	[ -n "$owner" ] || skip "liballoc.so has no symbol table"
 	at=$((16#$owner + 16#$(size_of heap_owner)))
-	for group in control_stack arenas "dtab_first dfreed dropped dcache dspare" shm_seg_area; do
+	for group in control_stack arenas "dfirst dspare" shm_seg_area; do
 		lo="" hi=0
 		for s in $group; do
 			a=$(symbol "$s")
@@ -116,7 +116,7 @@ size_of() {
 	[ -n "$owner" ] || skip "liballoc.so has no symbol table"
 	region=$(((16#$owner + (0x7f0000000000 >> 26) * 8) >> 21))
 	[ "$(((16#$owner + (0x7fffffffffff >> 26) * 8) >> 21))" -eq "$region" ]
-	for s in arenas dtab_first dfreed dropped dcache dspare shm_seg_area control_stack; do
+	for s in arenas dfirst dspare shm_seg_area control_stack; do
 		a=$(symbol "$s")
 		[ -n "$a" ] || { echo "no $s"; return 1; }
 		a=$((16#$a))

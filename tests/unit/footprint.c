@@ -6,9 +6,11 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -82,6 +84,47 @@ Test(direct, the_first_mappings_fault_one_page_of_registry_and_one_of_cache)
 #endif
 	cr_assert_leq(mapped - before, 1, "8 direct mallocs: %ld faults", mapped - before);
 	cr_assert_leq(freed - mapped, 1, "8 direct frees: %ld faults", freed - mapped);
+}
+
+/* Direct mappings made and freed with the threshold pinned (a program's mallopt: no
+ * cache, each free dropped and remembered in the rings of mappings dropped and freed): one
+ * page of the library's memory, which holds the first table, those rings and the first
+ * cached mappings (direct.c, dfirst), where the table and the rings were a page each (2
+ * faults). In a forked child of a parent that did the same, that page is the parent's: one
+ * copy-on-write fault (2 before). */
+static long direct_round_faults(void)
+{
+	A(free)(A(malloc)(64)); /* (a forked child's first malloc: its own faults) */
+	void *b[2];
+	long before = thread_faults();
+	for (int i = 0; i < 2; i++) {
+		b[i] = A(malloc)(1 << 20);
+		cr_assert_not_null(b[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		A(free)(b[i]);
+	return thread_faults() - before;
+}
+
+Test(direct, mappings_made_and_dropped_fault_one_page_in_a_process_and_its_forked_child)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	cr_skip_test("ASan's shadow pages fault beside liballoc's");
+#endif
+	cr_assert_eq(A(mallopt)(M_MMAP_THRESHOLD, 64 << 10), 1);
+	long first = direct_round_faults();
+	cr_assert_leq(first, 1, "2 direct mallocs and frees: %ld faults", first);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		long f = direct_round_faults();
+		_exit(f > 9 ? 9 : (int)f);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	cr_assert_leq(WEXITSTATUS(st), 1, "a forked child's 2 direct mallocs and frees: %d faults",
+	              WEXITSTATUS(st));
 }
 
 /* The look for other allocators at the start and after each dlopen (shm.c, foreign_one)
