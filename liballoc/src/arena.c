@@ -2861,16 +2861,20 @@ static void measure_locked(struct arena *a)
 	struct span *s = a->parked;
 	if (s) {
 		int32_t gone = (int32_t)heap_measure_range(heap_of(s), s->first, s->npages);
-		a->parked_resident = (uint32_t)((int32_t)a->parked_resident - gone);
-		STAT_SUB_LOCKED(a->c, free_resident_bytes, (uint64_t)((int64_t)gone * LA_PAGE));
+		if (gone) { /* (no write where nothing changed: heap_measure) */
+			a->parked_resident = (uint32_t)((int32_t)a->parked_resident - gone);
+			STAT_SUB_LOCKED(a->c, free_resident_bytes,
+			                (uint64_t)((int64_t)gone * LA_PAGE));
+		}
 	}
 	for (unsigned cls = 0; cls < LA_NCLASSES; cls++)
 		for (s = a->partial[cls]; s; s = s->next) {
 			if (s->used)
 				continue;
 			int32_t gone = (int32_t)heap_measure_range(heap_of(s), s->first, s->npages);
-			STAT_SUB_LOCKED(a->c, free_resident_bytes,
-			                (uint64_t)((int64_t)gone * LA_PAGE));
+			if (gone)
+				STAT_SUB_LOCKED(a->c, free_resident_bytes,
+				                (uint64_t)((int64_t)gone * LA_PAGE));
 		}
 }
 

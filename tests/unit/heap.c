@@ -1716,6 +1716,72 @@ Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
 	A(free)(guard);
 }
 
+/* A forked child's stack written down to 256 KiB below this frame (its pages are its
+ * parent's: the first write to each faults): faults counted after it are not the stack's */
+static LA_NOINLINE void stack_written(void)
+{
+	volatile char buf[256 << 10];
+	memset((char *)buf, 0, sizeof(buf));
+}
+
+/* A measurement that finds what the heap counted writes no page of its header: its free
+ * spans' residency and dirty counts stand, and the heap's fields are not rewritten with
+ * themselves. A forked child's decay pass measured spans its parent had measured and took a
+ * copy-on-write fault for the fields' page (resident_add(h, 0), dirty_add(h, 0)). */
+Test(heap, a_measurement_that_finds_nothing_changed_writes_no_header_page)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	cr_skip_test("the sanitizer's shadow pages fault beside liballoc's");
+#endif
+	pages_only(0);
+	set("mmap_dynamic", 0);
+	set("mmap_threshold", 8 << 20);
+	enum { PAGES = 400 };
+	liballoc_trim(0);
+	char *b = A(malloc)((size_t)PAGES << LA_PAGE_SHIFT);
+	char *guard = A(malloc)((size_t)64 << LA_PAGE_SHIFT); /* a neighbour kept in use */
+	cr_assert_not_null(b);
+	cr_assert_not_null(guard);
+	for (unsigned i = 0; i < PAGES; i += 2)
+		b[(size_t)i << LA_PAGE_SHIFT] = 1;
+	struct heap *h = heap_of(b);
+	struct arena *a = h->arena;
+	A(free)(b);
+	arena_lock_all(); /* the block, parked whole by its free, back to its heap's free pages */
+	arena_unlock_all();
+	arena_lock(a);
+	heap_measure(h); /* the counts right */
+	arena_unlock(a);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		arena_lock(a);
+		uint32_t spans = 0;
+		/* measured again: as a free in the child marks them (their descriptors' pages
+		 * the child's from here) */
+		for (int i = 0; i < HEAP_NBINS; i++)
+			for (struct span *s = h->bins[i]; s; s = s->next)
+				if (s->dirty) {
+					s->unmeasured = 1;
+					spans++;
+				}
+		stack_written();
+		struct rusage r0, r1;
+		getrusage(RUSAGE_THREAD, &r0);
+		heap_measure(h);
+		getrusage(RUSAGE_THREAD, &r1);
+		arena_unlock(a);
+		long f = spans ? r1.ru_minflt - r0.ru_minflt : 99;
+		_exit(f > 99 ? 99 : (int)f);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span measured");
+	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
+	A(free)(guard);
+}
+
 /* A fake THP directory (thpdir.h) read from now on: `enabled` pmd, hugepages-64kB m64,
  * hugepages-2048kB in "inherit" (thp_dir_remove takes its files away; the modes stay read:
  * os_huge_reread is not called). */
