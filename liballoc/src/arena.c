@@ -1014,7 +1014,7 @@ static LA_NOINLINE void xfer_depth_miss(struct arena *a, unsigned cls)
 static LA_NOINLINE void xfer_refill_marks(struct arena *a, unsigned cls, uint32_t want,
                                           struct arena **from)
 {
-	/* the first refill after a teardown of a class up to 128 bytes (xfer_past) in an arena
+	/* the first refill after a teardown of a class up to 256 bytes (xfer_past) in an arena
 	 * with one thread, LISTS_SPANS spans of the class or more holding freed blocks: the
 	 * caller's thread cache takes the class's lists from the next refill on (tcache.c,
 	 * refill_from). Here, not at the teardown's flushes: logicmin's 40 teardowns of

@@ -182,7 +182,7 @@ struct tlist {
 	uint32_t left;  /* blocks counted out to the list and not handed out yet */
 	uint32_t pub;   /* blocks it added to cached_bytes (all it held when taken) */
 };
-#define TC_LIST_CLASSES 8u /* classes that may take a list: up to 128 bytes */
+#define TC_LIST_CLASSES 12u /* classes that may take a list: up to 256 bytes */
 #define TC_LIST_MASK    (((uint64_t)1 << TC_LIST_CLASSES) - 1)
 
 struct tcache {

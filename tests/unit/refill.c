@@ -1820,6 +1820,78 @@ Test(spans, after_a_bulk_free_the_last_spans_give_their_lists_too)
 	A(free)(p);
 }
 
+/* Lists up to 256 bytes (TC_LIST_CLASSES): twenty spans' worth of 256-byte blocks, all
+ * but every 8th freed, put the class in list mode as the 64-byte ones do, and a refill
+ * takes a span's whole list (growth 1000000 100000 256 160: 0.878 of the CPU of a build
+ * whose lists stopped at 128 bytes, bench/README.md, growth34). Returns the list; p gets
+ * the blocks, *pre those taken before the list. */
+enum { L256_SIZE = 256, L256_N = 20 * 256 };
+static const struct tlist *list_taken_256(void **p, struct leftovers *left, struct before_list *pre)
+{
+	unsigned cls = sc_class_of(L256_SIZE);
+	cr_assert_eq(sc_size[cls], L256_SIZE);
+	for (int i = 0; i < L256_N; i++)
+		cr_assert_not_null(p[i] = A(malloc)(L256_SIZE));
+	take_leftovers(L256_SIZE, left);
+	for (int i = 0; i < L256_N; i++)
+		if (i % BULK_KEEP)
+			A(free)(p[i]);
+	liballoc_flush_caches();
+	cr_assert_eq(__atomic_load_n(&la_tcache.arena->threads, __ATOMIC_RELAXED), 1,
+	             "an arena of its own");
+	const struct tlist *l = &la_tcache.lists[cls];
+	pre->n = 0;
+	while (!l->base && pre->n < TC_MAX_BLOCKS)
+		cr_assert_not_null(pre->p[pre->n++] = A(malloc)(L256_SIZE));
+	return l;
+}
+
+Test(spans, after_a_bulk_free_of_256_byte_blocks_malloc_takes_a_spans_whole_list)
+{
+	static void *p[L256_N];
+	static struct before_list pre;
+	struct leftovers left;
+	unsigned cls = sc_class_of(L256_SIZE);
+	const struct tlist *l = list_taken_256(p, &left, &pre);
+	cr_assert(la_tcache.lists_out >> cls & 1, "the 256-byte class is in list mode");
+	cr_assert(l->base, "a list taken after %u mallocs", pre.n);
+	cr_assert_gt(l->left, 100, "the list holds %u blocks", l->left);
+	uintptr_t base = l->base, bytes = l->bytes;
+	void *b = A(malloc)(L256_SIZE);
+	cr_assert((uintptr_t)b - base < bytes, "the next block comes from the list's span");
+	A(free)(b);
+	liballoc_flush_caches();
+	uint32_t n = 0;
+	struct span *bad = span_miscounted(la_tcache.arena, cls, &n);
+	cr_assert_null(bad, "a span lists %u blocks, its count says %u", n,
+	               bad ? (uint32_t)(bad->bump - bad->used) : 0);
+	free_before_list(&pre);
+	for (int i = 0; i < L256_N; i += BULK_KEEP)
+		A(free)(p[i]);
+	free_leftovers(&left);
+}
+
+/* a block on a 256-byte list freed again (it is free): the double free is detected */
+static void free_a_block_of_a_256_byte_list(void)
+{
+	static void *p[L256_N];
+	static struct before_list pre;
+	struct leftovers left;
+	const struct tlist *l = list_taken_256(p, &left, &pre);
+	if (!l->base || l->left < 10)
+		_exit(9); /* (no cr_assert in the child: list_taken's note) */
+	void *b = l->head;
+	for (int i = 0; i < 5; i++)
+		b = link_decode(*(void **)b, b);
+	A(free)(b);
+}
+
+Test(spans, a_double_free_of_a_block_on_a_256_byte_list_out_stops_the_process)
+{
+	struct child_result r = run_child(free_a_block_of_a_256_byte_list);
+	assert_child_aborted_with(r, "liballoc: free(): double free detected");
+}
+
 /* the list's next block freed again: it is free, in this thread's cache */
 static void free_a_block_of_the_list(void)
 {
