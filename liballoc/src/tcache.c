@@ -835,6 +835,7 @@ static LA_NOINLINE void gc_missed(struct tcache *tc, unsigned cls)
 	if (tc->gc_level[cls] < TC_GC_BACKOFF)
 		tc->gc_level[cls]++;
 	tc->gc_skip[cls] = (uint8_t)((1u << tc->gc_level[cls]) - 1u);
+	tc->gc_large_missed = 1;
 }
 
 /* The cache tunables changed since tc's limits were set: apply them. */
@@ -863,7 +864,28 @@ void tcache_large_sweep(struct tcache *tc)
 		 * applies here too, as at a bin's refill or flush: a thread that loops large
 		 * blocks through its large slot meets no refill or flush */
 		check_gen(tc);
-		tcache_gc(tc);
+		/* a thread whose large slot serves its large mallocs (TC_LARGE_HITS a miss, as
+		 * large_widen asks) while bins a sweep emptied refill (gc_missed) mixes sizes,
+		 * it did not move on from the small ones (medsizes: half its mallocs above the
+		 * classes, the trigger every ~64 operations emptied bins in use, ~1,800
+		 * instructions a sweep at 100 slots): the trigger skips 2^k - 1 of its sweeps,
+		 * k one more each such time (at most TC_GC_BACKOFF), 0 again at a sweep without
+		 * both (realloc_growth: a buffer frees each size once, the slot misses) */
+		if (tc->gc_large_skip) {
+			tc->gc_large_skip--;
+		} else {
+			if (tc->gc_large_missed &&
+			    tc->large_uses - tc->large_seen >=
+			            TC_LARGE_HITS * (tc->large_misses + 1u)) {
+				if (tc->gc_large_level < TC_GC_BACKOFF)
+					tc->gc_large_level++;
+			} else {
+				tc->gc_large_level = 0;
+			}
+			tc->gc_large_missed = 0;
+			tc->gc_large_skip = (uint8_t)((1u << tc->gc_large_level) - 1u);
+			tcache_gc(tc);
+		}
 	}
 	tc_leave(tc);
 }

@@ -230,6 +230,12 @@ struct tcache {
 	                                    * 224-256 refills and flushes, no producer whose
 	                                    * blocks other threads free (arena.c,
 	                                    * growth_yield) */
+	uint8_t gc_large_level;            /* owner: the large trigger's backoff, k: it
+	                                    * skips 2^k - 1 sweeps (tcache_large_sweep) */
+	uint8_t gc_large_skip;             /* owner: its sweeps still to skip */
+	uint8_t gc_large_missed;           /* owner: a bin a sweep emptied refilled within
+	                                    * TC_GC_WINDOW sweeps since the trigger's last
+	                                    * sweep (gc_missed) */
 	uint64_t gc_active;                /* owner: bins (bit c) that refilled or flushed since
 	                                    * the last cold-bin sweep */
 	uint64_t gc_flushed;               /* owner: bins the last sweep emptied, not refilled
@@ -457,7 +463,8 @@ bool tcache_check_lists(struct arena *a, struct heap *h, struct span *s, void *p
 bool tcache_list_holds(const struct tlist *l, const void *p);
 void tcache_check_self(void);
 /* The owner made a large allocation (malloc.c, alloc_large): TC_GC_EVENTS of them in a
- * row, with no refill or flush between, run the cold-bin sweep, so that a thread that
+ * row, with no refill or flush between, run the cold-bin sweep (fewer of them while the
+ * thread's large slot serves and swept bins refill: tcache.c), so that a thread that
  * moved on from small blocks to large ones (a buffer realloc grows past the classes, step
  * by step) sends the blocks of the classes it left back to their spans, whose pages then
  * serve its large blocks, rather than keep them cached until the decay pass. A thread

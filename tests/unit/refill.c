@@ -1176,7 +1176,10 @@ Test(cold_bins, a_cold_flush_gives_back_no_block_below_one_in_use)
 /* A thread that moved on from small blocks to large ones (a buffer realloc grows past the
  * classes: bench realloc_growth) makes no refill or flush any more; its large allocations
  * are events of the sweep too, so the classes it left go back to their spans and their
- * pages serve the large blocks (without: the 1000-byte class kept its 64 blocks). */
+ * pages serve the large blocks (without: the 1000-byte class kept its 64 blocks). Three
+ * rounds of TC_GC_EVENTS, not two: the class's refills came after an earlier sweep had
+ * emptied its bin and the large slot serves every allocation here, so the trigger's first
+ * sweep skips the next one (tcache_large_sweep's backoff); the one after that sweeps. */
 Test(cold_bins, large_allocations_send_back_the_classes_a_thread_left)
 {
 	unsigned cls = sc_class_of(1000);
@@ -1185,7 +1188,7 @@ Test(cold_bins, large_allocations_send_back_the_classes_a_thread_left)
 	struct tbin *b = refilled_bin();
 	cr_assert_gt(class_spans(cls), spans0, "the class took a span");
 	uint8_t sweeps = la_tcache.gc_sweeps;
-	for (unsigned i = 0; i < 2 * TC_GC_EVENTS; i++) {
+	for (unsigned i = 0; i < 3 * TC_GC_EVENTS; i++) {
 		void *q = A(malloc)(64 << 10);
 		cr_assert_not_null(q);
 		A(free)(q);
@@ -1227,6 +1230,53 @@ Test(cold_bins, a_refill_between_large_allocations_starts_their_count_again)
 	cr_assert_eq(la_tcache.gc_sweeps, (uint8_t)(sweeps + 1), "the 32nd in a row sweeps");
 	A(free)(q);
 	free_leftovers(&l);
+}
+
+/* A thread that mixes sizes (bench medsizes: half its mallocs above the classes, its large
+ * slot serving them) meets the large trigger every TC_GC_EVENTS large allocations, before
+ * most classes it keeps using refill or flush: the sweeps emptied bins in use, which
+ * refilled soon after. While the slot serves the large mallocs (TC_LARGE_HITS a miss) and a
+ * bin a sweep emptied refilled since the trigger's last sweep, the trigger skips 2^k - 1 of
+ * its sweeps (k one more each time, at most TC_GC_BACKOFF); else (a slot that misses: a
+ * buffer grown by realloc frees each size once) it sweeps at each TC_GC_EVENTS again.
+ * Without: 16 sweeps in these 16 rounds. */
+Test(cold_bins, large_sweeps_space_out_while_the_slot_serves_and_swept_bins_refill)
+{
+	unsigned cls = sc_class_of(1000);
+	void *q = A(malloc)(1000); /* the thread's cache set up */
+	A(free)(q);
+	large_allocations(1); /* the slot holds a block of the page count */
+	la_tcache.gc_events = 0;
+	uint8_t sweeps = la_tcache.gc_sweeps;
+	for (unsigned r = 0; r < 16; r++) {
+		la_tcache.gc_skip[cls] = 0; /* the bin's own backoff aside: a sweep empties it */
+		q = A(malloc)(1000);        /* a refill when the last sweep emptied the bin */
+		A(free)(q);
+		large_allocations(TC_GC_EVENTS);
+	}
+	unsigned n = (uint8_t)(la_tcache.gc_sweeps - sweeps);
+	cr_assert_leq(n, 12, "%u sweeps in 16 rounds of %u large allocations", n, TC_GC_EVENTS);
+	cr_assert_geq(n, 2, "%u sweeps", n);
+}
+
+/* ... and a slot that misses takes the trigger back to every TC_GC_EVENTS at once. */
+Test(cold_bins, a_large_sweep_after_slot_misses_takes_the_cadence_back)
+{
+	void *q = A(malloc)(1000); /* the thread's cache set up */
+	A(free)(q);
+	la_tcache.gc_large_level = TC_GC_BACKOFF;
+	la_tcache.gc_large_skip = 0;
+	la_tcache.gc_large_missed = 1;
+	la_tcache.gc_large = 0;
+	void *held[TC_GC_EVENTS];
+	for (unsigned i = 0; i < TC_GC_EVENTS; i++) { /* none the slot holds: misses */
+		held[i] = A(malloc)((size_t)(9 + i) << 12);
+		cr_assert_not_null(held[i]);
+	}
+	cr_assert_eq(la_tcache.gc_large_level, 0, "backoff %u", la_tcache.gc_large_level);
+	cr_assert_eq(la_tcache.gc_large_skip, 0, "%u sweeps to skip", la_tcache.gc_large_skip);
+	for (unsigned i = 0; i < TC_GC_EVENTS; i++)
+		A(free)(held[i]);
 }
 
 /* Each large allocation counts once, whether the large slot serves it or not (malloc.c,
