@@ -1750,6 +1750,57 @@ static struct heap *freed_block_measured(char **guard)
 	return h;
 }
 
+/* The two tests below: in a forked child, the heap's arena locked, pick(h) marks or picks
+ * the free spans with dirty pages (their count) and measure(h) measures them again as the
+ * parent counted them (the pages that went: none); the child's measurement must take no
+ * page fault. guard: freed_block_measured's. */
+static void child_measures_without_a_fault(struct heap *h, char *guard,
+                                           uint32_t (*pick)(struct heap *),
+                                           uint32_t (*measure)(struct heap *))
+{
+	struct arena *a = h->arena;
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		arena_lock(a);
+		uint32_t spans = pick(h);
+		stack_written();
+		struct rusage r0, r1;
+		getrusage(RUSAGE_THREAD, &r0);
+		uint32_t gone = measure(h);
+		getrusage(RUSAGE_THREAD, &r1);
+		arena_unlock(a);
+		long f = spans && !gone ? r1.ru_minflt - r0.ru_minflt : 99;
+		_exit(f > 99 ? 99 : (int)f);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span, or a page went");
+	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
+	A(free)(guard);
+}
+
+/* the free spans with dirty pages marked unmeasured, as a free in the child marks them
+ * (their descriptors' pages the child's from here) */
+static uint32_t mark_dirty_spans(struct heap *h)
+{
+	uint32_t spans = 0;
+	for (int i = 0; i < HEAP_NBINS; i++)
+		for (struct span *s = h->bins[i]; s; s = s->next)
+			if (s->dirty) {
+				s->unmeasured = 1;
+				spans++;
+			}
+	return spans;
+}
+
+static uint32_t measure_heap(struct heap *h)
+{
+	heap_measure(h);
+	return 0;
+}
+
 /* A measurement that finds what the heap counted writes no page of its header: its free
  * spans' residency and dirty counts stand, and the heap's fields are not rewritten with
  * themselves. A forked child's decay pass measured spans its parent had measured and took a
@@ -1761,35 +1812,29 @@ Test(heap, a_measurement_that_finds_nothing_changed_writes_no_header_page)
 #endif
 	char *guard;
 	struct heap *h = freed_block_measured(&guard);
-	struct arena *a = h->arena;
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		arena_lock(a);
-		uint32_t spans = 0;
-		/* measured again: as a free in the child marks them (their descriptors' pages
-		 * the child's from here) */
-		for (int i = 0; i < HEAP_NBINS; i++)
-			for (struct span *s = h->bins[i]; s; s = s->next)
-				if (s->dirty) {
-					s->unmeasured = 1;
-					spans++;
-				}
-		stack_written();
-		struct rusage r0, r1;
-		getrusage(RUSAGE_THREAD, &r0);
-		heap_measure(h);
-		getrusage(RUSAGE_THREAD, &r1);
-		arena_unlock(a);
-		long f = spans ? r1.ru_minflt - r0.ru_minflt : 99;
-		_exit(f > 99 ? 99 : (int)f);
-	}
-	int st;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st));
-	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span measured");
-	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
-	A(free)(guard);
+	child_measures_without_a_fault(h, guard, mark_dirty_spans, measure_heap);
+}
+
+/* (up to 64 of them) */
+static struct span *dirty_spans[64];
+static uint32_t ndirty_spans;
+
+static uint32_t pick_dirty_spans(struct heap *h)
+{
+	ndirty_spans = 0;
+	for (int i = 0; i < HEAP_NBINS; i++)
+		for (struct span *s = h->bins[i]; s && ndirty_spans < 64; s = s->next)
+			if (s->dirty)
+				dirty_spans[ndirty_spans++] = s;
+	return ndirty_spans;
+}
+
+static uint32_t measure_spans(struct heap *h)
+{
+	uint32_t gone = 0;
+	for (uint32_t i = 0; i < ndirty_spans; i++)
+		gone += heap_measure_range(h, dirty_spans[i]->first, dirty_spans[i]->npages);
+	return gone;
 }
 
 /* The same for a measurement of a range (heap_measure_range: the decay pass's of the parked
@@ -1803,34 +1848,7 @@ Test(heap, a_range_measured_with_nothing_changed_writes_no_header_page)
 #endif
 	char *guard;
 	struct heap *h = freed_block_measured(&guard);
-	struct arena *a = h->arena;
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		arena_lock(a);
-		struct span *spans[64];
-		uint32_t n = 0;
-		for (int i = 0; i < HEAP_NBINS; i++)
-			for (struct span *s = h->bins[i]; s && n < 64; s = s->next)
-				if (s->dirty)
-					spans[n++] = s;
-		stack_written();
-		struct rusage r0, r1;
-		uint32_t gone = 0;
-		getrusage(RUSAGE_THREAD, &r0);
-		for (uint32_t i = 0; i < n; i++)
-			gone += heap_measure_range(h, spans[i]->first, spans[i]->npages);
-		getrusage(RUSAGE_THREAD, &r1);
-		arena_unlock(a);
-		long f = n && !gone ? r1.ru_minflt - r0.ru_minflt : 99;
-		_exit(f > 99 ? 99 : (int)f);
-	}
-	int st;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st));
-	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span, or a page went");
-	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
-	A(free)(guard);
+	child_measures_without_a_fault(h, guard, pick_dirty_spans, measure_spans);
 }
 
 /* A fake THP directory (thpdir.h) read from now on: `enabled` pmd, hugepages-64kB m64,
