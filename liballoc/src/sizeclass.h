@@ -113,6 +113,7 @@ extern const uint8_t sc_upper[SC_UPPER_BUCKETS];
 #define SC_ALIGNS    8u
 #define SC_ALIGN_ROW 64u
 extern const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW];
+_Static_assert(LA_NCLASSES <= SC_ALIGN_ROW, "a row of sc_aligned holds every class");
 
 /* The tables as sc_compute builds them (the build's program prints them as constants) */
 struct sc_tables {
