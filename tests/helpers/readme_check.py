@@ -450,6 +450,9 @@ def check_completion(compfile, helpfile, cmdhelpfile):
             elif arg:
                 d["at_value"][o] = case("allocctl", c, o, "")
         per[c] = d
+    # --version stands for the version command (allocctl --help): after it, what follows
+    # `allocctl version`, not the commands again (`allocctl --version ps` is a usage error)
+    version_first = case("allocctl", "--version", "") if "--version" in globals_ else None
     script = "".join(" ".join(shlex.quote(w) for w in ws) + "\n" for ws in cases)
     run = subprocess.run(["bash", "-c", COMPLETE, "complete", compfile], input=script,
                          capture_output=True, text=True)
@@ -501,6 +504,11 @@ def check_completion(compfile, helpfile, cmdhelpfile):
             if got[i] != set(arg.split("|")):
                 problem(f"the completion after `allocctl {c} ... {o}` offers {show(i)}, "
                         f"its usage says {arg}")
+    if version_first is not None and "version" in per and \
+            got[version_first] != got[per["version"]["plain"]]:
+        problem(f"the completion of `allocctl --version ` offers {show(version_first)}, not "
+                f"what it offers after `allocctl version ` "
+                f"({show(per['version']['plain'])}): --version stands for the command")
     if "help" in per and "COMMAND" in usages.get("help", ""):
         want = set(commands) | set(re.findall(r"\|([a-z]+)", usages["help"]))
         if got[per["help"]["plain"]] != want:
