@@ -1750,14 +1750,15 @@ static struct heap *freed_block_measured(char **guard)
 	return h;
 }
 
-/* The two tests below: in a forked child, the heap's arena locked, pick(h) marks or picks
- * the free spans with dirty pages (their count) and measure(h) measures them again as the
- * parent counted them (the pages that went: none); the child's measurement must take no
- * page fault. guard: freed_block_measured's. */
-static void child_measures_without_a_fault(struct heap *h, char *guard,
-                                           uint32_t (*pick)(struct heap *),
+/* The two tests below: freed_block_measured's heap, then in a forked child, the heap's
+ * arena locked, pick(h) marks or picks the free spans with dirty pages (their count) and
+ * measure(h) measures them again as the parent counted them (the pages that went: none);
+ * the child's measurement must take no page fault. */
+static void child_measures_without_a_fault(uint32_t (*pick)(struct heap *),
                                            uint32_t (*measure)(struct heap *))
 {
+	char *guard;
+	struct heap *h = freed_block_measured(&guard);
 	struct arena *a = h->arena;
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
@@ -1765,6 +1766,11 @@ static void child_measures_without_a_fault(struct heap *h, char *guard,
 		arena_lock(a);
 		uint32_t spans = pick(h);
 		stack_written();
+		/* the header's pages read: a page the host's reclaim took (DAMON's pageout here)
+		 * faults at any read, where the test counts only writes (a read leaves a shared
+		 * page shared: a write still faults) */
+		for (size_t off = 0; off < (size_t)h->meta_pages << LA_PAGE_SHIFT; off += LA_PAGE)
+			(void)*(volatile const char *)((const char *)h + off);
 		struct rusage r0, r1;
 		getrusage(RUSAGE_THREAD, &r0);
 		uint32_t gone = measure(h);
@@ -1779,6 +1785,20 @@ static void child_measures_without_a_fault(struct heap *h, char *guard,
 	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span, or a page went");
 	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
 	A(free)(guard);
+}
+
+/* the heap's free spans with dirty pages (up to 64) */
+static struct span *dirty_spans[64];
+static uint32_t ndirty_spans;
+
+static uint32_t pick_dirty_spans(struct heap *h)
+{
+	ndirty_spans = 0;
+	for (int i = 0; i < HEAP_NBINS; i++)
+		for (struct span *s = h->bins[i]; s && ndirty_spans < 64; s = s->next)
+			if (s->dirty)
+				dirty_spans[ndirty_spans++] = s;
+	return ndirty_spans;
 }
 
 /* the free spans with dirty pages marked unmeasured, as a free in the child marks them
@@ -1801,6 +1821,14 @@ static uint32_t measure_heap(struct heap *h)
 	return 0;
 }
 
+static uint32_t measure_spans(struct heap *h)
+{
+	uint32_t gone = 0;
+	for (uint32_t i = 0; i < ndirty_spans; i++)
+		gone += heap_measure_range(h, dirty_spans[i]->first, dirty_spans[i]->npages);
+	return gone;
+}
+
 /* A measurement that finds what the heap counted writes no page of its header: its free
  * spans' residency and dirty counts stand, and the heap's fields are not rewritten with
  * themselves. A forked child's decay pass measured spans its parent had measured and took a
@@ -1810,31 +1838,7 @@ Test(heap, a_measurement_that_finds_nothing_changed_writes_no_header_page)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	cr_skip_test("the sanitizer's shadow pages fault beside liballoc's");
 #endif
-	char *guard;
-	struct heap *h = freed_block_measured(&guard);
-	child_measures_without_a_fault(h, guard, mark_dirty_spans, measure_heap);
-}
-
-/* (up to 64 of them) */
-static struct span *dirty_spans[64];
-static uint32_t ndirty_spans;
-
-static uint32_t pick_dirty_spans(struct heap *h)
-{
-	ndirty_spans = 0;
-	for (int i = 0; i < HEAP_NBINS; i++)
-		for (struct span *s = h->bins[i]; s && ndirty_spans < 64; s = s->next)
-			if (s->dirty)
-				dirty_spans[ndirty_spans++] = s;
-	return ndirty_spans;
-}
-
-static uint32_t measure_spans(struct heap *h)
-{
-	uint32_t gone = 0;
-	for (uint32_t i = 0; i < ndirty_spans; i++)
-		gone += heap_measure_range(h, dirty_spans[i]->first, dirty_spans[i]->npages);
-	return gone;
+	child_measures_without_a_fault(mark_dirty_spans, measure_heap);
 }
 
 /* The same for a measurement of a range (heap_measure_range: the decay pass's of the parked
@@ -1846,9 +1850,7 @@ Test(heap, a_range_measured_with_nothing_changed_writes_no_header_page)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	cr_skip_test("the sanitizer's shadow pages fault beside liballoc's");
 #endif
-	char *guard;
-	struct heap *h = freed_block_measured(&guard);
-	child_measures_without_a_fault(h, guard, pick_dirty_spans, measure_spans);
+	child_measures_without_a_fault(pick_dirty_spans, measure_spans);
 }
 
 /* A fake THP directory (thpdir.h) read from now on: `enabled` pmd, hugepages-64kB m64,
