@@ -1853,6 +1853,94 @@ Test(heap, a_range_measured_with_nothing_changed_writes_no_header_page)
 	child_measures_without_a_fault(pick_dirty_spans, measure_spans);
 }
 
+/* The arena's empty spans kept on its partial lists. */
+static uint32_t empty_partial_spans(struct arena *a)
+{
+	uint32_t n = 0;
+	for (unsigned cls = 0; cls < LA_NCLASSES; cls++)
+		for (struct span *s = a->partial[cls]; s; s = s->next)
+			n += s->used == 0;
+	return n;
+}
+
+/* in the child: a batch of 28 KiB blocks freed (its spans kept empty on the class's partial
+ * list, arena.c KEEP_BATCH_FROM), a 400-page block written every other page and freed
+ * (parked whole), the arena measured; then measured again with the arena's counters
+ * unwritable (a write there: SIGSEGV); then the parked block's pages taken away and the
+ * arena measured a third time: the counts fall by what the parked block held. */
+static int measure_parked_and_empty_spans(void *arg)
+{
+	(void)arg;
+	enum { N = 64, SIZE = 28672, PAGES = 400 };
+	static void *p[N];
+	for (int i = 0; i < N; i++)
+		if (!(p[i] = A(malloc)(SIZE)))
+			return 10;
+	for (int i = 0; i < N; i++)
+		A(free)(p[i]);
+	char *b = A(malloc)((size_t)PAGES << LA_PAGE_SHIFT);
+	char *guard = A(malloc)((size_t)64 << LA_PAGE_SHIFT);
+	if (!b || !guard)
+		return 10;
+	for (unsigned i = 0; i < PAGES; i += 2)
+		b[(size_t)i << LA_PAGE_SHIFT] = 1;
+	struct arena *a = heap_of(b)->arena;
+	A(free)(b);
+	arena_measure(a);
+	arena_lock(a);
+	bool parked = a->parked != NULL;
+	uint32_t held = a->parked_resident, empty = empty_partial_spans(a);
+	arena_unlock(a);
+	if (!parked || held < PAGES / 2 || !empty) {
+		fprintf(stderr, "parked %d (%u pages resident), %u empty spans\n", parked, held,
+		        empty);
+		return 11;
+	}
+	uintptr_t lo = (uintptr_t)a->c & ~(uintptr_t)(LA_PAGE - 1);
+	uintptr_t hi = ((uintptr_t)(a->c + 1) + LA_PAGE - 1) & ~(uintptr_t)(LA_PAGE - 1);
+	if (mprotect((void *)lo, hi - lo, PROT_READ) != 0)
+		return 12;
+	arena_measure(a); /* nothing changed: nothing written */
+	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0)
+		return 12;
+	uint64_t before = a->c->free_resident_bytes;
+	madvise(b - ((uintptr_t)b & (LA_PAGE - 1)), (size_t)PAGES << LA_PAGE_SHIFT, MADV_DONTNEED);
+	arena_measure(a);
+	arena_lock(a);
+	uint32_t left = a->parked_resident;
+	uint64_t after = a->c->free_resident_bytes;
+	arena_unlock(a);
+	if (left != 0 || before - after != (uint64_t)held << LA_PAGE_SHIFT) {
+		fprintf(stderr, "parked pages resident %u -> %u, free resident %llu -> %llu\n",
+		        held, left, (unsigned long long)before, (unsigned long long)after);
+		return 13;
+	}
+	A(free)(guard);
+	return 0;
+}
+
+/* A measurement of the arena (arena.c measure_locked: the decay pass's, once a period) that
+ * finds its parked block's and its empty partial spans' pages as it counted them writes
+ * none of its counters: a forked child's pass over what its parent measured took a
+ * copy-on-write fault on the counters' page (or the segment file's page) for a subtraction
+ * of 0. Each of measure_locked's two `if (gone)` is seen here: without it, the unwritable
+ * counters stop the child (SIGSEGV). Where pages went, the counts fall by them. In a child:
+ * one thread of the program's, and its control thread has nothing to count meanwhile. */
+Test(heap, an_arena_measured_with_nothing_changed_writes_no_counter)
+{
+	pages_only(0); /* (decay_ms 0: the child's control thread runs no pass meanwhile) */
+	set("burst_predict", 0); /* nor prepares a burst */
+	set("mmap_dynamic", 0);
+	set("mmap_threshold", 8 << 20);
+	char err[512];
+	int st = run_child_stderr(measure_parked_and_empty_spans, NULL, err, sizeof(err));
+	cr_assert_neq(st, -1);
+	cr_assert(!WIFSIGNALED(st), "the child stopped by signal %d (a write to its counters)",
+	          WTERMSIG(st));
+	cr_assert(WIFEXITED(st));
+	cr_assert_eq(WEXITSTATUS(st), 0, "the child exited %d: %s", WEXITSTATUS(st), err);
+}
+
 /* A fake THP directory (thpdir.h) read from now on: `enabled` pmd, hugepages-64kB m64,
  * hugepages-2048kB in "inherit" (thp_dir_remove takes its files away; the modes stay read:
  * os_huge_reread is not called). */
