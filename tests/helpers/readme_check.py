@@ -728,6 +728,10 @@ LIMITS = [
      lambda k: [str(k["POLL_MIN_US"]), str(k["POLL_MAX_US"])]),
     ("ctld", r"`LA_SHM_\*_MAX` in `liballoc_shm.h`: (\d+)\s+arena slots, (\d+) size classes",
      lambda k: [str(k["LA_SHM_ARENAS_MAX"]), str(k["LA_SHM_CLASSES_MAX"])]),
+    ("ctld", r"at most (\d+) run directories \(`run_dir` and `--run-dir`\) and (\d+) uids\s+in "
+     r"`provide_uid_dirs`, and the command line at most (\d+) settings: more is refused\s+"
+     r"\(`run_dir: at most (\d+) directories`",
+     lambda k: [str(k["CFG_MAX_DIRS"])] * 2 + [str(k["CFG_MAX_OVERRIDES"]), str(k["CFG_MAX_DIRS"])]),
 ]
 
 
