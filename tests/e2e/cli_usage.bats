@@ -82,6 +82,40 @@ teardown() { cli_cleanup; }
 	[[ "$stderr" == *"give one target"* ]]
 }
 
+@test "every other usage error exits 2 with one line, before any daemon is asked" {
+	# exit 2, not 1: the socket (absent) was never tried, nothing was sent
+	local args want
+	while IFS='|' read -r args want; do
+		eval "run -2 --separate-stderr \"\$ALLOCCTL\" $args"
+		echo "allocctl $args: $stderr"
+		one_line "$stderr"
+		[ -z "$output" ]
+		[[ "$stderr" == "allocctl: $want"* ]]
+	done <<-'EOF'
+		--socket|--socket needs a path (see allocctl --help)
+		--socket= ps|--socket needs a non-empty path (see allocctl --help)
+		ps --timeout|--timeout needs a duration, e.g. 5s (see allocctl --help)
+		--timeout 0 ps|invalid --timeout '0': expected a duration from 1ms to 1h, e.g. 500ms, 5s
+		--timeout=2h ps|invalid --timeout '2h': expected a duration from 1ms to 1h
+		--timeout soon ps|invalid --timeout 'soon': expected a duration
+		--frob ps|unknown option '--frob' before the command (see allocctl --help)
+		trim 42 --all=yes|trim: option --all takes no value (usage: allocctl trim
+		trim --exe ''|trim: --exe needs an executable name, e.g. --exe nginx (usage:
+		trim 42 43|trim: unexpected argument '43' (usage:
+		ps extra|ps: unexpected argument 'extra' (usage: allocctl ps)
+		stats 42 43|stats: too many arguments (usage: allocctl stats PID)
+		history 42 43|history: too many arguments (usage:
+		top --iterations 0|top: invalid --iterations '0': expected a count >= 1
+		top --iterations many|top: invalid --iterations 'many': expected a count >= 1
+		log --since -1|log: invalid --since '-1': expected a sequence number >= 0
+		log --since 5m|log: invalid --since '5m': expected a sequence number >= 0
+		log --last 0|log: invalid --last '0': expected a count >= 1
+		log extra|log: unexpected argument 'extra'
+		help nope|help: unknown command 'nope' (commands, or tunables)
+		help ps extra|help: unknown command 'ps' (commands, or tunables)
+	EOF
+}
+
 @test "set: an unknown tunable exits 2 with the list of tunables" {
 	run -2 --separate-stderr "$ALLOCCTL" set 42 mmap_treshold=1M
 	one_line "$stderr"

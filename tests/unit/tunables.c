@@ -365,6 +365,45 @@ Test(environment, known_variables_alone_print_nothing)
 	cr_assert_eq(TUN(madvise_throttle), 0);
 }
 
+/* A value the grammar reads but outside the tunable's range (tun_set refuses it), or too
+ * large for the grammar: one line each naming the variable, the value and the range; the
+ * tunable keeps its value and its source; the good variable beside them is read. */
+Test(environment, a_value_out_of_range_is_ignored_with_its_range)
+{
+	char *env[] = {"LIBALLOC_MMAP_THRESHOLD=64M", "LIBALLOC_ARENA_MAX=0",
+	               "LIBALLOC_DECAY_MS=2h",        "LIBALLOC_TOP_PAD=9000P",
+	               "LIBALLOC_MMAP_MAX=42",        NULL};
+	static const char *const want[] = {
+	        "liballoc: LIBALLOC_MMAP_THRESHOLD=64M: ignored: mmap_threshold: out of range "
+	        "(valid: 0..32M bytes)\n",
+	        "liballoc: LIBALLOC_ARENA_MAX=0: ignored: arena_max: out of range (valid: "
+	        "1..1024)\n",
+	        "liballoc: LIBALLOC_DECAY_MS=2h: ignored: decay_ms: out of range (valid: "
+	        "0..3600000 ms)\n",
+	        "liballoc: LIBALLOC_TOP_PAD=9000P: ignored: top_pad: too large (valid: 0..1T "
+	        "bytes)\n"};
+	static const int ids[] = {LA_TUNABLE_mmap_threshold, LA_TUNABLE_arena_max,
+	                          LA_TUNABLE_decay_ms, LA_TUNABLE_top_pad};
+	int64_t was[4];
+	uint32_t src[4];
+	for (int i = 0; i < 4; i++) {
+		was[i] = tun_values[ids[i]];
+		src[i] = tun_source[ids[i]];
+	}
+	char err[2048];
+	read_env(env, err, sizeof(err));
+	cr_assert_eq(lines(err), 4, "%s", err);
+	for (int i = 0; i < 4; i++) {
+		cr_assert(strstr(err, want[i]), "no line '%s' in:\n%s", want[i], err);
+		cr_assert_eq(tun_values[ids[i]], was[i], "%s: %lld -> %lld", tun_defs[ids[i]].name,
+		             (long long)was[i], (long long)tun_values[ids[i]]);
+		cr_assert_eq(tun_source[ids[i]], src[i], "%s's source changed",
+		             tun_defs[ids[i]].name);
+	}
+	cr_assert_eq(TUN(mmap_max), 42, "the good variable beside them is read");
+	cr_assert_eq(tun_source[LA_TUNABLE_mmap_max], LA_SRC_environment);
+}
+
 Test(environment, control_is_a_boolean)
 {
 	static const struct {
