@@ -153,6 +153,78 @@ Test(config, keys_are_validated_with_the_key_named)
 	cr_assert_str_eq(err, "unknown setting 'nonsense'");
 }
 
+/* Every kind of refusal config_set makes, in a file, a flag or a reload: the message names
+ * the key, the value and what is valid; the configuration is left as it was, byte for
+ * byte (a reload that fails keeps the running one whole: main.c on_reload). */
+Test(config, every_refusal_names_the_key_and_leaves_the_settings_alone)
+{
+	static const struct {
+		const char *key, *value, *err;
+	} bad[] = {
+	        {"max_connections", "0",
+	         "max_connections: bad value '0' (an integer in [1, 100000])"},
+	        {"audit_ring", "15", "audit_ring: bad value '15' (an integer in [16, 1000000])"},
+	        {"command_timeout_ms", "11m",
+	         "command_timeout_ms: bad value '11m' (a duration from 10 ms to 600000 ms: 250, "
+	         "2s, 1.5m, 1h)"},
+	        {"check_interval_ms", "50",
+	         "check_interval_ms: bad value '50' (a duration from 100 ms to 3600000 ms: 250, "
+	         "2s, 1.5m, 1h)"},
+	        {"history_sample_ms", "61s",
+	         "history_sample_ms: bad value '61s' (a duration from 100 ms to 60000 ms: 250, "
+	         "2s, 1.5m, 1h)"},
+	        {"remove_stale", "perhaps", "remove_stale: bad value 'perhaps' (true or false)"},
+	        {"socket_mode", "0800", "socket_mode: bad value '0800' (octal, e.g. 0600)"},
+	        {"socket_mode", "01000", "socket_mode: bad value '01000' (octal, e.g. 0600)"},
+	        {"shm_root", "dev/shm", "shm_root: 'dev/shm' must be an absolute path"},
+	        {"ready_file", "", "ready_file: '' must be an absolute path"},
+	        {"log_level", "loud", "log_level: bad value 'loud' (error, warn, info, debug)"},
+	        {"metrics_mode", "uid", "metrics_mode: bad value 'uid' (pid or service)"},
+	        {"audit_journal", "maybe", "audit_journal: bad value 'maybe' (auto, on or off)"},
+	        {"history_max_bytes", "512K",
+	         "history_max_bytes: bad value '512K' (a size from 1M to 1T)"},
+	        {"history_max_bytes", "2T",
+	         "history_max_bytes: bad value '2T' (a size from 1M to 1T)"},
+	        {"history_max_bytes", "lots",
+	         "history_max_bytes: bad value 'lots' (a size from 1M to 1T)"},
+	        {"provide_uid_dirs", "-1", "provide_uid_dirs: '-1' is not a uid"},
+	        {"provide_uid_dirs", "2147483648", "provide_uid_dirs: '2147483648' is not a uid"},
+	};
+	static struct config c, was;
+	char err[256];
+	config_defaults(&c);
+	was = c;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		cr_assert_eq(config_set(&c, bad[i].key, bad[i].value, err, sizeof(err)), -1,
+		             "%s = '%s' accepted", bad[i].key, bad[i].value);
+		cr_assert_str_eq(err, bad[i].err);
+		cr_assert(!memcmp(&c, &was, sizeof(c)), "%s = '%s' changed the configuration",
+		          bad[i].key, bad[i].value);
+	}
+	/* a value longer than its field */
+	char long_text[600];
+	memset(long_text, 'h', sizeof(long_text) - 1);
+	long_text[sizeof(long_text) - 1] = 0;
+	cr_assert_eq(config_set(&c, "http_allowed_hosts", long_text, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "http_allowed_hosts: value too long (at most "), "%s", err);
+	cr_assert(!memcmp(&c, &was, sizeof(c)));
+	cr_assert_eq(config_set(&c, "provide_uid_dirs", long_text, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "provide_uid_dirs: too long");
+	/* more directories than it holds: the first CFG_MAX_DIRS stay, the next is refused */
+	for (int i = 0; i < CFG_MAX_DIRS; i++) {
+		char dir[32];
+		snprintf(dir, sizeof(dir), "/run/d%d", i);
+		cr_assert_eq(config_set(&c, "run_dir", dir, err, sizeof(err)), 0, "%s", err);
+	}
+	was = c;
+	cr_assert_eq(config_set(&c, "run_dir", "/run/one-more", err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "run_dir: at most 32 directories");
+	cr_assert(!memcmp(&c, &was, sizeof(c)));
+	cr_assert_eq(c.nrun_dirs, CFG_MAX_DIRS);
+	cr_assert_str_eq(c.run_dirs[CFG_MAX_DIRS - 1], "/run/d31");
+}
+
 Test(config, files_and_overrides_layer_in_order)
 {
 	char path[] = "/tmp/ctld-conf.XXXXXX";

@@ -2,6 +2,7 @@
 # ctld_basic.bats — allocctld against fake segments (tests/helpers/fakeseg.c): discovery,
 # every request type, /metrics format, per-process results of commands, exit and SIGKILL
 # cleanup, timeouts of stopped or silent processes, reload and restart.
+bats_require_minimum_version 1.5.0
 
 setup() {
 	source "${ROOT:-$BATS_TEST_DIRNAME/../..}/ctld/tools/e2e.bash"
@@ -356,6 +357,38 @@ teardown() {
 	start_daemon
 	run ctl list
 	[[ "$output" == *"process pid=$FPID "* ]]
+}
+
+@test "bad command lines exit 2 with the reason and the usage, before any socket is made" {
+	local sock="$T/never.sock"
+	# an unknown option: getopt's line, then the usage
+	run --separate-stderr "$CTLD" --socket "$sock" --frobnicate
+	[ "$status" -eq 2 ] && [ -z "$output" ]
+	[[ "$stderr" == *"unrecognized option '--frobnicate'"* ]]
+	[[ "$stderr" == *"usage: allocctld [options]"* ]]
+	# an option without its value
+	run --separate-stderr "$CTLD" --socket "$sock" --rescan-ms
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"option '--rescan-ms' requires an argument"* ]]
+	# a word that is no option
+	run --separate-stderr "$CTLD" --socket "$sock" --listen off start
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "allocctld: unexpected argument 'start'"$'\n'"usage: allocctld [options]"* ]]
+	# a flag's bad value names the flag, what it got and what is valid
+	run --separate-stderr "$CTLD" --socket "$sock" --log-level loud
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "allocctld: --log_level: log_level: bad value 'loud' (error, warn, info, debug)" ]
+	run --separate-stderr "$CTLD" --socket "$sock" --socket-mode 0800
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "allocctld: --socket_mode: socket_mode: bad value '0800' (octal, e.g. 0600)" ]
+	# more settings on the command line than it holds (64)
+	local many=() i
+	for ((i = 0; i < 65; i++)); do many+=(--run-dir "/run/d$i"); done
+	run --separate-stderr "$CTLD" --socket "$sock" "${many[@]}"
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "allocctld: too many options" ]
+	# none of them made the socket, nor started a daemon
+	[ ! -e "$sock" ]
 }
 
 @test "a second daemon on the same socket refuses to start" {
