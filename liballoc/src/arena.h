@@ -98,7 +98,9 @@ struct arena {
 	                                    * LARGE_HEAP_MAX_PAGES pages its other heaps
 	                                    * served, up to LARGE_HEAP_AFTER */
 	uint32_t large_allocs;             /* lock; allocations of such blocks (large_probe) */
-	uint32_t probe_pages;              /* lock; the probe's pages */
+	uint16_t probe_pages;              /* lock; the probe's pages */
+	uint16_t probe_backoff;            /* lock; k: probes every LARGE_SAMPLE_EVERY << k
+	                                    * such allocations (large_dense_note) */
 	char *probe;                       /* lock; a block large_probe reads next, or NULL */
 	struct xfer_slots *xfer;           /* lock; the transfer cache's slots, NULL until
 	                                    * the first flush */
@@ -456,9 +458,13 @@ _Static_assert(LARGE_GRID_PAGES == HEAP_GRID_PAGES,
  * allocation of such a block, once LARGE_SAMPLE_EVERY of them were freed every
  * LARGE_SAMPLE_EVERY-th, takes the block as the probe if pages after its first are not
  * resident yet, and reads the probe it took before */
-#define LARGE_SAMPLE_EVERY 32u
-#define LARGE_DENSE_AT     128u
-#define LARGE_PROBE_EVERY  8u
+#define LARGE_SAMPLE_EVERY  32u
+#define LARGE_DENSE_AT      128u
+#define LARGE_PROBE_EVERY   8u
+/* ... and up to 2^LARGE_PROBE_BACKOFF times as seldom while the samples agree with the
+ * placement in use (large_dense_note) */
+#define LARGE_PROBE_BACKOFF 2u
+_Static_assert(LARGE_GRID_MAX_PAGES <= UINT16_MAX, "probe_pages holds a probe's pages");
 /* Do a's heaps hold at least `pages` free pages that may be resident? A guess without the
  * lock (tcache.c bin_alloc: may a refill's new span do without the large slot's pages?). */
 LA_INLINE bool arena_dirty_hint(const struct arena *a, uint32_t pages)

@@ -731,6 +731,82 @@ Test(large_grid, blocks_written_whole_turn_it_off)
 	}
 }
 
+/* mincore calls made by the thread `probe_counting` names (0: none): liballoc.a's land here */
+static long probe_counting;
+static int probe_mincores;
+int mincore(void *addr, size_t len, unsigned char *vec)
+{
+	long t = __atomic_load_n(&probe_counting, __ATOMIC_RELAXED);
+	if (t && t == syscall(SYS_gettid))
+		__atomic_fetch_add(&probe_mincores, 1, __ATOMIC_RELAXED);
+	return (int)syscall(SYS_mincore, addr, len, vec);
+}
+
+/* 12-page blocks allocated and freed in turn n times, written at their start only: the
+ * mincore calls made meanwhile */
+static int probe_reads_over(int n)
+{
+	size_t len = (size_t)12 << LA_PAGE_SHIFT;
+	probe_mincores = 0;
+	__atomic_store_n(&probe_counting, syscall(SYS_gettid), __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++) {
+		char *b = A(malloc)(len);
+		cr_assert_not_null(b);
+		b[0] = 1;
+		A(free)(b);
+	}
+	__atomic_store_n(&probe_counting, 0, __ATOMIC_RELAXED);
+	return probe_mincores;
+}
+
+/* While the samples agree with the placement in use (here blocks written at their start
+ * only, the grid on), the probes become up to 2^LARGE_PROBE_BACKOFF times rarer than one
+ * in LARGE_SAMPLE_EVERY (each is two mincore calls under the arena lock); the first
+ * sample that does not agree (a block written whole) brings the rate back. */
+Test(large_grid, probes_back_off_while_their_samples_agree)
+{
+	set("mmap_threshold", 1 << 20);
+	set("tcache_max_bytes", 0); /* no large slot: every free reaches the arena */
+	set("madvise_throttle", 0); /* nothing parked or populated: only the writes below
+	                             * make the blocks' pages resident */
+	char *one = A(malloc)(1);
+	cr_assert_not_null(one);
+	struct arena *a = heap_of(one)->arena;
+	A(free)(one);
+	(void)probe_reads_over(2 * LARGE_SAMPLE_EVERY); /* past the first probes */
+	arena_lock(a);
+	a->large_dense = 0;
+	a->probe_backoff = 0;
+	arena_unlock(a);
+	enum { N = 64 * LARGE_SAMPLE_EVERY };
+	int reads = probe_reads_over(N);
+	/* one probe in LARGE_SAMPLE_EVERY: 2 * 64 calls (its read at its allocation and at
+	 * its free); backed off, 2 * 64 / 2^LARGE_PROBE_BACKOFF and the first few */
+	cr_assert_leq(reads, 64, "%d mincore calls", reads);
+	arena_lock(a);
+	uint32_t k = a->probe_backoff, dense = a->large_dense;
+	arena_unlock(a);
+	cr_assert_eq(k, LARGE_PROBE_BACKOFF);
+	cr_assert_eq(dense, 0);
+	/* blocks written whole (all live: their pages not resident before, as a probe's
+	 * must be): the first sample of one brings the rate back */
+	enum { M = LARGE_SAMPLE_EVERY << LARGE_PROBE_BACKOFF };
+	static char *b[M];
+	for (int i = 0; i < M; i++) {
+		b[i] = A(malloc)((size_t)12 << LA_PAGE_SHIFT);
+		cr_assert_not_null(b[i]);
+		memset(b[i], 1, (size_t)12 << LA_PAGE_SHIFT);
+	}
+	for (int i = 0; i < M; i++)
+		A(free)(b[i]);
+	arena_lock(a);
+	k = a->probe_backoff;
+	dense = a->large_dense;
+	arena_unlock(a);
+	cr_assert_eq(dense, 32, "one sample, of a block written whole: %u", dense);
+	cr_assert_eq(k, 0, "%u", k);
+}
+
 Test(parked, a_small_span_takes_its_pages_before_new_ones)
 {
 	/* no heap holds other resident free pages: the next small span is carved from the
