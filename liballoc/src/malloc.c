@@ -779,10 +779,15 @@ LA_EXPORT size_t LA_API(malloc_usable_size)(void *p)
 	return usable_size(p, "malloc_usable_size()");
 }
 
+/* calloc when its fast path found no block. A small one takes malloc's way (its own alias:
+ * no PLT): an empty bin of the cache's own refills at once (tcache_alloc_refill), a class in
+ * list mode takes its list's next block, the idle bins go to the slow path; calloc went
+ * through malloc_slow and tcache_alloc_slow, whose tests malloc's empty bin skips, and
+ * whose refill filled the bin from the arena beside a list that was out. */
 LA_NOINLINE static void *calloc_slow(size_t total)
 {
 	if (total <= LA_SMALL_MAX) {
-		void *p = malloc_slow(total);
+		void *p = la_own_malloc(total);
 		if (p)
 			memset(p, 0, total);
 		return p;

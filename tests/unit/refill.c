@@ -1870,6 +1870,39 @@ Test(spans, after_a_bulk_free_the_last_spans_give_their_lists_too)
 	A(free)(p);
 }
 
+/* calloc's empty bin takes malloc's way (malloc.c, calloc_slow): in list mode the list's
+ * next block, cleared, with no refill of the bin, where calloc went through malloc_slow and
+ * tcache_alloc_slow, whose refill filled the bin from the arena beside the list out. */
+Test(spans, calloc_of_a_class_in_list_mode_takes_the_list_s_next_block)
+{
+	void **p = A(malloc)(LIST_N * sizeof(void *));
+	cr_assert_not_null(p);
+	unsigned cls = sc_class_of(64);
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	cr_assert_eq(tcache_count(cls), 0, "the bin is empty");
+	void *next = l->head;
+	uint32_t listed = l->left;
+	memset((char *)next + 16, 0x5a, 48); /* (its first word links the list) */
+	struct la_counters c0, c1;
+	liballoc_stats(&c0);
+	unsigned char *q = A(calloc)(1, 64);
+	liballoc_stats(&c1);
+	cr_assert_eq(q, next, "calloc took %p, the list's next block is %p", (void *)q, next);
+	cr_assert_eq(c1.cache_refills - c0.cache_refills, 0, "%llu refills",
+	             (unsigned long long)(c1.cache_refills - c0.cache_refills));
+	cr_assert_eq(tcache_count(cls), 0, "the bin stays empty");
+	cr_assert_eq(l->left, listed - 1, "the list counts one fewer");
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(q[i], 0, "byte %d of the block is %#x", i, q[i]);
+	A(free)(q);
+	list_test_done(p, &left, &first);
+	liballoc_flush_caches();
+	spans_counted();
+	A(free)(p);
+}
+
 /* Lists up to 256 bytes (TC_LIST_CLASSES): twenty spans' worth of 256-byte blocks, all
  * but every 8th freed, put the class in list mode as the 64-byte ones do, and a refill
  * takes a span's whole list (growth 1000000 100000 256 160: 0.878 of the CPU of a build
