@@ -1254,7 +1254,7 @@ dlopen_fn *la_dlopen_prepare(void)
 
 #if defined(__x86_64__)
 /* the arguments kept around the call (the stack 16-byte aligned at it), then the jump */
-__asm__(".text\n"
+__asm__(".pushsection .text.dlopen, \"ax\"\n"
         ".globl dlopen\n"
         ".type dlopen, @function\n"
         "dlopen:\n"
@@ -1275,9 +1275,10 @@ __asm__(".text\n"
         "	.cfi_adjust_cfa_offset -8\n"
         "	jmp *%rax\n"
         "	.cfi_endproc\n"
-        ".size dlopen, .-dlopen\n");
+        ".size dlopen, .-dlopen\n"
+        ".popsection\n");
 #elif defined(__aarch64__)
-__asm__(".text\n"
+__asm__(".pushsection .text.dlopen, \"ax\"\n"
         ".globl dlopen\n"
         ".type dlopen, %function\n"
         "dlopen:\n"
@@ -1295,7 +1296,8 @@ __asm__(".text\n"
         "	.cfi_def_cfa_offset 0\n"
         "	br x16\n"
         "	.cfi_endproc\n"
-        ".size dlopen, .-dlopen\n");
+        ".size dlopen, .-dlopen\n"
+        ".popsection\n");
 #endif /* elsewhere dlopen is not interposed: libraries loaded later are not looked at */
 #endif
 

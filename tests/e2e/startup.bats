@@ -357,15 +357,42 @@ text_load() {
 	# liballoc/text-order.ld (scripts/text-order.py) puts them first, next to .init and the
 	# PLT: the kernel maps a file's cached pages in 64 KiB windows around a fault, so a
 	# small process maps one window of the text, not all of it (main before proc30: 41 of
-	# 41 pages; control_main, shm_boot, tcache_init 80-150 KiB in)
+	# 41 pages; control_main, shm_boot, tcache_init 80-150 KiB in). Functions added since the
+	# list was made land at the text's end (main 4951d46: la_popcount_boot, which every start
+	# runs, and bin_batch_grows, which a malloc-once process runs, 150-157 KiB in; the exit's
+	# remove_if_stale in a process exec'd by one that had liballoc): a window of rare code
+	# faulted in by every process (liballoc's text windows in /bin/true: 3, 2 without)
 	read -r text_at text_size < <(text_load)
 	[ -n "$text_at" ]
 	for fn in liballoc_ctor la_init arena_boot heap_create tcache_init tcache_alloc_refill \
-		shm_boot control_main malloc free calloc realloc; do
+		shm_boot control_main malloc free calloc realloc la_popcount_boot bin_batch_grows \
+		remove_if_stale; do
 		at=$(symbol "$fn")
 		echo "$fn ${at:-missing} (text at $text_at)"
 		[ -n "$at" ]
 		[ "$((16#$at - text_at))" -lt 65536 ]
+	done
+}
+
+@test "a forked child's handlers, _exit, dlopen and a small block's move lie in the text's first window" {
+	# liballoc/text-order.ld: a child that execs (a shell's, python's subprocess) or only
+	# allocates runs the fork handlers and then code of the first 64 KiB fault-around
+	# window; with the handlers among the rare code at the text's end (main 4951d46:
+	# fork_child 145 KiB in) every child faulted that window in too. The same for the
+	# wrappers short programs call (_exit: sh -c; dlopen, which was in a plain .text
+	# section that no line of the list matched) and realloc's move of a small block
+	# (realloc_move_block: ls, sort, perl -e 1) and the large grid's probe (large_probe: ls,
+	# sort, since f609094). The window is the aligned 64 KiB the
+	# text's first page is in (the kernel aligns fault-around on the address).
+	read -r text_at text_size < <(text_load)
+	[ -n "$text_at" ]
+	for fn in fork_child shm_fork_child fork_file arena_reinit_child tcache_fork_child \
+		control_fork_child pressure_fork_child published_bytes la_counters_add os_boot_ns \
+		_exit _Exit dlopen la_dlopen_prepare shm_wake_control realloc_move_block large_probe; do
+		at=$(symbol "$fn")
+		echo "$fn ${at:-missing} (text at $text_at)"
+		[ -n "$at" ]
+		[ "$((16#$at >> 16))" -eq "$((text_at >> 16))" ]
 	done
 }
 
