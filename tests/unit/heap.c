@@ -1753,37 +1753,46 @@ static struct heap *freed_block_measured(char **guard)
 /* The two tests below: freed_block_measured's heap, then in a forked child, the heap's
  * arena locked, pick(h) marks or picks the free spans with dirty pages (their count) and
  * measure(h) measures them again as the parent counted them (the pages that went: none);
- * the child's measurement must take no page fault. */
+ * the child's measurement must take no page fault. A write to a page shared with the
+ * parent faults in every child; a page the host's reclaim took (DAMON's pageout here: the
+ * test's or libc's text, a page of the stack) faults at any touch, at random: so up to 3
+ * children, each fresh from the parent, and one of them must take none. */
 static void child_measures_without_a_fault(uint32_t (*pick)(struct heap *),
                                            uint32_t (*measure)(struct heap *))
 {
 	char *guard;
 	struct heap *h = freed_block_measured(&guard);
 	struct arena *a = h->arena;
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		arena_lock(a);
-		uint32_t spans = pick(h);
-		stack_written();
-		/* the header's pages read: a page the host's reclaim took (DAMON's pageout here)
-		 * faults at any read, where the test counts only writes (a read leaves a shared
-		 * page shared: a write still faults) */
-		for (size_t off = 0; off < (size_t)h->meta_pages << LA_PAGE_SHIFT; off += LA_PAGE)
-			(void)*(volatile const char *)((const char *)h + off);
-		struct rusage r0, r1;
-		getrusage(RUSAGE_THREAD, &r0);
-		uint32_t gone = measure(h);
-		getrusage(RUSAGE_THREAD, &r1);
-		arena_unlock(a);
-		long f = spans && !gone ? r1.ru_minflt - r0.ru_minflt : 99;
-		_exit(f > 99 ? 99 : (int)f);
-	}
-	int st;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st));
-	cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span, or a page went");
-	cr_assert_eq(WEXITSTATUS(st), 0, "the child's measurement took %d faults", WEXITSTATUS(st));
+	int faults[3] = {0, 0, 0}, tries = 0;
+	do {
+		pid_t pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			arena_lock(a);
+			uint32_t spans = pick(h);
+			stack_written();
+			/* the header's pages read: a page the host's reclaim took faults at any
+			 * read, where the test counts only writes (a read leaves a shared page
+			 * shared: a write still faults) */
+			for (size_t off = 0; off < (size_t)h->meta_pages << LA_PAGE_SHIFT;
+			     off += LA_PAGE)
+				(void)*(volatile const char *)((const char *)h + off);
+			struct rusage r0, r1;
+			getrusage(RUSAGE_THREAD, &r0);
+			uint32_t gone = measure(h);
+			getrusage(RUSAGE_THREAD, &r1);
+			arena_unlock(a);
+			long f = spans && !gone ? r1.ru_minflt - r0.ru_minflt : 99;
+			_exit(f > 99 ? 99 : (int)f);
+		}
+		int st;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFEXITED(st));
+		cr_assert_neq(WEXITSTATUS(st), 99, "no dirty free span, or a page went");
+		faults[tries++] = WEXITSTATUS(st);
+	} while (faults[tries - 1] != 0 && tries < 3);
+	cr_assert_eq(faults[tries - 1], 0, "the child's measurement took %d, %d and %d faults",
+	             faults[0], faults[1], faults[2]);
 	A(free)(guard);
 }
 
