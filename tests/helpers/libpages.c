@@ -11,7 +11,13 @@
  * not zero is, and how many bytes not zero lie on TO's page below TO (the stack's top
  * there), the pages counted first (the scan reads every page: a page never touched maps
  * the zero page). --after MS, first, waits MS ms before it looks (the control thread's
- * work 50 ms and 1 s into a process: its naming, its sweep). */
+ * work 50 ms and 1 s into a process: its naming, its sweep). With --one-read OFFSET LEN
+ * it maps LEN bytes of LIB's file from OFFSET (hex) apart from the loaded image, reads
+ * their first byte only and prints how many of those pages are present: what the kernel
+ * maps for one read fault on that file as its page cache holds it now: a 64 KiB
+ * fault-around window, or a whole large folio (a freshly written or read-ahead file on a
+ * kernel with large page-cache folios may be mapped whole by one fault). LIB need not be
+ * preloaded for it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +96,29 @@ static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, u
 	return n;
 }
 
+/* --one-read: see the head comment */
+static int print_one_read(const char *lib, uintptr_t off, size_t len, int pm)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	int fd = open(lib, O_RDONLY);
+	if (fd < 0 || len == 0 || off % page) {
+		fprintf(stderr, "libpages: cannot map %s at %#lx\n", lib, (unsigned long)off);
+		return 2;
+	}
+	const volatile unsigned char *m =
+	        mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, (off_t)off);
+	close(fd);
+	if (m == MAP_FAILED)
+		return 2;
+	(void)m[0];
+	unsigned n = 0;
+	for (uintptr_t a = (uintptr_t)m; a < (uintptr_t)m + len; a += page)
+		n += page_present(pm, a) == 1;
+	printf("%u\n", n);
+	munmap((void *)(uintptr_t)m, len);
+	return 0;
+}
+
 /* --stack: see the head comment */
 static int print_stack(const char *lib, uintptr_t base, uintptr_t from, uintptr_t to, int pm)
 {
@@ -122,8 +152,15 @@ int main(int argc, char **argv)
 	if (argc < 3) {
 		fprintf(stderr,
 		        "usage: libpages LIB [--after MS] OFFSET... | libpages LIB [--after MS] "
-		        "--count FROM TO | libpages LIB [--after MS] --stack FROM TO\n");
+		        "--count FROM TO | libpages LIB [--after MS] --stack FROM TO | "
+		        "libpages LIB --one-read OFFSET LEN\n");
 		return 2;
+	}
+	if (strcmp(argv[2], "--one-read") == 0 && argc == 5) {
+		int pm = open("/proc/self/pagemap", O_RDONLY);
+		return pm < 0 ? 2
+		              : print_one_read(argv[1], (uintptr_t)strtoull(argv[3], NULL, 16),
+		                               (size_t)strtoull(argv[4], NULL, 16), pm);
 	}
 	free(NULL);
 	void *p = realloc(NULL, 24);
