@@ -2006,6 +2006,7 @@ struct free_tally {
 	uint64_t cached; /* into the transfer cache: allocated still, as cached */
 	uint64_t mask;
 	uint32_t blocks[LA_NCLASSES];
+	uint16_t room[LA_NCLASSES]; /* a ring drain's (ring_drain), set with blocks[] */
 };
 
 static void tally_apply(struct arena *a, struct free_tally *t)
@@ -2394,79 +2395,94 @@ void arena_free_remote_array(struct arena *owner, struct arena *mine, void *cons
 	arena_free_remote_batch(owner, mine, &head, &tail, n);
 }
 
-/* Blocks drained from the ring at a time: all of them fetched before the first is freed */
+/* Blocks drained from the ring at a time: those that go to their spans are freed after
+ * the batch's slots are taken and handed back to the writers */
 #define RR_DRAIN 32u
 
-/* Blocks the drain took (lock held): small ones into the transfer cache while it takes
- * them (xfer_put's limits; the next refills hand them out as pointers: no span push now,
- * no pop then), the rest to their spans; counted into t. Bit i of flushes: got[i] began a
- * deferred flush (RR_FLUSH), counted as its class's flush. */
-static void drain_put(struct arena *a, void *const *got, uint32_t k, uint32_t flushes,
-                      struct free_tally *t)
+/* The slots of the transfer cache a block of class cls may take in a drain: it does while
+ * the class holds fewer (lock held; the earned depth, the slots, the class's byte bound:
+ * xfer_fits less the arena's bytes; 0 for a class it does not keep or without slots). */
+static uint32_t xfer_room(const struct arena *a, unsigned cls)
 {
-	struct xfer_slots *x = a->xfer;
-	uint32_t depth = xfer_depth(a);
-	uint64_t cached = 0;
-	for (uint32_t i = 0; i < k; i++) {
-		void *p = got[i];
-		struct heap *h = heap_of(p);
-		uint32_t e = h->pagemap[heap_page_of(h, p)];
-		if (unlikely(flushes >> i & 1) && pm_small(e))
-			STAT_ADD_LOCKED(&a->cs[pm_class(e)], flushes, 1);
-		if (likely(pm_small(e) && x)) {
-			unsigned cls = pm_class(e);
-			uint32_t have = a->xfer_n[cls], size = sc_size[cls];
-			bool room = xfer_fits(a, cls, have + 1, size);
-			if (likely(have < depth && room)) {
-				x->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
-				a->xfer_n[cls] = (uint16_t)(have + 1);
-				a->xfer_bytes += size;
-				cached += size;
-				tally_block(t, cls);
-				if (unlikely(have % XF_CHUNK == 0 &&
-				             have / XF_CHUNK >= a->xfer_chunks))
-					xfer_chunk_written(a, have / XF_CHUNK + 1);
-				continue;
-			}
-			if (room) /* a chunk not earned yet */
-				a->xfer_over |= (uint64_t)1 << cls;
-		}
-		free_block_tallied(a, p, t);
-	}
-	t->cached += cached;
+	if (!a->xfer || !xfer_class(cls))
+		return 0;
+	uint32_t room = LA_MIN(xfer_depth(a), XF_SLOTS);
+	return LA_MIN(room, XF_CLASS_BYTES / sc_size[cls]);
 }
 
 /* The filled slots of a's ring, in order, freed (lock held); how many, *deferred of them
- * flushes of a's own threads (RR_DEFERRED). */
+ * flushes of a's own threads (RR_DEFERRED). A small block goes into the transfer cache as
+ * its slot is read, while the cache takes it (xfer_room and the arena's bytes; the next
+ * refills hand it out as a pointer: no span push now, no pop then); the class's room is
+ * looked up once a drain (t->room, set with the class's tally at its first block: every
+ * small block of the ring passes here before free_block_tallied may see it). The rest go
+ * to their spans once the batch's slots are handed back. Each block is prefetched (for
+ * the span's link, or for the write of the malloc that takes it from the cache). A slot
+ * with RR_FLUSH began a deferred flush, counted as its class's flush. The drain was two
+ * passes, a batch's pointers gathered then put one by one with the bounds' tests each
+ * time: ~87 instructions a block, ~61 so (xthreads35's entry in bench/README.md). */
 static uint64_t ring_drain(struct arena *a, struct free_tally *t, uint64_t *deferred)
 {
 	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
 	uint64_t tail = __atomic_load_n(&a->rr_tail, __ATOMIC_RELAXED);
 	uint64_t head = __atomic_load_n(&a->rr_head, __ATOMIC_ACQUIRE);
-	uint64_t count = 0;
+	struct xfer_slots *x = a->xfer;
+	uint64_t count = 0, cached = 0;
 	while (tail != head) {
-		void *got[RR_DRAIN];
-		uint32_t k = 0, flushes = 0;
+		void *spans[RR_DRAIN];
+		uint32_t k = 0, n = 0;
 		while (k < RR_DRAIN && tail != head) {
 			void **slot = &r[tail & (RR_SLOTS - 1)];
 			void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 			if (!p) /* reserved, not filled yet: the next drain takes it */
 				break;
 			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
-			*deferred += (uintptr_t)p & RR_DEFERRED;
-			flushes |= (uint32_t)(((uintptr_t)p & RR_FLUSH) != 0) << k;
-			p = (void *)((uintptr_t)p & ~(uintptr_t)(RR_DEFERRED | RR_FLUSH));
-			__builtin_prefetch(p, 1);
-			got[k++] = p;
 			tail++;
+			k++;
+			uintptr_t tag = (uintptr_t)p & (RR_DEFERRED | RR_FLUSH);
+			p = (void *)((uintptr_t)p ^ tag);
+			__builtin_prefetch(p, 1);
+			struct heap *h = heap_of(p);
+			uint32_t e = h->pagemap[heap_page_of(h, p)];
+			if (unlikely(tag)) {
+				*deferred += tag & RR_DEFERRED;
+				if ((tag & RR_FLUSH) && pm_small(e))
+					STAT_ADD_LOCKED(&a->cs[pm_class(e)], flushes, 1);
+			}
+			if (likely(pm_small(e))) {
+				unsigned cls = pm_class(e);
+				if (unlikely(!(t->mask >> cls & 1))) {
+					t->mask |= (uint64_t)1 << cls;
+					t->blocks[cls] = 0;
+					t->room[cls] = (uint16_t)xfer_room(a, cls);
+				}
+				uint32_t have = a->xfer_n[cls], size = sc_size[cls];
+				if (likely(have < t->room[cls] &&
+				           a->xfer_bytes + size <= XF_ARENA_BYTES)) {
+					x->chunk[have / XF_CHUNK][cls][have % XF_CHUNK] = p;
+					a->xfer_n[cls] = (uint16_t)(have + 1);
+					a->xfer_bytes += size;
+					cached += size;
+					t->blocks[cls]++;
+					if (unlikely(have % XF_CHUNK == 0 &&
+					             have / XF_CHUNK >= a->xfer_chunks))
+						xfer_chunk_written(a, have / XF_CHUNK + 1);
+					continue;
+				}
+				if (x && xfer_fits(a, cls, have + 1, size)) /* a chunk not earned */
+					a->xfer_over |= (uint64_t)1 << cls;
+			}
+			spans[n++] = p;
 		}
 		/* the slots are free for the writers once rr_tail has passed them */
 		__atomic_store_n(&a->rr_tail, tail, __ATOMIC_RELEASE);
-		drain_put(a, got, k, flushes, t);
+		for (uint32_t i = 0; i < n; i++)
+			free_block_tallied(a, spans[i], t);
 		count += k;
 		if (k < RR_DRAIN)
 			break;
 	}
+	t->cached += cached;
 	/* emptied: the next batch starts at slot 0 (the slots up to there reserved and left
 	 * empty), so the pages touched are those of the most blocks in flight, not the whole
 	 * ring. One try: a writer that reserved meanwhile keeps its place. A writer that read

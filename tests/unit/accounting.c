@@ -565,6 +565,55 @@ Test(accounting, a_deferred_flush_counts_as_its_class_flush_at_the_drain)
 	check_all();
 }
 
+/* Blocks of another thread's frees drained from the ring go into the transfer cache up to
+ * the class's room, the rest to their spans: the earned depth (64 slots at first) for a
+ * class of 96 bytes, whose flushes then count a depth miss (xfer_over); 256 KiB of blocks
+ * (32) for one of 8 KiB, which is no depth miss. ring_drain keeps each class's room from
+ * its first block (xthreads35): a room one slot too long, or one that left out the class's
+ * bytes, kept 65 / 64 blocks here. */
+static void ring_drain_keeps(size_t size, uint32_t n, uint32_t kept, bool over)
+{
+	void *b[200];
+	cr_assert_leq(n, 200);
+	struct arena *a = tcache_arena(&la_tcache);
+	unsigned cls = sc_class_of(size);
+	cr_assert_eq(sc_size[cls], size);
+	cr_assert(xfer_class(cls));
+	for (uint32_t i = 0; i < n; i++)
+		cr_assert_not_null(b[i] = A(malloc)(size));
+	arena_flush(a); /* the transfer cache empty: what the drain keeps is the ring's */
+	arena_lock(a);
+	cr_assert_not_null(a->xfer, "the transfer cache is set up");
+	cr_assert_eq(a->xfer_n[cls], 0);
+	a->xfer_over = 0;
+	uint32_t depth = xfer_depth(a);
+	arena_unlock(a);
+	cr_assert_eq(depth, XF_CHUNK, "no chunk earned");
+	arena_free_remote_array(a, NULL, b, n); /* as another arena's thread would */
+	arena_lock(a);
+	cr_assert(remote_pending(a), "the frees were handed over");
+	arena_drain(a);
+	uint32_t have = a->xfer_n[cls];
+	bool marked = a->xfer_over >> cls & 1;
+	arena_unlock(a);
+	cr_assert_eq(have, kept, "%zu-byte blocks kept: %u of %u, expected %u", size, have, n,
+	             kept);
+	cr_assert_eq(marked, over, "the class marked for a depth miss: %d", marked);
+	check_all();
+}
+
+Test(accounting, a_ring_drain_keeps_a_class_up_to_its_room_in_the_transfer_cache)
+{
+	set("decay_ms", 600000); /* no pass drains the ring or the transfer cache meanwhile */
+	static void *b[300];
+	for (int i = 0; i < 300; i++)
+		b[i] = A(malloc)(64);
+	for (int i = 0; i < 300; i++)
+		A(free)(b[i]); /* the bin fills: the arena's first flush sets the slots up */
+	ring_drain_keeps(96, 150, XF_CHUNK, true);
+	ring_drain_keeps(8192, 100, XF_CLASS_BYTES / 8192, false);
+}
+
 /* A large block the program touched in part counts whole until it is measured: the decay
  * pass's measurement (op_measure) brings the free figures down to what is resident. */
 Test(accounting, a_measurement_finds_the_pages_never_touched)
