@@ -9,7 +9,9 @@
  * none goes to its page heap for most of them (bench/README.md, "Shapes outside the
  * bench"). A checksum of the first bytes is printed so that runs under different
  * allocators can be compared.
- * usage: medsizes SLOTS OPS MAX_B [MIN_B]
+ * BATCH 1 (rptest-like, bench/README.md "Other parameters and suite-like programs"): rounds
+ * that fill all SLOTS, then free them in a random order, instead of one slot at a time.
+ * usage: medsizes SLOTS OPS MAX_B [MIN_B [BATCH]]
  * prints: ops_per_sec=... elapsed=... ops=... sum=..., and peak_rss_kb=... at exit */
 #include "benchlib.h"
 
@@ -17,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define USAGE "SLOTS OPS MAX_B [MIN_B]"
+#define USAGE "SLOTS OPS MAX_B [MIN_B [BATCH]]"
 #define WRITE 64 /* bytes of each block written at most */
 
 int main(int argc, char **argv)
@@ -27,8 +29,10 @@ int main(int argc, char **argv)
 	long ops = bench_arg(argc, argv, 2, 3000000, USAGE);
 	size_t max_b = (size_t)bench_arg(argc, argv, 3, 65536, USAGE);
 	size_t min_b = (size_t)bench_arg(argc, argv, 4, 1, USAGE);
-	if (slots < 1 || max_b < min_b || min_b < 1) {
-		fprintf(stderr, "usage: medsizes %s (SLOTS >= 1, MAX_B >= MIN_B >= 1)\n", USAGE);
+	long batch = bench_arg(argc, argv, 5, 0, USAGE);
+	if (slots < 1 || max_b < min_b || min_b < 1 || batch < 0 || batch > 1) {
+		fprintf(stderr, "usage: medsizes %s (SLOTS >= 1, MAX_B >= MIN_B >= 1, BATCH 0|1)\n",
+		        USAGE);
 		return 2;
 	}
 	struct bench_rng rng;
@@ -38,7 +42,21 @@ int main(int argc, char **argv)
 		bench_die("calloc");
 	double t0 = bench_now();
 	for (long i = 0; i < ops; i++) {
-		size_t k = (size_t)(bench_rng_next(&rng) % (uint64_t)slots);
+		if (batch && i % slots == 0 && i > 0) {
+			/* a round's end: every slot freed, in a random order (Fisher-Yates) */
+			for (long j = slots - 1; j > 0; j--) {
+				long r = (long)(bench_rng_next(&rng) % (uint64_t)(j + 1));
+				unsigned char *t = slot[j];
+				slot[j] = slot[r];
+				slot[r] = t;
+			}
+			for (long j = 0; j < slots; j++) {
+				free(slot[j]);
+				slot[j] = NULL;
+			}
+		}
+		size_t k = batch ? (size_t)(i % slots)
+		                 : (size_t)(bench_rng_next(&rng) % (uint64_t)slots);
 		size_t size = bench_rng_range(&rng, min_b, max_b);
 		free(slot[k]);
 		unsigned char *p = malloc(size);

@@ -614,6 +614,11 @@ def issue23_scenarios(ctx):
                  [elapsed(), CPU, MINFLT, PEAK_RSS],
                  # ~0.05-0.5 s a run under load: one quick round would decide a median
                  min_rounds=7),
+        Scenario("batchfree", "whole", "the same sizes in rounds (rptest-like): 2000 "
+                 "blocks of 1 B-64 KiB allocated, then all freed in a random order",
+                 lambda: [p("medsizes"), "2000", "1000000" if q else "2000000", "65536", "1",
+                          "1"],
+                 [elapsed(), CPU, MINFLT, PEAK_RSS]),
         Scenario("sizemix-4t", "whole", "many sizes, 4 threads (shbench-like): rounds of "
                  "100-2000 blocks in a power-of-two band of 8 B-8 KiB, every other one "
                  "replaced by the next band, then all freed in reverse",
