@@ -16,6 +16,7 @@ rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
 threads() { cat /proc/"$1"/task/*/comm | tr '\n' ' '; }
 pressure_seen() { "$ALLOCCTL" stats "$1" | grep -q "own pressure watch: on, 1 event"; }
 rss_below() { [ "$(rss "$1")" -lt "$2" ]; }
+watching() { [[ "$(threads "$1")" == *liballoc-psi* ]]; }
 
 # hold_with ENV...: service A with a retained $HOLD_MB MiB (64; all but 1/32 freed); sets A_PID.
 # The previous service's output goes first, here: the redirection below is made by the
@@ -89,6 +90,25 @@ time.sleep(60)' "$P" 3>&- &
 	# a value that is not a boolean: one line, no watch (and the program runs)
 	run -0 --separate-stderr env LIBALLOC_PRESSURE=maybe LD_PRELOAD="$LIBALLOC_SO" sleep 0.2
 	[ "$stderr" = "liballoc: LIBALLOC_PRESSURE=maybe: not a boolean (1/0, true/false, yes/no, on/off); no pressure watch" ]
+}
+
+@test "inprocess: a MEMORY_PRESSURE_WRITE that is not base64: one line, the watch runs with its default" {
+	mkfifo "$P/mp.fifo"
+	exec 4<>"$P/mp.fifo"
+	MEMORY_PRESSURE_WATCH="$P/mp.fifo" MEMORY_PRESSURE_WRITE='not*base64!' \
+		LD_PRELOAD="$LIBALLOC_SO" sleep 300 2>"$P/err" 3>&- &
+	local sp=$!
+	POL_PIDS+=("$sp")
+	wait_for watching "$sp"
+	cat "$P/err"
+	[ "$(wc -l <"$P/err")" -eq 1 ]
+	[ "$(cat "$P/err")" = "liballoc: MEMORY_PRESSURE_WRITE is not base64; the watch uses its default" ]
+	# the watch is the FIFO's: an event there is acted on and counted
+	start_daemon
+	wait_for listed "$sp"
+	printf x >&4
+	wait_for pressure_seen "$sp"
+	exec 4>&-
 }
 
 tid_of() { grep -lx "$2" /proc/"$1"/task/*/comm | cut -d/ -f5; }

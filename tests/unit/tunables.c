@@ -404,6 +404,28 @@ Test(environment, a_value_out_of_range_is_ignored_with_its_range)
 	cr_assert_eq(tun_source[LA_TUNABLE_mmap_max], LA_SRC_environment);
 }
 
+/* liballoc_set (liballoc.h), a program's own call: an unknown name and a value out of range
+ * return -1 with the reason, and change nothing (value and source); a NULL reason is
+ * allowed; a good value returns 0 and counts as the program's. */
+Test(tunables, liballoc_set_refuses_with_a_reason_and_changes_nothing)
+{
+	char reason[LA_REASON_MAX] = "";
+	int64_t was = TUN(mmap_threshold);
+	uint32_t src = tun_source[LA_TUNABLE_mmap_threshold];
+	cr_assert_eq(liballoc_set("mmap_treshold", 1 << 20, reason, sizeof(reason)), -1);
+	cr_assert_str_eq(reason, "unknown tunable");
+	cr_assert_eq(liballoc_set("mmap_threshold", 64LL << 20, reason, sizeof(reason)), -1);
+	cr_assert_str_eq(reason, "mmap_threshold: out of range (valid: 0..32M bytes)");
+	cr_assert_eq(liballoc_set("mmap_threshold", -1, NULL, 0), -1);
+	cr_assert_eq(liballoc_set("nope", 1, NULL, 0), -1);
+	cr_assert_eq(TUN(mmap_threshold), was);
+	cr_assert_eq(tun_source[LA_TUNABLE_mmap_threshold], src);
+	cr_assert_eq(liballoc_set("mmap_threshold", 1 << 20, reason, sizeof(reason)), 0, "%s",
+	             reason);
+	cr_assert_eq(TUN(mmap_threshold), 1 << 20);
+	cr_assert_eq(tun_source[LA_TUNABLE_mmap_threshold], LA_SRC_api);
+}
+
 Test(environment, control_is_a_boolean)
 {
 	static const struct {
