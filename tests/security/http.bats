@@ -43,6 +43,59 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 	[ "$(grep -c 'http: refusing a request' "$T/log")" -eq 1 ]
 }
 
+# raw REQUEST (printf's escapes, NUL included): sent as it is to the daemon's HTTP address;
+# prints the status line and the body of the answer
+raw() {
+	printf "$1" | python3 -c '
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(sys.stdin.buffer.read())
+got = b""
+while b"\r\n\r\n" not in got:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    got += chunk
+head, _, body = got.partition(b"\r\n\r\n")
+lines = head.decode().split("\r\n")
+n = 0
+for line in lines[1:]:
+    k, _, v = line.partition(":")
+    if k.lower() == "content-length":
+        n = int(v)
+while len(body) < n:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    body += chunk
+print(lines[0])
+print(body.decode(), end="")' "$HTTP"
+}
+
+@test "a malformed request gets 400 or 431 with its reason; the daemon serves on" {
+	start_daemon
+	local h='Host: 127.0.0.1\r\n' big
+	run -0 raw 'NOT A REQUEST\r\n\r\n'
+	[ "$output" = $'HTTP/1.1 400 Bad Request\nbad request line' ]
+	run -0 raw "GET /healthz HTTP/1.1\r\n${h}Host: localhost\r\n\r\n"
+	[ "$output" = $'HTTP/1.1 400 Bad Request\ntwo Host headers' ]
+	run -0 raw "GET /metrics HTTP/1.1\r\n${h}Content-Length: 5\r\n\r\nhello"
+	[ "$output" = $'HTTP/1.1 400 Bad Request\nno request body is accepted' ]
+	run -0 raw "GET /metrics HTTP/1.1\r\n${h}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	[ "$output" = $'HTTP/1.1 400 Bad Request\nno request body is accepted' ]
+	run -0 raw "GET /he\\0althz HTTP/1.1\r\n${h}\r\n"
+	[ "$output" = $'HTTP/1.1 400 Bad Request\nNUL in the request' ]
+	big=$(head -c 9000 /dev/zero | tr '\0' a)
+	run -0 raw "GET /healthz HTTP/1.1\r\n${h}X-Big: $big\r\n\r\n"
+	[ "$output" = $'HTTP/1.1 431 Request Header Fields Too Large\nrequest headers too large' ]
+	run -0 raw "GET /api/history?pid HTTP/1.1\r\n${h}\r\n"
+	[[ "$output" == $'HTTP/1.1 400 Bad Request\n{"error":"malformed query string"'* ]]
+	# nothing of it stuck: the daemon answers as before
+	[ "$(code "http://$HTTP/healthz")" = 200 ]
+	[ "$(code "http://$HTTP/api/processes")" = 200 ]
+}
+
 @test "slowloris with 2,000 connections at a 1,024-descriptor limit: /healthz and the control socket answer, the log stays short" {
 	rm -f "$T/ready"
 	prlimit --nofile=1024:1024 -- "$CTLD" --socket "$T/sock/ctl.sock" --listen 127.0.0.1:0 \
