@@ -34,6 +34,7 @@
 #include "heap.h"
 #include "childerr.h"
 #include "grown.h"
+#include "mincount.h"
 #include "liballoc.h"
 #include "os.h"
 #include "procstatus.h"
@@ -894,19 +895,7 @@ Test(accounting, freed_large_blocks_count_what_the_kernel_holds_within_a_second)
 	             "the whole blocks were counted before the measurement");
 }
 
-/* mincore calls made by the thread `counting` names (0: none): liballoc.a's calls land
- * here. Only that thread's: the control thread clears op_measure_due_ns before its
- * measurement, whose calls can fall in the window of a trim that found none due (1 in 12
- * runs with 3 ms between the two; a make test at load 27 in session 34) */
-static long counting;
-static int mincore_calls;
-int mincore(void *addr, size_t len, unsigned char *vec)
-{
-	long t = __atomic_load_n(&counting, __ATOMIC_RELAXED);
-	if (t && t == syscall(SYS_gettid))
-		__atomic_fetch_add(&mincore_calls, 1, __ATOMIC_RELAXED);
-	return (int)syscall(SYS_mincore, addr, len, vec);
-}
+/* the mincore calls of one thread: mincount.h, included above */
 
 /* glibc's malloc_trim does not measure (1737c74): it adds to released_bytes what the free
  * resident gauge lost meanwhile. That is what left the RSS, within 5 % or 256 KiB, for a
@@ -934,13 +923,12 @@ Test(accounting, malloc_trim_counts_what_left_the_rss)
 	struct la_counters c0, c1, c2;
 	liballoc_stats(&c0);
 	long r0 = rss_anon();
-	mincore_calls = 0;
-	__atomic_store_n(&counting, syscall(SYS_gettid), __ATOMIC_RELAXED);
+	mincount_start();
 	cr_assert_eq(A(malloc_trim)(0), 1);
-	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
+	int trim_calls = mincount_stop();
 	long r1 = rss_anon();
 	liballoc_stats(&c1);
-	cr_assert_eq(mincore_calls, 0, "unmeasured");
+	cr_assert_eq(trim_calls, 0, "unmeasured");
 	long said = (long)(c1.released_bytes - c0.released_bytes), left = r0 - r1;
 	long tol = LA_MAX(256L << 10, left / 20);
 	cr_assert_gt(left, 4 << 20, "the blocks' pages left: %ld bytes", left);
@@ -1077,18 +1065,15 @@ Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
 	uint32_t spans;
 	cr_assert(spans_apart(p, &spans), "40 large blocks in one heap");
 	cr_assert_geq(spans, 12, "%u free spans with dirty pages", spans);
-	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&counting, syscall(SYS_gettid), __ATOMIC_RELAXED);
+	mincount_start();
 	op_measure();
-	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
-	int measure_calls = mincore_calls;
+	int measure_calls = mincount_stop();
 	check_all();
 	long o0 = others_minflt();
 	long r0 = rss_anon();
-	__atomic_store_n(&mincore_calls, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&counting, syscall(SYS_gettid), __ATOMIC_RELAXED);
+	mincount_start();
 	size_t trim = liballoc_trim(0);
-	__atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
+	int trim_calls = mincount_stop();
 	long r1 = rss_anon();
 	long others = others_minflt() - o0;
 	cr_assert(said_is_left((long)trim, r0 - r1, others),
@@ -1096,12 +1081,12 @@ Test(accounting, a_trim_and_a_measurement_read_a_heap_in_one_mincore)
 	          r0 - r1, others);
 	cr_assert_geq(trim, (size_t)N / 2 * 2 * 4096, "the free blocks' two touched pages");
 	cr_assert_gt(measure_calls, 0, "liballoc's mincore calls are counted here");
-	cr_assert_gt(mincore_calls, 0, "liballoc's mincore calls are counted here");
+	cr_assert_gt(trim_calls, 0, "liballoc's mincore calls are counted here");
 	/* the heap's spans in one call; the arenas' other heaps, if any, one each */
 	cr_assert_leq(measure_calls, (int)arena_count + 1, "measure: %d mincore calls for %u spans",
 	              measure_calls, spans);
-	cr_assert_leq(mincore_calls, (int)arena_count + 1, "trim: %d mincore calls for %u spans",
-	              mincore_calls, spans);
+	cr_assert_leq(trim_calls, (int)arena_count + 1, "trim: %d mincore calls for %u spans",
+	              trim_calls, spans);
 	check_all();
 	for (int i = 1; i < N; i += 2)
 		A(free)(p[i]);

@@ -26,6 +26,7 @@
 #include "liballoc.h"
 #include "os.h"
 #include "grown.h"
+#include "mincount.h"
 #include "procstatus.h"
 #include "shm.h"
 #include "tcache.h"
@@ -731,32 +732,21 @@ Test(large_grid, blocks_written_whole_turn_it_off)
 	}
 }
 
-/* mincore calls made by the thread `probe_counting` names (0: none): liballoc.a's land here */
-static long probe_counting;
-static int probe_mincores;
-int mincore(void *addr, size_t len, unsigned char *vec)
-{
-	long t = __atomic_load_n(&probe_counting, __ATOMIC_RELAXED);
-	if (t && t == syscall(SYS_gettid))
-		__atomic_fetch_add(&probe_mincores, 1, __ATOMIC_RELAXED);
-	return (int)syscall(SYS_mincore, addr, len, vec);
-}
+/* the mincore calls of one thread: mincount.h, included above */
 
 /* 12-page blocks allocated and freed in turn n times, written at their start only: the
  * mincore calls made meanwhile */
 static int probe_reads_over(int n)
 {
 	size_t len = (size_t)12 << LA_PAGE_SHIFT;
-	probe_mincores = 0;
-	__atomic_store_n(&probe_counting, syscall(SYS_gettid), __ATOMIC_RELAXED);
+	mincount_start();
 	for (int i = 0; i < n; i++) {
 		char *b = A(malloc)(len);
 		cr_assert_not_null(b);
 		b[0] = 1;
 		A(free)(b);
 	}
-	__atomic_store_n(&probe_counting, 0, __ATOMIC_RELAXED);
-	return probe_mincores;
+	return mincount_stop();
 }
 
 /* While the samples agree with the placement in use (here blocks written at their start
