@@ -1068,8 +1068,12 @@ static struct span *take_pages(struct heap *h, struct span *s, uint32_t at, uint
 	}
 	if (take_dirty < n && h->purged_recently) {
 		/* the heap grows back into pages the throttle just returned: return less
-		 * eagerly from now on (the decay pass lowers this again) */
-		if (h->purge_shift < 8)
+		 * eagerly from now on (the decay pass lowers this again), up to
+		 * HEAP_PURGE_SHIFT_MAX: at 8 (256 times the mmap threshold, 32 MiB at the
+		 * defaults) a heap that each round of frees empties of more (rptest's and
+		 * medsizes' BATCH shape: ~48 MiB of large blocks) purged and faulted every
+		 * round's pages in again without the decay pass */
+		if (h->purge_shift < HEAP_PURGE_SHIFT_MAX)
 			h->purge_shift++;
 		h->purged_recently = 0;
 		h->refaulted = 1;

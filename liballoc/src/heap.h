@@ -122,7 +122,8 @@ struct heap {
 			uint32_t grow_rate;   /* trend: decaying rate of span allocations (x256) */
 			uint32_t shrink_rate; /* trend: decaying rate of span frees (x256) */
 			uint8_t purge_shift; /* throttle back-off: batches are << this (pages the throttle
-	                          * returned were soon faulted back in) */
+	                          * returned were soon faulted back in), at most
+	                          * HEAP_PURGE_SHIFT_MAX */
 			uint8_t purged_recently; /* the throttle purged; cleared by the next growth */
 			uint8_t refaulted; /* grew back into pages a free returned, at refault_epoch */
 			uint8_t low; /* breathing: used_pages fell to a quarter of peak_used */
@@ -687,5 +688,10 @@ bool heap_growing(const struct heap *h);
 #define HEAP_BREATH_PAGES 1024u
 bool heap_breathing(const struct heap *h, uint32_t ticks);
 uint32_t heap_data_pages(void);
+/* The throttle's back-off (struct heap, purge_shift): batches up to 2^12 times their base
+ * (512 MiB at the defaults; trim_threshold's bound, 1 PiB, << 12 plus top_pad stays below
+ * 2^64). 8 (32 MiB) was less than one round of rptest-like frees (bench/README.md,
+ * batchfree35). */
+#define HEAP_PURGE_SHIFT_MAX 12u
 
 #endif

@@ -605,6 +605,38 @@ static int child_takes_a_few_blocks(void *arg)
 	return 0;
 }
 
+/* The throttle's back-off (purge_shift): each growth of a heap into pages the throttle
+ * had just returned doubles the next batch, past 256 times (8: 32 MiB at the defaults,
+ * less than one round of rptest-like frees, which without the decay pass then purged and
+ * faulted in every round's pages: medsizes 2000 1000000 65536 1 1 with LIBALLOC_CONTROL=0,
+ * 498,134 faults) up to HEAP_PURGE_SHIFT_MAX. Here each block takes fresh pages of the
+ * heap of large blocks right after a purge is marked (madvise_throttle 0: no populate
+ * ahead makes them resident first; no slot to serve them). */
+Test(heap, the_throttles_back_off_doubles_past_256_times)
+{
+	pages_only(0);
+	set("madvise_throttle", 0);
+	set("tcache_max_bytes", 0);
+	enum { N = HEAP_PURGE_SHIFT_MAX + 4 };
+	static void *b[N];
+	grow(b, 1, 0);
+	struct heap *h = heap_of(b[0]);
+	for (int i = 1; i < N; i++) {
+		arena_lock(h->arena);
+		h->purged_recently = 1;
+		arena_unlock(h->arena);
+		b[i] = A(malloc)(64 << 10);
+		cr_assert_eq(heap_of(b[i]), h, "block %d from another heap", i);
+	}
+	arena_lock(h->arena);
+	unsigned shift = h->purge_shift;
+	arena_unlock(h->arena);
+	cr_assert_eq(shift, HEAP_PURGE_SHIFT_MAX, "back-off at %u after %d growths", shift, N - 1);
+	cr_assert_gt(shift, 8);
+	for (int i = 0; i < N; i++)
+		A(free)(b[i]);
+}
+
 Test(populate, a_forked_child_counts_its_own_growth_not_its_parents)
 {
 	pages_only(0);
