@@ -688,10 +688,12 @@ bool heap_growing(const struct heap *h);
 #define HEAP_BREATH_PAGES 1024u
 bool heap_breathing(const struct heap *h, uint32_t ticks);
 uint32_t heap_data_pages(void);
-/* The throttle's back-off (struct heap, purge_shift): batches up to 2^12 times their base
- * (512 MiB at the defaults; trim_threshold's bound, 1 PiB, << 12 plus top_pad stays below
- * 2^64). 8 (32 MiB) was less than one round of rptest-like frees (bench/README.md,
- * batchfree35). */
-#define HEAP_PURGE_SHIFT_MAX 12u
+/* The throttle's back-off (struct heap, purge_shift): batches up to 2^9 times their base,
+ * 64 MiB at the defaults, what glibc's dynamic trim threshold reaches at most (twice its
+ * 32 MiB mmap threshold ceiling): nothing lowers it without the decay pass, so a
+ * decay-less heap keeps that much free at most. 8 (32 MiB) was less than one round of
+ * rptest-like frees (bench/README.md, batchfree35); 12 (512 MiB, as f0675f9 had it) kept
+ * as many faults on that row at 2,000 and 4,000 slots. */
+#define HEAP_PURGE_SHIFT_MAX 9u
 
 #endif
