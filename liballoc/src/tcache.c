@@ -200,7 +200,7 @@ static uint32_t bin_row_slots(const struct tcache *tc, unsigned c)
  * all of the row's room words (a row the bin just took); else those between the old limit
  * and the new one, the others said so already (a growth or a shrink: a wide row's 256
  * words took ~590 instructions each time, CPython test_dict 53k in all). */
-static LA_NOINLINE void bin_limit_to(struct tcache *tc, unsigned c, uint32_t limit, bool whole)
+static void bin_limit_to(struct tcache *tc, unsigned c, uint32_t limit, bool whole)
 {
 	struct tbin *b = &tc->bins[c];
 	uint32_t from = whole ? 0 : LA_MIN(limit, b->limit);
@@ -253,7 +253,7 @@ static void grow_forget(struct tslots *t, unsigned c)
 /* Every bin back to its base limit's growth state: none grown, nothing counted. */
 static void grow_reset(struct tslots *t)
 {
-	t->grown_bins = t->grow_pending = t->torn_bins = 0;
+	t->grown_bins = t->grow_pending = 0;
 	memset(t->grow_events, 0, sizeof(t->grow_events));
 	memset(t->grow_both, 0, sizeof(t->grow_both));
 }
@@ -689,40 +689,12 @@ static LA_NOINLINE void bin_grow(struct tcache *tc, unsigned c)
 	t->grown_bins |= (uint8_t)(1u << c);
 }
 
-/* A teardown of class c under way (its flushes go to the spans: arena_teardown_hint) and
- * its bin grown (on its wide row: a class in steady use, 16-48 bytes): the bin's limit
- * rises to the whole row (TC_WIDE_SLOTS - 1 blocks, within tcache_max_bytes), so that the
- * teardown's frees flush it whole half as often (logicmin 60: its 32-byte class grown to
- * 128 blocks, ~1,440 whole flushes in teardowns). The class's next refill (the teardown
- * over: a refill clears the hint) puts the limit back (on false), and the refills' batch
- * within it; a bin holding more by then flushes at its next free, as one whose limit fell.
- * What the bin holds beyond its limit is blocks a teardown freed, until the class
- * allocates again. */
-static LA_NOINLINE void bin_tear(struct tcache *tc, unsigned c, bool on)
-{
-	struct tslots *t = tc->slots;
-	struct tbin *b = &tc->bins[c];
-	t->torn_bins ^= (uint8_t)(1u << c);
-	uint32_t limit = t->torn_limit[c];
-	if (on) {
-		t->torn_limit[c] = (uint8_t)b->limit;
-		/* (bin_max_bytes of these classes is the whole cache_max; not 0 here: a
-		 * grown bin, and check_gen came first) */
-		uint64_t n = cache_max(tc) / sc_size[c];
-		limit = (uint32_t)LA_MIN(n, TC_WIDE_SLOTS - 1u);
-	}
-	bin_limit_to(tc, c, limit, false);
-	b->batch = (uint16_t)LA_MIN(b->batch, b->limit / 2u + 1u);
-}
-
 /* Count a refill (1) or flush (2) of bin c towards its growth (slow paths, owner). */
 LA_INLINE void bin_grow_note(struct tcache *tc, unsigned c, unsigned what)
 {
 	if (c >= TC_WIDE_CLASSES)
 		return;
 	struct tslots *t = tc->slots;
-	if (what == 1 && unlikely(t->torn_bins >> c & 1)) /* the teardown is over */
-		bin_tear(tc, c, false);
 	t->grow_both[c] |= (uint8_t)what;
 	t->grow_pending |= (uint8_t)(1u << c);
 	if (unlikely(++t->grow_events[c] >= TC_GROW_EVENTS) && t->grow_both[c] == 3)
@@ -735,7 +707,6 @@ static void bin_shrink(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
 	grow_forget(t, c);
-	t->torn_bins &= (uint8_t) ~(1u << c); /* (a torn bin is a grown one) */
 	if (!(t->grown_bins >> c & 1))
 		return;
 	t->grown_bins &= (uint8_t) ~(1u << c);
@@ -1186,12 +1157,8 @@ LA_INLINE void bin_put(struct tcache *tc, struct arena *owner, void *p, unsigned
 		 * larger than its slots, until the class's next refill: arena.h, xfer_past):
 		 * the bin holds the blocks the thread freed last, its flushes link whole bins,
 		 * half as many flushes (growth 1000000 100000: 209.5M -> 204.7M instructions) */
-		if (arena_teardown_hint(tc->arena, cls)) {
+		if (arena_teardown_hint(tc->arena, cls))
 			keep = 0;
-			if (cls < TC_WIDE_CLASSES &&
-			    (tc->slots->grown_bins & ~tc->slots->torn_bins) >> cls & 1)
-				bin_tear(tc, cls, true);
-		}
 		/* flush_bin_to's work, with the count known (count > keep): written out
 		 * here, fewer values live across the flush's call (through an inline copy
 		 * of flush_bin_to, the bin, its count and the block were spilled around it

@@ -137,10 +137,8 @@ struct tslots {
 	uint8_t grow_events[TC_WIDE_CLASSES]; /* since the bin last grew or was quiet at a
 	                                       * cold-bin sweep */
 	uint8_t grow_both[TC_WIDE_CLASSES];   /* bit 0: a refill among them, bit 1: a flush */
-	uint8_t wiped;     /* rows left out of a forked child (bit 0: these, 1: more, 2: wide):
-	                    * tcache_fork_prepare and the thread's exit, under tc_list_lock */
-	uint8_t torn_bins; /* bins raised for a teardown (tcache.c, bin_tear) */
-	uint8_t torn_limit[TC_WIDE_CLASSES]; /* their limits before */
+	uint8_t wiped; /* rows left out of a forked child (bit 0: these, 1: more, 2: wide):
+	                * tcache_fork_prepare and the thread's exit, under tc_list_lock */
 	struct tgroup group[TC_ROWS_FIRST / TC_GROUP_ROWS] __attribute__((aligned(64)));
 	/* the large slot's bins of 1 to TC_LARGE_EXACT pages (struct tcache, large_mask): here,
 	 * not in the cache (TLS), whose initial image the loader reads at every start (a

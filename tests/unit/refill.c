@@ -2531,18 +2531,6 @@ static void assert_room_words(unsigned cls)
 		             (unsigned long long)room[k]);
 }
 
-/* Bin cls's limit, or the one it had before a teardown raised it (tcache.c, bin_tear):
- * build_and_tear_down ends in a teardown, the class's next refill takes the raise back. */
-static bool bin_torn(unsigned cls)
-{
-	return cls < TC_WIDE_CLASSES && la_tcache.slots && (la_tcache.slots->torn_bins >> cls & 1);
-}
-
-static uint32_t grown_limit(unsigned cls)
-{
-	return bin_torn(cls) ? la_tcache.slots->torn_limit[cls] : la_tcache.bins[cls].limit;
-}
-
 static void no_decay_pass(void)
 {
 	char reason[160];
@@ -2561,9 +2549,8 @@ Test(growth, a_bin_that_refills_and_flushes_often_grows)
 	unsigned cls = sc_class_of(32);
 	uint64_t refills = build_and_tear_down(32, N, 6);
 	struct tbin *b = &la_tcache.bins[cls];
-	uint32_t limit = grown_limit(cls);
-	cr_assert_gt(limit, TC_MAX_BLOCKS, "limit %u", limit);
-	cr_assert_leq((uint64_t)limit * sc_size[cls], TC_GROW_BYTES, "limit %u", limit);
+	cr_assert_gt(b->limit, TC_MAX_BLOCKS, "limit %u", b->limit);
+	cr_assert_leq((uint64_t)b->limit * sc_size[cls], TC_GROW_BYTES, "limit %u", b->limit);
 	cr_assert_leq(b->limit, TC_WIDE_SLOTS - 1);
 	cr_assert_lt(refills, N / (TC_MAX_BLOCKS / 2 + 1), "%llu refills for %d blocks",
 	             (unsigned long long)refills, N);
@@ -2582,52 +2569,6 @@ Test(growth, a_bin_that_refills_and_flushes_often_grows)
 	cr_assert_eq(c1.cache_flushes, c0.cache_flushes, "no flush");
 	for (uint32_t i = b->limit; i < n; i++)
 		A(free)(p[i]);
-}
-
-/* A teardown of a grown class (its flushes go to the spans: arena.h, xfer_past) raises its
- * bin's limit to the whole wide row (within tcache_max_bytes): it flushes whole half as
- * often (tcache.c, bin_tear); the class's next refill takes the limit back. */
-Test(growth, a_grown_bin_flushes_a_teardown_a_whole_row_at_a_time)
-{
-	no_decay_pass();
-	enum { N = 4000 };
-	unsigned cls = sc_class_of(32);
-	struct tbin *b = &la_tcache.bins[cls];
-	build_and_tear_down(32, 2000, 6);
-	void **p = A(malloc)(sizeof(void *) * N);
-	cr_assert_not_null(p);
-	for (int i = 0; i < N; i++)
-		cr_assert_not_null(p[i] = A(malloc)(32));
-	cr_assert(!bin_torn(cls), "the refills took the raise back");
-	uint32_t limit = b->limit;
-	cr_assert_gt(limit, TC_MAX_BLOCKS, "the bin grew: limit %u", limit);
-	assert_room_words(cls);
-	struct la_counters c0, c1;
-	liballoc_stats(&c0);
-	uint32_t most = 0;
-	for (int i = 0; i < N; i++) {
-		A(free)(p[i]);
-		most = LA_MAX(most, tbin_count(b));
-	}
-	liballoc_stats(&c1);
-	cr_assert_eq(most, TC_WIDE_SLOTS - 1, "the bin held up to %u blocks (limit %u)", most,
-	             limit);
-	cr_assert_eq(b->limit, TC_WIDE_SLOTS - 1);
-	assert_room_words(cls);
-	uint64_t flushes = c1.cache_flushes - c0.cache_flushes;
-	cr_assert_lt(flushes, N / limit, "%llu flushes of %d blocks, limit %u",
-	             (unsigned long long)flushes, N, limit);
-	int n = 0;
-	while (tbin_count(b)) /* the bin's blocks out, then a refill */
-		cr_assert_not_null(p[n++] = A(malloc)(32));
-	cr_assert_not_null(p[n++] = A(malloc)(32));
-	cr_assert(!bin_torn(cls), "the class's next refill took the raise back");
-	cr_assert_eq(b->limit, limit);
-	cr_assert_leq(b->batch, limit / 2 + 1);
-	assert_room_words(cls);
-	for (int i = 0; i < n; i++)
-		A(free)(p[i]);
-	A(free)(p);
 }
 
 /* Classes above 48 bytes keep their rows of 63 blocks: 64 bytes and more, those fill
