@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,22 +101,40 @@ static unsigned count_present(const char *lib, uintptr_t base, uintptr_t from, u
 static int print_one_read(const char *lib, uintptr_t off, size_t len, int pm)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	if (len == 0 || off % page) {
+		fprintf(stderr,
+		        "libpages: --one-read %#lx %#zx: the offset must be a multiple of "
+		        "the page size and the length above 0\n",
+		        (unsigned long)off, len);
+		return 2;
+	}
 	int fd = open(lib, O_RDONLY);
-	if (fd < 0 || len == 0 || off % page) {
-		fprintf(stderr, "libpages: cannot map %s at %#lx\n", lib, (unsigned long)off);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		fprintf(stderr, "libpages: %s: %s\n", lib, strerror(errno));
+		return 2;
+	}
+	if (off >= (uintptr_t)st.st_size) { /* (a read past the file's end: SIGBUS) */
+		fprintf(stderr, "libpages: --one-read %#lx: past the end of %s (%lld bytes)\n",
+		        (unsigned long)off, lib, (long long)st.st_size);
+		close(fd);
 		return 2;
 	}
 	const volatile unsigned char *m =
 	        mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, (off_t)off);
+	int err = errno;
 	close(fd);
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		fprintf(stderr, "libpages: mapping %#zx bytes of %s at %#lx: %s\n", len, lib,
+		        (unsigned long)off, strerror(err));
 		return 2;
+	}
 	(void)m[0];
-	unsigned n = 0;
-	for (uintptr_t a = (uintptr_t)m; a < (uintptr_t)m + len; a += page)
-		n += page_present(pm, a) == 1;
-	printf("%u\n", n);
+	long n = pagemap_present(pm, (uintptr_t)m, (uintptr_t)m + len);
 	munmap((void *)(uintptr_t)m, len);
+	if (n < 0)
+		return 2;
+	printf("%ld\n", n);
 	return 0;
 }
 
