@@ -221,6 +221,8 @@ static struct heap *new_heap(struct arena *a, bool large)
 	struct heap *h = heap_create(a, a->index, a->c);
 	if (!h)
 		return NULL;
+	if (large && a->large_released)
+		a->large_remapped = 1; /* (give_back_heap) */
 	if (large)
 		heap_make_large(h, a->index);
 	h->watch = &a->burst;
@@ -417,9 +419,24 @@ static void after_free_pages(struct arena *a, struct heap *h)
 static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 {
 	if (h->used_pages == 0 && heap_has_sibling(a, h) && TUN(idle_heap_release)) {
-		if (!h->large || !wait || !control_decays()) {
+		if (!h->large || !wait) {
 			release_heap(a, h);
 			return true;
+		}
+		if (!control_decays()) {
+			/* without a decay pass a heap of large blocks a free empties goes at
+			 * once, until the arena maps one again after that (new_heap): then
+			 * its large blocks come and go in rounds, and such a heap stays, its
+			 * pages left to the throttle below like any heap's (medsizes' BATCH
+			 * shape at 4,000 slots, ~96 MiB of blocks a round: a second heap
+			 * emptied and unmapped at each round's end, mapped and faulted in
+			 * again at the next one's start) */
+			if (!a->large_remapped) {
+				a->large_released = 1;
+				release_heap(a, h);
+				return true;
+			}
+			goto throttle;
 		}
 		/* a heap of large blocks a free emptied waits EMPTY_WAIT_NS for the control
 		 * thread, which releases it if it is still idle then: a heap that the top of a
@@ -434,6 +451,7 @@ static bool give_back_heap(struct arena *a, struct heap *h, bool wait)
 		}
 		return false;
 	}
+throttle:
 	shm_note_retained(); /* the decay pass returns what stays retained */
 	uint64_t dirty = (uint64_t)h->dirty_pages << LA_PAGE_SHIFT;
 	uint64_t trim = (uint64_t)TUN(trim_threshold);

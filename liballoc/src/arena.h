@@ -130,6 +130,10 @@ struct arena {
 	                                    * misses, callgrind --cache-sim=yes) */
 	uint8_t xfer_earned;               /* lock; chunks a class may fill beyond the first */
 	uint8_t xfer_misses;               /* lock; depth misses towards the next chunk */
+	uint8_t large_released;            /* lock; a free unmapped an emptied heap of large
+	                                    * blocks without a decay pass (give_back_heap) */
+	uint8_t large_remapped;            /* lock; one was mapped again after that: such
+	                                    * heaps stay mapped at frees (give_back_heap) */
 	uint16_t xfer_n[LA_NCLASSES];      /* lock; blocks it holds of each class */
 	struct burst_watch burst;          /* lock; the pages in use and their bursts */
 	uint32_t grown;                    /* lock; pages of new spans carved since the last
