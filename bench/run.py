@@ -771,9 +771,6 @@ def issue_targets():
                                      _best3(med, sc, "throughput")),
                                     lambda a, b: None if None in b else
                                     a >= b[0] and a >= 0.8 * b[1]))
-        t[(sc, "peak RSS")] = ("<= glibc (#3)", lambda med, sc=sc: _cmp(
-            med(sc, "peak RSS", "liballoc"), med(sc, "peak RSS", "glibc"),
-            lambda a, b: a <= b))
     t[("m1-madvise-pinned", "madvise calls (strace)")] = ("<= 2 (#4)", lambda med: _cmp(
         med("m1-madvise-pinned", "madvise calls (strace)", "liballoc"), 2,
         lambda a, b: a <= b))
@@ -804,6 +801,12 @@ def issue_targets():
         med("m4-remote", "peak RSS", "liballoc"), med("m4-remote", "peak RSS", "glibc"),
         lambda a, b: a <= b / 3))
     # issue 23
+    # #3's peak RSS <= glibc on the 2-3 MiB rows above is retired (issue 23): there each
+    # allocator's fixed per-process cost decides; peaks are judged at ten times the working set.
+    for sc in ("larson-2t-10k", "larson-1t-10k", "churn-1t-100k"):
+        t[(sc, "peak RSS")] = ("<= glibc (#23)", lambda med, sc=sc: _cmp(
+            med(sc, "peak RSS", "liballoc"), med(sc, "peak RSS", "glibc"),
+            lambda a, b: a <= b))
     for sc in ("large-random", "large-random-touch"):
         t[(sc, "time")] = ("<= glibc, <= 1.5x tcmalloc (#23)", lambda med, sc=sc: _cmp(
             med(sc, "time", "liballoc"), (med(sc, "time", "glibc"), med(sc, "time", "tcmalloc")),

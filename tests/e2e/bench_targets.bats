@@ -1,0 +1,43 @@
+#!/usr/bin/env bats
+# bench/run.py's issue targets: the figures a reader of `make bench` takes as met or missed.
+
+setup() {
+	ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+}
+
+# check SCENARIO METRIC LIBALLOC GLIBC: prints the target's text and verdict for a fake run
+# where every allocator but liballoc reads GLIBC.
+check() {
+	python3 - "$ROOT/bench" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import run
+sc, metric, la, other = sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+tgt = run.ISSUE_TARGETS.get((sc, metric))
+if tgt is None:
+    print("none")
+    sys.exit(0)
+ok = tgt[1](lambda s, m, a: la if a == "liballoc" else other)
+print("%s: %s" % (tgt[0], ok))
+PY
+}
+
+@test "targets: peak RSS is judged at ten times the working set, at most glibc's (#23)" {
+	for sc in larson-2t-10k larson-1t-10k churn-1t-100k; do
+		run check "$sc" "peak RSS" 10.0 11.0
+		[ "$status" -eq 0 ]
+		[ "$output" = "<= glibc (#23): True" ]
+		run check "$sc" "peak RSS" 12.0 11.0
+		[ "$output" = "<= glibc (#23): False" ]
+	done
+}
+
+@test "targets: the 2-3 MiB rows' peak RSS target is retired; their throughput target stays" {
+	for sc in larson-2t larson-1t churn-1t; do
+		run check "$sc" "peak RSS" 3.0 2.0
+		[ "$status" -eq 0 ]
+		[ "$output" = "none" ]
+		run check "$sc" "throughput" 2.0 1.0
+		[ "$output" = ">= glibc, >= 0.8x best of je/tc/mi (#3): True" ]
+	done
+}
