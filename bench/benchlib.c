@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,26 +94,80 @@ long bench_minflt(void)
 	return ru.ru_minflt;
 }
 
-long bench_arg(int argc, char **argv, int index, long def, const char *usage)
+static void copy_word(char *dst, size_t cap, const char *src, size_t n)
 {
+	size_t i = 0;
+	for (; i < n && i < cap - 1; i++)
+		dst[i] = src[i];
+	dst[i] = 0;
+}
+
+/* The number of words of USAGE (brackets left out): the most arguments the program takes;
+ * with name, the INDEX-th word (1-based) into it, or "argument". Plain loops, no libc call
+ * (the bench's whole-program instruction rows count the program's own); the name is
+ * looked up only for a message. */
+static int usage_word(const char *usage, int index, char *name, size_t cap)
+{
+	int words = 0;
+	if (name)
+		copy_word(name, cap, "argument", 8);
+	for (const char *p = usage; *p;) {
+		while (*p == ' ' || *p == '[' || *p == ']')
+			p++;
+		if (!*p)
+			break;
+		size_t n = 0;
+		while (p[n] && p[n] != ' ' && p[n] != '[' && p[n] != ']')
+			n++;
+		if (++words == index && name)
+			copy_word(name, cap, p, n);
+		p += n;
+	}
+	return words;
+}
+
+long bench_arg_range(int argc, char **argv, int index, long def, long lo, long hi,
+                     const char *usage)
+{
+	char name[64];
 	char *end;
-	long v;
+	long v, mult = 1;
+	int words = usage_word(usage, index, NULL, 0);
+	if (argc - 1 > words) {
+		fprintf(stderr, "%s: too many arguments (%d; at most %d)\nusage: %s %s\n", argv[0],
+		        argc - 1, words, argv[0], usage);
+		exit(2);
+	}
 	if (index >= argc)
 		return def;
 	errno = 0;
 	v = strtol(argv[index], &end, 10);
 	if (*end == 'k' || *end == 'K')
-		v *= 1000, end++;
+		mult = 1000, end++;
 	else if (*end == 'm' || *end == 'M')
-		v *= 1000000, end++;
+		mult = 1000000, end++;
 	else if (*end == 'g' || *end == 'G')
-		v *= 1000000000, end++;
-	if (errno || end == argv[index] || *end != '\0' || v <= 0) {
-		fprintf(stderr, "%s: bad argument '%s'\nusage: %s %s\n", argv[0], argv[index],
-		        argv[0], usage);
+		mult = 1000000000, end++;
+	if (argv[index][0] < '0' || argv[index][0] > '9' || *end != '\0') {
+		usage_word(usage, index, name, sizeof(name));
+		fprintf(stderr,
+		        "%s: bad %s '%s': a whole number (k, m, g: thousands, millions, "
+		        "billions)\nusage: %s %s\n",
+		        argv[0], name, argv[index], argv[0], usage);
 		exit(2);
 	}
-	return v;
+	if (errno == ERANGE || v > LONG_MAX / mult || v * mult < lo || v * mult > hi) {
+		usage_word(usage, index, name, sizeof(name));
+		fprintf(stderr, "%s: %s '%s' out of range: %ld to %ld\nusage: %s %s\n", argv[0],
+		        name, argv[index], lo, hi, argv[0], usage);
+		exit(2);
+	}
+	return v * mult;
+}
+
+long bench_arg(int argc, char **argv, int index, long def, const char *usage)
+{
+	return bench_arg_range(argc, argv, index, def, 1, BENCH_ARG_MAX, usage);
 }
 
 void bench_batch(void **batch, int n, size_t size, unsigned char tag)

@@ -32,9 +32,16 @@ void bench_report(long ops, double elapsed, long peak_kb);
 /* Minor page faults of the whole process so far (getrusage RUSAGE_SELF). */
 long bench_minflt(void);
 
-/* Parse argv[index] as a positive integer (k/m/g suffixes allowed), or return def when the
- * argument is absent. Prints the usage line and exits with status 2 on bad input. */
+/* Parse argv[index] as a whole number from 1 to BENCH_ARG_MAX (k/m/g suffixes: thousands,
+ * millions, billions), or return def when the argument is absent. usage names the arguments
+ * ("SLOTS OPS [MAX_B]": a word each). On bad input (not a number, out of range, more
+ * arguments than usage has words) prints what was wrong, naming the argument, and the usage
+ * line, and exits with status 2. */
+#define BENCH_ARG_MAX (1L << 40) /* MiB and KiB arguments are shifted: no overflow */
 long bench_arg(int argc, char **argv, int index, long def, const char *usage);
+/* The same with the range [lo, hi] (lo may be 0: a flag). */
+long bench_arg_range(int argc, char **argv, int index, long def, long lo, long hi,
+                     const char *usage);
 
 /* Touch one byte per page of [p, p + len) so the memory is really resident. */
 void bench_touch(void *p, size_t len, unsigned char value);

@@ -42,9 +42,7 @@ static size_t frag_life(struct bench_rng *rng, size_t maxlife)
 int main(int argc, char **argv)
 {
 	long ops = bench_arg(argc, argv, 1, 2000000, USAGE);
-	long maxlife = bench_arg(argc, argv, 2, 200000, USAGE);
-	if (maxlife < 1000)
-		maxlife = 1000;
+	long maxlife = bench_arg_range(argc, argv, 2, 200000, 1000, BENCH_ARG_MAX, USAGE);
 	struct bench_rng rng;
 	bench_rng_seed(&rng, 11);
 	struct frag_block **wheel = calloc((size_t)maxlife, sizeof(*wheel));

@@ -46,9 +46,7 @@ int main(int argc, char **argv)
 	long nslots = bench_arg(argc, argv, 2, 1000, USAGE);
 	long ops = bench_arg(argc, argv, 3, 100000, USAGE);
 	long gens = bench_arg(argc, argv, 4, 10, USAGE);
-	long maxsize = bench_arg(argc, argv, 5, 512, USAGE);
-	if (maxsize < 16)
-		maxsize = 16;
+	long maxsize = bench_arg_range(argc, argv, 5, 512, 16, BENCH_ARG_MAX, USAGE);
 	struct larson_worker *w = bench_workers((size_t)threads, sizeof(*w));
 	for (long t = 0; t < threads; t++) {
 		w[t].nslots = (size_t)nslots;

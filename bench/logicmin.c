@@ -342,9 +342,7 @@ static unsigned lm_merge_pass(struct lm_cover *f)
 int main(int argc, char **argv)
 {
 	long problems = bench_arg(argc, argv, 1, 200, USAGE);
-	long maxvars = bench_arg(argc, argv, 2, 96, USAGE);
-	if (maxvars < 8)
-		maxvars = 8;
+	long maxvars = bench_arg_range(argc, argv, 2, 96, 8, 65536, USAGE);
 	struct bench_rng rng;
 	bench_rng_seed(&rng, 2024);
 	unsigned long cubes = 0, literals = 0;

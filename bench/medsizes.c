@@ -29,7 +29,7 @@ int main(int argc, char **argv)
 	long ops = bench_arg(argc, argv, 2, 3000000, USAGE);
 	size_t max_b = (size_t)bench_arg(argc, argv, 3, 65536, USAGE);
 	size_t min_b = (size_t)bench_arg(argc, argv, 4, 1, USAGE);
-	long batch = bench_arg(argc, argv, 5, 0, USAGE);
+	long batch = bench_arg_range(argc, argv, 5, 0, 0, 1, USAGE);
 	if (slots < 1 || max_b < min_b || min_b < 1 || batch < 0 || batch > 1) {
 		fprintf(stderr, "usage: medsizes %s (SLOTS >= 1, MAX_B >= MIN_B >= 1, BATCH 0|1)\n",
 		        USAGE);

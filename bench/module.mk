@@ -33,6 +33,11 @@ $(BENCH_BIN)/libglibc_shim.so: $(BUILD)/obj/bench/glibc_shim.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) -ldl
 
+# tests/e2e/bench_usage.bats runs the programs' usage errors (not in sanitizer builds)
+ifeq ($(SAN),)
+test: $(BENCH_PROGS)
+endif
+
 # the fork loop of issue 19 runs the stress program tests/stress/forkfree.c
 BENCH_ALL := $(BENCH_PROGS) $(BENCH_BIN)/ctl_client $(BENCH_BIN)/libglibc_shim.so \
 	$(BUILD)/tests/forkfree

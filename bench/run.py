@@ -2267,6 +2267,29 @@ def on_terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+# What --only selects besides the scenarios' names: the programs' rows, and the hooks.
+ONLY_OTHERS = ("fastpath", "redis", "sqlite", "cpython", "instructions", "liballoc", "history",
+               "policy")
+
+
+def check_options(ap, args):
+    """Refuse a bad option before anything runs (exit 2, argparse's usage line and what was
+    wrong): a run that would select nothing or measure fewer allocators than asked for
+    would still rewrite results.json."""
+    if args.rounds < 0:
+        ap.error("--rounds %d: a count of rounds, 1 or more (0: the default, 5; 1 with "
+                 "--quick)" % args.rounds)
+    known = [name for name, _, _ in COMPETITORS] + ["liballoc"]
+    for a in args.allocators.split(","):
+        if a and a not in known:
+            ap.error("--allocators: unknown allocator '%s' (known: %s)" % (a, ", ".join(known)))
+    stub = argparse.Namespace(quick=args.quick, prog=lambda name: name)
+    names = [sc.name for sc in scenarios(stub)] + list(ONLY_OTHERS)
+    for o in args.only.split(","):
+        if o and not any(n.startswith(o) for n in names):
+            ap.error("--only: '%s' names no row (a prefix of: %s)" % (o, ", ".join(names)))
+
+
 def main():
     signal.signal(signal.SIGTERM, on_terminate)
     signal.signal(signal.SIGHUP, on_terminate)
@@ -2281,13 +2304,17 @@ def main():
     ap.add_argument("--reuse", action="store_true",
                     help="render from the last results.json instead of running")
     args = ap.parse_args()
+    check_options(ap, args)
     os.makedirs(os.path.join(os.path.abspath(args.build), "bench"), exist_ok=True)
     outdir = os.path.join(os.path.abspath(args.build), "bench")
     json_path = os.path.join(outdir, "results.json")
 
     if args.reuse:
-        with open(json_path) as f:
-            data = json.load(f)
+        try:
+            with open(json_path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            ap.error("--reuse: cannot read the last run's %s: %s" % (json_path, e))
         rows = rows_from_json(data["rows"])
         names = data["allocators"]
         extras = [tuple(e) for e in data["extras"]]
@@ -2296,6 +2323,9 @@ def main():
         ctx = Context(args)
         wanted = [a for a in args.allocators.split(",") if a]
         allocs = find_allocators(ctx.build, wanted)
+        if not allocs:
+            ctx.cleanup()
+            ap.error("none of the allocators asked for is installed or built")
         only = [o for o in args.only.split(",") if o]
         suite = Suite(ctx, allocs, only)
         print("bench: %s mode, %d round(s), allocators: %s" % (

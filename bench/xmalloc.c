@@ -80,9 +80,7 @@ int main(int argc, char **argv)
 {
 	long pairs = bench_arg(argc, argv, 1, 1, USAGE);
 	long blocks = bench_arg(argc, argv, 2, 1000000, USAGE);
-	long maxsize = bench_arg(argc, argv, 3, 512, USAGE);
-	if (maxsize < 16)
-		maxsize = 16;
+	long maxsize = bench_arg_range(argc, argv, 3, 512, 16, BENCH_ARG_MAX, USAGE);
 	struct xm_pair *p = aligned_alloc(64, sizeof(*p) * (size_t)pairs);
 	if (!p)
 		bench_die("aligned_alloc");

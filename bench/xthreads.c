@@ -145,9 +145,7 @@ int main(int argc, char **argv)
 {
 	long threads = bench_arg(argc, argv, 1, 4, USAGE);
 	long batches = bench_arg(argc, argv, 2, 20000, USAGE);
-	long maxsize = bench_arg(argc, argv, 3, 512, USAGE);
-	if (maxsize < 16)
-		maxsize = 16;
+	long maxsize = bench_arg_range(argc, argv, 3, 512, 16, BENCH_ARG_MAX, USAGE);
 	if (threads < 2)
 		threads = 2;
 	struct xt_worker *w = bench_workers((size_t)threads, sizeof(*w));
