@@ -404,6 +404,71 @@ Test(environment, a_value_out_of_range_is_ignored_with_its_range)
 	cr_assert_eq(tun_source[LA_TUNABLE_mmap_max], LA_SRC_environment);
 }
 
+/* Every tunable of the table (not only the four above): a text that is not its kind, and
+ * the values just past each end of its range, get one line each naming the variable and
+ * the tunable, and change neither value nor source. */
+Test(environment, every_tunable_refuses_a_bad_text_and_values_past_its_range)
+{
+	static char text[LA_NTUNABLES][96];
+	int64_t was[LA_NTUNABLES];
+	uint32_t src[LA_NTUNABLES];
+	int total = 0;
+	for (int id = 0; id < LA_NTUNABLES; id++) {
+		was[id] = tun_values[id];
+		src[id] = tun_source[id];
+	}
+	/* a variable is read once (the first of its name): one pass per kind of bad value */
+	for (int pass = 0; pass < 3; pass++) {
+		char *env[LA_NTUNABLES + 1];
+		int of[LA_NTUNABLES];
+		int n = 0;
+		for (int id = 0; id < LA_NTUNABLES; id++) {
+			const struct tun_def *d = &tun_defs[id];
+			char up[64];
+			size_t k = 0;
+			for (; d->name[k] && k < sizeof(up) - 1; k++)
+				up[k] = (char)(d->name[k] >= 'a' && d->name[k] <= 'z'
+				                       ? d->name[k] - 32
+				                       : d->name[k]);
+			up[k] = 0;
+			if (pass == 0)
+				snprintf(text[n], sizeof(text[n]), "LIBALLOC_%s=%s", up,
+				         d->type == LA_T_BOOL ? "2" : "12q");
+			else if (pass == 1 && d->max < INT64_MAX && d->type != LA_T_BOOL)
+				snprintf(text[n], sizeof(text[n]), "LIBALLOC_%s=%lld", up,
+				         (long long)d->max + 1);
+			else if (pass == 2 && d->min > 0 && d->type != LA_T_BOOL)
+				snprintf(text[n], sizeof(text[n]), "LIBALLOC_%s=%lld", up,
+				         (long long)d->min - 1);
+			else
+				continue;
+			of[n] = id;
+			env[n] = text[n];
+			n++;
+		}
+		env[n] = NULL;
+		char err[8192];
+		read_env(env, err, sizeof(err));
+		cr_assert_eq(lines(err), n, "pass %d: %d variables, %d lines:\n%s", pass, n,
+		             lines(err), err);
+		for (int i = 0; i < n; i++) {
+			char want[160];
+			snprintf(want, sizeof(want), "liballoc: %s: ignored: %s: %s", env[i],
+			         tun_defs[of[i]].name,
+			         pass ? "out of range (valid: " : "expected a");
+			cr_assert(strstr(err, want), "no line '%s' in:\n%s", want, err);
+		}
+		for (int id = 0; id < LA_NTUNABLES; id++) {
+			cr_assert_eq(tun_values[id], was[id], "%s: %lld -> %lld", tun_defs[id].name,
+			             (long long)was[id], (long long)tun_values[id]);
+			cr_assert_eq(tun_source[id], src[id], "%s's source changed",
+			             tun_defs[id].name);
+		}
+		total += n;
+	}
+	cr_assert_gt(total, LA_NTUNABLES, "%d refusals: none past a range", total);
+}
+
 /* liballoc_set (liballoc.h), a program's own call: an unknown name and a value out of range
  * return -1 with the reason, and change nothing (value and source); a NULL reason is
  * allowed; a good value returns 0 and counts as the program's. */
