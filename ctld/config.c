@@ -288,6 +288,13 @@ struct loader {
 	char *err;
 	size_t errlen;
 	bool failed;
+	/* the daemon settings the file gave, and their lines: one given twice is refused, as a
+	 * profile's tunable is (the later one silently won) */
+	struct {
+		char key[32];
+		int line;
+	} seen[64];
+	int nseen;
 };
 
 static void fail_at(struct loader *l, int line, const char *msg)
@@ -366,7 +373,21 @@ static int handler(void *user, const char *section, const char *key, const char 
 	char type[16] = "";
 	sscanf(section, " %15s", type);
 	if (!section[0] || !strcmp(type, "daemon")) {
+		for (int i = 0; i < l->nseen; i++)
+			if (!strcmp(l->seen[i].key, key)) {
+				snprintf(why, sizeof(why), "%s is set twice (first on line %d)",
+				         key, l->seen[i].line);
+				fail_at(l, l->line, why);
+				return 0;
+			}
 		rc = config_set(l->c, key, v, why, sizeof(why));
+		/* run_dir is repeatable: a directory each (the same one twice counts once) */
+		if (!rc && strcmp(key, "run_dir") &&
+		    l->nseen < (int)(sizeof(l->seen) / sizeof(l->seen[0])) &&
+		    strlen(key) < sizeof(l->seen[0].key)) {
+			snprintf(l->seen[l->nseen].key, sizeof(l->seen[0].key), "%s", key);
+			l->seen[l->nseen++].line = l->line;
+		}
 		if (rc && !strncmp(why, "unknown setting", 15))
 			snprintf(why, sizeof(why), "unknown key '%s'%s", key,
 			         section[0] ? " in [daemon]"

@@ -137,6 +137,31 @@ Test(policyconf, an_unknown_key_is_refused_with_its_line)
 	refused("[profile a]\nthis is not a key\n", 2, "expected 'key = value' or a [section]");
 }
 
+/* A daemon setting given twice in the file is refused with both lines, as a profile's tunable
+ * set twice is (the later one silently won, in one [daemon] section, two, or before any);
+ * run_dir is repeatable: a directory each. */
+Test(policyconf, a_daemon_setting_given_twice_is_refused_with_both_lines)
+{
+	refused("rescan_ms = 2s\nlog_level = info\nrescan_ms = 3s\n", 3,
+	        "rescan_ms is set twice (first on line 1)");
+	refused("[daemon]\nmax_connections = 8\n[daemon]\nmax_connections = 9\n", 4,
+	        "max_connections is set twice (first on line 2)");
+	refused("listen = off\n[daemon]\nlisten = 127.0.0.1:0\n", 3,
+	        "listen is set twice (first on line 1)");
+	refused("[profile a]\nname = x\ndecay_ms = 1s\ndecay_ms = 2s\n", 4,
+	        "decay_ms is set twice");
+	char err[512] = "";
+	write_conf("run_dir = /tmp/a\nrun_dir = /tmp/b\nrescan_ms = 3s\n");
+	struct config c;
+	struct policy_conf *pc = NULL;
+	int rc = config_build_all(&c, &pc, path, NULL, 0, err, sizeof(err));
+	unlink(path);
+	cr_assert_eq(rc, 0, "%s", err);
+	cr_assert_eq(c.nrun_dirs, 2);
+	cr_assert_eq(c.rescan_ms, 3000);
+	policy_conf_free(pc);
+}
+
 Test(policyconf, an_impossible_threshold_is_refused_with_its_line)
 {
 	refused("[policy p]\non = cgroup\nhigh = 150%\nactions = trim\n", 3, "between 0% and 100%");
