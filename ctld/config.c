@@ -440,7 +440,18 @@ int config_build_all(struct config *out, struct policy_conf **pcout, const char 
 	for (int i = 0; i < nov; i++) {
 		char why[256];
 		if (config_set(&c, ov[i].key, ov[i].value, why, sizeof(why))) {
-			snprintf(err, len, "--%s: %s", ov[i].key, why);
+			/* the flag as it was typed (--log-level), and the reason without the key
+			 * it repeats ("--log_level: log_level: bad value" before) */
+			char flag[64];
+			snprintf(flag, sizeof(flag), "%s", ov[i].key);
+			for (char *p = flag; *p; p++)
+				if (*p == '_')
+					*p = '-';
+			size_t kl = strlen(ov[i].key);
+			const char *w = why;
+			if (!strncmp(why, ov[i].key, kl) && why[kl] == ':' && why[kl + 1] == ' ')
+				w = why + kl + 2;
+			snprintf(err, len, "--%s: %s", flag, w);
 			goto fail;
 		}
 	}

@@ -191,7 +191,7 @@ svc_value() {
 	# a bad mode is refused with the valid ones
 	run "$CTLD" --metrics-mode exe --check-config
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"metrics_mode: bad value 'exe' (pid or service)"* ]]
+	[[ "$output" == *"--metrics-mode: bad value 'exe' (pid or service)"* ]]
 	run "$CTLD" --config /dev/null --check-config
 	printf '[daemon]\nprovide_uid_dirs = 1000, -1\n' >"$T/bad.conf"
 	run "$CTLD" --config "$T/bad.conf" --check-config

@@ -377,10 +377,13 @@ teardown() {
 	# a flag's bad value names the flag, what it got and what is valid
 	run --separate-stderr "$CTLD" --socket "$sock" --log-level loud
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "allocctld: --log_level: log_level: bad value 'loud' (error, warn, info, debug)" ]
+	[ "$stderr" = "allocctld: --log-level: bad value 'loud' (error, warn, info, debug)" ]
 	run --separate-stderr "$CTLD" --socket "$sock" --socket-mode 0800
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "allocctld: --socket_mode: socket_mode: bad value '0800' (octal, e.g. 0600)" ]
+	[ "$stderr" = "allocctld: --socket-mode: bad value '0800' (octal, e.g. 0600)" ]
+	run --separate-stderr "$CTLD" --socket "$sock" --run-dir relative/dir
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "allocctld: --run-dir: 'relative/dir' must be an absolute path" ]
 	# more settings on the command line than it holds (64)
 	local many=() i
 	for ((i = 0; i < 65; i++)); do many+=(--run-dir "/run/d$i"); done
@@ -406,7 +409,7 @@ teardown() {
 	[[ "$output" == *"--run-dir DIR"* ]]
 	run "$CTLD" --rescan-ms 5
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"rescan_ms: bad value '5'"* ]]
+	[[ "$output" == *"allocctld: --rescan-ms: bad value '5'"* ]]
 	echo "listen = nowhere" >"$T/conf"
 	run "$CTLD" --config "$T/conf"
 	[ "$status" -eq 2 ]

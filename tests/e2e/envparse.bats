@@ -108,7 +108,7 @@ upper() { tr '[:lower:]' '[:upper:]' <<<"$1"; }
 	# the daemon's own durations: the same grammar on its command line
 	run -0 "$CTLD" --rescan-ms 1.5s --check-config --socket "$P/c2.sock" --listen off --no-default-dirs
 	run -2 "$CTLD" --rescan-ms "$bad" --check-config --socket "$P/c2.sock" --listen off --no-default-dirs
-	[[ "$output" == *"rescan_ms: bad value '$bad' (a duration from 50 ms to 3600000 ms"* ]]
+	[[ "$output" == *"--rescan-ms: bad value '$bad' (a duration from 50 ms to 3600000 ms"* ]]
 }
 
 @test "an unknown LIBALLOC_ variable gets one line naming the closest known one" {
