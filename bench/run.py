@@ -2,7 +2,7 @@
 """run.py — the runner behind `make bench` (issue 8). Python 3 standard library only.
 
 Runs every scenario under every allocator, preloaded the same way (LD_PRELOAD; glibc is
-the process without a preload), in interleaved rounds (A B C D E, A B C D E, ...), and
+the process without a preload), in interleaved rounds, each starting one allocator later (A B C D E, B C D E A, ...), and
 reports medians with min-max, ratios against glibc and against the best competitor.
 Timing runs and strace runs are separate (strace distorts timing). Fast-path instruction
 counts come from callgrind. A crashed or hung run (timeout per run) becomes a failure in
@@ -1088,6 +1088,15 @@ def write_charts(rows, names, outdir):
 # The suite
 # ---------------------------------------------------------------------------------------
 
+def round_order(allocs, rnd):
+    """The allocators in round rnd's order: each round starts one later (A B C, B C A, C A B,
+    ...), so that over as many rounds as allocators each runs once in every position and none
+    always follows the same one (a fixed order put glibc first and liballoc last in every
+    round: whatever the previous run leaves, page cache, a busy core, fell on one column)."""
+    k = rnd % len(allocs) if allocs else 0
+    return allocs[k:] + allocs[:k]
+
+
 class Suite:
     def __init__(self, ctx, allocs, only):
         self.ctx = ctx
@@ -1131,7 +1140,7 @@ class Suite:
                     for m in sc.metrics]
             rounds = max(min(ctx.rounds, sc.rounds or ctx.rounds), sc.min_rounds or 1)
             for rnd in range(rounds):
-                for a in self.allocs:
+                for a in round_order(self.allocs, rnd):
                     extra = sc.env(ctx, a) if sc.env else None
                     res = run_process(sc.argv(), ctx.env(a, extra), ctx.timeout, cwd=ctx.tmp)
                     if res.ok:
@@ -1260,7 +1269,7 @@ class Suite:
                           "glibc column preloads %s, which routes malloc & co. to glibc's "
                           "__libc_malloc family" % os.path.basename(shim))
         for rnd in range(ctx.rounds):
-            for a in self.allocs:
+            for a in round_order(self.allocs, rnd):
                 preload = a.lib if a.lib else shim
                 ok, val, ru, why = redis_once(ctx, a, preload, server, client, n, tests)
                 rows = (rps_row, cpu_row, flt_row, rss_row)
@@ -1295,7 +1304,7 @@ class Suite:
         m_row = self.row("sqlite", "programs", "peak RSS", "MiB", False, what)
         reference = None
         for rnd in range(ctx.rounds):
-            for a in self.allocs:
+            for a in round_order(self.allocs, rnd):
                 db = os.path.join(ctx.tmp, "bench.db")
                 for suffix in ("", "-journal", "-wal", "-shm"):
                     if os.path.exists(db + suffix):
@@ -1337,7 +1346,7 @@ class Suite:
         rows = [self.row("cpython", "programs", m, u, False, what) for m, u in (
             ("time", "s"), (CPU.label, "s"), (MINFLT.label, "faults"), ("peak RSS", "MiB"))]
         for rnd in range(ctx.rounds):
-            for a in self.allocs:
+            for a in round_order(self.allocs, rnd):
                 res = run_process(CPYTHON_TEST + tests,
                                   ctx.env(a, CPYTHON_ENV), ctx.timeout, cwd=ctx.tmp)
                 if res.ok and "Tests result: SUCCESS" not in res.stdout:
@@ -1466,8 +1475,8 @@ class Suite:
         for sc in pick:
             r = self.row(sc.name + " (stats)", "overhead", "throughput", "ops/s", True,
                          "liballoc vs liballoc built with LA_NO_STATS=1: " + sc.what)
-            for _ in range(rounds):
-                for a in (la, ns):
+            for rnd in range(rounds):
+                for a in round_order([la, ns], rnd):
                     res = run_process(sc.argv(), ctx.env(a), ctx.timeout, cwd=ctx.tmp)
                     v = res.value("ops_per_sec") if res.ok else None
                     if v is None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# bench/run.py's issue targets: the figures a reader of `make bench` takes as met or missed.
+# bench/run.py: the issue targets (the figures a reader of `make bench` takes as met or missed)
+# and the order of its interleaved rounds.
 
 setup() {
 	ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
@@ -40,4 +41,33 @@ PY
 		run check "$sc" "throughput" 2.0 1.0
 		[ "$output" = ">= glibc, >= 0.8x best of je/tc/mi (#3): True" ]
 	done
+}
+
+@test "rounds: each starts one allocator later, so every allocator runs once in each position" {
+	run python3 - "$ROOT/bench" <<'PY'
+import sys, types
+sys.path.insert(0, sys.argv[1])
+import run
+seen = []
+
+def fake(argv, env, timeout, cwd=None, stdin_path=None):
+    seen.append(env.get("LD_PRELOAD"))
+    res = run.RunResult()
+    res.failure = "fake"
+    return res
+
+run.run_process = fake
+args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=4)
+ctx = run.Context(args)
+try:
+    allocs = [run.Allocator(n, "/fake/%s.so" % n, None) for n in "ABC"]
+    suite = run.Suite(ctx, allocs, ["larson-1t-10k"])
+    suite.progress = lambda text: None
+    suite.run_workloads()
+finally:
+    ctx.cleanup()
+print(" ".join(p[6] for p in seen))
+PY
+	[ "$status" -eq 0 ]
+	[ "$output" = "A B C B C A C A B A B C" ]
 }
