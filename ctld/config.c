@@ -295,6 +295,12 @@ struct loader {
 		int line;
 	} seen[64];
 	int nseen;
+	/* the same for the keys of the current [policy NAME] section (a profile refuses its own) */
+	struct {
+		char key[32];
+		int line;
+	} pseen[32];
+	int npseen;
 };
 
 static void fail_at(struct loader *l, int line, const char *msg)
@@ -343,6 +349,7 @@ static char *reader(char *str, int num, void *stream)
 		snprintf(name, sizeof(name), "%.*s", (int)(close - s - 1), s + 1);
 		l->section_line = l->line;
 		snprintf(l->section, sizeof(l->section), "%s", name);
+		l->npseen = 0;
 		if (policy_conf_section(l->pc, name, l->line, why, sizeof(why))) {
 			fail_at(l, l->line, why);
 			return NULL;
@@ -394,7 +401,21 @@ static int handler(void *user, const char *section, const char *key, const char 
 			                    : " (daemon settings; or is a [section] "
 			                      "missing?)");
 	} else {
+		bool policy = !strcmp(type, "policy");
+		for (int i = 0; policy && i < l->npseen; i++)
+			if (!strcmp(l->pseen[i].key, key)) {
+				snprintf(why, sizeof(why),
+				         "%s is set twice in [%s] (first on line %d)", key, section,
+				         l->pseen[i].line);
+				fail_at(l, l->line, why);
+				return 0;
+			}
 		rc = policy_conf_key(l->pc, section, key, v, why, sizeof(why));
+		if (!rc && policy && l->npseen < (int)(sizeof(l->pseen) / sizeof(l->pseen[0])) &&
+		    strlen(key) < sizeof(l->pseen[0].key)) {
+			snprintf(l->pseen[l->npseen].key, sizeof(l->pseen[0].key), "%s", key);
+			l->pseen[l->npseen++].line = l->line;
+		}
 	}
 	if (rc) {
 		fail_at(l, l->line, why);

@@ -162,6 +162,25 @@ Test(policyconf, a_daemon_setting_given_twice_is_refused_with_both_lines)
 	policy_conf_free(pc);
 }
 
+/* So is a policy's key given twice (the later one silently won: for = 1s then for = 2s ran
+ * with 2 s, on = idle then on = psi became a psi policy); two policies each give theirs. */
+Test(policyconf, a_policy_key_given_twice_is_refused_with_both_lines)
+{
+	refused("[policy p]\non = idle\nfor = 1s\nactions = trim\nfor = 2s\n", 5,
+	        "for is set twice in [policy p] (first on line 3)");
+	refused("[policy p]\non = idle\non = psi\n", 3,
+	        "on is set twice in [policy p] (first on line 2)");
+	char err[512] = "";
+	struct policy_conf *pc = load("[policy a]\non = idle\nfor = 1s\nactions = trim\n"
+	                              "[policy b]\non = idle\nfor = 2s\nactions = trim\n",
+	                              err, sizeof(err));
+	cr_assert_not_null(pc, "%s", err);
+	cr_assert_eq(pc->npolicies, 2);
+	cr_assert_eq(pc->policies[0].for_ms, 1000);
+	cr_assert_eq(pc->policies[1].for_ms, 2000);
+	policy_conf_free(pc);
+}
+
 Test(policyconf, an_impossible_threshold_is_refused_with_its_line)
 {
 	refused("[policy p]\non = cgroup\nhigh = 150%\nactions = trim\n", 3, "between 0% and 100%");
