@@ -30,6 +30,7 @@ BENCH_POLICY_ONLY (a comma-separated subset of oom,bursty,idle), BENCH_POLICY_CO
 scenario: only the configurations whose name contains one of these comma-separated words,
 e.g. "policy,watch").
 """
+
 import json
 import os
 import select
@@ -37,6 +38,22 @@ import signal
 import statistics
 import subprocess
 import time
+
+PARTS = ("oom", "bursty", "idle")  # what BENCH_POLICY_ONLY may name
+
+
+def check_environment():
+    """What is wrong with the BENCH_POLICY_* variables, or None (bench/run.py refuses to
+    start on it: an unknown part ran nothing, a bad count failed the whole section)."""
+    only = os.environ.get("BENCH_POLICY_ONLY")
+    if only is not None:
+        for p in only.split(","):
+            if p not in PARTS:
+                return "BENCH_POLICY_ONLY: unknown part '%s' (%s)" % (p, ", ".join(PARTS))
+    runs = os.environ.get("BENCH_POLICY_RUNS")
+    if runs is not None and not (runs.isdigit() and int(runs) > 0):
+        return "BENCH_POLICY_RUNS: '%s' is not a count of runs, 1 or more" % runs
+    return None
 
 
 def _pct(values, q):
@@ -204,7 +221,7 @@ def run(suite, run_mod):
     if os.geteuid() != 0:
         suite.extra(sec, "all", "n/a", "", "needs root to make a memory cgroup")
         return
-    parts = os.environ.get("BENCH_POLICY_ONLY", "oom,bursty,idle").split(",")
+    parts = os.environ.get("BENCH_POLICY_ONLY", ",".join(PARTS)).split(",")
     if "oom" in parts:
         oom_avoided(suite, run_mod, svc, daemon, allocctl, missing)
     if "bursty" in parts:

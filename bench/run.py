@@ -2297,6 +2297,9 @@ def check_options(ap, args):
     for o in args.only.split(","):
         if o and not any(n.startswith(o) for n in names):
             ap.error("--only: '%s' names no row (a prefix of: %s)" % (o, ", ".join(names)))
+    bad = policy_bench.check_environment()
+    if bad:
+        ap.error(bad)
 
 
 def main():

@@ -135,3 +135,12 @@ runpy_refused() {
 		--build "$BATS_TEST_TMPDIR/none" --reuse
 	[[ "$stderr" == *"run.py: error: --reuse: cannot read the last run's $BATS_TEST_TMPDIR/none/bench/results.json: "* ]]
 }
+
+@test "run.py refuses BENCH_POLICY_ONLY naming no part and a BENCH_POLICY_RUNS that is no count" {
+	# an unknown part ran none of the policy scenarios; a bad count failed the whole section
+	BENCH_POLICY_ONLY=oom,bursy runpy_refused "BENCH_POLICY_ONLY: unknown part 'bursy' (oom, bursty, idle)" \
+		--only policy
+	BENCH_POLICY_RUNS=x runpy_refused "BENCH_POLICY_RUNS: 'x' is not a count of runs, 1 or more" \
+		--only policy
+	BENCH_POLICY_RUNS=0 runpy_refused "BENCH_POLICY_RUNS: '0' is not a count of runs" --only policy
+}
