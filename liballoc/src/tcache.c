@@ -275,6 +275,7 @@ static void set_limits(struct tcache *tc)
 		grow_reset(tc->slots);
 	tc->large_max = max * TC_LARGE_TIMES;
 	tc->large_slots = TC_LARGE_SLOTS;
+	tc->large_ghosts_on = false; /* (a learned run starts over) */
 	tc->gen = gen;
 }
 
@@ -415,15 +416,46 @@ static uint32_t large_take_all(struct tcache *tc, struct span **v)
 	return n;
 }
 
+static void large_ghost_note(struct tcache *tc, const struct span *t);
+
+/* Send the slot's oldest blocks (large_victim's) back to their heap, in batches of
+ * TC_LARGE_SLOTS_MAX, until it holds at most keep blocks and np pages more are at most max
+ * bytes with its own (owner, or a flusher that took the cache); each counted
+ * (large_ghost) when ghost. Returns the blocks sent back. */
+static LA_NOINLINE uint32_t large_send_back(struct tcache *tc, uint32_t keep, uint32_t np,
+                                            uint64_t max, bool ghost)
+{
+	struct span *v[TC_LARGE_SLOTS_MAX];
+	uint32_t n = 0, k = 0;
+	while (tc->nlarge &&
+	       (tc->nlarge > keep || (uint64_t)(tc->large_pages + np) << LA_PAGE_SHIFT > max)) {
+		struct span *t = large_victim(tc);
+		large_unlink(tc, t);
+		if (ghost)
+			large_ghost_note(tc, t);
+		v[k++] = t;
+		if (k == TC_LARGE_SLOTS_MAX) {
+			arena_large_return(tc->arena, v, k, false);
+			n += k;
+			k = 0;
+		}
+	}
+	if (k)
+		arena_large_return(tc->arena, v, k, false);
+	return n + k;
+}
+
 /* Empty the large slot: its newest block is parked in the arena, the others go back to
  * their heap (cache entered by its owner, or taken). Returns the blocks flushed. */
 static LA_NOINLINE uint32_t flush_large(struct tcache *tc)
 {
 	if (!tc->nlarge)
 		return 0;
+	uint32_t n = tc->nlarge;
+	/* (a learned run's blocks: large_run) */
+	large_send_back(tc, TC_LARGE_SLOTS_MAX, 0, UINT64_MAX, false);
 	struct span *v[TC_LARGE_SLOTS_MAX];
-	uint32_t n = large_take_all(tc, v);
-	arena_large_return(tc->arena, v, n, true); /* their offsets back to 0 */
+	arena_large_return(tc->arena, v, large_take_all(tc, v), true); /* offsets back to 0 */
 	tcache_publish_large(tc);
 	return n;
 }
@@ -450,10 +482,16 @@ static uint64_t large_bound_for(const struct tcache *tc, const struct heap *h)
 static void large_bound_to(struct tcache *tc, uint64_t bound)
 {
 	uint64_t base = large_base(tc);
-	tc->large_max = bound;
-	tc->large_slots = (uint8_t)(bound > base ? LA_MIN(TC_LARGE_SLOTS * bound / base,
+	uint32_t slots = (uint32_t)(bound > base ? LA_MIN(TC_LARGE_SLOTS * bound / base,
 	                                                  (uint64_t)TC_LARGE_SLOTS_MAX)
 	                                         : TC_LARGE_SLOTS);
+	if (tc->large_ghosts_on) { /* a learned run (large_run) is kept besides */
+		const struct tslots *t = tc->slots;
+		bound = LA_MAX(bound, (uint64_t)t->large_run_pages << LA_PAGE_SHIFT);
+		slots = LA_MAX(slots, t->large_run);
+	}
+	tc->large_max = bound;
+	tc->large_slots = (uint16_t)slots;
 }
 
 /* A free found the slot full (cache entered): while mallocs take its blocks back (the
@@ -490,18 +528,100 @@ static void large_narrow(struct tcache *tc)
 	if (bound > tc->large_max / 2)
 		return;
 	large_bound_to(tc, bound);
-	struct span *v[TC_LARGE_SLOTS_MAX];
-	uint32_t k = 0;
-	while (tc->nlarge && (tc->nlarge > tc->large_slots ||
-	                      ((uint64_t)tc->large_pages << LA_PAGE_SHIFT) > tc->large_max)) {
-		struct span *t = large_victim(tc);
-		large_unlink(tc, t);
-		v[k++] = t;
-	}
-	if (k) {
-		arena_large_return(tc->arena, v, k, false);
+	if (large_send_back(tc, tc->large_slots, 0, tc->large_max, false))
 		tcache_publish_large(tc);
+}
+
+/* The learned run (tslots, large_run). A program that frees a run of large blocks
+ * and then allocates the same sizes again (rounds that fill, then free in any order:
+ * rptest-like, bench's batchfree) meets a slot that keeps one block (large_fits: no malloc
+ * took one back) and sends the others back to their heap, where each malloc of the next
+ * round searches the free pages again (batchfree: every large malloc and free under the
+ * arena's lock). The blocks its bound sends back are counted by page count (large_ghost);
+ * a malloc the slot has no block for that one of them would have served (the same closest
+ * fit) widens the slot by that block: it keeps up to large_run blocks of large_run_pages
+ * pages in all past its own bound, at most TC_LARGE_RUN_MAX blocks and TC_LARGE_RUN_TIMES
+ * times its base bound (folded into large_slots and large_max: free's inline test and
+ * malloc's take stay as they were). Its blocks go back as the slot's do (flushes, the decay
+ * pass); the cold-bin sweep leaves them while the thread makes no large malloc (the run's
+ * frees: the sweeps of the small frees' flushes emptied the slot mid-round), and the run
+ * starts over when the sizes moved on (large_run_sweep). None is learned while the arena's
+ * probes read its blocks written whole (large_dense): a kept block holds all its pages
+ * there (mechanisms' breathing-heap tests: the slot kept 40 MiB the heap's bottom keeps).
+ * Not learned from a realloc's move (room), which frees each size once as it grows:
+ * realloc_growth 64 1000000's peak went 20.2 -> 22.8 MiB with it (its buffers' freed
+ * sizes are those others grow to, kept from the heap's coalescing). batchfree (medsizes
+ * 2000 200000 65536 1 1): 254.2M -> 93.9M instructions (bench/README.md, large36). */
+#define TC_LARGE_RUN_TIMES 64u
+#define TC_LARGE_RUN_COLD  2u /* (the last sweep of a round, then the next's) */
+
+/* The counts' first use in this cache (tslots' pages are not cleared for it), or a start
+ * over (large_run_sweep) */
+static LA_NOINLINE void large_ghosts_start(struct tcache *tc)
+{
+	struct tslots *t = tc->slots;
+	memset(t->large_ghost, 0, sizeof(t->large_ghost));
+	t->large_ghost_hits = 0;
+	t->large_run = 0;
+	t->large_run_pages = 0;
+	t->large_run_cold = 0;
+	tc->large_ghosts_on = true;
+}
+
+/* The bound sent t back: counted by its page count. */
+static void large_ghost_note(struct tcache *tc, const struct span *t)
+{
+	if (!tc->large_ghosts_on)
+		large_ghosts_start(tc);
+	if (t->npages <= TC_LARGE_EXACT && tc->slots->large_ghost[t->npages - 1] < UINT16_MAX)
+		tc->slots->large_ghost[t->npages - 1]++;
+}
+
+/* A malloc of want pages (up to over more) the slot had no block for: was one the bound
+ * sent back its fit? Then the run keeps one more block of that page count. */
+static bool large_ghost_hit(struct tcache *tc, uint32_t want, uint32_t over)
+{
+	struct tslots *t = tc->slots;
+	if (!tc->large_ghosts_on || want > TC_LARGE_EXACT)
+		return false;
+	/* blocks its arena's probes read written whole hold all their pages: no run (a lock
+	 * hint: read without the lock) */
+	bool dense = __atomic_load_n(&tc->arena->large_dense, __ATOMIC_RELAXED) >= LARGE_DENSE_AT;
+	for (uint32_t k = want - 1; k < LA_MIN(want + over, TC_LARGE_EXACT); k++)
+		if (t->large_ghost[k]) {
+			t->large_ghost[k]--;
+			t->large_ghost_hits++;
+			if (!dense && t->large_run < TC_LARGE_RUN_MAX &&
+			    (uint64_t)(t->large_run_pages + k + 1) << LA_PAGE_SHIFT <=
+			            large_base(tc) * TC_LARGE_RUN_TIMES) {
+				t->large_run++;
+				t->large_run_pages += k + 1;
+				large_bound_to(tc, tc->large_max);
+			}
+			return true;
+		}
+	return false;
+}
+
+/* The cold-bin sweep's look at the counts (used: the slot served a malloc since the last
+ * one): after TC_LARGE_RUN_COLD sweeps in a row whose large mallocs neither took a block
+ * back nor met a count while the slot held blocks (the sizes moved on), the counts and the
+ * run start over. True while a run is kept. */
+static LA_NOINLINE bool large_run_sweep(struct tcache *tc, bool used)
+{
+	struct tslots *t = tc->slots;
+	bool forget = false;
+	if (used || t->large_ghost_hits)
+		t->large_run_cold = 0;
+	else if (tc->large_misses && tc->nlarge && ++t->large_run_cold >= TC_LARGE_RUN_COLD)
+		forget = true;
+	t->large_ghost_hits = 0;
+	if (forget && t->large_run) {
+		large_ghosts_start(tc);
+		/* (its blocks above go at the sweep's flush, else at the next free's bound) */
+		large_bound_to(tc, large_base(tc));
 	}
+	return t->large_run != 0;
 }
 
 /* hint: the arena of the block the thread's first call frees (NULL: a malloc) */
@@ -750,11 +870,15 @@ static LA_NOINLINE void tcache_gc(struct tcache *tc)
 		tc->own_flushes--;
 	/* a large slot no malloc took from since the last sweep: parked, as without it */
 	bool used = tc->large_uses != tc->large_seen;
-	if (tc->nlarge && !used)
+	bool run = false;
+	if (tc->large_ghosts_on)
+		run = large_run_sweep(tc, used);
+	/* (a learned run's slot stays while no large malloc came: the run's frees) */
+	if (tc->nlarge && !used && !(run && !tc->large_misses))
 		flush_large(tc);
 	large_narrow(tc); /* (emptied: back to the base) */
 	tc->large_misses = 0;
-	tc->large_hot = used;
+	tc->large_hot = used || run;
 	tc->large_seen = tc->large_uses;
 	/* bins emptied TC_GC_WINDOW sweeps ago that no refill took back: rightly so */
 	for (uint64_t m = tc->gc_flushed; m; m &= m - 1) {
@@ -1559,22 +1683,19 @@ LA_RACY_METADATA LA_NOINLINE bool tcache_free_large_slow(struct tcache *tc, stru
 	 * the slot's blocks back to their heap, as the block parked before a parking free */
 	bool decline =
 	        ((uint64_t)s->npages << LA_PAGE_SHIFT) > large_base(tc) || !TUN(madvise_throttle);
-	struct span *v[TC_LARGE_SLOTS_MAX];
-	uint32_t k = 0;
-	if (decline)
-		k = large_take_all(tc, v);
-	else if (!large_fits(tc, s))
-		large_widen(tc, s);
-	if (!decline) /* the slot's most plentiful page count gives its oldest blocks */
-		while (tc->nlarge && !large_fits(tc, s)) {
-			struct span *t = large_victim(tc);
-			large_unlink(tc, t);
-			v[k++] = t;
-		}
-	if (k || (!decline && arena_parked_hint(tc->arena)))
-		/* what a free that parks s gives back: the block parked before it, here the
-		 * slot's and, taken, the arena's */
-		arena_large_return(tc->arena, v, k, false);
+	/* what a free that parks s gives back: the block parked before it, here the slot's
+	 * (all when declined, else the oldest of its most plentiful page count, counted:
+	 * large_run) and, taken, the arena's */
+	uint32_t k;
+	if (decline) {
+		k = large_send_back(tc, 0, 0, 0, false);
+	} else {
+		if (!large_fits(tc, s))
+			large_widen(tc, s);
+		k = large_send_back(tc, large_slots_now(tc) - 1, s->npages, tc->large_max, true);
+		if (!k && arena_parked_hint(tc->arena))
+			arena_large_return(tc->arena, NULL, 0, false);
+	}
 	if (decline) {
 		tcache_publish_large(tc);
 		tc_leave(tc);
@@ -1604,7 +1725,10 @@ LA_NOINLINE void *tcache_alloc_large_slow(struct tcache *tc, size_t size, size_t
 	 * else the newest (which may grow in place) */
 	struct span *give = NULL;
 	uint64_t want = la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT;
-	if (tc->large_misses < UINT16_MAX)
+	/* (a miss one of the blocks the bound sent back would have served: the run widens; not
+	 * a realloc's move, which frees each size once as it grows) */
+	if ((room || !large_ghost_hit(tc, (uint32_t)want, (uint32_t)want / 4)) &&
+	    tc->large_misses < UINT16_MAX)
 		tc->large_misses++;
 	if (tc->nlarge && want >= PARKED_SPLIT_PAGES) {
 		if (want <= TC_LARGE_EXACT)

@@ -81,9 +81,10 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
  * each size in turn: some 16 a batch; at 16, its bins grew and its peak went 8,968 ->
  * 9,740 KiB). */
 #define TC_GROW_EVENTS      64u
-#define TC_SMALL4_MAX       512u /* sizes malloc's fast path classes in TLS (small4) */
-#define TC_LARGE_SLOTS      32u  /* blocks of the large slot (struct tcache, large) ... */
-#define TC_LARGE_SLOTS_MAX  64u  /* ... and while its bound is raised (tcache.c, large_widen) */
+#define TC_SMALL4_MAX       512u  /* sizes malloc's fast path classes in TLS (small4) */
+#define TC_LARGE_SLOTS      32u   /* blocks of the large slot (struct tcache, large) ... */
+#define TC_LARGE_SLOTS_MAX  64u   /* ... and while its bound is raised (tcache.c, large_widen) */
+#define TC_LARGE_RUN_MAX    1024u /* ... and while it keeps a learned run (tcache.c, large_run) */
 /* The large slot's bins: blocks of 1 to TC_LARGE_EXACT pages in the bin of their page
  * count (bin np - 1: malloc's look is a mask and one list head), longer ones in one more
  * bin, looked through for the closest fit. Each bin is a list through its spans' next
@@ -149,9 +150,20 @@ struct tslots {
 	 * while the bin holds blocks (its push onto an empty bin writes 1), so that the bound's
 	 * victim (tcache.c, large_victim) is found without walking the bins' lists through
 	 * their spans' descriptors (medsizes: ~70 % of free_large_slow's time) */
-	uint8_t large_n[TC_LARGE_EXACT + 1];
+	uint8_t large_n[TC_LARGE_EXACT + 1]; /* (mod 256 past TC_LARGE_SLOTS_MAX: a learned run's
+	                                      * bins; large_victim's choice, a hint) */
+	/* blocks of 1 to TC_LARGE_EXACT pages the slot's bound sent back that no malloc asked
+	 * for since, and the run it learned from them: its blocks and pages (tcache.c,
+	 * large_run; owner, set while the cache's large_ghosts_on) */
+	uint16_t large_ghost[TC_LARGE_EXACT];
+	uint16_t large_ghost_hits; /* mallocs those counts served since the last cold-bin sweep */
+	uint16_t large_run;
+	uint32_t large_run_pages;
+	uint8_t large_run_cold; /* sweeps in a row whose large mallocs met nothing the slot held */
 };
 _Static_assert(TC_LARGE_SLOTS_MAX <= UINT8_MAX, "a bin's count fits large_n");
+_Static_assert(TC_LARGE_RUN_MAX <= UINT16_MAX, "the run's count fits large_slots");
+_Static_assert(TC_LARGE_SLOTS_MAX <= TC_LARGE_RUN_MAX, "the run's bound is the larger");
 _Static_assert(TC_ROWS_FIRST % TC_GROUP_ROWS == 0, "the first rows fill their groups");
 _Static_assert(TC_WIDE_CLASSES <= 8, "a mask of wide bins is one byte");
 
@@ -248,7 +260,8 @@ struct tcache {
 	                                    * blocks of that class: a consumer) flushes whole */
 	/* The large slot: the last TC_LARGE_SLOTS large blocks of the arena's heaps the thread
 	 * freed (in bins by page count; one block only until a malloc took one back since the
-	 * sweep before the last; more while large_max is raised: tcache.c, large_widen),
+	 * sweep before the last; more while large_max is raised: tcache.c, large_widen, or while
+ * it keeps a run it learned: tcache.c, large_run),
 	 * large_pages pages in all, at most large_max bytes, each
 	 * kept whole for the next malloc of its page count or up to a quarter fewer (the
 	 * closest: mimalloc's bins round as much; a realloc's move, which asks for a quarter
@@ -281,12 +294,14 @@ struct tcache {
 	uint64_t large_pub;        /* bytes of the slot counted in cached_bytes */
 	uint32_t large_uses;       /* owner: blocks the slot gave back to malloc (wraps) */
 	uint32_t large_seen;       /* owner: large_uses at the last cold-bin sweep */
-	bool large_hot;        /* owner: a malloc took a block back between the last two sweeps */
-	uint8_t large_slots;   /* the bound in blocks: TC_LARGE_SLOTS, more while large_max is
-	                      * raised (set_limits, large_widen) */
-	uint16_t large_misses; /* owner: mallocs the slot had no block for since the last
+	bool large_hot;            /* owner: a malloc took a block back between the last two
+	                        * sweeps, or the slot keeps a learned run (tcache.c, large_run) */
+	bool large_ghosts_on;      /* owner: tslots' large_ghost counts and the run are set */
+	uint16_t large_slots;      /* the bound in blocks: TC_LARGE_SLOTS, more while large_max is
+	                        * raised (set_limits, large_widen) or a run learned (large_run) */
+	uint16_t large_misses;     /* owner: mallocs the slot had no block for since the last
 	                        * cold-bin sweep (saturates) */
-	struct tcache *next;   /* list of live caches (tcache_list_lock) */
+	struct tcache *next;       /* list of live caches (tcache_list_lock) */
 	struct tcache *prev;
 	/* Frees of blocks of another arena collect here (one owner at a time) and go to
 	 * the owner in one hand-over (its remote ring, else its queue): blocks return to the
@@ -571,13 +586,17 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 	tc->large_newest = s;
 }
 
+/* The slot's bound in blocks now: one block, as the arena parks one, until a malloc takes
+ * one back: a program that frees each size once (a buffer grown by realloc) keeps no more */
+LA_INLINE uint32_t large_slots_now(const struct tcache *tc)
+{
+	return tc->large_hot || tc->large_uses != tc->large_seen ? tc->large_slots : 1;
+}
+
 /* The slot's bound: may s go in with no block going out (nor the arena's parked one)? */
 LA_INLINE bool large_fits(const struct tcache *tc, const struct span *s)
 {
-	/* one block, as the arena parks one, until a malloc takes one back: a program that
-	 * frees each size once (a buffer grown by realloc) keeps no more */
-	uint32_t slots = tc->large_hot || tc->large_uses != tc->large_seen ? tc->large_slots : 1;
-	return tc->nlarge < slots &&
+	return tc->nlarge < large_slots_now(tc) &&
 	       (uint64_t)(tc->large_pages + s->npages) << LA_PAGE_SHIFT <= tc->large_max;
 }
 

@@ -1666,6 +1666,65 @@ Test(large_slot, a_slot_that_misses_often_keeps_its_base_bound)
 	slot_serving_end(keep, big, 0, w);
 }
 
+/* A run of frees the slot could not keep (one block: no malloc took one back), followed by
+ * mallocs of the same sizes, which those blocks would have served: the slot learns the run
+ * (tcache.c, large_run) and keeps it whole the next time, past TC_LARGE_SLOTS_MAX blocks
+ * (batchfree's rounds: every large malloc and free went to the heap), and a flush sends it
+ * all back. A thread whose freed sizes never come back (a buffer grown by realloc) keeps
+ * one block (one_block_until_a_malloc_takes_one_back). */
+#define RUN_BLOCKS 100u
+static void run_round(char **p)
+{
+	for (unsigned i = 0; i < RUN_BLOCKS; i++) {
+		la_tcache.gc_large = 0; /* no cold-bin sweep from the large trigger */
+		p[i] = A(malloc)((9 + i % 8) * 4096);
+		cr_assert_not_null(p[i]);
+	}
+	for (unsigned i = 0; i < RUN_BLOCKS; i++)
+		A(free)(p[(i * 37) % RUN_BLOCKS]); /* in another order */
+}
+
+Test(large_slot, a_run_freed_then_allocated_again_is_kept_the_next_time)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0); /* no decay pass flushes the slot meanwhile */
+	char *keep = A(malloc)(100000);
+	char *p[RUN_BLOCKS];
+	uint64_t run = 0;
+	for (unsigned i = 0; i < RUN_BLOCKS; i++)
+		run += (9 + i % 8) * 4096;
+	run_round(p);
+	cr_assert_eq(tcache_large_bytes(), (9 + (37 * (RUN_BLOCKS - 1)) % RUN_BLOCKS % 8) * 4096,
+	             "the first time: one block");
+	run_round(p);
+	run_round(p);
+	/* (a block up to a quarter longer may serve a malloc: the bytes may differ) */
+	cr_assert_eq(la_tcache.nlarge, RUN_BLOCKS, "the run kept whole: %u blocks, not %u",
+	             RUN_BLOCKS, la_tcache.nlarge);
+	cr_assert_geq(tcache_large_bytes(), run);
+	tcache_flush_large_all();
+	cr_assert_eq(tcache_large_bytes(), 0, "a flush sends it all back");
+	A(free)(keep);
+}
+
+/* ... but not from a realloc's moves (the slot's way with room: malloc.c), which free each
+ * size once as a buffer grows: realloc_growth's buffers grew into the sizes others had
+ * freed, and a run learned from them kept its peak +12 %. */
+Test(large_slot, a_reallocs_moves_teach_it_no_run)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	char *p[RUN_BLOCKS];
+	run_round(p);                             /* the bound sent RUN_BLOCKS - 1 blocks back */
+	for (unsigned i = 0; i < RUN_BLOCKS; i++) /* the same sizes, as a realloc moves */
+		p[i] = tcache_alloc_large_slow(&la_tcache, (9 + i % 8) * 4096, LA_ALIGN, true);
+	cr_assert_eq(la_tcache.large_slots, TC_LARGE_SLOTS, "no run learned: %u blocks",
+	             la_tcache.large_slots);
+	for (unsigned i = 0; i < RUN_BLOCKS; i++)
+		A(free)(p[i]);
+	A(free)(keep);
+}
+
 /* A malloc of another page count leaves the slot's blocks for theirs, but takes one up to
  * a quarter longer; one of 40 pages or more (PARKED_SPLIT_PAGES) parks the shortest block
  * that holds it first (else the newest; under the lock the allocation takes), so the
