@@ -1707,6 +1707,52 @@ Test(large_slot, a_run_freed_then_allocated_again_is_kept_the_next_time)
 	A(free)(keep);
 }
 
+/* ... and forgets it once the sizes move on: two sweeps in a row whose large mallocs met
+ * neither a block of the slot nor a count while it held blocks start the counts and the run
+ * over (tcache.c, large_run_sweep), the bound back to its base. */
+static void large_misses(char **q, size_t pages)
+{
+	for (int i = 0; i < 2; i++) {
+		la_tcache.gc_large = 0; /* (no sweep from the large trigger) */
+		cr_assert_not_null(q[i] = A(malloc)(pages * 4096));
+	}
+}
+
+static void swept(void)
+{
+	la_tcache.gc_large_skip = 0;
+	tcache_large_sweep(&la_tcache);
+}
+
+Test(large_slot, a_learned_run_is_forgotten_when_the_sizes_move_on)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0);
+	char *keep = A(malloc)(100000);
+	char *p[RUN_BLOCKS], *q[2], *r[2];
+	run_round(p);
+	run_round(p);
+	run_round(p);
+	cr_assert_eq(la_tcache.nlarge, RUN_BLOCKS, "(set-up: a run learned)");
+	cr_assert_neq(la_tcache.slots->large_run, 0, "(set-up: a run learned)");
+	swept();             /* (the round's takes: a sweep that found the slot used) */
+	large_misses(q, 40); /* sizes none of the slot's blocks (9-16 pages) nor counts serve */
+	swept();
+	cr_assert_neq(la_tcache.slots->large_run, 0, "one cold sweep keeps the run");
+	large_misses(r, 48); /* larger again, before the frees below */
+	A(free)(q[0]);
+	A(free)(q[1]); /* the slot holds blocks again, of sizes no malloc asked for since */
+	cr_assert_gt(la_tcache.nlarge, 0, "(set-up: the slot holds the 40-page blocks)");
+	swept();
+	cr_assert_eq(la_tcache.slots->large_run, 0, "the run kept after two cold sweeps: %u blocks",
+	             la_tcache.slots->large_run);
+	cr_assert_leq(la_tcache.large_slots, TC_LARGE_SLOTS_MAX,
+	              "the bound stays raised: %u blocks", la_tcache.large_slots);
+	A(free)(r[0]);
+	A(free)(r[1]);
+	A(free)(keep);
+}
+
 /* ... but not from a realloc's moves (the slot's way with room: malloc.c), which free each
  * size once as a buffer grows: realloc_growth's buffers grew into the sizes others had
  * freed, and a run learned from them kept its peak +12 %. */
