@@ -1534,15 +1534,19 @@ Test(large_heap, an_emptied_second_one_waits_for_the_control_thread)
  * next one's start (121,470 -> 38,868 faults at 200,000 operations). */
 static char *round_blocks[300];
 
-static void large_round(void)
+static struct heap *large_round(void)
 {
 	enum { N = 300 }; /* 300 blocks of 64 pages: more than a heap holds */
 	int other = 0;
+	struct heap *h2 = NULL;
 	for (int i = 0; i < N; i++) {
 		cr_assert_not_null(round_blocks[i] =
 		                           A(malloc)((size_t)LARGE_HEAP_MAX_PAGES * 4096));
 		cr_assert(in_large_heap(round_blocks[i]), "(set-up: in a heap of large blocks)");
-		other += heap_of(round_blocks[i]) != heap_of(round_blocks[0]);
+		if (heap_of(round_blocks[i]) != heap_of(round_blocks[0])) {
+			other++;
+			h2 = heap_of(round_blocks[i]);
+		}
 	}
 	cr_assert_gt(other, 0, "(set-up: two heaps of large blocks)");
 	struct heap *h1 = heap_of(round_blocks[0]);
@@ -1553,6 +1557,21 @@ static void large_round(void)
 	for (int i = 1; i < N; i++)
 		if (heap_of(round_blocks[i]) == h1)
 			A(free)(round_blocks[i]);
+	return h2;
+}
+
+/* A heap of large blocks kept mapped without a decay pass still returns its free pages
+ * through the no-decay throttle (batches of the mmap threshold << purge_shift, top_pad
+ * kept): at most that, and a block freed since the last batch, stays resident. */
+static void kept_heap_throttled(struct heap *h)
+{
+	uint64_t batch = LA_MAX((uint64_t)TUN(trim_threshold), (uint64_t)TUN(mmap_threshold))
+	                 << h->purge_shift;
+	uint64_t bound = (batch + (uint64_t)TUN(top_pad)) / 4096 + LARGE_HEAP_MAX_PAGES;
+	cr_assert_leq(h->dirty_pages, bound,
+	              "the kept heap holds %u free resident pages (bound %llu, purge_shift %u): "
+	              "its pages are not left to the throttle",
+	              h->dirty_pages, (unsigned long long)bound, h->purge_shift);
 }
 
 Test(large_heap, without_the_decay_pass_one_mapped_again_after_its_release_stays)
@@ -1566,14 +1585,16 @@ Test(large_heap, without_the_decay_pass_one_mapped_again_after_its_release_stays
 	large_round();
 	uint32_t before = arena_heaps(a);
 	cr_assert_eq(stats().heaps_released, r0 + 1, "the first round's emptied heap stayed");
-	large_round(); /* maps a second heap of large blocks again */
+	struct heap *h2 = large_round(); /* maps a second heap of large blocks again */
 	cr_assert_eq(stats().heaps_released, r0 + 1,
 	             "the heap mapped again was unmapped again at the round's end (%u heaps, "
 	             "%u before)",
 	             arena_heaps(a), before);
 	cr_assert_eq(arena_heaps(a), before + 1);
-	large_round(); /* and reuses it */
+	kept_heap_throttled(h2);
+	cr_assert_eq(large_round(), h2); /* and reuses it */
 	cr_assert_eq(arena_heaps(a), before + 1);
+	kept_heap_throttled(h2);
 	A(malloc_trim)(0);
 	cr_assert_eq(arena_heaps(a), before, "a trim still unmaps it");
 }
