@@ -23,23 +23,24 @@ print("%s: %s" % (tgt[0], ok))
 PY
 }
 
+# expect SCENARIO METRIC LIBALLOC GLIBC VERDICT: check's output is VERDICT.
+expect() {
+	run check "$1" "$2" "$3" "$4"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$5" ]
+}
+
 @test "targets: peak RSS is judged at ten times the working set, at most glibc's (#23)" {
 	for sc in larson-2t-10k larson-1t-10k churn-1t-100k; do
-		run check "$sc" "peak RSS" 10.0 11.0
-		[ "$status" -eq 0 ]
-		[ "$output" = "<= glibc (#23): True" ]
-		run check "$sc" "peak RSS" 12.0 11.0
-		[ "$output" = "<= glibc (#23): False" ]
+		expect "$sc" "peak RSS" 10.0 11.0 "<= glibc (#23): True"
+		expect "$sc" "peak RSS" 12.0 11.0 "<= glibc (#23): False"
 	done
 }
 
 @test "targets: the 2-3 MiB rows' peak RSS target is retired; their throughput target stays" {
 	for sc in larson-2t larson-1t churn-1t; do
-		run check "$sc" "peak RSS" 3.0 2.0
-		[ "$status" -eq 0 ]
-		[ "$output" = "none" ]
-		run check "$sc" "throughput" 2.0 1.0
-		[ "$output" = ">= glibc, >= 0.8x best of je/tc/mi (#3): True" ]
+		expect "$sc" "peak RSS" 3.0 2.0 "none"
+		expect "$sc" "throughput" 2.0 1.0 ">= glibc, >= 0.8x best of je/tc/mi (#3): True"
 	done
 }
 
