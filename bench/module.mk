@@ -35,7 +35,7 @@ $(BENCH_BIN)/libglibc_shim.so: $(BUILD)/obj/bench/glibc_shim.o
 
 # tests/e2e/bench_usage.bats runs the programs' usage errors (not in sanitizer builds)
 ifeq ($(SAN),)
-test: $(BENCH_PROGS)
+test: $(BENCH_PROGS) $(BENCH_BIN)/ctl_client
 endif
 
 # the fork loop of issue 19 runs the stress program tests/stress/forkfree.c
