@@ -516,9 +516,9 @@ throttle:
 		uint64_t batch = LA_MAX(trim, (uint64_t)TUN(mmap_threshold));
 		batch = LA_MAX(batch, ((uint64_t)h->used_pages << LA_PAGE_SHIFT) / 4);
 		batch <<= h->purge_shift;
-		/* a heap of large blocks kept mapped empty (give_back_heap: large_remapped) is at
-		 * its bottom whatever its rates say: its batches go back, and purge_shift's
-		 * back-off bounds what the next round faults in again */
+		/* an empty heap of large blocks (one give_back_heap keeps mapped, large_remapped,
+		 * or the arena's only one) is at its bottom whatever its rates say: its batches
+		 * go back, and purge_shift's back-off bounds what the next round faults in again */
 		bool bottom = h->large && h->used_pages == 0;
 		if ((!bottom && !heap_shrinking(h)) ||
 		    dirty < batch + ((uint64_t)keep << LA_PAGE_SHIFT)) {
