@@ -288,14 +288,22 @@ LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
 		return p;
 	}
 	/* an empty bin: its own (the cache live, set up and held by no flusher) refills
-	 * without leaving the cache; the idle bins (every class diverted while bins_at is
-	 * them: route_fast_paths) and the classes in list mode go to malloc_divert */
+	 * without leaving the cache; the idle bins go to the slow path (below), the
+	 * classes in list mode to their list or malloc_divert */
 	unsigned cls = (unsigned)(ci >> 2);
-#if !defined(__x86_64__)
-	/* (where loads may pass loads, the divert mask may be read older than bins_at) */
-	if (unlikely(bins == TC_IDLE_BINS))
-		return malloc_divert(tc, cls);
-#endif
+	/* the idle bins: the slow path, which tests `steal` (and pops a bin a flusher gave
+	 * back meanwhile, which need not be empty). Not the divert mask alone: the owner's
+	 * own list-mode store (lists_mode) during a flusher's take can land after the
+	 * flusher's store of every class's bit, when the owner found its own bins before
+	 * the flusher's store of bins_at and left before its look at `busy`: the take then
+	 * holds the cache with classes not diverted, and their refill filled the bin the
+	 * flusher was emptying (forkfree 200 4 commands, LIBALLOC_DECAY_MS=1: blocks handed
+	 * out twice). Where loads may pass loads, the mask may also be read older than
+	 * bins_at. */
+	if (unlikely(bins == TC_IDLE_BINS)) {
+		tc_leave(tc);
+		return malloc_idle(cls);
+	}
 	if (unlikely(__atomic_load_n(&tc->divert, __ATOMIC_RELAXED) >> cls & 1)) {
 		/* its own bins: the owner's (a flusher that took the cache since finds it
 		 * busy and backs off), a class in list mode as a rule */

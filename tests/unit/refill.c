@@ -317,6 +317,48 @@ Test(tcache, a_cache_another_thread_flushed_gets_its_fast_paths_back)
 	pthread_join(t, NULL);
 }
 
+/* A flusher's take (tcache.c, take_cache) stores every class's divert bit, then the idle
+ * bins, then looks at `busy`. An owner operation that found its own bins before the second
+ * store and its empty bin's bit set (the first) goes to its list (tcache_alloc_list), whose
+ * list_take, finding no list to take, stores the owner's list-mode mask in divert
+ * (lists_mode): when that store lands after the flusher's and the owner leaves before the
+ * look at `busy`, the take holds the cache with no class diverted. malloc's fast path then
+ * found the idle bins, read the mask, and refilled the owner's own bin while the flusher was
+ * emptying it (tcache_alloc_refill): the bin's top moved under the flush, and blocks were
+ * handed out twice (forkfree 200 4 commands with LIBALLOC_DECAY_MS=1 and liballoc_flush_caches
+ * from its commander thread: a parent's SIGSEGV in 1 of 30-70 runs). Here the cache is put
+ * in that state by hand (held: `steal`, the idle bins; the mask the owner stored) and a
+ * malloc of a class whose bin is empty must leave the bin alone. */
+Test(tcache, a_malloc_that_finds_the_idle_bins_leaves_its_own_bins_alone)
+{
+	struct tcache *tc = &la_tcache;
+	unsigned cls = sc_class_of(64);
+	void *p[128];
+	for (int r = 0; r < 4; r++) { /* the bin's refills grow to their full batch */
+		for (int i = 0; i < 128; i++)
+			p[i] = A(malloc)(64);
+		for (int i = 0; i < 128; i++)
+			A(free)(p[i]);
+	}
+	uint32_t skipped = 0;
+	tcache_flush_all(&skipped); /* the caller's own cache too */
+	cr_assert_eq(tcache_count(cls), 0, "the bin is empty");
+	cr_assert_eq(tc->lists_out, 0, "no class in list mode");
+	/* held by a flusher whose take the owner's lists_mode store outran */
+	__atomic_store_n(&tc->steal, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->bins_at, TC_IDLE_BINS, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->divert, tc->lists_out, __ATOMIC_SEQ_CST);
+	void *q = A(malloc)(64);
+	void **top = tc->bins[cls].top, **slot = tc->bins[cls].slot;
+	/* given back */
+	__atomic_store_n(&tc->bins_at, tc->bins, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->divert, tc->lists_out, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tc->steal, 0, __ATOMIC_SEQ_CST);
+	cr_assert_not_null(q);
+	cr_assert(top == slot, "the held bin was refilled: %td blocks in it", top - slot);
+	A(free)(q);
+}
+
 /* A full bin's flush (tcache_free_full) keeps errno through the pointer the thread's cache
  * took at its set-up: the thread's own errno, in every thread, and in a forked child (the
  * forking thread's, at the same address). Frees of 48-byte blocks past the bin's limit,
