@@ -165,6 +165,16 @@ long bench_arg_range(int argc, char **argv, int index, long def, long lo, long h
 	return v * mult;
 }
 
+void bench_arg_order(char **argv, const char *usage, const char *lo_name, long lo,
+                     const char *hi_name, long hi)
+{
+	if (hi >= lo)
+		return;
+	fprintf(stderr, "%s: %s %ld is below %s %ld\nusage: %s %s\n", argv[0], hi_name, hi, lo_name,
+	        lo, argv[0], usage);
+	exit(2);
+}
+
 long bench_arg(int argc, char **argv, int index, long def, const char *usage)
 {
 	return bench_arg_range(argc, argv, index, def, 1, BENCH_ARG_MAX, usage);

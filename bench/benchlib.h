@@ -39,6 +39,10 @@ long bench_minflt(void);
  * line, and exits with status 2. */
 #define BENCH_ARG_MAX (1L << 40) /* MiB and KiB arguments are shifted: no overflow */
 long bench_arg(int argc, char **argv, int index, long def, const char *usage);
+/* Exit with status 2, saying so and the usage line, when hi (named hi_name) is below lo
+ * (lo_name): two arguments that bound a range. */
+void bench_arg_order(char **argv, const char *usage, const char *lo_name, long lo,
+                     const char *hi_name, long hi);
 /* The same with the range [lo, hi] (lo may be 0: a flag). */
 long bench_arg_range(int argc, char **argv, int index, long def, long lo, long hi,
                      const char *usage);

@@ -29,11 +29,7 @@ int main(int argc, char **argv)
 	long minmb = bench_arg(argc, argv, 3, 2, USAGE);
 	long maxmb = bench_arg(argc, argv, 4, 32, USAGE);
 	long touch = bench_arg_range(argc, argv, 5, 1, 1, 3, USAGE);
-	if (maxmb < minmb) {
-		fprintf(stderr, "%s: MAXMB %ld is below MINMB %ld\nusage: %s %s\n", argv[0], maxmb,
-		        minmb, argv[0], USAGE);
-		return 2;
-	}
+	bench_arg_order(argv, USAGE, "MINMB", minmb, "MAXMB", maxmb);
 	struct bench_rng rng;
 	bench_rng_seed(&rng, 5);
 	unsigned char **slot = calloc((size_t)slots, sizeof(*slot));

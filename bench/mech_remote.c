@@ -122,11 +122,7 @@ int main(int argc, char **argv)
 	long consumers = bench_arg(argc, argv, 3, 1, USAGE);
 	long minsize = bench_arg(argc, argv, 4, 16, USAGE);
 	long maxsize = bench_arg(argc, argv, 5, 512, USAGE);
-	if (maxsize < minsize) {
-		fprintf(stderr, "%s: MAXSIZE %ld is below MINSIZE %ld\nusage: %s %s\n", argv[0],
-		        maxsize, minsize, argv[0], USAGE);
-		return 2;
-	}
+	bench_arg_order(argv, USAGE, "MINSIZE", minsize, "MAXSIZE", maxsize);
 	struct remote_queue q = {.lock = PTHREAD_MUTEX_INITIALIZER,
 	                         .nonempty = PTHREAD_COND_INITIALIZER,
 	                         .producers_left = producers,

@@ -307,7 +307,7 @@ LA_INLINE void *malloc_bin(struct tcache *tc, struct tbin *bins, size_t ci)
 	if (unlikely(__atomic_load_n(&tc->divert, __ATOMIC_RELAXED) >> cls & 1)) {
 		/* its own bins: the owner's (a flusher that took the cache since finds it
 		 * busy and backs off), a class in list mode as a rule */
-		if (likely(bins != TC_IDLE_BINS && cls < TC_LIST_CLASSES))
+		if (likely(cls < TC_LIST_CLASSES)) /* (the idle bins left above) */
 			return tcache_alloc_list(cls);
 		return malloc_divert(tc, cls);
 	}
