@@ -304,11 +304,14 @@ static bool write_zeros(int fd, bool tmpfs, const char *src, size_t off, size_t 
  * near it (fault-around): MADV_RANDOM keeps each fault to its page (tests/unit/footprint.c
  * with two arenas in a run directory on disk: 17 of the segment's pages resident, 3 with
  * it). tmpfs reads nothing ahead. */
+static bool seg_tmpfs; /* the file last mapped there is on tmpfs (a forked child's question) */
+
 static bool map_file(int fd, bool tmpfs)
 {
 	if (mmap(seg_area, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) !=
 	    seg_area)
 		return false;
+	seg_tmpfs = tmpfs;
 	if (!tmpfs)
 		madvise(seg_area, SEG_SIZE, MADV_RANDOM);
 	return true;
@@ -1485,10 +1488,31 @@ SHM_NAME_FIRST(setns, true, (int fd, int type), (fd, type))
  * memory reads as the zero page). */
 LA_BIG_BSS static char zero_page[LA_SHM_PAGE] __attribute__((aligned(4096)));
 
+/* The statistics as they were at the clone. A published segment is a shared file, which
+ * the parent goes on writing after the clone (its other threads at once, its forking
+ * thread once its handlers unlock the arenas), and which the child copies only in its own
+ * handler (shm_fork_child): it got counters no state of its own matched, and its gauges
+ * went below zero (forkfree 400 4 plain: free_resident_bytes after the child's first trim
+ * or decay pass in 117-177 of 400 children, cached_bytes in 31-38 at the child's start).
+ * The parent's prepare handler, with every arena locked, copies them into private memory
+ * that the clone copies; the child writes that over what it read from the file. The
+ * classes, the process block and the arena blocks: up to two arenas a part of one page.
+ * The header and tunables before them too (fork_image: the segment's pages in use, from
+ * its first byte; they end on the page the statistics alone took, 896 bytes more): the
+ * child's file is written from that memory, not copied from the parent's file. */
+LA_BIG_BSS static unsigned char fork_image[OFF_MAILBOX] __attribute__((aligned(LA_SHM_PAGE)));
+static size_t fork_image_len; /* 0: none taken (an unpublished segment: the clone's copy) */
+/* The header's fields the child reads before it moves to a file of its own, read here too:
+ * the fork copies no page-table entry of the parent's shared file, so the child's read of
+ * its header faulted that page in (with the pages around it) just before the child mapped
+ * its own file over it: a fault in every forked child of a published process. */
+static bool fork_parent_controlled, fork_named;
+static uint64_t fork_parent_pidns;
+
 /* A forked child's own file, made before anything writes the segment (still its parent's
  * file, mapped shared): created in the run directory, given the pages in use (header ..
- * the last arena block, copied from the parent's file by the kernel; a file truncated
- * meanwhile leaves zeros) and the mailbox's page (zeros), and mapped over the segment;
+ * the last arena block, written from the parent's copy at the fork, fork_image) and the
+ * mailbox's page (zeros), and mapped over the segment;
  * shm_publish_file names it. The child used to map anonymous memory there and read the
  * pages into it, then write them to its file and map that: two mappings of the segment
  * and a read, and two pages faulted in and dropped. False: no file (a warning said why)
@@ -1503,11 +1527,18 @@ static bool fork_file(size_t used)
 	if (fd < 0)
 		return false;
 	loff_t from = 0, to = 0;
-	/* (no in-kernel copy here, an old kernel or two file systems: from the mapping; a copy
-	 * cut short by a file truncated meanwhile leaves zeros) */
-	bool tmpfs = on_tmpfs(fd);
-	bool ok = (copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
-	           write_range(fd, seg, 0, used)) &&
+	/* the pages in use from the prepare handler's copy (fork_image), one pwrite: the
+	 * kernel's copy of the parent's file is a splice through a pipe, ~1.5x a pwrite's time
+	 * (4 KiB into a new tmpfs file). Unless the parent's file was named between the copy
+	 * and the clone: its header then holds the identity the child keeps (seg_forked), the
+	 * copy's not. (no in-kernel copy here, an old kernel or two file systems: from the
+	 * mapping; a copy cut short by a file truncated meanwhile leaves zeros) */
+	bool image = fork_image_len && fork_named == seg_forked;
+	/* a file in the parent's file's directory (its file system too): the parent's answer */
+	bool tmpfs = run_dir_dev == seg_dir_dev ? seg_tmpfs : on_tmpfs(fd);
+	bool ok = (image ? write_range(fd, (const char *)fork_image, 0, fork_image_len)
+	                 : copy_file_range(seg_fd, &from, fd, &to, used, 0) >= 0 ||
+	                           write_range(fd, seg, 0, used)) &&
 	          write_zeros(fd, tmpfs, zero_page, OFF_MAILBOX, SEG_SIZE) && map_file(fd, tmpfs);
 	/* The pages copied are in the page cache: a read fault maps the cached pages around it
 	 * (16 pages: from the mapping's start, else the 64 KiB-aligned window of the address),
@@ -1523,28 +1554,9 @@ static bool fork_file(size_t used)
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
-/* The statistics as they were at the clone. A published segment is a shared file, which
- * the parent goes on writing after the clone (its other threads at once, its forking
- * thread once its handlers unlock the arenas), and which the child copies only in its own
- * handler (shm_fork_child): it got counters no state of its own matched, and its gauges
- * went below zero (forkfree 400 4 plain: free_resident_bytes after the child's first trim
- * or decay pass in 117-177 of 400 children, cached_bytes in 31-38 at the child's start).
- * The parent's prepare handler, with every arena locked, copies them into private memory
- * that the clone copies; the child writes that over what it read from the file. The
- * classes, the process block and the arena blocks: up to two arenas a part of one page. */
-LA_BIG_BSS static unsigned char fork_stats[OFF_MAILBOX - OFF_CLASSES]
-        __attribute__((aligned(LA_SHM_PAGE)));
-static size_t fork_stats_len; /* 0: none taken (an unpublished segment: the clone's copy) */
-/* The header's fields the child reads before it moves to a file of its own, read here too:
- * the fork copies no page-table entry of the parent's shared file, so the child's read of
- * its header faulted that page in (with the pages around it) just before the child mapped
- * its own file over it: a fault in every forked child of a published process. */
-static bool fork_parent_controlled, fork_named;
-static uint64_t fork_parent_pidns;
-
 void shm_fork_snapshot(void)
 {
-	fork_stats_len = 0;
+	fork_image_len = 0;
 	fork_named = false;
 	/* (the control thread writes it at its stop; read here in private memory too, where
 	 * the child's copy would hold the same) */
@@ -1558,9 +1570,9 @@ void shm_fork_snapshot(void)
 	fork_named = __atomic_load_n(&seg_path[0], __ATOMIC_ACQUIRE) != 0;
 	fork_parent_pidns = fork_named ? shm_header()->pidns_ino : 0;
 	uint32_t n = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
-	size_t len = ARENAS_END(n) - OFF_CLASSES;
-	memcpy(fork_stats, seg + OFF_CLASSES, len);
-	fork_stats_len = len;
+	size_t len = ARENAS_END(n);
+	memcpy(fork_image, seg, len);
+	fork_image_len = len;
 }
 
 void shm_fork_child(void)
@@ -1611,12 +1623,12 @@ void shm_fork_child(void)
 		/* (a file truncated meanwhile: the rest stays zeros) */
 		read_range(seg_fd, seg, used);
 	}
-	if (fresh && fork_stats_len) { /* the statistics as they were at the clone */
-		memcpy(seg + OFF_CLASSES, fork_stats, fork_stats_len);
+	if (fresh && fork_image_len) { /* the statistics as they were at the clone */
+		memcpy(seg + OFF_CLASSES, fork_image + OFF_CLASSES, fork_image_len - OFF_CLASSES);
 		shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
 		arenas = shm_header()->arena_count;
 	}
-	fork_stats_len = 0;
+	fork_image_len = 0;
 	if (seg_fd >= 0) {
 		close(seg_fd); /* the parent's flock stays held by the parent's descriptor */
 		seg_fd = -1;
