@@ -654,36 +654,47 @@ LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want, uint32_
 /* arena_alloc_large for the calling thread's cache, its first half: the slot's closest
  * block of the page count or up to a quarter more (room, a realloc's move: an eighth;
  * align at most LA_PAGE), with no lock, or NULL: then tcache_alloc_large_slow. Inline in
- * malloc's large path (medsizes: half its mallocs), with no frame of its own. */
+ * malloc's large path (medsizes: half its mallocs), with no frame of its own. This part
+ * for a cache its caller saw live (malloc.c, malloc_large: no second load and test of the
+ * state, which gcc 12 made again after the gc_large count's store) and a request of at
+ * most LA_LARGE_MAX bytes, align at most LA_PAGE; it returns the block's span, left to the
+ * caller to address (no test of the address for NULL: a span's base never is). */
+LA_INLINE struct span *tcache_large_take_live(struct tcache *tc, size_t size, bool room)
+{
+	if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
+		uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+		/* a malloc takes a block up to a quarter longer, as a realloc's move asks
+		 * for a quarter more (malloc.c: its slack), which takes one up to an eighth
+		 * longer than that (sizes at random over the 8 page counts above the classes,
+		 * medsizes 1000 1000000 65536: a malloc in 11 went to the arena at an eighth,
+		 * one in 17 at a quarter; 373.8M -> 350.4M instructions, and less RSS: the
+		 * slot's blocks serve, not new runs of the heap) */
+		uint32_t over = room ? want / 8 : want / 4;
+		struct span *s = NULL;
+		if (want + over <= TC_LARGE_EXACT) { /* the exact bins alone */
+			uint64_t m = tc->large_mask >> (want - 1) & ((2ULL << over) - 1);
+			if (m)
+				s = large_pop_exact(tc, want - 1 + (unsigned)__builtin_ctzll(m));
+		} else if ((s = large_fit(tc, want, over))) {
+			large_unlink(tc, s);
+		}
+		if (s) {
+			tc->large_uses++;
+			s->offset = 0;
+			tc_leave(tc);
+			return s;
+		}
+	}
+	tc_leave(tc);
+	return NULL;
+}
+/* The same for any cache, request and alignment: the block, or NULL. */
 LA_INLINE void *tcache_large_take(struct tcache *tc, size_t size, size_t align, bool room)
 {
 	if (likely(tc->state == TC_LIVE) && align <= LA_PAGE && size <= LA_LARGE_MAX) {
-		if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
-			uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
-			/* a malloc takes a block up to a quarter longer, as a realloc's move asks
-			 * for a quarter more (malloc.c: its slack), which takes one up to an eighth
-			 * longer than that (sizes at random over the 8 page counts above the classes,
-			 * medsizes 1000 1000000 65536: a malloc in 11 went to the arena at an eighth,
-			 * one in 17 at a quarter; 373.8M -> 350.4M instructions, and less RSS: the
-			 * slot's blocks serve, not new runs of the heap) */
-			uint32_t over = room ? want / 8 : want / 4;
-			struct span *s = NULL;
-			if (want + over <= TC_LARGE_EXACT) { /* the exact bins alone */
-				uint64_t m = tc->large_mask >> (want - 1) & ((2ULL << over) - 1);
-				if (m)
-					s = large_pop_exact(
-					        tc, want - 1 + (unsigned)__builtin_ctzll(m));
-			} else if ((s = large_fit(tc, want, over))) {
-				large_unlink(tc, s);
-			}
-			if (s) {
-				tc->large_uses++;
-				s->offset = 0;
-				tc_leave(tc);
-				return span_base(heap_of(s), s);
-			}
-		}
-		tc_leave(tc);
+		struct span *s = tcache_large_take_live(tc, size, room);
+		if (s)
+			return span_base(heap_of(s), s);
 	}
 	return NULL;
 }

@@ -1444,6 +1444,25 @@ Test(large_heap, a_block_freed_by_its_thread_goes_to_the_large_slot)
 	A(free)(keep);
 }
 
+/* ... but not while the cache is not live (a thread's exit tore it down: TC_DEAD): free's
+ * way to the slot tests the state itself (malloc.c, large_mine_take_span: live, not only
+ * set up), and a free that does not pass goes to its heap by free_slow. Here the state
+ * alone is set dead, the cache's tag and arena kept, so that the free takes that way. */
+Test(large_heap, a_block_freed_while_its_cache_is_not_live_goes_to_its_heap)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *keep = A(malloc)(100000);
+	char *p = A(malloc)(12 * 4096);
+	cr_assert(in_large_heap(p), "(set-up)");
+	cr_assert_eq(tcache_large_bytes(), 0, "(set-up: the slot empty)");
+	la_tcache.state = TC_DEAD;
+	A(free)(p);
+	la_tcache.state = TC_LIVE;
+	cr_assert_eq(tcache_large_bytes(), 0, "the slot of a cache not live took it");
+	A(free)(keep);
+}
+
 /* A small block of a span placed there (a small span takes the pages of the large block
  * parked in it: parked, a_small_span_takes_its_pages_before_new_ones) written into *q;
  * the other blocks of the search in b[] (n of them), to free. */
