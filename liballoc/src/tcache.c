@@ -1194,7 +1194,8 @@ static LA_NOINLINE void *list_take(struct tcache *tc, unsigned cls)
 /* malloc's block from class cls's list (cache entered; left here): the next one, its link
  * checked as the refill's walk checks it (a block of the list's span, NULL failing the
  * range check too, and no more than its count), or a refill when it is used up (out of
- * line: the refill's frame is not the pop's) */
+ * line: the refill's frame is not the pop's). malloc pops inline (malloc.c, malloc_list)
+ * and comes here for every case but a valid link: the checks of both are alike */
 void *tcache_alloc_list(unsigned cls)
 {
 	struct tcache *tc = &la_tcache;

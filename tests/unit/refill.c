@@ -2048,6 +2048,76 @@ Test(spans, malloc_taking_a_corrupted_link_of_its_list_stops_the_process)
 	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
 }
 
+/* malloc's pop of a list (malloc.c, malloc_list, inline in malloc; tcache_alloc_list) checks
+ * the next link it keeps three ways; each test below breaks one of them only, by a write
+ * after free into the head block's link: a link out of the span's carved bytes that is a
+ * block start by its offset's low 32 bits (the range check, 64 bits wide), one inside the
+ * span off a block start (the block-start check), and a cycle (the count) */
+static void link_the_list_head_to(uintptr_t (*to)(const struct tlist *l, void *head), bool once)
+{
+	static void *p[LIST_N];
+	struct leftovers left;
+	static struct before_list first;
+	struct tlist *l = list_taken(p, &left, &first);
+	void *b = l->head;
+	*(void **)b = link_encode((void *)to(l, b), b);
+	/* the first malloc reads the link (a cycle: the count runs out at the list's end) */
+	for (uint32_t i = 0, n = once ? 1 : l->left + 1; i < n; i++)
+		A(malloc)(64);
+	_exit(5); /* (every link taken as valid) */
+}
+
+static uintptr_t past_the_span_by_4_gib(const struct tlist *l, void *head)
+{
+	(void)head;
+	return l->base + ((uintptr_t)1 << 32);
+}
+
+static uintptr_t inside_a_block(const struct tlist *l, void *head)
+{
+	(void)l;
+	return (uintptr_t)link_decode(*(void **)head, head) + 16; /* (not LIST_MARK's 8) */
+}
+
+static uintptr_t to_itself(const struct tlist *l, void *head)
+{
+	(void)l;
+	return (uintptr_t)head;
+}
+
+static void link_past_the_span(void)
+{
+	link_the_list_head_to(past_the_span_by_4_gib, true);
+}
+
+static void link_inside_a_block(void)
+{
+	link_the_list_head_to(inside_a_block, true);
+}
+
+static void link_to_itself(void)
+{
+	link_the_list_head_to(to_itself, false);
+}
+
+Test(spans, malloc_taking_a_list_link_4_gib_past_its_span_stops_the_process)
+{
+	struct child_result r = run_child(link_past_the_span);
+	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
+}
+
+Test(spans, malloc_taking_a_list_link_inside_a_block_stops_the_process)
+{
+	struct child_result r = run_child(link_inside_a_block);
+	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
+}
+
+Test(spans, malloc_taking_a_list_that_links_to_itself_stops_the_process_within_its_count)
+{
+	struct child_result r = run_child(link_to_itself);
+	assert_child_aborted_with(r, "liballoc: malloc(): corrupted free list detected");
+}
+
 /* A thread that frees its argument, then takes a block of its size: what the free put in
  * its cache */
 static void *free_and_malloc(void *b)
