@@ -1173,14 +1173,19 @@ static LA_NOINLINE void *list_last(struct tcache *tc, struct tlist *l, void *p, 
 /* An empty bin of class cls in list mode (the first refill after a teardown set it:
  * refill_from): the next span's list whole (arena_take_list), counted cached while it is
  * out (its blocks the thread's, as a bin's); none to take (the teardown's blocks are taken
- * back), a refill, out of list mode (cache entered; left here) */
+ * back), a refill, out of list mode (cache entered; left here). A class the divert mask
+ * sent here out of list mode takes no list: the mask a flusher's failed take restored from
+ * a lists_out the owner was changing (take_cache) may keep the bit lists_mode cleared, and
+ * a list taken then was one no flush, sweep or exit gives back (they go by lists_out);
+ * lists_mode below sets the mask from lists_out again. */
 static LA_NOINLINE void *list_take(struct tcache *tc, unsigned cls)
 {
 	struct tlist *l = &tc->lists[cls];
 	struct tbin *b = &tc->bins[cls];
 	if (l->base)
 		list_return(tc, cls);
-	if (b->limit && arena_take_list(tc->arena, cls, b->batch, l)) {
+	if ((tc->lists_out >> cls & 1) && b->limit &&
+	    arena_take_list(tc->arena, cls, b->batch, l)) {
 		STAT_ADD(tc->arena->c, cached_bytes, (uint64_t)l->left * sc_size[cls]);
 		__atomic_store_n(&l->pub, l->left, __ATOMIC_RELAXED); /* (tcache_published) */
 		tc->refilled_bins |= (uint64_t)1 << cls;

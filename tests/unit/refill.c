@@ -2377,6 +2377,47 @@ Test(spans, a_list_out_counts_in_cached_bytes_until_it_goes_back)
 	list_test_done(p, &left, &first);
 }
 
+/* review37: a flusher whose take fails (the owner inside a cache operation) restores the
+ * divert mask from lists_out as it reads it (take_cache), while the owner may be changing
+ * both (lists_mode: its sweep's lists_quiet, list_take finding no list): the mask can keep
+ * the bit of a class the owner just took out of list mode. That class's next empty-bin
+ * malloc went to list_take, which took a span's whole list for a class out of list mode,
+ * and no flush, sweep or thread exit gave that list back (they return the lists of
+ * lists_out's classes): its blocks lost to their span, counted cached for good. The state
+ * is set here by hand: the class out of list mode, its bit left in the mask. */
+Test(spans, a_class_out_of_list_mode_that_the_mask_still_diverts_takes_no_list)
+{
+	static void *p[LIST_N];
+	struct leftovers left;
+	bulk_freed_n(p, LIST_N, &left);
+	unsigned cls = sc_class_of(64);
+	uint64_t bit = (uint64_t)1 << cls;
+	static struct before_list first;
+	first.n = 0;
+	cr_assert_not_null(first.p[first.n++] = A(malloc)(64));
+	cr_assert(la_tcache.lists_out & bit, "the class is in list mode");
+	while (tcache_count(cls))
+		first.p[first.n++] = A(malloc)(64);
+	const struct tlist *l = &la_tcache.lists[cls];
+	cr_assert(!l->base, "no list yet");
+	/* the owner's lists_mode took the class out of list mode; the restore kept its bit */
+	la_tcache.lists_out &= ~bit;
+	__atomic_store_n(&la_tcache.divert, la_tcache.divert | bit, __ATOMIC_RELAXED);
+	cr_assert_not_null(first.p[first.n++] = A(malloc)(64));
+	uintptr_t taken = l->base;
+	liballoc_flush_caches();
+	struct la_counters c;
+	liballoc_stats(&c);
+	cr_assert(!l->base && !l->head && !l->left,
+	          "a list out after the flush (%s by the class out of list mode): %u blocks",
+	          taken ? "taken" : "not taken", l->left);
+	cr_assert(!(la_tcache.divert & bit), "the mask follows lists_out again");
+	cr_assert_eq(c.cached_bytes, 0, "cached %llu bytes after the flush",
+	             (unsigned long long)c.cached_bytes);
+	spans_counted();
+	list_test_done(p, &left, &first);
+}
+
 /* review23 F5: the decay pass's cold-bin sweep (tcache_flush_cold, from another thread)
  * gives back the list of a thread that went idle with it (README, release of idle memory) */
 static void *sweep_until_given_back(void *arg)
