@@ -1793,6 +1793,62 @@ Test(large_slot, a_learned_run_is_forgotten_when_the_sizes_move_on)
 	A(free)(keep);
 }
 
+/* ... and a process with the decay pass (the default) gets a learned run's blocks back once
+ * its large mallocs stop: the run keeps the slot past its bound and the cold-bin sweep
+ * leaves it while no large malloc comes (large_run_sweep), but every full decay pass takes
+ * the slot of a thread that is not inside a cache operation (cold_bins: the large slot
+ * goes back at every full pass). Rounds of large batches, then small mallocs only, then
+ * the wait for the pass: the slot empties, its bytes leave the cached figure, and the
+ * heap's pages go (data_resident_bytes falls by them). */
+Test(large_slot, a_learned_run_goes_back_at_the_decay_pass_once_large_mallocs_stop)
+{
+	set("mmap_threshold", 1 << 20);
+	set("decay_ms", 0); /* (the run learned first: no pass flushes the slot mid-round) */
+	char *keep = A(malloc)(100000);
+	char *p[RUN_BLOCKS];
+	run_round(p);
+	run_round(p);
+	run_round(p);
+	cr_assert_eq(la_tcache.nlarge, RUN_BLOCKS, "(set-up: a run learned)");
+	cr_assert_neq(la_tcache.slots->large_run, 0, "(set-up: a run learned)");
+	uint64_t held = tcache_large_bytes();
+	static void *q[300];
+	for (int r = 0; r < 50; r++) { /* small mallocs only: refills, flushes, sweeps */
+		for (int i = 0; i < 300; i++)
+			cr_assert_not_null(q[i] = A(malloc)(64 + (unsigned)r % 4 * 200));
+		for (int i = 0; i < 300; i++)
+			A(free)(q[i]);
+	}
+	cr_assert_eq(la_tcache.nlarge, RUN_BLOCKS,
+	             "the sweeps keep the run while no large malloc comes: %u blocks",
+	             la_tcache.nlarge);
+	struct la_counters before = stats();
+	cr_assert_geq(before.cached_bytes, held, "the slot's %llu bytes are counted cached",
+	              (unsigned long long)held);
+	set("decay_ms", 20);
+	uint32_t left = RUN_BLOCKS;
+	for (int i = 0; i < 3000 && left; i++) { /* 30 s at most on a loaded machine */
+		usleep(10000);
+		left = __atomic_load_n(&la_tcache.nlarge, __ATOMIC_RELAXED);
+	}
+	cr_assert_eq(left, 0, "the decay pass left %u blocks in the slot", left);
+	struct la_counters after = stats();
+	for (int i = 0; i < 3000 && after.data_resident_bytes + held > before.data_resident_bytes;
+	     i++) {
+		usleep(10000);
+		after = stats();
+	}
+	cr_assert_leq(after.data_resident_bytes + held, before.data_resident_bytes,
+	              "resident %llu -> %llu with the slot's %llu bytes given back",
+	              (unsigned long long)before.data_resident_bytes,
+	              (unsigned long long)after.data_resident_bytes, (unsigned long long)held);
+	cr_assert_leq(after.cached_bytes + held, before.cached_bytes,
+	              "cached %llu -> %llu with the slot's %llu bytes given back",
+	              (unsigned long long)before.cached_bytes,
+	              (unsigned long long)after.cached_bytes, (unsigned long long)held);
+	A(free)(keep);
+}
+
 /* ... but not from a realloc's moves (the slot's way with room: malloc.c), which free each
  * size once as a buffer grows: realloc_growth's buffers grew into the sizes others had
  * freed, and a run learned from them kept its peak +12 %. */
