@@ -1463,6 +1463,33 @@ Test(large_heap, a_block_freed_while_its_cache_is_not_live_goes_to_its_heap)
 	A(free)(keep);
 }
 
+/* A block of another arena's heap of large blocks freed by this thread does not go to its
+ * large slot: free's way to the slot (malloc.c, large_tagged_take_span) compares no arenas,
+ * the owner-table entry's tag told free the heap is this thread's arena's. */
+static void *other_arena_block(void *arg)
+{
+	(void)arg;
+	large_heaps_on();
+	char *p = A(malloc)(12 * 4096);
+	return in_large_heap(p) ? p : NULL;
+}
+
+Test(large_heap, a_block_of_another_arenas_freed_here_stays_out_of_the_slot)
+{
+	set("mmap_threshold", 1 << 20);
+	set("arena_max", 16);   /* the worker has an arena of its own, whatever the CPUs */
+	A(free)(A(malloc)(16)); /* (this thread's arena, first) */
+	pthread_t t;
+	void *p = NULL;
+	cr_assert_eq(pthread_create(&t, NULL, other_arena_block, NULL), 0);
+	cr_assert_eq(pthread_join(t, &p), 0);
+	cr_assert_not_null(p, "(set-up: not in a heap of large blocks of the worker's arena)");
+	cr_assert_neq(heap_of(p)->arena, tcache_arena(&la_tcache), "(set-up: one arena)");
+	cr_assert_eq(tcache_large_bytes(), 0, "(set-up: the slot empty)");
+	A(free)(p);
+	cr_assert_eq(tcache_large_bytes(), 0, "this thread's slot took another arena's block");
+}
+
 /* A small block of a span placed there (a small span takes the pages of the large block
  * parked in it: parked, a_small_span_takes_its_pages_before_new_ones) written into *q;
  * the other blocks of the search in b[] (n of them), to free. */
