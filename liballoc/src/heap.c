@@ -14,9 +14,9 @@
 #include "shm.h"
 
 /* zero-filled like LA_BIG_BSS, but placed right after .bss (liballoc/owner.ld): its first
- * entries share the page the loader writes anyway (free(NULL) and realloc(NULL, n) read
- * slot 0 in every program until they left on the bound test instead: a read of the zero
- * page there was a fault, `python3 -c pass`) */
+ * entries share the page the loader writes anyway (free(NULL) reads slot 0, the first 64
+ * MiB's, in every program: on a page of its own, a read of the zero page was a fault,
+ * `python3 -c pass`; realloc(NULL, n) leaves on its bound test) */
 __attribute__((section(".lbss.owner"))) uint64_t heap_owner[LA_HEAP_SLOTS];
 uint32_t heap_epoch; /* atomic: written by the decay pass, read when pages are freed */
 uint32_t heap_skip;  /* atomic: the decay pass sleeps through ticks (heap.h) */

@@ -272,18 +272,18 @@ LA_INLINE unsigned pm_class(uint32_t e)
  * for the base and two for the index, where the heap's address and the pointer's offset in
  * it took five). A slot whose heap went holds HEAP_OWNER_GONE (tag 0). The first slot on
  * each memory page of the table is not 0 once the page was counted as metadata (set once,
- * kept: the page stays resident). The 64 MiB at address 0 have no slot (no heap starts at
- * NULL: a heap is a mapping aligned to its size), so the slot of the 64 MiB at a is at
- * index (a >> LA_HEAP_SHIFT) - 1 (heap_owner_index). */
+ * kept: the page stays resident). The slot of the 64 MiB at a is a >> LA_HEAP_SHIFT
+ * (heap_owner_index); slot 0, the first 64 MiB's (NULL's), never holds a heap (a heap is a
+ * mapping aligned to its size, and none is at NULL): its tag is 0, so that free's fast
+ * path reads a slot for every pointer with no bound test (heap_owner_slot_any). */
 #define LA_ADDR_BITS  47
-#define LA_HEAP_SLOTS ((1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT)) - 1)
+#define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
 extern uint64_t heap_owner[LA_HEAP_SLOTS];
 
-/* The owner-table index of the 64 MiB around address a (a at least LA_HEAP_SIZE; below it,
- * and NULL, the index wraps round above the table) */
+/* The owner-table index of the 64 MiB around address a (a below 1 << LA_ADDR_BITS) */
 LA_INLINE uintptr_t heap_owner_index(uintptr_t a)
 {
-	return (a - LA_HEAP_SIZE) >> LA_HEAP_SHIFT;
+	return a >> LA_HEAP_SHIFT;
 }
 #define HEAP_OWNER_TAG_MASK  0xffffu
 #define HEAP_OWNER_ADDR_MASK (~(uint64_t)HEAP_OWNER_TAG_MASK)
@@ -322,40 +322,60 @@ LA_INLINE uintptr_t heap_owner_page_first(uintptr_t slot)
 	return page <= base ? 0 : (page - base) / sizeof(heap_owner[0]);
 }
 
-/* Is p in the owner table's range, and then *oe its owner-table entry (the 64 MiB around
- * p)? NULL and the pointers of the first 64 MiB (no slot: heap_owner_index) wrap round
- * above the table and fail the one bound test that also rejects pointers above it, with
- * no more instructions than the index took before the first 64 MiB lost their slot (a
- * `lea` where a `mov` copied p): free(NULL) and realloc(NULL, n) leave on that branch,
- * without a load of the table or a test of their own before it (logicmin: 8k free(NULL),
- * 54k realloc(NULL, n)). */
+/* Is p in a slot of the owner table other than the first, and then *oe its owner-table
+ * entry (the 64 MiB around p)? NULL and the pointers of the first 64 MiB (slot 0, no heap)
+ * wrap round above the table and fail the one bound test that also rejects pointers above
+ * it, with no more instructions than an index from p itself and its bound test take (a
+ * `lea` where a `mov` copied p; the load's displacement 8 bytes on): realloc(NULL, n)
+ * leaves on that branch, without a load of the table or a test of its own before it
+ * (logicmin: 54k realloc(NULL, n)). */
 LA_INLINE bool heap_owner_entry_in(const void *p, uint64_t *oe)
 {
-	uintptr_t u = heap_owner_index((uintptr_t)p);
-	if (unlikely(u >= LA_HEAP_SLOTS))
+	uintptr_t u = ((uintptr_t)p - LA_HEAP_SIZE) >> LA_HEAP_SHIFT;
+	if (unlikely(u >= LA_HEAP_SLOTS - 1))
 		return false;
-	*oe = __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
+#if defined(__x86_64__)
+	/* slot u + 1 by the load's displacement: gcc 12 added 1 to u (or 8 to the address)
+	 * in an instruction of its own */
+	__asm__("movq 8(%1,%2,8), %0"
+	        : "=r"(*oe)
+	        : "r"(heap_owner), "r"(u), "m"(*(const uint64_t(*)[LA_HEAP_SLOTS])heap_owner));
+#else
+	*oe = __atomic_load_n(&heap_owner[u + 1], __ATOMIC_RELAXED);
+#endif
 	return true;
 }
 
-/* The address of p's page-map entry, p in a heap of ours, from p's own bits and u, its
- * owner-table index (heap_owner_index: free computes it anyway), with no load: free's fast path loads the
+/* free's fast path: the owner-table index of p's 64 MiB, p's address bits 26-46 (a shift
+ * left and one right, where a bound test took a compare and a branch more): every pointer
+ * has a slot. NULL and the first 64 MiB read slot 0 (tag 0: not ours, free_other takes
+ * them), a pointer at or past 1 << LA_ADDR_BITS the slot of the same address less its top
+ * bits: none that a program can pass is one (the kernel maps user memory below it unless
+ * asked for more with an address hint, LA_ADDR_BITS), and such a pointer whose low bits
+ * are a live block of ours faults on free's read of its word (non-canonical with 4-level
+ * paging) where free_other reported it invalid; any other is reported as before. */
+LA_INLINE uintptr_t heap_owner_slot_any(const void *p)
+{
+	return (uintptr_t)p << (64 - LA_ADDR_BITS) >> (64 - LA_ADDR_BITS + LA_HEAP_SHIFT);
+}
+
+/* The address of p's page-map entry, p in a heap of ours, from p's own address bits (0-46,
+ * as heap_owner_slot_any takes them) and u, its owner-table index (heap_owner_index or
+ * heap_owner_slot_any: free computes it anyway), with no load: free's fast path loads the
  * entry from here, not from the owner entry's base (heap_entry_pagemap), so that the
  * page-map load does not wait for the owner-table load. It is &h->pagemap[page] because a
- * heap h is aligned to its size: p in h gives h = (u + 1) * LA_HEAP_SIZE and
- * p >> LA_PAGE_SHIFT = h >> LA_PAGE_SHIFT plus p's page in h, so 4 times that is
- * h / 1024 + 4 * page, and h less h / 1024 is (u + 1) * HEAP_PM_STEP: one multiply, the
- * constant part in the load's displacement. The same address as heap_entry_pagemap's
- * from h's owner entry (tests/unit/sizeclass.c checks both, from the first slot's heap to
- * the last's). */
+ * heap h is aligned to its size: p in h gives h = u * LA_HEAP_SIZE and p >> LA_PAGE_SHIFT
+ * = h >> LA_PAGE_SHIFT plus p's page in h, so 4 times that is h / 1024 + 4 * page, and h
+ * less h / 1024 is u * HEAP_PM_STEP: one multiply, the constant part in the load's
+ * displacement. The same address as heap_entry_pagemap's from h's owner entry
+ * (tests/unit/sizeclass.c checks both, from the first slot's heap to the last's). */
 #define HEAP_PM_STEP (LA_HEAP_SIZE - (LA_HEAP_SIZE >> (LA_PAGE_SHIFT - 2)))
-_Static_assert(HEAP_PM_STEP + offsetof(struct heap, pagemap) < 0x80000000u &&
-                       HEAP_PM_STEP < 0x80000000u,
+_Static_assert(offsetof(struct heap, pagemap) < 0x80000000u && HEAP_PM_STEP < 0x80000000u,
                "the multiplier is an imm32 and the constant part a load's displacement");
 _Static_assert(2 * HEAP_PM_STEP + offsetof(struct heap, pagemap) +
                                4 * ((2 * LA_HEAP_SIZE + 5 * LA_PAGE + 48) >> LA_PAGE_SHIFT) ==
                        2 * LA_HEAP_SIZE + offsetof(struct heap, pagemap) + 4 * 5,
-               "slot 1's heap: page 5's entry");
+               "slot 2's heap: page 5's entry");
 LA_INLINE const uint32_t *heap_pm_entry_at(const void *p, uintptr_t u)
 {
 	uintptr_t hb;
@@ -365,8 +385,9 @@ LA_INLINE const uint32_t *heap_pm_entry_at(const void *p, uintptr_t u)
 #else
 	hb = u * HEAP_PM_STEP;
 #endif
-	return (const uint32_t *)(hb + HEAP_PM_STEP + offsetof(struct heap, pagemap) +
-	                          4 * ((uintptr_t)p >> LA_PAGE_SHIFT));
+	return (const uint32_t *)(hb + offsetof(struct heap, pagemap) +
+	                          4 * ((uintptr_t)p << (64 - LA_ADDR_BITS) >>
+	                               (64 - LA_ADDR_BITS + LA_PAGE_SHIFT)));
 }
 
 /* The owner-table entry of the 64 MiB around p: tag 0 when p is in no heap of ours. */

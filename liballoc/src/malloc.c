@@ -740,18 +740,12 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 	struct tcache *tc = &la_tcache;
 	/* only blocks of this thread's arena are cached (see tcache.h); one lookup tells
 	 * that p lies in a heap of ours and that the heap is this arena's */
-	uint64_t oe;
-	if (unlikely(!heap_owner_entry_in(p, &oe))) {
-		/* in no heap: free(NULL) returns here, on the bound test's branch (no table
-		 * load: logicmin frees NULL thousands of times) */
-		if (p)
-			free_other(p);
-		return;
-	}
+	uintptr_t u = heap_owner_slot_any(p); /* no bound test: NULL's slot has tag 0 */
+	uint64_t oe = __atomic_load_n(&heap_owner[u], __ATOMIC_RELAXED);
 	if (likely(entry_take_mine(&oe, tc))) {
 		/* p's page-map entry, addressed from p alone (heap_pm_entry_at), not from oe:
 		 * its load does not wait for the owner table's */
-		uint32_t e = *heap_pm_entry_at(p, heap_owner_index((uintptr_t)p));
+		uint32_t e = *heap_pm_entry_at(p, u);
 		/* every page of a live small span carries its class + 1 and the span's start:
 		 * no descriptor needed; a block of the class starts exactly here or the pointer
 		 * is not ours (pages of other spans carry class 0: nothing divides there). The
@@ -804,7 +798,10 @@ LA_EXPORT LA_RACY_METADATA void LA_API(free)(void *p)
 		free_in_large_heap(p, oe);
 		return;
 	}
-	free_other(p);
+	/* in no heap of this arena's: free(NULL) returns here (slot 0, tag 0: logicmin frees
+	 * NULL thousands of times) */
+	if (p)
+		free_other(p);
 }
 LA_OWN(free);
 

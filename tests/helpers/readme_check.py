@@ -651,7 +651,7 @@ def size(v):
 # give). A failure names the words: change README or, where the code moved on, both.
 LIMITS = [
     ("Limits", r"the heap-owner table, (2\^\d+(?: - 1)?) eight-byte entries",
-     lambda k: [f"2^{k['LA_ADDR_BITS'] - k['LA_HEAP_SHIFT']} - 1"]),
+     lambda k: [f"2^{k['LA_ADDR_BITS'] - k['LA_HEAP_SHIFT']}"]),
     ("Limits", r"Heaps are (\d+ [KMG]iB) reservations", lambda k: [size(k["LA_HEAP_SIZE"])]),
     ("Limits", r"a request larger than (\d+ [KMG]iB) \(less than a heap's data area\)",
      lambda k: [size(k["LA_LARGE_MAX"])]),

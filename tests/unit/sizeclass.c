@@ -327,15 +327,16 @@ Test(heap_owner, tells_our_heaps_from_other_memory)
 	A(free)(p);
 }
 
-/* The first 64 MiB (NULL's) have no slot: the table's first entry is the next 64 MiB's,
- * and NULL, the pointers below LA_HEAP_SIZE and those past the table are out of range on
- * the one bound test (heap_owner_index wraps them round). */
-Test(heap_owner, the_first_64_mib_have_no_slot)
+/* The first 64 MiB (NULL's) have slot 0, which never holds a heap: heap_owner_entry_in
+ * takes NULL, the pointers below LA_HEAP_SIZE and those past the table out of range on its
+ * one bound test (its index wraps them round), and reads the slot of p's 64 MiB else. */
+Test(heap_owner, entry_in_takes_the_first_64_mib_out_of_range)
 {
 	uint64_t oe = 1;
-	cr_assert_eq(heap_owner_index(LA_HEAP_SIZE), 0);
-	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE - 1), 0);
-	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE), 1);
+	cr_assert_eq(heap_owner_index(LA_HEAP_SIZE - 1), 0);
+	cr_assert_eq(heap_owner_index(LA_HEAP_SIZE), 1);
+	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE - 1), 1);
+	cr_assert_eq(heap_owner_index(2 * LA_HEAP_SIZE), 2);
 	cr_assert_not(heap_owner_entry_in(NULL, &oe));
 	cr_assert_not(heap_owner_entry_in((void *)(uintptr_t)(LA_HEAP_SIZE - 16), &oe));
 	cr_assert_eq(oe, 1, "no entry read");
@@ -349,20 +350,51 @@ Test(heap_owner, the_first_64_mib_have_no_slot)
 	cr_assert_not_null(p);
 	cr_assert(heap_owner_entry_in(p, &oe));
 	cr_assert_eq(heap_entry_heap(oe), heap_of(p));
+	cr_assert_eq(oe, heap_owner[heap_owner_index((uintptr_t)p)], "p's own slot");
 	A(free)(p);
 }
 
-/* free(NULL) and realloc(NULL, n) leave on the owner table's bound test: they read no
- * entry. The table's first entry made to carry this thread's tag and a page map at
- * address 0 (where it was NULL's slot, free and realloc followed it to a load at 0xc9c:
- * SIGSEGV) is not read. */
-Test(heap_owner, free_and_realloc_of_null_read_no_entry)
+/* free's fast path reads a slot for every pointer, with no bound test
+ * (heap_owner_slot_any): p's address bits 26-46, the slot heap_owner_index gives every
+ * pointer below 1 << LA_ADDR_BITS; NULL, the first 64 MiB and the pointers with only bits
+ * above 46 set read slot 0, whose tag is 0 (no heap) however the table's first page was
+ * counted. free(NULL) does nothing and keeps errno; free of a pointer in the first 64 MiB
+ * or at 1 << LA_ADDR_BITS is reported (corruption.c), not taken for NULL. */
+Test(heap_owner, free_reads_a_slot_for_every_pointer_and_slot_0_has_no_heap)
+{
+	void *p = A(malloc)(64);
+	cr_assert_not_null(p);
+	uintptr_t a = (uintptr_t)p;
+	cr_assert_eq(heap_owner_slot_any(p), heap_owner_index(a));
+	cr_assert_eq(heap_owner_slot_any((void *)(a | ((uintptr_t)1 << LA_ADDR_BITS))),
+	             heap_owner_index(a), "the top bits dropped");
+	cr_assert_eq(heap_owner_slot_any(NULL), 0);
+	cr_assert_eq(heap_owner_slot_any((void *)(uintptr_t)(LA_HEAP_SIZE - 1)), 0);
+	cr_assert_eq(heap_owner_slot_any((void *)((uintptr_t)1 << LA_ADDR_BITS)), 0);
+	cr_assert_eq(heap_owner_slot_any((void *)~(uintptr_t)(LA_HEAP_SIZE - 1)), LA_HEAP_SLOTS - 1,
+	             "in the table");
+	cr_assert_eq(heap_owner_slot_any((void *)(((uintptr_t)1 << LA_ADDR_BITS) - 16)),
+	             LA_HEAP_SLOTS - 1);
+	cr_assert_eq(heap_entry_tag(heap_owner[0]), 0, "slot 0 holds no heap");
+	errno = 1234;
+	A(free)(NULL);
+	cr_assert_eq(errno, 1234);
+	A(free)(p);
+	void *q = A(malloc)(64);
+	cr_assert_eq(q, p, "p went to the cache, and NULL's free changed nothing there");
+	A(free)(q);
+}
+
+/* realloc(NULL, n) leaves on the owner table's bound test: it reads no entry. NULL's slot
+ * (slot 0) made to carry this thread's tag and a page map at address 0 (realloc followed
+ * it to a load at 0xc9c: SIGSEGV) is not read. free(NULL) reads that slot (its tag 0:
+ * free_reads_a_slot_for_every_pointer_and_slot_0_has_no_heap above). */
+Test(heap_owner, realloc_of_null_reads_no_entry)
 {
 	void *p = A(malloc)(64); /* the cache set up: la_tcache.tag is the arena's */
 	cr_assert_not_null(p);
 	uint64_t saved = __atomic_load_n(&heap_owner[0], __ATOMIC_RELAXED);
 	__atomic_store_n(&heap_owner[0], (uint64_t)la_tcache.tag, __ATOMIC_RELAXED);
-	A(free)(NULL);
 	void *q = A(realloc)(NULL, 48);
 	__atomic_store_n(&heap_owner[0], saved, __ATOMIC_RELAXED);
 	cr_assert_not_null(q);
@@ -430,6 +462,7 @@ static void check_pm_entry_at(uintptr_t h, uint32_t pg, uintptr_t in)
 	uintptr_t q = h + ((uintptr_t)pg << LA_PAGE_SHIFT) + in;
 	uintptr_t u = heap_owner_index(q);
 	cr_assert_eq(u, heap_owner_index(h), "p's slot is its heap's");
+	cr_assert_eq(heap_owner_slot_any((void *)q), u, "free's slot is the same");
 	cr_assert_eq((uintptr_t)heap_pm_entry_at((void *)q, u),
 	             (uintptr_t)(((struct heap *)h)->pagemap + pg), "heap %#lx page %u +%lu",
 	             (unsigned long)h, pg, (unsigned long)in);
@@ -456,8 +489,9 @@ Test(heap_owner, free_addresses_the_page_map_entry_from_the_pointer)
 	for (uintptr_t v = 1; v < 70; v++) /* bits 26-31 wrap at 64: into the next 4 GiB */
 		for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg += 997)
 			check_pm_entry_at(v << LA_HEAP_SHIFT, pg, 48);
-	uintptr_t last = (uintptr_t)LA_HEAP_SLOTS << LA_HEAP_SHIFT; /* the last slot's heap */
+	uintptr_t last = (uintptr_t)(LA_HEAP_SLOTS - 1) << LA_HEAP_SHIFT; /* the last slot's heap */
 	cr_assert_eq(heap_owner_index(last), LA_HEAP_SLOTS - 1);
+	cr_assert_eq(heap_owner_slot_any((void *)(last + 48)), LA_HEAP_SLOTS - 1);
 	for (uint32_t pg = 0; pg < LA_HEAP_PAGES; pg++)
 		check_pm_entry_at(last, pg, pg % LA_PAGE);
 }
