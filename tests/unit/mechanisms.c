@@ -1429,13 +1429,22 @@ Test(large_heap, a_small_span_takes_a_growing_ones_resident_pages)
 /* Its block freed by its thread goes to the large slot, as one of another heap does (free
  * sends it there from the owner-table entry: large_mine_take), and the next malloc of its
  * page count takes it back. */
-Test(large_heap, a_block_freed_by_its_thread_goes_to_the_large_slot)
+/* A block of 12 pages in a heap of large blocks of this thread's arena (*keep: a block that
+ * keeps the heap, for the caller to free) */
+static char *twelve_page_block(char **keep)
 {
 	set("mmap_threshold", 1 << 20);
 	large_heaps_on();
-	char *keep = A(malloc)(100000);
+	*keep = A(malloc)(100000);
 	char *p = A(malloc)(12 * 4096);
 	cr_assert(in_large_heap(p), "(set-up)");
+	return p;
+}
+
+Test(large_heap, a_block_freed_by_its_thread_goes_to_the_large_slot)
+{
+	char *keep;
+	char *p = twelve_page_block(&keep);
 	memset(p, 1, 12 * 4096);
 	A(free)(p);
 	cr_assert_eq(tcache_large_bytes(), 12 * 4096, "not in the slot");
@@ -1450,11 +1459,8 @@ Test(large_heap, a_block_freed_by_its_thread_goes_to_the_large_slot)
  * alone is set dead, the cache's tag and arena kept, so that the free takes that way. */
 Test(large_heap, a_block_freed_while_its_cache_is_not_live_goes_to_its_heap)
 {
-	set("mmap_threshold", 1 << 20);
-	large_heaps_on();
-	char *keep = A(malloc)(100000);
-	char *p = A(malloc)(12 * 4096);
-	cr_assert(in_large_heap(p), "(set-up)");
+	char *keep;
+	char *p = twelve_page_block(&keep);
 	cr_assert_eq(tcache_large_bytes(), 0, "(set-up: the slot empty)");
 	la_tcache.state = TC_DEAD;
 	A(free)(p);
