@@ -139,6 +139,31 @@ static void ident_child(void)
 	wait_parent(ident_flag);
 }
 
+/* Set by a test: a prepare handler after liballoc's (its snapshot of the segment taken,
+ * every arena locked) names this process's file, as the control thread may between that
+ * snapshot and the clone; the identity the naming wrote into the header is kept here,
+ * private memory the child gets a copy of. named_at_fork: the file was unnamed at the
+ * snapshot and named in this handler. */
+static bool name_at_fork, named_at_fork;
+static uint64_t named_userns;
+static pid_t named_pid;
+static char named_exe[sizeof(((struct la_shm_header *)0)->exe)];
+
+static void name_prepare(void)
+{
+	if (!name_at_fork)
+		return;
+	name_at_fork = false;
+	if (__atomic_load_n(&shm_path()[0], __ATOMIC_ACQUIRE))
+		return; /* named before the snapshot: not the case to test */
+	shm_name_now(false);
+	struct la_shm_header *h = shm_header();
+	named_at_fork = __atomic_load_n(&shm_path()[0], __ATOMIC_ACQUIRE) != 0;
+	named_userns = h->userns_ino;
+	named_pid = h->pid;
+	memcpy(named_exe, h->exe, sizeof(named_exe));
+}
+
 /* Set by a test: the child's first handlers (before liballoc's) make the parent's header
  * page, still mapped from the parent's file until liballoc's handler maps the child's own
  * over it, unreadable: a read of it there is a SIGSEGV. */
@@ -181,6 +206,7 @@ __attribute__((constructor)) static void register_cut(void)
 	pthread_atfork(stamp_prepare, NULL, NULL);
 	pthread_atfork(NULL, NULL, faults_child_first);
 	pthread_atfork(NULL, NULL, header_guard_child);
+	pthread_atfork(name_prepare, NULL, NULL);
 }
 
 static void set(const char *name, int64_t v)
@@ -1482,6 +1508,58 @@ Test(fork, a_child_reads_its_parents_header_fields_from_before_the_clone)
 	cr_assert_eq(got, 0,
 	             "the child took the pid namespace its parent's file said after the "
 	             "fork");
+}
+
+/* 0: the child's file, before and after its own naming, holds the identity its parent's
+ * file was named with (pid, executable, user namespace); 1: before its naming, it does
+ * not; 2: after; 3: the child's segment is not a file waiting for its name (its control
+ * thread named it first, or it has none); 4: that thread named it while the child looked
+ * (both: a loaded machine). */
+static int child_identity(void)
+{
+	struct la_shm_header *h = shm_header();
+	if (!shm_name_pending())
+		return 3;
+	bool kept = h->pid == named_pid && h->userns_ino == named_userns &&
+	            memcmp(h->exe, named_exe, sizeof(named_exe)) == 0;
+	if (!shm_name_pending()) /* (the naming writes the identity while it is not) */
+		return 4;
+	int got = kept ? 0 : 1;
+	shm_name_now(false);
+	if (!got &&
+	    (h->pid != getpid() || h->userns_ino != named_userns || strcmp(h->exe, named_exe) != 0))
+		got = 2;
+	shm_unpublish(); /* (the child ends by _exit: no file left in the run directory) */
+	return got;
+}
+
+/* A forked child's file is written from the prepare handler's copy of the segment (one
+ * pwrite), unless the parent's file was named between that copy and the clone: the copy
+ * then lacks the identity the naming wrote (pid, executable, user namespace), which the
+ * child keeps from its parent's file (seg_forked: write_identity keeps the executable, and
+ * the user namespace where the parent's control thread ran), so that file is copied
+ * instead (fork_file: fork_named != seg_forked). Here a handler after liballoc's names
+ * the file at the fork: the child must find the identity in its own file, and keep the
+ * user namespace through its naming (its parent's control thread ran: it is not read
+ * again). */
+Test(fork, a_child_of_a_file_named_after_the_snapshot_keeps_the_identity_from_the_file)
+{
+	if (!shm_name_pending())
+		cr_skip_test("this process's file was named before the test (or has no file)");
+	/* what the naming does after it, here first: the SIGBUS handler and its dlsym lookups
+	 * (they may allocate, and the prepare handler holds every arena's lock) */
+	sigbus_install();
+	name_at_fork = true;
+	int got = fork_run(child_identity);
+	name_at_fork = false;
+	if (!named_at_fork)
+		cr_skip_test("the file was named before the fork's snapshot (a loaded machine)");
+	if (got == 3 || got == 4)
+		cr_skip_test("the child's file was named before the child looked (a loaded "
+		             "machine), or it has none");
+	cr_assert_neq(named_exe[0], 0, "the naming wrote the executable");
+	cr_assert_neq(got, 1, "the child's file lacks the identity its parent's was named with");
+	cr_assert_eq(got, 0, "the child's naming lost the identity from its parent's file");
 }
 
 static int child_exits(void)
