@@ -1496,6 +1496,181 @@ Test(large_heap, a_block_of_another_arenas_freed_here_stays_out_of_the_slot)
 	cr_assert_eq(tcache_large_bytes(), 0, "this thread's slot took another arena's block");
 }
 
+/* The invariant free's way into the large slot takes for granted (malloc.c,
+ * large_tagged_take_span, which compares no arenas): a heap's owner-table entry carries
+ * heap_tag of its arena's index (with HEAP_TAG_LARGE for a heap of large blocks) and its
+ * own address, and a thread's cache's tag is heap_tag of its cache's arena's index. Each
+ * of three workers (an arena each) and this thread make heaps of small and of large
+ * blocks; every arena's heaps are then looked up in the table, every live slot of the
+ * table is looked up in its heap (all arenas locked: no heap goes meanwhile), and each
+ * thread checks its own cache. */
+enum { TAG_WORKERS = 3 };
+struct tag_worker {
+	pthread_barrier_t *made, *checked;
+	struct arena *arena;
+	int cache_ok; /* the cache's tag is its arena's */
+	int large_ok; /* its 12-page block is in a heap of large blocks of its arena */
+	void *blocks[2];
+};
+
+/* The cache's tag is heap_tag of its arena's index, and that arena the one of that index */
+static int cache_tag_ok(void)
+{
+	struct tcache *tc = &la_tcache;
+	return tc->state == TC_LIVE && tc->arena == &arenas[tc->arena->index] &&
+	       tc->tag == heap_tag(tc->arena->index);
+}
+
+/* p is in a heap of large blocks of this thread's arena (by the heap itself, not its tag) */
+static int in_own_large_heap(const void *p)
+{
+	struct heap *h = heap_of(p);
+	return h && h->large && h->arena == tcache_arena(&la_tcache);
+}
+
+static void *tag_worker_main(void *arg)
+{
+	struct tag_worker *w = arg;
+	large_heaps_on();
+	w->blocks[0] = A(malloc)(64);
+	w->blocks[1] = A(malloc)(12 * 4096);
+	w->arena = tcache_arena(&la_tcache);
+	w->cache_ok = cache_tag_ok();
+	w->large_ok = in_own_large_heap(w->blocks[1]);
+	pthread_barrier_wait(w->made);
+	pthread_barrier_wait(w->checked); /* (the blocks and the cache live until then) */
+	A(free)(w->blocks[0]);
+	A(free)(w->blocks[1]);
+	return NULL;
+}
+
+/* The first breach of the invariant the walk below found ("": none). Written with every
+ * arena locked, where a failed assertion (criterion's malloc) would wait for their locks:
+ * asserted after. */
+static char tag_breach[200];
+#define TAG_BREACH(...)                                                        \
+	do {                                                                   \
+		if (!tag_breach[0])                                            \
+			snprintf(tag_breach, sizeof(tag_breach), __VA_ARGS__); \
+	} while (0)
+
+/* h's slot in the owner table names h, with its arena's tag (HEAP_TAG_LARGE: its kind);
+ * h's arena is the one of its index */
+static void check_heap_tag(const struct heap *h, uint64_t e, const char *from)
+{
+	uint16_t tag = (uint16_t)(e & HEAP_OWNER_TAG_MASK);
+	if (h->magic != HEAP_MAGIC) {
+		TAG_BREACH("%s %p: no heap there", from, (const void *)h);
+		return;
+	}
+	uint32_t i = h->arena->index;
+	if ((e & HEAP_OWNER_ADDR_MASK) != heap_owner_base(h))
+		TAG_BREACH("%s %p: its slot names another heap", from, (const void *)h);
+	else if (i >= LA_ARENAS_MAX || h->arena != &arenas[i])
+		TAG_BREACH("%s %p: its arena is not the one of its index", from, (const void *)h);
+	else if ((tag & ~HEAP_TAG_LARGE) != heap_tag(i))
+		TAG_BREACH("%s %p: tag %#x, its arena %u's %#x", from, (const void *)h, tag, i,
+		           heap_tag(i));
+	else if (((tag & HEAP_TAG_LARGE) != 0) != (h->large != 0))
+		TAG_BREACH("%s %p: HEAP_TAG_LARGE is not its kind", from, (const void *)h);
+}
+
+/* The heap an owner-table entry names: its base rounded up to the heap size (heap.h,
+ * heap_owner_base) */
+static const struct heap *entry_heap(uint64_t e)
+{
+	uintptr_t base = (uintptr_t)(e & HEAP_OWNER_ADDR_MASK);
+	return (const struct heap *)((base + LA_HEAP_MASK) & ~(uintptr_t)LA_HEAP_MASK);
+}
+
+Test(large_heap, each_heaps_owner_tag_and_each_caches_tag_are_their_arenas)
+{
+	set("mmap_threshold", 1 << 20);
+	set("arena_max", 16); /* an arena a thread, whatever the CPUs */
+	set("decay_ms", 0);   /* (no heap given back by the control thread meanwhile) */
+	large_heaps_on();
+	char *keep = A(malloc)(100000);
+	char *mine = A(malloc)(12 * 4096);
+	cr_assert(in_own_large_heap(mine), "(set-up: not in a heap of large blocks)");
+	cr_assert(cache_tag_ok(), "this thread's cache's tag is not its arena's");
+	pthread_barrier_t made, checked;
+	pthread_barrier_init(&made, NULL, TAG_WORKERS + 1);
+	pthread_barrier_init(&checked, NULL, TAG_WORKERS + 1);
+	struct tag_worker w[TAG_WORKERS];
+	pthread_t t[TAG_WORKERS];
+	for (int i = 0; i < TAG_WORKERS; i++) {
+		w[i] = (struct tag_worker){.made = &made, .checked = &checked};
+		cr_assert_eq(pthread_create(&t[i], NULL, tag_worker_main, &w[i]), 0);
+	}
+	pthread_barrier_wait(&made);
+	/* (the workers wait at the second barrier whatever fails below: released first) */
+	int bad_cache = -1, bad_setup = -1;
+	for (int i = 0; i < TAG_WORKERS; i++) {
+		if (!w[i].cache_ok && bad_cache < 0)
+			bad_cache = i;
+		if (!w[i].large_ok || w[i].arena == tcache_arena(&la_tcache))
+			bad_setup = i;
+		for (int j = 0; j < i; j++)
+			if (w[i].arena == w[j].arena)
+				bad_setup = i;
+	}
+	uint32_t n = __atomic_load_n(&arena_count, __ATOMIC_ACQUIRE);
+	tag_breach[0] = 0;
+	for (uint32_t i = 0; i < n; i++)
+		arena_lock(&arenas[i]);
+	/* every arena's heaps: their slots name them with their arena's tag */
+	unsigned heaps = 0, large = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (arenas[i].index != i)
+			TAG_BREACH("arena %u's index is %u", i, arenas[i].index);
+		for (const struct heap *h = arenas[i].heaps; h; h = h->next, heaps++) {
+			if (h->arena != &arenas[i])
+				TAG_BREACH("arena %u's heap %p: another arena's", i,
+				           (const void *)h);
+			check_heap_tag(h, heap_owner[heap_owner_index((uintptr_t)h)],
+			               "an arena's heap");
+			large += h->large;
+		}
+	}
+	/* every live slot of the table: the heap it names is there, its own, with its arena's
+	 * tag (a page of the table whose first slot is 0 never held a heap: heap_create) */
+	unsigned live = 0;
+	const size_t per_page = LA_PAGE / sizeof(heap_owner[0]);
+	for (uintptr_t slot = 1; slot < LA_HEAP_SLOTS; slot++) {
+		if (heap_owner_page_first(slot) == slot && !heap_owner[slot]) {
+			slot += per_page - 1; /* (the loop's ++: the next page's first) */
+			continue;
+		}
+		uint64_t e = heap_owner[slot];
+		if (!(e & HEAP_OWNER_TAG_MASK))
+			continue;
+		live++;
+		const struct heap *h = entry_heap(e);
+		if (heap_owner_index((uintptr_t)h) != slot)
+			TAG_BREACH("slot %#lx names a heap elsewhere, %p", (unsigned long)slot,
+			           (const void *)h);
+		else
+			check_heap_tag(h, e, "a slot's heap");
+	}
+	for (uint32_t i = n; i-- > 0;)
+		arena_unlock(&arenas[i]);
+	pthread_barrier_wait(&checked);
+	for (int i = 0; i < TAG_WORKERS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(bad_setup, -1,
+	             "(set-up: worker %d's block is not in its heap of large blocks, or its "
+	             "arena is not its own)",
+	             bad_setup);
+	cr_assert_eq(bad_cache, -1, "worker %d's cache's tag is not its arena's", bad_cache);
+	cr_assert_eq(tag_breach[0], 0, "%s", tag_breach);
+	cr_assert_geq(large, TAG_WORKERS + 1, "(set-up: %u heaps of large blocks)", large);
+	cr_assert_eq(live, heaps, "%u live slots for the arenas' %u heaps", live, heaps);
+	cr_log_info("%u arenas, %u heaps (%u of large blocks)", n, heaps, large);
+	cr_assert(cache_tag_ok(), "this thread's cache's tag is not its arena's");
+	A(free)(mine);
+	A(free)(keep);
+}
+
 /* A small block of a span placed there (a small span takes the pages of the large block
  * parked in it: parked, a_small_span_takes_its_pages_before_new_ones) written into *q;
  * the other blocks of the search in b[] (n of them), to free. */
