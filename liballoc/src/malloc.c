@@ -284,19 +284,6 @@ static LA_NOINLINE void *malloc_divert(struct tcache *tc, unsigned cls)
 	return tcache_alloc_refill(cls); /* (a flusher gave the cache back meanwhile) */
 }
 
-/* sc_divides(off, *w) with the multiply and the compare reading *w from memory on x86-64,
- * where gcc 12 loads it into a register first (one instruction fewer; room_divides' way) */
-LA_INLINE bool divides_at(uint32_t off, const uint32_t *w)
-{
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-	bool below;
-	__asm__("imull %2, %0\n\tcmpl %2, %0" : "+r"(off), "=@ccb"(below) : "m"(*w));
-	return below;
-#else
-	return sc_divides(off, *w);
-#endif
-}
-
 /* malloc's block from class cls's list (in list mode; bins: the cache's own, the idle bins
  * left before; cache entered; left here): tcache_alloc_list's pop inline in malloc, with no
  * call, no TLS base or list address computed again: the list is at a constant from bins
@@ -316,8 +303,7 @@ LA_INLINE void *malloc_list(struct tcache *tc, struct tbin *bins, unsigned cls)
 	if (unlikely(p == NULL))
 		return tcache_alloc_list(cls);
 	void *next = link_decode(*(void **)p, p);
-	uintptr_t off = (uintptr_t)next - l->base;
-	if (unlikely(off >= l->bytes || !divides_at((uint32_t)off, &l->recip)))
+	if (unlikely(!tlist_link_ok(l, next)))
 		return tcache_alloc_list(cls);
 	if (unlikely(--l->left == 0))
 		arena_corrupt_list(); /* (tcache_alloc_list's list_corrupt) */
@@ -565,30 +551,23 @@ LA_NOINLINE LA_RACY_METADATA static void free_slow(void *p, const char *func)
  * offset SPAN_OFFSET_CACHED, FREE or PARKED kinds; a cache not live) takes free_slow,
  * whose free_large_keep sends a dead cache's block to its heap as it did from here (the
  * live test alone: free_large_keep's own is then known true, one compare and branch less
- * a large free). */
-LA_INLINE bool large_mine_take_span(struct heap *h, struct span *s)
+ * a large free). large_tagged_take_span: the heap known to be this thread's arena's. */
+LA_INLINE bool large_tagged_take_span(struct heap *h, struct span *s)
 {
-	struct tcache *tc = &la_tcache;
-	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && tc->state == TC_LIVE &&
-	           tc->arena == h->arena)) {
+	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && la_tcache.state == TC_LIVE)) {
 		free_large_keep(h, s); /* keeps errno (its slow paths save it) */
 		return true;
 	}
 	return false;
 }
 
-/* large_mine_take_span for free_in_large_heap, whose p's owner-table entry carried this
- * thread's tag (entry_take_mine): the heap is of this thread's cache's arena (a tag is one
- * arena's: heap_tag), as free's push of a small block there takes for granted too; no
- * compare of the heap's arena with the cache's (three instructions a large free) */
-LA_INLINE bool large_tagged_take_span(struct heap *h, struct span *s)
+/* The same for a heap of any arena: only this thread's arena's blocks go to its slot.
+ * free_in_large_heap takes large_tagged_take_span alone: p's owner-table entry carried
+ * this thread's tag (entry_take_mine), and a tag is one arena's (heap_tag), as free's push
+ * of a small block there takes for granted too (three instructions a large free). */
+LA_INLINE bool large_mine_take_span(struct heap *h, struct span *s)
 {
-	struct tcache *tc = &la_tcache;
-	if (likely(s->kind == SPAN_LARGE && s->offset == 0 && tc->state == TC_LIVE)) {
-		free_large_keep(h, s); /* keeps errno (its slow paths save it) */
-		return true;
-	}
-	return false;
+	return la_tcache.arena == h->arena && large_tagged_take_span(h, s);
 }
 
 LA_INLINE bool large_mine_take(void *p)
@@ -660,20 +639,11 @@ LA_INLINE uint32_t lo_plus(const void *p, size_t ci)
 }
 
 /* Is off a multiple of the class size whose reciprocal is the room word beside top
- * (tbin_room)? False when that word is 0 (no room, or no class). On x86-64 the multiply
- * and the compare read the word from memory, where gcc 12 loaded it into a register
- * first: one instruction fewer. */
+ * (tbin_room)? False when that word is 0 (no room, or no class). (sc_divides_at: the
+ * word read by the multiply and the compare themselves on x86-64) */
 LA_INLINE bool room_divides(uint32_t off, void *const *top)
 {
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-	bool below;
-	const uint32_t *w = (const uint32_t *)((const char *)top + TC_ROOM);
-	__asm__("imull %2, %0\n\tcmpl %2, %0" : "+r"(off), "=@ccb"(below) : "m"(*w));
-	return below;
-#else
-	uint32_t r = tbin_room(top);
-	return off * r < r;
-#endif
+	return sc_divides_at(off, (const uint32_t *)((const char *)top + TC_ROOM));
 }
 
 /* free of a pointer in a heap of this thread's arena that holds large blocks (its

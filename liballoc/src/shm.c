@@ -1517,7 +1517,7 @@ static uint64_t fork_parent_pidns;
  * pages into it, then write them to its file and map that: two mappings of the segment
  * and a read, and two pages faulted in and dropped. False: no file (a warning said why)
  * or it could not be mapped. */
-static bool fork_file(size_t used)
+static bool fork_file(size_t used, bool image)
 {
 	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
 	int dfd;
@@ -1531,9 +1531,9 @@ static bool fork_file(size_t used)
 	 * kernel's copy of the parent's file is a splice through a pipe, ~1.5x a pwrite's time
 	 * (4 KiB into a new tmpfs file). Unless the parent's file was named between the copy
 	 * and the clone: its header then holds the identity the child keeps (seg_forked), the
-	 * copy's not. (no in-kernel copy here, an old kernel or two file systems: from the
-	 * mapping; a copy cut short by a file truncated meanwhile leaves zeros) */
-	bool image = fork_image_len && fork_named == seg_forked;
+	 * copy's not (shm_fork_child: image). (no in-kernel copy here, an old kernel or two
+	 * file systems: from the mapping; a copy cut short by a file truncated meanwhile
+	 * leaves zeros) */
 	/* a file in the parent's file's directory (its file system too): the parent's answer */
 	bool tmpfs = run_dir_dev == seg_dir_dev ? seg_tmpfs : on_tmpfs(fd);
 	bool ok = (image ? write_range(fd, (const char *)fork_image, 0, fork_image_len)
@@ -1543,8 +1543,9 @@ static bool fork_file(size_t used)
 	/* The pages copied are in the page cache: a read fault maps the cached pages around it
 	 * (16 pages: from the mapping's start, else the 64 KiB-aligned window of the address),
 	 * writable on tmpfs, which tracks no dirty pages; a write fault maps its page alone.
-	 * The handler writes every one of them next (shm_fork_child: the statistics as they
-	 * were at the clone): a fault a page (~2 KiB an arena) without the reads. A read of
+	 * The handler writes every one of them next (shm_fork_child: each arena block's
+	 * seqlock, and the statistics as they were at the clone unless they came with the
+	 * copy): a fault a page (~2 KiB an arena) without the reads. A read of
 	 * each page in turn faults only where the last fault's window ended (the child of a
 	 * process with 61 arenas, 31 pages: 131.8 faults, 145.0 with a read of the first page
 	 * only, 159.9 with none). A file elsewhere is advised MADV_RANDOM (map_file). */
@@ -1612,9 +1613,13 @@ void shm_fork_child(void)
 		                                       : shm_header()->pidns_ino;
 	fork_unpublished = false;
 	bool fresh = false; /* the segment is a new file or new memory: the mailbox zeros */
+	/* the child's file from the prepare handler's copy (fork_file): the statistics as they
+	 * were at the clone are in it already */
+	bool image = fork_image_len && fork_named == seg_forked, imaged = false;
 	if (seg_on_file && seg_fd >= 0) {
-		fresh = fork_file(used);
+		fresh = fork_file(used, image);
 		fork_unpublished = !fresh;
+		imaged = fresh && image;
 	}
 	if (seg_on_file && seg_fd >= 0 && !fresh &&
 	    mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
@@ -1624,7 +1629,9 @@ void shm_fork_child(void)
 		read_range(seg_fd, seg, used);
 	}
 	if (fresh && fork_image_len) { /* the statistics as they were at the clone */
-		memcpy(seg + OFF_CLASSES, fork_image + OFF_CLASSES, fork_image_len - OFF_CLASSES);
+		if (!imaged)
+			memcpy(seg + OFF_CLASSES, fork_image + OFF_CLASSES,
+			       fork_image_len - OFF_CLASSES);
 		shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
 		arenas = shm_header()->arena_count;
 	}

@@ -1210,8 +1210,7 @@ void *tcache_alloc_list(unsigned cls)
 	if (unlikely(p == NULL))
 		return list_take(tc, cls);
 	void *next = link_decode(*(void **)p, p);
-	uintptr_t off = (uintptr_t)next - l->base;
-	if (unlikely(off >= l->bytes || !sc_divides((uint32_t)off, l->recip)))
+	if (unlikely(!tlist_link_ok(l, next)))
 		return list_last(tc, l, p, next);
 	if (unlikely(--l->left == 0))
 		return list_corrupt();

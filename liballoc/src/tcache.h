@@ -197,6 +197,16 @@ struct tlist {
 #define TC_LIST_CLASSES 12u /* classes that may take a list: up to 256 bytes */
 #define TC_LIST_MASK    (((uint64_t)1 << TC_LIST_CLASSES) - 1)
 
+/* Is next, the decoded link of list l's head, a block of the list: inside the carved bytes
+ * of its span (64 bits wide: NULL, the list's end, fails) and at a block start of its
+ * class (a double free's mark, decoded | 8, fails)? (tcache_alloc_list; malloc.c,
+ * malloc_list, its pop inline in malloc) */
+LA_INLINE bool tlist_link_ok(const struct tlist *l, const void *next)
+{
+	uintptr_t off = (uintptr_t)next - l->base;
+	return off < l->bytes && sc_divides_at((uint32_t)off, &l->recip);
+}
+
 struct tcache {
 	/* The bins the fast paths use: `bins` while the cache is live and no flusher holds it;
 	 * else tc_idle_bins (empty, no room), so that every call takes the slow path. Written
