@@ -383,6 +383,94 @@ Test(corruption, free_and_realloc_of_a_pointer_outside_the_owner_tables_range)
 	}
 }
 
+/* Pointers into a heap's own header (its fields, page map, descriptor index and
+ * descriptors: a heap's first 217 pages; a heap of large blocks keeps 12 pages of grid
+ * descriptors after them, its data from page 229 on): free's fast path reads the
+ * owner-table slot from the pointer's address bits alone (no bound test) and the header
+ * pages' page-map entries, and a heap of large blocks takes a page-aligned pointer's grid
+ * descriptor (page 0, 224: multiples of 16) before its page map (free_in_large_heap). None
+ * is a block: each is reported, in the thread's own heaps and in another thread's
+ * (free_other), not pushed into a bin or the large slot. */
+static const unsigned header_pages[] = {0, 1, 100, 216, 217, 224, 228};
+static unsigned header_at;
+static int header_heap; /* 0: the small blocks' heap, 1: a heap of large blocks, 2: another
+                         * thread's small blocks' heap */
+static int header_call; /* 0: free, 1: realloc */
+static void *small_from_thread(void *arg)
+{
+	(void)arg;
+	return A(malloc)(64);
+}
+static void free_into_a_header(void)
+{
+	uintptr_t mask = ((uintptr_t)1 << 26) - 1;
+	uintptr_t heap = (uintptr_t)A(malloc)(64) & ~mask;
+	if (header_heap == 1) {
+		/* past 64 blocks of 9-64 pages an arena serves them from heaps of large blocks
+		 * (README Limits): the first one in another heap is in such a heap */
+		uintptr_t first = heap;
+		for (int i = 0; i < 200 && heap == first; i++)
+			heap = (uintptr_t)A(malloc)(40000) & ~mask;
+		if (heap == first)
+			_exit(3);
+	} else if (header_heap == 2) {
+		pthread_t t;
+		void *q;
+		if (pthread_create(&t, NULL, small_from_thread, NULL) || pthread_join(t, &q))
+			_exit(3);
+		heap = (uintptr_t)q & ~mask;
+	}
+	wild = (void *)(heap + ((uintptr_t)header_pages[header_at] << 12));
+	if (header_call)
+		sink = A(realloc)(wild, 100);
+	else
+		A(free)(wild);
+}
+Test(corruption, free_and_realloc_of_pointers_into_a_heaps_header)
+{
+	for (header_heap = 0; header_heap < 3; header_heap++)
+		for (header_at = 0; header_at < sizeof(header_pages) / sizeof(header_pages[0]);
+		     header_at++) {
+			if (header_heap != 1 && header_pages[header_at] >= 217)
+				continue; /* a heap of small blocks' data */
+			header_call = 0;
+			expect_abort(free_into_a_header, "liballoc: free(): invalid pointer");
+			header_call = 1;
+			expect_abort(free_into_a_header, "liballoc: realloc(): invalid pointer");
+		}
+}
+
+/* A pointer past the 47 address bits whose low bits are a live block of ours (README
+ * Limits): free reads the owner-table slot of its low bits (d0ffdec) and may take it for
+ * that block as far as the page map goes; it must still never return as if it freed it
+ * (the read of the block's word faults: non-canonical with 4-level paging), so a later
+ * malloc never hands the block out twice. Small blocks, a large one in a heap of small
+ * blocks (the first 40000 B) and in a heap of large blocks (the 101st: above), a direct
+ * mapping (300000 B: above the mmap threshold). */
+static size_t alias_size, alias_count;
+static void free_an_alias_above_the_address_bits(void)
+{
+	char *p = NULL;
+	for (size_t i = 0; i < alias_count; i++)
+		p = A(malloc)(alias_size);
+	A(free)((void *)((uintptr_t)p | (uintptr_t)1 << 47));
+	_exit(0); /* returned: the block now looks free */
+}
+Test(corruption, free_of_a_live_blocks_alias_above_the_address_bits_does_not_return)
+{
+	static const size_t cases[][2] = {{16, 1},    {64, 1},      {1000, 1},  {20000, 1},
+	                                  {40000, 1}, {40000, 101}, {300000, 1}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		alias_size = cases[i][0];
+		alias_count = cases[i][1];
+		struct child_result r = run_child(free_an_alias_above_the_address_bits);
+		cr_assert(!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0,
+		          "free of the alias of the %zu-th block of %zu B returned (status %#x, "
+		          "stderr: %s)",
+		          alias_count, alias_size, r.status, r.err);
+	}
+}
+
 static void realloc_invalid(void)
 {
 	char buf[32];
