@@ -424,6 +424,70 @@ Test(accounting, threads_of_one_arena_lose_no_cached_bytes, .timeout = 120)
 	check_all();
 }
 
+/* Generations of threads, each started after the last one left: its first call frees a
+ * block of the thread that left, so it takes that thread's arena (arena_attach's hint) with
+ * its tag, and frees the large blocks the thread before left in it (half of them, in heaps
+ * of large blocks too: 64 such blocks make one) into its own large slot, as blocks of its
+ * own arena by the owner entry's tag alone (free_in_large_heap, 5474ca4), then makes its
+ * own and frees a third of them. Every gauge still matches the heaps, with the blocks
+ * live, freed by the main thread and flushed. */
+enum { GEN_THREADS = 6, GEN_BLOCKS = 96 };
+static void *gen_blocks[GEN_THREADS][GEN_BLOCKS];
+static uint32_t gen_arena[GEN_THREADS];
+static void *gen_thread(void *arg)
+{
+	static const size_t sizes[] = {40000, 100000, 200000, 300000};
+	int g = (int)(intptr_t)arg;
+	for (int i = 0; g && i < GEN_BLOCKS; i += 2) {
+		A(free)(gen_blocks[g - 1][i]);
+		gen_blocks[g - 1][i] = NULL;
+	}
+	for (int i = 0; i < GEN_BLOCKS; i++) {
+		size_t n = sizes[(i + g) % 4];
+		gen_blocks[g][i] = A(malloc)(n);
+		if (gen_blocks[g][i])
+			memset(gen_blocks[g][i], g, n / 8);
+	}
+	for (int i = 1; i < GEN_BLOCKS; i += 3) {
+		A(free)(gen_blocks[g][i]);
+		gen_blocks[g][i] = NULL;
+	}
+	gen_arena[g] = la_tcache.arena->index;
+	return NULL;
+}
+
+Test(accounting, a_threads_large_blocks_freed_by_the_next_thread_of_its_arena, .timeout = 120)
+{
+	set("mmap_threshold", 4 << 20); /* large blocks come from heaps */
+	uint32_t in_large_heaps = 0;    /* the next generation frees those of even index */
+	for (int g = 0; g < GEN_THREADS; g++) {
+		pthread_t t;
+		cr_assert_eq(pthread_create(&t, NULL, gen_thread, (void *)(intptr_t)g), 0);
+		pthread_join(t, NULL);
+		for (int i = 0; i < GEN_BLOCKS; i++) {
+			cr_assert(gen_blocks[g][i] || i % 3 == 1);
+			if (g + 1 < GEN_THREADS && i % 2 == 0 && gen_blocks[g][i] &&
+			    heap_of(gen_blocks[g][i])->large)
+				in_large_heaps++;
+		}
+		/* the thread before's arena, which no thread used any more */
+		if (g)
+			cr_assert_eq(gen_arena[g], gen_arena[g - 1],
+			             "generation %d: arena %u, not %u", g, gen_arena[g],
+			             gen_arena[g - 1]);
+	}
+	cr_assert_gt(in_large_heaps, 0);
+	check_all();
+	for (int g = 0; g < GEN_THREADS; g++)
+		for (int i = 0; i < GEN_BLOCKS; i++)
+			A(free)(gen_blocks[g][i]);
+	check_all();
+	liballoc_flush_caches();
+	check_all();
+	liballoc_trim(0);
+	check_all();
+}
+
 /* The transfer cache's slots are set up on pages of a free span, which may still be
  * resident: those count as metadata from the set-up (they counted neither as data, which
  * the set-up un-counts, nor as metadata, which counted only the chunks written: RSS the
