@@ -688,6 +688,19 @@ CPYTHON_CALLGRIND_TESTS = ["test_dict"]
 CPYTHON_ENV = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+def cpython_env(ctx, alloc):
+    """The cpython row's whole environment, the same in every bench: what CPython reads at
+    start (os.environ, the strings of sys.path) is heap it builds, and liballoc's minor faults
+    on the quick slice moved 8,606-8,924 with a variable of 1-150 bytes added to the caller's
+    environment (glibc's 8,856-8,969; bench/README.md, session 38): a run of `make` (MAKEFLAGS,
+    MAKELEVEL) or another shell read another figure than an isolated `run.py --only cpython`."""
+    env = {"PATH": "/usr/bin:/bin", "LIBALLOC_RUN_DIR": ctx.run_dir}
+    env.update(CPYTHON_ENV)
+    if alloc.lib:
+        env["LD_PRELOAD"] = alloc.lib
+    return env
+
+
 # ---------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------
@@ -1342,13 +1355,19 @@ class Suite:
             self.notes.append("python3 or libpython3.11-testsuite not installed: no cpython rows")
             return
         what = ("CPython's own tests (%s -m test --randseed 1 %s), every object through malloc "
-                "(PYTHONMALLOC=malloc, PYTHONHASHSEED=0)" % (PYTHON, " ".join(tests)))
+                "(PYTHONMALLOC=malloc, PYTHONHASHSEED=0), in a new empty directory with a fixed "
+                "environment" % (PYTHON, " ".join(tests)))
         rows = [self.row("cpython", "programs", m, u, False, what) for m, u in (
             ("time", "s"), (CPU.label, "s"), (MINFLT.label, "faults"), ("peak RSS", "MiB"))]
         for rnd in range(ctx.rounds):
             for a in round_order(self.allocs, rnd):
-                res = run_process(CPYTHON_TEST + tests,
-                                  ctx.env(a, CPYTHON_ENV), ctx.timeout, cwd=ctx.tmp)
+                # a new empty working directory each run: `-m test` puts it first on
+                # sys.path and lists it, and the scratch directory holds what the rows
+                # before left there (sqlite's database, callgrind's and strace's outputs,
+                # the redis and cwd.* directories): liballoc's faults moved 8,598-8,957
+                # with 0-200 files there
+                res = run_process(CPYTHON_TEST + tests, cpython_env(ctx, a), ctx.timeout,
+                                  cwd=ctx.empty_dir())
                 if res.ok and "Tests result: SUCCESS" not in res.stdout:
                     res.ok, res.failure = False, "tests failed"
                 if res.ok:

@@ -72,3 +72,50 @@ PY
 	[ "$status" -eq 0 ]
 	[ "$output" = "A B C B C A C A B A B C" ]
 }
+
+@test "cpython row: the same environment and an empty working directory, whatever ran before" {
+	run python3 - "$ROOT/bench" <<'PY'
+import os, sys, types
+sys.path.insert(0, sys.argv[1])
+import run
+if not os.access(run.PYTHON, os.X_OK) or not os.path.exists("/usr/lib/python3.11/test/test_dict.py"):
+    print("skip")
+    sys.exit(0)
+seen = []
+
+def fake(argv, env, timeout, cwd=None, stdin_path=None):
+    seen.append((dict(env), sorted(os.listdir(cwd)), cwd))
+    res = run.RunResult()
+    res.failure = "fake"
+    return res
+
+run.run_process = fake
+args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=2)
+envs = []
+for pad in ("", "x" * 150):
+    os.environ["BENCH_TEST_PADDING"] = pad
+    ctx = run.Context(args)
+    try:
+        for i in range(20):  # what earlier rows leave in the scratch directory
+            open(os.path.join(ctx.tmp, "callgrind.row.%d" % i), "w").close()
+        allocs = [run.Allocator("glibc", None, None), run.Allocator("B", "/fake/B.so", None)]
+        suite = run.Suite(ctx, allocs, ["cpython"])
+        suite.progress = lambda text: None
+        suite.record_failure = lambda *a: None
+        suite.run_cpython()
+    finally:
+        ctx.cleanup()
+    for env, listing, cwd in seen:
+        assert listing == [], listing
+        assert cwd != ctx.tmp
+        env.pop("LD_PRELOAD", None)
+        env["LIBALLOC_RUN_DIR"] = len(env["LIBALLOC_RUN_DIR"])
+        envs.append(sorted(env.items()))
+    seen.clear()
+assert len(envs) == 8, len(envs)
+assert all(e == envs[0] for e in envs), envs
+print("same", len(envs))
+PY
+	[ "$status" -eq 0 ]
+	[ "$output" = "same 8" ] || [ "$output" = "skip" ]
+}
