@@ -1443,29 +1443,47 @@ LA_EXPORT void _Exit(int status)
 	_exit(status);
 }
 
+/* The run directory kept open (kept_dfd) for a file named before the process changes root
+ * or namespaces: the control thread may have named it (after the publish delay) without
+ * keeping the directory, and after a chroot the removal at exit would not find it by its
+ * path: the file was left behind for the next sweep. */
+static void keep_seg_dir(void)
+{
+	if (__atomic_load_n(&kept_dfd, __ATOMIC_ACQUIRE) >= 0 ||
+	    !__atomic_load_n(&seg_path[0], __ATOMIC_ACQUIRE))
+		return; /* kept already, or nothing named to remove */
+	int dfd = open_seg_dir(), none = -1;
+	if (dfd >= 0 && !__atomic_compare_exchange_n(&kept_dfd, &none, dfd, false, __ATOMIC_ACQ_REL,
+	                                             __ATOMIC_ACQUIRE))
+		close(dfd); /* another thread's chroot kept it first */
+}
+
 /* A process about to change its credentials, root or namespaces names its segment's file
  * first (shm_name_now), while it may still open its run directory: a worker that drops to
  * `user nobody` after the fork could not open root's 0700 directory any more, one that
  * chroots or enters other namespaces would not find it (those keep the directory open for
  * the removal at exit: keep). Then the program's call, libc's (its set*id calls change
  * every thread). A raw system call is not seen. */
-#define SHM_NAME_FIRST(fn, keep, params, args)                                     \
-	LA_EXPORT int fn params                                                    \
-	{                                                                          \
-		static int(*next) params;                                          \
-		int(*f) params = __atomic_load_n(&next, __ATOMIC_ACQUIRE);         \
-		if (!f) {                                                          \
-			f = (int(*) params)dlsym(RTLD_NEXT, #fn);                  \
-			__atomic_store_n(&next, f, __ATOMIC_RELEASE);              \
-		}                                                                  \
-		if (__atomic_load_n(&name_state, __ATOMIC_ACQUIRE) != NAME_IDLE && \
-		    seg_pid == os_getpid()) /* (not a vfork child's) */            \
-			shm_name_now(keep);                                        \
-		if (!f) {                                                          \
-			errno = ENOSYS;                                            \
-			return -1;                                                 \
-		}                                                                  \
-		return f args;                                                     \
+#define SHM_NAME_FIRST(fn, keep, params, args)                                           \
+	LA_EXPORT int fn params                                                          \
+	{                                                                                \
+		static int(*next) params;                                                \
+		int(*f) params = __atomic_load_n(&next, __ATOMIC_ACQUIRE);               \
+		if (!f) {                                                                \
+			f = (int(*) params)dlsym(RTLD_NEXT, #fn);                        \
+			__atomic_store_n(&next, f, __ATOMIC_RELEASE);                    \
+		}                                                                        \
+		if (seg_pid == os_getpid()) { /* (not a vfork child's) */                \
+			if (__atomic_load_n(&name_state, __ATOMIC_ACQUIRE) != NAME_IDLE) \
+				shm_name_now(keep);                                      \
+			if (keep)                                                        \
+				keep_seg_dir();                                          \
+		}                                                                        \
+		if (!f) {                                                                \
+			errno = ENOSYS;                                                  \
+			return -1;                                                       \
+		}                                                                        \
+		return f args;                                                           \
 	}
 SHM_NAME_FIRST(setuid, false, (uid_t u), (u))
 SHM_NAME_FIRST(seteuid, false, (uid_t u), (u))

@@ -332,6 +332,22 @@ stale_and_exec_ing() {
 	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
 }
 
+@test "a process named before it chroots still removes its file at exit" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (chroot)"
+	# named by its control thread at once, before the chroot: the chroot keeps the
+	# directory open then too (the file was left behind for the next sweep before)
+	mkdir "$T/jail2"
+	start_work LIBALLOC_PUBLISH_DELAY=0
+	local jailed=$WPID jfd=$WFD
+	[ "$(sv "$jailed" liveness)" = live ]
+	work "$jailed" "$jfd" chroot "$T/jail2"
+	work "$jailed" "$jfd" alloc 1M 1
+	work "$jailed" "$jfd" exit
+	wait "$jailed"
+	[ ! -e "$(seg "$jailed")" ]
+	[ "$(grep -c 'not published' "$T/err")" -eq 0 ]
+}
+
 @test "a process that closes every descriptor before its name is given is still named" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (/proc/PID/map_files)"
 	# sshd's closefrom at its start closes liballoc's descriptors too: the file is found
