@@ -16,6 +16,16 @@
 #   make install PREFIX=/usr/local
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
+# `make`, `make test`, `make asan`/`tsan` compile with one job per CPU unless the command
+# line sets -j (make -j1 stays serial): `make test` alone, the README's command, built its
+# ~90 test and benchmark programs one at a time. Not with other goals (`make clean all`
+# would run the two at once; `make bench` measures) nor in a sub-make (it shares its
+# parent's jobs).
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter-out all test asan tsan,$(or $(MAKECMDGOALS),all)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+endif
 
 ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 SAN ?=
