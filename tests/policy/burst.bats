@@ -1,16 +1,16 @@
 #!/usr/bin/env bats
 # san: skip
 # Anticipatory pre-population for a periodic burst (issue 20's bursty service): a service
-# that bursts to 32 MiB every second (longer where a burst takes more than a quarter of
-# that: burst_period) and frees it all (pressure_svc burst), with decay_ms
-# 200 so that its pages go back between bursts. After four bursts the library predicts the
-# next and populates its pages shortly before it: `allocctl stats` shows the predictions
-# hit and none missed, and the bursts after learning fault in far fewer pages than those it
-# learnt from (the service's own minor faults per burst: deterministic, where its times are
-# not; the largest of the first three, as a growth may get huge pages, a fault per 2 MiB,
-# while they come in faster than pages). Switched off (burst_predict 0) every burst faults
-# its pages in. In a memory cgroup the burst would take past 75 % of its limit, nothing is
-# prepared.
+# that bursts to 32 MiB every half second (longer where a burst takes more than a quarter
+# of that: burst_period) and frees it all (pressure_svc burst), with decay_ms 100-200
+# (burst_decay_ms) so that its pages go back between bursts. After four bursts the library
+# predicts the next and populates its pages shortly before it: `allocctl stats` shows the
+# predictions hit and none missed, and the bursts after learning fault in far fewer pages
+# than those it learnt from (the service's own minor faults per burst: deterministic, where
+# its times are not; the largest of the first three, as a growth may get huge pages, a
+# fault per 2 MiB, while they come in faster than pages). Switched off (burst_predict 0)
+# every burst faults its pages in. In a memory cgroup the burst would take past 75 % of its
+# limit, nothing is prepared.
 load common
 
 setup() { pol_setup; }
@@ -25,12 +25,18 @@ counter() { "$ALLOCCTL" --json stats "$1" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p
 
 # burst_period: the service's period in ms, set so that every burst leaves it time to idle
 # on this machine as it is now: four times what one 32 MiB burst takes here (its first, as
-# the learning bursts are), 1 s at least. Two CPU burners beside the suite (load ~20) made
-# a burst take 1.7-2.1 s: with a 1 s period the bursts ran back to back, none periodic.
+# the learning bursts are), 500 ms at least (2.5 times the 200 ms the library's shortest
+# learnt interval is; each test waits for 12 bursts: a 1 s floor made them 12 s each on a
+# quiet machine). Two CPU burners beside the suite (load ~20) made a burst take 1.7-2.1 s:
+# with a 1 s period the bursts ran back to back, none periodic.
 burst_period() {
 	env LIBALLOC_MADVISE_THROTTLE=0 LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" burst 32M 1000 0.001 |
-		awk '$1 == "burst" {ms = int($5 * 4000) + 1} END {print (ms == 0 ? 0 : ms > 1000 ? ms : 1000)}'
+		awk '$1 == "burst" {ms = int($5 * 4000) + 1} END {print (ms == 0 ? 0 : ms > 500 ? ms : 500)}'
 }
+
+# burst_decay_ms PERIOD: the service's decay_ms, a fifth of its period up to 200 ms (what it
+# was at every period while the floor was 1 s), so that its pages go back between bursts
+burst_decay_ms() { echo $(($1 / 5 < 200 ? $1 / 5 : 200)); }
 
 # run_bursts OUT ENV...: the service, 32 MiB every burst_period (killed once 12 bursts are
 # out: time is not what the test asserts); sets SVC. madvise_throttle 0 turns
@@ -43,9 +49,9 @@ run_bursts() {
 	local out=$1 period
 	shift
 	period=$(burst_period)
-	[ "$period" -ge 1000 ] || { echo "no burst measured: '$period'"; false; }
-	env LIBALLOC_MADVISE_THROTTLE=0 "$@" LIBALLOC_DECAY_MS=200 LD_PRELOAD="$LIBALLOC_SO" \
-		"$PRESSURE_SVC" burst 32M "$period" $((period * 30 / 1000)) >"$out" 3>&- &
+	[ "$period" -ge 500 ] || { echo "no burst measured: '$period'"; false; }
+	env LIBALLOC_MADVISE_THROTTLE=0 "$@" LIBALLOC_DECAY_MS="$(burst_decay_ms "$period")" \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" burst 32M "$period" $((period * 30 / 1000)) >"$out" 3>&- &
 	SVC=$!
 	POL_PIDS+=("$SVC")
 	wait_for listed "$SVC"
@@ -101,11 +107,14 @@ run_bursts() {
 	# 40 MiB: a 32 MiB burst fits, but 75 % of the limit (30 MiB) does not hold it
 	make_cgroup $((40 << 20))
 	start_daemon
-	start_in_cgroup "$P/cg.out" env LIBALLOC_DECAY_MS=200 LD_PRELOAD="$LIBALLOC_SO" \
-		"$PRESSURE_SVC" burst 32M 1000 30
+	local period
+	period=$(burst_period)
+	[ "$period" -ge 500 ] || { echo "no burst measured: '$period'"; false; }
+	start_in_cgroup "$P/cg.out" env LIBALLOC_DECAY_MS="$(burst_decay_ms "$period")" \
+		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" burst 32M "$period" $((period * 30 / 1000))
 	SVC=$BG_PID
 	wait_for listed "$SVC"
-	wait_for -t 60 bursts_seen 12 "$P/cg.out"
+	wait_for -t $((period * 12 * 3 / 1000 + 30)) bursts_seen 12 "$P/cg.out"
 	[ "$(counter "$SVC" burst_hits)" = 0 ] || { cat "$P/cg.out"; "$ALLOCCTL" stats "$SVC"; false; }
 	[ "$(counter "$SVC" burst_prepared_bytes)" = 0 ]
 	[ "$(oom_kills)" = 0 ]
