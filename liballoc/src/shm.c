@@ -1001,6 +1001,16 @@ static bool link_unnamed(int fd, int dfd, const char *name)
  * (a worker that dropped to `nobody` cannot open root's 0700 directory again). */
 static int kept_dfd = -1;
 
+/* dfd kept as kept_dfd, or closed if a directory is kept already (another thread's chroot,
+ * unshare or setns kept it first). */
+static void keep_or_close(int dfd)
+{
+	int none = -1;
+	if (!__atomic_compare_exchange_n(&kept_dfd, &none, dfd, false, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE))
+		close(dfd);
+}
+
 /* Is fd the directory the segment was published in (the same device and inode as then)? */
 static bool is_seg_dir(int fd)
 {
@@ -1123,8 +1133,8 @@ static LA_NOINLINE bool name_file(bool keep)
 		return false;
 	}
 	publish_path();
-	if (keep && kept_dfd < 0)
-		kept_dfd = dfd;
+	if (keep)
+		keep_or_close(dfd);
 	else
 		close(dfd);
 	return true;
@@ -1452,10 +1462,9 @@ static void keep_seg_dir(void)
 	if (__atomic_load_n(&kept_dfd, __ATOMIC_ACQUIRE) >= 0 ||
 	    !__atomic_load_n(&seg_path[0], __ATOMIC_ACQUIRE))
 		return; /* kept already, or nothing named to remove */
-	int dfd = open_seg_dir(), none = -1;
-	if (dfd >= 0 && !__atomic_compare_exchange_n(&kept_dfd, &none, dfd, false, __ATOMIC_ACQ_REL,
-	                                             __ATOMIC_ACQUIRE))
-		close(dfd); /* another thread's chroot kept it first */
+	int dfd = open_seg_dir();
+	if (dfd >= 0)
+		keep_or_close(dfd);
 }
 
 /* A process about to change its credentials, root or namespaces names its segment's file
