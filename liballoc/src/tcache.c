@@ -32,6 +32,15 @@ static const struct {
  * relocation). Only the fast paths read them; the first is bin_none's counterpart. */
 const struct tbin tc_idle_bins[1 + LA_NCLASSES] = {[0 ... LA_NCLASSES] = {.top = tc_no_slots}};
 
+/* tc_large_fit[w]: the mask bits of the exact bins of w to w + w / 4 pages (bit k: k + 1
+ * pages; entry 0, no request, none) */
+#define LARGE_FIT(w)   ((w) ? ((2ULL << ((w) / 4)) - 1) << ((w)-1) : 0)
+#define LARGE_FIT4(w)  LARGE_FIT(w), LARGE_FIT((w) + 1), LARGE_FIT((w) + 2), LARGE_FIT((w) + 3)
+#define LARGE_FIT16(w) LARGE_FIT4(w), LARGE_FIT4((w) + 4), LARGE_FIT4((w) + 8), LARGE_FIT4((w) + 12)
+const uint64_t tc_large_fit[TC_LARGE_FIT_MAX + 1] = {LARGE_FIT16(0), LARGE_FIT16(16),
+                                                     LARGE_FIT16(32), LARGE_FIT4(48)};
+_Static_assert(TC_LARGE_FIT_MAX + 1 == 52, "the table's initialiser names every entry");
+
 /* Point the fast paths of tc at its own bins (own) or at the idle bins (a flusher takes the
  * cache; not set up; exited; malloc's and free's, both through bins_at): SEQ_CST where a flusher
  * takes the cache (take_cache's half of the handshake), relaxed elsewhere (set-up and exit

@@ -661,6 +661,17 @@ LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want, uint32_
 	return s;
 }
 
+/* A malloc's request of want pages up to TC_LARGE_FIT_MAX takes from the exact bins alone,
+ * those of want to want + want / 4 pages (no bin past the mask): tc_large_fit[want] is
+ * their mask bits (tcache.c), the bins of large_mask to look at with one `and`, the bin of
+ * the lowest bit left the closest fit (medsizes: the bins' mask from the page count took
+ * ~10 instructions more a hit: two shifts by a count, the index added back). */
+#define TC_LARGE_FIT_MAX 51u
+_Static_assert(TC_LARGE_FIT_MAX + TC_LARGE_FIT_MAX / 4 <= TC_LARGE_EXACT &&
+                       (TC_LARGE_FIT_MAX + 1) + (TC_LARGE_FIT_MAX + 1) / 4 > TC_LARGE_EXACT,
+               "the fit table covers the page counts whose quarter more is an exact bin");
+extern const uint64_t tc_large_fit[TC_LARGE_FIT_MAX + 1];
+
 /* arena_alloc_large for the calling thread's cache, its first half: the slot's closest
  * block of the page count or up to a quarter more (room, a realloc's move: an eighth;
  * align at most LA_PAGE), with no lock, or NULL: then tcache_alloc_large_slow. Inline in
@@ -672,7 +683,8 @@ LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want, uint32_
 LA_INLINE struct span *tcache_large_take_live(struct tcache *tc, size_t size, bool room)
 {
 	if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
-		uint32_t want = (uint32_t)(la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT);
+		size_t np = la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT; /* (no extension) */
+		uint32_t want = (uint32_t)np;
 		/* a malloc takes a block up to a quarter longer, as a realloc's move asks
 		 * for a quarter more (malloc.c: its slack), which takes one up to an eighth
 		 * longer than that (sizes at random over the 8 page counts above the classes,
@@ -681,7 +693,11 @@ LA_INLINE struct span *tcache_large_take_live(struct tcache *tc, size_t size, bo
 		 * slot's blocks serve, not new runs of the heap) */
 		uint32_t over = room ? want / 8 : want / 4;
 		struct span *s = NULL;
-		if (want + over <= TC_LARGE_EXACT) { /* the exact bins alone */
+		if (!room && np <= TC_LARGE_FIT_MAX) { /* (want + over <= TC_LARGE_EXACT) */
+			uint64_t m = tc->large_mask & tc_large_fit[np];
+			if (m)
+				s = large_pop_exact(tc, (unsigned)__builtin_ctzll(m));
+		} else if (want + over <= TC_LARGE_EXACT) { /* the exact bins alone */
 			uint64_t m = tc->large_mask >> (want - 1) & ((2ULL << over) - 1);
 			if (m)
 				s = large_pop_exact(tc, want - 1 + (unsigned)__builtin_ctzll(m));

@@ -2127,6 +2127,41 @@ Test(large_slot, a_malloc_takes_a_block_up_to_a_quarter_longer)
 	A(free)(keep);
 }
 
+/* ... at every page count: a malloc of w pages takes the shortest block of w to w + w / 4
+ * pages, not one a page shorter nor one a page longer than that, across the exact bins
+ * (malloc's look through tc_large_fit up to TC_LARGE_FIT_MAX pages, tcache.h) and past them
+ * (from 52 pages a quarter more reaches the long bin: large_fit). */
+Test(large_slot, a_malloc_of_each_page_count_takes_the_closest_block_up_to_a_quarter_longer)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	for (unsigned w = 10; w <= 60; w++) { /* (9 pages: s would be a small block) */
+		unsigned q = w + w / 4;
+		la_tcache.gc_large = 0; /* no cold-bin sweep: the slot stays in use */
+		char *s = A(malloc)((w - 1) * 4096), *b = A(malloc)(q * 4096);
+		char *c = A(malloc)((q + 1) * 4096);
+		A(free)(b);
+		A(free)(c);
+		A(free)(s);
+		cr_assert_eq(tcache_large_bytes(), (uint64_t)(w - 1 + q + q + 1) * 4096,
+		             "(set-up: %u pages, all three in the slot)", w);
+		char *r = A(malloc)(w * 4096);
+		cr_assert_eq(r, b, "%u pages: the block of %u pages", w, q);
+		cr_assert_eq(tcache_large_bytes(), (uint64_t)(w - 1 + q + 1) * 4096);
+		/* (from PARKED_SPLIT_PAGES on, the miss parks c and the arena may split it: t
+		 * is then c's start, its w pages alone usable) */
+		char *t = A(malloc)(w * 4096);
+		cr_assert(t != s && A(malloc_usable_size)(t) < (q + 1) * 4096,
+		          "%u pages: neither the block of %u nor that of %u pages", w, q + 1,
+		          w - 1);
+		A(free)(t);
+		A(free)(r);
+		tcache_flush_large_all();
+	}
+	A(free)(keep);
+}
+
 /* A realloc's move asks for a quarter more than n already (its slack): it takes a block up
  * to an eighth longer than that, not a quarter (a quarter there too raised realloc-growth's
  * peak: the slot's longer blocks went to buffers that grow on). */
