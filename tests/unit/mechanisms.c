@@ -2162,6 +2162,39 @@ Test(large_slot, a_malloc_of_each_page_count_takes_the_closest_block_up_to_a_qua
 	A(free)(keep);
 }
 
+/* The bound's victim counts the long bin's blocks as it counts an exact bin's (tcache.h,
+ * large_push: each bin's count, the long bin's last in large_n): three blocks of 70 pages
+ * against two of 20, the oldest of 70 goes. */
+Test(large_slot, the_bound_counts_the_long_bins_blocks_too)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	char *l[3], *e[2];
+	for (unsigned i = 0; i < 3; i++)
+		l[i] = A(malloc)(70 * 4096);
+	for (unsigned i = 0; i < 2; i++)
+		e[i] = A(malloc)(20 * 4096);
+	for (unsigned i = 0; i < 2; i++)
+		A(free)(e[i]);
+	for (unsigned i = 0; i < 3; i++)
+		A(free)(l[i]); /* 250 pages */
+	cr_assert_eq(tcache_large_bytes(), 250 * 4096, "(set-up)");
+	char *x = A(malloc)(10 * 4096);
+	A(free)(x); /* 260 pages above the bound of 256: l[0] goes (three of 70, two of 20) */
+	cr_assert_eq(tcache_large_bytes(), 190 * 4096, "the oldest of the long bin went");
+	for (int i = 1; i >= 0; i--)
+		cr_assert_eq(A(malloc)(20 * 4096), e[i], "the blocks of 20 pages stayed");
+	for (int i = 2; i >= 1; i--)
+		cr_assert_eq(A(malloc)(70 * 4096), l[i]);
+	cr_assert_eq(tcache_large_bytes(), 10 * 4096, "x left; l[0] went back");
+	for (unsigned i = 0; i < 2; i++)
+		A(free)(e[i]);
+	for (unsigned i = 1; i < 3; i++)
+		A(free)(l[i]);
+	A(free)(keep);
+}
+
 /* A realloc's move asks for a quarter more than n already (its slack): it takes a block up
  * to an eighth longer than that, not a quarter (a quarter there too raised realloc-growth's
  * peak: the slot's longer blocks went to buffers that grow on). */
