@@ -100,7 +100,7 @@ void sigbus_install_handler(void);
 /* Free memory was retained: make sure the control thread will run a decay pass (the
  * call only when it is not armed yet). */
 void shm_note_retained_slow(void);
-extern uint32_t shm_decay_armed;
+extern uint32_t shm_decay_armed __attribute__((visibility("hidden")));
 LA_INLINE void shm_note_retained(void)
 {
 	if (unlikely(!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED)))

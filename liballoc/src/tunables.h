@@ -18,7 +18,7 @@ struct tun_def {
 };
 
 extern const struct tun_def tun_defs[LA_NTUNABLES];
-extern int64_t tun_values[LA_NTUNABLES];
+extern int64_t tun_values[LA_NTUNABLES] __attribute__((visibility("hidden")));
 extern uint32_t tun_source[LA_NTUNABLES]; /* la_source of each value */
 
 #define TUN(name)  __atomic_load_n(&tun_values[LA_TUNABLE_##name], __ATOMIC_RELAXED)

@@ -456,6 +456,19 @@ text_load() {
 	[ "$((page - end))" -ge 512 ]
 }
 
+@test "liballoc's code reads the tunables and the decay flag at their own addresses, not through the GOT" {
+	# tun_values and shm_decay_armed are declared hidden (tunables.h, shm.h): -fvisibility=hidden
+	# marks a definition, not an extern declaration, so gcc addressed them through the GOT
+	# (GOTPCRELX, which ld turns into a lea: an instruction more a read). The large pair reads
+	# both (malloc_large: mmap_threshold; free: madvise_throttle, the decay flag): medsizes
+	# 1000 300000 65536 -465k instructions (session 38, medsizes38).
+	[ -d "${BUILD:-}/obj/liballoc/src" ] || skip "no \$BUILD/obj/liballoc/src"
+	run bash -c "readelf -r -W '$BUILD'/obj/liballoc/src/*.o | grep -E 'GOTPCREL.* (tun_values|shm_decay_armed) '"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ -z "$output" ]
+}
+
 @test "liballoc.so has no DT_FINI: a process's exit runs no code on its text's last page" {
 	# _fini (crti/crtn) is empty; ld.so called it at every exit, after the destructors
 	# (.fini_array, kept), faulting in the window of rare code at the text's end
