@@ -215,8 +215,8 @@ LA_INLINE uint32_t xfer_depth(const struct arena *a)
 	return ((uint32_t)a->xfer_earned + 1u) * XF_CHUNK;
 }
 
-extern struct arena arenas[LA_ARENAS_MAX];
-extern uint32_t arena_count; /* arenas initialised (atomic, grows only) */
+extern LA_HIDDEN struct arena arenas[LA_ARENAS_MAX];
+extern LA_HIDDEN uint32_t arena_count; /* arenas initialised (atomic, grows only) */
 
 /* Safe-linking of free-list links (like glibc's): the stored value is the next pointer
  * xor the link's own address >> 12, so a stray overwrite rarely forms a valid pointer. */
@@ -454,7 +454,7 @@ void arena_large_return(struct arena *a, struct span *const *v, uint32_t n, bool
  * must lie side by side set it to 0: no grid) */
 #define LARGE_GRID_PAGES     16u
 #define LARGE_GRID_MAX_PAGES 64u
-extern uint32_t arena_large_grid;
+extern LA_HIDDEN uint32_t arena_large_grid;
 _Static_assert((LARGE_GRID_PAGES & (LARGE_GRID_PAGES - 1)) == 0, "fit_on_grid masks by it");
 _Static_assert(LARGE_GRID_PAGES == HEAP_GRID_PAGES,
                "a large heap's blocks on the grid have their grid page's descriptor");
@@ -529,7 +529,8 @@ bool arena_resize_large(struct arena *a, void *p, size_t size);
  * bound alone would leave room for tens of thousands of mappings, all of them taken from
  * what the program's own mmap calls may use */
 #define MOVE_MAX_PER_PROCESS 1024u
-extern uint32_t arena_moves; /* moves tried in this process (forked children inherit them) */
+extern LA_HIDDEN uint32_t
+        arena_moves; /* moves tried in this process (forked children inherit them) */
 bool arena_move_large(void *p, void *q);
 /* Usable bytes of a heap block (validated by the caller). */
 LA_INLINE size_t arena_usable(struct heap *h, struct span *s, void *p)

@@ -13,6 +13,11 @@
 /* Exported symbols. Sanitizer builds compile with LA_PREFIX=la_ so the sanitizer keeps
  * its own malloc and our entry points are la_malloc, la_free, ... */
 #define LA_EXPORT __attribute__((visibility("default")))
+/* liballoc's own data, declared extern in its headers: -fvisibility=hidden marks a
+ * definition, not an extern declaration, and gcc addressed every such variable through the
+ * GOT (GOTPCRELX, which ld relaxes to a lea: an instruction more at each read of a scalar).
+ * Declared hidden, it is read at its own address. */
+#define LA_HIDDEN __attribute__((visibility("hidden")))
 #ifdef LA_PREFIX
 #define LA_CAT2(a, b) a##b
 #define LA_CAT(a, b)  LA_CAT2(a, b)
@@ -96,7 +101,7 @@ static inline size_t la_align_up(size_t n, size_t a)
  * instruction where the CPU has it (la_popcnt: la_popcount_boot, at the start, before any
  * heap exists; libgcc's count until then). A whole run of logicmin 60 counts ~610 words
  * (heap_bits_set in the refills' carvings, heap_resident_in), CPython test_dict ~1,800. */
-extern bool la_popcnt;
+extern LA_HIDDEN bool la_popcnt;
 void la_popcount_boot(void);
 LA_INLINE uint32_t la_popcount64(uint64_t x)
 {

@@ -42,7 +42,7 @@ void op_measure(void);
  * each free cost 2-35 us a 4 MiB run here, more than the step that freed it). Callable
  * with an arena's lock held: one clock read and a wake per period. */
 #define MEASURE_SOON_NS 1000000000ull
-extern uint64_t op_measure_due_ns; /* atomic: the deadline (0: none asked) */
+extern LA_HIDDEN uint64_t op_measure_due_ns; /* atomic: the deadline (0: none asked) */
 void op_measure_soon_slow(void);
 LA_INLINE void op_measure_soon(void)
 {

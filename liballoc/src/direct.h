@@ -50,7 +50,7 @@ uint32_t direct_heaps_grew(struct heap *h, uint32_t from, uint32_t n, uint32_t f
  * resident: only a buffer realloc grew, kept where it is (direct_free), serves them. */
 uint32_t direct_heaps_refill_slow(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh);
 /* bytes of the cached mappings kept for the heaps (atomic; direct_lock's to write) */
-extern uint64_t direct_lend_bytes;
+extern LA_HIDDEN uint64_t direct_lend_bytes;
 LA_INLINE uint32_t direct_heaps_refill(struct heap *h, uint32_t from, uint32_t n, uint32_t fresh)
 {
 	if (likely(!__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)))
@@ -64,7 +64,7 @@ LA_INLINE uint32_t direct_heaps_refill(struct heap *h, uint32_t from, uint32_t n
  * NULL when none is kept. */
 void *direct_alloc_kept_slow(size_t size);
 /* the earliest time the control thread unmaps one of those (0: none kept; atomic) */
-extern uint64_t direct_lend_due_ns;
+extern LA_HIDDEN uint64_t direct_lend_due_ns;
 LA_INLINE void *direct_alloc_kept(size_t size)
 {
 	if (likely(!__atomic_load_n(&direct_lend_due_ns, __ATOMIC_RELAXED)))

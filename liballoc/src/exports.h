@@ -38,7 +38,6 @@ LA_EXPORT void LA_API(malloc_stats)(void);
  * indirect jump. (cfree, free_sized, free_aligned_sized and reallocarray still call the
  * exported free and realloc: see cfree.) tests/e2e/interpose.bats counts what such a
  * library sees. */
-#define LA_HIDDEN         __attribute__((visibility("hidden")))
 #define LA_OWN_DECL(name) LA_HIDDEN __attribute__((copy(LA_API(name))))
 LA_OWN_DECL(malloc) void *la_own_malloc(size_t n);
 LA_OWN_DECL(free) void la_own_free(void *p);

@@ -278,7 +278,7 @@ LA_INLINE unsigned pm_class(uint32_t e)
  * path reads a slot for every pointer with no bound test (heap_owner_slot_any). */
 #define LA_ADDR_BITS  47
 #define LA_HEAP_SLOTS (1ULL << (LA_ADDR_BITS - LA_HEAP_SHIFT))
-extern uint64_t heap_owner[LA_HEAP_SLOTS];
+extern LA_HIDDEN uint64_t heap_owner[LA_HEAP_SLOTS];
 
 /* The owner-table index of the 64 MiB around address a (a below 1 << LA_ADDR_BITS) */
 LA_INLINE uintptr_t heap_owner_index(uintptr_t a)
@@ -488,12 +488,12 @@ LA_INLINE void *span_base(struct heap *h, const struct span *s)
 #define HEAP_DECAY_TICKS 4u
 #define HEAP_TICK        2u
 #define HEAP_PERIOD      (HEAP_DECAY_TICKS * HEAP_TICK) /* decay_ms in heap_epoch units */
-extern uint32_t heap_epoch;
+extern LA_HIDDEN uint32_t heap_epoch;
 /* The decay pass may sleep through ticks in which nothing can come of age (control.c).
  * Then heap_epoch is the last pass's tick + 1: odd, so that pages freed during the sleep
  * are told apart (they age as that tick's until the pass mends them), and this is 1 until
  * the first page stamp after it (which wakes the thread) or the pass clears it. */
-extern uint32_t heap_skip;
+extern LA_HIDDEN uint32_t heap_skip;
 
 /* The throttle with a decay pass: a heap is nearly empty when it holds this many times more
  * free resident pages than pages in use (arena.c give_back_heap). */
@@ -655,14 +655,14 @@ uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32
 #define HEAP_HUGE_RATE      1024u /* pages the last windows took, at least, for huge ranges */
 /* ns per page of populates with huge ranges and without, moving averages (atomics, 0:
  * none yet) */
-extern uint32_t heap_huge_cost, heap_page_cost;
+extern LA_HIDDEN uint32_t heap_huge_cost, heap_page_cost;
 /* 0: huge ranges while they cost less (above); 1: always, at any fast growth (above
  * HEAP_FAST_PAGES), -1: never (tests set it) */
-extern int heap_huge_policy;
+extern LA_HIDDEN int heap_huge_policy;
 /* Forks this process descends from, modulo 256 (the child's handler adds one): a heap's
  * populate-ahead window begun under another count (h->fresh_forks) is the parent's growth,
  * not this process's, and counts nothing (heap_populate_ahead). */
-extern uint8_t heap_forks;
+extern LA_HIDDEN uint8_t heap_forks;
 /* May a populate at time now (os_now_ns) use huge ranges? A try after they lost counts:
  * the next one is HEAP_HUGE_RETRY_MS later. */
 bool heap_huge_worth(uint64_t now);

@@ -76,7 +76,7 @@ static inline void la_lock_reinit(struct la_lock *l)
  * (la_lock_slow): in FUTEX_LOCK_PI the kernel spins a waiter as long as the owner runs, and
  * the forking thread runs for the whole copy of the address space. la_fork_waiting counts
  * the sleepers (la_fork_end wakes them only then). */
-extern uint32_t la_forker, la_fork_waiting;
+extern LA_HIDDEN uint32_t la_forker, la_fork_waiting;
 
 static inline void la_fork_begin(void)
 {

@@ -38,7 +38,7 @@ int os_populate(void *p, size_t size, struct la_counters *c);
  * advice they are counted with in madvise_calls/madvise_bytes: so that a test of the throttle
  * counts the calls that give pages back, not a growth's populates (populate-ahead, a fresh
  * first page: heap.c). Not published (the segment's counters stay as they are). */
-extern uint64_t os_populate_calls, os_populate_bytes;
+extern LA_HIDDEN uint64_t os_populate_calls, os_populate_bytes;
 /* Transparent huge pages on [p, p+size) (2 MiB-aligned, whole 2 MiB ranges) from its next
  * faults on (MADV_HUGEPAGE), or off again (MADV_NOHUGEPAGE: its faults are a page each and
  * khugepaged leaves it alone): 0 or an errno value (EINVAL: a kernel without THP). */
@@ -62,7 +62,7 @@ bool os_thp_always(void);
 bool os_thp_pmd_always(void);
 /* Where the three above read the kernel's THP modes (tests point it at a directory of their
  * own, then call os_huge_reread: all are read again at their next call). */
-extern const char *os_thp_dir;
+extern LA_HIDDEN const char *os_thp_dir;
 void os_huge_reread(void);
 /* Bytes of [p, p+size) that are resident, via mincore. */
 size_t os_resident(void *p, size_t size);

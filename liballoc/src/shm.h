@@ -17,7 +17,7 @@ struct la_shm_arena *shm_process_block(void);
 /* The segment's memory (shm.c: the file is mapped over it, at the same address) and its
  * layout: the header, the tunables, the class entries (their sizes alone), the process
  * block, then every arena's block followed by its class statistics (one stride each). */
-extern char shm_seg_area[];
+extern LA_HIDDEN char shm_seg_area[];
 #define SHM_OFF_TUNABLES (((sizeof(struct la_shm_header)) + 7) & ~(size_t)7)
 #define SHM_OFF_CLASSES  (SHM_OFF_TUNABLES + LA_NTUNABLES * sizeof(struct la_shm_tunable))
 #define SHM_CLASS_STRIDE sizeof(uint64_t)
@@ -77,7 +77,7 @@ bool shm_reap_pending(void);
  * start and again by the control thread after dlopen calls). */
 void shm_detect_foreign(void);
 /* dlopen calls so far (the control thread looks again after each: control.c) */
-extern uint32_t shm_dlopens;
+extern LA_HIDDEN uint32_t shm_dlopens;
 const char *shm_path(void);
 /* In a forked child, before anything writes the segment: move off the parent's file to a
  * file of the child's own holding a copy (private memory where it cannot be made), which
@@ -100,7 +100,7 @@ void sigbus_install_handler(void);
 /* Free memory was retained: make sure the control thread will run a decay pass (the
  * call only when it is not armed yet). */
 void shm_note_retained_slow(void);
-extern uint32_t shm_decay_armed __attribute__((visibility("hidden")));
+extern LA_HIDDEN uint32_t shm_decay_armed;
 LA_INLINE void shm_note_retained(void)
 {
 	if (unlikely(!__atomic_load_n(&shm_decay_armed, __ATOMIC_RELAXED)))
@@ -126,15 +126,15 @@ void shm_kick_control(uint64_t due_ns);
  * pass armed now would run (UINT64_MAX: none: decay_ms 0). The thread writes the pass's
  * first, the sleep's last, before it sleeps; a kicker reads them in the other order,
  * after its kick (shm_kick_control). */
-extern uint64_t shm_control_wake_ns, shm_control_tick_ns;
-extern uint32_t shm_kicks;
+extern LA_HIDDEN uint64_t shm_control_wake_ns, shm_control_tick_ns;
+extern LA_HIDDEN uint32_t shm_kicks;
 /* set on the control thread: its own kicks bump shm_kicks and wake no one */
 extern __thread uint8_t shm_is_control __attribute__((tls_model("initial-exec")));
 /* the control thread's own kicks (only it reads and writes it) */
-extern uint32_t shm_own_kicks;
+extern LA_HIDDEN uint32_t shm_own_kicks;
 /* set while the control thread's decay pass flushes cold thread caches (only it reads and
  * writes it): what the flush retains does not arm the next pass, which the rest of that
  * pass decides (control.c op_decay) */
-extern uint8_t shm_decay_flushing;
+extern LA_HIDDEN uint8_t shm_decay_flushing;
 
 #endif

@@ -54,30 +54,31 @@
 #define SC_UPPER_STEP     128u
 #define SC_UPPER_BUCKETS  ((LA_SMALL_MAX - SC_UPPER_FROM) / SC_UPPER_STEP)
 
-extern const uint32_t sc_size[LA_NCLASSES];
-extern const uint32_t sc_pages[LA_NCLASSES];
-extern const uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
+extern LA_HIDDEN const uint32_t sc_size[LA_NCLASSES];
+extern LA_HIDDEN const uint32_t sc_pages[LA_NCLASSES];
+extern LA_HIDDEN const uint32_t sc_blocks[LA_NCLASSES]; /* blocks per span */
 /* ceil(2^32 / size) by class + 1, and 0 at 0: indexed by a page-map entry's class field
  * (0 on pages that are not small: a reciprocal of 0 makes no offset divisible) */
-extern const uint32_t sc_recip_pm[LA_NCLASSES + 1];
+extern LA_HIDDEN const uint32_t sc_recip_pm[LA_NCLASSES + 1];
 /* the same by class: offset / size by multiply (one table: the classes' tables and the
  * rest of .data and .bss share the page the heap-owner table starts on, owner.ld) */
 #define sc_recip (sc_recip_pm + 1)
-extern const uint16_t sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
+extern LA_HIDDEN const uint16_t
+        sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
 /* The size realloc moves a block of the class to when it grows past it by a few bytes:
  * half as large again, at most SC_GROW_MAX (malloc.c, realloc_small_move; a block that
  * grows by more, an array doubling, moves to n's class). A string appended to 1-16 B a
  * step crossed every class boundary on its way up, a copy each (27 to 2 KiB), and the
  * strings growing together left blocks spread over spans in every class they crossed
  * (bench strbuild, bench/README.md: spread31, strbuild32). */
-extern const uint16_t sc_grow[LA_NCLASSES];
+extern LA_HIDDEN const uint16_t sc_grow[LA_NCLASSES];
 #define SC_GROW_MAX 16384u
 /* The class of each request size n <= SC_UPPER_FROM, times 4: a constant table (.rodata,
  * shared, written by no process), indexed by n itself, so that malloc's fast path finds its
  * bin with one load and no arithmetic (times 8, a thread cache's bin is 32 bytes: the bin's
  * offset, tcache.h). It restates the class rules below 1 KiB that sc_compute applies:
  * tests/unit/sizeclass.c checks every entry against sc_size. */
-extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
+extern LA_HIDDEN const uint8_t sc_small4[SC_UPPER_FROM + 1];
 /* sc_small4: the class of n <= 1024 (sc_compute's first classes: 16-byte steps to 128, then
  * four per doubling with a fifth at 2^k + 2^k/8 from 256), times 4 */
 #define SC_CLS_(n)                               \
@@ -105,14 +106,14 @@ extern const uint8_t sc_small4[SC_UPPER_FROM + 1];
 		SC_S256_(0), SC_S256_(256), SC_S1_(512) \
 	}
 /* (n - SC_UPPER_FROM - 1) / SC_UPPER_STEP -> the class of the bucket's first size */
-extern const uint8_t sc_upper[SC_UPPER_BUCKETS];
+extern LA_HIDDEN const uint8_t sc_upper[SC_UPPER_BUCKETS];
 /* Alignments of small aligned requests, 2 * LA_ALIGN to LA_PAGE (32 B to 4 KiB), and a row
  * of sc_aligned for each: row log2(align) - SC_ALIGN_LG0, entry c the first class from c up
  * whose size is a multiple of align, at row * SC_ALIGN_ROW + c (rows of 64: a shift) */
 #define SC_ALIGN_LG0 5u
 #define SC_ALIGNS    8u
 #define SC_ALIGN_ROW 64u
-extern const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW];
+extern LA_HIDDEN const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW];
 _Static_assert(LA_NCLASSES <= SC_ALIGN_ROW, "a row of sc_aligned holds every class");
 
 /* The tables as sc_compute builds them (the build's program prints them as constants) */

@@ -408,7 +408,7 @@ extern __thread struct tcache la_tcache __attribute__((tls_model("initial-exec")
  * a NULL slot (a pop finds nothing), end NULL (below top: a push finds no room), a
  * reciprocal of 0 (free's block-start check fails), never written. The fast paths' bins_at
  * is either TC_IDLE_BINS or the cache's own bins; the first is bin_none's counterpart. */
-extern const struct tbin tc_idle_bins[1 + LA_NCLASSES];
+extern LA_HIDDEN const struct tbin tc_idle_bins[1 + LA_NCLASSES];
 #define TC_IDLE_BINS ((struct tbin *)&tc_idle_bins[1])
 /* Word 1 of a block sitting free in a cache, a span's free list or a hand-over batch holds
  * this; malloc clears it. A free that finds it looks for the block where it could be free
@@ -418,7 +418,7 @@ extern const struct tbin tc_idle_bins[1 + LA_NCLASSES];
  * no pointer a program stores), odd (no aligned pointer), as an integer an arbitrary
  * negative one, as a double a NaN; free compares it as a sign-extended 32-bit immediate. */
 #define LA_KEY       0xffffffffa3b5c7e9ull
-extern uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
+extern LA_HIDDEN uint32_t tcache_gen; /* bumped when tcache_max_bytes changes */
 
 void tcache_boot(void);
 /* Slow paths of the owner. */
@@ -679,7 +679,7 @@ LA_INLINE struct span *large_fit(const struct tcache *tc, uint32_t want, uint32_
 _Static_assert(TC_LARGE_FIT_MAX + TC_LARGE_FIT_MAX / 4 <= TC_LARGE_EXACT &&
                        (TC_LARGE_FIT_MAX + 1) + (TC_LARGE_FIT_MAX + 1) / 4 > TC_LARGE_EXACT,
                "the fit table covers the page counts whose quarter more is an exact bin");
-extern const uint64_t tc_large_fit[TC_LARGE_FIT_MAX + 1];
+extern LA_HIDDEN const uint64_t tc_large_fit[TC_LARGE_FIT_MAX + 1];
 
 /* arena_alloc_large for the calling thread's cache, its first half: the slot's closest
  * block of the page count or up to a quarter more (room, a realloc's move: an eighth;

@@ -17,9 +17,9 @@ struct tun_def {
 	const char *help;
 };
 
-extern const struct tun_def tun_defs[LA_NTUNABLES];
-extern int64_t tun_values[LA_NTUNABLES] __attribute__((visibility("hidden")));
-extern uint32_t tun_source[LA_NTUNABLES]; /* la_source of each value */
+extern LA_HIDDEN const struct tun_def tun_defs[LA_NTUNABLES];
+extern LA_HIDDEN int64_t tun_values[LA_NTUNABLES];
+extern LA_HIDDEN uint32_t tun_source[LA_NTUNABLES]; /* la_source of each value */
 
 #define TUN(name)  __atomic_load_n(&tun_values[LA_TUNABLE_##name], __ATOMIC_RELAXED)
 #define TUN_ID(id) __atomic_load_n(&tun_values[id], __ATOMIC_RELAXED)
@@ -44,7 +44,7 @@ struct tun_hold {
 	int64_t revert_value;
 	uint32_t revert_source;
 };
-extern struct tun_hold tun_holds[LA_NTUNABLES];
+extern LA_HIDDEN struct tun_hold tun_holds[LA_NTUNABLES];
 /* Parse a value for tunable id from text (human units for sizes, true/false for bools). */
 int tun_parse(int id, const char *text, int64_t *out, char *reason, size_t len);
 /* Read LIBALLOC_<NAME> from the environment (no allocation; before main is fine).
