@@ -865,7 +865,7 @@ LA_EXPORT void *LA_API(calloc)(size_t nmemb, size_t size)
 LA_INLINE bool realloc_keeps(const struct span *s, size_t have, size_t n)
 {
 	if (s->kind == SPAN_SMALL)
-		return n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= s->cls;
+		return n >= sc_keep[s->cls];
 	return have - n < LA_PAGE + have / 4;
 }
 
@@ -999,7 +999,7 @@ LA_EXPORT LA_RACY_METADATA void *LA_API(realloc)(void *p, size_t n)
 				unsigned cls = c1 - 1;
 				if (unlikely(n > sc_size[cls]))
 					return realloc_small_grow(p, n, e, off);
-				if (likely(n > LA_SMALL_MAX / 2 || sc_class_of(n) + 4 >= cls))
+				if (likely(n >= sc_keep[cls]))
 					return p;
 				return realloc_small_shrink(p, n, e, off);
 			}

@@ -70,6 +70,10 @@ void sc_compute(struct sc_tables *t)
 		t->recip_pm[c + 1] = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
 		t->batch[c] = (uint16_t)LA_MAX(4u, SC_BATCH_BYTES / s);
 		t->grow[c] = (uint16_t)LA_MIN(s + s / 2, SC_GROW_MAX);
+		/* the sizes of class c - SC_KEEP_BELOW and up, and those above half the
+		 * largest class */
+		uint32_t keep = c > SC_KEEP_BELOW ? t->size[c - SC_KEEP_BELOW - 1] + 1 : 1;
+		t->keep[c] = (uint16_t)LA_MIN(keep, LA_SMALL_MAX / 2 + 1);
 	}
 	/* the first class that holds n, for growing n: k only moves up */
 	unsigned k = sc_small4[SC_UPPER_FROM] >> 2;
@@ -108,10 +112,12 @@ int main(void)
 {
 	struct sc_tables t;
 	sc_compute(&t);
-	uint32_t batch[LA_NCLASSES], grow[LA_NCLASSES], upper[SC_UPPER_BUCKETS];
+	uint32_t batch[LA_NCLASSES], grow[LA_NCLASSES], keep[LA_NCLASSES];
+	uint32_t upper[SC_UPPER_BUCKETS];
 	for (unsigned c = 0; c < LA_NCLASSES; c++) {
 		batch[c] = t.batch[c];
 		grow[c] = t.grow[c];
+		keep[c] = t.keep[c];
 	}
 	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++)
 		upper[i] = t.upper[i];
@@ -122,6 +128,7 @@ int main(void)
 	row("RECIP_PM", t.recip_pm, LA_NCLASSES + 1);
 	row("BATCH", batch, LA_NCLASSES);
 	row("GROW", grow, LA_NCLASSES);
+	row("KEEP", keep, LA_NCLASSES);
 	row("UPPER", upper, SC_UPPER_BUCKETS);
 	printf("#define SC_GEN_ALIGNED");
 	for (unsigned a = 0; a < SC_ALIGNS; a++) { /* a row each, its zeros written out */
@@ -142,6 +149,7 @@ const uint32_t sc_blocks[LA_NCLASSES] = {SC_GEN_BLOCKS};
 const uint32_t sc_recip_pm[LA_NCLASSES + 1] = {SC_GEN_RECIP_PM};
 const uint16_t sc_batch[LA_NCLASSES] = {SC_GEN_BATCH};
 const uint16_t sc_grow[LA_NCLASSES] = {SC_GEN_GROW};
+const uint16_t sc_keep[LA_NCLASSES] = {SC_GEN_KEEP};
 const uint8_t sc_upper[SC_UPPER_BUCKETS] = {SC_GEN_UPPER};
 const uint8_t sc_aligned[SC_ALIGNS * SC_ALIGN_ROW] = {SC_GEN_ALIGNED};
 #endif

@@ -291,6 +291,37 @@ Test(realloc_small, a_block_grown_by_a_few_bytes_moves_to_half_as_large_again)
 	A(free)(b2);
 }
 
+/* A shrink keeps a small block in place down to its class's sc_keep size and moves it one
+ * byte below, to that size's class, its contents with it (realloc's fast path; realloc_slow
+ * reads the same table in realloc_keeps). */
+Test(realloc_small, a_shrink_keeps_the_block_down_to_its_keep_size)
+{
+	for (unsigned c = SC_KEEP_BELOW + 1; c < LA_NCLASSES; c++) {
+		size_t have = sc_size[c], keep = sc_keep[c];
+		unsigned char *p = A(malloc)(have);
+		cr_assert_not_null(p);
+		cr_assert_eq(A(malloc_usable_size)(p), have, "class %u", c);
+		memset(p, (int)c, have);
+		cr_assert_eq(A(realloc)(p, keep), p, "class %u (%zu B) moved for %zu", c, have,
+		             keep);
+		unsigned char *q = A(realloc)(p, keep - 1);
+		cr_assert_not_null(q);
+		cr_assert_neq(q, p, "class %u (%zu B) kept for %zu", c, have, keep - 1);
+		cr_assert_eq(A(malloc_usable_size)(q), sc_size[sc_class_of(keep - 1)], "class %u",
+		             c);
+		for (size_t i = 0; i < keep - 1; i++)
+			cr_assert_eq(q[i], (unsigned char)c, "class %u: contents lost at %zu", c,
+			             i);
+		A(free)(q);
+	}
+	for (unsigned c = 0; c <= SC_KEEP_BELOW; c++) {
+		void *p = A(malloc)(sc_size[c]);
+		cr_assert_not_null(p);
+		cr_assert_eq(A(realloc)(p, 1), p, "class %u moved for 1 byte", c);
+		A(free)(p);
+	}
+}
+
 Test(realloc_small, a_string_grown_a_few_bytes_a_step_moves_a_few_times)
 {
 	char *s = NULL;

@@ -32,11 +32,29 @@ Test(sizeclass, the_tables_are_what_the_rules_compute)
 		cr_assert_eq(sc_recip[c], t.recip_pm[c + 1], "class %u", c);
 		cr_assert_eq(sc_batch[c], t.batch[c], "class %u", c);
 		cr_assert_eq(sc_grow[c], t.grow[c], "class %u", c);
+		cr_assert_eq(sc_keep[c], t.keep[c], "class %u", c);
 	}
 	for (unsigned i = 0; i < SC_UPPER_BUCKETS; i++)
 		cr_assert_eq(sc_upper[i], t.upper[i], "bucket %u", i);
 	for (unsigned i = 0; i < SC_ALIGNS * SC_ALIGN_ROW; i++)
 		cr_assert_eq(sc_aligned[i], t.aligned[i], "aligned entry %u", i);
+}
+
+/* realloc's keep test (n >= sc_keep[class], malloc.c) is the rule it stands for, at every
+ * size a block of each class can be shrunk to: kept for a size of its class or of the four
+ * below it (the class of n by sc_class_of), or above half the largest class; moved below. */
+Test(sizeclass, the_keep_table_is_the_shrink_rule_at_every_size)
+{
+	for (unsigned c = 0; c < LA_NCLASSES; c++)
+		for (size_t n = 1; n <= sc_size[c]; n++) {
+			bool rule = n > LA_SMALL_MAX / 2 || sc_class_of(n) + SC_KEEP_BELOW >= c;
+			if ((n >= sc_keep[c]) != rule)
+				cr_assert_fail("class %u (size %u), n %zu: sc_keep %u says %d", c,
+				               sc_size[c], n, sc_keep[c], !rule);
+		}
+	cr_assert_eq(sc_keep[SC_KEEP_BELOW], 1, "a block of class 4 keeps its place for 1 byte");
+	cr_assert_eq(sc_keep[SC_KEEP_BELOW + 1], sc_size[0] + 1);
+	cr_assert_eq(sc_keep[LA_NCLASSES - 1], LA_SMALL_MAX / 2 + 1);
 }
 
 Test(sizeclass, spans_stay_below_the_divisibility_bound)
