@@ -529,8 +529,8 @@ bool arena_resize_large(struct arena *a, void *p, size_t size);
  * bound alone would leave room for tens of thousands of mappings, all of them taken from
  * what the program's own mmap calls may use */
 #define MOVE_MAX_PER_PROCESS 1024u
-extern LA_HIDDEN uint32_t
-        arena_moves; /* moves tried in this process (forked children inherit them) */
+/* moves tried in this process (forked children inherit them) */
+extern LA_HIDDEN uint32_t arena_moves;
 bool arena_move_large(void *p, void *q);
 /* Usable bytes of a heap block (validated by the caller). */
 LA_INLINE size_t arena_usable(struct heap *h, struct span *s, void *p)

@@ -63,8 +63,8 @@ extern LA_HIDDEN const uint32_t sc_recip_pm[LA_NCLASSES + 1];
 /* the same by class: offset / size by multiply (one table: the classes' tables and the
  * rest of .data and .bss share the page the heap-owner table starts on, owner.ld) */
 #define sc_recip (sc_recip_pm + 1)
-extern LA_HIDDEN const uint16_t
-        sc_batch[LA_NCLASSES]; /* most never-used blocks one refill carves */
+/* the most never-used blocks one refill carves */
+extern LA_HIDDEN const uint16_t sc_batch[LA_NCLASSES];
 /* The size realloc moves a block of the class to when it grows past it by a few bytes:
  * half as large again, at most SC_GROW_MAX (malloc.c, realloc_small_move; a block that
  * grows by more, an array doubling, moves to n's class). A string appended to 1-16 B a

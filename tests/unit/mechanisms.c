@@ -1030,6 +1030,26 @@ static void slot_in_use(void)
 	tcache_flush_large_all();
 }
 
+/* The slot in use with a threshold of 1 MiB, then nx blocks of px pages and ny of py taken
+ * in that order and freed the other way round (the y's first): all in the slot. Returns a
+ * block the test frees last (the heap stays). */
+static char *slot_filled(char **x, unsigned nx, unsigned px, char **y, unsigned ny, unsigned py)
+{
+	set("mmap_threshold", 1 << 20);
+	char *keep = A(malloc)(100000);
+	slot_in_use();
+	for (unsigned i = 0; i < nx; i++)
+		x[i] = A(malloc)(px * 4096);
+	for (unsigned i = 0; i < ny; i++)
+		y[i] = A(malloc)(py * 4096);
+	for (unsigned i = 0; i < ny; i++)
+		A(free)(y[i]);
+	for (unsigned i = 0; i < nx; i++)
+		A(free)(x[i]);
+	cr_assert_eq(tcache_large_bytes(), (uint64_t)(nx * px + ny * py) * 4096, "(set-up)");
+	return keep;
+}
+
 /* A refill whose arena's heaps hold free resident pages for a span of its class leaves the
  * slot alone (the span takes those); the slot's blocks went back to the heap at every
  * refill, where the program's next large mallocs took them under the lock again. */
@@ -1075,19 +1095,8 @@ Test(large_slot, a_refill_with_no_free_resident_pages_gives_it_back)
  * it can spare best (a program whose sizes vary keeps some of each). */
 Test(large_slot, the_bound_sends_back_the_page_count_it_holds_most_of)
 {
-	set("mmap_threshold", 1 << 20);
-	char *keep = A(malloc)(100000);
-	slot_in_use();
 	char *a[10], *b[3];
-	for (unsigned i = 0; i < 10; i++)
-		a[i] = A(malloc)(20 * 4096);
-	for (unsigned i = 0; i < 3; i++)
-		b[i] = A(malloc)(12 * 4096);
-	for (unsigned i = 0; i < 3; i++)
-		A(free)(b[i]);
-	for (unsigned i = 0; i < 10; i++)
-		A(free)(a[i]); /* 236 pages in all */
-	cr_assert_eq(tcache_large_bytes(), 236 * 4096);
+	char *keep = slot_filled(a, 10, 20, b, 3, 12); /* 236 pages in all */
 	char *c = A(malloc)(30 * 4096);
 	A(free)(c); /* 266 pages: a[0] goes (the oldest of ten), b stay */
 	cr_assert_eq(tcache_large_bytes(), 246 * 4096);
@@ -2167,19 +2176,8 @@ Test(large_slot, a_malloc_of_each_page_count_takes_the_closest_block_up_to_a_qua
  * against two of 20, the oldest of 70 goes. */
 Test(large_slot, the_bound_counts_the_long_bins_blocks_too)
 {
-	set("mmap_threshold", 1 << 20);
-	char *keep = A(malloc)(100000);
-	slot_in_use();
 	char *l[3], *e[2];
-	for (unsigned i = 0; i < 3; i++)
-		l[i] = A(malloc)(70 * 4096);
-	for (unsigned i = 0; i < 2; i++)
-		e[i] = A(malloc)(20 * 4096);
-	for (unsigned i = 0; i < 2; i++)
-		A(free)(e[i]);
-	for (unsigned i = 0; i < 3; i++)
-		A(free)(l[i]); /* 250 pages */
-	cr_assert_eq(tcache_large_bytes(), 250 * 4096, "(set-up)");
+	char *keep = slot_filled(l, 3, 70, e, 2, 20); /* 250 pages */
 	char *x = A(malloc)(10 * 4096);
 	A(free)(x); /* 260 pages above the bound of 256: l[0] goes (three of 70, two of 20) */
 	cr_assert_eq(tcache_large_bytes(), 190 * 4096, "the oldest of the long bin went");
