@@ -281,8 +281,8 @@ class Context:
         before it."""
         return tempfile.mkdtemp(prefix="cwd.", dir=self.tmp)
 
-    def env(self, alloc, extra=None, preload=None):
-        env = dict(self.base_env)
+    def env(self, alloc, extra=None, preload=None, base=None):
+        env = dict(self.base_env if base is None else base)
         lib = preload if preload is not None else (alloc.lib if alloc else None)
         if lib:
             env["LD_PRELOAD"] = lib
@@ -694,11 +694,8 @@ def cpython_env(ctx, alloc):
     on the quick slice moved 8,606-8,924 with a variable of 1-150 bytes added to the caller's
     environment (glibc's 8,856-8,969; bench/README.md, session 38): a run of `make` (MAKEFLAGS,
     MAKELEVEL) or another shell read another figure than an isolated `run.py --only cpython`."""
-    env = {"PATH": "/usr/bin:/bin", "LIBALLOC_RUN_DIR": ctx.run_dir}
-    env.update(CPYTHON_ENV)
-    if alloc.lib:
-        env["LD_PRELOAD"] = alloc.lib
-    return env
+    return ctx.env(alloc, CPYTHON_ENV,
+                   base={"PATH": "/usr/bin:/bin", "LIBALLOC_RUN_DIR": ctx.run_dir})
 
 
 # ---------------------------------------------------------------------------------------
