@@ -1386,15 +1386,17 @@ class Suite:
         for name, argv in callgrind_programs(ctx):
             if argv[0] == PYTHON and not os.access(PYTHON, os.X_OK):
                 continue
-            extra = CPYTHON_ENV if argv[0] == PYTHON else None
             r = self.row(name, "instructions", "instructions (whole program)", "Ir", False,
                          "callgrind of `%s`: instructions of the whole run, every library "
                          "included" % " ".join([os.path.basename(argv[0])] + argv[1:]))
             for a in self.allocs:
                 out = os.path.join(ctx.tmp, "callgrind.%s.%s" % (name, a.name))
+                # CPython: the timed row's fixed environment (cpython_env), not the
+                # caller's: the heap CPython builds at start holds os.environ, so the
+                # caller's variables were instructions of the row
+                env = cpython_env(ctx, a) if argv[0] == PYTHON else ctx.env(a)
                 res = run_process(["valgrind", "--tool=callgrind", "--callgrind-out-file=" +
-                                   out] + argv, ctx.env(a, extra), ctx.timeout * 2,
-                                  cwd=ctx.empty_dir())
+                                   out] + argv, env, ctx.timeout * 2, cwd=ctx.empty_dir())
                 ir = parse_callgrind(out) if res.ok else None
                 if ir is None:
                     res.failure = res.failure or "no callgrind total"

@@ -119,3 +119,57 @@ PY
 	[ "$status" -eq 0 ]
 	[ "$output" = "same 8" ] || [ "$output" = "skip" ]
 }
+
+@test "cpython-dict instructions row: the timed row's fixed environment and an empty working directory" {
+	run python3 - "$ROOT/bench" <<'PY'
+import os, sys, types
+sys.path.insert(0, sys.argv[1])
+import run
+if not os.access(run.PYTHON, os.X_OK):
+    print("skip")
+    sys.exit(0)
+seen = []
+
+def fake(argv, env, timeout, cwd=None, stdin_path=None):
+    if run.PYTHON in argv:
+        seen.append((dict(env), sorted(os.listdir(cwd)), cwd, argv[argv.index(run.PYTHON):]))
+    res = run.RunResult()
+    res.failure = "fake"
+    return res
+
+run.run_process = fake
+run.shutil.which = lambda name: "/usr/bin/" + name  # the row runs only where valgrind is
+args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=1)
+envs = []
+for pad in ("", "x" * 150):
+    os.environ["BENCH_TEST_PADDING"] = pad
+    ctx = run.Context(args)
+    try:
+        for i in range(20):  # what earlier rows leave in the scratch directory
+            open(os.path.join(ctx.tmp, "callgrind.row.%d" % i), "w").close()
+        allocs = [run.Allocator("glibc", None, None), run.Allocator("B", "/fake/B.so", None)]
+        suite = run.Suite(ctx, allocs, ["instructions"])
+        suite.progress = lambda text: None
+        suite.record_failure = lambda *a: None
+        suite.run_callgrind_programs()
+        timed = run.cpython_env(ctx, allocs[0])
+    finally:
+        ctx.cleanup()
+    for env, listing, cwd, argv in seen:
+        assert argv == run.CPYTHON_TEST + run.CPYTHON_CALLGRIND_TESTS, argv
+        assert listing == [], listing
+        assert cwd != ctx.tmp
+        assert "BENCH_TEST_PADDING" not in env
+        # LD_PRELOAD aside (valgrind's client gets it), the timed row's environment
+        assert {k: v for k, v in env.items() if k != "LD_PRELOAD"} == timed, (env, timed)
+        env.pop("LD_PRELOAD", None)
+        env["LIBALLOC_RUN_DIR"] = len(env["LIBALLOC_RUN_DIR"])
+        envs.append(sorted(env.items()))
+    seen.clear()
+assert len(envs) == 4, len(envs)
+assert all(e == envs[0] for e in envs), envs
+print("same", len(envs))
+PY
+	[ "$status" -eq 0 ]
+	[ "$output" = "same 4" ] || [ "$output" = "skip" ]
+}
