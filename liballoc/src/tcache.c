@@ -660,10 +660,13 @@ static void tcache_init(struct tcache *tc, struct arena *hint)
 		tc_list->prev = tc;
 	tc_list = tc;
 	tc->state = TC_LIVE;
+	/* counted with its listing, under the lock a fork holds from its prepare handler's
+	 * snapshot of the gauges to the clone: a forked child takes every listed cache but
+	 * its own off the gauge (tcache_fork_child), so each it took off was counted */
+	STAT_ADD(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	la_unlock(&tc_list_lock);
 	pthread_setspecific(tc_key, tc);
 	shm_thread_count(1);
-	STAT_ADD(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 }
 
 struct arena *tcache_arena(struct tcache *tc)
@@ -1408,6 +1411,9 @@ void tcache_thread_exit(void *arg)
 	 * the arena, which may hand them out as blocks (a fork cannot mark them now: the
 	 * cache is off the list) */
 	rows_for_fork(tc, false);
+	/* off the gauge with its unlisting (tcache_init): a fork meanwhile neither counts it
+	 * nor takes it off */
+	STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
 	flush_bins(tc, ~(uint64_t)0);
@@ -1429,7 +1435,6 @@ void tcache_thread_exit(void *arg)
 	tc->tag = LA_TAG_NONE;
 	arena_detach(tc->arena);
 	shm_thread_count(-1);
-	STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	control_thread_exiting();
 }
 

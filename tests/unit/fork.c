@@ -1513,6 +1513,111 @@ Test(fork, a_childs_cached_bytes_are_its_own_caches_whatever_the_others_were_pub
 	             PUB_FORKS);
 }
 
+/* A forked child's metadata_bytes counts the one thread cache it holds (its own) and none
+ * of the others, whatever threads were starting or exiting at the fork: the child takes
+ * each cache on its copy of the list off the gauge but its own (tcache_fork_child), and a
+ * thread counted its cache after listing it and took it off after unlisting it, outside the
+ * list's lock, which a fork holds from its snapshot of the gauges to the clone. A fork
+ * between the two left a cache on the gauge that no list held (an exiting thread's flush
+ * lies between: 15-29 of 300 children here one cache over) or took off one never counted.
+ * Threads start, fill a few bins, free and exit beside every fork; each child's figure is
+ * compared with that of a child forked while none ran (the rest of the process block's
+ * metadata: the arenas, their rings, the heaps' owner pages, which a first round of the
+ * same threads makes). */
+enum { META_SPAWNERS = 2, META_FORKS = 300, META_ROUNDS = 12, META_BLOCKS = 24 };
+static int meta_stop;
+static uint64_t meta_want;
+static void *meta_thread(void *arg)
+{
+	void *p[META_BLOCKS];
+	for (int i = 0; i < META_BLOCKS; i++)
+		p[i] = A(malloc)(16 + 40 * (size_t)i);
+	for (int i = 0; i < META_BLOCKS; i++)
+		A(free)(p[i]); /* cached: its exit flushes them */
+	return arg;
+}
+static void *meta_spawner(void *arg)
+{
+	uintptr_t *rounds = arg;
+	while (!__atomic_load_n(&meta_stop, __ATOMIC_RELAXED)) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, meta_thread, NULL) == 0)
+			pthread_join(t, NULL);
+		__atomic_fetch_add(rounds, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+static void meta_spawn(pthread_t *t, uintptr_t *rounds)
+{
+	__atomic_store_n(&meta_stop, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < META_SPAWNERS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, meta_spawner, rounds), 0);
+}
+static void meta_join(pthread_t *t)
+{
+	__atomic_store_n(&meta_stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < META_SPAWNERS; i++)
+		pthread_join(t[i], NULL);
+}
+static uint64_t *meta_seen; /* a shared page: the reference child's figure */
+static int child_metadata_delta(void)
+{
+	uint64_t m = __atomic_load_n(&shm_process_block()->c.metadata_bytes, __ATOMIC_RELAXED);
+	return m == meta_want ? 0 : m > meta_want ? 1 : 2;
+}
+static int child_metadata_tell(void)
+{
+	*meta_seen = __atomic_load_n(&shm_process_block()->c.metadata_bytes, __ATOMIC_RELAXED);
+	return 0;
+}
+static uint64_t child_metadata(void)
+{
+	*meta_seen = 0;
+	cr_assert_eq(fork_run(child_metadata_tell), 0);
+	return *meta_seen;
+}
+Test(fork, a_childs_metadata_bytes_count_its_own_cache_whatever_threads_start_or_exit,
+     .timeout = 120)
+{
+	set("decay_ms", 0);
+	meta_seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(meta_seen, MAP_FAILED);
+	A(free)(A(malloc)(64)); /* this thread's cache: the children's one */
+	pthread_t t[META_SPAWNERS];
+	uintptr_t rounds = 0;
+	meta_spawn(t, &rounds);
+	while (__atomic_load_n(&rounds, __ATOMIC_RELAXED) < 200)
+		sched_yield();
+	meta_join(t);
+	/* Rounds of forks between two children forked while no thread ran: a round whose two
+	 * read different figures made more of the other metadata meanwhile (a ring, which an
+	 * arena maps at its first remote frees, once; that metadata only grows) and is not
+	 * counted. */
+	int over = 0, under = 0, forks = 0, round;
+	for (round = 0; round < META_ROUNDS && forks < META_FORKS; round++) {
+		meta_want = child_metadata();
+		meta_spawn(t, &rounds);
+		int o = 0, u = 0;
+		for (int f = 0; f < META_FORKS / 3; f++) {
+			int got = fork_run(child_metadata_delta);
+			o += got == 1;
+			u += got == 2;
+		}
+		meta_join(t);
+		if (child_metadata() != meta_want)
+			continue;
+		over += o;
+		under += u;
+		forks += META_FORKS / 3;
+	}
+	cr_assert_geq(forks, META_FORKS, "(set-up) %d rounds of %d, %d forks counted", round,
+	              META_ROUNDS, forks);
+	cr_assert(over + under == 0,
+	          "%d of %d children counted more metadata than their own, %d less (%llu bytes "
+	          "a cache)",
+	          over, forks, under, (unsigned long long)sizeof(struct tcache));
+}
+
 /* A forked child of a published process does not read its parent's header (a fault for
  * nothing, the page the child maps its own file over at once: 5fdcb25): the header's fields
  * it needs come from the prepare handler's snapshot, and the child, its parent's header
