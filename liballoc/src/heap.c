@@ -330,14 +330,22 @@ static bool measure_wants(const struct heap *h, const struct span *s)
 	return s->dirty && (s->unmeasured || !bitmap_bounds(h, s));
 }
 
+/* A measurement's skip (heap_measure's `gone_by`): a span the decay pass's next tick
+ * returns is left unmeasured (its count goes with it then). NULL: none skipped. */
+static bool measure_skips(const struct span *s, const uint32_t *gone_by)
+{
+	return gone_by && older(s->stamp, *gone_by);
+}
+
 /* The window of a pass over h's dirty free spans (for_measure: those a measurement
  * reads): none read yet, the hint set. */
-static void win_init(struct heap *h, struct rwin *w, bool for_measure)
+static void win_init(struct heap *h, struct rwin *w, bool for_measure, const uint32_t *gone_by)
 {
 	uint32_t lo = LA_HEAP_PAGES, hi = 0, steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!s->dirty || (for_measure && !measure_wants(h, s)))
+			if (!s->dirty ||
+			    (for_measure && (!measure_wants(h, s) || measure_skips(s, gone_by))))
 				continue;
 			uint32_t first = s->first, end = s->first + s->npages;
 			if (bitmap_bounds(h, s)) {
@@ -418,14 +426,14 @@ static size_t win_resident(struct heap *h, struct rwin *w, uint32_t first, uint3
 	return pages << LA_PAGE_SHIFT;
 }
 
-void heap_measure(struct heap *h)
+void heap_measure(struct heap *h, const uint32_t *gone_by)
 {
 	struct rwin w;
-	win_init(h, &w, true);
+	win_init(h, &w, true, gone_by);
 	uint32_t steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!measure_wants(h, s))
+			if (!measure_wants(h, s) || measure_skips(s, gone_by))
 				continue;
 			if (s->unmeasured) /* (no write where nothing changed, below) */
 				s->unmeasured = 0;
@@ -1486,7 +1494,7 @@ static struct rwin *purge_window(struct heap *h, struct rwin *w)
 {
 	if (likely(os_measure == NULL))
 		return NULL;
-	win_init(h, w, false);
+	win_init(h, w, false, NULL);
 	return w;
 }
 

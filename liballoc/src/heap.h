@@ -593,8 +593,9 @@ LA_INLINE uint32_t heap_resident_few(const struct heap *h, uint32_t first, uint3
  * returns how many were cleared. The caller adjusts what counts them (FREE: heap_measure
  * does; others: their owner). */
 uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n);
-/* Measure every FREE span holding dirty pages (the decay pass, a refresh command). */
-void heap_measure(struct heap *h);
+/* Measure every FREE span holding dirty pages (the decay pass, a refresh command), but
+ * those stamped older than *gone_by (not NULL: the decay pass's next tick returns them). */
+void heap_measure(struct heap *h, const uint32_t *gone_by);
 /* The heap's spare pages changed (the caller updated spare_pages): publish whether it is
  * idle. Also called by heap.c when used_pages changes. */
 void heap_idle_flip(struct heap *h);

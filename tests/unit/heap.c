@@ -1760,7 +1760,7 @@ Test(heap, a_purge_advises_only_the_pages_of_a_free_span_that_can_be_resident)
 	arena_lock_all(); /* the block, parked whole by its free, back to its heap's free pages */
 	arena_unlock_all();
 	arena_lock(a);
-	heap_measure(h); /* its pages the program never wrote: not resident */
+	heap_measure(h, NULL); /* its pages the program never wrote: not resident */
 	struct la_counters before = counters();
 	heap_purge(h, 0);
 	struct la_counters after = counters();
@@ -1801,7 +1801,7 @@ static struct heap *freed_block_measured(char **guard)
 	arena_lock_all(); /* the block, parked whole by its free, back to its heap's free pages */
 	arena_unlock_all();
 	arena_lock(h->arena);
-	heap_measure(h);
+	heap_measure(h, NULL);
 	arena_unlock(h->arena);
 	return h;
 }
@@ -1876,7 +1876,7 @@ static uint32_t mark_dirty_spans(struct heap *h)
 
 static uint32_t measure_heap(struct heap *h)
 {
-	heap_measure(h);
+	heap_measure(h, NULL);
 	return 0;
 }
 
@@ -2088,7 +2088,7 @@ Test(heap, a_purge_where_a_multi_size_thp_is_always_advises_the_whole_span)
 	arena_lock_all();
 	arena_unlock_all();
 	arena_lock(a);
-	heap_measure(h);
+	heap_measure(h, NULL);
 	b[(size_t)BEHIND << LA_PAGE_SHIFT] = 1; /* the kernel's, not the allocator's */
 	heap_purge(h, 0);
 	arena_unlock(a);
