@@ -180,7 +180,7 @@ LA_NOINLINE static void *malloc_large(size_t n)
 	struct tcache *tc = &la_tcache;
 	if (likely(tc->state == TC_LIVE && n < LA_COLOUR_FROM &&
 	           (int64_t)n < TUN(mmap_threshold))) {
-		if (unlikely(++tc->gc_large >= TC_GC_EVENTS))
+		if (unlikely(tc_large_count(tc)))
 			return malloc_large_rest(n, true);
 		/* the slot's take for a cache seen live (n < LA_COLOUR_FROM <= LA_LARGE_MAX,
 		 * LA_ALIGN): no second test of the state, no test of the address for NULL,

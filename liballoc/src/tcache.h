@@ -242,8 +242,9 @@ struct tcache {
 	uint8_t gc_skip[LA_NCLASSES];      /* owner: sweeps still to skip the bin */
 	uint8_t gc_when[LA_NCLASSES];      /* owner: gc_sweeps when a sweep last emptied it */
 	uint32_t gc_events;                /* owner: refills and flushes since that sweep */
-	uint32_t gc_large;                 /* owner: large allocations since the last refill,
-	                                    * flush or sweep */
+	uint8_t gc_large;                  /* owner: large allocations since the last refill,
+	                                    * flush or sweep, TC_GC_LARGE_STEP each (mod 256:
+	                                    * tc_large_count) */
 	uint8_t gc_sweeps;                 /* owner: sweeps so far (wraps) */
 	uint8_t own_flushes;               /* owner: TC_OWN_FLUSH_SWEEPS at a flush of a bin
 	                                    * full of frees (bin_put), one less at each
@@ -495,9 +496,26 @@ void tcache_check_self(void);
  * serve its large blocks, rather than keep them cached until the decay pass. A thread
  * that mixes both (grow-shrink) sweeps as before, on its refills and flushes. */
 void tcache_large_sweep(struct tcache *tc);
+/* gc_large counts a large allocation as TC_GC_LARGE_STEP in a byte: the TC_GC_EVENTS-th
+ * since its reset (to 0) carries out of it. True then: the sweep is due. On x86-64 one
+ * add to memory and the branch on its carry (medsizes: malloc_large loaded, added, stored
+ * and compared, 5 instructions a large malloc) */
+#define TC_GC_LARGE_STEP (256u / TC_GC_EVENTS)
+_Static_assert(TC_GC_LARGE_STEP *TC_GC_EVENTS == 256u, "TC_GC_EVENTS large steps wrap a byte");
+LA_INLINE bool tc_large_count(struct tcache *tc)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	bool carry;
+	__asm__("addb %2, %0" : "+m"(tc->gc_large), "=@ccc"(carry) : "i"(TC_GC_LARGE_STEP));
+	return carry;
+#else
+	tc->gc_large = (uint8_t)(tc->gc_large + TC_GC_LARGE_STEP);
+	return tc->gc_large == 0;
+#endif
+}
 LA_INLINE void tcache_large_event(struct tcache *tc)
 {
-	if (tc->state == TC_LIVE && unlikely(++tc->gc_large >= TC_GC_EVENTS))
+	if (tc->state == TC_LIVE && unlikely(tc_large_count(tc)))
 		tcache_large_sweep(tc);
 }
 /* The large slot (struct tcache, large): a free keeps its block there with malloc.c's
