@@ -709,7 +709,10 @@ extern LA_HIDDEN const uint64_t tc_large_fit[TC_LARGE_FIT_MAX + 1];
  * caller to address (no test of the address for NULL: a span's base never is). */
 LA_INLINE struct span *tcache_large_take_live(struct tcache *tc, size_t size, bool room)
 {
-	if (likely(tc_enter(tc)) && tc->nlarge) { /* (a flusher may empty it: entered) */
+	/* no test of nlarge first: an empty slot's mask is 0 and its long bin NULL, the
+	 * lookups below find no block in it (medsizes: ~4 instructions less a hit, the count's
+	 * decrement one subtraction in memory) */
+	if (likely(tc_enter(tc))) { /* (a flusher may empty it: entered) */
 		size_t np = la_align_up(size, LA_PAGE) >> LA_PAGE_SHIFT; /* (no extension) */
 		uint32_t want = (uint32_t)np;
 		/* a malloc takes a block up to a quarter longer, as a realloc's move asks

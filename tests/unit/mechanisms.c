@@ -2193,6 +2193,69 @@ Test(large_slot, the_bound_counts_the_long_bins_blocks_too)
 	A(free)(keep);
 }
 
+/* An emptied slot has no mask bit set and no long block: malloc's take looks no further
+ * than those (tcache.h, tcache_large_take_live: no test of the slot's count first), so a
+ * slot emptied by mallocs, exact bins and the long bin alike, sends the next ones of those
+ * page counts, and a realloc's move, to the arena: new blocks, none handed out twice. */
+Test(large_slot, an_emptied_slot_sends_the_next_mallocs_to_the_arena)
+{
+	char *l[2], *e[2];
+	char *keep = slot_filled(l, 2, 70, e, 2, 20); /* 180 pages */
+	la_tcache.gc_large = 0;                       /* no cold-bin sweep meanwhile */
+	for (int i = 1; i >= 0; i--)
+		cr_assert_eq(A(malloc)(20 * 4096), e[i], "(set-up)");
+	for (int i = 1; i >= 0; i--)
+		cr_assert_eq(A(malloc)(70 * 4096), l[i], "(set-up)");
+	cr_assert_eq(la_tcache.nlarge, 0, "the slot emptied");
+	cr_assert_eq(la_tcache.large_mask, 0, "no exact bin holds a block");
+	cr_assert_null(la_tcache.large_long, "the long bin holds none");
+	char *n20 = A(malloc)(20 * 4096), *n70 = A(malloc)(70 * 4096);
+	char *n60 = A(malloc)(60 * 4096);
+	cr_assert(n20 && n70 && n60);
+	char *held[] = {e[0], e[1], l[0], l[1], n20, n70, n60};
+	for (unsigned i = 0; i < 7; i++)
+		for (unsigned j = i + 1; j < 7; j++)
+			cr_assert_neq(held[i], held[j], "blocks %u and %u are one", i, j);
+	memset(n20, 2, 20 * 4096);
+	char *m = A(realloc)(n20, 40 * 4096); /* a move: the slot is empty */
+	cr_assert_not_null(m);
+	for (unsigned i = 0; i < 7; i++)
+		cr_assert(m == n20 || m != held[i], "the move took block %u", i);
+	cr_assert_eq(m[20 * 4096 - 1], 2, "moved whole");
+	A(free)(m);
+	A(free)(n70);
+	A(free)(n60);
+	for (unsigned i = 0; i < 2; i++) {
+		A(free)(e[i]);
+		A(free)(l[i]);
+	}
+	A(free)(keep);
+}
+
+/* ... and a thread's first large mallocs, its slot never used (no slot rows yet) */
+static void *first_large_mallocs(void *arg)
+{
+	(void)arg;
+	cr_assert_eq(la_tcache.nlarge, 0);
+	size_t pages[] = {10, 51, 60, 70};
+	for (unsigned i = 0; i < 4; i++) {
+		char *p = A(malloc)(pages[i] * 4096);
+		cr_assert_not_null(p);
+		p[pages[i] * 4096 - 1] = 1;
+		char *q = A(realloc)(p, pages[i] * 2 * 4096);
+		cr_assert_not_null(q);
+		cr_assert_eq(q[pages[i] * 4096 - 1], 1);
+		A(free)(q);
+	}
+	return NULL;
+}
+
+Test(large_slot, a_new_threads_first_large_mallocs_find_its_slot_empty)
+{
+	set("mmap_threshold", 1 << 20);
+	run_thread(first_large_mallocs, NULL);
+}
+
 /* A realloc's move asks for a quarter more than n already (its slack): it takes a block up
  * to an eighth longer than that, not a quarter (a quarter there too raised realloc-growth's
  * peak: the slot's longer blocks went to buffers that grow on). */
