@@ -1307,6 +1307,48 @@ Test(large_slot, its_bound_counts_the_pages_in_use_of_all_its_arenas_heaps)
 	slot_serving_end(keep, big, 0, w);
 }
 
+/* A block of a heap of large blocks freed by its thread goes to the large slot whether it
+ * starts on the grid (free_in_large_heap: its descriptor from its address, p's low 16 bits
+ * 0) or on another page (the page's index): blocks of 9 to 40 pages, half of them on the
+ * grid and half placed with no grid (arena_large_grid 0), each freed alone into the slot
+ * and taken back by the next malloc of its size. */
+Test(large_heap, a_freed_block_on_the_grid_or_off_it_goes_to_the_slot)
+{
+	set("mmap_threshold", 1 << 20);
+	large_heaps_on();
+	char *keep = A(malloc)(1000);
+	static const unsigned pages[] = {9, 12, 16, 17, 20, 23, 33, 40, 9, 17, 31, 12};
+	enum { N = sizeof(pages) / sizeof(pages[0]) };
+	char *b[N];
+	unsigned on = 0, off = 0;
+	for (unsigned i = 0; i < N; i++) {
+		if (i == N / 2)
+			arena_large_grid = 0; /* the rest side by side: most off the grid */
+		b[i] = A(malloc)(pages[i] * 4096);
+		cr_assert(b[i] && in_large_heap(b[i]), "(set-up: %u pages in a large heap)",
+		          pages[i]);
+		if (heap_page(b[i]) % HEAP_GRID_PAGES)
+			off++;
+		else
+			on++;
+	}
+	arena_large_grid = LARGE_GRID_PAGES;
+	cr_assert(on && off, "(set-up: %u blocks on the grid, %u off it)", on, off);
+	tcache_flush_large_all();
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(tcache_large_bytes(), 0, "(set-up)");
+		A(free)(b[i]);
+		cr_assert_eq(tcache_large_bytes(), (uint64_t)pages[i] * 4096,
+		             "block %u (%u pages, heap page %u) not in the slot", i, pages[i],
+		             heap_page(b[i]));
+		la_tcache.gc_large = 0; /* no cold-bin sweep meanwhile */
+		cr_assert_eq(A(malloc)(pages[i] * 4096), b[i], "block %u did not come back", i);
+	}
+	for (unsigned i = 0; i < N; i++)
+		A(free)(b[i]);
+	A(free)(keep);
+}
+
 /* An arena's first LARGE_HEAP_AFTER blocks of 9 to LARGE_HEAP_MAX_PAGES pages come from its
  * heaps as before (a program with a handful maps no heap for them); the next ones from a
  * heap of large blocks, tagged so in the owner table; a larger block, a small one and an
