@@ -595,7 +595,7 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 	struct span **bin;
 	uint8_t *n;
 	bool empty;
-	if (np <= TC_LARGE_EXACT) {
+	if (likely(np <= TC_LARGE_EXACT)) {
 		bin = &tc->slots->large_bin[np - 1];
 		n = &tc->slots->large_n[np - 1];
 		empty = !(tc->large_mask >> (np - 1) & 1);
@@ -606,7 +606,7 @@ LA_INLINE void large_push(struct tcache *tc, struct span *s)
 		n = &tc->slots->large_n[TC_LARGE_EXACT];
 		empty = !*bin;
 	}
-	if (empty) {
+	if (unlikely(empty)) {
 		s->next = NULL;
 		s->prev = s;
 		*n = 1;
