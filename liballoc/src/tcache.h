@@ -588,34 +588,37 @@ void tcache_publish_large(struct tcache *tc);
 /* Put s at the head of its bin (the newest). The bin, its count and whether it is empty
  * (an exact bin's mask bit clear, the long bin's head NULL) from one test of the page
  * count, not large_bin_of's and large_n_of's tests again (gcc 12 computed the count's
- * address with a cmov after the branches joined: ~2.5 instructions a large free, medsizes) */
+ * address with a cmov after the branches joined: ~2.5 instructions a large free, medsizes).
+ * The count by the bin's index k where it is written (a pointer to it took a `lea` and a
+ * copy of the index for the mask's `bt`: 2 more) */
 LA_INLINE void large_push(struct tcache *tc, struct span *s)
 {
 	uint32_t np = s->npages;
+	struct tslots *t = tc->slots;
 	struct span **bin;
-	uint8_t *n;
+	size_t k;
 	bool empty;
 	if (likely(np <= TC_LARGE_EXACT)) {
-		bin = &tc->slots->large_bin[np - 1];
-		n = &tc->slots->large_n[np - 1];
-		empty = !(tc->large_mask >> (np - 1) & 1);
+		k = np - 1;
+		bin = &t->large_bin[k];
+		empty = !(tc->large_mask >> k & 1);
 		if (empty)
-			tc->large_mask |= (uint64_t)1 << (np - 1);
+			tc->large_mask |= (uint64_t)1 << k;
 	} else {
+		k = TC_LARGE_EXACT;
 		bin = &tc->large_long;
-		n = &tc->slots->large_n[TC_LARGE_EXACT];
 		empty = !*bin;
 	}
 	if (unlikely(empty)) {
 		s->next = NULL;
 		s->prev = s;
-		*n = 1;
+		t->large_n[k] = 1;
 	} else {
 		struct span *head = *bin;
 		s->next = head;
 		s->prev = head->prev;
 		head->prev = s;
-		++*n;
+		t->large_n[k]++;
 	}
 	*bin = s;
 	tc->nlarge++;
