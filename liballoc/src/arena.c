@@ -2340,24 +2340,33 @@ void arena_free_remote_batch(struct arena *owner, struct arena *mine, struct __c
 	shm_note_retained(); /* a decay pass drains it if the owner's threads stay idle */
 }
 
+/* The rings' mapping (ring_get): a leaf lock, taken last by a fork (arena_lock_all). */
+struct la_lock arena_ring_lock = LA_LOCK_INIT;
+
 /* The ring's slots, mapped by the first thread that needs them (NULL without memory: the
- * queue serves). Never unmapped while the process lives (arenas are never destroyed). */
+ * queue serves). Never unmapped while the process lives (arenas are never destroyed).
+ * Mapped, set and counted under arena_ring_lock, which a fork holds from its snapshot of
+ * the gauges to the clone: a child holds a ring's mapping exactly when its gauges count it
+ * (mapped and set with no lock, a fork between the mapping and the count left the child a
+ * mapping neither its metadata nor its address space counted). Not the arena's lock: a
+ * full flush that found it taken hands its blocks to the ring without waiting for it. */
 static void **ring_get(struct arena *a)
 {
 	void **r = __atomic_load_n(&a->rr, __ATOMIC_ACQUIRE);
 	if (likely(r != NULL))
 		return r;
 	struct la_counters *pc = &shm_process_block()->c;
-	void **mine = os_map(RR_SLOTS * sizeof(void *), pc);
-	if (!mine)
-		return NULL;
-	if (__atomic_compare_exchange_n(&a->rr, &r, mine, false, __ATOMIC_ACQ_REL,
-	                                __ATOMIC_ACQUIRE)) {
-		STAT_ADD(pc, metadata_bytes, RR_SLOTS * sizeof(void *));
-		STAT_ADD(pc, address_space_bytes, RR_SLOTS * sizeof(void *));
-		return mine;
+	la_lock(&arena_ring_lock);
+	r = __atomic_load_n(&a->rr, __ATOMIC_RELAXED);
+	if (!r) {
+		r = os_map(RR_SLOTS * sizeof(void *), pc);
+		if (r) {
+			STAT_ADD(pc, metadata_bytes, RR_SLOTS * sizeof(void *));
+			STAT_ADD(pc, address_space_bytes, RR_SLOTS * sizeof(void *));
+			__atomic_store_n(&a->rr, r, __ATOMIC_RELEASE);
+		}
 	}
-	os_unmap(mine, RR_SLOTS * sizeof(void *), pc); /* another thread set it up first */
+	la_unlock(&arena_ring_lock);
 	return r;
 }
 
@@ -3015,10 +3024,12 @@ void arena_lock_all(void)
 		if (arenas[i].parked)
 			unpark_pages(&arenas[i]);
 	}
+	la_lock(&arena_ring_lock); /* (ring_get: no ring mapped and not yet counted) */
 }
 
 void arena_unlock_all(void)
 {
+	la_unlock(&arena_ring_lock);
 	uint32_t n = arena_count;
 	for (uint32_t i = 0; i < n; i++)
 		la_unlock(&arenas[i].lock);
@@ -3029,6 +3040,7 @@ bool arena_reinit_child(struct arena *keep)
 {
 	bool tick = false;
 	uint32_t n = arena_count;
+	la_lock_reinit(&arena_ring_lock);
 	for (uint32_t i = 0; i < n; i++) {
 		la_lock_reinit(&arenas[i].lock);
 		__cds_wfcq_init(&arenas[i].rq_head, &arenas[i].rq_tail); /* see arena_lock_all */

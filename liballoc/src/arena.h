@@ -178,7 +178,10 @@ _Static_assert(sizeof(struct arena) == 27 * 64, "struct arena is 27 cache lines"
 /* 128 KiB of slots, touched only as far as blocks are in flight: a drain that empties the
  * ring starts the next batch at slot 0 (ring_drain), and a decay pass that finds the ring
  * empty and unmoved since the last pass returns its pages (ring_return) */
-#define RR_SLOTS    16384u
+#define RR_SLOTS 16384u
+/* Held while a ring is mapped, set and counted (arena.c, ring_get), and by a fork from its
+ * snapshot of the gauges to the clone (arena_lock_all). */
+extern LA_HIDDEN struct la_lock arena_ring_lock;
 /* The low bit of a ring slot: a block of a full bin's flush by one of the arena's own
  * threads that found the lock taken (arena_free_blocks, FLUSH_FULL), not a remote free
  * (blocks are LA_ALIGN-aligned; the drain counts these apart) */

@@ -1618,6 +1618,106 @@ Test(fork, a_childs_metadata_bytes_count_its_own_cache_whatever_threads_start_or
 	          over, forks, under, (unsigned long long)sizeof(struct tcache));
 }
 
+/* A forked child holds an arena's ring of remote frees exactly when its gauges count it:
+ * the first remote free to an arena maps the ring, sets it and counts it (metadata and
+ * address space), and a fork between the mapping and the count left the child the mapping
+ * uncounted. Here the freeing thread's mapping of the ring (this file's mmap, below) waits
+ * for a fork of another thread, until that fork is over or waits for the lock under which
+ * a ring is mapped and counted now (arena_ring_lock); the child says whether the ring's
+ * mapping is there and what its gauges count beyond a child's forked just before. */
+static pid_t ring_tid; /* the thread whose ring mapping waits for a fork */
+static void *ring_mapped;
+static int ring_state; /* 1: mapped, waiting; 2: the fork is over */
+static bool ring_lock_waited(void)
+{
+	return __atomic_load_n(&arena_ring_lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS;
+}
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+	static mmap_fn real;
+	if (!real)
+		real = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
+	void *p = real(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && len == RR_SLOTS * sizeof(void *) &&
+	    __atomic_load_n(&ring_tid, __ATOMIC_ACQUIRE) == (pid_t)syscall(SYS_gettid) &&
+	    !__atomic_load_n(&ring_state, __ATOMIC_ACQUIRE)) {
+		ring_mapped = p;
+		__atomic_store_n(&ring_state, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&ring_state, __ATOMIC_ACQUIRE) != 2 && !ring_lock_waited())
+			sched_yield();
+	}
+	return p;
+}
+struct ring_seen {
+	uint64_t meta, space;
+	int mapped;
+};
+static struct ring_seen *ring_seen; /* a shared page: [0] before, [1] at the ring */
+static int ring_slot;
+static int child_ring_seen(void)
+{
+	struct ring_seen *s = &ring_seen[ring_slot];
+	s->meta = shm_process_block()->c.metadata_bytes;
+	s->space = shm_process_block()->c.address_space_bytes;
+	unsigned char v;
+	s->mapped = ring_mapped && mincore(ring_mapped, 4096, &v) == 0;
+	return 0;
+}
+static void *ring_freer(void *arg)
+{
+	struct owner *o = arg;
+	A(free)(A(malloc)(48)); /* its arena, before the first child */
+	__atomic_store_n(&ring_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	__atomic_store_n(&ring_state, 0, __ATOMIC_RELEASE);
+	pthread_barrier_wait(&o->done); /* (the first child forked) */
+	for (int i = 0; i < FOREIGN; i++)
+		A(free)(o->blocks[i]); /* the 65th hands the first 64 over: the ring */
+	__atomic_store_n(&ring_tid, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+Test(fork, a_child_holds_an_arenas_ring_exactly_when_its_gauges_count_it)
+{
+	set("decay_ms", 0);   /* no decay pass meanwhile */
+	set("arena_max", 16); /* a thread of its own per arena, whatever the machine's CPUs */
+	ring_seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(ring_seen, MAP_FAILED);
+	A(free)(A(malloc)(64));
+	struct owner o;
+	pthread_t ot, ft;
+	start_owner(&o, fill_foreign, &ot);
+	for (uint32_t i = 0; i < arena_count; i++)
+		cr_assert_null(arenas[i].rr, "(set-up) arena %u has a ring already", i);
+	/* the freer's barrier with the owner's `done` comes first: the owner stays */
+	struct owner f = o;
+	pthread_barrier_init(&f.done, NULL, 2);
+	cr_assert_eq(pthread_create(&ft, NULL, ring_freer, &f), 0);
+	while (!__atomic_load_n(&ring_tid, __ATOMIC_ACQUIRE))
+		sched_yield();
+	ring_slot = 0;
+	cr_assert_eq(fork_run(child_ring_seen), 0);
+	pthread_barrier_wait(&f.done);
+	while (__atomic_load_n(&ring_state, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	ring_slot = 1;
+	cr_assert_eq(fork_run(child_ring_seen), 0);
+	__atomic_store_n(&ring_state, 2, __ATOMIC_RELEASE);
+	pthread_join(ft, NULL);
+	pthread_barrier_wait(&o.done);
+	pthread_join(ot, NULL);
+	struct ring_seen *b = &ring_seen[0], *r = &ring_seen[1];
+	cr_assert(!b->mapped, "(set-up) the first child held the ring");
+	uint64_t want = r->mapped ? RR_SLOTS * sizeof(void *) : 0;
+	cr_assert_eq(r->meta - b->meta, want,
+	             "the child %s the ring's %zu bytes, its metadata counts %lld more",
+	             r->mapped ? "holds" : "does not hold", RR_SLOTS * sizeof(void *),
+	             (long long)(r->meta - b->meta));
+	cr_assert_eq(r->space - b->space, want,
+	             "the child %s the ring's %zu bytes, its address space counts %lld more",
+	             r->mapped ? "holds" : "does not hold", RR_SLOTS * sizeof(void *),
+	             (long long)(r->space - b->space));
+}
+
 /* A forked child of a published process does not read its parent's header (a fault for
  * nothing, the page the child maps its own file over at once: 5fdcb25): the header's fields
  * it needs come from the prepare handler's snapshot, and the child, its parent's header
