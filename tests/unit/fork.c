@@ -1579,6 +1579,12 @@ static uint64_t child_metadata(void)
 Test(fork, a_childs_metadata_bytes_count_its_own_cache_whatever_threads_start_or_exit,
      .timeout = 120)
 {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* (ASan: a child forked while another thread starts or ends one hangs in the start of
+	 * its control thread, on the sanitizer's thread registry lock, which the fork copied
+	 * held: 2 of 3 runs) */
+	cr_skip_test("the sanitizer's thread registry is not forked with the threads' starts");
+#endif
 	set("decay_ms", 0);
 	meta_seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(meta_seen, MAP_FAILED);
