@@ -73,59 +73,18 @@ PY
 	[ "$output" = "A B C B C A C A B A B C" ]
 }
 
-@test "cpython row: the same environment and an empty working directory, whatever ran before" {
-	run python3 - "$ROOT/bench" <<'PY'
+# cpython_rows_env ONLY RUN ROUNDS: runs the bench's suite for ONLY (its method RUN), with
+# run_process faked, twice (the caller's environment with and without a 150-byte variable)
+# and 20 files left in the scratch directory as earlier rows leave them; each python3 run
+# must have an empty working directory of its own and, LD_PRELOAD aside, the timed cpython
+# row's fixed environment (cpython_env). Prints "same N" (N runs seen) or "skip".
+cpython_rows_env() {
+	run python3 - "$ROOT/bench" "$@" <<'PY'
 import os, sys, types
 sys.path.insert(0, sys.argv[1])
 import run
+only, method, rounds = sys.argv[2], sys.argv[3], int(sys.argv[4])
 if not os.access(run.PYTHON, os.X_OK) or not os.path.exists("/usr/lib/python3.11/test/test_dict.py"):
-    print("skip")
-    sys.exit(0)
-seen = []
-
-def fake(argv, env, timeout, cwd=None, stdin_path=None):
-    seen.append((dict(env), sorted(os.listdir(cwd)), cwd))
-    res = run.RunResult()
-    res.failure = "fake"
-    return res
-
-run.run_process = fake
-args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=2)
-envs = []
-for pad in ("", "x" * 150):
-    os.environ["BENCH_TEST_PADDING"] = pad
-    ctx = run.Context(args)
-    try:
-        for i in range(20):  # what earlier rows leave in the scratch directory
-            open(os.path.join(ctx.tmp, "callgrind.row.%d" % i), "w").close()
-        allocs = [run.Allocator("glibc", None, None), run.Allocator("B", "/fake/B.so", None)]
-        suite = run.Suite(ctx, allocs, ["cpython"])
-        suite.progress = lambda text: None
-        suite.record_failure = lambda *a: None
-        suite.run_cpython()
-    finally:
-        ctx.cleanup()
-    for env, listing, cwd in seen:
-        assert listing == [], listing
-        assert cwd != ctx.tmp
-        env.pop("LD_PRELOAD", None)
-        env["LIBALLOC_RUN_DIR"] = len(env["LIBALLOC_RUN_DIR"])
-        envs.append(sorted(env.items()))
-    seen.clear()
-assert len(envs) == 8, len(envs)
-assert all(e == envs[0] for e in envs), envs
-print("same", len(envs))
-PY
-	[ "$status" -eq 0 ]
-	[ "$output" = "same 8" ] || [ "$output" = "skip" ]
-}
-
-@test "cpython-dict instructions row: the timed row's fixed environment and an empty working directory" {
-	run python3 - "$ROOT/bench" <<'PY'
-import os, sys, types
-sys.path.insert(0, sys.argv[1])
-import run
-if not os.access(run.PYTHON, os.X_OK):
     print("skip")
     sys.exit(0)
 seen = []
@@ -138,8 +97,8 @@ def fake(argv, env, timeout, cwd=None, stdin_path=None):
     return res
 
 run.run_process = fake
-run.shutil.which = lambda name: "/usr/bin/" + name  # the row runs only where valgrind is
-args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=1)
+run.shutil.which = lambda name: "/usr/bin/" + name  # the callgrind rows run only where valgrind is
+args = types.SimpleNamespace(root=".", build=".", quick=True, rounds=rounds)
 envs = []
 for pad in ("", "x" * 150):
     os.environ["BENCH_TEST_PADDING"] = pad
@@ -148,28 +107,37 @@ for pad in ("", "x" * 150):
         for i in range(20):  # what earlier rows leave in the scratch directory
             open(os.path.join(ctx.tmp, "callgrind.row.%d" % i), "w").close()
         allocs = [run.Allocator("glibc", None, None), run.Allocator("B", "/fake/B.so", None)]
-        suite = run.Suite(ctx, allocs, ["instructions"])
+        suite = run.Suite(ctx, allocs, [only])
         suite.progress = lambda text: None
         suite.record_failure = lambda *a: None
-        suite.run_callgrind_programs()
+        getattr(suite, method)()
         timed = run.cpython_env(ctx, allocs[0])
     finally:
         ctx.cleanup()
     for env, listing, cwd, argv in seen:
-        assert argv == run.CPYTHON_TEST + run.CPYTHON_CALLGRIND_TESTS, argv
+        assert argv[:len(run.CPYTHON_TEST)] == run.CPYTHON_TEST, argv
         assert listing == [], listing
         assert cwd != ctx.tmp
         assert "BENCH_TEST_PADDING" not in env
-        # LD_PRELOAD aside (valgrind's client gets it), the timed row's environment
+        # LD_PRELOAD aside (the allocator's, or valgrind's client's), the timed row's
         assert {k: v for k, v in env.items() if k != "LD_PRELOAD"} == timed, (env, timed)
         env.pop("LD_PRELOAD", None)
         env["LIBALLOC_RUN_DIR"] = len(env["LIBALLOC_RUN_DIR"])
         envs.append(sorted(env.items()))
     seen.clear()
-assert len(envs) == 4, len(envs)
 assert all(e == envs[0] for e in envs), envs
 print("same", len(envs))
 PY
+}
+
+@test "cpython row: the same environment and an empty working directory, whatever ran before" {
+	cpython_rows_env cpython run_cpython 2
+	[ "$status" -eq 0 ]
+	[ "$output" = "same 8" ] || [ "$output" = "skip" ]
+}
+
+@test "cpython-dict instructions row: the timed row's fixed environment and an empty working directory" {
+	cpython_rows_env instructions run_callgrind_programs 1
 	[ "$status" -eq 0 ]
 	[ "$output" = "same 4" ] || [ "$output" = "skip" ]
 }
