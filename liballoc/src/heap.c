@@ -324,17 +324,12 @@ static uint32_t last_bit_end(const struct heap *h, uint32_t first, uint32_t end)
  * free pages become resident again only by an allocation's write, which takes them out of
  * the span (or, unseen, by a huge page: the second case). Re-reading every free page of
  * every arena at each measurement held the arena locks as long as mincore over all of
- * them took. */
-static bool measure_wants(const struct heap *h, const struct span *s)
+ * them took. Not one stamped before *gone_by (not NULL: heap_measure's caller, the decay
+ * pass, returns it at its next tick, and its count goes with it then). */
+static bool measure_wants(const struct heap *h, const struct span *s, const uint32_t *gone_by)
 {
-	return s->dirty && (s->unmeasured || !bitmap_bounds(h, s));
-}
-
-/* A measurement's skip (heap_measure's `gone_by`): a span the decay pass's next tick
- * returns is left unmeasured (its count goes with it then). NULL: none skipped. */
-static bool measure_skips(const struct span *s, const uint32_t *gone_by)
-{
-	return gone_by && older(s->stamp, *gone_by);
+	return s->dirty && (s->unmeasured || !bitmap_bounds(h, s)) &&
+	       !(gone_by && older(s->stamp, *gone_by));
 }
 
 /* The window of a pass over h's dirty free spans (for_measure: those a measurement
@@ -344,8 +339,7 @@ static void win_init(struct heap *h, struct rwin *w, bool for_measure, const uin
 	uint32_t lo = LA_HEAP_PAGES, hi = 0, steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!s->dirty ||
-			    (for_measure && (!measure_wants(h, s) || measure_skips(s, gone_by))))
+			if (!s->dirty || (for_measure && !measure_wants(h, s, gone_by)))
 				continue;
 			uint32_t first = s->first, end = s->first + s->npages;
 			if (bitmap_bounds(h, s)) {
@@ -433,7 +427,7 @@ void heap_measure(struct heap *h, const uint32_t *gone_by)
 	uint32_t steps = 0;
 	for (int b = 0; b < HEAP_NBINS; b++)
 		for (struct span *s = h->bins[b]; s; s = bin_next(s, &steps)) {
-			if (!measure_wants(h, s) || measure_skips(s, gone_by))
+			if (!measure_wants(h, s, gone_by))
 				continue;
 			if (s->unmeasured) /* (no write where nothing changed, below) */
 				s->unmeasured = 0;
