@@ -1160,11 +1160,17 @@ LA_INLINE bool span_push(struct arena *a, struct heap *h, struct span *s, void *
 LA_INLINE struct span *push_span_of(struct arena *a, void *p, uintptr_t *nbase)
 {
 	struct heap *h = heap_of(p);
-	uint32_t e = heap_pm_entry_of(h, p);
-	struct span *s = span_at(h, pm_head(e));
-	*nbase = 0 - ((uintptr_t)h + pm_off(e));
-	/* s opaque: gcc 12 computed it a second time for the test */
-	__asm__("" : "+r"(s));
+	uintptr_t off = pm_off(heap_pm_entry_of(h, p));
+	/* The head page from the start's offset, which the range test needs anyway (a copy
+	 * and its shift; pm_head(e) was a copy, a shift and a mask); off opaque, a word: gcc
+	 * 12 went back to the entry's shift and mask, and a 32-bit off cost a zero-extending
+	 * copy. With spanidx in 16-byte units (heap.h, SPANIDX_UNIT) and s no longer opaque
+	 * (its copy from one register to another is gone) a change of span costs 20
+	 * instructions, was 24: logicmin 60 254.156M -> 253.955M, nbody_tree 3000 2 -15.7k,
+	 * churn 100000 1000000 -252k, CPython test_dict (LIBALLOC_CONTROL=0) -41.5k. */
+	__asm__("" : "+r"(off));
+	struct span *s = spanidx_desc(h, h->spanidx[off >> LA_PAGE_SHIFT]);
+	*nbase = 0 - ((uintptr_t)h + off);
 	if (unlikely(!s->on_partial))
 		partial_push(a, s);
 	return s;

@@ -533,7 +533,7 @@ static struct span *desc_new(struct heap *h, uint32_t first)
 	}
 	memset(s, 0, sizeof(*s));
 	s->first = first;
-	h->spanidx[first] = (uint16_t)(s - h->desc);
+	h->spanidx[first] = spanidx_of(h, s);
 	return s;
 }
 
@@ -550,7 +550,7 @@ static struct span *desc_grid(struct heap *h, uint32_t first)
 	}
 	memset(s, 0, sizeof(*s));
 	s->first = first;
-	h->spanidx[first] = (uint16_t)(s - h->desc);
+	h->spanidx[first] = spanidx_of(h, s);
 	return s;
 }
 

@@ -187,7 +187,9 @@ struct heap {
 	char pad_pm[HEAP_FIELDS_BYTES - HEAP_FIELDS_ROOM];
 	uint32_t pagemap[LA_HEAP_PAGES]; /* see pm_entry */
 	char pad_si[HEAP_PAD_SI];
-	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here; 0 elsewhere */
+	uint16_t spanidx[LA_HEAP_PAGES]; /* descriptor of the span starting here, as its offset
+	                                  * from desc[0] in 16 bytes (SPANIDX_UNIT); 0
+	                                  * elsewhere */
 	char pad_de[HEAP_PAD_DE];
 	struct span desc[LA_HEAP_PAGES]; /* desc[0]: SPAN_NONE, never written */
 	/* (a heap of large blocks: the grid's descriptors right after, span_at_grid) */
@@ -206,8 +208,15 @@ _Static_assert(sizeof(struct span) == 48, "span descriptors pack 85 to a page");
  * is aligned to its size). The heap's `huge` mask has a bit per such range. */
 #define HEAP_HUGE_PAGES 512u
 _Static_assert(LA_HEAP_PAGES / HEAP_HUGE_PAGES <= 32, "a bit per huge range in `huge`");
-_Static_assert(LA_HEAP_PAGES + LA_HEAP_PAGES / HEAP_GRID_PAGES <= 65536,
-               "spanidx holds any descriptor index, the grid's too");
+/* spanidx holds a descriptor's offset from desc[0] in units of 16 bytes (index * 3), not
+ * its index: the descriptor is then the heap plus a constant plus the entry shifted, with
+ * no multiply by 48 (a `lea` fewer at each lookup: the flush's change of span, span_at) */
+#define SPANIDX_UNIT 16u
+_Static_assert(sizeof(struct span) % SPANIDX_UNIT == 0, "a descriptor is whole units");
+_Static_assert((LA_HEAP_PAGES + LA_HEAP_PAGES / HEAP_GRID_PAGES - 1) *
+                               (sizeof(struct span) / SPANIDX_UNIT) <=
+                       65535,
+               "spanidx holds any descriptor's offset, the grid's too");
 _Static_assert(offsetof(struct heap, desc) + sizeof(((struct heap *)0)->desc) ==
                                (size_t)HEAP_HDR_PAGES * LA_PAGE &&
                        HEAP_GRID_DESC_PAGES * LA_PAGE >=
@@ -451,10 +460,24 @@ LA_INLINE struct span *heap_desc_at(const struct heap *h, uint32_t i)
 	return (struct span *)((char *)(uintptr_t)h + offsetof(struct heap, desc)) + i;
 }
 
+/* spanidx's entry for descriptor s of h, and back (SPANIDX_UNIT) */
+LA_INLINE uint16_t spanidx_of(const struct heap *h, const struct span *s)
+{
+	return (uint16_t)(((uintptr_t)s - (uintptr_t)heap_desc_at(h, 0)) / SPANIDX_UNIT);
+}
+LA_INLINE struct span *spanidx_desc(const struct heap *h, uint16_t v)
+{
+	uintptr_t o = (uintptr_t)v * SPANIDX_UNIT;
+	/* o opaque: gcc 12 folded the array's offset into v (an add, the shift, an add where
+	 * a shift and one `lea` do) */
+	__asm__("" : "+r"(o));
+	return (struct span *)((char *)(uintptr_t)h + offsetof(struct heap, desc) + o);
+}
+
 /* The descriptor of the span starting at page pg: a SPAN_NONE one (npages 0) if none does. */
 LA_INLINE struct span *span_at(struct heap *h, uint32_t pg)
 {
-	return heap_desc_at(h, h->spanidx[pg]);
+	return spanidx_desc(h, h->spanidx[pg]);
 }
 
 /* In a heap of large blocks (heap_make_large) a block placed on the large blocks' grid
@@ -687,7 +710,7 @@ LA_INLINE bool heap_populate_may(const struct heap *h, const struct span *s, uin
 	uint32_t r = s->first + s->npages;
 	if (h->fresh_pages + h->fresh_prev < HEAP_HUGE_RATE || r >= LA_HEAP_PAGES)
 		return false;
-	const struct span *rs = heap_desc_at(h, h->spanidx[r]);
+	const struct span *rs = spanidx_desc(h, h->spanidx[r]);
 	return rs->kind == SPAN_FREE && rs->dirty < s->npages;
 }
 /* Burst preparation (burst.h, arena_burst_tick): populate up to max pages of one free
