@@ -144,6 +144,39 @@ static struct la_counters *pc(void)
 	return &shm_process_block()->c;
 }
 
+/* Windows. The system calls that make, grow, move or unmap a direct mapping are made outside
+ * direct_lock, and their counts (address_space_bytes here; mmap_calls, mmap_bytes,
+ * munmap_calls, munmap_bytes in os.c) go with the call, before or after it: a fork of another
+ * thread between the two left the child a mapping its address space did not count (or
+ * counted one it did not hold), and a call its counters did not count. Each such call and
+ * its counts are made in a window, which the thread opens while it holds direct_lock (before
+ * it lets the lock go) and closes after the counts, taking neither direct_lock nor the
+ * tunables' lock meanwhile (an arena's lock it may: adopt, move under). The fork's prepare
+ * handler, once it holds direct_lock (no window opens then), waits until every window is
+ * closed (direct_fork_prepare): what the child holds of the direct mappings is what its
+ * counts say. dwin: the windows open; dwin_waits: a fork waits for them (the closer wakes
+ * it); dwin_self: this thread is in one (a fork from a signal handler that interrupted its
+ * window does not wait for it, which would never close). Between a window's close and the
+ * registration under the lock a fork leaves the child a mapping no table lists (its
+ * thread is not there to free it), counted as address space, as it is. */
+static uint32_t dwin, dwin_waits;
+static __thread uint32_t dwin_self __attribute__((tls_model("initial-exec")));
+
+/* Lock held: open a window (see above). */
+static void window_open(void)
+{
+	__atomic_fetch_add(&dwin, 1, __ATOMIC_RELAXED); /* (the fork reads it under the lock) */
+	dwin_self++;
+}
+
+static void window_close(void)
+{
+	__atomic_fetch_sub(&dwin, 1, __ATOMIC_SEQ_CST);
+	dwin_self--;
+	if (unlikely(__atomic_load_n(&dwin_waits, __ATOMIC_SEQ_CST)))
+		la_futex(&dwin, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
 /* The counters of the process block that only this file writes, and only under
  * direct_lock: direct_mappings, direct_bytes, direct_cache_bytes, direct_cache_hits, and
  * allocated_bytes, free_resident_bytes, data_resident_bytes (the heaps count theirs in their
@@ -723,11 +756,13 @@ static uint32_t lend_grown(struct heap *h, struct dcached *e, uint32_t from, uin
 		lend_remove((unsigned)(e - dfirst.cache));
 	else
 		cache_cut(e, m);
+	window_open();
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, whole || adopted ? len : m);
 	if (whole && k && !adopted)
 		os_unmap(p + m, k, pc());
-	else if (adopted && res < len)
+	window_close();
+	if (adopted && res < len)
 		op_measure_soon(); /* counted resident whole in the heap until then */
 	errno = saved;
 	return (uint32_t)(m >> LA_PAGE_SHIFT);
@@ -790,9 +825,10 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 			lend_remove((unsigned)(e - dfirst.cache));
 		else if (moved)
 			cache_cut(e, m);
-		la_unlock(&direct_lock);
+		/* (moved under the lock: counted under it too) */
 		if (moved)
 			STAT_SUB(pc(), address_space_bytes, m);
+		la_unlock(&direct_lock);
 		errno = saved0;
 		return moved ? (uint32_t)(m >> LA_PAGE_SHIFT) : 0;
 	}
@@ -806,6 +842,7 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 		lend_remove((unsigned)(e - dfirst.cache));
 	else
 		cache_cut(e, k); /* (a mapping kept for the heaps is on trial: trial bytes too) */
+	window_open();
 	la_unlock(&direct_lock);
 	STAT_SUB(pc(), address_space_bytes, k);
 	size_t m = LA_MIN(k, (size_t)run << LA_PAGE_SHIFT);
@@ -813,11 +850,14 @@ static uint32_t lend_to(struct heap *h, uint32_t from, uint32_t n, uint32_t fres
 	if (under && heap_move_under(h, p, at, (uint32_t)(m >> LA_PAGE_SHIFT))) {
 		if (k > m)
 			os_unmap((char *)p + m, k - m, pc());
+		window_close();
 		return (uint32_t)(m >> LA_PAGE_SHIFT);
 	}
-	if (drop || !heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT)))
+	bool adopted = !drop && heap_adopt(h, p, (uint32_t)(k >> LA_PAGE_SHIFT));
+	if (!adopted)
 		os_unmap(p, k, pc());
-	else if (res < k)
+	window_close();
+	if (adopted && res < k)
 		op_measure_soon(); /* counted resident whole in the heap until then */
 	errno = saved;
 	return 0;
@@ -856,10 +896,13 @@ static bool hit_register(const struct dcached *c, uint32_t asked, struct la_coun
 		STAT_ADD_LOCKED(sc, allocated_bytes, c->len);
 		STAT_ADD_LOCKED(sc, data_resident_bytes, c->len);
 	}
+	if (!ok)
+		window_open();
 	la_unlock(&direct_lock);
 	if (!ok) {
 		STAT_SUB(sc, address_space_bytes, c->len);
 		os_unmap(c->base, c->len, sc);
+		window_close();
 	}
 	return ok;
 }
@@ -940,10 +983,13 @@ void *direct_alloc_kept_slow(size_t size)
 	size_t tail = c.len - len > len / 4 && !c.link ? c.len - len : 0;
 	c.len -= tail;
 	int saved = errno; /* (a table that cannot grow: the caller goes on without it) */
+	if (tail)
+		window_open(); /* (hit_register lets the lock go) */
 	bool ok = hit_register(&c, 0, pc());
 	if (tail) {
 		STAT_SUB(pc(), address_space_bytes, tail);
 		os_unmap((char *)c.base + c.len, tail, pc());
+		window_close();
 	}
 	errno = saved;
 	return ok ? c.base : NULL;
@@ -962,6 +1008,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	size_t got = 0;
 	struct dcached c = {0};
 	bool hit = false, purge = false;
+	bool win = false; /* a window open (see the windows) */
 	struct la_counters *sc = pc();
 	if (!extra && (from & DIRECT_CACHE)) {
 		la_lock(&direct_lock);
@@ -977,22 +1024,38 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 				*fresh = false;
 			return c.base;
 		}
+		/* the system calls that follow (the one taken purged or grown, or a new mapping
+		 * when no mapping kept for the heaps is to be looked at) in a window opened in
+		 * this hold of the lock */
+		if (hit || ((from & DIRECT_MAP) &&
+		            !__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED))) {
+			window_open();
+			win = true;
+		}
 		la_unlock(&direct_lock);
 	}
 	if (hit) {
 		base = fit_cached(&c, len, purge);
 		hit = base != NULL;
 		got = c.len;
+		if (!hit) { /* (gone: the lock is taken again below) */
+			window_close();
+			win = false;
+		}
 	}
 	/* the program maps anew rather than grow its heaps: a mapping kept for them that their
 	 * growth has not taken serves this one, cut or grown to its size (pages the process
 	 * held before that free); a calloc takes only one that covers it, and the rest is
 	 * unmapped */
 	bool lent = false;
-	if (!hit && !extra && (from & DIRECT_MAP) &&
+	if (!hit && !win && !extra && (from & DIRECT_MAP) &&
 	    __atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED)) {
 		la_lock(&direct_lock);
 		lent = lend_take(len, fresh != NULL, &c);
+		if (lent) {
+			window_open();
+			win = true;
+		}
 		la_unlock(&direct_lock);
 		if (lent) {
 			int saved = errno; /* a remap refused, a new mapping that succeeds */
@@ -1012,15 +1075,25 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	}
 	if (!hit) {
 		if (!(from & DIRECT_MAP))
-			return NULL;
+			return NULL; /* (no window open: one is opened for a hit or a mapping) */
+		if (!win) {
+			la_lock(&direct_lock);
+			window_open();
+			win = true;
+			la_unlock(&direct_lock);
+		}
 		base = extra                  ? os_map(len, pc())
 		       : (from & DIRECT_ROOM) ? map_with_room(len)
 		                              : map_on_table(len);
-		if (!base)
-			return NULL;
-		got = len;
-		STAT_ADD(pc(), address_space_bytes, got);
+		if (base) {
+			got = len;
+			STAT_ADD(pc(), address_space_bytes, got);
+		}
 	}
+	if (win)
+		window_close();
+	if (!base)
+		return NULL;
 	if (fresh)
 		*fresh = !hit;
 	uintptr_t user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
@@ -1037,10 +1110,13 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		STAT_ADD_LOCKED(pc(), allocated_bytes, got);
 		STAT_ADD_LOCKED(pc(), data_resident_bytes, got);
 	}
+	if (!ok)
+		window_open();
 	la_unlock(&direct_lock);
 	if (!ok) {
 		STAT_SUB(pc(), address_space_bytes, got);
 		os_unmap(base, got, pc());
+		window_close();
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -1151,6 +1227,7 @@ int direct_free(void *p)
 	if (!cached) {
 		dfirst.freed[dfreed_next++ % DFREED_RING] = user;
 		STAT_SUB_LOCKED(sc, data_resident_bytes, len);
+		window_open();
 		la_unlock(&direct_lock);
 		STAT_SUB(sc, address_space_bytes, len);
 		/* blocks of its size came from the heaps before this free (a larger mapping's
@@ -1159,9 +1236,11 @@ int direct_free(void *p)
 		 * faulting in new pages. One whose own free raises the threshold is unmapped:
 		 * nothing says the heaps will grow by its size (adopting those too kept
 		 * fragmentation's last freed mapping in a heap, and raised cpython's peak) */
-		if (!served || !arena_adopt(base, len))
+		bool adopted = served && arena_adopt(base, len);
+		if (!adopted)
 			os_unmap(base, len, sc);
-		else
+		window_close();
+		if (adopted)
 			op_measure_soon(); /* counted resident whole in its heap until then */
 		return 0;
 	}
@@ -1202,11 +1281,15 @@ int direct_free(void *p)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
 	if (lend)
 		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes + len, __ATOMIC_RELAXED);
+	if (nevict)
+		window_open();
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < nevict; i++) {
 		STAT_SUB(sc, address_space_bytes, evict_len[i]);
 		os_unmap(evict[i], evict_len[i], sc);
 	}
+	if (nevict)
+		window_close();
 	shm_note_retained();
 	if (kick)
 		shm_kick_control(kick); /* it sleeps until the next deadline it knows */
@@ -1307,6 +1390,7 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	uint64_t was_link = m->link;
 	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
+	window_open();
 	la_unlock(&direct_lock);
 	/* a growth in place or with room after it, else where the kernel puts it, else (the
 	 * quarter more refused) the size asked; errno as it was (when all are refused, the
@@ -1319,6 +1403,9 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 		len = slack;
 	else if (slack != len)
 		q = os_remap(p, old, len, pc());
+	if (q && len != old)
+		STAT_ADD(pc(), address_space_bytes, len - old);
+	window_close();
 	errno = saved;
 	la_lock(&direct_lock);
 	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked,
@@ -1331,8 +1418,6 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	la_unlock(&direct_lock);
 	if (!ok)
 		la_fatal("realloc()", "cannot register a direct mapping");
-	if (q && len != old)
-		STAT_ADD(pc(), address_space_bytes, len - old);
 	return q;
 }
 
@@ -1373,11 +1458,15 @@ static void drop_cache(int which)
 			memset(dfirst.dropped, 0, sizeof(dfirst.dropped));
 		}
 	}
+	if (n)
+		window_open();
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < n; i++) {
 		STAT_SUB(pc(), address_space_bytes, gone[i].len);
 		os_unmap(gone[i].base, gone[i].len, pc());
 	}
+	if (n)
+		window_close();
 }
 
 void direct_measure(void)
@@ -1446,11 +1535,15 @@ uint64_t direct_lend_tick(uint64_t now)
 	}
 	due = lend_next_due();
 	__atomic_store_n(&direct_lend_due_ns, due, __ATOMIC_RELAXED);
+	if (n)
+		window_open();
 	la_unlock(&direct_lock);
 	for (unsigned i = 0; i < n; i++) {
 		STAT_SUB(pc(), address_space_bytes, gone[i].len);
 		os_unmap(gone[i].base, gone[i].len, pc());
 	}
+	if (n)
+		window_close();
 	return due;
 }
 
@@ -1476,9 +1569,20 @@ const void *direct_table(size_t *slots)
 	return (const void *)(w & ~(uintptr_t)63);
 }
 
+bool direct_fork_waits(void)
+{
+	return __atomic_load_n(&dwin_waits, __ATOMIC_ACQUIRE) != 0;
+}
+
 void direct_fork_prepare(void)
 {
 	la_lock(&direct_lock);
+	if (dwin_self) /* (a signal handler's fork: see the windows) */
+		return;
+	__atomic_store_n(&dwin_waits, 1, __ATOMIC_SEQ_CST);
+	for (uint32_t v; (v = __atomic_load_n(&dwin, __ATOMIC_SEQ_CST)) != 0;)
+		la_futex(&dwin, FUTEX_WAIT_PRIVATE, v, NULL);
+	__atomic_store_n(&dwin_waits, 0, __ATOMIC_RELAXED);
 }
 
 void direct_fork_parent(void)
@@ -1489,4 +1593,6 @@ void direct_fork_parent(void)
 void direct_fork_child(void)
 {
 	la_lock_reinit(&direct_lock);
+	dwin = dwin_self; /* (the other threads' windows are not the child's) */
+	dwin_waits = 0;
 }

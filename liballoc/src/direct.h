@@ -81,6 +81,10 @@ uint64_t direct_count(void);
 /* The table of mappings the lookups without the lock read now (NULL before the first
  * mapping), and its slots: for tests. */
 const void *direct_table(size_t *slots);
+/* Whether a fork's prepare handler waits for a system call on a direct mapping and its
+ * counts to be over (direct.c, the windows): for tests. */
+bool direct_fork_waits(void);
+/* The fork's handlers: the prepare handler takes direct_lock, then waits for those calls. */
 void direct_fork_prepare(void);
 void direct_fork_parent(void);
 void direct_fork_child(void);

@@ -35,6 +35,7 @@
 #include "api/api.h"
 #include "arena.h"
 #include "control.h"
+#include "direct.h"
 #include "liballoc.h"
 #include "os.h"
 #include "pagemap.h"
@@ -1638,6 +1639,10 @@ static bool ring_lock_waited(void)
 {
 	return __atomic_load_n(&arena_ring_lock.word, __ATOMIC_RELAXED) & FUTEX_WAITERS;
 }
+/* (the direct mappings' test, below: this file's mmap and munmap count the calls made, and
+ * stop the one it names on its way) */
+static void dm_stop(void *p, size_t len, int op);
+static uint64_t dm_mmaps, dm_mmap_bytes, dm_munmaps, dm_munmap_bytes;
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
@@ -1645,6 +1650,11 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	if (!real)
 		real = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
 	void *p = real(addr, len, prot, flags, fd, off);
+	__atomic_fetch_add(&dm_mmaps, 1, __ATOMIC_SEQ_CST);
+	if (p != MAP_FAILED) {
+		__atomic_fetch_add(&dm_mmap_bytes, len, __ATOMIC_SEQ_CST);
+		dm_stop(p, len, 0);
+	}
 	if (p != MAP_FAILED && len == RR_SLOTS * sizeof(void *) &&
 	    __atomic_load_n(&ring_tid, __ATOMIC_ACQUIRE) == (pid_t)syscall(SYS_gettid) &&
 	    !__atomic_load_n(&ring_state, __ATOMIC_ACQUIRE)) {
@@ -1722,6 +1732,143 @@ Test(fork, a_child_holds_an_arenas_ring_exactly_when_its_gauges_count_it)
 	             "the child %s the ring's %zu bytes, its address space counts %lld more",
 	             r->mapped ? "holds" : "does not hold", RR_SLOTS * sizeof(void *),
 	             (long long)(r->space - b->space));
+}
+
+/* A forked child holds a direct mapping exactly when its address space counts it, and its
+ * mmap and munmap counters count the calls it saw made. A direct mapping is made, and unmapped,
+ * outside direct_lock, and it was counted after its mmap and before its munmap (the calls
+ * after each): a fork of another thread between the two left the child a mapping its address
+ * space did not count (or one it counted gone), and an mmap its counters did not count. Here
+ * a thread's new 600 KiB mapping (its mmap, this file's, after the call) or its unmapping
+ * (its munmap, before the call) waits for another thread's fork until that fork is over or
+ * waits for it (direct_fork_waits: the calls are made in windows, direct.c); the child says
+ * whether it holds the mapping and what its counters count beyond a child's forked just
+ * before. */
+#define DM_LEN ((size_t)600 << 10)
+static pid_t dm_tid;   /* the thread whose call waits for a fork */
+static int dm_op;      /* 0: its mmap waits (after the call), 1: its munmap (before it) */
+static int dm_state;   /* 1: at the call, waiting; 2: the fork is over */
+static void *dm_addr;  /* the mapping */
+static void *dm_block; /* the thread's block, for its free */
+static void dm_stop(void *p, size_t len, int op)
+{
+	if (len != DM_LEN || op != __atomic_load_n(&dm_op, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&dm_tid, __ATOMIC_ACQUIRE) != (pid_t)syscall(SYS_gettid) ||
+	    __atomic_load_n(&dm_state, __ATOMIC_ACQUIRE))
+		return;
+	dm_addr = p;
+	__atomic_store_n(&dm_state, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&dm_state, __ATOMIC_ACQUIRE) != 2 && !direct_fork_waits())
+		sched_yield();
+}
+int munmap(void *addr, size_t len)
+{
+	dm_stop(addr, len, 1);
+	int r = (int)syscall(SYS_munmap, addr, len);
+	__atomic_fetch_add(&dm_munmaps, 1, __ATOMIC_SEQ_CST);
+	if (r == 0)
+		__atomic_fetch_add(&dm_munmap_bytes, len, __ATOMIC_SEQ_CST);
+	return r;
+}
+struct dm_seen {
+	uint64_t space, mmaps, mmap_bytes, munmaps, munmap_bytes; /* the counters */
+	uint64_t made, made_bytes, unmade, unmade_bytes;          /* the calls this file saw */
+	int mapped;
+};
+static struct dm_seen *dm_seen; /* a shared page: [0] before, [1] at the call */
+static int dm_slot;
+static int child_dm_seen(void)
+{
+	struct dm_seen *s = &dm_seen[dm_slot];
+	struct la_counters *c = &shm_process_block()->c;
+	s->space = c->address_space_bytes;
+	s->mmaps = c->mmap_calls;
+	s->mmap_bytes = c->mmap_bytes;
+	s->munmaps = c->munmap_calls;
+	s->munmap_bytes = c->munmap_bytes;
+	s->made = dm_mmaps;
+	s->made_bytes = dm_mmap_bytes;
+	s->unmade = dm_munmaps;
+	s->unmade_bytes = dm_munmap_bytes;
+	unsigned char v;
+	s->mapped = dm_addr && mincore(dm_addr, 4096, &v) == 0;
+	return 0;
+}
+static void *dm_thread(void *arg)
+{
+	pthread_barrier_t *go = arg;
+	A(free)(A(malloc)(48)); /* its cache and arena, before the first child */
+	if (dm_op == 1)
+		dm_block = A(malloc)(DM_LEN); /* mapped before the first child */
+	__atomic_store_n(&dm_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	pthread_barrier_wait(go); /* (the first child forked) */
+	if (dm_op == 0)
+		dm_block = A(malloc)(DM_LEN);
+	else
+		A(free)(dm_block);
+	__atomic_store_n(&dm_tid, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+static void dm_run(int op)
+{
+	set("decay_ms", 0);     /* no decay pass meanwhile */
+	set("mmap_dynamic", 0); /* a free unmaps it at once (nothing recycled: not cached) */
+	dm_seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(dm_seen, MAP_FAILED);
+	A(free)(A(malloc)(64));
+	A(malloc_trim)(0); /* no mapping cached or kept for the heaps: the thread's is new */
+	dm_op = op;
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, 2);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, dm_thread, &go), 0);
+	while (!__atomic_load_n(&dm_tid, __ATOMIC_ACQUIRE))
+		sched_yield();
+	if (op == 1)
+		dm_addr = dm_block; /* (page-aligned: its mapping's start) */
+	dm_slot = 0;
+	cr_assert_eq(fork_run(child_dm_seen), 0);
+	pthread_barrier_wait(&go);
+	while (__atomic_load_n(&dm_state, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	dm_slot = 1;
+	cr_assert_eq(fork_run(child_dm_seen), 0);
+	__atomic_store_n(&dm_state, 2, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	if (op == 0)
+		A(free)(dm_block);
+	struct dm_seen *b = &dm_seen[0], *r = &dm_seen[1];
+	cr_assert(b->mapped == (op == 1), "(set-up) the first child %s the mapping",
+	          b->mapped ? "held" : "did not hold");
+	long long want = (long long)r->mapped - b->mapped;
+	cr_assert_eq((long long)(r->space - b->space), want * (long long)DM_LEN,
+	             "the child %s the mapping's %zu bytes, its address space counts %lld more",
+	             r->mapped ? "holds" : "does not hold", DM_LEN,
+	             (long long)(r->space - b->space));
+	cr_assert_eq(r->mmaps - b->mmaps, r->made - b->made,
+	             "the child counts %llu mmap calls more, %llu were made",
+	             (unsigned long long)(r->mmaps - b->mmaps),
+	             (unsigned long long)(r->made - b->made));
+	cr_assert_eq(r->mmap_bytes - b->mmap_bytes, r->made_bytes - b->made_bytes,
+	             "the child counts %llu mmap bytes more, %llu were mapped",
+	             (unsigned long long)(r->mmap_bytes - b->mmap_bytes),
+	             (unsigned long long)(r->made_bytes - b->made_bytes));
+	cr_assert_eq(r->munmaps - b->munmaps, r->unmade - b->unmade,
+	             "the child counts %llu munmap calls more, %llu were made",
+	             (unsigned long long)(r->munmaps - b->munmaps),
+	             (unsigned long long)(r->unmade - b->unmade));
+	cr_assert_eq(r->munmap_bytes - b->munmap_bytes, r->unmade_bytes - b->unmade_bytes,
+	             "the child counts %llu munmap bytes more, %llu were unmapped",
+	             (unsigned long long)(r->munmap_bytes - b->munmap_bytes),
+	             (unsigned long long)(r->unmade_bytes - b->unmade_bytes));
+}
+Test(fork, a_child_holds_a_new_direct_mapping_exactly_when_its_counts_say_so)
+{
+	dm_run(0);
+}
+Test(fork, a_child_holds_an_unmapped_direct_mapping_exactly_when_its_counts_say_so)
+{
+	dm_run(1);
 }
 
 /* A forked child of a published process does not read its parent's header (a fault for
