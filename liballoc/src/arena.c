@@ -2971,13 +2971,14 @@ bool arena_decay(struct arena *a, uint32_t tick, uint32_t stale, uint32_t *due)
 			h->purge_shift--;
 	}
 	/* what stays is measured once a period: large blocks the program touched in part.
-	 * Not the spans the next tick returns (stamped before `before` + HEAP_TICK): their
-	 * counts go with their purge a tick later, whatever the measurement found. A forked
+	 * Not the spans the next tick returns (stamped from `before` up to before + HEAP_TICK):
+	 * their counts go with their purge a tick later, whatever the measurement found (an
+	 * older one still here is one whose purge was refused just now: measured). A forked
 	 * child's pass read its parent's last freed spans with mincore at one tick and purged
 	 * them at the next (the fork loop's decay child: 2 of its ~5.5 mincore calls) */
-	uint32_t gone_by = before + HEAP_TICK;
+	uint32_t gone_by[2] = {before, before + HEAP_TICK};
 	if (full)
-		measure_locked(a, &gone_by);
+		measure_locked(a, gone_by);
 	bool aging = false, held = a->parked != NULL, queued = remote_pending(a);
 	held |= ring_return(a);
 	for (struct heap *h = a->heaps; h; h = h->next) {

@@ -324,12 +324,16 @@ static uint32_t last_bit_end(const struct heap *h, uint32_t first, uint32_t end)
  * free pages become resident again only by an allocation's write, which takes them out of
  * the span (or, unseen, by a huge page: the second case). Re-reading every free page of
  * every arena at each measurement held the arena locks as long as mincore over all of
- * them took. Not one stamped before *gone_by (not NULL: heap_measure's caller, the decay
- * pass, returns it at its next tick, and its count goes with it then). */
+ * them took. Not one stamped from gone_by[0] up to before gone_by[1] (not NULL:
+ * heap_measure's caller, the decay pass, returns it at its next tick, and its count goes
+ * with it then). One stamped before gone_by[0], the bound of the pass's own purge, is still
+ * free because that purge was refused (locked memory): the next tick's is refused too, and
+ * no later pass's measurement would read it; its count stood as it was freed (whole, for
+ * a large block written in part) for as long as the memory stayed locked. */
 static bool measure_wants(const struct heap *h, const struct span *s, const uint32_t *gone_by)
 {
 	return s->dirty && (s->unmeasured || !bitmap_bounds(h, s)) &&
-	       !(gone_by && older(s->stamp, *gone_by));
+	       !(gone_by && !older(s->stamp, gone_by[0]) && older(s->stamp, gone_by[1]));
 }
 
 /* The window of a pass over h's dirty free spans (for_measure: those a measurement

@@ -617,7 +617,9 @@ LA_INLINE uint32_t heap_resident_few(const struct heap *h, uint32_t first, uint3
  * does; others: their owner). */
 uint32_t heap_measure_range(struct heap *h, uint32_t first, uint32_t n);
 /* Measure every FREE span holding dirty pages (the decay pass, a refresh command), but
- * those stamped older than *gone_by (not NULL: the decay pass's next tick returns them). */
+ * those stamped from gone_by[0] up to before gone_by[1] (not NULL: the decay pass's purge
+ * bound and its next tick's, which returns them). One stamped before gone_by[0] is still
+ * there because the pass's purge was refused: measured. */
 void heap_measure(struct heap *h, const uint32_t *gone_by);
 /* The heap's spare pages changed (the caller updated spare_pages): publish whether it is
  * idle. Also called by heap.c when used_pages changes. */

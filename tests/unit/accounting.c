@@ -838,6 +838,61 @@ Test(accounting, the_full_pass_leaves_unmeasured_the_spans_its_next_tick_returns
 	A(free)(keep);
 }
 
+/* A span whose purge the kernel refuses (a page of it mlocked: EINVAL) stays free and dirty,
+ * with the stamp that made the pass try it; the full pass's measurement reads it all the
+ * same. Skipped as one the next tick returns (its stamp is older than that tick's bound),
+ * it was read by no later pass either, and a large block written in part counted whole as
+ * long as its memory stayed locked. */
+Test(accounting, the_full_pass_measures_a_span_whose_purge_was_refused)
+{
+	enum { P = FP_PAGES };
+	set("mmap_threshold", 4 << 20);
+	set("trim_threshold", 64 << 20); /* keep freed pages */
+	set("decay_ms", 0);              /* the passes are the test's */
+	if (os_thp_always())
+		cr_skip("transparent huge pages always: free spans are read whole each time");
+	char *t = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(t, MAP_FAILED);
+	bool can_lock = syscall(SYS_mlock, t, 4096) == 0;
+	munmap(t, 4096);
+	if (!can_lock)
+		cr_skip_test("mlock refused here (RLIMIT_MEMLOCK): %s", strerror(errno));
+	char *keep = A(malloc)(100000), *x = A(malloc)(10 * 4096);
+	char *a = A(malloc)(P * 4096), *b = A(malloc)(P * 4096);
+	cr_assert_eq(b, a + P * 4096, "b follows a (the test needs a alone in its span)");
+	memset(a, 1, P / 4 * 4096);
+	memset(b, 1, P * 4096);
+	/* (the system call: AddressSanitizer's mlock locks nothing) */
+	char *locked = (char *)((uintptr_t)a & ~(uintptr_t)4095);
+	cr_assert_eq(syscall(SYS_mlock, locked, 4096), 0, "mlock: %s", strerror(errno));
+	A(free)(a); /* kept whole (the thread's large slot, or parked) */
+	A(free)(b); /* kept in its place: a goes to the heap, a free span not measured yet */
+	struct arena *ar = la_tcache.arena;
+	struct heap *h = heap_of(a);
+	uint32_t pg = heap_page_of(h, a), due;
+	uint32_t tick = (__atomic_load_n(&heap_epoch, __ATOMIC_RELAXED) & ~(HEAP_PERIOD - 1)) +
+	                4 * HEAP_PERIOD;
+	arena_lock(ar);
+	struct span *s = span_at(h, pg);
+	cr_assert(s->first == pg && s->npages == P && s->dirty == P && s->unmeasured,
+	          "a's span: first %u (%u), %u pages, %u dirty, unmeasured %u", s->first, pg,
+	          s->npages, s->dirty, s->unmeasured);
+	s->stamp = tick - HEAP_PERIOD - HEAP_TICK; /* due at this pass */
+	arena_unlock(ar);
+	uint64_t refused0 = ar->c->madvise_calls;
+	arena_decay(ar, tick, tick, &due); /* a full pass: its purge is refused, it measures */
+	check_all();
+	cr_assert(s->dirty != 0 && ar->c->madvise_calls > refused0,
+	          "(set-up) the span's purge went through: %u dirty pages", s->dirty);
+	cr_assert(s->dirty < P && !s->unmeasured && !bit(h, pg + P - 1),
+	          "the span whose purge was refused was not measured: %u of %u pages dirty, "
+	          "unmeasured %u (%u written)",
+	          s->dirty, P, s->unmeasured, P / 4);
+	syscall(SYS_munlock, locked, 4096);
+	A(free)(x);
+	A(free)(keep);
+}
+
 /* A freed direct mapping kept in the cache counts whole until a measurement (the decay
  * pass, refresh, flush) finds what was touched. */
 Test(accounting, a_cached_direct_mapping_counts_what_was_touched)
