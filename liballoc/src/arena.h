@@ -106,6 +106,8 @@ struct arena {
 	                                    * the first flush */
 	uint64_t xfer_bytes;               /* lock; bytes it holds (counted cached) */
 	uint32_t xfer_chunks;              /* lock; its chunks ever written */
+	uint32_t joining;                  /* atomic: its threads that wait in pthread_join
+	                                    * (arena_join_wait; idle_lender) */
 	uint64_t xfer_pages;               /* lock; its pages counted as metadata (bit i: page
 	                                    * i): those the chunks written reach, and those
 	                                    * that may have been resident when it was set up */
@@ -240,6 +242,12 @@ void arena_boot(void);
  * in use while one thread at most uses it (arena.c). */
 struct arena *arena_attach(struct arena *hint);
 #define ARENA_HELD_PAGES 16u
+/* The calling thread starts to wait in pthread_join: its arena counts it in `joining`
+ * until arena_join_done (the wrapper's cleanup, cancellation too). A thread that waits
+ * there allocates nothing: its arena's threads all waiting is idle_lender's proof that
+ * the arena is idle. Returns the arena counted, NULL when the thread has none yet. */
+struct arena *arena_join_wait(void);
+void arena_join_done(struct arena *a);
 /* Does an arena no thread uses hold ARENA_HELD_PAGES pages in use (a guess, no lock)? */
 bool arena_some_held(void);
 /* The calling thread leaves a (its cache was flushed): a's transfer cache goes back to its

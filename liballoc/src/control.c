@@ -443,7 +443,7 @@ static bool others_alive(void)
  * through pthread_create (counted by its creator before it exists, so the count never
  * dips to 0 while one is being created). A thread leaves the count in its exit handler
  * (tcache_thread_exit), once. */
-static uint32_t app_threads = 1;
+uint32_t app_threads = 1;
 static __thread uint8_t counted __attribute__((tls_model("initial-exec")));
 
 /* The calling thread counts in app_threads (its creator added it) and tells the control
@@ -523,6 +523,28 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 		__atomic_fetch_sub(&app_threads, 1, __ATOMIC_RELAXED);
 		la_own_free(st);
 	}
+	return err;
+}
+
+/* A thread that waits in pthread_join allocates nothing until it returns: its arena
+ * counts it meanwhile (arena_join_wait), so a thread that frees that arena's blocks may
+ * take them back rather than carve new pages (arena.c, idle_lender; larson's main thread
+ * waits there while each generation's worker frees the slots it allocated). */
+static void join_done(void *a)
+{
+	arena_join_done(a);
+}
+
+LA_EXPORT int pthread_join(pthread_t t, void **ret)
+{
+	os_join_fn real = os_real_pthread_join();
+	if (!real)
+		return ESRCH;
+	int err;
+	struct arena *a = arena_join_wait();
+	pthread_cleanup_push(join_done, a); /* pthread_join is a cancellation point */
+	err = real(t, ret);
+	pthread_cleanup_pop(1);
 	return err;
 }
 #endif

@@ -20,6 +20,8 @@ void control_fork_prepare(void);
  * last one besides itself, and then ends, so the process ends as it would without
  * liballoc. */
 void control_thread_exiting(void);
+/* Application threads that have not started to exit (atomic; control.c) */
+LA_HIDDEN extern uint32_t app_threads;
 
 /* Result of a maintenance operation. */
 struct op_result {

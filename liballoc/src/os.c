@@ -535,6 +535,21 @@ os_create_fn os_real_pthread_create(void)
 #endif
 }
 
+os_join_fn os_real_pthread_join(void)
+{
+#if LA_WRAP_THREADS
+	static os_join_fn real;
+	os_join_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (os_join_fn)dlsym(RTLD_NEXT, "pthread_join");
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	return f;
+#else
+	return pthread_join;
+#endif
+}
+
 /* Every signal but SIGBUS: a write to the segment after its file was truncated faults, and
  * the kernel kills a thread that blocks the signal its fault raises (sigbus.c). */
 LA_INLINE void thread_mask(sigset_t *all)

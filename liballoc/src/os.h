@@ -132,5 +132,8 @@ int os_thread_start_attr(void *(*fn)(void *), void *arg, const pthread_attr_t *a
 typedef int (*os_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 /* libc's pthread_create (NULL if it cannot be found). */
 os_create_fn os_real_pthread_create(void);
+typedef int (*os_join_fn)(pthread_t, void **);
+/* libc's pthread_join (NULL if it cannot be found). */
+os_join_fn os_real_pthread_join(void);
 
 #endif

@@ -1238,6 +1238,7 @@ static void flush_remote(struct tcache *tc)
 	if (!tc->rb_n)
 		return;
 	arena_free_remote_array(tc->rb_owner, tc->arena, tc->rb, tc->rb_n);
+	tc->freed_to = tc->rb_owner;
 	tc->rb_n = 0;
 	tc->rb_owner = NULL;
 }

@@ -320,6 +320,13 @@ struct tcache {
 	 * cache lines. */
 	struct arena *rb_owner;
 	uint32_t rb_n;
+	/* The arena the last hand-over went to, and its work when a refill that would carve
+	 * new pages last looked at it (arena.c, idle_lender): a thread that frees an idle
+	 * arena's blocks takes that arena's freed blocks before it carves */
+	uint32_t freed_to_work;
+	bool crowded; /* idle_lender found a third application thread alive: none lends */
+	struct arena *freed_to;
+	struct arena *freed_to_seen;
 	void *rb[TC_REMOTE_BATCH];
 	/* sc_small4 (sizeclass.h) up to TC_SMALL4_MAX in the thread's TLS, for malloc's fast
 	 * path: it addresses the entry from the register that holds the cache's TLS offset

@@ -5470,6 +5470,174 @@ Test(remote_frees, a_refill_leaves_another_arenas_batch_of_free_pages_to_it)
 	pthread_join(t, NULL);
 }
 
+/* A thread that frees the blocks of an arena whose one thread waits in pthread_join, and
+ * whose refills find no freed block in its own arena, takes that arena's freed blocks
+ * before it carves new pages (arena.c, idle_lender): larson's new thread each generation
+ * frees the slots main allocated, main in pthread_join, and faulted a copy of the working
+ * set in beside them. Here another thread makes 4 MiB of 1 KiB blocks (IDLE_LEND_PAGES up)
+ * and waits, counted as in pthread_join (arena_join_wait: the wrapper's count, control.c;
+ * the prefixed build wraps no pthread function); this thread frees 3 of every 4 (remote
+ * frees, which leave every span of the other arena some blocks: no free pages to lend,
+ * lender) and then allocates a quarter as many: nearly all come from the blocks it freed.
+ * tests/e2e/joinlend.bats runs the same through the real pthread_join. */
+enum { IDLE_BLOCKS = 4096, IDLE_SIZE = 1024 };
+static void *idle_blocks[IDLE_BLOCKS];
+static void *taken_idle[IDLE_BLOCKS / 4];
+static pthread_barrier_t idle_made, idle_done;
+
+static int idle_n = IDLE_BLOCKS;     /* the blocks idle_owner makes */
+static size_t idle_size = IDLE_SIZE; /* their size, and that of the blocks taken after */
+
+/* The process's application threads (app_threads) made apps, as if it ran only this thread
+ * and the owner (criterion's own threads count too: the test binary's pthread_create is
+ * liballoc's); returns the others, to add back once the owner is joined. */
+static uint32_t apps_only(uint32_t apps)
+{
+	uint32_t now = __atomic_load_n(&app_threads, __ATOMIC_RELAXED);
+	cr_assert_geq(now, 2, "this thread and the owner count");
+	__atomic_sub_fetch(&app_threads, now - apps, __ATOMIC_RELAXED);
+	return now - apps;
+}
+
+static bool idle_joins = true; /* idle_owner waits counted as in pthread_join */
+
+static void *idle_owner(void *arg)
+{
+	for (int i = 0; i < idle_n; i++)
+		memset(idle_blocks[i] = A(malloc)(idle_size), 1, idle_size);
+	struct arena *joined = idle_joins ? arena_join_wait() : NULL;
+	pthread_barrier_wait(&idle_made);
+	pthread_barrier_wait(&idle_done); /* idle: no refill, flush or large block */
+	arena_join_done(joined);
+	return arg;
+}
+
+/* idle_owner's 4 MiB made and waiting; this thread frees 3 of every 4, allocates a quarter
+ * as many blocks and frees them again: how many of those came from idle_owner's arena.
+ * apps: the process's application threads meanwhile (app_threads; criterion's own
+ * threads count too, the test binary's pthread_create being liballoc's) */
+static int idle_lent(uint32_t apps)
+{
+	set("arena_max", 16);
+	set("decay_ms", 60000);
+	void *own = A(malloc)(32);
+	pthread_t t;
+	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
+	uint32_t others = apps_only(apps);
+	for (int i = 0; i < IDLE_BLOCKS; i++)
+		if (i % 4 != 3)
+			A(free)(idle_blocks[i]);
+	int lent = 0;
+	for (int i = 0; i < IDLE_BLOCKS / 4; i++) {
+		taken_idle[i] = A(malloc)(idle_size);
+		lent += heap_of(taken_idle[i])->arena == idle;
+	}
+	for (int i = 0; i < IDLE_BLOCKS / 4; i++)
+		A(free)(taken_idle[i]);
+	A(free)(own);
+	pthread_barrier_wait(&idle_done);
+	pthread_join(t, NULL);
+	for (int i = 3; i < IDLE_BLOCKS; i += 4)
+		A(free)(idle_blocks[i]);
+	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
+	return lent;
+}
+
+/* An arena whose one thread waits but not in pthread_join (a barrier here, a condition
+ * variable or a poll in a program) may allocate at any moment: it keeps its freed blocks.
+ * Its thread's work (refills, flushes) does not move while it waits, so a rule of one
+ * thread and its work unchanged lent here too: in `larson 2 10000` the first worker
+ * borrowed main's arena's blocks before main had started the second (session 39,
+ * peak39). */
+Test(remote_frees, an_arena_whose_thread_waits_outside_pthread_join_does_not_lend)
+{
+	idle_joins = false;
+	int lent = idle_lent(2);
+	cr_assert_eq(lent, 0, "%d of %d blocks came from the waiting arena", lent, IDLE_BLOCKS / 4);
+}
+
+/* A thread whose refill looked at idle_lender while more than two application threads
+ * were alive (a worker beside others: larson 2's first worker once main has started the
+ * second) never borrows, also once the others are gone (larson 2's first worker whose
+ * sibling ended first, main then in pthread_join). */
+Test(remote_frees, a_thread_that_saw_a_third_application_thread_does_not_borrow)
+{
+	idle_size = 2 * IDLE_SIZE; /* the second round's refills find none of these freed */
+	int lent = idle_lent(3);
+	cr_assert_eq(lent, 0, "%d blocks came from the waiting arena with threads about", lent);
+	cr_assert(la_tcache.crowded, "a look found more than two application threads");
+	/* (a few may come from the free pages the first owner's arena kept: lender) */
+	idle_size = IDLE_SIZE;
+	lent = idle_lent(2);
+	cr_assert_lt(lent, IDLE_BLOCKS / 4 / 8,
+	             "%d of %d blocks came from the waiting arena once they left", lent,
+	             IDLE_BLOCKS / 4);
+}
+
+Test(remote_frees, a_thread_that_frees_an_idle_arenas_blocks_takes_them_back_before_new_pages)
+{
+	set("arena_max", 16);   /* a thread of its own per arena, whatever the machine's CPUs */
+	set("decay_ms", 60000); /* no decay pass drains the other arena meanwhile */
+	void *own = A(malloc)(32);
+	pthread_t t;
+	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
+	uint32_t others = apps_only(2);
+	struct arena *mine = heap_of(own)->arena;
+	uint64_t dirty = free_resident_pages(idle);
+	for (int i = 0; i < IDLE_BLOCKS; i++)
+		if (i % 4 != 3) /* every span keeps blocks: freed blocks, no free pages */
+			A(free)(idle_blocks[i]);
+	int lent = 0;
+	for (int i = 0; i < IDLE_BLOCKS / 4; i++) {
+		memset(taken_idle[i] = A(malloc)(IDLE_SIZE), 2, IDLE_SIZE);
+		lent += heap_of(taken_idle[i])->arena == idle;
+	}
+	/* (the first refill only looks: the other arena is idle once its work has not moved
+	 * between two) */
+	cr_assert_geq(lent, IDLE_BLOCKS / 4 * 7 / 8, "%d of %d blocks came from the idle arena",
+	              lent, IDLE_BLOCKS / 4);
+	cr_assert_eq(free_resident_pages(idle), dirty, "of its freed blocks, not its free pages");
+	for (int i = 0; i < IDLE_BLOCKS / 4; i++)
+		A(free)(taken_idle[i]);
+	A(free)(own);
+	cr_assert_eq(heap_of(own)->arena, mine);
+	pthread_barrier_wait(&idle_done);
+	pthread_join(t, NULL);
+	for (int i = 3; i < IDLE_BLOCKS; i += 4)
+		A(free)(idle_blocks[i]);
+	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
+}
+
+/* Below IDLE_LEND_PAGES (2 MiB in spans) the idle arena keeps its freed blocks: the pages
+ * saved would not pay for the remote frees of the blocks taken (larson 1 1000 200000 5:
+ * 102M -> 149M instructions). The same with 1 MiB of blocks: none comes from it. */
+Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
+{
+	set("arena_max", 16);
+	set("decay_ms", 60000);
+	idle_n = IDLE_BLOCKS / 4;
+	void *own = A(malloc)(32);
+	pthread_t t;
+	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
+	for (int i = 0; i < idle_n; i++)
+		if (i % 4 != 3)
+			A(free)(idle_blocks[i]);
+	int lent = 0;
+	for (int i = 0; i < idle_n / 4; i++) {
+		taken_idle[i] = A(malloc)(IDLE_SIZE);
+		lent += heap_of(taken_idle[i])->arena == idle;
+	}
+	cr_assert_eq(lent, 0, "%d of %d blocks came from the idle arena (%u pages in spans)", lent,
+	             idle_n / 4, idle->used_pages);
+	for (int i = 0; i < idle_n / 4; i++)
+		A(free)(taken_idle[i]);
+	A(free)(own);
+	pthread_barrier_wait(&idle_done);
+	pthread_join(t, NULL);
+	for (int i = 3; i < idle_n; i += 4)
+		A(free)(idle_blocks[i]);
+}
+
 /* A thread that grows an arena other threads share, while threads of other arenas free
  * that arena's blocks (a producer whose consumers run elsewhere), gives up its CPU once per
  * GROWTH_YIELD_PAGES pages its carvings reach first (arena.c, growth_yield): with more
