@@ -1421,9 +1421,25 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	return q;
 }
 
+/* A cached mapping taken out under the lock, to unmap after it: its address and length
+ * only. The whole entries (struct dcached, 96 bytes) made drop_cache's frame 6 KiB: a
+ * trim's call went a page or two below what the program's stack used, pages a forked
+ * child's main thread (malloc_trim) or control thread (the decay pass) then faulted in,
+ * copies of its parent's, ~1 a fork loop's child (perf page-faults on [stack]). */
+struct dgone {
+	void *base;
+	size_t len;
+};
+
+static void gone_add(struct dgone *g, struct dcached e)
+{
+	g->base = e.base;
+	g->len = e.len;
+}
+
 static void drop_cache(int which)
 {
-	struct dcached gone[DCACHE_SLOTS];
+	struct dgone gone[DCACHE_SLOTS];
 	unsigned n = 0;
 	bool only_old = which == DROP_OLD;
 	if (which == DROP_TRIAL) {
@@ -1448,7 +1464,7 @@ static void drop_cache(int which)
 		if (dfirst.cache[i].trial &&
 		    !dfirst.cache[i].lend)                     /* remembered as one not admitted */
 			remember_dropped(dfirst.cache[i].len); /* (note_miss) */
-		gone[n++] = cache_remove(i);
+		gone_add(&gone[n++], cache_remove(i));
 	}
 	if (which != DROP_TRIAL && which != DROP_LEND) {
 		decay_epoch++;
@@ -1524,14 +1540,14 @@ uint64_t direct_lend_tick(uint64_t now)
 	uint64_t due = __atomic_load_n(&direct_lend_due_ns, __ATOMIC_RELAXED);
 	if (!due || now < due)
 		return due;
-	struct dcached gone[DCACHE_SLOTS];
+	struct dgone gone[DCACHE_SLOTS];
 	unsigned n = 0;
 	la_lock(&direct_lock);
 	for (unsigned i = 0; i < dcached_n;) {
 		if (!dfirst.cache[i].lend || !dfirst.cache[i].due || dfirst.cache[i].due > now)
 			i++;
 		else
-			gone[n++] = lend_remove(i);
+			gone_add(&gone[n++], lend_remove(i));
 	}
 	due = lend_next_due();
 	__atomic_store_n(&direct_lend_due_ns, due, __ATOMIC_RELAXED);
