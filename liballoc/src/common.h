@@ -101,6 +101,21 @@ static inline size_t la_align_up(size_t n, size_t a)
  * instruction where the CPU has it (la_popcnt: la_popcount_boot, at the start, before any
  * heap exists; libgcc's count until then). A whole run of logicmin 60 counts ~610 words
  * (heap_bits_set in the refills' carvings, heap_resident_in), CPython test_dict ~1,800. */
+/* Prefetch the line at p for writing: asks for it exclusive, in one transfer where a
+ * load followed by a store of a line another core holds modified takes two (the block a
+ * thread frees or takes back was written last on the other thread's core). gcc emits
+ * __builtin_prefetch(p, 1) as a plain prefetcht0 unless built for a CPU with prefetchw;
+ * the opcode (0F 0D /1) is a hint that x86-64 processors without the feature execute as a
+ * no-op. */
+LA_INLINE void la_prefetch_w(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 extern LA_HIDDEN bool la_popcnt;
 void la_popcount_boot(void);
 LA_INLINE uint32_t la_popcount64(uint64_t x)

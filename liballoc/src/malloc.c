@@ -590,6 +590,7 @@ LA_NOINLINE LA_RACY_METADATA static void free_large_mine(void *p)
  * without threads) takes free_slow. free returned for NULL before. */
 LA_NOINLINE LA_RACY_METADATA static void free_other(void *p)
 {
+	la_prefetch_w(p);
 	if (heap_owner_tag(p) && __atomic_load_n(&la_ready, __ATOMIC_ACQUIRE) &&
 	    !((uintptr_t)p & (LA_ALIGN - 1))) {
 		uint32_t hoff = (uint32_t)((uintptr_t)p & LA_HEAP_MASK);
