@@ -5610,7 +5610,11 @@ Test(remote_frees, a_thread_that_frees_an_idle_arenas_blocks_takes_them_back_bef
 
 /* Below IDLE_LEND_PAGES (2 MiB in spans) the idle arena keeps its freed blocks: the pages
  * saved would not pay for the remote frees of the blocks taken (larson 1 1000 200000 5:
- * 102M -> 149M instructions). The same with 1 MiB of blocks: none comes from it. */
+ * 102M -> 149M instructions). The same with 1 MiB of blocks: none comes from it. As the
+ * others, with this thread and the owner the only application threads (apps_only):
+ * criterion's own threads count, and with them a look finds the thread crowded, which
+ * lends nothing whatever the arena holds (with 0e797c5's test as it was, a bound of 0
+ * pages passed it). */
 Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
 {
 	set("arena_max", 16);
@@ -5619,6 +5623,7 @@ Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
 	void *own = A(malloc)(32);
 	pthread_t t;
 	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
+	uint32_t others = apps_only(2);
 	for (int i = 0; i < idle_n; i++)
 		if (i % 4 != 3)
 			A(free)(idle_blocks[i]);
@@ -5629,6 +5634,7 @@ Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
 	}
 	cr_assert_eq(lent, 0, "%d of %d blocks came from the idle arena (%u pages in spans)", lent,
 	             idle_n / 4, idle->used_pages);
+	cr_assert(!la_tcache.crowded, "(set-up) a look found more than two application threads");
 	for (int i = 0; i < idle_n / 4; i++)
 		A(free)(taken_idle[i]);
 	A(free)(own);
@@ -5636,6 +5642,7 @@ Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
 	pthread_join(t, NULL);
 	for (int i = 3; i < idle_n; i += 4)
 		A(free)(idle_blocks[i]);
+	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
 }
 
 /* A thread that grows an arena other threads share, while threads of other arenas free
