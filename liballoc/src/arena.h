@@ -243,7 +243,8 @@ void arena_boot(void);
 struct arena *arena_attach(struct arena *hint);
 #define ARENA_HELD_PAGES 16u
 /* The calling thread starts to wait in pthread_join: its arena counts it in `joining`
- * until arena_join_done (the wrapper's cleanup, cancellation too). A thread that waits
+ * until arena_join_done (the wrapper's return, or the thread's exit when it was cancelled
+ * there: control.c). A thread that waits
  * there allocates nothing: its arena's threads all waiting is idle_lender's proof that
  * the arena is idle. Returns the arena counted, NULL when the thread has none yet. */
 struct arena *arena_join_wait(void);

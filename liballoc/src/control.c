@@ -445,6 +445,8 @@ static bool others_alive(void)
  * (tcache_thread_exit), once. */
 uint32_t app_threads = 1;
 static __thread uint8_t counted __attribute__((tls_model("initial-exec")));
+/* The arena that counts the calling thread in pthread_join (the wrapper below), or NULL */
+static __thread struct arena *join_arena __attribute__((tls_model("initial-exec")));
 
 /* The calling thread counts in app_threads (its creator added it) and tells the control
  * thread when it exits, allocating or not. */
@@ -464,6 +466,10 @@ static void thread_counted(void)
  * against glibc's 0.60. */
 void control_thread_exiting(void)
 {
+	if (join_arena) { /* cancelled in pthread_join */
+		arena_join_done(join_arena);
+		join_arena = NULL;
+	}
 	if (counted) {
 		counted = 0;
 		if (__atomic_sub_fetch(&app_threads, 1, __ATOMIC_RELEASE) != 0)
@@ -529,22 +535,20 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 /* A thread that waits in pthread_join allocates nothing until it returns: its arena
  * counts it meanwhile (arena_join_wait), so a thread that frees that arena's blocks may
  * take them back rather than carve new pages (arena.c, idle_lender; larson's main thread
- * waits there while each generation's worker frees the slots it allocated). */
-static void join_done(void *a)
-{
-	arena_join_done(a);
-}
-
+ * waits there while each generation's worker frees the slots it allocated). A thread
+ * cancelled there (pthread_join is a cancellation point) leaves the count at its exit
+ * (control_thread_exiting): pthread_cleanup_push would import __pthread_register_cancel,
+ * __pthread_unregister_cancel, __sigsetjmp and __pthread_unwind_next, symbol look-ups
+ * every process pays at start (/bin/true 223,102 -> 226,465-227,103 instructions). */
 LA_EXPORT int pthread_join(pthread_t t, void **ret)
 {
 	os_join_fn real = os_real_pthread_join();
 	if (!real)
 		return ESRCH;
-	int err;
-	struct arena *a = arena_join_wait();
-	pthread_cleanup_push(join_done, a); /* pthread_join is a cancellation point */
-	err = real(t, ret);
-	pthread_cleanup_pop(1);
+	join_arena = arena_join_wait();
+	int err = real(t, ret);
+	arena_join_done(join_arena);
+	join_arena = NULL;
 	return err;
 }
 #endif

@@ -5,7 +5,7 @@
 # larson-1t-10k's worker each generation frees the slots main allocated while main waits
 # in pthread_join: with a copy of its own carved beside them, the run's peak RSS was 7.9
 # MiB against glibc's 7.4 (bench/README.md, session 40, peak40). tests/helpers/joinlend
-# prints how many of the worker's new blocks are blocks it freed.
+# prints how many of the worker's new blocks are blocks it freed (modes: its header).
 # san: skip
 
 bats_require_minimum_version 1.5.0
@@ -35,6 +35,14 @@ reused() {
 
 @test "a thread that waits elsewhere (a barrier) keeps its freed blocks" {
 	reused barrier
+	echo "reused $REUSED of 1024"
+	[ "$REUSED" -eq 0 ]
+}
+
+@test "a thread cancelled in pthread_join no longer counts as waiting there" {
+	# its arena, taken by a thread that waits in a barrier, must not lend: the count of
+	# the cancelled thread goes at its exit (control.c, control_thread_exiting)
+	reused cancel
 	echo "reused $REUSED of 1024"
 	[ "$REUSED" -eq 0 ]
 }
