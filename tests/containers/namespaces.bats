@@ -25,6 +25,16 @@ in_use_between() {
 	[ -n "$v" ] && [ "$v" -ge "$2" ] && [ "$v" -lt "$3" ]
 }
 
+# rss_as_kernel PID: the daemon lists PID with an RSS within 10% of the kernel's, read after
+# it (both figures in $T/rss.last)
+rss_as_kernel() {
+	local rss kernel
+	rss=$(field "$1" rss)
+	kernel=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$1/status") * 1024))
+	echo "daemon's rss $rss, the kernel's VmRSS read after it $kernel" >"$T/rss.last"
+	[ -n "$rss" ] && [ "$rss" -ge $((kernel * 9 / 10)) ] && [ "$rss" -le $((kernel * 11 / 10)) ]
+}
+
 @test "a process in a new pid namespace: discovered under its host pid; stats, set and trim reach it" {
 	start_daemon
 	ns_start "$T/w.out" "$WORKLOAD" -t 1 -s 4M -d 0 -k 4M -b 64K -n 256
@@ -43,12 +53,10 @@ in_use_between() {
 	[[ "$output" == *"\"pid\":$NSH,\"ns_pid\":1,\"pid_namespace\":$ns,"* ]]
 	# the figures are this process's: 4 MiB kept live, its RSS as the kernel has it (a list
 	# takes figures read up to a second earlier, maybe still during the churn: wait for a
-	# read after it)
-	local rss kernel
+	# read after it; the RSS falls meanwhile as the decay returns the churn's free pages, so
+	# wait for a read that agrees with the kernel's figure read after it)
 	wait_for 30 in_use_between "$NSH" $((4 << 20)) $((5 << 20))
-	rss=$(field "$NSH" rss)
-	kernel=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$NSH/status") * 1024))
-	[ "$rss" -ge $((kernel * 9 / 10)) ] && [ "$rss" -le $((kernel * 11 / 10)) ]
+	wait_for 30 rss_as_kernel "$NSH" || { cat "$T/rss.last"; false; }
 	# set reaches it (no decay, no trim threshold: what is freed stays until the trim)
 	run "$ALLOCCTL" --socket "$SOCK" set "$NSH" decay_ms=0 trim_threshold=1G
 	[ "$status" -eq 0 ]
