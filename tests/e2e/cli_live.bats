@@ -41,7 +41,7 @@ teardown() {
 listed() { "$ALLOCCTL" ps --json | json_check "$1 in [p['pid'] for p in d['processes']]"; }
 
 # start_workload [ENV=VALUE...] -- [workload args]: runs it preloaded, waits until it has
-# gone quiet and the daemon lists it; sets WL (pid) and WL_OUT.
+# gone quiet (up to 300 s) and the daemon lists it; sets WL (pid) and WL_OUT.
 start_workload() {
 	local envs=()
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
@@ -50,7 +50,9 @@ start_workload() {
 	env "${envs[@]}" LD_PRELOAD="$LIBALLOC_SO" "$WORKLOAD" "$@" >"$WL_OUT" 2>&1 3>&- &
 	WL=$!
 	CLI_PIDS+=("$WL")
-	wait_for grep -q '^quiet' "$WL_OUT"
+	# the churn of 256 MiB (the release tests) takes 1.2 s of CPU: 48 s of wall time at a
+	# load of 27 on 2 cores, past the default deadline at a little more
+	wait_for -t 300 grep -q '^quiet' "$WL_OUT"
 	wait_for listed "$WL"
 }
 
