@@ -961,6 +961,10 @@ void shm_publish_file(void)
 	}
 	if (ok)
 		ok = flock(fd, LOCK_SH | LOCK_NB) == 0;
+	/* the handler before the name: from the rename on, another process may truncate the
+	 * file, and a write past its end would kill this one (name_file) */
+	if (ok)
+		sigbus_install();
 	if (ok)
 		ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
 	if (!ok) {
@@ -969,7 +973,6 @@ void shm_publish_file(void)
 		return;
 	}
 	on_file(fd, pid, dir, dir_dev, dir_ino);
-	sigbus_install();
 	/* a forked child does not: its parent did (or will). (prepared: shm_prepare_file
 	 * judged the backlog; else a start that allocated before the constructor sweeps) */
 	if (!forked && (!prepared || start_backlog || !tun_control_enabled()))
@@ -1113,6 +1116,13 @@ static LA_NOINLINE bool name_file(bool keep)
 		errno = EBADF;
 	if (ok)
 		ok = flock(seg_fd, LOCK_SH | LOCK_NB) == 0;
+	/* liballoc's SIGBUS handler before the name: once the file has it, another process may
+	 * truncate it, and the next write past its end (this thread's or another's) kills the
+	 * process unless the handler is in place (it was installed after the link: a process
+	 * whose file was truncated as it was named died of SIGBUS, 3 of 300 runs of
+	 * tests/helpers/sigbus at load 17; tests/e2e/sigbus.bats, libtruncshim.so) */
+	if (ok)
+		sigbus_install();
 	bool renamed = false;
 	if (ok && !link_unnamed(seg_fd, dfd, seg_name)) {
 		/* the name is taken: an earlier image's (exec) or a dead process's */
@@ -1129,6 +1139,14 @@ static LA_NOINLINE bool name_file(bool keep)
 		        strerror(errno), (char *)NULL);
 		if (renamed)
 			unlinkat(dfd, tmp, 0);
+		close(dfd);
+		return false;
+	}
+	if (!__atomic_load_n(&seg_on_file, __ATOMIC_ACQUIRE)) {
+		/* truncated the moment it was named, and this thread's write past its end moved
+		 * the segment to private memory meanwhile (shm_fault; another thread's fault waits
+		 * for the name, then removes it): the name goes, nothing is published */
+		unlinkat(dfd, seg_name, 0);
 		close(dfd);
 		return false;
 	}
@@ -1165,8 +1183,7 @@ void shm_name_now(bool keep)
 	}
 	int e = errno;
 	__atomic_store_n(&name_tid, (pid_t)la_self(), __ATOMIC_RELAXED); /* (cached: lock.h) */
-	if (name_file(keep))
-		sigbus_install();
+	name_file(keep); /* (which installs the SIGBUS handler before the name) */
 	__atomic_store_n(&name_tid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&name_state, NAME_IDLE, __ATOMIC_RELEASE);
 	la_futex(&name_state, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);

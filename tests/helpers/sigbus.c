@@ -16,6 +16,9 @@
  *               (as sigaction reports); the second kills
  *   inherited   SIGBUS was ignored when the program started (e.g. bash's trap '' BUS
  *               before exec): liballoc reports and keeps that disposition
+ *   named       (with libtruncshim.so preloaded too, which truncates the segment file and
+ *               reads its mapping the moment the file is named, in the naming thread) the
+ *               process survives that, whatever SIGBUS's disposition
  *   idle        the segment truncated while the main thread stays out of the allocator:
  *               the control thread's next write (a decay pass) faults, and it survives
  * Prints one line per check ("ok ..." or "FAIL ..."), exits 0 when all passed, 1 if not (3 if
@@ -158,6 +161,18 @@ int main(int argc, char **argv)
 	printf("pid %d\n", (int)getpid()); /* stdio's buffers allocated before any check */
 	churn(1);
 	preloaded = getenv("LD_PRELOAD") != NULL;
+	if (!strcmp(mode, "named")) {
+		/* libtruncshim.so truncated the file and read its mapping the moment it was named,
+		 * in the thread naming it; it then made $TRUNCSHIM_DONE: waited for, up to 60 s */
+		const char *done = getenv("TRUNCSHIM_DONE");
+		for (int i = 0; done && i < 60000 && access(done, F_OK) != 0; i++)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+		check(done && access(done, F_OK) == 0,
+		      "the segment was named (and truncated then)");
+		churn(10);
+		printf("%s\n", failures ? "FAILED" : "PASSED");
+		return failures ? 1 : 0;
+	}
 	/* named LIBALLOC_PUBLISH_DELAY after the start (50 ms): waited for, up to 10 s */
 	for (int i = 0; preloaded && i < 10000 && access(seg, F_OK) != 0; i++)
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
