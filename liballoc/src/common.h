@@ -96,11 +96,6 @@ static inline size_t la_align_up(size_t n, size_t a)
 	return (n + a - 1) & ~(a - 1);
 }
 
-/* The set bits of x. The build targets baseline x86-64, where __builtin_popcountll is a
- * call of libgcc's __popcountdi2 (21 instructions, and the call's own); the popcnt
- * instruction where the CPU has it (la_popcnt: la_popcount_boot, at the start, before any
- * heap exists; libgcc's count until then). A whole run of logicmin 60 counts ~610 words
- * (heap_bits_set in the refills' carvings, heap_resident_in), CPython test_dict ~1,800. */
 /* Prefetch the line at p for writing: asks for it exclusive, in one transfer where a
  * load followed by a store of a line another core holds modified takes two (the block a
  * thread frees or takes back was written last on the other thread's core). gcc emits
@@ -116,6 +111,11 @@ LA_INLINE void la_prefetch_w(const void *p)
 #endif
 }
 
+/* The set bits of x. The build targets baseline x86-64, where __builtin_popcountll is a
+ * call of libgcc's __popcountdi2 (21 instructions, and the call's own); the popcnt
+ * instruction where the CPU has it (la_popcnt: la_popcount_boot, at the start, before any
+ * heap exists; libgcc's count until then). A whole run of logicmin 60 counts ~610 words
+ * (heap_bits_set in the refills' carvings, heap_resident_in), CPython test_dict ~1,800. */
 extern LA_HIDDEN bool la_popcnt;
 void la_popcount_boot(void);
 LA_INLINE uint32_t la_popcount64(uint64_t x)

@@ -520,16 +520,24 @@ int os_rename(const char *from, const char *to)
 	return syscall(SYS_rename, from, to) == 0 ? 0 : errno;
 }
 
+#if LA_WRAP_THREADS
+/* The next definition of name after liballoc's (libc's), looked up once into *slot */
+static void *real_next(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+#endif
+
 os_create_fn os_real_pthread_create(void)
 {
 #if LA_WRAP_THREADS
-	static os_create_fn real;
-	os_create_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-	if (!f) {
-		f = (os_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
-	}
-	return f;
+	static void *real;
+	return (os_create_fn)real_next(&real, "pthread_create");
 #else
 	return pthread_create;
 #endif
@@ -538,13 +546,8 @@ os_create_fn os_real_pthread_create(void)
 os_join_fn os_real_pthread_join(void)
 {
 #if LA_WRAP_THREADS
-	static os_join_fn real;
-	os_join_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-	if (!f) {
-		f = (os_join_fn)dlsym(RTLD_NEXT, "pthread_join");
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
-	}
-	return f;
+	static void *real;
+	return (os_join_fn)real_next(&real, "pthread_join");
 #else
 	return pthread_join;
 #endif

@@ -78,6 +78,16 @@ static int cmp(const void *a, const void *b)
 /* frees 3 of every 4 blocks, allocates TAKEN and prints how many it freed before */
 static void free_and_take(void);
 
+/* The calling thread allocates and writes the BLOCKS blocks */
+static void make_blocks(void)
+{
+	for (size_t i = 0; i < BLOCKS; i++) {
+		if (!(blocks[i] = malloc(SIZE)))
+			die("malloc");
+		memset(blocks[i], 1, SIZE);
+	}
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
@@ -124,11 +134,7 @@ static void *waits_for_main(void *arg)
 static void *maker(void *arg)
 {
 	c_tid = (pid_t)syscall(SYS_gettid);
-	for (size_t i = 0; i < BLOCKS; i++) {
-		if (!(blocks[i] = malloc(SIZE)))
-			die("malloc");
-		memset(blocks[i], 1, SIZE);
-	}
+	make_blocks();
 	pthread_t s;
 	if (pthread_create(&s, NULL, waits_for_main, NULL))
 		die("pthread_create");
@@ -196,11 +202,7 @@ int main(int argc, char **argv)
 			free(blocks[i]);
 		return 0;
 	}
-	for (size_t i = 0; i < BLOCKS; i++) {
-		if (!(blocks[i] = malloc(SIZE)))
-			die("malloc");
-		memset(blocks[i], 1, SIZE);
-	}
+	make_blocks();
 	pthread_t t;
 	if (pthread_create(&t, NULL, worker, NULL))
 		die("pthread_create");

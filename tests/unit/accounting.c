@@ -838,6 +838,18 @@ Test(accounting, the_full_pass_leaves_unmeasured_the_spans_its_next_tick_returns
 	A(free)(keep);
 }
 
+/* The test skips where this process may not lock a page (RLIMIT_MEMLOCK) */
+static void mlock_or_skip(void)
+{
+	char *t = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(t, MAP_FAILED);
+	bool can_lock = syscall(SYS_mlock, t, 4096) == 0;
+	int err = errno;
+	munmap(t, 4096);
+	if (!can_lock)
+		cr_skip_test("mlock refused here (RLIMIT_MEMLOCK): %s", strerror(err));
+}
+
 /* A span whose purge the kernel refuses (a page of it mlocked: EINVAL) stays free and dirty,
  * with the stamp that made the pass try it; the full pass's measurement reads it all the
  * same. Skipped as one the next tick returns (its stamp is older than that tick's bound),
@@ -851,12 +863,7 @@ Test(accounting, the_full_pass_measures_a_span_whose_purge_was_refused)
 	set("decay_ms", 0);              /* the passes are the test's */
 	if (os_thp_always())
 		cr_skip("transparent huge pages always: free spans are read whole each time");
-	char *t = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(t, MAP_FAILED);
-	bool can_lock = syscall(SYS_mlock, t, 4096) == 0;
-	munmap(t, 4096);
-	if (!can_lock)
-		cr_skip_test("mlock refused here (RLIMIT_MEMLOCK): %s", strerror(errno));
+	mlock_or_skip();
 	char *keep = A(malloc)(100000), *x = A(malloc)(10 * 4096);
 	char *a = A(malloc)(P * 4096), *b = A(malloc)(P * 4096);
 	cr_assert_eq(b, a + P * 4096, "b follows a (the test needs a alone in its span)");
@@ -1384,12 +1391,7 @@ Test(accounting, a_trim_purges_many_spans_in_few_calls)
 Test(accounting, a_batch_the_kernel_stops_part_way_counts_what_went_back)
 {
 	purge_many_or_skip();
-	char *t = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(t, MAP_FAILED);
-	bool can_lock = syscall(SYS_mlock, t, 4096) == 0;
-	munmap(t, 4096);
-	if (!can_lock)
-		cr_skip_test("mlock refused here (RLIMIT_MEMLOCK): %s", strerror(errno));
+	mlock_or_skip();
 	struct many_spans m = {.lock = 10};
 	cr_assert(trim_many_spans(&m), "(set-up: 40 blocks of one heap, a page mlocked)");
 	cr_assert_geq(m.spans, 12, "%u free spans with dirty pages", m.spans);

@@ -1734,6 +1734,13 @@ Test(fork, a_child_holds_an_arenas_ring_exactly_when_its_gauges_count_it)
 	             (long long)(r->space - b->space));
 }
 
+/* One of the child's mmap/munmap counters against the calls the hooks saw made */
+static void dm_counted(uint64_t counted, uint64_t made, const char *what, const char *done)
+{
+	cr_assert_eq(counted, made, "the child counts %llu %s more, %llu were %s",
+	             (unsigned long long)counted, what, (unsigned long long)made, done);
+}
+
 /* A forked child holds a direct mapping exactly when its address space counts it, and its
  * mmap and munmap counters count the calls it saw made. A direct mapping is made, and unmapped,
  * outside direct_lock, and it was counted after its mmap and before its munmap (the calls
@@ -1845,22 +1852,12 @@ static void dm_run(int op)
 	             "the child %s the mapping's %zu bytes, its address space counts %lld more",
 	             r->mapped ? "holds" : "does not hold", DM_LEN,
 	             (long long)(r->space - b->space));
-	cr_assert_eq(r->mmaps - b->mmaps, r->made - b->made,
-	             "the child counts %llu mmap calls more, %llu were made",
-	             (unsigned long long)(r->mmaps - b->mmaps),
-	             (unsigned long long)(r->made - b->made));
-	cr_assert_eq(r->mmap_bytes - b->mmap_bytes, r->made_bytes - b->made_bytes,
-	             "the child counts %llu mmap bytes more, %llu were mapped",
-	             (unsigned long long)(r->mmap_bytes - b->mmap_bytes),
-	             (unsigned long long)(r->made_bytes - b->made_bytes));
-	cr_assert_eq(r->munmaps - b->munmaps, r->unmade - b->unmade,
-	             "the child counts %llu munmap calls more, %llu were made",
-	             (unsigned long long)(r->munmaps - b->munmaps),
-	             (unsigned long long)(r->unmade - b->unmade));
-	cr_assert_eq(r->munmap_bytes - b->munmap_bytes, r->unmade_bytes - b->unmade_bytes,
-	             "the child counts %llu munmap bytes more, %llu were unmapped",
-	             (unsigned long long)(r->munmap_bytes - b->munmap_bytes),
-	             (unsigned long long)(r->unmade_bytes - b->unmade_bytes));
+	dm_counted(r->mmaps - b->mmaps, r->made - b->made, "mmap calls", "made");
+	dm_counted(r->mmap_bytes - b->mmap_bytes, r->made_bytes - b->made_bytes, "mmap bytes",
+	           "mapped");
+	dm_counted(r->munmaps - b->munmaps, r->unmade - b->unmade, "munmap calls", "made");
+	dm_counted(r->munmap_bytes - b->munmap_bytes, r->unmade_bytes - b->unmade_bytes,
+	           "munmap bytes", "unmapped");
 }
 Test(fork, a_child_holds_a_new_direct_mapping_exactly_when_its_counts_say_so)
 {

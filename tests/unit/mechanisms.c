@@ -5512,7 +5512,22 @@ static void *idle_owner(void *arg)
 	return arg;
 }
 
-/* idle_owner's 4 MiB made and waiting; this thread frees 3 of every 4, allocates a quarter
+/* The end of a lending test: this thread frees the blocks it took (taken_idle: a quarter of
+ * idle_n) and own, lets idle_owner (t) end and frees the blocks it kept, and gives the
+ * application threads apps_only took off back (others). */
+static void idle_end(pthread_t t, void *own, uint32_t others)
+{
+	for (int i = 0; i < idle_n / 4; i++)
+		A(free)(taken_idle[i]);
+	A(free)(own);
+	pthread_barrier_wait(&idle_done);
+	pthread_join(t, NULL);
+	for (int i = 3; i < idle_n; i += 4)
+		A(free)(idle_blocks[i]);
+	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
+}
+
+/* idle_owner's idle_n blocks (4 MiB) made and waiting; this thread frees 3 of every 4, allocates a quarter
  * as many blocks and frees them again: how many of those came from idle_owner's arena.
  * apps: the process's application threads meanwhile (app_threads; criterion's own
  * threads count too, the test binary's pthread_create being liballoc's) */
@@ -5524,22 +5539,15 @@ static int idle_lent(uint32_t apps)
 	pthread_t t;
 	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
 	uint32_t others = apps_only(apps);
-	for (int i = 0; i < IDLE_BLOCKS; i++)
+	for (int i = 0; i < idle_n; i++)
 		if (i % 4 != 3)
 			A(free)(idle_blocks[i]);
 	int lent = 0;
-	for (int i = 0; i < IDLE_BLOCKS / 4; i++) {
+	for (int i = 0; i < idle_n / 4; i++) {
 		taken_idle[i] = A(malloc)(idle_size);
 		lent += heap_of(taken_idle[i])->arena == idle;
 	}
-	for (int i = 0; i < IDLE_BLOCKS / 4; i++)
-		A(free)(taken_idle[i]);
-	A(free)(own);
-	pthread_barrier_wait(&idle_done);
-	pthread_join(t, NULL);
-	for (int i = 3; i < IDLE_BLOCKS; i += 4)
-		A(free)(idle_blocks[i]);
-	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
+	idle_end(t, own, others);
 	return lent;
 }
 
@@ -5597,15 +5605,8 @@ Test(remote_frees, a_thread_that_frees_an_idle_arenas_blocks_takes_them_back_bef
 	cr_assert_geq(lent, IDLE_BLOCKS / 4 * 7 / 8, "%d of %d blocks came from the idle arena",
 	              lent, IDLE_BLOCKS / 4);
 	cr_assert_eq(free_resident_pages(idle), dirty, "of its freed blocks, not its free pages");
-	for (int i = 0; i < IDLE_BLOCKS / 4; i++)
-		A(free)(taken_idle[i]);
-	A(free)(own);
 	cr_assert_eq(heap_of(own)->arena, mine);
-	pthread_barrier_wait(&idle_done);
-	pthread_join(t, NULL);
-	for (int i = 3; i < IDLE_BLOCKS; i += 4)
-		A(free)(idle_blocks[i]);
-	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
+	idle_end(t, own, others);
 }
 
 /* Below IDLE_LEND_PAGES (2 MiB in spans) the idle arena keeps its freed blocks: the pages
@@ -5617,32 +5618,10 @@ Test(remote_frees, a_thread_that_frees_an_idle_arenas_blocks_takes_them_back_bef
  * pages passed it). */
 Test(remote_frees, a_small_idle_arena_does_not_lend_its_freed_blocks)
 {
-	set("arena_max", 16);
-	set("decay_ms", 60000);
 	idle_n = IDLE_BLOCKS / 4;
-	void *own = A(malloc)(32);
-	pthread_t t;
-	struct arena *idle = start_owner(&t, idle_owner, &idle_made, &idle_done, idle_blocks, own);
-	uint32_t others = apps_only(2);
-	for (int i = 0; i < idle_n; i++)
-		if (i % 4 != 3)
-			A(free)(idle_blocks[i]);
-	int lent = 0;
-	for (int i = 0; i < idle_n / 4; i++) {
-		taken_idle[i] = A(malloc)(IDLE_SIZE);
-		lent += heap_of(taken_idle[i])->arena == idle;
-	}
-	cr_assert_eq(lent, 0, "%d of %d blocks came from the idle arena (%u pages in spans)", lent,
-	             idle_n / 4, idle->used_pages);
+	int lent = idle_lent(2);
+	cr_assert_eq(lent, 0, "%d of %d blocks came from the idle arena", lent, idle_n / 4);
 	cr_assert(!la_tcache.crowded, "(set-up) a look found more than two application threads");
-	for (int i = 0; i < idle_n / 4; i++)
-		A(free)(taken_idle[i]);
-	A(free)(own);
-	pthread_barrier_wait(&idle_done);
-	pthread_join(t, NULL);
-	for (int i = 3; i < idle_n; i += 4)
-		A(free)(idle_blocks[i]);
-	__atomic_add_fetch(&app_threads, others, __ATOMIC_RELAXED);
 }
 
 /* A thread that grows an arena other threads share, while threads of other arenas free
