@@ -1140,12 +1140,42 @@ static void raise_threshold(size_t len)
 		STAT_ADD(pc(), threshold_raises, 1);
 }
 
+/* A cached mapping taken out under the lock, to unmap after it: its address and length
+ * only. The whole entries (struct dcached, 96 bytes) made drop_cache's frame 6 KiB: a
+ * trim's call went a page or two below what the program's stack used, pages a forked
+ * child's main thread (malloc_trim) or control thread (the decay pass) then faulted in,
+ * copies of its parent's, ~1 a fork loop's child (perf page-faults on [stack]). */
+struct dgone {
+	void *base;
+	size_t len;
+};
+
+static void gone_add(struct dgone *g, struct dcached e)
+{
+	g->base = e.base;
+	g->len = e.len;
+}
+
+/* direct_lock held: let it go and unmap the n mappings taken out of the tables (gone), with
+ * their address space, in a window (see the windows) */
+static void unlock_unmap(const struct dgone *gone, unsigned n)
+{
+	if (n)
+		window_open();
+	la_unlock(&direct_lock);
+	for (unsigned i = 0; i < n; i++) {
+		STAT_SUB(pc(), address_space_bytes, gone[i].len);
+		os_unmap(gone[i].base, gone[i].len, pc());
+	}
+	if (n)
+		window_close();
+}
+
 int direct_free(void *p)
 {
 	drop_stale_trial();
 	uintptr_t user = (uintptr_t)p;
-	void *evict[DCACHE_SLOTS];
-	size_t evict_len[DCACHE_SLOTS];
+	struct dgone evict[DCACHE_SLOTS];
 	unsigned nevict = 0;
 	la_lock(&direct_lock);
 	struct dmap *m = find_slot(user);
@@ -1256,9 +1286,7 @@ int direct_free(void *p)
 		for (unsigned i = 1; i < dcached_n; i++)
 			if (dfirst.cache[i].epoch < dfirst.cache[old].epoch)
 				old = i;
-		struct dcached e = cache_remove(old);
-		evict[nevict] = e.base;
-		evict_len[nevict++] = e.len;
+		gone_add(&evict[nevict++], cache_remove(old));
 	}
 	dfirst.cache[dcached_n++] = (struct dcached){.base = base,
 	                                             .len = len,
@@ -1281,15 +1309,7 @@ int direct_free(void *p)
 		__atomic_store_n(&trial_bytes, trial_bytes + len, __ATOMIC_RELAXED);
 	if (lend)
 		__atomic_store_n(&direct_lend_bytes, direct_lend_bytes + len, __ATOMIC_RELAXED);
-	if (nevict)
-		window_open();
-	la_unlock(&direct_lock);
-	for (unsigned i = 0; i < nevict; i++) {
-		STAT_SUB(sc, address_space_bytes, evict_len[i]);
-		os_unmap(evict[i], evict_len[i], sc);
-	}
-	if (nevict)
-		window_close();
+	unlock_unmap(evict, nevict);
 	shm_note_retained();
 	if (kick)
 		shm_kick_control(kick); /* it sleeps until the next deadline it knows */
@@ -1421,22 +1441,6 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	return q;
 }
 
-/* A cached mapping taken out under the lock, to unmap after it: its address and length
- * only. The whole entries (struct dcached, 96 bytes) made drop_cache's frame 6 KiB: a
- * trim's call went a page or two below what the program's stack used, pages a forked
- * child's main thread (malloc_trim) or control thread (the decay pass) then faulted in,
- * copies of its parent's, ~1 a fork loop's child (perf page-faults on [stack]). */
-struct dgone {
-	void *base;
-	size_t len;
-};
-
-static void gone_add(struct dgone *g, struct dcached e)
-{
-	g->base = e.base;
-	g->len = e.len;
-}
-
 static void drop_cache(int which)
 {
 	struct dgone gone[DCACHE_SLOTS];
@@ -1474,15 +1478,7 @@ static void drop_cache(int which)
 			memset(dfirst.dropped, 0, sizeof(dfirst.dropped));
 		}
 	}
-	if (n)
-		window_open();
-	la_unlock(&direct_lock);
-	for (unsigned i = 0; i < n; i++) {
-		STAT_SUB(pc(), address_space_bytes, gone[i].len);
-		os_unmap(gone[i].base, gone[i].len, pc());
-	}
-	if (n)
-		window_close();
+	unlock_unmap(gone, n);
 }
 
 void direct_measure(void)
@@ -1551,15 +1547,7 @@ uint64_t direct_lend_tick(uint64_t now)
 	}
 	due = lend_next_due();
 	__atomic_store_n(&direct_lend_due_ns, due, __ATOMIC_RELAXED);
-	if (n)
-		window_open();
-	la_unlock(&direct_lock);
-	for (unsigned i = 0; i < n; i++) {
-		STAT_SUB(pc(), address_space_bytes, gone[i].len);
-		os_unmap(gone[i].base, gone[i].len, pc());
-	}
-	if (n)
-		window_close();
+	unlock_unmap(gone, n);
 	return due;
 }
 

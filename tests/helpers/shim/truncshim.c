@@ -9,6 +9,7 @@
  * naming thread. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 
 static int done;
 
-static size_t ends_with(const char *s, const char *suffix)
+static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 	return n >= k && !strcmp(s + n - k, suffix);
