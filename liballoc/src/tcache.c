@@ -1365,14 +1365,15 @@ void tcache_free_full(struct tcache *tc, void *p, size_t ci)
 }
 
 /* Empty the bins in mask (bit c: class c) and hand over the foreign frees waiting for
- * their batch. Caller owns the cache (busy, or took it). */
-static uint64_t flush_bins(struct tcache *tc, uint64_t mask)
+ * their batch, the blocks as `how` says (FLUSH_PLAIN, or FLUSH_COLD: bins the decay pass
+ * found unused). Caller owns the cache (busy, or took it). */
+static uint64_t flush_bins(struct tcache *tc, uint64_t mask, enum flush_how how)
 {
 	uint64_t n = tc->rb_n;
 	flush_remote(tc);
 	for (unsigned c = 0; c < LA_NCLASSES; c++)
 		if ((mask >> c & 1) && tbin_count(&tc->bins[c]))
-			n += flush_bin(tc, c, 0);
+			n += flush_bin_to(tc, c, 0, how);
 	/* (list mode stays: the class's next refill takes the next list) */
 	for (uint64_t m = tc->lists_out & mask & TC_LIST_MASK; m; m &= m - 1) {
 		unsigned c = (unsigned)__builtin_ctzll(m);
@@ -1417,7 +1418,7 @@ void tcache_thread_exit(void *arg)
 	STAT_SUB(&shm_process_block()->c, metadata_bytes, sizeof(*tc));
 	la_unlock(&tc_list_lock);
 	/* no flusher can reach this cache now */
-	flush_bins(tc, ~(uint64_t)0);
+	flush_bins(tc, ~(uint64_t)0, FLUSH_PLAIN);
 	if (tc->slots) {
 		/* (rows still left out of a child, where the advice failed: kept, not reused) */
 		uint8_t kept = tc->slots->wiped;
@@ -1589,15 +1590,15 @@ LA_RACY_METADATA bool tcache_check_lists(struct arena *a, struct heap *h, struct
 
 /* Flush the bins in mask of tc (the caller's own cache, or another taken for the time of
  * the flush) into *n; false when its owner is inside a cache operation. */
-static bool flush_cache(struct tcache *tc, uint64_t mask, uint64_t *n)
+static bool flush_cache(struct tcache *tc, uint64_t mask, uint64_t *n, enum flush_how how)
 {
 	if (tc == &la_tcache) {
-		*n += flush_bins(tc, mask);
+		*n += flush_bins(tc, mask, how);
 		return true;
 	}
 	if (!take_cache(tc))
 		return false;
-	*n += flush_bins(tc, mask);
+	*n += flush_bins(tc, mask, how);
 	give_back(tc);
 	return true;
 }
@@ -1616,7 +1617,7 @@ uint64_t tcache_flush_all(uint32_t *skipped)
 			           lists_held(tc, ~(uint64_t)0);
 			for (unsigned c = 0; c < LA_NCLASSES && !any; c++)
 				any = tbin_count(&tc->bins[c]) != 0;
-			if (any && !flush_cache(tc, ~(uint64_t)0, &n))
+			if (any && !flush_cache(tc, ~(uint64_t)0, &n, FLUSH_PLAIN))
 				busy_left++;
 		}
 		if (!busy_left)
@@ -1661,7 +1662,12 @@ bool tcache_flush_cold(void)
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next) {
 		uint64_t cold;
-		if (cold_bins(tc, &cold, &held) && !flush_cache(tc, cold, &n))
+		/* cold (arena.h, FLUSH_COLD): the blocks to their spans, not through the
+		 * transfer cache, which this full pass empties next (arena_decay) anyway: a
+		 * copy of each pointer into its slots and out again, and in a forked child a
+		 * copy-on-write fault on each slot page the parent had written (the fork
+		 * loop's decay children: 2-3 of them) */
+		if (cold_bins(tc, &cold, &held) && !flush_cache(tc, cold, &n, FLUSH_COLD))
 			held = true; /* its owner is inside a cache operation: the next pass */
 	}
 	la_unlock(&tc_list_lock);
@@ -1777,7 +1783,7 @@ void tcache_flush_large_all(void)
 	la_lock(&tc_list_lock);
 	for (struct tcache *tc = tc_list; tc; tc = tc->next)
 		if (LA_TSAN || tc->nlarge) /* a peek, as in tcache_flush_all */
-			flush_cache(tc, TC_LARGE_BIT, &n);
+			flush_cache(tc, TC_LARGE_BIT, &n, FLUSH_PLAIN);
 	la_unlock(&tc_list_lock);
 }
 

@@ -610,6 +610,34 @@ Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
 	cr_assert(!again, "every bin returned: no further pass asked for");
 }
 
+/* The decay pass's flush of a bin it found unused for a whole pass is a cold flush
+ * (FLUSH_COLD): its blocks go to their spans, not into the transfer cache, which the same
+ * full pass empties right after (arena_decay): that was a copy of each pointer into the
+ * slots and out again, and in a forked child a copy-on-write fault on each slot page its
+ * parent had written (the fork loop's decay children: 2-3 a child). */
+Test(decay, a_bin_unused_for_a_pass_goes_to_its_spans_not_the_transfer_cache)
+{
+	unsigned cls = sc_class_of(1000);
+	struct arena *a = la_tcache.arena;
+	struct tbin *b = refilled_bin();
+	cr_assert(tcache_flush_cold(), "refilled and flushed since the last pass: kept");
+	uint32_t held = tbin_count(b);
+	cr_assert_gt(held, 0);
+	A(malloc_trim)(0); /* the transfer cache emptied; the thread's bins kept */
+	cr_assert_eq(tbin_count(b), held, "a trim leaves the small bins");
+	arena_lock(a);
+	uint32_t before = a->xfer_n[cls];
+	arena_unlock(a);
+	cr_assert_eq(before, 0, "the trim emptied the transfer cache");
+	tcache_flush_cold();
+	cr_assert_eq(tbin_count(b), 0, "unused for a whole pass: returned");
+	arena_lock(a);
+	uint32_t after = a->xfer_n[cls];
+	arena_unlock(a);
+	cr_assert_eq(after, 0, "%u of the bin's %u blocks went into the transfer cache", after,
+	             held);
+}
+
 /* The transfer cache (arena.h): blocks of flushes that fit wait there for the next refill
  * of their class; a flush that does not fit sends the class's kept blocks back to their
  * spans with it when the arena is short of resident free pages, so that a teardown's
@@ -955,8 +983,9 @@ Test(transfer_cache, the_decay_pass_returns_what_it_keeps_and_the_spans_that_emp
 	arena_unlock(a);
 	for (int i = 0; i < N; i += STRIDE)
 		A(free)(p[i]);
-	tcache_flush_cold();
-	tcache_flush_cold(); /* the bin unused for a whole pass: its blocks go back too */
+	/* the bin's blocks into the transfer cache: a plain flush (allocctl flush's; the
+	 * decay pass's own flush of a bin unused for a pass sends them to their spans) */
+	tcache_flush_all(NULL);
 	cr_assert_gt(a->xfer_n[cls], 0, "scattered blocks kept");
 	uint64_t before = class_spans(cls);
 	/* a full pass (a tick that is a multiple of HEAP_PERIOD) at or before the clock */
