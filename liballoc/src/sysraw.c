@@ -195,6 +195,12 @@ int usleep(useconds_t us)
 	return (int)syscall(SYS_clock_nanosleep, CLOCK_REALTIME, 0, &ts, NULL);
 }
 
+/* the kernel's signal set is 8 bytes (glibc's sigset_t, 128, holds it first) */
+int sigpending(sigset_t *set)
+{
+	return (int)syscall(SYS_rt_sigpending, set, 8);
+}
+
 int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	return (int)syscall(SYS_poll, fds, n, timeout);
