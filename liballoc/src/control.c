@@ -492,22 +492,28 @@ void control_thread_exiting(void)
  * (os_thread_start) are started through libc's. */
 #if LA_WRAP_THREADS
 struct thread_start {
-	void *(*fn)(void *);
+	union {
+		void *(*fn)(void *);
+		struct thread_start *next; /* on starts_done */
+	};
 	void *arg;
 };
 
+/* Records of started threads, which the next pthread_create frees: a new thread that
+ * freed its record itself took a cache, its slots and an arena (one per CPU: a second
+ * arena and heap) whether it allocated or not; redis's idle background threads faulted
+ * 7-8 pages in for that at the start. Now a thread's arena and cache come at its own
+ * first call, chosen by the block that call frees if it frees first (arena_attach: the
+ * successor of a thread that left takes the arena of the blocks it goes on with). */
+static struct thread_start *starts_done;
+
 static void *thread_main(void *p)
 {
-	struct thread_start st = *(struct thread_start *)p;
-	/* this free gives the thread its cache and arena, unless an arena that no thread uses
-	 * holds blocks of threads that left: then the record goes back to its creator's arena
-	 * without a cache, and the thread's arena is chosen at its own first call, by the
-	 * block that call frees if it frees first (arena_attach: the successor of a thread
-	 * that left takes the arena of the blocks it goes on with) */
-	if (arena_some_held())
-		arena_free_any(heap_of(p)->arena, NULL, p);
-	else
-		la_own_free(p);
+	struct thread_start *rec = p, st = *rec;
+	rec->next = __atomic_load_n(&starts_done, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&starts_done, &rec->next, rec, true, __ATOMIC_RELEASE,
+	                                    __ATOMIC_RELAXED))
+		;
 	thread_counted();
 	return st.fn(st.arg);
 }
@@ -518,6 +524,12 @@ LA_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 	os_create_fn real = os_real_pthread_create();
 	if (!real)
 		return EAGAIN;
+	for (struct thread_start *d = __atomic_exchange_n(&starts_done, NULL, __ATOMIC_ACQUIRE),
+	                         *next;
+	     d; d = next) {
+		next = d->next;
+		la_own_free(d);
+	}
 	struct thread_start *st = la_own_malloc(sizeof(*st));
 	if (!st)
 		return EAGAIN;

@@ -73,6 +73,22 @@ all_ended_ok() {
 	all_ended_ok
 }
 
+@test "threads that never allocate take no cache, arena or heap of their own" {
+	# a new thread freed its start's record itself, which gave it a cache, its slots and
+	# (one arena per CPU) a second arena and heap: redis's idle background threads faulted
+	# 7-8 pages in for that. Now the next pthread_create frees the records
+	local n
+	for n in 3 100; do
+		run -0 env LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/idlethreads" idle $n
+		echo "idle $n: $output"
+		[ "$output" = "metadata +0" ]
+	done
+	# the count sees the caches of threads that do allocate
+	run -0 env LD_PRELOAD="$LIBALLOC_SO" "$TESTS_BIN/idlethreads" alloc 3
+	echo "alloc 3: $output"
+	[[ "$output" =~ ^metadata\ \+[1-9][0-9]*$ ]]
+}
+
 @test "SIGTERM ends such a process meanwhile, also when only the control thread could take it" {
 	started term env LD_PRELOAD="$LIBALLOC_SO" "$HELPER" idle-term 3
 	# the sleeping thread blocks SIGTERM: once it is gone, the signal must not stay pending
