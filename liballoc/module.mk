@@ -58,7 +58,7 @@ ALL_TARGETS += $(BUILD)/liballoc.so $(BUILD)/liballoc.a
 # reports, system-call wrappers) is optimised for size: every page of liballoc.so is
 # resident in every preloaded process (the kernel maps a file's cached pages around each
 # fault), so smaller cold code is less RSS everywhere.
-LIBALLOC_COLD_OBJS := $(patsubst %,$(BUILD)/obj/liballoc/src/%.o,control pressure shm tunables fatal os)
+LIBALLOC_COLD_OBJS := $(patsubst %,$(BUILD)/obj/liballoc/src/%.o,control pressure shm tunables fatal os sigbus)
 $(LIBALLOC_COLD_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS) -Os
 
 # sysraw.c's and ownstr.c's functions are a system call or a byte loop each, called rarely:
