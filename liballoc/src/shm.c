@@ -653,6 +653,10 @@ static void write_identity(pid_t pid)
  * temporary name there (of prep_pid); -1: none. */
 static int prep_dfd = -1, prep_fd = -1;
 static pid_t prep_pid; /* the pid the temporary name holds */
+/* The prepared file was truncated before it was published: the segment moved to private
+ * memory (shm_fault), and shm_publish_file makes a new file of it (a signal handler's
+ * write, read by the publishing thread) */
+static volatile bool prep_lost;
 static dev_t prep_dir_dev;
 static ino_t prep_dir_ino;
 static char prep_dir[SHM_DIR_CAP], prep_tmp[SHM_TMP_CAP];
@@ -833,8 +837,12 @@ bool shm_prepare_file(void)
 	_Static_assert(OFF_ARENAS + 2 * sizeof(struct la_shm_arena) <= SEG_SIZE - OFF_MAILBOX,
 	               "the pages in use at the start come from one page of zeros");
 	bool ok = write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, 0, used) &&
-	          write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE) &&
-	          map_file(fd, tmpfs);
+	          write_zeros(fd, tmpfs, seg_area + OFF_MAILBOX, OFF_MAILBOX, SEG_SIZE);
+	/* a named file (liballoc.<pid>.tmp) may be truncated from its mapping on: the handler
+	 * first (shm_fault moves a prepared mapping too) */
+	if (ok && !unnamed)
+		sigbus_install_handler();
+	ok = ok && map_file(fd, tmpfs);
 	return end_prepare(ok, dfd, fd, pid, dir, tmp);
 }
 
@@ -875,7 +883,15 @@ void shm_publish_file(void)
 	char dir[SHM_DIR_CAP], tmp[SHM_TMP_CAP];
 	if (!seg)
 		return;
-	/* made by shm_prepare_file: it is mapped already, and holds what was written */
+	/* made by shm_prepare_file: it is mapped already, and holds what was written; unless a
+	 * truncation moved the segment off it (shm_fault): then it goes, and a new file is made
+	 * of the segment as a start that allocated before the constructor does */
+	if (prep_fd >= 0 && prep_lost) {
+		unlinkat(prep_dfd, prep_tmp, 0);
+		close(prep_fd);
+		close(prep_dfd);
+		prep_dfd = prep_fd = -1;
+	}
 	bool prepared = prep_fd >= 0;
 	if (!prepared && fork_unpublished) { /* the child's file failed, and said so */
 		fork_unpublished = false;
@@ -967,6 +983,10 @@ void shm_publish_file(void)
 		sigbus_install();
 	if (ok)
 		ok = syscall(SYS_renameat, dfd, tmp, dfd, seg_name) == 0;
+	if (ok && prepared && prep_lost) { /* truncated meanwhile: the segment is not on it */
+		la_strlcpy(tmp, seg_name, sizeof(tmp));
+		ok = false;
+	}
 	if (!ok) {
 		publish_failed(dfd, fd, dir, tmp);
 		seg_path[0] = 0;
@@ -1339,25 +1359,32 @@ __asm__(".pushsection .text.dlopen, \"ax\"\n"
  * again; the file is unpublished and one line says why; the faulting write is retried
  * there. Async-signal-safe: system calls and memcpy only. Threads that fault meanwhile
  * wait for the first one's move. */
-static void move_to_private_memory(void)
+static bool move_to_private_memory(int fd, pid_t pid)
 {
 	char *copy =
 	        mmap(NULL, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (copy == MAP_FAILED)
-		return;
-	size_t got = read_range(seg_fd, copy, SEG_SIZE);
+		return false;
+	size_t got = read_range(fd, copy, SEG_SIZE);
 	if (mmap(seg, SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
 	         0) != seg) {
 		munmap(copy, SEG_SIZE);
-		return;
+		return false;
 	}
 	memcpy(seg, copy, got);
 	munmap(copy, SEG_SIZE);
 	seg_on_file = false;
 	write_layout();
-	write_identity(seg_pid);
+	write_identity(pid);
 	shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
 	shm_publish_tunables();
+	return true;
+}
+
+static void move_published(void)
+{
+	if (!move_to_private_memory(seg_fd, seg_pid))
+		return;
 
 	char size[24], path[sizeof(seg_path)];
 	struct stat st;
@@ -1380,9 +1407,13 @@ bool shm_fault(const void *addr)
 		return false;
 	while (__atomic_exchange_n(&seg_moving, 1, __ATOMIC_ACQUIRE))
 		syscall(SYS_sched_yield);
-	bool moved = !seg_on_file;
-	if (!moved && seg_fd >= 0) {
-		move_to_private_memory();
+	bool moved = !seg_on_file && (prep_fd < 0 || prep_lost);
+	if (!moved && !seg_on_file) { /* the prepared file, not published yet */
+		moved = prep_lost = move_to_private_memory(prep_fd, prep_pid);
+		la_warn("statistics: ", prep_dir, "/", prep_tmp,
+		        " was truncated before it was published; a new file is made", (char *)NULL);
+	} else if (!moved && seg_fd >= 0) {
+		move_published();
 		moved = !seg_on_file;
 	}
 	__atomic_store_n(&seg_moving, 0, __ATOMIC_RELEASE);

@@ -155,3 +155,33 @@ killed_by_sigbus() {
 		[ -z "$output" ]
 	done
 }
+
+@test "a prepared segment file truncated before it is published is survived, and a new file is published" {
+	# LIBALLOC_PUBLISH_DELAY=0: the start makes and maps liballoc.<pid>.tmp (shm_prepare_file)
+	# and the constructor publishes it later; libtruncshim.so's dl_iterate_phdr, which the
+	# constructor calls in between, truncates that file and reads its mapping. The handler
+	# came only with publishing: the read killed the process (SIGBUS, status 135). It is in
+	# place before the map now, and shm_fault moves a mapping not yet published to private
+	# memory, from which the constructor publishes a new file
+	for disposition in ignored default; do
+		rm -f "$T/done"
+		local trap_bus=
+		[ "$disposition" = ignored ] && trap_bus='trap "" BUS;'
+		run --separate-stderr bash -c "$trap_bus"' exec env LIBALLOC_RUN_DIR="$1" \
+			LIBALLOC_PUBLISH_DELAY=0 TRUNCSHIM_PREPARED=1 TRUNCSHIM_DONE="$2" \
+			LD_PRELOAD="$3 $4" "$5" named' - "$T/segs" "$T/done" \
+			"$LIBALLOC_SO" "$TESTS_BIN/libtruncshim.so" "$TESTS_BIN/sigbus"
+		echo "$disposition: status $status"
+		echo "$output"
+		echo "stderr: $stderr"
+		[ "$status" -eq 0 ]
+		[ "${lines[-1]}" = PASSED ]
+		[[ "$stderr" == *"truncshim: read the prepared segment after truncating it"* ]]
+		[[ "$stderr" == *"was truncated before it was published; a new file is made"* ]]
+		[[ "$stderr" != *"statistics not published"* ]]
+		# the truncated file went, the new one with the process: nothing left
+		run ls -A "$T/segs"
+		echo "left: $output"
+		[ -z "$output" ]
+	done
+}
