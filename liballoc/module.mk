@@ -61,7 +61,7 @@ ALL_TARGETS += $(BUILD)/liballoc.so $(BUILD)/liballoc.a
 LIBALLOC_COLD_OBJS := $(patsubst %,$(BUILD)/obj/liballoc/src/%.o,control pressure shm tunables fatal os sigbus)
 $(LIBALLOC_COLD_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS) -Os
 
-# sysraw.c's and ownstr.c's functions are a system call or a byte loop each, called rarely:
+# sysraw.c's, ownstr.c's and ownsig.c's functions are a system call or a few loads each:
 # packed (no 16-byte alignment of each), they take ~0.3 KiB less of the text's room below
 # .rodata's page (tests/e2e/startup.bats)
-$(BUILD)/obj/liballoc/src/sysraw.o $(BUILD)/obj/liballoc/src/ownstr.o: EXTRA_CFLAGS += -Os -falign-functions=1 -mgeneral-regs-only
+$(BUILD)/obj/liballoc/src/sysraw.o $(BUILD)/obj/liballoc/src/ownstr.o $(BUILD)/obj/liballoc/src/ownsig.o: EXTRA_CFLAGS += -Os -falign-functions=1 -mgeneral-regs-only

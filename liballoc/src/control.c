@@ -703,7 +703,7 @@ static void *control_main(void *arg)
 {
 	bool pinned = start_pinned; /* to the forking thread's CPU, until the first wake-up */
 	shm_is_control = 1;
-	prctl(PR_SET_NAME, "liballoc-ctl", 0, 0, 0);
+	syscall(SYS_prctl, PR_SET_NAME, "liballoc-ctl", 0, 0, 0); /* (no prctl wrapper: sysraw.c) */
 	/* la_self: the thread id its locks take too (one gettid, not two) */
 	__atomic_store_n(&control_tid, (pid_t)la_self(), __ATOMIC_RELEASE);
 	struct la_mailbox *mb = shm_mailbox();

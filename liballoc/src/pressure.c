@@ -370,7 +370,7 @@ static int act(uint64_t *kept)
 static void *watch_main(void *arg)
 {
 	(void)arg;
-	prctl(PR_SET_NAME, "liballoc-psi", 0, 0, 0);
+	syscall(SYS_prctl, PR_SET_NAME, "liballoc-psi", 0, 0, 0); /* (no prctl wrapper: sysraw.c) */
 	__atomic_store_n(&watch_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	__atomic_store_n(&shm_header()->pressure_watching, 1, __ATOMIC_RELAXED);
 	uint64_t kept = 0; /* CLOCK_MONOTONIC ns of an event not acted on yet (0: none) */
