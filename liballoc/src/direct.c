@@ -156,11 +156,18 @@ static struct la_counters *pc(void)
  * closed (direct_fork_prepare): what the child holds of the direct mappings is what its
  * counts say. dwin: the windows open; dwin_waits: a fork waits for them (the closer wakes
  * it); dwin_self: this thread is in one (a fork from a signal handler that interrupted its
- * window does not wait for it, which would never close). Between a window's close and the
- * registration under the lock a fork leaves the child a mapping no table lists (its
- * thread is not there to free it), counted as address space, as it is. */
+ * window does not wait for it, which would never close). A window that makes, grows or
+ * moves a mapping leaves its entry in the table to make once the thread holds direct_lock
+ * again: what it leaves is written down (struct dpend) before the window closes, and a
+ * fork between that close and the entry has the child make the other threads' entries
+ * (direct_fork_child), as they would have: a fork there left the child a mapping counted
+ * as address space that no table listed and no other count knew (a cached one grown there
+ * had its resident pages in neither data_resident_bytes nor free_resident_bytes). */
 static uint32_t dwin, dwin_waits;
 static __thread uint32_t dwin_self __attribute__((tls_model("initial-exec")));
+/* the prepare handler waited for the other threads' windows (not a signal handler's fork
+ * from inside one) */
+static bool dfork_waited;
 
 /* Lock held: open a window (see above). */
 static void window_open(void)
@@ -175,6 +182,50 @@ static void window_close(void)
 	dwin_self--;
 	if (unlikely(__atomic_load_n(&dwin_waits, __ATOMIC_SEQ_CST)))
 		la_futex(&dwin, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* The entry a window leaves to make (see the windows), on its thread's stack: listed in
+ * dpend_list (under direct_lock) from the window's open until the thread holds the lock
+ * again and makes it (or finds nothing to make). Its fields are written in the window: a
+ * fork, which waits for the windows to close, reads them whole. */
+struct dpend {
+	struct dpend *next;
+	const void *owner; /* its thread's (the address of its dwin_self) */
+	void *base;        /* the mapping; NULL: nothing to enter (yet, or the call failed) */
+	uintptr_t user;
+	size_t len;
+	size_t add; /* what it adds to direct_bytes, allocated_bytes, data_resident_bytes */
+	uint64_t link;
+	uint32_t uses, asked;
+	bool listed;
+	bool mapping; /* a live mapping more (direct_mappings; not a realloc's) */
+	bool hit;     /* a cache hit */
+};
+static struct dpend *dpend_list;
+
+/* Lock held: open a window that leaves d an entry to make (listed once). */
+static __attribute__((noinline)) void window_open_pend(struct dpend *d)
+{
+	window_open();
+	if (!d->listed) {
+		d->owner = &dwin_self;
+		d->listed = true;
+		d->next = dpend_list;
+		dpend_list = d;
+	}
+}
+
+/* Lock held: d out of the list. */
+static __attribute__((noinline)) void pend_unlist(struct dpend *d)
+{
+	if (!d->listed)
+		return;
+	for (struct dpend **pp = &dpend_list; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	d->listed = false;
 }
 
 /* The counters of the process block that only this file writes, and only under
@@ -883,6 +934,23 @@ void *direct_alloc_mapped(size_t size, size_t align, bool *fresh, bool room)
 	return direct_get(size, align, fresh, DIRECT_MAP | (room ? DIRECT_ROOM : 0));
 }
 
+/* Lock held: the entry d leaves made, with its counts (the hit counted either way). False
+ * when the table cannot grow: the caller unmaps it. */
+static bool pend_enter(const struct dpend *d)
+{
+	bool ok = insert(d->user, d->base, d->len, d->uses, d->asked, d->link);
+	if (d->hit)
+		STAT_ADD_LOCKED(pc(), direct_cache_hits, 1);
+	if (ok) {
+		if (d->mapping)
+			STAT_ADD_LOCKED(pc(), direct_mappings, 1);
+		STAT_ADD_LOCKED(pc(), direct_bytes, d->add);
+		STAT_ADD_LOCKED(pc(), allocated_bytes, d->add);
+		STAT_ADD_LOCKED(pc(), data_resident_bytes, d->add);
+	}
+	return ok;
+}
+
 /* Lock held, released here: cached mapping c, out of the cache, registered as a live one
  * that serves as it is (asked: as struct dmap's), counted in use and resident whole and as
  * a cache hit. When the table cannot grow, it is unmapped instead and false returned. */
@@ -1008,7 +1076,8 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	size_t got = 0;
 	struct dcached c = {0};
 	bool hit = false, purge = false;
-	bool win = false; /* a window open (see the windows) */
+	bool win = false;        /* a window open (see the windows) */
+	struct dpend pend = {0}; /* the entry it leaves to make */
 	struct la_counters *sc = pc();
 	if (!extra && (from & DIRECT_CACHE)) {
 		la_lock(&direct_lock);
@@ -1029,7 +1098,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		 * this hold of the lock */
 		if (hit || ((from & DIRECT_MAP) &&
 		            !__atomic_load_n(&direct_lend_bytes, __ATOMIC_RELAXED))) {
-			window_open();
+			window_open_pend(&pend);
 			win = true;
 		}
 		la_unlock(&direct_lock);
@@ -1053,7 +1122,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		la_lock(&direct_lock);
 		lent = lend_take(len, fresh != NULL, &c);
 		if (lent) {
-			window_open();
+			window_open_pend(&pend);
 			win = true;
 		}
 		la_unlock(&direct_lock);
@@ -1074,11 +1143,18 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 		}
 	}
 	if (!hit) {
-		if (!(from & DIRECT_MAP))
-			return NULL; /* (no window open: one is opened for a hit or a mapping) */
+		if (!(from &
+		      DIRECT_MAP)) { /* (no window open: one is opened for a hit or a mapping) */
+			if (pend.listed) {
+				la_lock(&direct_lock);
+				pend_unlist(&pend);
+				la_unlock(&direct_lock);
+			}
+			return NULL;
+		}
 		if (!win) {
 			la_lock(&direct_lock);
-			window_open();
+			window_open_pend(&pend);
 			win = true;
 			la_unlock(&direct_lock);
 		}
@@ -1090,26 +1166,34 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 			STAT_ADD(pc(), address_space_bytes, got);
 		}
 	}
+	uintptr_t user = 0;
+	if (base) { /* the entry to make (grown by mremap, or new: nothing of the cache lies
+		     * right after it as its own) */
+		user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
+		pend.base = base;
+		pend.user = user;
+		pend.len = pend.add = got;
+		pend.uses = hit ? c.uses : 0;
+		pend.mapping = true;
+		pend.hit = hit;
+	}
 	if (win)
 		window_close();
-	if (!base)
+	if (!base) {
+		if (pend.listed) {
+			la_lock(&direct_lock);
+			pend_unlist(&pend);
+			la_unlock(&direct_lock);
+		}
 		return NULL;
+	}
 	if (fresh)
 		*fresh = !hit;
-	uintptr_t user = la_align_up((uintptr_t)base, align > LA_PAGE ? align : LA_PAGE);
 	la_lock(&direct_lock);
 	if ((!hit || lent) && !extra)
 		note_miss(len);
-	/* (grown by mremap, or new: nothing of the cache lies right after it as its own) */
-	bool ok = insert(user, base, got, hit ? c.uses : 0, 0, 0);
-	if (hit)
-		STAT_ADD_LOCKED(pc(), direct_cache_hits, 1);
-	if (ok) {
-		STAT_ADD_LOCKED(pc(), direct_mappings, 1);
-		STAT_ADD_LOCKED(pc(), direct_bytes, got);
-		STAT_ADD_LOCKED(pc(), allocated_bytes, got);
-		STAT_ADD_LOCKED(pc(), data_resident_bytes, got);
-	}
+	pend_unlist(&pend);
+	bool ok = pend_enter(&pend);
 	if (!ok)
 		window_open();
 	la_unlock(&direct_lock);
@@ -1410,7 +1494,8 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 	uint64_t was_link = m->link;
 	SET(m->user, 1);
 	__atomic_store_n(&dlive, dlive - 1, __ATOMIC_RELAXED);
-	window_open();
+	struct dpend pend = {0}; /* the entry it leaves to make: the mapping, moved or not */
+	window_open_pend(&pend);
 	la_unlock(&direct_lock);
 	/* a growth in place or with room after it, else where the kernel puts it, else (the
 	 * quarter more refused) the size asked; errno as it was (when all are refused, the
@@ -1425,16 +1510,17 @@ void *direct_realloc(void *p, size_t size, bool remap, bool *was_direct)
 		q = os_remap(p, old, len, pc());
 	if (q && len != old)
 		STAT_ADD(pc(), address_space_bytes, len - old);
+	pend.base = q ? q : p;
+	pend.user = (uintptr_t)pend.base;
+	pend.len = q ? len : old;
+	pend.add = q ? len - old : 0; /* (a shrink: less) */
+	pend.asked = q ? asked : was_asked;
+	pend.link = q ? 0 : was_link;
 	window_close();
 	errno = saved;
 	la_lock(&direct_lock);
-	bool ok = insert((uintptr_t)(q ? q : p), q ? q : p, q ? len : old, 0, q ? asked : was_asked,
-	                 q ? 0 : was_link);
-	if (q && len != old) {
-		STAT_ADD_LOCKED(pc(), direct_bytes, len - old);
-		STAT_ADD_LOCKED(pc(), allocated_bytes, len - old);
-		STAT_ADD_LOCKED(pc(), data_resident_bytes, len - old);
-	}
+	pend_unlist(&pend);
+	bool ok = pend_enter(&pend);
 	la_unlock(&direct_lock);
 	if (!ok)
 		la_fatal("realloc()", "cannot register a direct mapping");
@@ -1581,6 +1667,7 @@ bool direct_fork_waits(void)
 void direct_fork_prepare(void)
 {
 	la_lock(&direct_lock);
+	dfork_waited = !dwin_self;
 	if (dwin_self) /* (a signal handler's fork: see the windows) */
 		return;
 	__atomic_store_n(&dwin_waits, 1, __ATOMIC_SEQ_CST);
@@ -1599,4 +1686,21 @@ void direct_fork_child(void)
 	la_lock_reinit(&direct_lock);
 	dwin = dwin_self; /* (the other threads' windows are not the child's) */
 	dwin_waits = 0;
+	/* the entries the other threads' windows left to make (see the windows): made here, as
+	 * those threads would have made them (or, when the table cannot grow, unmapped as they
+	 * would have); a signal handler's fork from inside its own window did not wait for the
+	 * others' windows (what they left may be half written): their mappings stay as they
+	 * are, counted as address space only. This thread's own stays: it makes it. */
+	for (struct dpend **pp = &dpend_list; *pp;) {
+		struct dpend *d = *pp;
+		if (d->owner == &dwin_self) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		if (dfork_waited && d->base && !pend_enter(d)) {
+			STAT_SUB(pc(), address_space_bytes, d->len);
+			os_unmap(d->base, d->len, pc());
+		}
+	}
 }

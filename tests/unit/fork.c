@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1750,7 +1751,9 @@ static void dm_counted(uint64_t counted, uint64_t made, const char *what, const 
  * (its munmap, before the call) waits for another thread's fork until that fork is over or
  * waits for it (direct_fork_waits: the calls are made in windows, direct.c); the child says
  * whether it holds the mapping and what its counters count beyond a child's forked just
- * before. */
+ * before, and whether its table lists the mapping as a live one (the new mapping's entry,
+ * which its thread makes once it holds direct_lock again, is the child's to make: the
+ * thread waits for the lock the fork holds). */
 #define DM_LEN ((size_t)600 << 10)
 static pid_t dm_tid;   /* the thread whose call waits for a fork */
 static int dm_op;      /* 0: its mmap waits (after the call), 1: its munmap (before it) */
@@ -1759,7 +1762,8 @@ static void *dm_addr;  /* the mapping */
 static void *dm_block; /* the thread's block, for its free */
 static void dm_stop(void *p, size_t len, int op)
 {
-	if (len != DM_LEN || op != __atomic_load_n(&dm_op, __ATOMIC_ACQUIRE) ||
+	if ((op == 2 ? len < 2 * DM_LEN : len != DM_LEN) ||
+	    op != __atomic_load_n(&dm_op, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&dm_tid, __ATOMIC_ACQUIRE) != (pid_t)syscall(SYS_gettid) ||
 	    __atomic_load_n(&dm_state, __ATOMIC_ACQUIRE))
 		return;
@@ -1767,6 +1771,21 @@ static void dm_stop(void *p, size_t len, int op)
 	__atomic_store_n(&dm_state, 1, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&dm_state, __ATOMIC_ACQUIRE) != 2 && !direct_fork_waits())
 		sched_yield();
+}
+/* (op 2: a realloc's growth of the mapping, its mremap stopped after the call) */
+void *mremap(void *old, size_t old_len, size_t len, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	void *to = flags & MREMAP_FIXED ? va_arg(ap, void *) : NULL;
+	va_end(ap);
+	void *q = (void *)syscall(SYS_mremap, old, old_len, len, flags, to);
+	if ((long)q < 0 && (long)q > -4096) {
+		errno = (int)-(long)q;
+		return MAP_FAILED;
+	}
+	dm_stop(q, len, 2);
+	return q;
 }
 int munmap(void *addr, size_t len)
 {
@@ -1781,6 +1800,8 @@ struct dm_seen {
 	uint64_t space, mmaps, mmap_bytes, munmaps, munmap_bytes; /* the counters */
 	uint64_t made, made_bytes, unmade, unmade_bytes;          /* the calls this file saw */
 	int mapped;
+	uint64_t dmaps, dbytes, live; /* direct_mappings, direct_bytes; the table's live entries */
+	int listed;                   /* the table lists the mapping */
 };
 static struct dm_seen *dm_seen; /* a shared page: [0] before, [1] at the call */
 static int dm_slot;
@@ -1799,20 +1820,26 @@ static int child_dm_seen(void)
 	s->unmade_bytes = dm_munmap_bytes;
 	unsigned char v;
 	s->mapped = dm_addr && mincore(dm_addr, 4096, &v) == 0;
+	s->dmaps = c->direct_mappings;
+	s->dbytes = c->direct_bytes;
+	s->live = direct_count();
+	s->listed = dm_addr && direct_usable(dm_addr) != 0;
 	return 0;
 }
 static void *dm_thread(void *arg)
 {
 	pthread_barrier_t *go = arg;
 	A(free)(A(malloc)(48)); /* its cache and arena, before the first child */
-	if (dm_op == 1)
+	if (dm_op >= 1)
 		dm_block = A(malloc)(DM_LEN); /* mapped before the first child */
 	__atomic_store_n(&dm_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	pthread_barrier_wait(go); /* (the first child forked) */
 	if (dm_op == 0)
 		dm_block = A(malloc)(DM_LEN);
-	else
+	else if (dm_op == 1)
 		A(free)(dm_block);
+	else
+		dm_block = A(realloc)(dm_block, 2 * DM_LEN);
 	__atomic_store_n(&dm_tid, 0, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -1831,7 +1858,7 @@ static void dm_run(int op)
 	cr_assert_eq(pthread_create(&t, NULL, dm_thread, &go), 0);
 	while (!__atomic_load_n(&dm_tid, __ATOMIC_ACQUIRE))
 		sched_yield();
-	if (op == 1)
+	if (op >= 1)
 		dm_addr = dm_block; /* (page-aligned: its mapping's start) */
 	dm_slot = 0;
 	cr_assert_eq(fork_run(child_dm_seen), 0);
@@ -1842,11 +1869,28 @@ static void dm_run(int op)
 	cr_assert_eq(fork_run(child_dm_seen), 0);
 	__atomic_store_n(&dm_state, 2, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
-	if (op == 0)
+	if (op != 1)
 		A(free)(dm_block);
 	struct dm_seen *b = &dm_seen[0], *r = &dm_seen[1];
-	cr_assert(b->mapped == (op == 1), "(set-up) the first child %s the mapping",
+	cr_assert(b->mapped == (op >= 1), "(set-up) the first child %s the mapping",
 	          b->mapped ? "held" : "did not hold");
+	if (op == 2) {
+		/* the grown mapping, moved or not, is the child's live block, of the length its
+		 * address space grew to */
+		cr_assert(r->mapped && b->listed, "(set-up) both children held the mapping");
+		cr_assert(r->listed,
+		          "the child holds the grown mapping, its table does not list it");
+		cr_assert_eq(r->live, b->live, "the child's table has %lld more live entries",
+		             (long long)(r->live - b->live));
+		cr_assert_eq(r->dmaps, b->dmaps, "the child's direct_mappings counts %lld more",
+		             (long long)(r->dmaps - b->dmaps));
+		cr_assert_gt(r->space, b->space, "(set-up) the child's address space grew");
+		cr_assert_eq(
+		        r->dbytes - b->dbytes, r->space - b->space,
+		        "the child's direct_bytes counts %lld more, its address space %lld more",
+		        (long long)(r->dbytes - b->dbytes), (long long)(r->space - b->space));
+		return;
+	}
 	long long want = (long long)r->mapped - b->mapped;
 	cr_assert_eq((long long)(r->space - b->space), want * (long long)DM_LEN,
 	             "the child %s the mapping's %zu bytes, its address space counts %lld more",
@@ -1858,6 +1902,22 @@ static void dm_run(int op)
 	dm_counted(r->munmaps - b->munmaps, r->unmade - b->unmade, "munmap calls", "made");
 	dm_counted(r->munmap_bytes - b->munmap_bytes, r->unmade_bytes - b->unmade_bytes,
 	           "munmap bytes", "unmapped");
+	/* and its table lists it, and counts it live, exactly then: the thread's new mapping,
+	 * made and counted as address space, waits for direct_lock (which the fork holds) to
+	 * be entered; the child makes its entry (direct_fork_child). It held one that no
+	 * table listed, nor direct_mappings, direct_bytes or allocated_bytes counted. */
+	cr_assert_eq(r->listed, r->mapped, "the child %s the mapping, its table %s it",
+	             r->mapped ? "holds" : "does not hold", r->listed ? "lists" : "does not list");
+	cr_assert_eq((long long)(r->live - b->live), want,
+	             "the child %s the mapping, its table has %lld more live entries",
+	             r->mapped ? "holds" : "does not hold", (long long)(r->live - b->live));
+	cr_assert_eq((long long)(r->dmaps - b->dmaps), want,
+	             "the child %s the mapping, direct_mappings counts %lld more",
+	             r->mapped ? "holds" : "does not hold", (long long)(r->dmaps - b->dmaps));
+	cr_assert_eq((long long)(r->dbytes - b->dbytes), want * (long long)DM_LEN,
+	             "the child %s the mapping's %zu bytes, direct_bytes counts %lld more",
+	             r->mapped ? "holds" : "does not hold", DM_LEN,
+	             (long long)(r->dbytes - b->dbytes));
 }
 Test(fork, a_child_holds_a_new_direct_mapping_exactly_when_its_counts_say_so)
 {
@@ -1866,6 +1926,15 @@ Test(fork, a_child_holds_a_new_direct_mapping_exactly_when_its_counts_say_so)
 Test(fork, a_child_holds_an_unmapped_direct_mapping_exactly_when_its_counts_say_so)
 {
 	dm_run(1);
+}
+/* A realloc that grows a direct mapping (its mremap, after the call) while another thread
+ * forks: the child's table lists the grown mapping as its live block, counted at its new
+ * length. The thread's realloc takes the mapping out of the table, remaps it and enters it
+ * again once it holds direct_lock (which the fork holds): the child listed no mapping there
+ * (the block's free in the child was an invalid pointer) and counted it live still. */
+Test(fork, a_child_lists_a_direct_mapping_another_threads_realloc_grows)
+{
+	dm_run(2);
 }
 
 /* A forked child of a published process does not read its parent's header (a fault for
