@@ -26,9 +26,9 @@ counter() { "$ALLOCCTL" --json stats "$1" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p
 # burst_period: the service's period in ms, set so that every burst leaves it time to idle
 # on this machine as it is now: four times what one 32 MiB burst takes here (its first, as
 # the learning bursts are), 500 ms at least (2.5 times the 200 ms the library's shortest
-# learnt interval is; each test waits for 12 bursts: a 1 s floor made them 12 s each on a
-# quiet machine). Two CPU burners beside the suite (load ~20) made a burst take 1.7-2.1 s:
-# with a 1 s period the bursts ran back to back, none periodic.
+# learnt interval is; the first test waits for 12 bursts, the others 8: a 1 s floor made
+# them 12 s each on a quiet machine). Two CPU burners beside the suite (load ~20) made a
+# burst take 1.7-2.1 s: with a 1 s period the bursts ran back to back, none periodic.
 burst_period() {
 	env LIBALLOC_MADVISE_THROTTLE=0 LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" burst 32M 1000 0.001 |
 		awk '$1 == "burst" {ms = int($5 * 4000) + 1} END {print (ms == 0 ? 0 : ms > 500 ? ms : 500)}'
@@ -38,7 +38,7 @@ burst_period() {
 # was at every period while the floor was 1 s), so that its pages go back between bursts
 burst_decay_ms() { echo $(($1 / 5 < 200 ? $1 / 5 : 200)); }
 
-# run_bursts OUT ENV...: the service, 32 MiB every burst_period (killed once 12 bursts are
+# run_bursts N OUT ENV...: the service, 32 MiB every burst_period (killed once N bursts are
 # out: time is not what the test asserts); sets SVC. madvise_throttle 0 turns
 # populate-ahead and its huge ranges off, so that a burst the library did not prepare
 # faults each of its 8,192 pages in: with them, how many faults a burst takes depends on
@@ -46,8 +46,8 @@ burst_decay_ms() { echo $(($1 / 5 < 200 ? $1 / 5 : 200)); }
 # learning bursts took 1,332-2,710, where a quiet one gives ~8,000), and the faults of the
 # prepared bursts had nothing steady to be compared with.
 run_bursts() {
-	local out=$1 period
-	shift
+	local n=$1 out=$2 period
+	shift 2
 	period=$(burst_period)
 	[ "$period" -ge 500 ] || { echo "no burst measured: '$period'"; false; }
 	env LIBALLOC_MADVISE_THROTTLE=0 "$@" LIBALLOC_DECAY_MS="$(burst_decay_ms "$period")" \
@@ -56,12 +56,12 @@ run_bursts() {
 	POL_PIDS+=("$SVC")
 	wait_for listed "$SVC"
 	# a loaded machine may stretch a burst past its share of a period: wait long
-	wait_for -t $((period * 12 * 3 / 1000 + 30)) bursts_seen 12 "$out"
+	wait_for -t $((period * n * 3 / 1000 + 30)) bursts_seen "$n" "$out"
 }
 
 @test "burst: a periodic burst is predicted, its pages come before it" {
 	start_daemon
-	run_bursts "$P/on.out"
+	run_bursts 12 "$P/on.out"
 	local hits misses ref f
 	hits=$(counter "$SVC" burst_hits)
 	misses=$(counter "$SVC" burst_misses)
@@ -92,15 +92,17 @@ run_bursts() {
 
 @test "burst: switched off, every burst faults its pages in" {
 	start_daemon
-	run_bursts "$P/off.out" LIBALLOC_BURST_PREDICT=0
+	# 8 bursts: switched on, bursts 3 and 4 are prepared already (the test above); bursts
+	# 8-11 tell nothing more (they were waited for until session 41: 2 s and more)
+	run_bursts 8 "$P/off.out" LIBALLOC_BURST_PREDICT=0
 	[ "$(counter "$SVC" burst_hits)" = 0 ]
 	[ "$(counter "$SVC" burst_prepared_bytes)" = 0 ]
 	local ref sum=0
 	ref=$(learnt "$P/off.out")
-	for k in 5 6 7 8 9 10 11; do sum=$((sum + $(faults "$k" "$P/off.out"))); done
+	for k in 5 6 7; do sum=$((sum + $(faults "$k" "$P/off.out"))); done
 	# as many as while learning: on average at least a quarter (a burst may get some
 	# huge pages when they are tried again)
-	[ "$sum" -ge $((ref * 7 / 4)) ] || { cat "$P/off.out"; false; }
+	[ "$sum" -ge $((ref * 3 / 4)) ] || { cat "$P/off.out"; false; }
 }
 
 @test "burst: nothing is prepared where the cgroup's limit has no room for it" {
@@ -114,12 +116,12 @@ run_bursts() {
 		LD_PRELOAD="$LIBALLOC_SO" "$PRESSURE_SVC" burst 32M "$period" $((period * 30 / 1000))
 	SVC=$BG_PID
 	wait_for listed "$SVC"
-	wait_for -t $((period * 12 * 3 / 1000 + 30)) bursts_seen 12 "$P/cg.out"
+	wait_for -t $((period * 8 * 3 / 1000 + 30)) bursts_seen 8 "$P/cg.out"
 	[ "$(counter "$SVC" burst_hits)" = 0 ] || { cat "$P/cg.out"; "$ALLOCCTL" stats "$SVC"; false; }
 	[ "$(counter "$SVC" burst_prepared_bytes)" = 0 ]
 	[ "$(oom_kills)" = 0 ]
 	local ref sum=0
 	ref=$(learnt "$P/cg.out")
-	for k in 5 6 7 8 9 10 11; do sum=$((sum + $(faults "$k" "$P/cg.out"))); done
-	[ "$sum" -ge $((ref * 7 / 4)) ] || { cat "$P/cg.out"; false; }
+	for k in 5 6 7; do sum=$((sum + $(faults "$k" "$P/cg.out"))); done
+	[ "$sum" -ge $((ref * 3 / 4)) ] || { cat "$P/cg.out"; false; }
 }
