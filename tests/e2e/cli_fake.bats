@@ -281,6 +281,25 @@ complete_line() {
 	[ "$(complete_line allocctl trim 4242 --p)" = --pad ]
 }
 
+@test "bash completion asks allocctl for the tunable names only where it offers them" {
+	# an allocctl in front of the real one notes each call: a TAB ran it for the names
+	# every time (and readme.bats' completion check, ~150 lines, twice as many programs)
+	start_fake
+	local stub="$CLI_TMP/stub"
+	mkdir "$stub"
+	printf '#!/bin/sh\necho "$*" >>"%s/calls"\nexec "%s" "$@"\n' "$stub" "$ALLOCCTL" >"$stub/allocctl"
+	chmod +x "$stub/allocctl"
+	[ "$(BUILD=$stub complete_line allocctl st)" = stats ]
+	[ "$(BUILD=$stub complete_line allocctl trim 4242 --p)" = --pad ]
+	[ "$(BUILD=$stub complete_line allocctl trim "" | sort | tr '\n' ' ')" = "4242 4343 " ]
+	cat "$stub/calls"
+	[ "$(grep -c ' ps --json$' "$stub/calls")" -eq 1 ]
+	[ "$(grep -c '^help tunables$' "$stub/calls")" -eq 0 ]
+	[ "$(BUILD=$stub complete_line allocctl get 4242 deca)" = decay_ms ]
+	[ "$(BUILD=$stub complete_line allocctl set 4242 mmap_t | tr '\n' ' ')" = "mmap_threshold= mmap_threshold_max= " ]
+	[ "$(grep -c '^help tunables$' "$stub/calls")" -eq 2 ]
+}
+
 @test "top: ^Z gives the terminal back to the shell, fg resumes the live view" {
 	start_fake
 	T=(tmux -S "$CLI_TMP/tmux.sock")
