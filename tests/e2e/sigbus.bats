@@ -50,6 +50,24 @@ killed_by_sigbus() {
 	moved_once
 }
 
+# truncated DISPOSITION [VAR=VALUE...]: the program's "named" mode preloaded with
+# libtruncshim.so (tests/helpers/shim/truncshim.c), SIGBUS ignored since exec or at its
+# default; it must pass (status 0, PASSED last)
+truncated() {
+	local disposition=$1 trap_bus=
+	shift
+	rm -f "$T/done"
+	[ "$disposition" = ignored ] && trap_bus='trap "" BUS;'
+	run --separate-stderr bash -c "$trap_bus"' exec env "${@:6}" LIBALLOC_RUN_DIR="$1" \
+		TRUNCSHIM_DONE="$2" LD_PRELOAD="$3 $4" "$5" named' - "$T/segs" "$T/done" \
+		"$LIBALLOC_SO" "$TESTS_BIN/libtruncshim.so" "$TESTS_BIN/sigbus" "$@"
+	echo "$disposition: status $status"
+	echo "$output"
+	echo "stderr: $stderr"
+	[ "$status" -eq 0 ]
+	[ "${lines[-1]}" = PASSED ]
+}
+
 @test "its own handler, installed after liballoc's, gets its faults with address, code and mask" {
 	sigbus handler
 	[ "$status" -eq 0 ]
@@ -136,17 +154,7 @@ killed_by_sigbus() {
 	# handler must be in place before the name (it came after it: 3 of 300 runs of the
 	# inherited test died of SIGBUS at load 17)
 	for disposition in ignored default; do
-		rm -f "$T/done"
-		local trap_bus=
-		[ "$disposition" = ignored ] && trap_bus='trap "" BUS;'
-		run --separate-stderr bash -c "$trap_bus"' exec env LIBALLOC_RUN_DIR="$1" \
-			TRUNCSHIM_DONE="$2" LD_PRELOAD="$3 $4" "$5" named' - "$T/segs" "$T/done" \
-			"$LIBALLOC_SO" "$TESTS_BIN/libtruncshim.so" "$TESTS_BIN/sigbus"
-		echo "$disposition: status $status"
-		echo "$output"
-		echo "stderr: $stderr"
-		[ "$status" -eq 0 ]
-		[ "${lines[-1]}" = PASSED ]
+		truncated "$disposition"
 		[[ "$stderr" == *"truncshim: read the segment after truncating it"* ]]
 		[[ "$stderr" == *"liballoc: statistics no longer published: the segment was truncated to 0 bytes by another process; they are kept in private memory"* ]]
 		# the name made before the move went with it: nothing stale in the run directory
@@ -164,18 +172,7 @@ killed_by_sigbus() {
 	# place before the map now, and shm_fault moves a mapping not yet published to private
 	# memory, from which the constructor publishes a new file
 	for disposition in ignored default; do
-		rm -f "$T/done"
-		local trap_bus=
-		[ "$disposition" = ignored ] && trap_bus='trap "" BUS;'
-		run --separate-stderr bash -c "$trap_bus"' exec env LIBALLOC_RUN_DIR="$1" \
-			LIBALLOC_PUBLISH_DELAY=0 TRUNCSHIM_PREPARED=1 TRUNCSHIM_DONE="$2" \
-			LD_PRELOAD="$3 $4" "$5" named' - "$T/segs" "$T/done" \
-			"$LIBALLOC_SO" "$TESTS_BIN/libtruncshim.so" "$TESTS_BIN/sigbus"
-		echo "$disposition: status $status"
-		echo "$output"
-		echo "stderr: $stderr"
-		[ "$status" -eq 0 ]
-		[ "${lines[-1]}" = PASSED ]
+		truncated "$disposition" LIBALLOC_PUBLISH_DELAY=0 TRUNCSHIM_PREPARED=1
 		[[ "$stderr" == *"truncshim: read the prepared segment after truncating it"* ]]
 		[[ "$stderr" == *"was truncated before it was published; a new file is made"* ]]
 		[[ "$stderr" != *"statistics not published"* ]]
