@@ -60,13 +60,12 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_MAX_BLOCKS       (TC_SLOTS - 1u) /* blocks one bin may hold on such a row */
 /* A bin of one of the first TC_WIDE_CLASSES classes (16-48 bytes) that both refills and
  * flushes often grows past TC_MAX_BLOCKS (tcache.c, bin_grow): onto a wide row of
- * TC_WIDE_SLOTS slots, up to TC_GROW_BYTES of blocks (255 of 16 bytes, 255 of 32, 170 of
- * 48; from 64 bytes on, 63 blocks fill 4 KiB already), and back to its base limit at the
- * first cold-bin sweep that finds it quiet. 4 KiB -> 8 KiB (a 32-byte bin 128 -> 255
- * blocks): logicmin 60 253.95M -> 253.37M instructions, 2,255 -> 1,271 flushes and 4,112
- * -> 3,020 refills; its peak RSS read the same (logicmin 400: 4.43 / 4.38 MiB, medians of
- * 5; the 4,492 -> 4,624 KiB at 60 noted here before was not seen again: bench/README.md,
- * session 41, instr41). */
+ * TC_WIDE_SLOTS slots, up to TC_GROW_BYTES of blocks (255 of 16 bytes, 127 of 32, 85 of
+ * 48; from 64 bytes on, 63 blocks fill them already), and back to its base limit at the
+ * first cold-bin sweep that finds it quiet. 8 KiB (255 blocks of 32 bytes) took logicmin
+ * 60 0.6-0.8M instructions lower still, but its peak 4,492 -> 4,624 KiB (session 29), and
+ * the cpython bench row's minor faults 8,730 -> 9,122, above glibc's 8,968 (session 41:
+ * 7442c9e, reverted). */
 /* A bin of a class the thread has never allocated (it frees blocks of the class that
  * other threads of its arena allocated: a consumer) holds at most TC_FREE_ONLY_BYTES of
  * blocks, at least TC_FREE_ONLY_BLOCKS (tcache.c, bin_free_only_limit), and flushes whole:
@@ -77,7 +76,7 @@ enum { TC_NONE = 0, TC_LIVE = 1, TC_DEAD = 2 };
 #define TC_FREE_ONLY_BLOCKS 4u
 #define TC_WIDE_SLOTS       256u
 #define TC_WIDE_CLASSES     3u
-#define TC_GROW_BYTES       8192u
+#define TC_GROW_BYTES       4096u
 /* Refills and flushes of a bin (at least one of each), with no cold-bin sweep finding it
  * quiet in between, for a step of growth: a class in steady use (logicmin's 32-byte blocks:
  * 7,000 refills and 4,300 flushes a run), not one batch of it (sizes sweep, 256 blocks of

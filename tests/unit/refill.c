@@ -2723,8 +2723,8 @@ static void no_decay_pass(void)
 /* A class whose blocks go to the arena and come back in runs longer than its bin holds (a
  * structure of 2,000 blocks of 32 bytes built and torn down, again and again) refills and
  * flushes half a bin at a time: with the 63 blocks of a bin's row, each refill took at most
- * 32 of them, 63 refills a build. Such a bin grows (up to TC_GROW_BYTES: 255 blocks of 32
- * bytes), and its refills take up to 128: a quarter as many. */
+ * 32 of them, 63 refills a build. Such a bin grows (up to TC_GROW_BYTES: 127 blocks of 32
+ * bytes), and its refills take up to 64: half as many. */
 Test(growth, a_bin_that_refills_and_flushes_often_grows)
 {
 	no_decay_pass();
@@ -2752,23 +2752,6 @@ Test(growth, a_bin_that_refills_and_flushes_often_grows)
 	cr_assert_eq(c1.cache_flushes, c0.cache_flushes, "no flush");
 	for (uint32_t i = b->limit; i < n; i++)
 		A(free)(p[i]);
-}
-
-/* The 32-byte bin of such a thread grows to the whole of its wide row: 255 blocks (8 KiB,
- * TC_GROW_BYTES; at 4 KiB it stopped at 128), and a build of 2,000 blocks then takes 16
- * refills of up to 128 (at 128 blocks, 31 refills of up to 65): logicmin 60, whose cubes
- * and table nodes are such runs of 32-byte blocks, 253.95M -> 253.37M instructions. */
-Test(growth, a_bin_of_32_byte_blocks_grows_to_its_wide_rows_255_blocks)
-{
-	no_decay_pass();
-	enum { N = 2000 };
-	build_and_tear_down(32, N, 8);
-	struct tbin *b = &la_tcache.bins[sc_class_of(32)];
-	cr_assert_eq(b->limit, TC_WIDE_SLOTS - 1, "limit %u", b->limit);
-	assert_room_words(sc_class_of(32));
-	uint64_t refills = build_and_tear_down(32, N, 1);
-	cr_assert_leq(refills, N / 100, "%llu refills for %d blocks", (unsigned long long)refills,
-	              N);
 }
 
 /* Classes above 48 bytes keep their rows of 63 blocks: 64 bytes and more, those fill
