@@ -18,6 +18,10 @@ ifeq ($(LA_NO_STATS),1)
 LIBALLOC_CFLAGS += -DLA_NO_STATS=1
 endif
 $(LIBALLOC_OBJS): EXTRA_CFLAGS := $(LIBALLOC_CFLAGS)
+# The objects' flags are set in this file (here and below: -Os for the cold ones, the packed
+# ones): a change of it builds them again, or an incremental build keeps objects made with
+# the old flags (a text size startup.bats then reads wrong)
+$(LIBALLOC_OBJS): $(ROOT)/liballoc/module.mk
 
 # Text layout (liballoc/text-order.ld, from scripts/text-order.py; each function in its own
 # section, -ffunction-sections): the functions every process runs at start come first, next

@@ -456,6 +456,18 @@ text_load() {
 	[ "$((page - end))" -ge 512 ]
 }
 
+@test "a change of liballoc/module.mk, where its objects' flags are, builds them again" {
+	# -Os for the cold files, the packed ones: an incremental build that kept objects made
+	# with the old flags read the code's end above (0x2d084 for 0x2cc88: sigbus.o still -O2
+	# after d4cb64e, session 41). make -n -W: what a build would do were the file newer
+	run make -C "$ROOT" -n -W "$ROOT/liballoc/module.mk" BUILD="$BUILD" DEPS=0 "$BUILD/liballoc.so"
+	echo "$output" | grep -E 'sigbus\.c|sysraw\.c|heap\.c' | cut -c1-160
+	[ "$status" -eq 0 ]
+	for f in sigbus sysraw heap; do
+		[[ "$output" == *"liballoc/src/$f.c"* ]]
+	done
+}
+
 @test "liballoc's code reads its own data at its own addresses, not through the GOT" {
 	# Its headers declare its data LA_HIDDEN (common.h): -fvisibility=hidden marks a
 	# definition, not an extern declaration, so gcc addressed tun_values, shm_decay_armed,
