@@ -3011,17 +3011,25 @@ Test(decay, aging_pages_wake_the_control_thread_only_when_something_is_due)
 	uint32_t from = __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST) & ~(HEAP_TICK - 1);
 	long before = control_wakeups_quiet(path);
 	cr_assert_geq(before, 0, "the control thread's status read");
+	/* ... or to the last pass, when none comes for two periods of the clock: nothing is
+	 * due (the sanitizer builds, whose heap holds the test's blocks only, have no full pass
+	 * once the parked block is back: their ticks stopped at 16 of 10..26). With a pass at
+	 * every tick the ticks never stop: the count reaches the second period's end. */
 	uint32_t to = from + 2 * HEAP_DECAY_TICKS * HEAP_TICK, e = from;
-	while ((int32_t)(e - to) < 0 && mono_s() - back < 60) {
+	double moved = mono_s();
+	while ((int32_t)(e - to) < 0 && mono_s() - moved < 0.8) {
 		usleep(2000);
-		e = __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
+		uint32_t now = __atomic_load_n(&heap_epoch, __ATOMIC_SEQ_CST);
+		if (now != e) {
+			e = now;
+			moved = mono_s();
+		}
 	}
 	long after = control_wakeups_quiet(path);
-	cr_assert_geq((int32_t)(e - to), 0, "the passes reached tick %u from %u in 60 s (at %u)",
-	              to, from, e);
 	cr_assert_geq(after, 0, "the control thread's status read");
 	long wakes = after - before;
-	cr_log_info("%ld wake-ups from the pass at tick %u to the one at %u", wakes, from, to);
+	cr_log_info("%ld wake-ups from the pass at tick %u to the one at %u (of %u)", wakes, from,
+	            e, to);
 	cr_assert_leq(wakes, 7, "%ld wake-ups of the control thread in two periods of ticks",
 	              wakes);
 	aging_end(&b);

@@ -618,8 +618,10 @@ Test(decay, a_pass_asks_for_another_while_caches_hold_blocks)
 Test(decay, a_bin_unused_for_a_pass_goes_to_its_spans_not_the_transfer_cache)
 {
 	unsigned cls = sc_class_of(1000);
-	struct arena *a = la_tcache.arena;
 	struct tbin *b = refilled_bin();
+	/* (after the refills: in a sanitizer build nothing before gave this thread its arena,
+	 * the test program's own allocations are the sanitizer's) */
+	struct arena *a = la_tcache.arena;
 	cr_assert(tcache_flush_cold(), "refilled and flushed since the last pass: kept");
 	uint32_t held = tbin_count(b);
 	cr_assert_gt(held, 0);
