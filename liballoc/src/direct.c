@@ -228,6 +228,16 @@ static __attribute__((noinline)) void pend_unlist(struct dpend *d)
 	d->listed = false;
 }
 
+/* Lock not held: d out of the list, when a window leaves no entry after all. */
+static void pend_drop(struct dpend *d)
+{
+	if (!d->listed)
+		return;
+	la_lock(&direct_lock);
+	pend_unlist(d);
+	la_unlock(&direct_lock);
+}
+
 /* The counters of the process block that only this file writes, and only under
  * direct_lock: direct_mappings, direct_bytes, direct_cache_bytes, direct_cache_hits, and
  * allocated_bytes, free_resident_bytes, data_resident_bytes (the heaps count theirs in their
@@ -1145,11 +1155,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	if (!hit) {
 		if (!(from &
 		      DIRECT_MAP)) { /* (no window open: one is opened for a hit or a mapping) */
-			if (pend.listed) {
-				la_lock(&direct_lock);
-				pend_unlist(&pend);
-				la_unlock(&direct_lock);
-			}
+			pend_drop(&pend);
 			return NULL;
 		}
 		if (!win) {
@@ -1180,11 +1186,7 @@ static void *direct_get(size_t size, size_t align, bool *fresh, unsigned from)
 	if (win)
 		window_close();
 	if (!base) {
-		if (pend.listed) {
-			la_lock(&direct_lock);
-			pend_unlist(&pend);
-			la_unlock(&direct_lock);
-		}
+		pend_drop(&pend);
 		return NULL;
 	}
 	if (fresh)

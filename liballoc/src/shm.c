@@ -1410,8 +1410,10 @@ bool shm_fault(const void *addr)
 	bool moved = !seg_on_file && (prep_fd < 0 || prep_lost);
 	if (!moved && !seg_on_file) { /* the prepared file, not published yet */
 		moved = prep_lost = move_to_private_memory(prep_fd, prep_pid);
-		la_warn("statistics: ", prep_dir, "/", prep_tmp,
-		        " was truncated before it was published; a new file is made", (char *)NULL);
+		if (moved) /* (else the fault is the program's: nothing was made) */
+			la_warn("statistics: ", prep_dir, "/", prep_tmp,
+			        " was truncated before it was published; a new file is made",
+			        (char *)NULL);
 	} else if (!moved && seg_fd >= 0) {
 		move_published();
 		moved = !seg_on_file;
