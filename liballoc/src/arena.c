@@ -2026,9 +2026,9 @@ static void large_dense_note(struct arena *a, int res, uint32_t npages)
 		a->probe_backoff += a->probe_backoff < LARGE_PROBE_BACKOFF;
 	else
 		a->probe_backoff = 0;
-	a->large_dense -= a->large_dense / 8;
-	if (whole)
-		a->large_dense += 32;
+	/* stored whole: large_ghost_hit reads it without the lock */
+	uint32_t d = a->large_dense - a->large_dense / 8 + (whole ? 32 : 0);
+	__atomic_store_n(&a->large_dense, d, __ATOMIC_RELAXED);
 }
 
 /* A free of a block of up to LARGE_GRID_MAX_PAGES pages: counted (large_probe's rate),

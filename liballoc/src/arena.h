@@ -89,7 +89,8 @@ struct arena {
 	uint32_t parked_resident;          /* lock; its pages counted resident */
 	uint32_t large_frees;              /* lock; frees of blocks up to LARGE_GRID_MAX_PAGES
 	                                    * (counted up to LARGE_SAMPLE_EVERY) */
-	uint32_t large_dense;              /* lock; probes read written whole (large_probe) */
+	uint32_t large_dense;              /* lock (stored atomic: large_ghost_hit reads it
+	                                    * without); probes read written whole */
 	uint32_t dirty_pages;              /* lock (a thread cache reads it, atomic): free
 	                                    * pages that may be resident, all its heaps' */
 	uint32_t used_pages;               /* lock (a thread cache reads it, atomic): pages
