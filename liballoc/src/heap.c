@@ -1587,9 +1587,14 @@ uint32_t heap_purge(struct heap *h, uint32_t keep)
 	return pb.purged;
 }
 
-uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest)
+/* heap_purge_aged's pass; w: the window of a measured purge (NULL: none). The window (1 KiB
+ * of residency) is on the measured pass's own frame (purge_aged_measured), not on this one:
+ * on the control thread, whose decay pass runs this, a frame of 1,696 bytes reached one
+ * page deeper into its stack (a copy-on-write fault in every forked child that decays:
+ * bench/README.md, the fork loop). */
+static LA_NOINLINE uint32_t purge_aged(struct heap *h, uint32_t before, uint32_t stale,
+                                       uint32_t *oldest, struct rwin *w)
 {
-	struct rwin win, *w = purge_window(h, &win);
 	struct pbatch pb = {.oldest = oldest};
 	uint32_t steps = 0, tick = before + HEAP_PERIOD;
 	for (int b = HEAP_NBINS - 1; b >= 0 && h->dirty_pages - pb.pending; b--) {
@@ -1606,6 +1611,20 @@ uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32
 	}
 	purge_flush(h, &pb);
 	return pb.purged;
+}
+
+static LA_NOINLINE uint32_t purge_aged_measured(struct heap *h, uint32_t before, uint32_t stale,
+                                                uint32_t *oldest)
+{
+	struct rwin win;
+	return purge_aged(h, before, stale, oldest, purge_window(h, &win));
+}
+
+uint32_t heap_purge_aged(struct heap *h, uint32_t before, uint32_t stale, uint32_t *oldest)
+{
+	if (unlikely(os_measure != NULL))
+		return purge_aged_measured(h, before, stale, oldest);
+	return purge_aged(h, before, stale, oldest, NULL);
 }
 
 /* The first page of [first, end) whose `resident` bit is clear; end if none. */

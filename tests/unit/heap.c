@@ -11,6 +11,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +20,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -1683,6 +1686,98 @@ Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .
 	A(free)(b[0]);
 	A(free)(b[2]);
 	A(free)(b[4]);
+}
+
+/* The decay pass's purge of aged spans (heap_purge_aged) takes little stack: its 1 KiB
+ * window of residency, which only a measured purge uses, was on its frame (1,696 bytes),
+ * and on the control thread the pass reached one page deeper into its stack, a
+ * copy-on-write fault in every forked child that decays (the fork loop: 0.5 a child, perf
+ * page-faults by address). The window is now on the measured purge's own frame. Measured
+ * on a thread of the test's own stack, painted below the call, the purge's system calls
+ * bound first (this binary binds lazily: ld.so's resolver took ~3 KiB at a first call). */
+#define AGED_PAINT 0xa5
+enum { AGED_STACK = 256 << 10 };
+static char *aged_stack;
+static size_t aged_depth;
+static uint32_t aged_purged;
+static struct heap *aged_heap;
+
+static __attribute__((noinline)) void aged_painted(uint32_t before)
+{
+	char *sp = __builtin_frame_address(0);
+	memset(aged_stack, AGED_PAINT, (size_t)(sp - 512 - aged_stack));
+	uint32_t oldest = before;
+	arena_lock(aged_heap->arena);
+	aged_purged = heap_purge_aged(aged_heap, before, before + HEAP_PERIOD, &oldest);
+	arena_unlock(aged_heap->arena);
+	char *low = aged_stack;
+	while (low < sp && (unsigned char)*low == AGED_PAINT)
+		low++;
+	aged_depth = (size_t)(sp - low);
+}
+
+static void *aged_thread(void *arg)
+{
+	(void)arg;
+	/* the purge's libc calls bound: madvise (a span's own purge), syscall (the
+	 * process_madvise of several), clock_gettime (the stamps) */
+	struct timespec ts;
+	char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	p[0] = 1;
+	cr_assert_eq(madvise(p, 4096, MADV_DONTNEED), 0);
+	munmap(p, 4096);
+	cr_assert_gt(syscall(SYS_getpid), 0);
+	cr_assert_eq(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
+	/* and the transparent huge page modes read, once a process (a forking parent reads
+	 * them before its fork: malloc.c, fork_prepare) */
+	os_thp_always();
+	os_thp_pmd_always();
+	/* the free spans' stamp: the purge takes those stamped before the next epoch */
+	uint32_t stamp = 0;
+	arena_lock(aged_heap->arena);
+	for (int k = HEAP_NBINS - 1; k >= 0; k--)
+		for (struct span *t = aged_heap->bins[k]; t; t = t->next)
+			if (t->dirty)
+				stamp = t->stamp;
+	arena_unlock(aged_heap->arena);
+	aged_painted(stamp + 1);
+	return NULL;
+}
+
+Test(heap, the_decay_passs_purge_of_aged_spans_takes_under_1_5_kib_of_stack)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	cr_skip_test("the sanitizers' frames are not liballoc's");
+#endif
+	pages_only(3600000); /* no decay pass takes the pages meanwhile */
+	set("mmap_dynamic", 0);
+	const uint32_t pages[] = {9, 64, 9, 40, 9, 12};
+	char *b[6];
+	side_by_side(b, pages, 6);
+	memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
+	memset(b[3], 1, (size_t)pages[3] << LA_PAGE_SHIFT);
+	A(free)(b[1]); /* free spans with resident pages (b[5], freed last, is parked) */
+	A(free)(b[3]);
+	A(free)(b[5]);
+	aged_heap = heap_of(b[1]);
+	aged_stack =
+	        mmap(NULL, AGED_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(aged_stack, MAP_FAILED);
+	pthread_attr_t a;
+	cr_assert_eq(pthread_attr_init(&a), 0);
+	cr_assert_eq(pthread_attr_setstack(&a, aged_stack, AGED_STACK), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, &a, aged_thread, NULL), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	pthread_attr_destroy(&a);
+	munmap(aged_stack, AGED_STACK);
+	A(free)(b[0]);
+	A(free)(b[2]);
+	A(free)(b[4]);
+	cr_log_info("a purge of %u aged pages: %zu bytes of stack", aged_purged, aged_depth);
+	cr_assert_geq(aged_purged, pages[1] + pages[3], "the purge took %u pages", aged_purged);
+	cr_assert_lt(aged_depth, 1536, "the purge went %zu bytes below its caller", aged_depth);
 }
 
 /* Is the block at p, of a class whose blocks are `grid` whole pages, on its class's grid:
