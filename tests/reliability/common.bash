@@ -49,15 +49,23 @@ preload() {
 }
 
 # The soak service (preload "$SOAK" THREADS 0 SLOTS runs until SIGTERM) prints a progress
-# line about once a second while it allocates.
+# line every 100 ms while it runs, with the count of operations its threads have done.
 ops_lines() {
 	grep -c '^ops=' "$T/svc.out" || true
 }
 
-# still_allocating [N]: until the service has printed N (2) more progress lines
+ops_done() {
+	local n
+	n=$(sed -n 's/^ops=\([0-9]*\) .*/\1/p' "$T/svc.out" | tail -n 1)
+	echo "${n:-0}"
+}
+
+# still_allocating [N]: until the service has printed N (2) more progress lines and its
+# threads have done more operations than at the call (counted in steps of 1024 a thread)
 still_allocating() {
-	local want=$(($(ops_lines) + ${1:-2}))
-	wait_until eval '[ "$(ops_lines)" -ge '"$want"' ]'
+	local want=$(($(ops_lines) + ${1:-2})) ops
+	ops=$(ops_done)
+	wait_until eval '[ "$(ops_lines)" -ge '"$want"' ] && [ "$(ops_done)" -gt '"$ops"' ]'
 }
 
 # finish_soak: stop the service; it must end well: exit 0, no corrupted block, no failed

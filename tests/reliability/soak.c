@@ -9,7 +9,7 @@
  *
  * usage: soak THREADS SECONDS [SLOTS]   (defaults 4, 10, 512; SECONDS 0: until SIGTERM or
  * SIGINT, after which it finishes as at the end of its time)
- * Prints progress lines "ops=N live=B peak_live=B" every second and a final line
+ * Prints progress lines "ops=N live=B peak_live=B" every 100 ms and a final line
  * "soak: ops=N corrupt=0 failed=0 peak_live=B"; exit 0 only when no block was corrupted and
  * no allocation failed. Deterministic per thread (xorshift seeded by the thread index). */
 #include <errno.h>
@@ -256,10 +256,8 @@ int main(int argc, char **argv)
 		        (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
 		if ((seconds > 0 && el >= seconds) || asked_to_stop || atomic_load(&corrupt))
 			break;
-		static int ticks;
-		if (++ticks % 10 == 0)
-			printf("ops=%llu live=%lld peak_live=%lld\n", atomic_load(&ops),
-			       atomic_load(&live), atomic_load(&peak_live));
+		printf("ops=%llu live=%lld peak_live=%lld\n", atomic_load(&ops), atomic_load(&live),
+		       atomic_load(&peak_live));
 	}
 	atomic_store(&stop, 1);
 	for (int i = 0; i < nthreads; i++)
