@@ -5,12 +5,14 @@
 # result must work. Every preloaded process publishes its segment in a private run
 # directory; what is left there afterwards is checked with the reader (tests/helpers/segtool).
 # The default is a short form (the whole of make test stays within 10 minutes on 2 cores):
-# six of CPython's test modules run preloaded, two at a time (and again without the preload
-# only if they fail there, to tell whose failure it is), 30 git commits, the build of the
-# library and allocctl. TEST_LONG=1 runs eleven modules one after the other, with and
-# without the preload, 90 commits and builds allocctld too:
+# six of CPython's test modules run preloaded, two at a time, beside the file's other tests
+# (and again without the preload only if they fail there, to tell whose failure it is), 30
+# git commits, the build of the library and allocctl. TEST_LONG=1 runs eleven modules one
+# after the other, with and without the preload, 90 commits and builds allocctld too:
 #   TEST_LONG=1 make test TESTS=tests/e2e/programs.bats
 # san: skip
+
+source "$ROOT/tests/helpers/wait.bash"
 
 setup() {
 	[ -f "${LIBALLOC_SO:-}" ] || skip "no $LIBALLOC_SO"
@@ -99,53 +101,74 @@ only_stale_segments_left() {
 	echo "# $(ls -A "$SEGS" | wc -l) stale segments of _exit-ed children" >&3
 }
 
-# python_plain MODS...: the same modules without the preload (the baseline)
+# python_plain DIR MODS...: the same modules without the preload (the baseline), in DIR
 python_plain() {
-	(cd "$T" && PYTHONMALLOC=malloc exec /usr/bin/python3 -m test "$@" >"$T/py.plain" 2>&1)
+	local d=$1
+	shift
+	(cd "$d" && PYTHONMALLOC=malloc exec /usr/bin/python3 -m test "$@" >"$d/py.plain" 2>&1)
 }
 
-@test "python3: a slice of CPython's test suite passes with the preload (and without)" {
-	local py=/usr/bin/python3 mods n
-	[ -x "$py" ] && [ -d /usr/lib/python3.11/test ] ||
-		{ echo "Debian's python3 and libpython3.11-testsuite are needed (scripts/deps.sh test)"; false; }
+python_mods() {
 	# test_threading: threads, fork from a thread, the last thread leaving
-	mods="test_threading test_dict test_list test_re test_bytes test_unicode" n=6
-	if [ "$LONG" = 1 ]; then
-		mods="$mods test_set test_json test_gc test_deque test_array" n=11
-		# shellcheck disable=SC2086
-		python_plain $mods || { tail -30 "$T/py.plain"; return 1; }
+	if [ "${TEST_LONG:-0}" = 1 ]; then
+		echo test_threading test_dict test_list test_re test_bytes test_unicode \
+			test_set test_json test_gc test_deque test_array
+	else
+		echo test_threading test_dict test_list test_re test_bytes test_unicode
 	fi
+}
+
+# python_start: the preloaded slice of CPython's test suite, started by setup_file in a
+# directory of its own ($PY_T, segments in $PY_T/segs), runs while the file's other tests
+# do: test_threading spends most of its time waiting out its own timeouts and child
+# interpreters, the other tests are work. Writes the interpreter's pid to $PY_T/pid and its
+# exit status to $PY_T/rc (the long form runs the modules without the preload first:
+# $PY_T/plain.rc). The python3 test, last in the file, checks them.
+python_start() {
+	mkdir -p "$BUILD/run"
+	PY_T=$(mktemp -d "$BUILD/run/programs-py.XXXXXX")
+	mkdir -m 700 "$PY_T/segs"
+	export PY_T
+	[ -x /usr/bin/python3 ] && [ -d /usr/lib/python3.11/test ] || return 0
+	local mods jobs=(-j2)
+	mods=$(python_mods)
 	# two at a time (-j2: each module in a worker process, preloaded too): test_threading
-	# takes most of the time (27 s of 37 s here), mostly waiting out its own timeouts and
-	# child interpreters, so the other five run beside it; the long form runs them one
-	# after the other
-	local jobs=(-j2)
-	[ "$LONG" = 1 ] && jobs=()
+	# takes most of the time (27 s of 37 s alone), so the other five run beside it; the long
+	# form runs them one after the other
+	[ "${TEST_LONG:-0}" = 1 ] && jobs=()
 	(
-		cd "$T" || exit 1
-		export PYTHONMALLOC=malloc LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO"
-		# shellcheck disable=SC2086
-		exec "$py" -m test "${jobs[@]}" $mods >"$T/py.pre" 2>&1
-	) &
-	local preloaded=$! # the subshell execs the interpreter: this is its pid
-	if ! wait "$preloaded"; then
-		tail -50 "$T/py.pre"
-		# shellcheck disable=SC2086
-		if [ "$LONG" = 1 ] || python_plain $mods; then
-			echo "(without the preload the same modules pass)"
-		else
-			echo "(they fail without the preload too:)"
-			tail -30 "$T/py.plain"
+		rc=0
+		if [ "${TEST_LONG:-0}" = 1 ]; then
+			# shellcheck disable=SC2086
+			python_plain "$PY_T" $mods || rc=$?
+			echo "$rc" >"$PY_T/plain.rc"
 		fi
-		return 1
-	fi
-	grep -qx 'Tests result: SUCCESS' "$T/py.pre"
-	grep -qx "All $n tests OK." "$T/py.pre"
-	if [ "$LONG" = 1 ]; then
-		grep -qx 'Tests result: SUCCESS' "$T/py.plain"
-		grep -qx "All $n tests OK." "$T/py.plain"
-	fi
-	only_stale_segments_left "$preloaded"
+		(
+			cd "$PY_T" || exit 1
+			export PYTHONMALLOC=malloc LIBALLOC_RUN_DIR="$PY_T/segs" LD_PRELOAD="$LIBALLOC_SO"
+			# shellcheck disable=SC2086
+			exec /usr/bin/python3 -m test "${jobs[@]}" $mods >"$PY_T/py.pre" 2>&1
+		) &
+		preloaded=$! # the subshell execs the interpreter: this is its pid
+		echo "$preloaded" >"$PY_T/pid"
+		rc=0
+		wait "$preloaded" || rc=$?
+		echo "$rc" >"$PY_T/rc.tmp" && mv "$PY_T/rc.tmp" "$PY_T/rc"
+	) </dev/null >/dev/null 2>&1 3>&- &
+	echo "$!" >"$PY_T/runner"
+}
+
+setup_file() {
+	[ -f "${LIBALLOC_SO:-}" ] || return 0
+	python_start
+}
+
+teardown_file() {
+	[ -n "${PY_T:-}" ] || return 0
+	local p
+	# an interrupted run: its runner and the interpreter (whose workers end with it)
+	for p in $(cat "$PY_T/runner" "$PY_T/pid" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+	rm -rf "$PY_T"
 }
 
 # The git workload: N commits (a multiple of 3) on a generated tree, then history, gc and
@@ -340,4 +363,39 @@ EOF
 	[ "$status" -eq 0 ]
 	[ "$output" = hello ]
 	no_segments_left
+}
+
+# (last: the slice started by setup_file ran beside the tests above)
+@test "python3: a slice of CPython's test suite passes with the preload (and without)" {
+	[ -x /usr/bin/python3 ] && [ -d /usr/lib/python3.11/test ] ||
+		{ echo "Debian's python3 and libpython3.11-testsuite are needed (scripts/deps.sh test)"; false; }
+	local mods n preloaded rc
+	mods=$(python_mods)
+	n=$(wc -w <<<"$mods")
+	# the deadline bounds a run that hangs (the long form's take several minutes)
+	wait_until -t 1500 test -e "$PY_T/rc"
+	preloaded=$(cat "$PY_T/pid")
+	rc=$(cat "$PY_T/rc")
+	if [ "$LONG" = 1 ] && [ "$(cat "$PY_T/plain.rc")" -ne 0 ]; then
+		tail -30 "$PY_T/py.plain"
+		return 1
+	fi
+	if [ "$rc" -ne 0 ]; then
+		tail -50 "$PY_T/py.pre"
+		# shellcheck disable=SC2086
+		if [ "$LONG" = 1 ] || python_plain "$PY_T" $mods; then
+			echo "(without the preload the same modules pass)"
+		else
+			echo "(they fail without the preload too:)"
+			tail -30 "$PY_T/py.plain"
+		fi
+		return 1
+	fi
+	grep -qx 'Tests result: SUCCESS' "$PY_T/py.pre"
+	grep -qx "All $n tests OK." "$PY_T/py.pre"
+	if [ "$LONG" = 1 ]; then
+		grep -qx 'Tests result: SUCCESS' "$PY_T/py.plain"
+		grep -qx "All $n tests OK." "$PY_T/py.plain"
+	fi
+	SEGS="$PY_T/segs" only_stale_segments_left "$preloaded"
 }
