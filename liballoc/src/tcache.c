@@ -799,7 +799,7 @@ static bool bin_take_wide(struct tcache *tc, unsigned c)
  * in runs longer than the bin holds (a structure built, torn down and built again), each
  * run a refill or a flush of half its limit, each with its fixed cost. It doubles its
  * limit, up to bin_grown_limit (on its wide row), so that the same runs take half as
- * many. Its refills double up to half the new limit + 1 (3/4 of it up to 128 bytes:
+ * many. Its refills double up to half the new limit + 1 (3/4 of it up to 48 bytes:
  * TC_DEEP_REFILL_CLASSES), and never-used
  * blocks still come sc_batch at a time. Back to the base limit at a cold-bin sweep that
  * finds it quiet and does not skip it (bin_shrink): the bytes it may hold are
@@ -1107,8 +1107,8 @@ LA_INLINE void *bin_alloc(struct tcache *tc, unsigned cls, bool empty)
 		p = arena_alloc_small(tc->arena, cls);
 	} else {
 		/* freed blocks come back in batches of up to half the limit + 1, three quarters
-		 * of it in the classes up to 128 bytes (a refill's fixed cost over more blocks:
-		 * nbody_tree 3000 2's refills 624 -> 461, -37k instructions; logicmin 60 -46k);
+		 * of it in the classes up to 48 bytes (a refill's fixed cost over more blocks:
+		 * nbody_tree 3000 2 -30k instructions; logicmin 60 -46k);
 		 * never-used ones (which touch memory) at most sc_batch at a time */
 		uint32_t want = b->batch, most = cls < TC_DEEP_REFILL_CLASSES
 		                                         ? b->limit - b->limit / 4u

@@ -199,9 +199,10 @@ struct tlist {
 #define TC_LIST_CLASSES        12u /* classes that may take a list: up to 256 bytes */
 #define TC_LIST_MASK           (((uint64_t)1 << TC_LIST_CLASSES) - 1)
 /* Classes whose refills of freed blocks take up to 3/4 of the bin's limit (the others half
- * + 1): up to 128 bytes (tcache.c, bin_alloc; every class: realloc_growth 64 1000000's peak
- * 19.88 -> 20.76 MiB, its refills of the larger classes' warm spans carving more) */
-#define TC_DEEP_REFILL_CLASSES 8u
+ * + 1): up to 48 bytes (tcache.c, bin_alloc). Every class: realloc_growth 64 1000000's peak
+ * 19.88 -> 20.76 MiB; up to 128 bytes: the cpython row's faults 8,730 -> 8,851 (up to 48:
+ * 8,573; bench/README.md, session 42, instr42) */
+#define TC_DEEP_REFILL_CLASSES 3u
 
 /* Is next, the decoded link of list l's head, a block of the list: inside the carved bytes
  * of its span (64 bits wide: NULL, the list's end, fails) and at a block start of its

@@ -96,12 +96,12 @@ static uint32_t half_and_one(uint32_t limit)
 	return limit / 2 + 1;
 }
 
-/* A refill of freed blocks up to 128 bytes takes up to three quarters of the bin's limit
+/* A refill of freed blocks up to 48 bytes takes up to three quarters of the bin's limit
  * (its fixed cost over more blocks), not half + 1: a structure freed whole, then built
  * again (nbody_tree's tree, logicmin's cubes), refills a quarter less often. */
-Test(refill, a_refill_of_freed_blocks_up_to_128_bytes_takes_three_quarters_of_the_limit)
+Test(refill, a_refill_of_freed_blocks_up_to_48_bytes_takes_three_quarters_of_the_limit)
 {
-	struct refill_seen r = largest_refill(64, three_quarters);
+	struct refill_seen r = largest_refill(48, three_quarters);
 	cr_assert_gt(r.most, half_and_one(r.limit),
 	             "the largest refill took %u blocks at a limit of %u", r.most, r.limit);
 }
