@@ -37,10 +37,13 @@ pre() {
 	LIBALLOC_RUN_DIR="$SEGS" LD_PRELOAD="$LIBALLOC_SO" "$@"
 }
 
-# both TAG CMD...: CMD without and with the preload; outputs in $T/TAG.plain, $T/TAG.pre.
+# both TAG CMD...: CMD without and with the preload, side by side (each is one process
+# on one CPU); outputs in $T/TAG.plain, $T/TAG.pre. Fails if either does.
 both() {
-	"${@:2}" >"$T/$1.plain" 2>&1
+	"${@:2}" >"$T/$1.plain" 2>&1 3>&- &
+	local plain=$!
 	pre "${@:2}" >"$T/$1.pre" 2>&1
+	wait "$plain"
 }
 
 # same_output TAG OP N: the plain run printed OP N lines (a test operator: -eq, -ge, -gt)
@@ -206,10 +209,13 @@ git_workload() {
 @test "git: init, many commits, log, gc and fsck print the same with the preload" {
 	local n=30 lines=150
 	[ "$LONG" = 1 ] && n=90 lines=500
-	(git_workload "$T/plain" "$n" >"$T/git.plain" 2>&1)
+	# without the preload beside the preloaded run (each a chain of one process at a time)
+	(git_workload "$T/plain" "$n" >"$T/git.plain" 2>&1) 3>&- &
+	local plain=$!
 	# bash, git and every git sub-process (pack-objects, repack, ...) preloaded
 	export -f git_workload
 	pre bash -c 'git_workload "$1" "$2"' git "$T/pre" "$n" >"$T/git.pre" 2>&1
+	wait "$plain"
 	same_output git -gt "$lines"
 	no_segments_left
 }
@@ -245,8 +251,10 @@ SELECT count(*) FROM item;
 DROP INDEX item_grp;
 SELECT count(*), sum(grp) FROM item WHERE price BETWEEN 10 AND 20;
 EOF
-	sqlite3 "$T/plain.db" <"$T/work.sql" >"$T/sql.plain" 2>&1
+	sqlite3 "$T/plain.db" <"$T/work.sql" >"$T/sql.plain" 2>&1 3>&- &
+	local plain=$!
 	pre sqlite3 "$T/pre.db" <"$T/work.sql" >"$T/sql.pre" 2>&1
+	wait "$plain"
 	grep -qx ok "$T/sql.plain"
 	same_output sql -gt 40
 	cmp <(sqlite3 "$T/plain.db" .dump) <(sqlite3 "$T/pre.db" .dump)
