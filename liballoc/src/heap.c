@@ -1123,7 +1123,7 @@ static void huge_drop(struct heap *h, uint32_t bits)
 		bits &= ~run;
 		if (os_huge((char *)h + ((size_t)k0 * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
 		            (size_t)(k1 - k0) * HEAP_HUGE_PAGES << LA_PAGE_SHIFT, false, h->c) == 0)
-			h->huge &= ~run;
+			__atomic_store_n(&h->huge, h->huge & ~run, __ATOMIC_RELAXED);
 	}
 }
 
@@ -1231,7 +1231,7 @@ uint32_t heap_populate_ahead(struct heap *h, struct span *s, uint32_t dirty)
 			int e = os_huge((char *)h + ((size_t)k0 * HEAP_HUGE_PAGES << LA_PAGE_SHIFT),
 			                (size_t)n << LA_PAGE_SHIFT, true, h->c);
 			if (e == 0) {
-				h->huge |= huge;
+				__atomic_store_n(&h->huge, h->huge | huge, __ATOMIC_RELAXED);
 				ahead = want;
 			} else {
 				if (e == EINVAL) /* a kernel without THP */

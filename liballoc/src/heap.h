@@ -160,7 +160,9 @@ struct heap {
 			uint32_t
 			        fresh_prev; /* ... and in the one before (0 if that was not the last) */
 			uint32_t huge;      /* bit k: pages [k, k + 1) * HEAP_HUGE_PAGES are advised
-	                            * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears) */
+	                            * MADV_HUGEPAGE (heap_populate_ahead; purge_span clears).
+	                            * Lock; stored atomic: heap_huge_in reads it without
+	                            * the lock (arena_move_large, another arena's heap) */
 			uint64_t fresh_ns;     /* when the current window began */
 			struct la_counters *c; /* the owning arena's published counters */
 			struct burst_watch
