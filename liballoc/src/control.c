@@ -770,7 +770,9 @@ static void *control_main(void *arg)
 		}
 		if (__atomic_load_n(&control_stop, __ATOMIC_ACQUIRE)) {
 			__atomic_store_n(&control_running, 0, __ATOMIC_RELEASE);
-			shm_header()->control_state = LA_CONTROL_OFF;
+			/* (atomic: a forking thread reads it, shm_fork_snapshot) */
+			__atomic_store_n(&shm_header()->control_state, LA_CONTROL_OFF,
+			                 __ATOMIC_RELAXED);
 			pressure_stop(); /* its thread would keep the process alive */
 			return NULL;
 		}
