@@ -67,7 +67,7 @@ static int seg_fd = -1;
 static pid_t seg_pid;
 static char seg_path[256];
 static uint32_t seg_meta_pages;  /* pages of the segment in use (metadata) */
-static bool seg_on_file;         /* seg is a shared mapping of seg_fd's file */
+static bool seg_on_file;         /* seg is a shared mapping of seg_fd's file (atomic) */
 static uint32_t seg_arena_count; /* the header's arena_count, kept for a move */
 static uint32_t seg_moving;      /* a truncated file's segment is being moved */
 uint32_t shm_decay_armed;
@@ -164,7 +164,8 @@ void shm_set_arena_count(uint32_t n)
 	/* a file not named yet has its first page (and the mailbox's): the second arena's
 	 * class statistics are past it, written into a hole, which a full tmpfs answers with
 	 * SIGBUS, and the handler comes with the name. (Under the arenas' lock: no dlsym) */
-	if (n > 1 && seg_on_file && !__atomic_load_n(&seg_path[0], __ATOMIC_RELAXED))
+	if (n > 1 && __atomic_load_n(&seg_on_file, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&seg_path[0], __ATOMIC_RELAXED))
 		sigbus_install_handler();
 }
 
@@ -875,7 +876,7 @@ static void on_file(int fd, pid_t pid, const char *dir, dev_t dir_dev, ino_t dir
 	seg_dir_dev = dir_dev;
 	seg_dir_ino = dir_ino;
 	la_strlcpy(seg_dir, dir, sizeof(seg_dir));
-	seg_on_file = true;
+	seg_on_file = true; /* (the constructor or a forked child: no other thread yet) */
 }
 
 void shm_publish_file(void)
@@ -1121,8 +1122,9 @@ static LA_NOINLINE bool name_file(bool keep)
 	pid_t pid = seg_pid;
 	write_identity(pid);
 	seg_names(seg_dir, pid, tmp, false);
-	bool ok = seg_on_file && seg_fd >= 0 && is_seg_file(seg_fd);
-	if (!ok && seg_on_file) {
+	bool on = __atomic_load_n(&seg_on_file, __ATOMIC_ACQUIRE); /* (a fault moves it) */
+	bool ok = on && seg_fd >= 0 && is_seg_file(seg_fd);
+	if (!ok && on) {
 		/* the program closed it (closefrom: sshd does at its start): the mapping holds the
 		 * file still, and /proc/self/map_files opens it again where the process may
 		 * (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE: a root daemon). The old number is the
@@ -1373,7 +1375,8 @@ static bool move_to_private_memory(int fd, pid_t pid)
 	}
 	memcpy(seg, copy, got);
 	munmap(copy, SEG_SIZE);
-	seg_on_file = false;
+	/* (atomic: the naming and an arena's set-up read it without seg_moving) */
+	__atomic_store_n(&seg_on_file, false, __ATOMIC_RELEASE);
 	write_layout();
 	write_identity(pid);
 	shm_header()->arena_count = __atomic_load_n(&seg_arena_count, __ATOMIC_RELAXED);
@@ -1397,7 +1400,7 @@ static void move_published(void)
 	        " bytes by another process; they are kept in private memory", (char *)NULL);
 	close(seg_fd);
 	seg_fd = -1;
-	seg_path[0] = 0;
+	__atomic_store_n(&seg_path[0], 0, __ATOMIC_RELAXED); /* (as in shm_unpublish) */
 }
 
 bool shm_fault(const void *addr)
@@ -1474,7 +1477,8 @@ void shm_unpublish(void)
 	name_wait_busy(&st);
 	if (!seg_path[0])
 		return;
-	seg_path[0] = 0;
+	/* (atomic: other threads read it without a lock, shm_set_arena_count, keep_seg_dir) */
+	__atomic_store_n(&seg_path[0], 0, __ATOMIC_RELAXED);
 	/* only our own file in the very directory we published in */
 	int dfd = open_seg_dir();
 	if (dfd < 0)
@@ -1640,7 +1644,7 @@ void shm_fork_snapshot(void)
 	 * the child's copy would hold the same) */
 	fork_parent_controlled = __atomic_load_n(&shm_header()->control_state, __ATOMIC_RELAXED) ==
 	                         LA_CONTROL_RUNNING;
-	if (!seg_on_file)
+	if (!__atomic_load_n(&seg_on_file, __ATOMIC_ACQUIRE)) /* (a fault on another thread) */
 		return; /* private memory: the clone's copy is the child's own */
 	/* the pid namespace is written at the naming (write_identity), before the path's first
 	 * byte: a file named after this snapshot (by the control thread) is read in the child,
