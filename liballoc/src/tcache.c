@@ -800,13 +800,13 @@ static bool bin_take_wide(struct tcache *tc, unsigned c)
  * run a refill or a flush of half its limit, each with its fixed cost. It doubles its
  * limit, up to bin_grown_limit (on its wide row), so that the same runs take half as
  * many. Its refills double up to half the new limit + 1 (3/4 of it up to 48 bytes:
- * TC_DEEP_REFILL_CLASSES), and never-used
- * blocks still come sc_batch at a time. Back to the base limit at a cold-bin sweep that
- * finds it quiet and does not skip it (bin_shrink): the bytes it may hold are
- * TC_GROW_BYTES, per class and thread, only while the class is in use. logicmin 60 (its
- * cubes and table nodes: 32-byte blocks, 446,000 allocated, up to 79,000 live, in runs of
- * thousands each way): 7,159 refills and 4,300 flushes of 32 blocks and more, 10.7M
- * instructions, now half as many; 257.80M -> 255.91M instructions in all (bench/README.md). */
+ * TC_DEEP_REFILL_CLASSES), and never-used blocks still come sc_batch at a time. Back to
+ * the base limit at a cold-bin sweep that finds it quiet and does not skip it
+ * (bin_shrink): the bytes it may hold are TC_GROW_BYTES, per class and thread, only while
+ * the class is in use. logicmin 60 (its cubes and table nodes: 32-byte blocks, 446,000
+ * allocated, up to 79,000 live, in runs of thousands each way): 7,159 refills and 4,300
+ * flushes of 32 blocks and more, 10.7M instructions, now half as many; 257.80M -> 255.91M
+ * instructions in all (bench/README.md). */
 static LA_NOINLINE void bin_grow(struct tcache *tc, unsigned c)
 {
 	struct tslots *t = tc->slots;
