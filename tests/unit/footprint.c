@@ -23,6 +23,7 @@
 #include "liballoc_shm.h"
 #include "pagemap.h"
 #include "shm.h"
+#include "stackdepth.h"
 
 Test(segment, a_process_keeps_the_first_page_of_it_the_pages_of_its_arenas_and_the_mailbox)
 {
@@ -157,23 +158,14 @@ Test(direct, mappings_made_and_dropped_fault_one_page_in_a_process_and_its_forke
  * child faulted those in at its malloc_trim (copies of its parent's pages), ~1.6 faults a
  * child (perf page-faults on [stack], forkfree 40 4 plain). The drop now keeps an
  * address and a length a mapping. Measured on a thread of our own stack, painted below
- * the call. */
-#define PAINT 0xa5
-enum { TRIM_STACK = 256 << 10 };
-static char *trim_stack;
+ * the call (stackdepth.h). */
 static size_t trim_depth;
 static uint64_t trim_cached; /* bytes of mappings cached when the drop ran */
 
-static __attribute__((noinline)) void trim_painted(void)
+static void drop_cached(void *arg)
 {
-	char *sp = __builtin_frame_address(0);
-	/* below this frame: paint (the allocations before used some of it) */
-	memset(trim_stack, PAINT, (size_t)(sp - 512 - trim_stack));
+	(void)arg;
 	direct_trim();
-	char *low = trim_stack;
-	while (low < sp && (unsigned char)*low == PAINT)
-		low++;
-	trim_depth = (size_t)(sp - low);
 }
 
 static void cache_mappings(void)
@@ -213,7 +205,7 @@ static void *trim_thread(void *arg)
 	struct la_counters c = {0};
 	liballoc_stats(&c);
 	trim_cached = c.direct_cache_bytes;
-	trim_painted();
+	trim_depth = painted_depth(drop_cached, NULL);
 	return NULL;
 }
 
@@ -223,17 +215,7 @@ Test(direct, a_drop_of_cached_mappings_takes_under_2_kib_of_stack)
 	cr_skip_test("the sanitizers' frames are not liballoc's");
 #endif
 	A(free)(A(malloc)(64)); /* the allocator is up */
-	trim_stack =
-	        mmap(NULL, TRIM_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(trim_stack, MAP_FAILED);
-	pthread_attr_t a;
-	cr_assert_eq(pthread_attr_init(&a), 0);
-	cr_assert_eq(pthread_attr_setstack(&a, trim_stack, TRIM_STACK), 0);
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, &a, trim_thread, NULL), 0);
-	cr_assert_eq(pthread_join(t, NULL), 0);
-	pthread_attr_destroy(&a);
-	munmap(trim_stack, TRIM_STACK);
+	cr_assert_eq(run_on_own_stack(trim_thread, NULL), 0, "a thread on a stack of our own");
 	cr_log_info("a drop of %llu bytes of cached mappings: %zu bytes of stack",
 	            (unsigned long long)trim_cached, trim_depth);
 	cr_assert_gt(trim_cached, 0, "mappings cached for the drop");

@@ -33,6 +33,7 @@
 #include "liballoc.h"
 #include "os.h"
 #include "procstatus.h"
+#include "stackdepth.h"
 #include "tcache.h"
 #include "thpdir.h"
 
@@ -1633,6 +1634,24 @@ Test(heap, a_request_above_the_threshold_takes_a_resident_window_inside_a_free_r
 
 /* ---- a corrupted free list --------------------------------------------------------------- */
 
+/* Six large blocks side by side (no decay pass meanwhile, no direct mappings), the second
+ * and fourth written and freed: two free spans of resident pages (FREED_PAGES), blocks kept
+ * between them. A freed large block is parked whole until the next is freed: the last one
+ * freed, b[5], takes that place. b[0], b[2] and b[4] stay allocated. */
+enum { FREED_PAGES = 64 + 40 };
+static void two_resident_free_spans(char *b[6])
+{
+	static const uint32_t pages[] = {9, 64, 9, 40, 9, 12};
+	pages_only(3600000);
+	set("mmap_dynamic", 0);
+	side_by_side(b, pages, 6);
+	memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
+	memset(b[3], 1, (size_t)pages[3] << LA_PAGE_SHIFT);
+	A(free)(b[1]);
+	A(free)(b[3]);
+	A(free)(b[5]);
+}
+
 /* A free span linked to itself (a span inserted twice into its bin: what a forked child's
  * trim met when a block of another arena reached the wrong arena's spans, 862e05f) stops
  * the process with a message, where the trim spun forever over it, holding the arena's
@@ -1661,18 +1680,8 @@ static int circular_trim_child(void *arg)
 
 Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .timeout = 60)
 {
-	pages_only(3600000); /* no decay pass takes the pages meanwhile */
-	set("mmap_dynamic", 0);
-	const uint32_t pages[] = {9, 64, 9, 40, 9, 12};
 	char *b[6];
-	side_by_side(b, pages, 6);
-	memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
-	memset(b[3], 1, (size_t)pages[3] << LA_PAGE_SHIFT);
-	/* a freed large block is parked whole until the next is freed: the last one freed,
-	 * b[5], takes that place */
-	A(free)(b[1]);
-	A(free)(b[3]);
-	A(free)(b[5]);
+	two_resident_free_spans(b);
 	struct heap *h = heap_of(b[1]);
 	char out[512];
 	int st = run_child_stderr(circular_trim_child, h, out, sizeof(out));
@@ -1693,27 +1702,18 @@ Test(heap, a_free_span_list_made_circular_stops_a_trim_rather_than_spin_in_it, .
  * and on the control thread the pass reached one page deeper into its stack, a
  * copy-on-write fault in every forked child that decays (the fork loop: 0.5 a child, perf
  * page-faults by address). The window is now on the measured purge's own frame. Measured
- * on a thread of the test's own stack, painted below the call, the purge's system calls
- * bound first (this binary binds lazily: ld.so's resolver took ~3 KiB at a first call). */
-#define AGED_PAINT 0xa5
-enum { AGED_STACK = 256 << 10 };
-static char *aged_stack;
+ * on a thread of the test's own stack, painted below the call (stackdepth.h), the purge's
+ * system calls bound first. */
 static size_t aged_depth;
 static uint32_t aged_purged;
 static struct heap *aged_heap;
 
-static __attribute__((noinline)) void aged_painted(uint32_t before)
+static void purge_aged_before(void *arg)
 {
-	char *sp = __builtin_frame_address(0);
-	memset(aged_stack, AGED_PAINT, (size_t)(sp - 512 - aged_stack));
-	uint32_t oldest = before;
+	uint32_t before = *(uint32_t *)arg, oldest = before;
 	arena_lock(aged_heap->arena);
 	aged_purged = heap_purge_aged(aged_heap, before, before + HEAP_PERIOD, &oldest);
 	arena_unlock(aged_heap->arena);
-	char *low = aged_stack;
-	while (low < sp && (unsigned char)*low == AGED_PAINT)
-		low++;
-	aged_depth = (size_t)(sp - low);
 }
 
 static void *aged_thread(void *arg)
@@ -1741,7 +1741,8 @@ static void *aged_thread(void *arg)
 			if (t->dirty)
 				stamp = t->stamp;
 	arena_unlock(aged_heap->arena);
-	aged_painted(stamp + 1);
+	uint32_t before = stamp + 1;
+	aged_depth = painted_depth(purge_aged_before, &before);
 	return NULL;
 }
 
@@ -1750,33 +1751,15 @@ Test(heap, the_decay_passs_purge_of_aged_spans_takes_under_1_5_kib_of_stack)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	cr_skip_test("the sanitizers' frames are not liballoc's");
 #endif
-	pages_only(3600000); /* no decay pass takes the pages meanwhile */
-	set("mmap_dynamic", 0);
-	const uint32_t pages[] = {9, 64, 9, 40, 9, 12};
 	char *b[6];
-	side_by_side(b, pages, 6);
-	memset(b[1], 1, (size_t)pages[1] << LA_PAGE_SHIFT);
-	memset(b[3], 1, (size_t)pages[3] << LA_PAGE_SHIFT);
-	A(free)(b[1]); /* free spans with resident pages (b[5], freed last, is parked) */
-	A(free)(b[3]);
-	A(free)(b[5]);
+	two_resident_free_spans(b);
 	aged_heap = heap_of(b[1]);
-	aged_stack =
-	        mmap(NULL, AGED_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(aged_stack, MAP_FAILED);
-	pthread_attr_t a;
-	cr_assert_eq(pthread_attr_init(&a), 0);
-	cr_assert_eq(pthread_attr_setstack(&a, aged_stack, AGED_STACK), 0);
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, &a, aged_thread, NULL), 0);
-	cr_assert_eq(pthread_join(t, NULL), 0);
-	pthread_attr_destroy(&a);
-	munmap(aged_stack, AGED_STACK);
+	cr_assert_eq(run_on_own_stack(aged_thread, NULL), 0, "a thread on a stack of our own");
 	A(free)(b[0]);
 	A(free)(b[2]);
 	A(free)(b[4]);
 	cr_log_info("a purge of %u aged pages: %zu bytes of stack", aged_purged, aged_depth);
-	cr_assert_geq(aged_purged, pages[1] + pages[3], "the purge took %u pages", aged_purged);
+	cr_assert_geq(aged_purged, FREED_PAGES, "the purge took %u pages", aged_purged);
 	cr_assert_lt(aged_depth, 1536, "the purge went %zu bytes below its caller", aged_depth);
 }
 
