@@ -2790,9 +2790,10 @@ static void no_decay_pass(void)
 
 /* A class whose blocks go to the arena and come back in runs longer than its bin holds (a
  * structure of 2,000 blocks of 32 bytes built and torn down, again and again) refills and
- * flushes half a bin at a time: with the 63 blocks of a bin's row, each refill took at most
- * 32 of them, 63 refills a build. Such a bin grows (up to TC_GROW_BYTES: 127 blocks of 32
- * bytes), and its refills take up to 64: half as many. */
+ * flushes part of a bin at a time: with the 63 blocks of a bin's row, each refill took at
+ * most 32 of them (48 since e853a0d: 3/4 of the limit up to 48 bytes), 63 refills a build.
+ * Such a bin grows (up to TC_GROW_BYTES: 127 blocks of 32 bytes), and its refills take up
+ * to 96: fewer still. */
 Test(growth, a_bin_that_refills_and_flushes_often_grows)
 {
 	no_decay_pass();
